@@ -1,0 +1,1 @@
+"""para_ros: rclpy nodes and thin ROS adapters around the ROS-free ``para_core`` library."""

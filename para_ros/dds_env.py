@@ -1,0 +1,103 @@
+"""The one place that decides how this project's processes talk DDS: on loopback, in a per-run domain.
+
+Every launcher, node entry point, test and benchmark of the project calls :func:`apply_loopback_dds_env` (in-process,
+before ``rclpy.init``) or passes :func:`loopback_dds_env` to a child process. It sets
+
+* ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``: discovery never leaves the host. (``ROS_LOCALHOST_ONLY`` is silently
+  ignored by ROS 2 Kilted, so it is not relied on.)
+* ``ROS_DOMAIN_ID``: kept if the caller chose one, else a fresh one per run, so parallel runs never see each other.
+* ``FASTDDS_DEFAULT_PROFILES_FILE`` (and the pre-3.0 name ``FASTRTPS_DEFAULT_PROFILES_FILE``): the shipped
+  ``config/fastdds_loopback.xml`` (16 MB shared memory + UDP on 127.0.0.1 only). ``PARA_DDS_PROFILE=none`` leaves the
+  user's own profile alone; ``PARA_DDS_PROFILE=/path.xml`` uses another.
+* ``RMW_IMPLEMENTATION=rmw_fastrtps_cpp`` unless the user picked another RMW.
+
+Nothing here imports rclpy: the environment must be in place before the middleware starts.
+"""
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Mapping, MutableMapping
+
+from para_ros.paths import config_file
+
+DISCOVERY_RANGE = "LOCALHOST"
+PROFILE_FILE_NAME = "fastdds_loopback.xml"
+PROFILE_ENV_VARS = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+# Domain ids whose Fast DDS ports are valid on Linux (0..101); 0 is left to the user's default graph.
+DOMAIN_ID_RANGE = (1, 100)
+
+
+def fresh_domain_id(rng: random.Random | None = None) -> int:
+    """A random domain id in :data:`DOMAIN_ID_RANGE`, for one run (tests, demo, CI)."""
+    rng = rng or random.SystemRandom()
+    return rng.randint(*DOMAIN_ID_RANGE)
+
+
+def loopback_dds_env(base: Mapping[str, str] | None = None, domain_id: int | None = None) -> dict[str, str]:
+    """Return a copy of ``base`` (default ``os.environ``) with the loopback DDS settings applied.
+
+    :param base: environment to start from.
+    :param domain_id: the ROS domain to use; default: ``base``'s ``ROS_DOMAIN_ID`` if set, else a fresh one.
+    """
+    env = dict(os.environ if base is None else base)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = DISCOVERY_RANGE
+    env.pop("ROS_STATIC_PEERS", None)
+    if domain_id is not None:
+        env["ROS_DOMAIN_ID"] = str(domain_id)
+    elif not env.get("ROS_DOMAIN_ID"):
+        env["ROS_DOMAIN_ID"] = str(fresh_domain_id())
+    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    choice = env.get("PARA_DDS_PROFILE", "")
+    if choice.lower() != "none":
+        profile = choice or str(config_file(PROFILE_FILE_NAME))
+        for name in PROFILE_ENV_VARS:
+            env[name] = profile
+    return env
+
+
+def apply_loopback_dds_env(domain_id: int | None = None, environ: MutableMapping[str, str] | None = None) -> dict:
+    """Apply :func:`loopback_dds_env` to ``environ`` (default ``os.environ``) in place; call before ``rclpy.init``."""
+    environ = os.environ if environ is None else environ
+    env = loopback_dds_env(environ, domain_id)
+    environ.update(env)
+    return env
+
+
+def check_loopback_dds_env(environ: Mapping[str, str] | None = None) -> list[str]:
+    """List what in ``environ`` would let DDS leave loopback (empty list: all good)."""
+    environ = os.environ if environ is None else environ
+    problems = []
+    if environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") != DISCOVERY_RANGE:
+        problems.append(f"ROS_AUTOMATIC_DISCOVERY_RANGE is {environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE')!r}, "
+                        f"not {DISCOVERY_RANGE!r}")
+    if not environ.get("ROS_DOMAIN_ID", "").isdigit():
+        problems.append("ROS_DOMAIN_ID is not set to a number")
+    if environ.get("ROS_STATIC_PEERS"):
+        problems.append("ROS_STATIC_PEERS is set")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``para-env [--domain-id N] [--] CMD ...``: run CMD with the loopback DDS environment; with no CMD print it."""
+    import argparse
+    import shlex
+    import sys
+
+    parser = argparse.ArgumentParser(prog="para-env", description=main.__doc__)
+    parser.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID to use (default: keep or pick fresh)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="command to run (default: print export lines)")
+    args = parser.parse_args(argv)
+    env = apply_loopback_dds_env(args.domain_id)
+    cmd = [c for c in args.command if c != "--"] if args.command else []
+    if not cmd:
+        for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "RMW_IMPLEMENTATION", *PROFILE_ENV_VARS):
+            if key in env:
+                print(f"export {key}={shlex.quote(env[key])}")
+        return 0
+    os.execvpe(cmd[0], cmd, env)
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

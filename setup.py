@@ -1,0 +1,34 @@
+"""para_ros: PARA (Pixel-Aligned Robot Actions) v4 policy, ROS 2 nodes and a simulated YAM arm.
+
+Built by colcon as an ament_python package on a ROS 2 robot PC, or installed with pip into a plain venv
+(``scripts/setup``). The ROS interfaces (``para_msgs``) are a separate CMake package in ``interfaces/para_msgs``.
+"""
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "para_ros"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(include=["para_core", "para_core.*", "para_ros", "para_ros.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml") + glob("config/*.rviz")),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="PARA team",
+    maintainer_email="para@example.com",
+    description="PARA v4 volumetric policy on ROS 2: inference node, chunk executor, simulated YAM arm.",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    entry_points={
+        "console_scripts": [
+            "para-env = para_ros.dds_env:main",
+        ],
+    },
+)

@@ -1,0 +1,30 @@
+"""Suite-wide set-up: loopback-only DDS in a per-run domain, and the ``slow`` marker gate.
+
+The DDS environment is applied here, at import, before any test module can import rclpy, so every in-process node
+and every child process the tests start (they inherit ``os.environ``) stays on loopback.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from para_ros.dds_env import apply_loopback_dds_env
+
+# One fresh domain per pytest run unless the caller (e.g. .ci/run) pinned one.
+apply_loopback_dds_env()
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False,
+                     help="also run tests marked slow (CI does)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow") or os.environ.get("PARA_RUNSLOW") == "1":
+        return
+    skip_slow = pytest.mark.skip(reason="slow: run with --runslow (CI does)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
