@@ -6,7 +6,8 @@ before ``rclpy.init``) or passes :func:`loopback_dds_env` to a child process. It
 * ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``: discovery never leaves the host. (``ROS_LOCALHOST_ONLY`` is silently
   ignored by ROS 2 Kilted, so it is not relied on.)
 * ``ROS_DOMAIN_ID``: kept if the caller chose one, else a fresh one per run, so parallel runs never see each other.
-* ``FASTDDS_DEFAULT_PROFILES_FILE`` (and the pre-3.0 name ``FASTRTPS_DEFAULT_PROFILES_FILE``): the shipped
+* ``FASTDDS_DEFAULT_PROFILES_FILE`` (and, on Humble/Iron/Jazzy whose Fast DDS 2.x reads only that name,
+  ``FASTRTPS_DEFAULT_PROFILES_FILE``): the shipped
   ``config/fastdds_loopback.xml`` (16 MB shared memory + UDP on 127.0.0.1 only). ``PARA_DDS_PROFILE=none`` leaves the
   user's own profile alone; ``PARA_DDS_PROFILE=/path.xml`` uses another.
 * ``RMW_IMPLEMENTATION=rmw_fastrtps_cpp`` unless the user picked another RMW.
@@ -23,7 +24,9 @@ from para_ros.paths import config_file
 
 DISCOVERY_RANGE = "LOCALHOST"
 PROFILE_FILE_NAME = "fastdds_loopback.xml"
-PROFILE_ENV_VARS = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+PROFILE_ENV_VAR = "FASTDDS_DEFAULT_PROFILES_FILE"
+LEGACY_PROFILE_ENV_VAR = "FASTRTPS_DEFAULT_PROFILES_FILE"  # Fast DDS 2.x; Fast DDS 3 warns that it is deprecated
+LEGACY_FASTDDS_DISTROS = ("humble", "iron", "jazzy")
 # Domain ids whose Fast DDS ports are valid on Linux (0..101); 0 is left to the user's default graph.
 DOMAIN_ID_RANGE = (1, 100)
 
@@ -51,8 +54,9 @@ def loopback_dds_env(base: Mapping[str, str] | None = None, domain_id: int | Non
     choice = env.get("PARA_DDS_PROFILE", "")
     if choice.lower() != "none":
         profile = choice or str(config_file(PROFILE_FILE_NAME))
-        for name in PROFILE_ENV_VARS:
-            env[name] = profile
+        env[PROFILE_ENV_VAR] = profile
+        if env.get("ROS_DISTRO", "").lower() in LEGACY_FASTDDS_DISTROS:
+            env[LEGACY_PROFILE_ENV_VAR] = profile
     return env
 
 
@@ -75,6 +79,10 @@ def check_loopback_dds_env(environ: Mapping[str, str] | None = None) -> list[str
         problems.append("ROS_DOMAIN_ID is not set to a number")
     if environ.get("ROS_STATIC_PEERS"):
         problems.append("ROS_STATIC_PEERS is set")
+    if environ.get("PARA_DDS_PROFILE", "").lower() != "none":
+        profile = environ.get(PROFILE_ENV_VAR, "")
+        if not profile or not os.path.isfile(profile):
+            problems.append(f"{PROFILE_ENV_VAR} is {profile!r}: the loopback Fast DDS profile is not in force")
     return problems
 
 
@@ -89,9 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="command to run (default: print export lines)")
     args = parser.parse_args(argv)
     env = apply_loopback_dds_env(args.domain_id)
-    cmd = [c for c in args.command if c != "--"] if args.command else []
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
     if not cmd:
-        for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "RMW_IMPLEMENTATION", *PROFILE_ENV_VARS):
+        for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "RMW_IMPLEMENTATION", PROFILE_ENV_VAR,
+                    LEGACY_PROFILE_ENV_VAR):
             if key in env:
                 print(f"export {key}={shlex.quote(env[key])}")
         return 0

@@ -1,0 +1,51 @@
+"""Small helpers for tests that talk real DDS: child processes with the loopback env, waiting on conditions."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from para_ros.dds_env import loopback_dds_env
+
+
+def start_python(code_or_args: str | Sequence[str], *, module: bool = False, env_extra: dict | None = None,
+                 stdout=subprocess.PIPE) -> subprocess.Popen:
+    """Start ``python -c CODE`` (or ``python -m MODULE ARGS...`` when ``module``) with this run's loopback DDS env."""
+    env = loopback_dds_env()
+    env.update(env_extra or {})
+    if module:
+        args = [sys.executable, "-m", *code_or_args]
+    else:
+        args = [sys.executable, "-c", code_or_args]
+    return subprocess.Popen(args, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 5.0) -> tuple[int | None, str]:
+    """SIGINT the process (as Ctrl-C / ros2 launch would), wait, kill the group if it hangs; return (rc, output)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out or ""
+    return proc.returncode, out or ""
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, spin: Callable[[], None] | None = None,
+             what: str = "condition") -> None:
+    """Spin (or sleep) until ``condition()`` holds; raise AssertionError naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if spin is not None:
+            spin()
+        else:
+            time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout_s:.1f} s waiting for {what}")

@@ -1,0 +1,103 @@
+"""The test processes keep DDS on loopback: discovery range, per-run domain, and the shipped profile in force."""
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from para_ros import dds_env
+from para_ros.paths import config_file
+from ros_helpers import start_python, stop_process
+
+# A child process that starts a DDS participant and reports the UDP sockets it bound (from /proc, not from DDS).
+SOCKET_PROBE = r"""
+import json, os, time, rclpy
+rclpy.init(); node = rclpy.create_node('socket_probe'); time.sleep(0.5)
+inodes = set()
+for fd in os.listdir('/proc/self/fd'):
+    try: link = os.readlink('/proc/self/fd/' + fd)
+    except OSError: continue
+    if link.startswith('socket:['): inodes.add(link[8:-1])
+bound = []
+for line in open('/proc/net/udp').read().splitlines()[1:]:
+    f = line.split()
+    if f[9] in inodes:
+        ip_hex, port_hex = f[1].split(':')
+        ip = '.'.join(str(int(ip_hex[i:i + 2], 16)) for i in (6, 4, 2, 0))
+        bound.append([ip, int(port_hex, 16)])
+print('SOCKETS=' + json.dumps(bound), flush=True)
+rclpy.shutdown()
+"""
+
+
+def dds_unicast_ports(domain_id: int) -> range:
+    """RTPS well-known ports of a domain (PB=7400, DG=250): metatraffic/user unicast live in [PB+DG*d+10, PB+DG*(d+1))."""
+    base = 7400 + 250 * domain_id
+    return range(base + 10, base + 250)
+
+
+def probe_sockets(env_extra=None):
+    proc = start_python(SOCKET_PROBE, env_extra=env_extra)
+    try:
+        out, _ = proc.communicate(timeout=30)
+        rc = proc.returncode
+    finally:
+        stop_process(proc)
+    lines = [line for line in out.splitlines() if line.startswith("SOCKETS=")]
+    assert lines, f"probe printed no sockets (rc={rc}):\n{out}"
+    return json.loads(lines[0][len("SOCKETS="):])
+
+
+def test_environment_of_the_test_run_is_loopback_only():
+    assert os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    assert 1 <= int(os.environ["ROS_DOMAIN_ID"]) <= 100
+    assert os.environ[dds_env.PROFILE_ENV_VAR] == str(config_file("fastdds_loopback.xml"))
+    assert dds_env.check_loopback_dds_env() == []
+
+
+def test_shipped_profile_restricts_transports_to_loopback():
+    ns = {"d": "http://www.eprosima.com"}
+    root = ET.parse(config_file("fastdds_loopback.xml")).getroot()
+    participant = root.find(".//d:participant", ns)
+    assert participant.get("is_default_profile") == "true"
+    assert participant.find(".//d:useBuiltinTransports", ns).text == "false"
+    addresses = [a.text for a in root.findall(".//d:interfaceWhiteList/d:address", ns)]
+    assert addresses == ["127.0.0.1"]
+    peers = [a.text for a in participant.findall(".//d:initialPeersList//d:address", ns)]
+    assert peers == ["127.0.0.1"]
+    shm = [t for t in root.findall(".//d:transport_descriptor", ns) if t.find("d:type", ns).text == "SHM"]
+    assert int(shm[0].find("d:segment_size", ns).text) >= 16 * 1024 * 1024
+
+
+@pytest.mark.ros
+def test_participant_binds_its_dds_ports_to_loopback_only():
+    domain = int(os.environ["ROS_DOMAIN_ID"])
+    ports = dds_unicast_ports(domain)
+    dds_sockets = [(ip, port) for ip, port in probe_sockets() if port in ports]
+    assert dds_sockets, "no RTPS unicast socket found: the probe did not start a participant"
+    assert all(ip == "127.0.0.1" for ip, _ in dds_sockets), dds_sockets
+
+
+@pytest.mark.ros
+def test_probe_can_fail_without_the_profile():
+    """Control: with the profile switched off, Fast DDS binds its RTPS ports on all interfaces (0.0.0.0).
+
+    Discovery stays LOCALHOST in this control, so nothing leaves the host either way.
+    """
+    domain = int(os.environ["ROS_DOMAIN_ID"])
+    sockets = probe_sockets(env_extra={"PARA_DDS_PROFILE": "none", dds_env.PROFILE_ENV_VAR: ""})
+    dds_sockets = [(ip, port) for ip, port in sockets if port in dds_unicast_ports(domain)]
+    assert any(ip == "0.0.0.0" for ip, _ in dds_sockets), dds_sockets
+
+
+def test_env_helper_keeps_a_chosen_domain_and_picks_fresh_ones():
+    env = dds_env.loopback_dds_env({"ROS_DOMAIN_ID": "42", "ROS_STATIC_PEERS": "10.0.0.1"})
+    assert env["ROS_DOMAIN_ID"] == "42" and "ROS_STATIC_PEERS" not in env
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    fresh = {dds_env.loopback_dds_env({})["ROS_DOMAIN_ID"] for _ in range(50)}
+    assert len(fresh) > 1 and all(1 <= int(d) <= 100 for d in fresh)
+    assert dds_env.loopback_dds_env({"ROS_DISTRO": "jazzy"})[dds_env.LEGACY_PROFILE_ENV_VAR]
+    assert dds_env.LEGACY_PROFILE_ENV_VAR not in dds_env.loopback_dds_env({"ROS_DISTRO": "kilted"})
+    assert dds_env.check_loopback_dds_env({"ROS_DOMAIN_ID": "3"})  # no discovery range -> a problem reported
