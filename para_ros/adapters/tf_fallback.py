@@ -392,7 +392,7 @@ class TransformListener:
                                                       callback_group=self.group)
         if spin_thread:
             from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-            self.executor = SingleThreadedExecutor()
+            self.executor = SingleThreadedExecutor(context=node.context)  # works with a non-default context too
 
             def run() -> None:
                 self.executor.add_node(self.node)
