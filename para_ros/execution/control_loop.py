@@ -1,0 +1,90 @@
+"""A fixed-rate loop in its own thread: absolute deadlines on the monotonic clock, missed ticks skipped, stats kept.
+
+Why a thread and not an rclpy timer: the control loop must keep its rate while the ROS executor is busy with a
+flood of chunk messages, and a Python timer callback shares that executor. Ticks are scheduled at
+``t0 + k * period`` (no drift); a tick that starts late is run once and the missed deadlines are skipped
+(counted in ``overruns``), so the loop never bursts to catch up. Each tick records its start error (start time minus
+its deadline) and its compute time.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+
+class FixedRateLoop:
+    """Call ``tick()`` at ``rate_hz`` in a daemon thread until :meth:`stop`.
+
+    :param rate_hz: tick rate (Hz).
+    :param tick: the work of one tick; exceptions are caught, counted and handed to ``on_error``.
+    :param stats_window: how many recent ticks the period/compute statistics cover.
+    """
+
+    def __init__(self, rate_hz: float, tick: Callable[[], None], name: str = "control_loop",
+                 stats_window: int = 10000, on_error: Callable[[BaseException], None] | None = None):
+        if not (np.isfinite(rate_hz) and rate_hz > 0):
+            raise ValueError(f"FixedRateLoop rate_hz={rate_hz!r}: must be a finite number > 0")
+        self.period_s = 1.0 / rate_hz
+        self._tick = tick
+        self._on_error = on_error
+        self._name = name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.start_errors_s: deque[float] = deque(maxlen=stats_window)
+        self.compute_s: deque[float] = deque(maxlen=stats_window)
+        self.overruns = 0
+        self.errors = 0
+        self.ticks = 0
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        deadline = time.monotonic()
+        while not self._stop.is_set():
+            start = time.monotonic()
+            self.start_errors_s.append(start - deadline)
+            try:
+                self._tick()
+            except BaseException as err:  # noqa: BLE001 - the loop must survive any tick failure
+                self.errors += 1
+                if self._on_error is not None:
+                    self._on_error(err)
+            end = time.monotonic()
+            self.compute_s.append(end - start)
+            self.ticks += 1
+            deadline += self.period_s
+            if end > deadline:  # late: skip the deadlines already missed
+                missed = int((end - deadline) / self.period_s) + 1
+                self.overruns += missed
+                deadline += missed * self.period_s
+            self._stop.wait(max(deadline - time.monotonic(), 0.0))
+
+    def stats(self) -> dict[str, float]:
+        """Median/p99/max of the start error and compute time (seconds) over the recent ticks."""
+        out: dict[str, float] = {"ticks": float(self.ticks), "overruns": float(self.overruns)}
+        for name, values in (("start_error", self.start_errors_s), ("compute", self.compute_s)):
+            arr = np.asarray(values, dtype=float)
+            if arr.size:
+                out[f"{name}_median_s"] = float(np.median(arr))
+                out[f"{name}_p99_s"] = float(np.percentile(arr, 99))
+                out[f"{name}_max_s"] = float(arr.max())
+        return out

@@ -1,0 +1,307 @@
+"""The chunk executor's logic, free of ROS: chunks in, one safe joint command per control tick out.
+
+Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
+
+1. stopped -> hold; no fresh chunk for ``stale_timeout_s`` -> drop the timeline and hold;
+2. sample the timeline at ``now + command_lookahead_s`` (the command sent at ``now`` is where the tool should be
+   when it arrives; with a joint trajectory controller it is the point at ``time_from_start = lookahead``);
+3. IK of the blended pose, seeded with the previous solution. Unreachable target (IK not within tolerance):
+   ``unreachable="hold"`` keeps the previous command (default: no motion towards a pose the arm cannot take);
+   ``"best_effort"`` takes the closest configuration the solver reached. Either way it is counted and reported;
+4. optional jerk-limited smoothing (ruckig);
+5. the safety filter (joint range, joint speed, workspace box and tool speed on FK, gripper range and speed) against
+   the previous command, then an independent re-check of the result; a command failing the re-check is never sent
+   (the previous one is repeated and the failure reported).
+
+"Hold" means: send the previous command again (zero motion). Commands start only once the arm's joint state is
+known (from the backend): the first command equals the measured joints.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, validate_chunk
+from para_ros.execution.limits import FilterReport, SafetyFilter, YamConfig, check_command
+from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
+from para_ros.execution.timeline import BlendConfig, Timeline
+from para_ros.execution.yam_ik import YamKinematics, matrix_to_quat_xyzw, pose_to_matrix
+
+UNREACHABLE_MODES = ("hold", "best_effort")
+SMOOTHING_MODES = ("none", "ruckig")
+
+# Executor states (reported in diagnostics)
+WAITING_FOR_STATE = "waiting_for_joint_state"
+IDLE = "idle"
+TRACKING = "tracking"
+HOLD_STALE = "hold_stale"
+HOLD_UNREACHABLE = "hold_unreachable"
+STOPPED = "stopped"
+
+
+@dataclass
+class ExecutorConfig:
+    """Behaviour of the executor (ROS parameters of the node; defaults in ``config/executor.yaml``).
+
+    Args:
+        control_rate_hz: commands per second.
+        command_lookahead_s: the command sent at t targets the chunk pose due at t + lookahead.
+        stale_timeout_s: hold when no chunk was accepted for this long.
+        blend: how overlapping chunks combine (mode, ensemble_k, max_chunks).
+        checks: what a chunk must satisfy (frames, ages, speeds, workspace policy).
+        unreachable: "hold" or "best_effort" (see module docstring).
+        smoothing: "none" or "ruckig".
+        jerk_limits: limits of the ruckig smoother (used when smoothing == "ruckig").
+        ik_position_tol_m, ik_rotation_tol_rad, ik_max_iters: IK success thresholds and effort cap.
+    """
+
+    control_rate_hz: float = 100.0
+    command_lookahead_s: float = 0.01
+    stale_timeout_s: float = 0.5
+    blend: BlendConfig = field(default_factory=BlendConfig)
+    checks: ChunkChecks = field(default_factory=ChunkChecks)
+    unreachable: str = "hold"
+    smoothing: str = "none"
+    jerk_limits: JerkLimits = field(default_factory=lambda: JerkLimits(2.0, 10.0, 100.0))
+    ik_position_tol_m: float = 5e-4
+    ik_rotation_tol_rad: float = 5e-3
+    ik_max_iters: int = 40
+
+    def __post_init__(self):
+        if not (np.isfinite(self.control_rate_hz) and 1.0 <= self.control_rate_hz <= 2000.0):
+            raise ValueError(f"control_rate_hz={self.control_rate_hz!r}: use a rate in [1, 2000] Hz (default 100)")
+        if not (np.isfinite(self.command_lookahead_s) and 0.0 < self.command_lookahead_s <= 1.0):
+            raise ValueError(f"command_lookahead_s={self.command_lookahead_s!r}: use (0, 1] s (e.g. one period)")
+        if not (np.isfinite(self.stale_timeout_s) and self.stale_timeout_s > 0):
+            raise ValueError(f"stale_timeout_s={self.stale_timeout_s!r}: must be > 0 s")
+        if self.unreachable not in UNREACHABLE_MODES:
+            raise ValueError(f"unreachable={self.unreachable!r}: use one of {UNREACHABLE_MODES}")
+        if self.smoothing not in SMOOTHING_MODES:
+            raise ValueError(f"smoothing={self.smoothing!r}: use one of {SMOOTHING_MODES}")
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.control_rate_hz
+
+
+@dataclass
+class JointCommand:
+    """One command: joints (6,) rad, gripper 0..1, the tool pose FK gives for them, and its timing.
+
+    ``stamp_s`` is the tick time; the command is the target for ``stamp_s + time_from_start_s``.
+    """
+
+    stamp_s: float
+    time_from_start_s: float
+    q_rad: np.ndarray
+    gripper: float
+    T_base_tool: np.ndarray
+    moving: bool
+
+    @property
+    def quat_xyzw(self) -> np.ndarray:
+        return matrix_to_quat_xyzw(self.T_base_tool[:3, :3])
+
+
+@dataclass
+class ExecutorStatus:
+    """Counters and the latest problems, for diagnostics."""
+
+    state: str = WAITING_FOR_STATE
+    chunks_received: int = 0
+    chunks_accepted: int = 0
+    chunks_rejected: int = 0
+    chunks_ignored_stopped: int = 0
+    last_rejection: str = ""
+    last_warning: str = ""
+    ik_failures: int = 0
+    last_ik_error: str = ""
+    limit_events: int = 0
+    last_limit_event: str = ""
+    check_failures: int = 0
+    last_check_failure: str = ""
+    ticks: int = 0
+    commands: int = 0
+    chunks_in_force: int = 0
+    last_tick_compute_s: float = 0.0
+
+
+class ExecutorCore:
+    """Chunks in (:meth:`add_chunk`), one safe :class:`JointCommand` per :meth:`tick` out. Thread-safe.
+
+    :param config: executor behaviour.
+    :param yam: the YAM model and limits (``config/yam.yaml``).
+    :param kinematics: a :class:`YamKinematics` (built from ``yam`` if None).
+    """
+
+    def __init__(self, config: ExecutorConfig, yam: YamConfig, kinematics: YamKinematics | None = None):
+        self.config = config
+        self.yam = yam
+        self.limits = yam.limits
+        self.kin = kinematics or YamKinematics(yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site,
+                                               config.ik_position_tol_m, config.ik_rotation_tol_rad,
+                                               config.ik_max_iters)
+        self.timeline = Timeline(config.blend)
+        self.safety = SafetyFilter(self.limits, self.kin.fk_position)
+        self.smoother = (JerkLimitedSmoother(config.jerk_limits, config.period_s)
+                         if config.smoothing == "ruckig" else None)
+        self.status = ExecutorStatus()
+        self._lock = threading.RLock()
+        self._q_cmd: np.ndarray | None = None  # (6,) last command sent (or the measured joints before the first)
+        self._g_cmd = 0.0
+        self._q_seed: np.ndarray | None = None  # (6,) last IK solution
+        self._measured: tuple[np.ndarray, float] | None = None
+        self._stopped = False
+        self._last_accept_s: float | None = None
+
+    # ---- inputs ---------------------------------------------------------------------------------------------------
+
+    def set_measured_joints(self, q_rad: np.ndarray, gripper: float) -> None:
+        """Latest measured arm joints (6,) and gripper; the first one initialises the command."""
+        q = np.asarray(q_rad, dtype=float).reshape(-1)[:6]
+        if q.shape != (6,) or not np.all(np.isfinite(q)) or not np.isfinite(gripper):
+            return
+        with self._lock:
+            self._measured = (q.copy(), float(gripper))
+            if self._q_cmd is None:
+                self._reseed(q, float(gripper))
+                self.status.state = STOPPED if self._stopped else IDLE
+
+    def _reseed(self, q: np.ndarray, gripper: float) -> None:
+        self._q_cmd = q.copy()
+        self._g_cmd = gripper
+        self._q_seed = q.copy()
+        if self.smoother is not None:
+            self.smoother.reset(q)
+
+    def add_chunk(self, chunk: Chunk, now_s: float) -> tuple[bool, str]:
+        """Validate ``chunk`` and place it on the timeline. Returns (accepted, reason or warning text)."""
+        chunk.received_s = now_s
+        with self._lock:
+            self.status.chunks_received += 1
+            if self._stopped:
+                self.status.chunks_ignored_stopped += 1
+                return False, "executor is stopped: call ~/resume to accept chunks again"
+        try:
+            clean, warnings = validate_chunk(chunk, now_s, self.config.checks)
+        except ChunkRejected as err:
+            with self._lock:
+                self.status.chunks_rejected += 1
+                self.status.last_rejection = str(err)
+            return False, str(err)
+        with self._lock:
+            if self._stopped:
+                self.status.chunks_ignored_stopped += 1
+                return False, "executor is stopped: call ~/resume to accept chunks again"
+            if not self.timeline.add(clean, now_s):
+                self.status.chunks_rejected += 1
+                self.status.last_rejection = "every step is already in the past"
+                return False, self.status.last_rejection
+            self.status.chunks_accepted += 1
+            self._last_accept_s = now_s
+            if warnings:
+                self.status.last_warning = "; ".join(warnings)
+            return True, "; ".join(warnings)
+
+    def stop(self) -> None:
+        """Stop: drop every chunk; from the next tick on, commands hold the last commanded position."""
+        with self._lock:
+            self._stopped = True
+            self.timeline.clear()
+            self.status.state = STOPPED
+
+    def resume(self) -> None:
+        """Accept chunks again, re-seeded from the latest measured joints (no jump if the arm was moved)."""
+        with self._lock:
+            self._stopped = False
+            if self._measured is not None:
+                self._reseed(*self._measured)
+            self._last_accept_s = None
+            self.status.state = IDLE if self._q_cmd is not None else WAITING_FOR_STATE
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
+    def last_command(self) -> tuple[np.ndarray, float] | None:
+        with self._lock:
+            return None if self._q_cmd is None else (self._q_cmd.copy(), self._g_cmd)
+
+    # ---- the tick -------------------------------------------------------------------------------------------------
+
+    def tick(self, now_s: float) -> JointCommand | None:
+        """Compute the command for time ``now_s``; None while the arm's joint state is unknown."""
+        t_start = time.perf_counter()
+        with self._lock:
+            self.status.ticks += 1
+            if self._q_cmd is None:
+                self.status.state = WAITING_FOR_STATE
+                return None
+            cfg = self.config
+            q_prev, g_prev = self._q_cmd, self._g_cmd
+            q_des, g_des, state = q_prev, g_prev, self.status.state
+            if self._stopped:
+                state = STOPPED
+            else:
+                if self._last_accept_s is not None and now_s - self._last_accept_s > cfg.stale_timeout_s:
+                    if len(self.timeline):
+                        self.timeline.clear()
+                    state = HOLD_STALE
+                self.timeline.prune(now_s)
+                sampled = self.timeline.sample(now_s + cfg.command_lookahead_s)
+                self.status.chunks_in_force = len(self.timeline)
+                if sampled is None:
+                    if state not in (HOLD_STALE,):
+                        state = IDLE
+                else:
+                    target, _ = sampled
+                    T_target = pose_to_matrix(target.position_m, target.quat_xyzw)
+                    ik = self.kin.ik(T_target, self._q_seed if self._q_seed is not None else q_prev)
+                    g_des = target.gripper
+                    if ik.ok:
+                        q_des, state = ik.q_rad, TRACKING
+                        self._q_seed = ik.q_rad
+                    else:
+                        self.status.ik_failures += 1
+                        self.status.last_ik_error = (
+                            f"target {np.round(target.position_m, 4).tolist()} unreachable: IK error "
+                            f"{ik.position_error_m * 1000:.1f} mm / {np.degrees(ik.rotation_error_rad):.1f} deg "
+                            f"({cfg.unreachable})")
+                        if cfg.unreachable == "best_effort":
+                            q_des, state = ik.q_rad, TRACKING
+                            self._q_seed = ik.q_rad
+                        else:
+                            q_des, state = q_prev, HOLD_UNREACHABLE
+            holding = state != TRACKING
+            if self.smoother is not None:
+                if holding:
+                    self.smoother.reset(q_prev)
+                    q_des = q_prev
+                else:
+                    q_des = self.smoother.step(q_des)
+            if holding and state != HOLD_UNREACHABLE:
+                q_new, g_new, report = q_prev.copy(), g_prev, FilterReport()
+            else:
+                q_new, g_new, report = self.safety.apply(q_des, g_des, q_prev, g_prev, cfg.period_s)
+            if report.any:
+                self.status.limit_events += 1
+                self.status.last_limit_event = ", ".join(
+                    name for name in ("joint_clipped", "joint_speed_limited", "ee_limited", "gripper_limited")
+                    if getattr(report, name))
+            problems = check_command(self.limits, q_new, g_new, q_prev, g_prev, cfg.period_s, self.kin.fk_position)
+            if problems:
+                self.status.check_failures += 1
+                self.status.last_check_failure = "; ".join(problems)
+                q_new, g_new = q_prev.copy(), g_prev
+            self._q_cmd, self._g_cmd = q_new, g_new
+            self.status.state = state
+            self.status.commands += 1
+            moving = bool(np.any(q_new != q_prev) or g_new != g_prev)
+            command = JointCommand(now_s, cfg.command_lookahead_s, q_new.copy(),
+                                   float(g_new), self.kin.fk(q_new), moving)
+            self.status.last_tick_compute_s = time.perf_counter() - t_start
+            return command

@@ -1,0 +1,245 @@
+"""The YAM's safety limits and the filter that makes every command satisfy them.
+
+Limits (loaded from ``config/yam.yaml``): joint position range, joint speed, tool (grasp_site) speed, a workspace
+box for the tool, gripper range and gripper speed. :class:`SafetyFilter` turns a desired joint target into the
+nearest command that satisfies all of them *relative to the previous command*:
+
+1. joint targets are clipped into the joint range (widened to include the previous command, so an arm that starts
+   outside its range may move back in but never further out);
+2. the joint step is scaled down uniformly (direction kept) until every joint moves at most
+   ``max_joint_speed_rad_s * dt``;
+3. along that joint-space step, the largest fraction ``alpha`` in [0, 1] is kept for which FK of the command lies in
+   the workspace box (or, if the previous command was outside, no farther from it) and the tool moves at most
+   ``max_ee_speed_m_s * dt`` (bisection; only verified fractions are used, alpha = 0 is always valid);
+4. the gripper is clipped into its range and rate-limited.
+
+:func:`check_command` re-checks a command against the limits independently of the filter; the executor calls it
+as the last gate before sending.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+N_ARM_JOINTS = 6
+JOINT_TOL_RAD = 1e-9
+SPEED_TOL = 1e-6  # relative slack on speed limits (floating point only)
+WORKSPACE_TOL_M = 1e-6
+
+
+@dataclass
+class YamLimits:
+    """Safety limits of the YAM (units: rad, m, s; gripper 0 closed .. 1 open).
+
+    Args:
+        joint_lower_rad, joint_upper_rad: (6,) joint position range.
+        max_joint_speed_rad_s: (6,) largest joint speed.
+        max_ee_speed_m_s: largest tool-site speed (FK of the commanded joints).
+        workspace_min_m, workspace_max_m: (3,) tool-site workspace box in the world frame.
+        gripper_min, gripper_max: gripper command range.
+        max_gripper_speed_per_s: largest gripper change per second.
+    """
+
+    joint_lower_rad: np.ndarray
+    joint_upper_rad: np.ndarray
+    max_joint_speed_rad_s: np.ndarray
+    max_ee_speed_m_s: float
+    workspace_min_m: np.ndarray
+    workspace_max_m: np.ndarray
+    gripper_min: float = 0.0
+    gripper_max: float = 1.0
+    max_gripper_speed_per_s: float = 2.0
+
+    def __post_init__(self):
+        for name, size in (("joint_lower_rad", 6), ("joint_upper_rad", 6), ("max_joint_speed_rad_s", 6),
+                           ("workspace_min_m", 3), ("workspace_max_m", 3)):
+            arr = np.asarray(getattr(self, name), dtype=float).reshape(-1)
+            if arr.size == 1 and size > 1 and name.startswith("max_"):
+                arr = np.full(size, float(arr[0]))
+            if arr.shape != (size,) or not np.all(np.isfinite(arr)):
+                raise ValueError(f"YamLimits.{name}={getattr(self, name)!r}: need {size} finite numbers")
+            setattr(self, name, arr)
+        if not np.all(self.joint_lower_rad < self.joint_upper_rad):
+            raise ValueError(f"YamLimits joint_lower_rad={self.joint_lower_rad.tolist()} must be < joint_upper_rad="
+                             f"{self.joint_upper_rad.tolist()} for every joint")
+        if not np.all(self.workspace_min_m < self.workspace_max_m):
+            raise ValueError(f"YamLimits workspace_min_m={self.workspace_min_m.tolist()} must be < workspace_max_m="
+                             f"{self.workspace_max_m.tolist()} on every axis")
+        if not np.all(self.max_joint_speed_rad_s > 0):
+            raise ValueError(f"YamLimits.max_joint_speed_rad_s={self.max_joint_speed_rad_s.tolist()}: must be > 0")
+        for name in ("max_ee_speed_m_s", "max_gripper_speed_per_s"):
+            value = float(getattr(self, name))
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"YamLimits.{name}={value!r}: must be a finite number > 0")
+            setattr(self, name, value)
+        if not (0.0 <= self.gripper_min < self.gripper_max <= 1.0):
+            raise ValueError(f"YamLimits gripper range [{self.gripper_min}, {self.gripper_max}]: need "
+                             f"0 <= gripper_min < gripper_max <= 1")
+
+    def in_workspace(self, p_m: np.ndarray, tol_m: float = WORKSPACE_TOL_M) -> bool:
+        return bool(np.all(p_m >= self.workspace_min_m - tol_m) and np.all(p_m <= self.workspace_max_m + tol_m))
+
+    def distance_outside_workspace_m(self, p_m: np.ndarray) -> float:
+        """Euclidean distance from ``p_m`` to the workspace box (0 inside)."""
+        below = np.maximum(self.workspace_min_m - p_m, 0.0)
+        above = np.maximum(p_m - self.workspace_max_m, 0.0)
+        return float(np.linalg.norm(below + above))
+
+
+@dataclass
+class YamModelConfig:
+    """Which YAM model the executor runs IK on (see ``config/yam.yaml``'s ``model`` section)."""
+
+    arm_type: str = "yam"
+    gripper_type: str = "linear_4310"
+    tool_site: str = "grasp_site"
+    world_frame: str = "base"
+    joint_names: tuple[str, ...] = field(default_factory=lambda: tuple(f"joint{i}" for i in range(1, 7)))
+
+    def __post_init__(self):
+        self.joint_names = tuple(self.joint_names)
+        if len(self.joint_names) != N_ARM_JOINTS:
+            raise ValueError(f"YamModelConfig.joint_names={self.joint_names!r}: need exactly {N_ARM_JOINTS} names")
+
+
+@dataclass
+class YamConfig:
+    model: YamModelConfig
+    limits: YamLimits
+
+
+def load_yam_config(path: str | Path | None = None) -> YamConfig:
+    """Read ``config/yam.yaml`` (or ``path``): the model section and the limits section.
+
+    :raises ValueError: naming the file and the bad or missing key.
+    """
+    if path is None or str(path) == "":
+        from para_ros.paths import config_file
+        path = config_file("yam.yaml")
+    path = Path(path)
+    data = yaml.safe_load(path.read_text()) or {}
+    if "limits" not in data:
+        raise ValueError(f"{path}: no 'limits' section (see config/yam.yaml for the format)")
+    try:
+        model = YamModelConfig(**(data.get("model") or {}))
+        limits = YamLimits(**data["limits"])
+    except TypeError as err:
+        raise ValueError(f"{path}: {err} (see config/yam.yaml for the known keys)") from None
+    return YamConfig(model, limits)
+
+
+@dataclass
+class FilterReport:
+    """What the safety filter changed on one tick (all False: the target passed untouched)."""
+
+    joint_clipped: bool = False
+    joint_speed_limited: bool = False
+    ee_limited: bool = False
+    gripper_limited: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.joint_clipped or self.joint_speed_limited or self.ee_limited or self.gripper_limited
+
+
+class SafetyFilter:
+    """Project a desired (joints, gripper) command onto the limits, relative to the previous command.
+
+    :param limits: the YAM's limits.
+    :param fk_position: maps (6,) joint angles to the (3,) tool-site position in the world frame.
+    :param bisection_steps: iterations of the workspace/EE-speed bisection (resolution 2^-n of the step).
+    """
+
+    def __init__(self, limits: YamLimits, fk_position: Callable[[np.ndarray], np.ndarray], bisection_steps: int = 12):
+        self.limits = limits
+        self.fk_position = fk_position
+        self.bisection_steps = bisection_steps
+
+    def _ee_ok(self, p: np.ndarray, p_prev: np.ndarray, prev_outside_m: float, dt_s: float) -> bool:
+        lim = self.limits
+        if prev_outside_m <= WORKSPACE_TOL_M:
+            if not lim.in_workspace(p):
+                return False
+        elif lim.distance_outside_workspace_m(p) > prev_outside_m + WORKSPACE_TOL_M:
+            return False
+        return bool(np.linalg.norm(p - p_prev) <= lim.max_ee_speed_m_s * dt_s * (1 + SPEED_TOL))
+
+    def apply(self, q_target: np.ndarray, gripper_target: float, q_prev: np.ndarray, gripper_prev: float,
+              dt_s: float) -> tuple[np.ndarray, float, FilterReport]:
+        """Return the safe (6,) joint command, gripper command and what was limited.
+
+        :param q_target: (6,) desired joints (after IK and smoothing).
+        :param q_prev: (6,) previous command (assumed safe: it passed this filter).
+        :param dt_s: time between the previous command and this one (one control period).
+        """
+        lim = self.limits
+        report = FilterReport()
+        q_target = np.asarray(q_target, dtype=float)
+        q_prev = np.asarray(q_prev, dtype=float)
+        lower = np.minimum(lim.joint_lower_rad, q_prev)
+        upper = np.maximum(lim.joint_upper_rad, q_prev)
+        q = np.clip(q_target, lower, upper)  # (6,)
+        report.joint_clipped = bool(np.any(q != q_target))
+        dq = q - q_prev  # (6,)
+        max_step = lim.max_joint_speed_rad_s * dt_s  # (6,)
+        ratio = np.max(np.abs(dq) / max_step)
+        if ratio > 1.0:
+            dq = dq / ratio
+            report.joint_speed_limited = True
+        p_prev = self.fk_position(q_prev)
+        prev_outside_m = lim.distance_outside_workspace_m(p_prev)
+        if not self._ee_ok(self.fk_position(q_prev + dq), p_prev, prev_outside_m, dt_s):
+            report.ee_limited = True
+            lo, hi = 0.0, 1.0  # lo: verified ok, hi: known bad
+            for _ in range(self.bisection_steps):
+                mid = 0.5 * (lo + hi)
+                if self._ee_ok(self.fk_position(q_prev + mid * dq), p_prev, prev_outside_m, dt_s):
+                    lo = mid
+                else:
+                    hi = mid
+            dq = lo * dq
+        q_cmd = q_prev + dq
+        g = float(np.clip(gripper_target, min(lim.gripper_min, gripper_prev), max(lim.gripper_max, gripper_prev)))
+        g_step = lim.max_gripper_speed_per_s * dt_s
+        g_cmd = float(np.clip(g, gripper_prev - g_step, gripper_prev + g_step))
+        report.gripper_limited = g_cmd != float(gripper_target)
+        return q_cmd, g_cmd, report
+
+
+def check_command(limits: YamLimits, q: np.ndarray, gripper: float, q_prev: np.ndarray, gripper_prev: float,
+                  dt_s: float, fk_position: Callable[[np.ndarray], np.ndarray]) -> list[str]:
+    """Every limit ``(q, gripper)`` breaks relative to the previous command (empty list: safe to send).
+
+    Commands that stay outside a range the previous command was already outside of, without going further out, are
+    accepted (the arm may start outside its box and must be able to come back).
+    """
+    problems = []
+    q = np.asarray(q, dtype=float)
+    q_prev = np.asarray(q_prev, dtype=float)
+    if q.shape != (N_ARM_JOINTS,) or not np.all(np.isfinite(q)) or not np.isfinite(gripper):
+        return [f"non-finite or mis-shaped command q={q!r} gripper={gripper!r}"]
+    lower = np.minimum(limits.joint_lower_rad, q_prev) - JOINT_TOL_RAD
+    upper = np.maximum(limits.joint_upper_rad, q_prev) + JOINT_TOL_RAD
+    if np.any(q < lower) or np.any(q > upper):
+        problems.append(f"joint position outside limits: q={np.round(q, 4).tolist()}")
+    speed = np.abs(q - q_prev) / dt_s
+    if np.any(speed > limits.max_joint_speed_rad_s * (1 + SPEED_TOL)):
+        problems.append(f"joint speed {np.round(speed, 3).tolist()} rad/s above {limits.max_joint_speed_rad_s}")
+    p, p_prev = fk_position(q), fk_position(q_prev)
+    out_prev = limits.distance_outside_workspace_m(p_prev)
+    out = limits.distance_outside_workspace_m(p)
+    if out > max(out_prev, 0.0) + WORKSPACE_TOL_M:
+        problems.append(f"tool at {np.round(p, 4).tolist()} is {out:.4f} m outside the workspace box")
+    ee_speed = np.linalg.norm(p - p_prev) / dt_s
+    if ee_speed > limits.max_ee_speed_m_s * (1 + SPEED_TOL):
+        problems.append(f"tool speed {ee_speed:.3f} m/s above {limits.max_ee_speed_m_s}")
+    if not (min(limits.gripper_min, gripper_prev) - 1e-9 <= gripper <= max(limits.gripper_max, gripper_prev) + 1e-9):
+        problems.append(f"gripper {gripper} outside [{limits.gripper_min}, {limits.gripper_max}]")
+    if abs(gripper - gripper_prev) / dt_s > limits.max_gripper_speed_per_s * (1 + SPEED_TOL):
+        problems.append(f"gripper speed {abs(gripper - gripper_prev) / dt_s:.3f}/s above "
+                        f"{limits.max_gripper_speed_per_s}")
+    return problems
