@@ -16,6 +16,8 @@ from para_ros.adapters.tf import (Buffer, ConnectivityException, ExtrapolationEx
                                   TransformException)
 from para_ros.adapters.transforms import invert_matrix, make_matrix, transform_to_matrix
 
+pytestmark = pytest.mark.ros  # uses rclpy's Time/Duration (no DDS traffic)
+
 
 def random_T(seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
@@ -198,3 +200,41 @@ def test_lookup_waits_for_data_up_to_timeout():
     with pytest.raises(ExtrapolationException):
         buf.lookup_transform("base", "arm", at(3.0), timeout=Duration(seconds=0.2))
     assert not buf.can_transform("base", "arm", at(3.0), timeout=Duration(seconds=0.1))
+
+
+def test_concurrent_inserts_and_lookups_stay_consistent():
+    """A writer thread streams a link whose value is a known function of its stamp while this thread looks up."""
+    buf = Buffer(cache_time=Duration(seconds=1))
+    buf.set_transform_static(stamped("base", "table", random_T(3)), "test")
+
+    def value_at(t_s: float) -> np.ndarray:
+        return make_matrix([t_s, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])  # translation x = stamp: linear in time
+
+    stop = threading.Event()
+
+    def writer():
+        k = 0
+        while not stop.is_set() and k < 20000:
+            t_s = 1.0 + 0.001 * k
+            buf.set_transform(stamped("base", "arm", value_at(t_s), t_s), "test")
+            k += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    checked = 0
+    try:
+        for _ in range(200000):
+            if checked >= 300:
+                break
+            try:
+                result = buf.lookup_transform("table", "arm", Time())
+            except (LookupException, ExtrapolationException):
+                continue  # nothing inserted yet
+            t_s = Time.from_msg(result.header.stamp).nanoseconds / 1e9
+            np.testing.assert_allclose(transform_to_matrix(result), invert_matrix(random_T(3)) @ value_at(t_s),
+                                       atol=1e-6)
+            checked += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert checked >= 300
