@@ -70,6 +70,11 @@ class DINOv3Backbone(Backbone):
         self.hidden_size = int(hf.hidden_size)
         self.patch_size = int(hf.patch_size)
         self.n_prefix = 1 + int(hf.num_register_tokens)  # CLS + registers come before the patch tokens
+        # The mask token only serves masked-image pre-training; it never enters our forward, so it is frozen
+        # (kept in the state dict for from_pretrained compatibility).
+        mask_token = getattr(self.vit.embeddings, "mask_token", None)
+        if isinstance(mask_token, nn.Parameter):
+            mask_token.requires_grad_(False)
 
     def arch_config(self) -> dict:
         hf = self.vit.config

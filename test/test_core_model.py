@@ -1,0 +1,206 @@
+"""The v4 model: fused voxel features vs a plain Python loop, paper-config facts, loss baselines, gradients, overfit."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from para_core.actions import encode_targets
+from para_core.backbones import DINOv3Backbone, count_parameters
+from para_core.config import V4Config
+from para_core.model import (ParaV4Model, build_model, seed_joint_baseline, uniform_voxel_ce_baseline, volume_ce)
+from core_fixtures import make_inputs, make_trajectory
+
+torch.set_num_threads(1)
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def _mlp_by_hand(seq, x):
+    linears = [m for m in seq if isinstance(m, torch.nn.Linear)]
+    for i, lin in enumerate(linears):
+        x = lin.weight.detach().double().numpy() @ x + lin.bias.detach().double().numpy()
+        if i < len(linears) - 1:
+            x = _gelu(x)
+    return x
+
+
+def _bilinear_by_hand(fmap, u, v):
+    """fmap (F, P, P) numpy; (u, v) continuous pixel coords, pixel centres at +0.5, border clamp."""
+    P = fmap.shape[-1]
+    x, y = u - 0.5, v - 0.5
+    x0, y0 = math.floor(x), math.floor(y)
+    ax, ay = x - x0, y - y0
+    out = 0.0
+    for dy, wy in ((0, 1 - ay), (1, ay)):
+        for dx, wx in ((0, 1 - ax), (1, ax)):
+            r = min(max(y0 + dy, 0), P - 1)
+            c = min(max(x0 + dx, 0), P - 1)
+            out = out + wy * wx * fmap[:, r, c]
+    return out
+
+
+@pytest.mark.parametrize("height_encoding", ["sincos", "learned"])
+def test_fused_voxel_feature_matches_python_loop(height_encoding):
+    torch.manual_seed(0)
+    cfg = V4Config.tiny(height_encoding=height_encoding, voxel_chunk_size=1000)
+    model = build_model(cfg).eval()
+    inp = make_inputs(cfg)
+    with torch.no_grad():
+        out = model(inp)
+        feat_maps, _ = model.image_features(inp.images)
+    fm = feat_maps[0].double().numpy()  # (N, F, P, P)
+    N, Z, P = cfg.n_views, cfg.n_height_bins, cfg.pred_size
+    K_pred = inp.K_img[0].double().numpy() * np.array([[P / cfg.img_size]] * 2 + [[1.0]])  # (N, 3, 3)
+    Ts = inp.T_world_cam[0].double().numpy()
+    valid = out.voxel_valid[0].numpy()
+    rng = np.random.default_rng(0)
+    seen_single = seen_both = 0
+    checked = 0
+    for v in rng.permutation(np.flatnonzero(valid)):
+        k, i, r, c = v // (Z * P * P), (v // (P * P)) % Z, (v // P) % P, v % P
+        # voxel centre by hand: ray through pixel centre (c+.5, r+.5) of view k, plane at bin centre i
+        z_hi_k = min(cfg.z_hi_m, Ts[k][2, 3] - cfg.cam_margin_m)
+        z = cfg.z_lo_m + (i + 0.5) * (z_hi_k - cfg.z_lo_m) / Z
+        d = Ts[k][:3, :3] @ np.linalg.solve(K_pred[k], [c + 0.5, r + 0.5, 1.0])
+        xyz = Ts[k][:3, 3] + (z - Ts[k][2, 3]) / d[2] * d
+        assert np.abs(xyz - out.voxel_xyz[0, v].double().numpy()).max() < 1e-5
+        parts = []
+        n_vis = 0
+        for kk in range(N):
+            pc = Ts[kk][:3, :3].T @ (xyz - Ts[kk][:3, 3])
+            u, vv = (K_pred[kk] @ (pc / pc[2]))[:2]
+            vis = pc[2] > 0 and 0 <= u < P and 0 <= vv < P
+            n_vis += vis
+            parts.append(_bilinear_by_hand(fm[kk], u, vv) * vis if vis else np.zeros(cfg.feat_dim))
+            parts.append([1.0 if vis else 0.0])
+        if height_encoding == "sincos":
+            zn = (z - cfg.z_lo_m) / (cfg.z_hi_m - cfg.z_lo_m)
+            octs = range(cfg.height_enc_dim // 2)
+            parts.append([math.sin(2 ** o * math.pi * zn) for o in octs] + [math.cos(2 ** o * math.pi * zn)
+                                                                             for o in octs])
+        else:
+            parts.append(model.height_emb.weight[k * Z + i].detach().double().numpy())
+        ref = _mlp_by_hand(model.voxel_mlp, np.concatenate([np.asarray(p, dtype=np.float64) for p in parts]))
+        assert np.abs(ref - out.voxel_feat[0, v].double().numpy()).max() < 1e-4
+        seen_single += n_vis == 1
+        seen_both += n_vis == 2
+        checked += 1
+        if checked >= 12 and seen_single >= 2 and seen_both >= 2:
+            break
+    assert seen_single >= 2 and seen_both >= 2, (seen_single, seen_both)
+    # logits: scale * q . f, -inf at invalid voxels
+    q = out.query[0]
+    assert torch.allclose(out.volume_logits[0][:, valid], (q @ out.voxel_feat[0].T)[:, valid]
+                          * model.logit_log_scale.exp(), atol=1e-5)
+    assert torch.isinf(out.volume_logits[0][:, ~valid]).all()
+
+
+def test_chunked_voxel_mlp_equals_unchunked():
+    torch.manual_seed(0)
+    cfg = V4Config.tiny()
+    model = build_model(cfg).eval()
+    inp = make_inputs(cfg, batch=2)
+    with torch.no_grad():
+        a = model(inp).volume_logits
+        model.config = cfg.replace(voxel_chunk_size=777)
+        b = model(inp).volume_logits
+    assert torch.equal(torch.isinf(a), torch.isinf(b))
+    assert torch.allclose(a[~torch.isinf(a)], b[~torch.isinf(b)], atol=1e-5)
+
+
+def test_paper_config_facts():
+    cfg = V4Config.paper()
+    assert cfg.n_voxels == 1_048_576
+    backbone = DINOv3Backbone(cfg)  # the backbone alone; the full paper model is never run in the default suite
+    n = count_parameters(backbone)
+    assert 28.0e6 < n < 30.0e6, n  # DINOv3 ViT-S/16+ ~29 M
+    assert backbone.vit.config.use_gated_mlp and backbone.vit.config.num_register_tokens == 4
+
+
+def test_uniform_logits_give_documented_baseline():
+    V, T = V4Config.paper().n_voxels, 2
+    logits = torch.zeros(1, T, V)
+    idx = torch.tensor([[[5, 900_000], [17, 0]]])
+    w = torch.tensor([[[0.5, 0.5], [1.0, 0.0]]])
+    mean, per_step = volume_ce(logits, idx, w)
+    assert abs(mean.item() - math.log(V)) < 1e-4
+    assert abs(uniform_voxel_ce_baseline(V) - 13.8629) < 1e-4
+    assert abs(seed_joint_baseline(V, 32) - 17.3287) < 1e-4
+    # masked voxels: uniform over the valid ones only
+    logits[:, :, V // 2:] = float("-inf")
+    mean, _ = volume_ce(logits, torch.tensor([[[5, 0], [17, 0]]]), w)
+    assert abs(mean.item() - math.log(V // 2)) < 1e-4
+
+
+def test_soft_target_ce_by_hand():
+    logits = torch.tensor([[[0.0, 1.0, 2.0, float("-inf")]]])
+    idx = torch.tensor([[[1, 2]]])
+    w = torch.tensor([[[0.5, 0.5]]])
+    mean, _ = volume_ce(logits, idx, w)
+    lse = math.log(1 + math.e + math.e ** 2)
+    assert abs(mean.item() - (lse - 0.5 * 1.0 - 0.5 * 2.0)) < 1e-6
+    # steps with no visible target are skipped
+    mean, per = volume_ce(logits.expand(1, 2, 4), torch.tensor([[[1, 2], [0, 0]]]),
+                          torch.tensor([[[0.5, 0.5], [0.0, 0.0]]]))
+    assert per[0, 1] == 0 and abs(mean.item() - (lse - 1.5)) < 1e-6
+
+
+def _sample(cfg, seed=0):
+    inp = make_inputs(cfg, batch=1, seed=seed)
+    from para_core.voxels import build_voxel_grid
+
+    grid = build_voxel_grid(cfg, inp.K_img, inp.T_world_cam)
+    pos, rot, grip = make_trajectory(cfg, batch=1, seed=seed)
+    return inp, encode_targets(cfg, grid, pos, rot, grip)
+
+
+def test_gradients_reach_every_parameter_and_lr_groups():
+    torch.manual_seed(0)
+    cfg = V4Config.tiny(height_encoding="learned")
+    model = build_model(cfg).train()
+    inp, tgt = _sample(cfg)
+    assert (tgt.teacher_voxel >= 0).all()
+    out = model(inp, tgt)
+    out.losses["loss"].backward()
+    no_grad = [n for n, p in model.named_parameters()
+               if p.requires_grad and (p.grad is None or p.grad.abs().sum() == 0)]
+    assert no_grad == []
+    groups = {g["name"]: g for g in model.param_groups()}
+    assert groups["backbone"]["lr"] == pytest.approx(cfg.lr * cfg.backbone_lr_mult)
+    n_bb = sum(p.numel() for p in groups["backbone"]["params"])
+    n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert n_bb > 0.9 * count_parameters(model.backbone)
+    assert n_bb + sum(p.numel() for p in groups["head"]["params"]) == n_trainable
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    assert frozen == ["backbone.vit.embeddings.mask_token"]  # only the unused masked-modelling token
+
+
+def test_tiny_model_overfits_one_sample():
+    torch.manual_seed(0)
+    cfg = V4Config.tiny()
+    model = build_model(cfg).train()
+    inp, tgt = _sample(cfg)
+    opt = torch.optim.Adam(model.param_groups(), lr=cfg.lr)
+    for g in opt.param_groups:  # 10x both rates for a quick overfit; backbone keeps its backbone_lr_mult ratio
+        g["lr"] *= 10
+    bb_before = [p.detach().clone() for p in model.backbone.parameters()]
+    losses = []
+    for _ in range(200):
+        out = model(inp, tgt)
+        opt.zero_grad()
+        out.losses["loss"].backward()
+        opt.step()
+        losses.append(out.losses["loss"].item())
+    assert losses[-1] < 0.1 * losses[0], (losses[0], losses[-1])
+    moved = [not torch.equal(a, b) for a, b, p in zip(bb_before, model.backbone.parameters(),
+                                                       model.backbone.parameters()) if p.requires_grad]
+    assert all(moved)
+    model.eval()
+    with torch.no_grad():
+        out = model(inp)
+    am = out.volume_logits.argmax(-1)[0]  # (T,) must be one of each step's soft-target voxels
+    for t in range(cfg.n_window):
+        assert am[t].item() in tgt.voxel_index[0, t][tgt.voxel_weight[0, t] > 0].tolist()
