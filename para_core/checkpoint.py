@@ -6,9 +6,8 @@
      "config": {...V4Config.to_dict()...}, "versions": {"para_core": ..., "torch": ..., "transformers": ...,
      "safetensors": ...}, "extra": {...}}
 
-The saved config is self-contained: the backbone architecture actually built (also when it came from a pretrained
-directory) is written to ``backbone_config`` and ``backbone_pretrained_dir`` is cleared, so loading needs no other
-files. Nothing is ever unpickled (no ``torch.load``, no ``pickle``): weights go through ``safetensors`` only.
+The saved config is self-contained: when the backbone came from a pretrained directory, the architecture actually
+built is written to ``backbone_config`` and ``backbone_pretrained_dir`` is cleared, so loading needs no other files. Nothing is ever unpickled (no ``torch.load``, no ``pickle``): weights go through ``safetensors`` only.
 Every failure (missing file, bad JSON, wrong format or kind, truncated/corrupt weights, missing / unexpected tensors,
 shape mismatches) raises ``CheckpointError`` (a ValueError) that says what is wrong and what to do.
 """
@@ -51,7 +50,7 @@ def save_checkpoint(path: str | Path, model: nn.Module, config: V4Config | None 
 
     config = config or model.config
     backbone = getattr(model, "backbone", None)
-    if backbone is not None and hasattr(backbone, "arch_config"):
+    if config.backbone_pretrained_dir and backbone is not None and hasattr(backbone, "arch_config"):
         config = config.replace(backbone_config=backbone.arch_config(), backbone_pretrained_dir="")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
