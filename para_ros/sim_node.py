@@ -1,0 +1,354 @@
+"""``sim_node``: the embedded simulated I2RT YAM rig, publishing exactly what the real rig publishes.
+
+Publishes
+  ``<scene_cam_namespace>/image_raw`` + ``/camera_info``, ``<wrist_cam_namespace>/image_raw`` + ``/camera_info``
+      ``sensor_msgs/Image`` (rgb8) and ``CameraInfo`` (K/P exactly those of the render, no distortion);
+      ``header.frame_id`` = the camera's OpenCV optical frame; stamp = the time of the state the frame shows.
+  ``/tf``         arm chain ``base`` -> ``link1`` .. ``link5`` -> ``gripper``, plus ``grasp_site`` and the wrist
+                  camera's optical frame under ``gripper`` (``tf2_msgs/TFMessage``).
+  ``/tf_static``  ``base`` -> scene camera optical frame (TRANSIENT_LOCAL), pose from the parameters.
+  ``/joint_states`` joint1..joint6 (rad) and ``gripper`` (0 closed .. 1 open).
+  ``/clock``      when ``publish_clock`` is true.
+Subscribes
+  ``/joint_trajectory`` (``trajectory_msgs/JointTrajectory``), followed like a ros2_control joint trajectory
+  controller (see :mod:`para_ros.sim.joint_trajectory` for the exact semantics; bad messages are rejected with a
+  throttled warning and the arm keeps what it was doing).
+Services
+  ``~/reset_objects`` (``std_srvs/Trigger``): drop the cubes at fresh random places.
+
+Time: one steady-clock timer at ``state_rate_hz`` advances physics by the elapsed wall time times
+``real_time_factor`` (at most 0.1 s a tick, so a stall never makes it race), then publishes. Stamps: with
+``publish_clock`` they are the sim's clock (start wall time + simulated seconds), also published on ``/clock`` (run
+consumers with ``use_sim_time``); otherwise the node clock's now at the tick (which honours ``use_sim_time``), i.e.
+real time; use ``publish_clock`` with a ``real_time_factor`` other than 1. Everything (physics, rendering, which
+creates the EGL context, callbacks) runs on the executor's one thread.
+
+The world frame of everything published is ``base``: the SDK model puts the arm's base at the MuJoCo origin.
+"""
+from __future__ import annotations
+
+import argparse
+import array
+import sys
+import time
+
+import numpy as np
+
+from para_ros.dds_env import apply_loopback_dds_env
+
+NODE_NAME = "sim_node"
+MAX_TICK_SIM_S = 0.1  # most simulated time one tick may advance (after a stall the sim falls behind, not races)
+SUBSTEP_S = 0.005  # servo setpoints are refreshed from the trajectory every this many simulated seconds
+
+
+def _describe(node, name, default, description, type_=None):
+    from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.exceptions import ParameterUninitializedException
+
+    descriptor = ParameterDescriptor(description=description)
+    if default is None:
+        node.declare_parameter(name, type_, descriptor)
+        try:
+            return node.get_parameter(name).value
+        except ParameterUninitializedException:
+            return None
+    return node.declare_parameter(name, default, descriptor).value
+
+
+def _make_node_class():
+    """Build the Node subclass lazily so ``--help`` works without importing rclpy."""
+    import rclpy
+    from builtin_interfaces.msg import Time as TimeMsg
+    from geometry_msgs.msg import TransformStamped
+    from rclpy.clock import Clock, ClockType
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.qos import QoSProfile, qos_profile_sensor_data
+    from rosgraph_msgs.msg import Clock as ClockMsg
+    from sensor_msgs.msg import CameraInfo, Image, JointState
+    from std_srvs.srv import Trigger
+    from trajectory_msgs.msg import JointTrajectory
+
+    from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
+    from para_ros.adapters.transforms import matrix_to_transform
+    from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
+    from para_ros.sim.yam_scene import (COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim)
+
+    def to_time_msg(ns: int) -> TimeMsg:
+        return TimeMsg(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+
+    class SimNode(Node):
+        """The simulated rig as a ROS node (see the module docstring)."""
+
+        def __init__(self, **kwargs):
+            super().__init__(NODE_NAME, **kwargs)
+            p = self._declare_parameters()
+            self.params = p
+            T = p["scene_cam_T_world_cam"]
+            config = SimConfig(
+                scene_cam_pos_m=p["scene_cam_position_m"], scene_cam_look_at_m=p["scene_cam_look_at_m"],
+                scene_cam_up_hint=p["scene_cam_up_hint"],
+                scene_T_world_cam=None if T is None or len(T) == 0 else np.asarray(T, dtype=np.float64),
+                scene_cam_fovy_deg=p["scene_cam_fovy_deg"], wrist_cam_fovy_deg=p["wrist_cam_fovy_deg"],
+                n_cubes=p["n_cubes"], timestep_s=p["timestep_s"], home_q7=p["initial_joint_positions"],
+                seed=p["seed"], max_render_size=max(1024, p["image_width"], p["image_height"]))
+            self.sim = YamSim(config)
+            self.width, self.height = p["image_width"], p["image_height"]
+            if not (1 <= self.width <= 4096 and 1 <= self.height <= 4096):
+                raise ValueError(f"image_width x image_height = {self.width} x {self.height} must be 1..4096 each")
+            for name in ("state_rate_hz", "scene_cam_rate_hz", "wrist_cam_rate_hz", "real_time_factor"):
+                if not p[name] > 0:
+                    raise ValueError(f"parameter {name}={p[name]} must be > 0")
+            self.follower = TrajectoryFollower(self.sim.joint_targets())
+            self._seed_rng = np.random.default_rng(p["seed"] + 1)
+            self.rejected_trajectories = 0
+            self.frame_of_link = {WRIST_CAM_BODY: p["wrist_cam_frame_id"], GRASP_SITE: p["grasp_site_frame_id"],
+                                  "base": p["base_frame_id"]}
+
+            # Publishers.
+            self.cameras = {}
+            for cam, ns_key, rate_key, frame_key in (
+                    ("scene", "scene_cam_namespace", "scene_cam_rate_hz", "scene_cam_frame_id"),
+                    ("wrist", "wrist_cam_namespace", "wrist_cam_rate_hz", "wrist_cam_frame_id")):
+                ns = p[ns_key].rstrip("/")
+                self.cameras[cam] = {
+                    "image_pub": self.create_publisher(Image, f"{ns}/image_raw", qos_profile_sensor_data),
+                    "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", qos_profile_sensor_data),
+                    "period_s": 1.0 / p[rate_key], "next_due_s": 0.0, "frame_id": p[frame_key],
+                    "info": self._camera_info(cam, p[frame_key])}
+            self.joint_state_pub = self.create_publisher(JointState, p["joint_states_topic"], QoSProfile(depth=10))
+            self.tf_broadcaster = TransformBroadcaster(self)
+            self.static_broadcaster = StaticTransformBroadcaster(self)
+            self.clock_pub = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10)) \
+                if p["publish_clock"] else None
+            self.create_subscription(JointTrajectory, p["joint_trajectory_topic"], self._on_trajectory,
+                                     QoSProfile(depth=10))
+            self.create_service(Trigger, "~/reset_objects", self._on_reset_objects)
+
+            self._epoch_ns = Clock(clock_type=ClockType.SYSTEM_TIME).now().nanoseconds
+            self._sim_goal_s = self.sim.time_s
+            self._last_wall = time.monotonic()
+            self._publish_static()
+            self._timer = self.create_timer(1.0 / p["state_rate_hz"], self._tick,
+                                            clock=Clock(clock_type=ClockType.STEADY_TIME))
+            self.get_logger().info(
+                f"simulated YAM up: cameras {self.width}x{self.height} at {p['scene_cam_rate_hz']}/"
+                f"{p['wrist_cam_rate_hz']} Hz, physics tick {p['state_rate_hz']} Hz, real_time_factor "
+                f"{p['real_time_factor']}, publish_clock {p['publish_clock']}")
+
+        # ---- parameters -------------------------------------------------------------------------------------
+        def _declare_parameters(self) -> dict:
+            d = {}
+            spec = [
+                ("base_frame_id", "base", "world frame of everything published (the arm's base)"),
+                ("scene_cam_frame_id", "scene_cam_optical_frame", "scene camera OpenCV optical frame id"),
+                ("wrist_cam_frame_id", "wrist_cam_optical_frame", "wrist camera OpenCV optical frame id"),
+                ("grasp_site_frame_id", "grasp_site", "tool-centre frame id (under `gripper`)"),
+                ("image_width", 256, "rendered image width, pixels (both cameras)"),
+                ("image_height", 256, "rendered image height, pixels (both cameras)"),
+                ("scene_cam_rate_hz", 10.0, "scene camera frame rate in sim time, Hz"),
+                ("wrist_cam_rate_hz", 10.0, "wrist camera frame rate in sim time, Hz"),
+                ("scene_cam_fovy_deg", 50.0, "scene camera vertical field of view, degrees"),
+                ("wrist_cam_fovy_deg", 58.0, "wrist camera vertical field of view, degrees"),
+                ("scene_cam_position_m", [0.05, -0.3, 1.0], "scene camera centre in base, metres"),
+                ("scene_cam_look_at_m", [0.33, 0.0, 0.0], "point in base the scene camera looks at, metres"),
+                ("scene_cam_up_hint", [1.0, 0.0, 0.0], "base direction shown upwards in the scene image"),
+                ("scene_cam_namespace", "/scene_cam", "scene camera topics: <ns>/image_raw, <ns>/camera_info"),
+                ("wrist_cam_namespace", "/wrist_cam", "wrist camera topics: <ns>/image_raw, <ns>/camera_info"),
+                ("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic"),
+                ("joint_trajectory_topic", "/joint_trajectory", "trajectory_msgs/JointTrajectory command topic"),
+                ("state_rate_hz", 50.0, "physics tick rate; joint_states, /tf and /clock go out every tick, Hz"),
+                ("real_time_factor", 1.0, "simulated seconds per wall-clock second"),
+                ("publish_clock", False, "publish /clock from the sim and stamp everything with the sim clock"),
+                ("timestep_s", 0.002, "MuJoCo physics timestep, seconds"),
+                ("n_cubes", 3, "number of free cubes on the table"),
+                ("seed", 0, "seed of the initial object layout"),
+                ("initial_joint_positions", [0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0],
+                 "start pose: joint1..joint6 (rad), gripper (0 closed .. 1 open)"),
+            ]
+            for name, default, description in spec:
+                d[name] = _describe(self, name, default, description)
+            d["scene_cam_T_world_cam"] = _describe(
+                self, "scene_cam_T_world_cam", None,
+                "optional scene camera pose, 16 numbers row-major 4x4 OpenCV-optical T_world_cam in base; "
+                "overrides position/look-at", Parameter.Type.DOUBLE_ARRAY)
+            return d
+
+        # ---- time -------------------------------------------------------------------------------------------
+        def now_ns(self) -> int:
+            """Current time in the stamps' time base (sim clock with publish_clock, else the node clock)."""
+            if self.clock_pub is not None:
+                return self._epoch_ns + int(round(self.sim.time_s * 1e9))
+            return self.get_clock().now().nanoseconds
+
+        # ---- periodic work ----------------------------------------------------------------------------------
+        def _tick(self) -> None:
+            try:
+                self._tick_inner()
+            except Exception as exc:  # never let one bad tick kill the node
+                self.get_logger().error(f"sim tick failed: {exc!r}", throttle_duration_sec=5.0)
+
+        def _tick_inner(self) -> None:
+            wall = time.monotonic()
+            dt_wall, self._last_wall = wall - self._last_wall, wall
+            self._sim_goal_s += min(dt_wall * self.params["real_time_factor"], MAX_TICK_SIM_S)
+            tick_now_ns = None if self.clock_pub is not None else self.get_clock().now().nanoseconds
+            ts = self.sim.model.opt.timestep
+            while self.sim.time_s + 0.5 * ts < self._sim_goal_s:
+                chunk = min(SUBSTEP_S, self._sim_goal_s - self.sim.time_s)
+                t_ns = self._stamp_for(self.sim.time_s, tick_now_ns)
+                self.sim.set_joint_targets(self.follower.setpoint_at(t_ns))
+                if self.sim.step(chunk) == 0:
+                    break
+            stamp_ns = self._stamp_for(self.sim.time_s, tick_now_ns)
+            stamp = to_time_msg(stamp_ns)
+            if self.clock_pub is not None:
+                self.clock_pub.publish(ClockMsg(clock=stamp))
+            self._publish_state(stamp)
+            for cam, c in self.cameras.items():
+                if self.sim.time_s + 1e-9 >= c["next_due_s"]:
+                    self._publish_camera(cam, c, stamp)
+                    c["next_due_s"] += c["period_s"]
+                    if c["next_due_s"] < self.sim.time_s:  # fell behind: skip, do not burst
+                        c["next_due_s"] = self.sim.time_s + c["period_s"]
+
+        def _stamp_for(self, sim_time_s: float, tick_now_ns: int | None) -> int:
+            """Stamp of the state at ``sim_time_s``: the sim clock, or the tick's now minus what is still to run."""
+            if tick_now_ns is None:
+                return self._epoch_ns + int(round(sim_time_s * 1e9))
+            return tick_now_ns - int(round((self._sim_goal_s - sim_time_s) * 1e9))
+
+        # ---- publishing -------------------------------------------------------------------------------------
+        def _camera_info(self, cam: str, frame_id: str) -> CameraInfo:
+            K = self.sim.intrinsics(cam, self.width, self.height)  # (3, 3)
+            info = CameraInfo()
+            info.header.frame_id = frame_id
+            info.width, info.height = self.width, self.height
+            info.distortion_model = "plumb_bob"
+            info.d = [0.0] * 5
+            info.k = [float(v) for v in K.reshape(-1)]
+            info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+            P = np.hstack([K, np.zeros((3, 1))])  # (3, 4)
+            info.p = [float(v) for v in P.reshape(-1)]
+            return info
+
+        def _publish_camera(self, cam: str, c: dict, stamp) -> None:
+            rgb = self.sim.render(cam, self.width, self.height)  # (H, W, 3) uint8
+            img = Image()
+            img.header.stamp = stamp
+            img.header.frame_id = c["frame_id"]
+            img.height, img.width = rgb.shape[:2]
+            img.encoding = "rgb8"
+            img.is_bigendian = 0
+            img.step = 3 * rgb.shape[1]
+            img.data = array.array("B", rgb.tobytes())
+            info = c["info"]
+            info.header.stamp = stamp
+            c["image_pub"].publish(img)
+            c["info_pub"].publish(info)
+
+        def _transform(self, parent: str, child: str, T: np.ndarray, stamp) -> TransformStamped:
+            msg = TransformStamped()
+            msg.header.stamp = stamp
+            msg.header.frame_id = self.frame_of_link.get(parent, parent)
+            msg.child_frame_id = self.frame_of_link.get(child, child)
+            msg.transform = matrix_to_transform(T)
+            return msg
+
+        def _publish_state(self, stamp) -> None:
+            js = JointState()
+            js.header.stamp = stamp
+            js.name = list(COMMAND_JOINT_NAMES)
+            js.position = [float(v) for v in self.sim.joint_positions()]
+            js.velocity = [float(v) for v in self.sim.joint_velocities()]
+            self.joint_state_pub.publish(js)
+            self.tf_broadcaster.sendTransform(
+                [self._transform(parent, child, T, stamp) for parent, child, T in self.sim.link_transforms()])
+
+        def _publish_static(self) -> None:
+            stamp = to_time_msg(self.now_ns())
+            self.static_broadcaster.sendTransform(
+                self._transform("base", self.params["scene_cam_frame_id"], self.sim.T_world_cam("scene"), stamp))
+
+        # ---- commands ---------------------------------------------------------------------------------------
+        def _on_trajectory(self, msg: JointTrajectory) -> None:
+            now_ns = self.now_ns()
+            start_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            try:
+                plan, warnings = plan_trajectory(
+                    list(msg.joint_names),
+                    [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points],
+                    [list(p.positions) for p in msg.points],
+                    command_joint_names=COMMAND_JOINT_NAMES, q_lower=self.sim.q_lower, q_upper=self.sim.q_upper,
+                    setpoint_now=self.follower.setpoint_at(now_ns), now_ns=now_ns, start_ns=start_ns)
+            except TrajectoryRejected as exc:
+                self.rejected_trajectories += 1
+                self.get_logger().warning(f"rejected JointTrajectory: {exc}", throttle_duration_sec=1.0)
+                return
+            for text in warnings:
+                self.get_logger().warning(f"JointTrajectory: {text}", throttle_duration_sec=1.0)
+            self.follower.replace(plan, now_ns)
+
+        def _on_reset_objects(self, request, response):
+            seed = int(self._seed_rng.integers(0, 2**31 - 1))
+            positions = self.sim.reset_objects(seed)
+            response.success = True
+            response.message = f"objects reset (seed {seed}): " + "; ".join(
+                f"({x:.3f}, {y:.3f}, {z:.3f})" for x, y, z in positions)
+            return response
+
+        def destroy_node(self):
+            self.sim.close()
+            return super().destroy_node()
+
+    return SimNode, rclpy
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sim_node", description="Simulated I2RT YAM (MuJoCo) with a scene and a wrist camera, on ROS 2. "
+        "Extra ROS arguments go after --ros-args (e.g. --ros-args -p image_width:=128).")
+    parser.add_argument("--params-file", default=None,
+                        help="ROS parameters YAML (default: the package's config/sim.yaml; 'none' for no file)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the node until Ctrl-C / SIGINT."""
+    apply_loopback_dds_env()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ros_args: list[str] = []
+    if "--ros-args" in argv:
+        i = argv.index("--ros-args")
+        argv, ros_args = argv[:i], argv[i:]
+    args = build_parser().parse_args(argv)
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from para_ros.paths import config_file
+
+    params_file = args.params_file
+    if params_file is None:
+        params_file = str(config_file("sim.yaml"))
+    rcl_args = ["--ros-args", "--params-file", params_file] if params_file.lower() != "none" else []
+    SimNode, rclpy = _make_node_class()
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    rclpy.init(args=[sys.argv[0], *rcl_args, *ros_args])
+    node = None
+    try:
+        node = SimNode()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
