@@ -1,0 +1,347 @@
+"""The chunk executor node: PARA action chunks in, safe joint (or tool pose) commands for the YAM out.
+
+Subscribes to ``para_msgs/ActionChunk`` (``chunk_topic``), runs :class:`para_ros.execution.executor_core.ExecutorCore`
+at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunks cannot starve it) on the ROS clock
+(``use_sim_time`` honoured; ticks wait until the clock is non-zero), and sends each command through one backend:
+
+* ``joint_trajectory``: ``trajectory_msgs/JointTrajectory`` on ``joint_trajectory_topic`` (ros2_control's joint
+  trajectory controller, the project's simulated arm); joints read from ``joint_states_topic``;
+* ``i2rt_sdk``: the I2RT SDK (``get_yam_robot(channel=sdk_channel)``, or its MuJoCo sim with ``sdk_sim``);
+* ``pose``: ``geometry_msgs/PoseStamped`` tool targets on ``pose_command_topic`` (+ ``std_msgs/Float64`` gripper).
+
+Services ``~/stop`` and ``~/resume`` (``std_srvs/Trigger``): stop drops every chunk and, from the next tick on, every
+command holds the last commanded position; resume accepts chunks again from the measured joints.
+Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: state, counters, the latest problem named) and the
+commanded tool pose (``PoseStamped``, FK of each command) on ``commanded_pose_topic`` for rviz.
+
+A bad chunk never crashes the node and never moves the arm: it is rejected whole, with a throttled warning and a
+diagnostics status naming the problem. Parameter defaults: ``config/executor.yaml``; limits: ``config/yam.yaml``.
+
+Run: ``python -m para_ros.chunk_executor --ros-args --params-file config/executor.yaml -p backend:=i2rt_sdk``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+
+import numpy as np
+import yaml
+
+from para_ros.dds_env import apply_loopback_dds_env
+
+NODE_NAME = "chunk_executor"
+BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
+
+PARAM_DESCRIPTIONS = {
+    "control_rate_hz": "Commands per second (Hz).",
+    "command_lookahead_s": "The command sent at tick t targets the chunk pose due at t + this (s); also the "
+                           "JointTrajectory point's time_from_start. > 0.",
+    "stale_timeout_s": "Hold position when no chunk was accepted for this long (s).",
+    "blend_mode": "How overlapping chunks combine: 'latest' (newest covering chunk wins) or 'ensemble' (ACT temporal "
+                  "ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",
+    "ensemble_k": "Decay of the ensembling weight per chunk (> 0 favours older chunks like ACT, < 0 newer).",
+    "max_chunks": "Most chunks kept on the timeline at once; the oldest are dropped beyond it.",
+    "max_chunk_age_s": "Reject chunks whose header.stamp is older than this (s).",
+    "max_chunk_future_s": "Reject chunks whose header.stamp is further in the future than this (s).",
+    "max_chunk_steps": "Reject chunks with more steps than this.",
+    "max_implied_speed_m_s": "Reject chunks whose consecutive steps imply a faster tool motion (m/s).",
+    "out_of_workspace": "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or 'reject' the chunk.",
+    "unreachable": "When IK cannot reach the target: 'hold' the previous command or take the 'best_effort' solution.",
+    "ik_position_tol_m": "IK success threshold on the position error (m), checked by FK.",
+    "ik_rotation_tol_rad": "IK success threshold on the rotation error (rad), checked by FK.",
+    "ik_max_iters": "IK iteration cap per tick (bounds the time spent on unreachable targets).",
+    "smoothing": "Joint-space smoothing of the IK targets: 'none' or 'ruckig' (jerk-limited).",
+    "smoothing_max_velocity_rad_s": "ruckig smoothing: joint velocity limit (rad/s).",
+    "smoothing_max_acceleration_rad_s2": "ruckig smoothing: joint acceleration limit (rad/s^2).",
+    "smoothing_max_jerk_rad_s3": "ruckig smoothing: joint jerk limit (rad/s^3).",
+    "yam_config": "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml.",
+    "chunk_topic": "para_msgs/ActionChunk input topic.",
+    "joint_states_topic": "sensor_msgs/JointState topic the arm's joints are read from (topic backends).",
+    "commanded_pose_topic": "geometry_msgs/PoseStamped of every command's tool pose (FK), for rviz.",
+    "diagnostics_rate_hz": "Rate of the /diagnostics status (Hz); problems are also reported at once.",
+    "backend": "Where commands go: 'joint_trajectory', 'i2rt_sdk' or 'pose'.",
+    "joint_trajectory_topic": "trajectory_msgs/JointTrajectory output topic (joint_trajectory backend).",
+    "gripper_joint_name": "Name of the gripper (0 closed .. 1 open) in JointTrajectory and JointState; empty = none.",
+    "pose_command_topic": "geometry_msgs/PoseStamped tool target output topic (pose backend).",
+    "gripper_command_topic": "std_msgs/Float64 gripper output topic (pose backend); empty = none.",
+    "sdk_channel": "CAN interface of the real arm (i2rt_sdk backend), e.g. can0.",
+    "sdk_sim": "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real arm.",
+    "sdk_zero_gravity_mode": "i2rt_sdk backend: start the real arm in gravity compensation (true) or holding its "
+                             "pose with PD gains (false).",
+}
+
+
+def load_default_parameters() -> dict:
+    """The defaults of every parameter, from the shipped ``config/executor.yaml`` (``chunk_executor.ros__parameters``)."""
+    from para_ros.paths import config_file
+    path = config_file("executor.yaml")
+    data = yaml.safe_load(path.read_text()) or {}
+    params = (data.get(NODE_NAME) or {}).get("ros__parameters") or {}
+    missing = sorted(set(PARAM_DESCRIPTIONS) - set(params))
+    if missing:
+        raise ValueError(f"{path}: no default for parameter(s) {missing} under {NODE_NAME}.ros__parameters")
+    return {name: params[name] for name in PARAM_DESCRIPTIONS}
+
+
+def _coerce(name: str, value, default):
+    """Cast a parameter to its default's type (so ``-p control_rate_hz:=500`` works as well as ``500.0``)."""
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, str):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"parameter {name}={value!r}: expected a {type(default).__name__} like {default!r}") from None
+
+
+def build_executor_config(p: dict, yam):
+    """ExecutorConfig from the node's parameter values and the YAM config (limits give the workspace box)."""
+    from para_ros.execution.chunk import ChunkChecks
+    from para_ros.execution.executor_core import ExecutorConfig
+    from para_ros.execution.smoothing import JerkLimits
+    from para_ros.execution.timeline import BlendConfig
+
+    checks = ChunkChecks(
+        world_frame=yam.model.world_frame, tool_frames=(yam.model.tool_site,), max_age_s=p["max_chunk_age_s"],
+        max_future_s=p["max_chunk_future_s"], max_steps=p["max_chunk_steps"],
+        max_implied_speed_m_s=p["max_implied_speed_m_s"], out_of_workspace=p["out_of_workspace"],
+        workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
+    return ExecutorConfig(
+        control_rate_hz=p["control_rate_hz"], command_lookahead_s=p["command_lookahead_s"],
+        stale_timeout_s=p["stale_timeout_s"],
+        blend=BlendConfig(p["blend_mode"], p["ensemble_k"], p["max_chunks"]), checks=checks,
+        unreachable=p["unreachable"], smoothing=p["smoothing"],
+        jerk_limits=JerkLimits(p["smoothing_max_velocity_rad_s"], p["smoothing_max_acceleration_rad_s2"],
+                               p["smoothing_max_jerk_rad_s3"]),
+        ik_position_tol_m=p["ik_position_tol_m"], ik_rotation_tol_rad=p["ik_rotation_tol_rad"],
+        ik_max_iters=p["ik_max_iters"])
+
+
+def _make_node_class():
+    """Define the node class lazily so ``--help`` works without starting the middleware."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from para_msgs.msg import ActionChunk
+    from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from std_srvs.srv import Trigger
+
+    from para_ros.execution.backends import I2rtSdkBackend
+    from para_ros.execution.control_loop import FixedRateLoop
+    from para_ros.execution.executor_core import ExecutorCore
+    from para_ros.execution.limits import load_yam_config
+    from para_ros.execution_ros.chunk_msg import chunk_from_msg, s_to_time_fields
+    from para_ros.execution_ros.topic_backends import JointTrajectoryBackend, PoseBackend, pose_stamped
+
+    class ChunkExecutorNode(Node):
+        """See the module docstring."""
+
+        def __init__(self, **kwargs):
+            super().__init__(NODE_NAME, **kwargs)
+            defaults = load_default_parameters()
+            p = {}
+            for name, description in PARAM_DESCRIPTIONS.items():
+                self.declare_parameter(name, defaults[name],
+                                       ParameterDescriptor(description=description, dynamic_typing=True))
+                p[name] = _coerce(name, self.get_parameter(name).value, defaults[name])
+            if p["backend"] not in BACKENDS:
+                raise ValueError(f"parameter backend={p['backend']!r}: use one of {BACKENDS}")
+            if not p["diagnostics_rate_hz"] > 0:
+                raise ValueError(f"parameter diagnostics_rate_hz={p['diagnostics_rate_hz']!r}: must be > 0")
+            self.params = p
+            self.yam = load_yam_config(p["yam_config"] or None)
+            self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
+            self.world_frame = self.yam.model.world_frame
+            self.backend = self._make_backend(p)
+            self._diag_lock = threading.Lock()
+            self._last_report = None
+            self._last_problem_diag_s = 0.0
+            self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+            from geometry_msgs.msg import PoseStamped
+            self.pose_pub = self.create_publisher(PoseStamped, p["commanded_pose_topic"], 10)
+            self.chunk_sub = self.create_subscription(
+                ActionChunk, p["chunk_topic"], self._on_chunk,
+                QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            self.stop_srv = self.create_service(Trigger, "~/stop", self._on_stop)
+            self.resume_srv = self.create_service(Trigger, "~/resume", self._on_resume)
+            self.diag_timer = self.create_timer(1.0 / p["diagnostics_rate_hz"], self._publish_diagnostics)
+            self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
+                                      on_error=self._on_tick_error)
+            self.loop.start()
+            self.get_logger().info(
+                f"chunk executor up: backend={self.backend.name}, {p['control_rate_hz']:.0f} Hz, blend="
+                f"{p['blend_mode']}, chunks on {p['chunk_topic']}")
+
+        def _make_backend(self, p):
+            names = self.yam.model.joint_names
+            if p["backend"] == "i2rt_sdk":
+                return I2rtSdkBackend(channel=p["sdk_channel"], sim=p["sdk_sim"],
+                                      zero_gravity_mode=p["sdk_zero_gravity_mode"],
+                                      arm_type=self.yam.model.arm_type, gripper_type=self.yam.model.gripper_type)
+            if p["backend"] == "pose":
+                return PoseBackend(self, p["pose_command_topic"], p["gripper_command_topic"],
+                                   p["joint_states_topic"], names, p["gripper_joint_name"], self.world_frame)
+            return JointTrajectoryBackend(self, p["joint_trajectory_topic"], p["joint_states_topic"], names,
+                                          p["gripper_joint_name"])
+
+        def now_s(self) -> float:
+            return self.get_clock().now().nanoseconds * 1e-9
+
+        # ---- callbacks ------------------------------------------------------------------------------------------
+
+        def _on_chunk(self, msg) -> None:
+            try:
+                chunk = chunk_from_msg(msg)
+                accepted, text = self.core.add_chunk(chunk, self.now_s())
+            except Exception as err:  # noqa: BLE001 - a bad message must never take the node down
+                accepted, text = False, f"chunk could not be read: {type(err).__name__}: {err}"
+                self.core.status.chunks_rejected += 1
+                self.core.status.last_rejection = text
+            if not accepted:
+                self.get_logger().warn(f"chunk rejected: {text}", throttle_duration_sec=1.0)
+                self._problem_diagnostics()
+            elif text:
+                self.get_logger().warn(f"chunk accepted with changes: {text}", throttle_duration_sec=1.0)
+
+        def _on_stop(self, request, response):
+            self.core.stop()
+            response.success = True
+            response.message = "stopped: holding the last commanded position; call ~/resume to continue"
+            self.get_logger().info(response.message)
+            self._publish_diagnostics()
+            return response
+
+        def _on_resume(self, request, response):
+            self.core.resume()
+            response.success = True
+            response.message = "resumed: accepting chunks"
+            self.get_logger().info(response.message)
+            self._publish_diagnostics()
+            return response
+
+        def _on_tick_error(self, err: BaseException) -> None:
+            self.get_logger().error(f"control tick failed: {type(err).__name__}: {err}", throttle_duration_sec=1.0)
+
+        def _tick(self) -> None:
+            now = self.now_s()
+            if now <= 0.0:  # use_sim_time and no /clock yet
+                return
+            measured = self.backend.read_joints()
+            if measured is not None:
+                self.core.set_measured_joints(*measured)
+            command = self.core.tick(now)
+            if command is None:
+                return
+            self.backend.send(command)
+            self.pose_pub.publish(pose_stamped(command, self.world_frame))
+
+        # ---- diagnostics ----------------------------------------------------------------------------------------
+
+        def _problem_diagnostics(self) -> None:
+            now = time.monotonic()
+            if now - self._last_problem_diag_s >= 0.1:  # throttle: at most 10 Hz under a flood of bad chunks
+                self._last_problem_diag_s = now
+                self._publish_diagnostics()
+
+        def diagnostic_status(self) -> DiagnosticStatus:
+            s = self.core.status
+            prev = self._last_report
+            counters = (s.chunks_rejected, s.ik_failures, s.limit_events, s.check_failures)
+            new = [a - b for a, b in zip(counters, prev)] if prev is not None else list(counters)
+            self._last_report = counters
+            problems = []
+            level = DiagnosticStatus.OK
+            if new[3] > 0:
+                level = DiagnosticStatus.ERROR
+                problems.append(f"command failed the final limit check (not sent): {s.last_check_failure}")
+            if new[0] > 0:
+                problems.append(f"chunk rejected: {s.last_rejection}")
+            if new[1] > 0:
+                problems.append(f"unreachable target: {s.last_ik_error}")
+            if new[2] > 0:
+                problems.append(f"limits applied: {s.last_limit_event}")
+            if problems and level == DiagnosticStatus.OK:
+                level = DiagnosticStatus.WARN
+            if s.state in ("hold_stale", "hold_unreachable", "stopped", "waiting_for_joint_state") and \
+                    level == DiagnosticStatus.OK:
+                level = DiagnosticStatus.WARN
+            status = DiagnosticStatus()
+            status.level = level
+            status.name = f"{NODE_NAME}: {self.get_name()}"
+            status.hardware_id = f"yam ({self.backend.name})"
+            status.message = f"{s.state}" + (f"; {'; '.join(problems)}" if problems else "")
+            stats = self.loop.stats()
+            values = {
+                "state": s.state, "backend": self.backend.name, "chunks_received": s.chunks_received,
+                "chunks_accepted": s.chunks_accepted, "chunks_rejected": s.chunks_rejected,
+                "chunks_ignored_stopped": s.chunks_ignored_stopped, "chunks_in_force": s.chunks_in_force,
+                "last_rejection": s.last_rejection, "last_warning": s.last_warning, "ik_failures": s.ik_failures,
+                "last_ik_error": s.last_ik_error, "limit_events": s.limit_events,
+                "last_limit_event": s.last_limit_event, "check_failures": s.check_failures,
+                "commands": s.commands, "control_rate_hz": self.params["control_rate_hz"],
+                "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
+                "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
+                "overruns": int(stats.get("overruns", 0)),
+            }
+            status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+            return status
+
+        def _publish_diagnostics(self) -> None:
+            with self._diag_lock:
+                msg = DiagnosticArray()
+                msg.header.stamp = self.get_clock().now().to_msg()
+                msg.status = [self.diagnostic_status()]
+                self.diag_pub.publish(msg)
+
+        def shutdown(self) -> None:
+            self.loop.stop()
+            try:
+                self.backend.close()
+            except Exception as err:  # noqa: BLE001
+                self.get_logger().warn(f"backend close failed: {err}")
+
+    return ChunkExecutorNode
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``chunk_executor [--ros-args ...]``."""
+    apply_loopback_dds_env()
+    argv = list(sys.argv if argv is None else [sys.argv[0], *argv])
+    parser = argparse.ArgumentParser(
+        prog="chunk_executor", description=__doc__.split("\n\n")[0],
+        epilog="ROS parameters (set with --ros-args -p name:=value or --params-file config/executor.yaml):\n" +
+               "\n".join(f"  {k}: {v}" for k, v in PARAM_DESCRIPTIONS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+    from rclpy.utilities import remove_ros_args
+    parser.parse_args(remove_ros_args(argv)[1:])
+
+    rclpy.init(args=argv)
+    node = None
+    try:
+        node = _make_node_class()()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ValueError as err:
+        print(f"chunk_executor: {err}", file=sys.stderr)
+        return 2
+    finally:
+        if node is not None:
+            node.shutdown()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

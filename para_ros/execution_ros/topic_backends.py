@@ -1,0 +1,124 @@
+"""The two ROS-topic backends of the chunk executor; both read the arm's joints from ``sensor_msgs/JointState``.
+
+* :class:`JointTrajectoryBackend`: one ``trajectory_msgs/JointTrajectory`` per tick with a single point:
+  ``header.stamp`` = tick time, ``points[0].time_from_start`` = the command lookahead, positions of joint1..joint6
+  (rad) and the gripper (0 closed .. 1 open, under ``gripper_joint_name``; the names the simulated arm
+  ``para_ros.sim`` publishes on ``/joint_states``). This is what a ros2_control joint trajectory controller and the
+  project's simulated YAM follow.
+* :class:`PoseBackend`: ``geometry_msgs/PoseStamped`` of the tool (FK of the checked joint command, so the pose
+  satisfies the same limits) for a Cartesian controller, plus ``std_msgs/Float64`` gripper commands.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from para_ros.execution.backends import CommandBackend
+from para_ros.execution.executor_core import JointCommand
+from para_ros.execution_ros.chunk_msg import s_to_time_fields
+
+COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+JOINT_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+class JointStateReader:
+    """Keeps the latest arm joints and gripper from a ``JointState`` topic, matched by name."""
+
+    def __init__(self, node, topic: str, joint_names: tuple[str, ...], gripper_joint_name: str):
+        self.joint_names = tuple(joint_names)
+        self.gripper_joint_name = gripper_joint_name
+        self._latest: tuple[np.ndarray, float] | None = None
+        self._lock = threading.Lock()
+        self._partial: dict[str, float] = {}
+        self.sub = node.create_subscription(JointState, topic, self._on_joint_state, JOINT_STATE_QOS)
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        if len(msg.position) != len(msg.name):
+            return
+        # Joints may arrive split over several JointState messages (one per controller): merge by name.
+        for name, pos in zip(msg.name, msg.position):
+            if np.isfinite(pos):
+                self._partial[name] = float(pos)
+        names = self.joint_names + ((self.gripper_joint_name,) if self.gripper_joint_name else ())
+        if not all(n in self._partial for n in names):
+            return
+        q = np.array([self._partial[n] for n in self.joint_names])
+        g = self._partial[self.gripper_joint_name] if self.gripper_joint_name else 0.0
+        with self._lock:
+            self._latest = (q, g)
+
+    def read(self) -> tuple[np.ndarray, float] | None:
+        with self._lock:
+            return None if self._latest is None else (self._latest[0].copy(), self._latest[1])
+
+
+class JointTrajectoryBackend(CommandBackend):
+    """Publish each command as a one-point ``JointTrajectory``; read joints from ``joint_states_topic``."""
+
+    name = "joint_trajectory"
+
+    def __init__(self, node, topic: str, joint_states_topic: str, joint_names: tuple[str, ...],
+                 gripper_joint_name: str = "gripper"):
+        self.joint_names = tuple(joint_names)
+        self.gripper_joint_name = gripper_joint_name
+        self.pub = node.create_publisher(JointTrajectory, topic, COMMAND_QOS)
+        self.reader = JointStateReader(node, joint_states_topic, self.joint_names, gripper_joint_name)
+
+    def read_joints(self) -> tuple[np.ndarray, float] | None:
+        return self.reader.read()
+
+    def make_msg(self, command: JointCommand) -> JointTrajectory:
+        msg = JointTrajectory()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(command.stamp_s)
+        msg.joint_names = list(self.joint_names) + ([self.gripper_joint_name] if self.gripper_joint_name else [])
+        point = JointTrajectoryPoint()
+        positions = [float(v) for v in command.q_rad]
+        if self.gripper_joint_name:
+            positions.append(float(command.gripper))
+        point.positions = positions
+        point.time_from_start.sec, point.time_from_start.nanosec = s_to_time_fields(command.time_from_start_s)
+        msg.points = [point]
+        return msg
+
+    def send(self, command: JointCommand) -> None:
+        self.pub.publish(self.make_msg(command))
+
+
+class PoseBackend(CommandBackend):
+    """Publish the tool pose of each command (``PoseStamped`` in ``world_frame``) and the gripper (``Float64``)."""
+
+    name = "pose"
+
+    def __init__(self, node, topic: str, gripper_topic: str, joint_states_topic: str, joint_names: tuple[str, ...],
+                 gripper_joint_name: str = "gripper", world_frame: str = "base"):
+        self.world_frame = world_frame
+        self.pub = node.create_publisher(PoseStamped, topic, COMMAND_QOS)
+        self.gripper_pub = node.create_publisher(Float64, gripper_topic, COMMAND_QOS) if gripper_topic else None
+        self.reader = JointStateReader(node, joint_states_topic, tuple(joint_names), gripper_joint_name)
+
+    def read_joints(self) -> tuple[np.ndarray, float] | None:
+        return self.reader.read()
+
+    def send(self, command: JointCommand) -> None:
+        self.pub.publish(pose_stamped(command, self.world_frame))
+        if self.gripper_pub is not None:
+            self.gripper_pub.publish(Float64(data=float(command.gripper)))
+
+
+def pose_stamped(command: JointCommand, frame_id: str) -> PoseStamped:
+    """The tool pose of ``command`` as a ``PoseStamped`` stamped with the tick time."""
+    msg = PoseStamped()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(command.stamp_s)
+    msg.header.frame_id = frame_id
+    p = command.T_base_tool[:3, 3]
+    q = command.quat_xyzw
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in p)
+    msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w = (
+        float(v) for v in q)
+    return msg
