@@ -40,6 +40,38 @@ NODE_NAME = "sim_node"
 MAX_TICK_SIM_S = 0.1  # most simulated time one tick may advance (after a stall the sim falls behind, not races)
 SUBSTEP_S = 0.005  # servo setpoints are refreshed from the trajectory every this many simulated seconds
 
+# Every parameter: (name, default, description). config/sim.yaml holds the same defaults (a test checks it).
+PARAMETERS = [
+    ("base_frame_id", "base", "world frame of everything published (the arm's base)"),
+    ("scene_cam_frame_id", "scene_cam_optical_frame", "scene camera OpenCV optical frame id"),
+    ("wrist_cam_frame_id", "wrist_cam_optical_frame", "wrist camera OpenCV optical frame id"),
+    ("grasp_site_frame_id", "grasp_site", "tool-centre frame id (under `gripper`)"),
+    ("image_width", 256, "rendered image width, pixels (both cameras)"),
+    ("image_height", 256, "rendered image height, pixels (both cameras)"),
+    ("scene_cam_rate_hz", 10.0, "scene camera frame rate in sim time, Hz"),
+    ("wrist_cam_rate_hz", 10.0, "wrist camera frame rate in sim time, Hz"),
+    ("scene_cam_fovy_deg", 50.0, "scene camera vertical field of view, degrees"),
+    ("wrist_cam_fovy_deg", 58.0, "wrist camera vertical field of view, degrees"),
+    ("scene_cam_position_m", [0.05, -0.3, 1.0], "scene camera centre in base, metres"),
+    ("scene_cam_look_at_m", [0.33, 0.0, 0.0], "point in base the scene camera looks at, metres"),
+    ("scene_cam_up_hint", [1.0, 0.0, 0.0], "base direction shown upwards in the scene image"),
+    ("scene_cam_namespace", "/scene_cam", "scene camera topics: <ns>/image_raw, <ns>/camera_info"),
+    ("wrist_cam_namespace", "/wrist_cam", "wrist camera topics: <ns>/image_raw, <ns>/camera_info"),
+    ("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic"),
+    ("joint_trajectory_topic", "/joint_trajectory", "trajectory_msgs/JointTrajectory command topic"),
+    ("state_rate_hz", 50.0, "physics tick rate; joint_states, /tf and /clock go out every tick, Hz"),
+    ("real_time_factor", 1.0, "simulated seconds per wall-clock second"),
+    ("publish_clock", False, "publish /clock from the sim and stamp everything with the sim clock"),
+    ("timestep_s", 0.002, "MuJoCo physics timestep, seconds"),
+    ("n_cubes", 3, "number of free cubes on the table"),
+    ("seed", 0, "seed of the initial object layout"),
+    ("initial_joint_positions", [0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0],
+     "start pose: joint1..joint6 (rad), gripper (0 closed .. 1 open)"),
+]
+# Declared without a default (absent unless given): 16 numbers, row-major 4x4 OpenCV-optical T_world_cam.
+OPTIONAL_PARAMETERS = {"scene_cam_T_world_cam": "optional scene camera pose, 16 numbers row-major 4x4 "
+                       "OpenCV-optical T_world_cam in base; overrides position/look-at"}
+
 
 def _describe(node, name, default, description, type_=None):
     from rcl_interfaces.msg import ParameterDescriptor
@@ -139,39 +171,10 @@ def _make_node_class():
         # ---- parameters -------------------------------------------------------------------------------------
         def _declare_parameters(self) -> dict:
             d = {}
-            spec = [
-                ("base_frame_id", "base", "world frame of everything published (the arm's base)"),
-                ("scene_cam_frame_id", "scene_cam_optical_frame", "scene camera OpenCV optical frame id"),
-                ("wrist_cam_frame_id", "wrist_cam_optical_frame", "wrist camera OpenCV optical frame id"),
-                ("grasp_site_frame_id", "grasp_site", "tool-centre frame id (under `gripper`)"),
-                ("image_width", 256, "rendered image width, pixels (both cameras)"),
-                ("image_height", 256, "rendered image height, pixels (both cameras)"),
-                ("scene_cam_rate_hz", 10.0, "scene camera frame rate in sim time, Hz"),
-                ("wrist_cam_rate_hz", 10.0, "wrist camera frame rate in sim time, Hz"),
-                ("scene_cam_fovy_deg", 50.0, "scene camera vertical field of view, degrees"),
-                ("wrist_cam_fovy_deg", 58.0, "wrist camera vertical field of view, degrees"),
-                ("scene_cam_position_m", [0.05, -0.3, 1.0], "scene camera centre in base, metres"),
-                ("scene_cam_look_at_m", [0.33, 0.0, 0.0], "point in base the scene camera looks at, metres"),
-                ("scene_cam_up_hint", [1.0, 0.0, 0.0], "base direction shown upwards in the scene image"),
-                ("scene_cam_namespace", "/scene_cam", "scene camera topics: <ns>/image_raw, <ns>/camera_info"),
-                ("wrist_cam_namespace", "/wrist_cam", "wrist camera topics: <ns>/image_raw, <ns>/camera_info"),
-                ("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic"),
-                ("joint_trajectory_topic", "/joint_trajectory", "trajectory_msgs/JointTrajectory command topic"),
-                ("state_rate_hz", 50.0, "physics tick rate; joint_states, /tf and /clock go out every tick, Hz"),
-                ("real_time_factor", 1.0, "simulated seconds per wall-clock second"),
-                ("publish_clock", False, "publish /clock from the sim and stamp everything with the sim clock"),
-                ("timestep_s", 0.002, "MuJoCo physics timestep, seconds"),
-                ("n_cubes", 3, "number of free cubes on the table"),
-                ("seed", 0, "seed of the initial object layout"),
-                ("initial_joint_positions", [0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0],
-                 "start pose: joint1..joint6 (rad), gripper (0 closed .. 1 open)"),
-            ]
-            for name, default, description in spec:
+            for name, default, description in PARAMETERS:
                 d[name] = _describe(self, name, default, description)
-            d["scene_cam_T_world_cam"] = _describe(
-                self, "scene_cam_T_world_cam", None,
-                "optional scene camera pose, 16 numbers row-major 4x4 OpenCV-optical T_world_cam in base; "
-                "overrides position/look-at", Parameter.Type.DOUBLE_ARRAY)
+            for name, description in OPTIONAL_PARAMETERS.items():
+                d[name] = _describe(self, name, None, description, Parameter.Type.DOUBLE_ARRAY)
             return d
 
         # ---- time -------------------------------------------------------------------------------------------

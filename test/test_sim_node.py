@@ -276,3 +276,46 @@ def test_sigint_shuts_down(rig):
     assert rc == 0, out[-2000:]
     assert re.search(r"rejected JointTrajectory: .*(unknown joint|finite)", out), out[-2000:]
     assert "Traceback" not in out, out[-3000:]
+
+
+def test_publish_clock_and_use_sim_time_stamp_everything_with_the_sim_clock():
+    """With publish_clock (and use_sim_time on the node) every stamp is a /clock value, and a trajectory stamped
+    on that clock is followed."""
+    from rosgraph_msgs.msg import Clock
+
+    proc = start_python(["para_ros.sim_node", "--ros-args", "-p", "publish_clock:=true", "-p", "use_sim_time:=true",
+                         "-p", "real_time_factor:=2.0", "-p", "image_width:=64", "-p", "image_height:=48"],
+                        module=True)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node("sim_clock_listener", context=ctx)
+    clocks, imgs, js = [], [], []
+    node.create_subscription(Clock, "/clock", lambda m: clocks.append(m.clock.sec * 10**9 + m.clock.nanosec), 100)
+    node.create_subscription(Image, "/wrist_cam/image_raw", lambda m: imgs.append(stamp_ns(m.header)),
+                             qos_profile_sensor_data)
+    node.create_subscription(JointState, "/joint_states", lambda m: js.append(m), 100)
+    pub = node.create_publisher(JointTrajectory, "/joint_trajectory", 10)
+    executor = SingleThreadedExecutor(context=ctx)
+    executor.add_node(node)
+    spin = lambda: executor.spin_once(timeout_sec=0.05)  # noqa: E731
+    try:
+        wait_for(lambda: len(imgs) >= 3 and len(clocks) >= 20 or proc.poll() is not None, 60.0, spin,
+                 "/clock and images")
+        assert proc.poll() is None
+        clock_set = set(clocks)
+        assert all(s in clock_set for s in imgs[:-1]), "an image stamp is not a /clock value"
+        assert all(stamp_ns(m.header) in clock_set for m in js[:-1])
+        assert clocks == sorted(clocks)
+        msg = JointTrajectory()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(clocks[-1] + 10**9 // 2, 10**9)  # sim clock
+        msg.joint_names = NAMES
+        msg.points = [JointTrajectoryPoint(positions=[float(v) for v in POSE_B])]
+        msg.points[0].time_from_start.sec = 1
+        pub.publish(msg)
+        wait_for(lambda: js and np.allclose(js[-1].position, POSE_B, atol=0.01), 30.0, spin, "arm at POSE_B")
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+        rc, out = stop_process(proc, 10.0)
+    assert rc == 0, out[-2000:]
