@@ -192,7 +192,9 @@ class ParaV4Model(nn.Module):
         B, N, F, P, _ = feat_maps.shape
         parts = []
         for k in range(N):
-            uv, depth = project(voxel_xyz, grid.K_pred[:, k], grid.T_world_cam[:, k])  # (B, v, 2), (B, v)
+            with torch.autocast(device_type=voxel_xyz.device.type, enabled=False):  # projection stays in fp32
+                uv, depth = project(voxel_xyz.float(), grid.K_pred[:, k].float(),
+                                    grid.T_world_cam[:, k].float())  # (B, v, 2), (B, v)
             vis = (depth > 0) & (uv[..., 0] >= 0) & (uv[..., 0] < P) & (uv[..., 1] >= 0) & (uv[..., 1] < P)  # (B, v)
             g = uv_to_grid_sample(uv, P, P).to(feat_maps.dtype).unsqueeze(2)  # (B, v, 1, 2)
             sampled = Fn.grid_sample(feat_maps[:, k], g, mode="bilinear", padding_mode="border",

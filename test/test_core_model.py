@@ -204,3 +204,40 @@ def test_tiny_model_overfits_one_sample():
     am = out.volume_logits.argmax(-1)[0]  # (T,) must be one of each step's soft-target voxels
     for t in range(cfg.n_window):
         assert am[t].item() in tgt.voxel_index[0, t][tgt.voxel_weight[0, t] > 0].tolist()
+
+
+def test_projection_in_fusion_stays_fp32_under_autocast():
+    """Under bf16 autocast the network runs in bf16 but voxel projection must not: the visibility flags and the
+    sampling positions must equal the fp32 ones."""
+    torch.manual_seed(0)
+    cfg = V4Config.tiny()
+    model = build_model(cfg).eval()
+    inp = make_inputs(cfg)
+    with torch.no_grad():
+        out = model(inp)
+        fm, _ = model.image_features(inp.images)
+        ids = torch.arange(out.voxel_xyz.shape[1])
+        ref = model.fusion_inputs(fm, out.grid, out.voxel_xyz, ids)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            amp = model.fusion_inputs(fm, out.grid, out.voxel_xyz, ids)
+    F = cfg.feat_dim
+    for k in range(cfg.n_views):
+        col = k * (F + 1) + F
+        assert torch.equal(ref[..., col], amp[..., col].float())
+    assert torch.allclose(ref, amp.float(), atol=1e-5)
+
+
+def test_chunked_checkpointed_training_gives_same_gradients():
+    torch.manual_seed(0)
+    cfg = V4Config.tiny()
+    model = build_model(cfg).train()
+    inp, tgt = _sample(cfg)
+    grads = []
+    for chunk in (0, 1000):
+        model.config = cfg.replace(voxel_chunk_size=chunk)
+        model.zero_grad()
+        model(inp, tgt).losses["loss"].backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for n in grads[0]:
+        assert torch.allclose(grads[0][n], grads[1][n], atol=1e-5, rtol=1e-4), n
