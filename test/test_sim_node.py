@@ -55,8 +55,8 @@ def tf_matrix(t) -> np.ndarray:
 
 
 class Listener(Node):
-    def __init__(self):
-        super().__init__("sim_node_test_listener")
+    def __init__(self, context):
+        super().__init__("sim_node_test_listener", context=context)
         self.counts = {}
         self.msgs = {k: [] for k in ("scene_img", "scene_info", "wrist_img", "wrist_info", "js", "tf", "tf_static")}
         for key, typ, topic in (("scene_img", Image, "/scene_cam/image_raw"),
@@ -103,9 +103,10 @@ def rig():
             "-p", f"scene_cam_position_m:={SCENE_POS}", "-p", f"scene_cam_look_at_m:={SCENE_LOOK}",
             "-p", "scene_cam_up_hint:=[0.0, 0.0, 1.0]"]
     proc = start_python(args, module=True)
-    rclpy.init()
-    listener = Listener()
-    executor = SingleThreadedExecutor()
+    ctx = rclpy.Context()  # own context: independent of other modules' rclpy.init()
+    rclpy.init(context=ctx)
+    listener = Listener(ctx)
+    executor = SingleThreadedExecutor(context=ctx)
     executor.add_node(listener)
     spin = lambda: executor.spin_once(timeout_sec=0.05)  # noqa: E731
     try:
@@ -116,7 +117,7 @@ def rig():
     finally:
         executor.shutdown()
         listener.destroy_node()
-        rclpy.try_shutdown()
+        rclpy.try_shutdown(context=ctx)
         if proc.poll() is None:
             stop_process(proc, 10.0)
 
