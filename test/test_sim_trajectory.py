@@ -74,3 +74,12 @@ def test_future_start_holds_then_moves_and_past_points_dropped():
     assert p.times_ns.tolist() == [now, now + S // 2] and p.positions[:, 0].tolist() == [0.0, 2.0]
     p, warnings = plan(["joint1"], [1.0], [[1.0]], now_ns=now, start_ns=now - 5 * S)
     assert p.positions[-1, 0] == 1.0 and p.times_ns[-1] == now and "past" in warnings[0]
+
+
+def test_point_due_now_is_go_now_without_warning():
+    now = 10 * S
+    p, warnings = plan(["joint1"], [0.0], [[1.0]], setpoint=np.zeros(7), now_ns=now)
+    assert warnings == [] and p.times_ns.tolist() == [now, now]
+    f = TrajectoryFollower(np.zeros(7))
+    f.replace(p, now)
+    assert f.setpoint_at(now)[0] == 1.0

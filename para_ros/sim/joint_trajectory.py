@@ -103,7 +103,7 @@ def plan_trajectory(joint_names: Sequence[str], times_from_start_s: Sequence[flo
 
     start = int(start_ns) if start_ns else int(now_ns)
     abs_ns = start + np.round(times * 1e9).astype(np.int64)  # (P,)
-    keep = abs_ns > now_ns
+    keep = abs_ns >= now_ns  # a point due exactly now (time_from_start 0, no stamp) is "go there now"
     if not np.any(keep):
         keep[-1] = True  # all in the past: go to the final point now
         abs_ns[-1] = now_ns
@@ -132,10 +132,10 @@ class TrajectoryFollower:
         if plan is None:
             return q
         t = plan.times_ns
-        if now_ns <= t[0]:
-            q[plan.joint_indices] = plan.positions[0]
-        elif now_ns >= t[-1]:
+        if now_ns >= t[-1]:  # checked first: a zero-length plan (point due now) is at its end at once
             q[plan.joint_indices] = plan.positions[-1]
+        elif now_ns <= t[0]:
+            q[plan.joint_indices] = plan.positions[0]
         else:
             k = int(np.searchsorted(t, now_ns, side="right")) - 1  # segment [t_k, t_k+1)
             span = t[k + 1] - t[k]
