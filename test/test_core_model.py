@@ -8,7 +8,7 @@ import torch
 from para_core.actions import encode_targets
 from para_core.backbones import DINOv3Backbone, count_parameters
 from para_core.config import V4Config
-from para_core.model import (ParaV4Model, build_model, seed_joint_baseline, uniform_voxel_ce_baseline, volume_ce)
+from para_core.model import build_model, seed_joint_baseline, uniform_voxel_ce_baseline, volume_ce
 from core_fixtures import make_inputs, make_trajectory
 
 torch.set_num_threads(1)
