@@ -253,7 +253,7 @@ def _make_node_class():
         def diagnostic_status(self) -> DiagnosticStatus:
             s = self.core.status
             prev = self._last_report
-            counters = (s.chunks_rejected, s.ik_failures, s.limit_events, s.check_failures)
+            counters = (s.chunks_rejected, s.ik_failures, s.limit_events, s.check_failures, s.chunks_modified)
             new = [a - b for a, b in zip(counters, prev)] if prev is not None else list(counters)
             self._last_report = counters
             problems = []
@@ -267,6 +267,8 @@ def _make_node_class():
                 problems.append(f"unreachable target: {s.last_ik_error}")
             if new[2] > 0:
                 problems.append(f"limits applied: {s.last_limit_event}")
+            if new[4] > 0:
+                problems.append(f"chunk modified: {s.last_warning}")
             if problems and level == DiagnosticStatus.OK:
                 level = DiagnosticStatus.WARN
             if s.state in ("hold_stale", "hold_unreachable", "stopped", "waiting_for_joint_state") and \
@@ -281,7 +283,8 @@ def _make_node_class():
             values = {
                 "state": s.state, "backend": self.backend.name, "chunks_received": s.chunks_received,
                 "chunks_accepted": s.chunks_accepted, "chunks_rejected": s.chunks_rejected,
-                "chunks_ignored_stopped": s.chunks_ignored_stopped, "chunks_in_force": s.chunks_in_force,
+                "chunks_ignored_stopped": s.chunks_ignored_stopped, "chunks_modified": s.chunks_modified,
+                "chunks_in_force": s.chunks_in_force,
                 "last_rejection": s.last_rejection, "last_warning": s.last_warning, "ik_failures": s.ik_failures,
                 "last_ik_error": s.last_ik_error, "limit_events": s.limit_events,
                 "last_limit_event": s.last_limit_event, "check_failures": s.check_failures,

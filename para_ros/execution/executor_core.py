@@ -115,6 +115,7 @@ class ExecutorStatus:
     chunks_accepted: int = 0
     chunks_rejected: int = 0
     chunks_ignored_stopped: int = 0
+    chunks_modified: int = 0
     last_rejection: str = ""
     last_warning: str = ""
     ik_failures: int = 0
@@ -203,6 +204,7 @@ class ExecutorCore:
             self.status.chunks_accepted += 1
             self._last_accept_s = now_s
             if warnings:
+                self.status.chunks_modified += 1
                 self.status.last_warning = "; ".join(warnings)
             return True, "; ".join(warnings)
 

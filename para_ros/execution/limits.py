@@ -161,12 +161,13 @@ class SafetyFilter:
 
     def _ee_ok(self, p: np.ndarray, p_prev: np.ndarray, prev_outside_m: float, dt_s: float) -> bool:
         lim = self.limits
-        if prev_outside_m <= WORKSPACE_TOL_M:
-            if not lim.in_workspace(p):
+        # strict here (no tolerance): the filter's output must pass check_command, which allows rounding slack
+        if prev_outside_m == 0.0:
+            if not lim.in_workspace(p, tol_m=0.0):
                 return False
-        elif lim.distance_outside_workspace_m(p) > prev_outside_m + WORKSPACE_TOL_M:
+        elif lim.distance_outside_workspace_m(p) > prev_outside_m:
             return False
-        return bool(np.linalg.norm(p - p_prev) <= lim.max_ee_speed_m_s * dt_s * (1 + SPEED_TOL))
+        return bool(np.linalg.norm(p - p_prev) <= lim.max_ee_speed_m_s * dt_s)
 
     def apply(self, q_target: np.ndarray, gripper_target: float, q_prev: np.ndarray, gripper_prev: float,
               dt_s: float) -> tuple[np.ndarray, float, FilterReport]:

@@ -1,0 +1,372 @@
+"""ROS-free unit tests of the chunk executor's pieces against hand-computed numbers and scipy."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation, Slerp
+
+from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, trim_past_steps, validate_chunk
+from para_ros.execution.control_loop import FixedRateLoop
+from para_ros.execution.interpolation import sample_chunk, slerp, weighted_quat_mean
+from para_ros.execution.limits import SafetyFilter, YamLimits, check_command, load_yam_config
+from para_ros.execution.timeline import BlendConfig, Timeline, ensemble_weights
+
+QI = np.array([0.0, 0.0, 0.0, 1.0])
+
+
+def make_chunk(stamp, t, pos, quats=None, grip=None):
+    t = np.asarray(t, float)
+    n = len(t)
+    pos = np.asarray(pos, float).reshape(n, 3)
+    quats = np.tile(QI, (n, 1)) if quats is None else np.asarray(quats, float)
+    grip = np.full(n, 0.5) if grip is None else np.asarray(grip, float)
+    return Chunk(stamp, t, pos, quats, grip, np.ones(n), "base", "grasp_site", "m")
+
+
+# ---- interpolation ---------------------------------------------------------------------------------------------------
+
+def test_slerp_matches_scipy():
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        r0, r1 = Rotation.random(2, random_state=rng)
+        s = rng.uniform()
+        ref = Slerp([0.0, 1.0], Rotation.concatenate([r0, r1]))([s])[0]
+        ours = Rotation.from_quat(slerp(r0.as_quat(), r1.as_quat(), s))
+        assert (ours.inv() * ref).magnitude() < 1e-9
+
+
+def test_slerp_takes_the_short_way_and_hits_endpoints():
+    q0 = Rotation.from_euler("z", 10, degrees=True).as_quat()
+    q1 = -Rotation.from_euler("z", 30, degrees=True).as_quat()  # same rotation, other sign
+    mid = Rotation.from_quat(slerp(q0, q1, 0.5))
+    assert math.isclose(mid.as_euler("zyx", degrees=True)[0], 20.0, abs_tol=1e-9)
+    np.testing.assert_allclose(np.abs(slerp(q0, q1, 1.0)), np.abs(q1), atol=1e-12)
+
+
+def test_weighted_quat_mean_matches_scipy_mean():
+    rng = np.random.default_rng(2)
+    base = Rotation.random(random_state=rng)
+    rots = Rotation.from_rotvec(rng.normal(0, 0.3, (5, 3))) * base
+    w = rng.uniform(0.1, 1.0, 5)
+    quats = rots.as_quat() * rng.choice([-1, 1], (5, 1))  # random signs must not matter
+    ref = rots.mean(weights=w)
+    assert (Rotation.from_quat(weighted_quat_mean(quats, w)).inv() * ref).magnitude() < 1e-9
+
+
+def test_sample_chunk_by_hand():
+    # steps due at 10.0, 10.1, 10.2 s; at 10.15 s we are halfway between steps 1 and 2.
+    qz90 = Rotation.from_euler("z", 90, degrees=True).as_quat()
+    c = make_chunk(10.0, [0.0, 0.1, 0.2], [[0, 0, 0], [0.1, 0, 0], [0.1, 0.2, 0]], [QI, QI, qz90], [1.0, 0.0, 0.5])
+    s = sample_chunk(c, 10.15)
+    np.testing.assert_allclose(s.position_m, [0.1, 0.1, 0.0], atol=1e-12)
+    assert math.isclose(s.gripper, 0.25, abs_tol=1e-12)
+    assert math.isclose(Rotation.from_quat(s.quat_xyzw).as_euler("zyx", degrees=True)[0], 45.0, abs_tol=1e-9)
+    assert sample_chunk(c, 9.99) is None and sample_chunk(c, 10.21) is None
+    np.testing.assert_allclose(sample_chunk(c, 10.2).position_m, [0.1, 0.2, 0.0])
+
+
+def test_trim_past_steps_keeps_one_anchor():
+    c = make_chunk(0.0, [0.0, 0.1, 0.2, 0.3], np.arange(12).reshape(4, 3))
+    trimmed = trim_past_steps(c, 0.15)  # steps 0 and 1 are past; step 1 is kept as the anchor
+    np.testing.assert_allclose(trimmed.time_from_stamp_s, [0.1, 0.2, 0.3])
+    assert trim_past_steps(c, 0.31) is None
+    assert trim_past_steps(c, -1.0) is c
+
+
+# ---- timeline and blending -------------------------------------------------------------------------------------------
+
+def test_ensemble_weights_by_hand():
+    w = ensemble_weights(3, 0.5)
+    raw = np.array([1.0, math.exp(-0.5), math.exp(-1.0)])
+    np.testing.assert_allclose(w, raw / raw.sum(), rtol=1e-12)
+    np.testing.assert_allclose(ensemble_weights(4, 0.0), 0.25)
+
+
+def test_timeline_latest_and_ensemble_by_hand():
+    a = make_chunk(0.0, [0.0, 1.0], [[0.0, 0, 0], [0.0, 0, 0]], grip=[0.0, 0.0])
+    b = make_chunk(0.2, [0.0, 1.0], [[1.0, 0, 0], [1.0, 0, 0]], grip=[1.0, 1.0])
+    qb = Rotation.from_euler("x", 40, degrees=True).as_quat()
+    b.quats_xyzw[:] = qb
+    latest = Timeline(BlendConfig("latest"))
+    latest.add(b, 0.0)
+    latest.add(a, 0.0)  # arrives later but is older: b still wins where both cover
+    s, n = latest.sample(0.5)
+    assert n == 2 and math.isclose(s.position_m[0], 1.0)
+    s, n = latest.sample(0.1)  # only a covers 0.1 (b starts at 0.2)
+    assert n == 1 and math.isclose(s.position_m[0], 0.0)
+
+    k = 0.7
+    ens = Timeline(BlendConfig("ensemble", ensemble_k=k))
+    ens.add(a, 0.0)
+    ens.add(b, 0.0)
+    s, n = ens.sample(0.5)
+    w_a, w_b = 1.0, math.exp(-k)  # a is the oldest (j = 0)
+    assert n == 2
+    assert math.isclose(s.position_m[0], w_b / (w_a + w_b), rel_tol=1e-12)
+    assert math.isclose(s.gripper, w_b / (w_a + w_b), rel_tol=1e-12)
+    ref = Rotation.concatenate([Rotation.identity(), Rotation.from_quat(qb)]).mean(weights=[w_a, w_b])
+    assert (Rotation.from_quat(s.quat_xyzw).inv() * ref).magnitude() < 1e-9
+
+
+def test_timeline_prune_and_cap():
+    tl = Timeline(BlendConfig("latest", max_chunks=2))
+    for i in range(4):
+        tl.add(make_chunk(float(i), [0.0, 0.5], np.zeros((2, 3))), 0.0)
+    assert len(tl) == 2 and [c.stamp_s for c in tl.chunks] == [2.0, 3.0]
+    tl.prune(2.6)  # chunk 2 ends at 2.5
+    assert [c.stamp_s for c in tl.chunks] == [3.0]
+
+
+# ---- chunk validation ------------------------------------------------------------------------------------------------
+
+CHECKS = ChunkChecks(workspace_min_m=[0.1, -0.4, 0.01], workspace_max_m=[0.6, 0.4, 0.5])
+
+
+def good(stamp=100.0):
+    return make_chunk(stamp, [0.0, 0.1, 0.2], [[0.3, 0, 0.1], [0.31, 0, 0.1], [0.32, 0, 0.1]])
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda c: setattr(c, "positions_m", np.array([[0.3, 0, 0.1], [np.nan, 0, 0.1], [0.3, 0, 0.1]])), "non-finite"),
+    (lambda c: c.quats_xyzw.__setitem__((1, 0), np.inf), "non-finite"),
+    (lambda c: setattr(c, "gripper", np.array([0.5, 0.5])), "mismatched array lengths"),
+    (lambda c: setattr(c, "time_from_stamp_s", np.array([0.0, 0.2, 0.1])), "strictly increasing"),
+    (lambda c: setattr(c, "time_from_stamp_s", np.array([-0.1, 0.1, 0.2])), "negative"),
+    (lambda c: setattr(c, "quats_xyzw", np.zeros((3, 4))), "unit quaternion"),
+    (lambda c: c.positions_m.__setitem__((2, 0), 0.9), "max_implied_speed_m_s"),
+    (lambda c: setattr(c, "frame_id", "world"), "frame_id"),
+    (lambda c: setattr(c, "tool_frame_id", "tcp_site"), "tool_frame_id"),
+    (lambda c: setattr(c, "gripper", np.array([0.5, 2.0, 0.5])), "gripper[1]"),
+    (lambda c: setattr(c, "stamp_s", 95.0), "old"),
+    (lambda c: setattr(c, "stamp_s", 105.0), "future"),
+])
+def test_validate_rejects_bad_chunks(mutate, words):
+    c = good()
+    mutate(c)
+    with pytest.raises(ChunkRejected, match=words.replace("[", r"\[")):
+        validate_chunk(c, 100.05, CHECKS)
+
+
+def test_validate_empty_past_and_workspace_modes():
+    empty = make_chunk(100.0, [], np.zeros((0, 3)))
+    with pytest.raises(ChunkRejected, match="empty"):
+        validate_chunk(empty, 100.0, CHECKS)
+    with pytest.raises(ChunkRejected, match="past"):
+        validate_chunk(good(99.5), 100.0, CHECKS)
+    out = good()
+    out.positions_m[:, 2] = -0.05
+    clean, warnings = validate_chunk(out, 100.0, CHECKS)
+    assert np.all(clean.positions_m[:, 2] == 0.01) and "outside the workspace" in warnings[0]
+    with pytest.raises(ChunkRejected, match="outside the workspace"):
+        validate_chunk(out, 100.0, ChunkChecks(out_of_workspace="reject", workspace_min_m=[0.1, -0.4, 0.01],
+                                               workspace_max_m=[0.6, 0.4, 0.5]))
+    q = good()
+    q.quats_xyzw[:] = [0, 0, 0, 1.01]  # within tolerance: normalised
+    clean, _ = validate_chunk(q, 100.0, CHECKS)
+    np.testing.assert_allclose(clean.quats_xyzw, np.tile(QI, (3, 1)))
+
+
+# ---- limits -----------------------------------------------------------------------------------------------------------
+
+def linear_limits(**kw):
+    base = dict(joint_lower_rad=[-1] * 6, joint_upper_rad=[1] * 6, max_joint_speed_rad_s=[1, 2, 1, 1, 1, 1],
+                max_ee_speed_m_s=10.0, workspace_min_m=[-1, -1, -1], workspace_max_m=[1, 1, 0.5],
+                gripper_min=0.0, gripper_max=1.0, max_gripper_speed_per_s=2.0)
+    base.update(kw)
+    return YamLimits(**base)
+
+
+def fk_first3(q):  # a stand-in FK with easy numbers: the tool is at (q0, q1, q2) metres
+    return np.asarray(q, float)[:3].copy()
+
+
+def test_safety_filter_joint_speed_scaling_by_hand():
+    f = SafetyFilter(linear_limits(), fk_first3)
+    q, g, rep = f.apply(np.array([0.5, 0.05, 0, 0, 0, 0]), 0.5, np.zeros(6), 0.5, 0.01)
+    # joint 0 wants 0.5 rad in 0.01 s at 1 rad/s max -> 0.01; the whole step is scaled by 0.02 (direction kept)
+    np.testing.assert_allclose(q, [0.01, 0.001, 0, 0, 0, 0], atol=1e-15)
+    assert rep.joint_speed_limited and not rep.joint_clipped
+
+
+def test_safety_filter_joint_clip_workspace_and_gripper():
+    f = SafetyFilter(linear_limits(max_joint_speed_rad_s=100.0), fk_first3, bisection_steps=30)
+    q, _, rep = f.apply(np.array([2.0, 0, 0, 0, 0, 0]), 0.5, np.array([0.9, 0, 0, 0, 0, 0]), 0.5, 0.01)
+    assert q[0] == 1.0 and rep.joint_clipped
+    # tool z limited to 0.5 m: from z = 0.4 towards 0.9 stops at the box face
+    q, _, rep = f.apply(np.array([0, 0, 0.9, 0, 0, 0]), 0.5, np.array([0, 0, 0.4, 0, 0, 0]), 0.5, 0.01)
+    assert rep.ee_limited and 0.5 - 1e-6 <= q[2] <= 0.5
+    _, g, rep = f.apply(np.zeros(6), 1.5, np.zeros(6), 0.5, 0.01)
+    assert math.isclose(g, 0.52) and rep.gripper_limited  # 2 /s * 0.01 s
+
+
+def test_safety_filter_ee_speed_by_hand():
+    f = SafetyFilter(linear_limits(max_joint_speed_rad_s=100.0, max_ee_speed_m_s=0.5), fk_first3,
+                     bisection_steps=40)
+    q, _, rep = f.apply(np.array([0.03, 0.04, 0, 0, 0, 0]), 0.5, np.zeros(6), 0.5, 0.01)
+    # 5 cm wanted, 0.5 m/s * 0.01 s = 5 mm allowed: 1/10 of the step
+    np.testing.assert_allclose(q[:2], [0.003, 0.004], atol=1e-9)
+    assert np.linalg.norm(q[:3]) <= 0.005
+
+
+def test_check_command_names_every_violation():
+    lim = linear_limits(max_ee_speed_m_s=0.5)
+    assert check_command(lim, np.zeros(6), 0.5, np.zeros(6), 0.5, 0.01, fk_first3) == []
+    problems = check_command(lim, np.array([1.5, 0, 0.8, 0, 0, 0]), 1.2, np.zeros(6), 0.5, 0.01, fk_first3)
+    text = " ".join(problems)
+    for words in ("joint position", "joint speed", "outside the workspace", "tool speed", "gripper 1.2",
+                  "gripper speed"):
+        assert words in text
+    assert "non-finite" in check_command(lim, np.full(6, np.nan), 0.5, np.zeros(6), 0.5, 0.01, fk_first3)[0]
+
+
+def test_yam_config_loads_and_validates(tmp_path):
+    cfg = load_yam_config()
+    assert cfg.model.joint_names == tuple(f"joint{i}" for i in range(1, 7))
+    assert cfg.limits.in_workspace(np.array([0.3, 0.0, 0.1]))
+    with pytest.raises(ValueError, match="joint_lower_rad"):
+        linear_limits(joint_lower_rad=[2] * 6)
+    with pytest.raises(ValueError, match="max_ee_speed_m_s"):
+        linear_limits(max_ee_speed_m_s=-1)
+    bad = tmp_path / "yam.yaml"
+    bad.write_text("limits:\n  joint_lower_rad: [0]\n")
+    with pytest.raises(ValueError, match=str(bad.name)):
+        load_yam_config(bad)
+
+
+# ---- IK, smoother, loop, core -----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kin():
+    from para_ros.execution.yam_ik import YamKinematics
+    return YamKinematics()
+
+
+def test_ik_round_trip_against_sdk_fk(kin):
+    from i2rt.robots.kinematics import Kinematics
+    from i2rt.robots.utils import ArmType, GripperType, combine_arm_and_gripper_xml
+    import os
+    xml = combine_arm_and_gripper_xml(ArmType.YAM, GripperType.LINEAR_4310)
+    ref = Kinematics(xml, "grasp_site")
+    os.remove(xml)
+    rng = np.random.default_rng(3)
+    q_seed = np.array([0.0, 1.6, 1.3, -1.2, 0.0, 0.0])
+    for _ in range(10):
+        q_true = q_seed + rng.uniform(-0.1, 0.1, 6)
+        T = ref.fk(np.r_[q_true, 0, 0])
+        res = kin.ik(T, q_seed)
+        assert res.ok
+        T_ik = ref.fk(np.r_[res.q_rad, 0, 0])
+        assert np.linalg.norm(T_ik[:3, 3] - T[:3, 3]) < 5e-4
+    far = np.eye(4)
+    far[:3, 3] = [1.5, 0, 0.1]
+    assert not kin.ik(far, q_seed).ok
+
+
+def test_quaternion_helpers_match_scipy():
+    from para_ros.execution.yam_ik import matrix_to_quat_xyzw, quat_xyzw_to_matrix
+    for r in Rotation.random(20, random_state=4):
+        np.testing.assert_allclose(quat_xyzw_to_matrix(r.as_quat()), r.as_matrix(), atol=1e-12)
+        q = matrix_to_quat_xyzw(r.as_matrix())
+        assert (Rotation.from_quat(q).inv() * r).magnitude() < 1e-9
+
+
+def test_ruckig_smoother_respects_jerk_and_converges():
+    from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
+    dt = 0.01
+    lim = JerkLimits(1.0, 5.0, 50.0)
+    sm = JerkLimitedSmoother(lim, dt)
+    sm.reset(np.zeros(6))
+    target = np.array([0.3, -0.2, 0.1, 0, 0, 0.05])
+    xs = np.array([sm.step(target) for _ in range(300)])
+    np.testing.assert_allclose(xs[-1], target, atol=1e-6)
+    v = np.diff(xs, axis=0) / dt
+    a = np.diff(v, axis=0) / dt
+    j = np.diff(a, axis=0) / dt
+    assert np.abs(v).max() <= 1.0 * 1.01 and np.abs(a).max() <= 5.0 * 1.01 and np.abs(j).max() <= 50.0 * 1.01
+
+
+def test_fixed_rate_loop_runs_ticks_and_survives_errors():
+    calls = []
+
+    def tick():
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("boom")
+
+    errors = []
+    loop = FixedRateLoop(200.0, tick, on_error=errors.append)
+    loop.start()
+    deadline = time.monotonic() + 5.0
+    while len(calls) < 10 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    loop.stop()
+    assert len(calls) >= 10 and loop.errors == 1 and isinstance(errors[0], RuntimeError)
+    stats = loop.stats()
+    assert {"start_error_median_s", "compute_p99_s", "overruns"} <= set(stats)
+    with pytest.raises(ValueError, match="rate_hz"):
+        FixedRateLoop(0.0, tick)
+
+
+def _core(kin, **kw):
+    from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
+    yam = load_yam_config()
+    checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
+    return ExecutorCore(ExecutorConfig(checks=checks, **kw), yam, kinematics=kin)
+
+
+def _top_down_chunk(kin, stamp, p_start, v, n=20, step=0.1):
+    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
+    t = np.arange(n) * step
+    pos = np.asarray(p_start) + np.outer(t, v)
+    return make_chunk(stamp, t, pos, np.tile(Rotation.from_matrix(R).as_quat(), (n, 1)))
+
+
+def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
+    core = _core(kin, stale_timeout_s=0.3)
+    assert core.tick(0.0) is None  # no joint state yet
+    q0 = kin.ik(np.block([[np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T, np.array([[0.3], [0], [0.1]])],
+                          [np.zeros((1, 3)), np.ones((1, 1))]]), np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    core.set_measured_joints(q0, 0.5)
+    cmd = core.tick(0.0)
+    np.testing.assert_array_equal(cmd.q_rad, q0)
+    ok, _ = core.add_chunk(_top_down_chunk(kin, 0.0, [0.3, 0, 0.1], [0.05, 0, 0]), 0.0)
+    assert ok
+    for k in range(1, 20):
+        cmd = core.tick(k * 0.01)
+    assert core.status.state == "tracking"
+    p_ref = np.array([0.3, 0, 0.1]) + (19 * 0.01 + 0.01) * np.array([0.05, 0, 0])
+    assert np.linalg.norm(cmd.T_base_tool[:3, 3] - p_ref) < 1e-3
+    core.stop()
+    held = core.tick(0.2)
+    np.testing.assert_array_equal(held.q_rad, cmd.q_rad)
+    assert core.add_chunk(_top_down_chunk(kin, 0.2, [0.3, 0, 0.1], [0.05, 0, 0]), 0.2)[0] is False
+    core.resume()
+    core.add_chunk(_top_down_chunk(kin, 0.25, held.T_base_tool[:3, 3], [0, 0.05, 0]), 0.25)
+    moving = core.tick(0.3)
+    assert np.any(moving.q_rad != held.q_rad)
+    # stale: last chunk accepted at 0.25 s, timeout 0.3 s -> from the first tick after 0.55 s, hold
+    last = None
+    for k in range(31, 60):
+        c = core.tick(k * 0.01)
+        if k * 0.01 > 0.55 + 1e-9:
+            if last is None:
+                last = c.q_rad
+            np.testing.assert_array_equal(c.q_rad, last)
+    assert core.status.state == "hold_stale"
+
+
+def test_core_unreachable_hold_vs_best_effort(kin):
+    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
+    q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
+                np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    for mode, moves in (("hold", False), ("best_effort", True)):
+        core = _core(kin, unreachable=mode)
+        core.set_measured_joints(q0, 0.5)
+        core.tick(0.0)
+        core.add_chunk(_top_down_chunk(kin, 0.0, [0.59, 0.39, 0.02], [0, 0, 0]), 0.0)
+        c = core.tick(0.01)
+        assert core.status.ik_failures == 1
+        assert bool(np.any(c.q_rad != q0)) is moves
