@@ -1,0 +1,89 @@
+"""A node's health: counters, current problems and their throttled log lines, published as ``/diagnostics``.
+
+One ``DiagnosticStatus`` per node: level = worst active problem, message = the newest problem (or "ok"), values =
+counters, figures and every active problem by key. A problem is logged at most once per ``log_throttle_s`` per key
+(so two different problems are both logged, but one repeated at 30 Hz is not), and clears when the condition is gone.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+# Levels as the message defines them (single bytes in rclpy: b'\x00' OK .. b'\x03' STALE; they compare in order).
+OK, WARN, ERROR, STALE = (DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR, DiagnosticStatus.STALE)
+
+
+class HealthReporter:
+    """Collects a node's counters and problems and publishes them on ``/diagnostics`` (1 Hz and on every change)."""
+
+    def __init__(self, node, name: str, hardware_id: str = "", period_s: float = 1.0, log_throttle_s: float = 2.0):
+        self._node = node
+        self._name = name
+        self._hardware_id = hardware_id
+        self._log_throttle_s = log_throttle_s
+        self._lock = threading.Lock()
+        self._problems: dict[str, tuple[int, str]] = {}
+        self._last_logged: dict[str, float] = {}
+        self._counters: dict[str, int] = {}
+        self._values: dict[str, str] = {}
+        self.last_error = ""
+        self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._timer = node.create_timer(period_s, self.publish)
+
+    def count(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self._counters[key] = self._counters.get(key, 0) + n
+
+    def counter(self, key: str) -> int:
+        with self._lock:
+            return self._counters.get(key, 0)
+
+    def set_value(self, key: str, value) -> None:
+        with self._lock:
+            self._values[key] = str(value)
+
+    def problem(self, key: str, message: str, level: int = WARN) -> None:
+        """Report an active problem (logged, throttled per key) and publish at once if it is new or changed."""
+        now = time.monotonic()
+        with self._lock:
+            changed = self._problems.get(key) != (level, message)
+            self._problems[key] = (level, message)
+            self.last_error = f"{key}: {message}"
+            self._counters[f"problems.{key}"] = self._counters.get(f"problems.{key}", 0) + 1
+            due = now - self._last_logged.get(key, -1e9) >= self._log_throttle_s
+            if due:
+                self._last_logged[key] = now
+        if due:
+            log = self._node.get_logger()
+            (log.error if level >= ERROR else log.warning)(f"[{key}] {message}")
+        if changed:
+            self.publish()
+
+    def clear(self, key: str) -> None:
+        with self._lock:
+            changed = self._problems.pop(key, None) is not None
+        if changed:
+            self.publish()
+
+    def active_problems(self) -> dict[str, str]:
+        with self._lock:
+            return {k: m for k, (_, m) in self._problems.items()}
+
+    def status(self) -> DiagnosticStatus:
+        with self._lock:
+            level = max((lvl for lvl, _ in self._problems.values()), default=OK)
+            newest = next(reversed(self._problems.items()), None)
+            message = f"{newest[0]}: {newest[1][1]}" if newest else "ok"
+            values = [KeyValue(key=k, value=str(v)) for k, v in sorted(self._counters.items())]
+            values += [KeyValue(key=k, value=v) for k, v in sorted(self._values.items())]
+            values += [KeyValue(key=f"problem.{k}", value=m) for k, (_, m) in self._problems.items()]
+            values.append(KeyValue(key="last_error", value=self.last_error))
+        return DiagnosticStatus(level=level, name=self._name, message=message, hardware_id=self._hardware_id, values=values)
+
+    def publish(self) -> None:
+        msg = DiagnosticArray()
+        msg.header.stamp = self._node.get_clock().now().to_msg()
+        msg.status = [self.status()]
+        self._pub.publish(msg)

@@ -1,0 +1,362 @@
+"""``inference_node``: scene + wrist camera images and TF in, ``para_msgs/ActionChunk`` and rviz markers out.
+
+Timing rules (what belongs together):
+
+* Images are paired by stamp within ``pair_slop_s``; only the newest pair is used (frames are never queued), and a pair
+  older than ``max_observation_age_s`` is stale and skipped (one camera silent).
+* Each camera's pose is looked up in TF (``world_frame`` <- the frame id of that camera's CameraInfo header) at THAT
+  image's stamp, so a moving wrist camera is placed where it was when the frame was taken.
+* The observation time is the newer stamp of the pair; the chunk is stamped with it. The end-effector pose comes from
+  TF (``world_frame`` <- ``ee_frame``) at that time (``ee_source: tf``, the only source implemented: on the YAM the
+  ``grasp_site`` frame is in TF from robot_state_publisher or the simulator); the past ``mv_past_n`` EE positions are
+  looked up at ``stamp - k * frame_stride / dataset_fps``; where TF no longer (or not yet) holds them, the oldest
+  available position is repeated.
+* The gripper opening comes from ``/joint_states`` (``gripper_joint``), scaled by ``gripper_open_position``.
+
+Bad input never crashes the node and never yields a chunk: every problem (unsupported encoding, size mismatch with
+CameraInfo, bad K, missing/extrapolated/refused TF, silent camera, out-of-order frames, missing CameraInfo, a policy
+error) is logged (throttled, per problem) and reported on ``/diagnostics``, and that observation is dropped.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from collections import deque
+
+import numpy as np
+
+from para_ros.dds_env import apply_loopback_dds_env
+
+VIEW_TOPIC_DEFAULTS = {
+    "scene": ("/scene_cam/image_raw", "/scene_cam/camera_info"),
+    "wrist": ("/wrist_cam/image_raw", "/wrist_cam/camera_info"),
+}
+
+
+def _declare(node, name, default, description):
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    return node.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+
+
+class InferenceNode:
+    """Builds the rclpy node; kept as a plain class around ``self.node`` so the policy loads before any callback."""
+
+    def __init__(self, node_name: str = "inference_node", parameter_overrides=None, cli_args=None):
+        import rclpy.node
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+        from rclpy.duration import Duration
+        from rclpy.qos import QoSProfile, qos_profile_sensor_data
+        from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
+        from visualization_msgs.msg import MarkerArray
+        from sensor_msgs.msg import PointCloud2
+        from para_msgs.msg import ActionChunk
+
+        from para_ros.adapters.tf import Buffer, TransformListener
+        from para_ros.health import HealthReporter
+        from para_ros.observation_pairing import ObservationPairer
+
+        self.node = node = rclpy.node.Node(node_name, parameter_overrides=parameter_overrides or [], cli_args=cli_args)
+        p = {}
+        p["checkpoint"] = _declare(node, "checkpoint", "", "checkpoint directory (model.safetensors + config.json); "
+                                   "empty: an UNTRAINED model with random weights (demo/tests)")
+        p["random_preset"] = _declare(node, "random_preset", "tiny", "config preset of the random model when "
+                                      "checkpoint is empty: tiny | paper")
+        p["random_seed"] = _declare(node, "random_seed", 0, "seed of the random model when checkpoint is empty")
+        p["device"] = _declare(node, "device", "auto", "torch device: auto (cuda if available, else cpu) | cpu | cuda:N")
+        p["dtype"] = _declare(node, "dtype", "fp32", "inference precision: fp32 | bf16 | fp16")
+        p["world_frame"] = _declare(node, "world_frame", "base", "frame of the chunk poses (the policy's world)")
+        p["ee_frame"] = _declare(node, "ee_frame", "grasp_site", "TF frame of the end-effector (tool) point")
+        p["ee_source"] = _declare(node, "ee_source", "tf", "where the EE pose comes from: tf")
+        p["image_transport"] = _declare(node, "image_transport", "raw", "raw (sensor_msgs/Image) | compressed "
+                                        "(sensor_msgs/CompressedImage on <image_topic>/compressed)")
+        p["pair_slop_s"] = _declare(node, "pair_slop_s", 0.05, "max stamp difference of a scene/wrist pair, s")
+        p["max_observation_age_s"] = _declare(node, "max_observation_age_s", 1.0, "pairs older than this are stale, s")
+        p["tf_timeout_s"] = _declare(node, "tf_timeout_s", 0.1, "how long a TF lookup may wait for data, s")
+        p["max_rate_hz"] = _declare(node, "max_rate_hz", 30.0, "how often the node looks for a new pair, Hz")
+        p["gripper_joint"] = _declare(node, "gripper_joint", "gripper", "joint in /joint_states with the gripper")
+        p["gripper_open_position"] = _declare(node, "gripper_open_position", 1.0, "gripper joint position that "
+                                              "means fully open (closed = 0)")
+        p["publish_pointcloud"] = _declare(node, "publish_pointcloud", True, "publish the most probable voxels")
+        p["marker_color_by"] = _declare(node, "marker_color_by", "step", "colour of step markers: step | confidence")
+        p["chunk_topic"] = _declare(node, "chunk_topic", "/para/action_chunk", "ActionChunk output topic")
+        p["markers_topic"] = _declare(node, "markers_topic", "/para/markers", "MarkerArray output topic")
+        p["pointcloud_topic"] = _declare(node, "pointcloud_topic", "/para/voxels", "PointCloud2 output topic")
+        p["joint_states_topic"] = _declare(node, "joint_states_topic", "/joint_states", "JointState input topic")
+        if p["ee_source"] != "tf":
+            raise ValueError(f"ee_source={p['ee_source']!r}: only 'tf' is implemented (publish the EE frame in TF)")
+        if p["image_transport"] not in ("raw", "compressed"):
+            raise ValueError(f"image_transport={p['image_transport']!r}: use 'raw' or 'compressed'")
+        self.params = p
+
+        self.policy = self._load_policy(p)
+        self.views = tuple(self.policy.view_names)
+        for view in self.views:
+            image_default, info_default = VIEW_TOPIC_DEFAULTS.get(view, (f"/{view}_cam/image_raw",
+                                                                         f"/{view}_cam/camera_info"))
+            p[f"{view}_image_topic"] = _declare(node, f"{view}_image_topic", image_default, f"{view} camera images")
+            p[f"{view}_info_topic"] = _declare(node, f"{view}_info_topic", info_default, f"{view} CameraInfo")
+
+        self.health = HealthReporter(node, f"para: {node.get_name()}", hardware_id=self.policy.model_id)
+        self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=node)
+        self.tf_listener = TransformListener(self.tf_buffer, node)
+        cfg = self.policy.config
+        self.step_dt_s = cfg.frame_stride / cfg.dataset_fps
+        self.pairer = ObservationPairer(self.views, slop_ns=int(p["pair_slop_s"] * 1e9),
+                                        max_age_ns=int(p["max_observation_age_s"] * 1e9))
+        self._lock = threading.Lock()
+        self._camera_info: dict[str, object] = {}
+        self._gripper: float | None = None
+        self.latencies_s: deque[float] = deque(maxlen=500)
+
+        sensor_group = MutuallyExclusiveCallbackGroup()
+        for view in self.views:
+            if p["image_transport"] == "compressed":
+                node.create_subscription(CompressedImage, p[f"{view}_image_topic"] + "/compressed",
+                                         lambda m, v=view: self._on_image(v, m), qos_profile_sensor_data,
+                                         callback_group=sensor_group)
+            else:
+                node.create_subscription(Image, p[f"{view}_image_topic"], lambda m, v=view: self._on_image(v, m),
+                                         qos_profile_sensor_data, callback_group=sensor_group)
+            node.create_subscription(CameraInfo, p[f"{view}_info_topic"], lambda m, v=view: self._on_info(v, m),
+                                     qos_profile_sensor_data, callback_group=sensor_group)
+        node.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data,
+                                 callback_group=sensor_group)
+        self.chunk_pub = node.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10))
+        self.marker_pub = node.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10))
+        self.cloud_pub = node.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2))
+        self._timer = node.create_timer(1.0 / max(p["max_rate_hz"], 0.1), self.try_infer,
+                                        callback_group=MutuallyExclusiveCallbackGroup())
+        node.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}), "
+                               f"views {self.views}, world frame '{p['world_frame']}'")
+
+    # ------------------------------------------------------------------------------------------------ set-up
+    def _load_policy(self, p):
+        from para_core.config import V4Config
+        from para_core.policy import Policy
+
+        device = None if p["device"] == "auto" else p["device"]
+        if p["checkpoint"]:
+            return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"])
+        presets = {"tiny": V4Config.tiny, "paper": V4Config.paper}
+        if p["random_preset"] not in presets:
+            raise ValueError(f"random_preset={p['random_preset']!r}: use one of {sorted(presets)}")
+        self.node.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
+                                       f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
+                                       "nothing. Pass checkpoint:=<dir> for a trained one.")
+        return Policy.random_init(presets[p["random_preset"]](), device=device, dtype=p["dtype"],
+                                  seed=int(p["random_seed"]))
+
+    # --------------------------------------------------------------------------------------------- callbacks
+    def _on_image(self, view: str, msg) -> None:
+        self.health.count(f"frames_in.{view}")
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        with self._lock:
+            dropped = self.pairer.add(view, stamp_ns, msg, now_ns=self.node.get_clock().now().nanoseconds)
+        if dropped:
+            self.health.count("dropped.image_stamp")
+            self.health.problem("image_stamp", dropped)
+
+    def _on_info(self, view: str, msg) -> None:
+        with self._lock:
+            self._camera_info[view] = msg
+
+    def _on_joint_states(self, msg) -> None:
+        name = self.params["gripper_joint"]
+        if name in msg.name:
+            i = list(msg.name).index(name)
+            if i < len(msg.position) and np.isfinite(msg.position[i]):
+                self._gripper = float(np.clip(msg.position[i] / self.params["gripper_open_position"], 0.0, 1.0))
+
+    # ------------------------------------------------------------------------------------------ inference
+    def try_infer(self) -> None:
+        """Timer: infer on the newest unused pair, or report why there is none."""
+        now_ns = self.node.get_clock().now().nanoseconds
+        with self._lock:
+            pair = self.pairer.newest_pair(now_ns)
+            if pair.frames is not None:
+                self.pairer.mark_used(pair)
+            infos = dict(self._camera_info)
+        if pair.problem:
+            self.health.count("dropped.no_pair")
+            self.health.problem("pairing", pair.problem)
+            return
+        if pair.frames is None:
+            return  # nothing new since the last chunk
+        self.health.clear("pairing")
+        try:
+            observation = self._build_observation(pair, infos)
+        except _ObservationProblem as problem:
+            self.health.count(f"dropped.{problem.key}")
+            self.health.problem(problem.key, str(problem))
+            return
+        self._infer_and_publish(pair.stamp_ns, *observation)
+
+    def _build_observation(self, pair, infos):
+        from para_core.policy import CameraObservation, RobotState
+        from para_ros.adapters.cv_bridge import CvBridgeError, image_msg_to_rgb
+        from para_ros.camera_model import intrinsics_from_camera_info
+
+        cameras = []
+        for view, frame in zip(self.views, pair.frames):
+            info = infos.get(view)
+            if info is None:
+                raise _ObservationProblem("camera_info", f"no CameraInfo received on "
+                                          f"{self.params[view + '_info_topic']} yet: cannot place the {view} camera")
+            try:
+                rgb = image_msg_to_rgb(frame.message)
+            except (CvBridgeError, ValueError) as exc:
+                raise _ObservationProblem("image", f"{view} image rejected: {exc}") from None
+            try:
+                K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0])
+            except ValueError as exc:
+                raise _ObservationProblem("camera_info", f"{view} camera: {exc}") from None
+            camera_frame = info.header.frame_id or frame.message.header.frame_id
+            T_world_cam = self._lookup(camera_frame, frame.stamp_ns, f"{view} camera pose")
+            self.health.clear("image")
+            self.health.clear("camera_info")
+            cameras.append(CameraObservation(image_rgb=rgb, K=K, T_world_cam=T_world_cam))
+        T_world_ee = self._lookup(self.params["ee_frame"], pair.stamp_ns, "end-effector pose")
+        past = self._past_positions(pair.stamp_ns, T_world_ee[:3, 3])
+        if self._gripper is None:
+            self.health.problem("gripper", f"no '{self.params['gripper_joint']}' in {self.params['joint_states_topic']}"
+                                " yet: assuming the gripper is open", level=b"\x00")
+        state = RobotState(T_world_ee=T_world_ee, gripper=1.0 if self._gripper is None else self._gripper,
+                           past_positions_world=past)
+        self.health.clear("tf")
+        return cameras, state
+
+    def _lookup(self, frame: str, stamp_ns: int, what: str) -> np.ndarray:
+        from rclpy.duration import Duration
+        from rclpy.time import Time
+
+        from para_ros.adapters.tf import TransformException
+        from para_ros.adapters.transforms import transform_to_matrix
+
+        world = self.params["world_frame"]
+        try:
+            tf = self.tf_buffer.lookup_transform(world, frame, Time(nanoseconds=stamp_ns),
+                                                 Duration(nanoseconds=int(self.params["tf_timeout_s"] * 1e9)))
+        except TransformException as exc:
+            refused = getattr(self.tf_buffer, "rejections_by_child", {})
+            detail = "; ".join(f"refused {child}: {why}" for child, why in refused.items())
+            raise _ObservationProblem("tf", f"{what}: no TF {world} <- {frame} at t={stamp_ns / 1e9:.3f} s "
+                                      f"({type(exc).__name__}: {exc}){'; ' + detail if detail else ''}") from None
+        T = transform_to_matrix(tf)
+        if not np.all(np.isfinite(T)):
+            raise _ObservationProblem("tf", f"{what}: TF {world} <- {frame} is not finite")
+        return T
+
+    def _past_positions(self, stamp_ns: int, current_xyz: np.ndarray) -> np.ndarray:
+        """(mv_past_n, 3) EE positions at stamp - k*dt for k = n..1 (oldest first); gaps take the oldest known."""
+        from rclpy.time import Time
+
+        from para_ros.adapters.tf import TransformException
+        from para_ros.adapters.transforms import transform_to_matrix
+
+        n = self.policy.config.mv_past_n
+        known: list[np.ndarray | None] = []
+        for k in range(n, 0, -1):
+            t_ns = stamp_ns - int(round(k * self.step_dt_s * 1e9))
+            try:
+                tf = self.tf_buffer.lookup_transform(self.params["world_frame"], self.params["ee_frame"],
+                                                     Time(nanoseconds=max(t_ns, 0)))
+                known.append(transform_to_matrix(tf)[:3, 3])
+            except TransformException:
+                known.append(None)
+        filled = [k for k in known if k is not None]
+        fallback = filled[0] if filled else current_xyz
+        out, last = [], fallback
+        for k in known:
+            last = k if k is not None else last
+            out.append(last)
+        return np.asarray(out, dtype=np.float64).reshape(n, 3)
+
+    def _infer_and_publish(self, stamp_ns: int, cameras, state) -> None:
+        from builtin_interfaces.msg import Duration as DurationMsg
+        from std_msgs.msg import Header
+        from para_msgs.msg import ActionChunk
+
+        from para_ros.adapters.transforms import make_matrix, matrix_to_pose
+        from para_ros.viz import chunk_markers, voxel_cloud
+
+        try:
+            out = self.policy.predict(cameras, state)
+        except ValueError as exc:
+            self.health.count("dropped.policy")
+            self.health.problem("policy", f"policy refused the observation: {exc}")
+            return
+        arrays = (out.positions_world, out.quaternions_xyzw, out.gripper, out.confidence, out.time_offsets_s)
+        if not all(np.all(np.isfinite(a)) for a in arrays):
+            self.health.count("dropped.policy")
+            self.health.problem("policy", "policy output is not finite: chunk dropped", level=b"\x02")
+            return
+        self.health.clear("policy")
+        header = Header(frame_id=self.params["world_frame"])
+        header.stamp.sec, header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        msg = ActionChunk(header=header, tool_frame_id=self.params["ee_frame"], model_id=self.policy.model_id)
+        for offset_s, xyz, q in zip(out.time_offsets_s, out.positions_world, out.quaternions_xyzw):
+            sec, nsec = divmod(int(round(float(offset_s) * 1e9)), 1_000_000_000)
+            msg.time_from_stamp.append(DurationMsg(sec=sec, nanosec=nsec))
+            msg.poses.append(matrix_to_pose(make_matrix(xyz, q)))
+        msg.gripper = [float(g) for g in out.gripper]
+        msg.confidence = [float(c) for c in out.confidence]
+        self.chunk_pub.publish(msg)
+        voxel_size_m = self._voxel_size_m(out)
+        self.marker_pub.publish(chunk_markers(header, out.positions_world, out.confidence, state.T_world_ee[:3, 3],
+                                              voxel_size_m=voxel_size_m, color_by=self.params["marker_color_by"]))
+        if self.params["publish_pointcloud"]:
+            self.cloud_pub.publish(voxel_cloud(header, out.top_voxels_world, out.top_voxels_prob))
+        latency_s = (self.node.get_clock().now().nanoseconds - stamp_ns) / 1e9
+        self.latencies_s.append(latency_s)
+        self.health.count("chunks_out")
+        self.health.set_value("latency_median_s", f"{np.median(self.latencies_s):.4f}")
+        self.health.set_value("latency_p99_s", f"{np.percentile(self.latencies_s, 99):.4f}")
+        self.health.set_value("policy_total_s", f"{self.policy.last_timing_s.get('total', float('nan')):.4f}")
+
+    def _voxel_size_m(self, out) -> float:
+        span = out.voxel_bounds_world[1] - out.voxel_bounds_world[0]
+        return float(np.clip(np.max(span) / max(self.policy.config.pred_size, 1), 0.004, 0.05))
+
+
+class _ObservationProblem(Exception):
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the inference node (``ros2 run para_ros inference_node --ros-args -p checkpoint:=DIR``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="inference_node", description=__doc__.split("\n\n")[0],
+                                     epilog="ROS arguments (--ros-args -p name:=value, --params-file FILE, remaps) "
+                                            "pass through. Parameters: config/inference.yaml.")
+    parser.add_argument("--params-file", default=None, help="ROS parameters YAML (default: config/inference.yaml)")
+    args, ros_args = parser.parse_known_args(argv)
+    apply_loopback_dds_env()
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+
+    from para_ros.paths import config_file
+
+    params_file = args.params_file or str(config_file("inference.yaml"))
+    rclpy.init(args=["inference_node"])
+    node_args = ["--ros-args", "--params-file", params_file]  # the file first: -p on the command line wins
+    node_args += [a for a in ros_args if a != "--ros-args"]
+    try:
+        node = InferenceNode(cli_args=node_args)
+        executor = MultiThreadedExecutor(num_threads=3)
+        executor.add_node(node.node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""Pairing the scene and wrist camera streams into observations: newest matched pair, never a queue.
+
+Pure Python on integer nanosecond stamps (no ROS types), so the timing rules are unit-testable:
+
+* each camera keeps only its last few frames (``history``); a frame older than that camera's newest frame is an
+  out-of-order frame and is dropped (counted), never paired;
+* a frame stamped more than ``max_future_ns`` after the receiver's clock is refused (a camera with a wrong clock would
+  otherwise block every correct frame after it as "out of order");
+* a pair is two frames, one per camera, whose stamps differ by at most ``slop_ns``; the newest such pair wins;
+* a pair is used once: a pair not newer than the last one handed out is not returned again;
+* a pair older than ``max_age_ns`` at the time of asking is stale (a silent camera) and is not returned.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+
+@dataclass
+class Frame:
+    stamp_ns: int
+    message: Any  # the camera message, untouched (decoding happens only for the chosen pair)
+
+
+@dataclass
+class PairResult:
+    """What :meth:`ObservationPairer.newest_pair` found: ``frames`` (one per camera) or ``problem`` saying why not."""
+
+    frames: tuple[Frame, ...] | None = None
+    problem: str | None = None
+
+    @property
+    def stamp_ns(self) -> int:
+        """Observation time: the newest stamp of the pair (the moment the observation was complete)."""
+        assert self.frames is not None
+        return max(f.stamp_ns for f in self.frames)
+
+
+@dataclass
+class ObservationPairer:
+    camera_names: Sequence[str]
+    slop_ns: int
+    max_age_ns: int
+    history: int = 4
+    max_future_ns: int = 200_000_000
+    _frames: dict[str, deque] = field(default_factory=dict, init=False)
+    _last_used_ns: int = field(default=-1, init=False)
+    out_of_order_drops: int = field(default=0, init=False)
+    future_drops: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.slop_ns < 0 or self.max_age_ns <= 0 or self.history < 1:
+            raise ValueError(f"pairing needs slop >= 0, max_age > 0, history >= 1 (got slop_ns={self.slop_ns}, "
+                             f"max_age_ns={self.max_age_ns}, history={self.history})")
+        self._frames = {name: deque(maxlen=self.history) for name in self.camera_names}
+
+    def add(self, camera: str, stamp_ns: int, message: Any, now_ns: int | None = None) -> str | None:
+        """Store a frame; return None, or why it was dropped (not newer than that camera's newest; from the future)."""
+        frames = self._frames[camera]
+        if now_ns is not None and stamp_ns > now_ns + self.max_future_ns:
+            self.future_drops += 1
+            return (f"{camera} image stamped {(stamp_ns - now_ns) / 1e9:.3f} s in the future (> "
+                    f"{self.max_future_ns / 1e9:.3f} s): dropped; check the camera's clock")
+        if frames and stamp_ns <= frames[-1].stamp_ns:
+            self.out_of_order_drops += 1
+            return (f"{camera} image at t={stamp_ns / 1e9:.3f} s is not newer than the last {camera} image: dropped "
+                    "(clock jump or reordering)")
+        frames.append(Frame(stamp_ns, message))
+        return None
+
+    def newest_stamp_ns(self, camera: str) -> int | None:
+        frames = self._frames[camera]
+        return frames[-1].stamp_ns if frames else None
+
+    def newest_pair(self, now_ns: int) -> PairResult:
+        """The newest unused pair within the slop that is not stale, or a problem description."""
+        for name in self.camera_names:
+            if not self._frames[name]:
+                return PairResult(problem=f"no image yet: the {name} camera lags or is silent")
+        best: tuple[Frame, ...] | None = None
+        if len(self.camera_names) == 2:
+            a_name, b_name = self.camera_names
+            for a in self._frames[a_name]:
+                for b in self._frames[b_name]:
+                    if abs(a.stamp_ns - b.stamp_ns) <= self.slop_ns:
+                        if best is None or max(a.stamp_ns, b.stamp_ns) > max(f.stamp_ns for f in best):
+                            best = (a, b)
+        else:  # one camera (or the newest of each, checked against the slop)
+            newest = tuple(self._frames[n][-1] for n in self.camera_names)
+            stamps = [f.stamp_ns for f in newest]
+            if max(stamps) - min(stamps) <= self.slop_ns:
+                best = newest
+        if best is None:
+            newest = {n: self._frames[n][-1].stamp_ns for n in self.camera_names}
+            gap = (max(newest.values()) - min(newest.values())) / 1e9
+            silent = min(newest, key=newest.get)
+            return PairResult(problem=f"no matching pair: newest frames differ by {gap:.3f} s (> slop "
+                                      f"{self.slop_ns / 1e9:.3f} s); the {silent} camera lags or is silent")
+        pair = PairResult(frames=best)
+        age_s = (now_ns - pair.stamp_ns) / 1e9
+        if now_ns - pair.stamp_ns > self.max_age_ns:
+            newest = {n: self._frames[n][-1].stamp_ns for n in self.camera_names}
+            fresh = [n for n, t in newest.items() if now_ns - t <= self.max_age_ns]
+            who = (f"the {min(newest, key=newest.get)} camera lags or is silent" if fresh
+                   else "all cameras are silent (or the clocks differ)")
+            return PairResult(problem=f"stale pair: the newest matched pair is {age_s:.3f} s old (> max_age "
+                                      f"{self.max_age_ns / 1e9:.3f} s); {who}")
+        if pair.stamp_ns <= self._last_used_ns:
+            return PairResult(problem=None)  # nothing new: not an error
+        return pair
+
+    def mark_used(self, pair: PairResult) -> None:
+        self._last_used_ns = pair.stamp_ns

@@ -1,0 +1,359 @@
+"""inference_node in its own process over real DDS: chunks, markers, TF-at-stamp, and every bad-input case.
+
+The test process plays the robot rig (two cameras, CameraInfo, TF, joint states). Expected chunks come from
+``para_core.policy.Policy`` run here on the same observation (same random weights by seed), and the geometry of the
+result is checked independently with ``cv2.projectPoints`` and the workspace box.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+from ros_helpers import start_python, stop_process, wait_for
+
+pytestmark = pytest.mark.ros
+
+SEED = 3
+IMG = 64
+K = np.array([[60.0, 0, 32.0], [0, 60.0, 32.0], [0, 0, 1.0]])
+
+
+def look_at(eye, target) -> np.ndarray:
+    """T_world_cam of an OpenCV camera at ``eye`` looking at ``target`` (x right, y down, z forward)."""
+    eye = np.asarray(eye, float)
+    z = np.asarray(target, float) - eye
+    z /= np.linalg.norm(z)
+    x = np.cross(z, [0, 0, 1.0])
+    if np.linalg.norm(x) < 1e-6:
+        x = np.array([0.0, -1.0, 0.0])
+    x /= np.linalg.norm(x)
+    y = np.cross(z, x)
+    T = np.eye(4)
+    T[:3, :3] = np.stack([x, y, z], axis=1)
+    T[:3, 3] = eye
+    return T
+
+
+T_SCENE = look_at([0.3, 0.0, 1.0], [0.3, 0.0, 0.0])
+T_WRIST = look_at([0.35, 0.05, 0.22], [0.36, 0.05, 0.0])
+T_EE = np.eye(4)
+T_EE[:3, 3] = [0.35, 0.05, 0.12]
+
+
+class Rig:
+    """The test side: publishes cameras, CameraInfo, TF, joint states; records chunks, markers, diagnostics."""
+
+    def __init__(self):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import qos_profile_sensor_data
+        from diagnostic_msgs.msg import DiagnosticArray
+        from sensor_msgs.msg import CameraInfo, Image, JointState
+        from visualization_msgs.msg import MarkerArray
+        from sensor_msgs.msg import PointCloud2
+        from para_msgs.msg import ActionChunk
+
+        from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
+
+        self.node = rclpy.create_node("fake_rig")
+        self.pub = {
+            "scene": self.node.create_publisher(Image, "/scene_cam/image_raw", qos_profile_sensor_data),
+            "wrist": self.node.create_publisher(Image, "/wrist_cam/image_raw", qos_profile_sensor_data),
+            "scene_info": self.node.create_publisher(CameraInfo, "/scene_cam/camera_info", qos_profile_sensor_data),
+            "wrist_info": self.node.create_publisher(CameraInfo, "/wrist_cam/camera_info", qos_profile_sensor_data),
+            "joints": self.node.create_publisher(JointState, "/joint_states", 10),
+        }
+        self.tf = TransformBroadcaster(self.node)
+        self.tf_static = StaticTransformBroadcaster(self.node)
+        self.chunks, self.markers, self.clouds, self.diagnostics = [], [], [], []
+        self.node.create_subscription(ActionChunk, "/para/action_chunk", self.chunks.append, 10)
+        self.node.create_subscription(MarkerArray, "/para/markers", self.markers.append, 10)
+        self.node.create_subscription(PointCloud2, "/para/voxels", self.clouds.append, 10)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 50)
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self._thread.start()
+        rng = np.random.default_rng(SEED)
+        self.images = {v: rng.integers(0, 255, (IMG, IMG, 3), dtype=np.uint8) for v in ("scene", "wrist")}
+
+    def now_ns(self) -> int:
+        return self.node.get_clock().now().nanoseconds
+
+    def transform(self, parent, child, T, stamp_ns):
+        from para_ros.adapters.transforms import matrix_to_transform
+        from geometry_msgs.msg import TransformStamped
+
+        t = TransformStamped()
+        t.header.frame_id, t.child_frame_id = parent, child
+        t.header.stamp.sec, t.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        t.transform = matrix_to_transform(T)
+        return t
+
+    def camera_info(self, view, stamp_ns, K_=K, width=IMG, height=IMG):
+        from sensor_msgs.msg import CameraInfo
+
+        info = CameraInfo(width=width, height=height, distortion_model="plumb_bob")
+        info.header.frame_id = f"{view}_cam_optical_frame"
+        info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        info.k = [float(v) for v in np.asarray(K_).ravel()]
+        info.p = [float(K_[0][0]), 0.0, float(K_[0][2]), 0.0, 0.0, float(K_[1][1]), float(K_[1][2]), 0.0,
+                  0.0, 0.0, 1.0, 0.0]
+        return info
+
+    def image(self, view, stamp_ns, rgb=None, encoding="rgb8"):
+        from sensor_msgs.msg import Image
+
+        rgb = self.images[view] if rgb is None else rgb
+        msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, is_bigendian=0,
+                    step=rgb.shape[1] * (rgb.shape[2] if rgb.ndim == 3 else 1), data=rgb.tobytes())
+        msg.header.frame_id = f"{view}_cam_optical_frame"
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        return msg
+
+    def publish_static_scene(self, T_scene=T_SCENE):
+        self.tf_static.sendTransform(self.transform("base", "scene_cam_optical_frame", T_scene, 0))
+
+    def publish_observation(self, stamp_ns, *, T_wrist=T_WRIST, T_ee=T_EE, skip=(), info=None, images=None,
+                            tf_extra=()):
+        """TF for the moving frames at ``stamp_ns`` (and history), CameraInfo, both images, joint states."""
+        from sensor_msgs.msg import JointState
+
+        if "tf" not in skip:
+            tfs = []
+            for k in range(4, -1, -1):  # a short history so past-EE lookups and interpolation have data
+                t_ns = stamp_ns - k * 50_000_000
+                tfs.append(self.transform("base", "wrist_cam_optical_frame", T_wrist, t_ns))
+                tfs.append(self.transform("base", "grasp_site", T_ee, t_ns))
+            self.tf.sendTransform(tfs + list(tf_extra))
+        js = JointState(name=["gripper"], position=[0.8])
+        js.header.stamp.sec, js.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        self.pub["joints"].publish(js)
+        time.sleep(0.05)  # TF before images, as on a rig where TF runs ahead of the cameras
+        for view in ("scene", "wrist"):
+            if f"{view}_info" not in skip:
+                self.pub[f"{view}_info"].publish((info or {}).get(view) or self.camera_info(view, stamp_ns))
+            if view not in skip:
+                self.pub[view].publish((images or {}).get(view) or self.image(view, stamp_ns))
+
+    def wait_chunk_with_stamp(self, stamp_ns, timeout_s=10.0):
+        def found():
+            return any(c.header.stamp.sec * 1_000_000_000 + c.header.stamp.nanosec == stamp_ns for c in self.chunks)
+
+        wait_for(found, timeout_s, what=f"a chunk stamped {stamp_ns}")
+        return next(c for c in self.chunks if c.header.stamp.sec * 1_000_000_000 + c.header.stamp.nanosec == stamp_ns)
+
+    def diagnostics_mention(self, text) -> bool:
+        return any(text in s.message or any(text in kv.value for kv in s.values)
+                   for d in list(self.diagnostics) for s in d.status if s.name.startswith("para: inference"))
+
+    def close(self):
+        self.executor.shutdown()
+        self.node.destroy_node()
+
+
+@pytest.fixture(scope="module")
+def rig():
+    import rclpy
+
+    proc = start_python(["para_ros.inference_node", "--ros-args", "-p", f"random_seed:={SEED}",
+                         "-p", "max_observation_age_s:=1.0", "-p", "tf_timeout_s:=0.2"], module=True)
+    rclpy.init()
+    r = Rig()
+    r.publish_static_scene()
+    try:
+        # wait until the node is up (it publishes /diagnostics once a second)
+        wait_for(lambda: any(s.name.startswith("para: inference") for d in r.diagnostics for s in d.status), 60,
+                 what="the inference node to come up")
+        yield r
+    finally:
+        r.close()
+        rclpy.shutdown()
+        rc, out = stop_process(proc, timeout_s=10)
+        print(out[-4000:])
+        assert rc is not None, "inference node did not stop on SIGINT"
+
+
+def expected_output(T_scene=T_SCENE, T_wrist=T_WRIST):
+    from para_core.config import V4Config
+    from para_core.policy import CameraObservation, Policy, RobotState
+
+    policy = Policy.random_init(V4Config.tiny(), seed=SEED)
+    cams = [CameraObservation(r_img, K, T) for r_img, T in ((Rig_images()["scene"], T_scene),
+                                                              (Rig_images()["wrist"], T_wrist))]
+    state = RobotState(T_EE, 0.8, np.tile(T_EE[:3, 3], (policy.config.mv_past_n, 1)))
+    return policy, policy.predict(cams, state)
+
+
+def Rig_images():  # noqa: N802 - mirrors Rig.images without a node
+    rng = np.random.default_rng(SEED)
+    return {v: rng.integers(0, 255, (IMG, IMG, 3), dtype=np.uint8) for v in ("scene", "wrist")}
+
+
+def chunk_positions(chunk) -> np.ndarray:
+    return np.array([[p.position.x, p.position.y, p.position.z] for p in chunk.poses])
+
+
+def test_chunk_from_a_good_observation(rig):
+    stamp = rig.now_ns()
+    rig.publish_observation(stamp)
+    chunk = rig.wait_chunk_with_stamp(stamp)
+    policy, expected = expected_output()
+    cfg = policy.config
+    assert chunk.header.frame_id == "base" and chunk.tool_frame_id == "grasp_site"
+    assert len(chunk.poses) == len(chunk.gripper) == len(chunk.confidence) == cfg.n_window
+    offsets = [d.sec + d.nanosec * 1e-9 for d in chunk.time_from_stamp]
+    np.testing.assert_allclose(offsets, np.arange(cfg.n_window) * cfg.frame_stride / cfg.dataset_fps, atol=1e-9)
+    positions = chunk_positions(chunk)
+    np.testing.assert_allclose(positions, expected.positions_world, atol=1e-4)
+    # Independent checks: inside this observation's voxel volume and workspace box, and in front of / inside the
+    # scene camera's image (cv2.projectPoints with the published intrinsics and pose).
+    lo, hi = expected.voxel_bounds_world
+    assert np.all(positions >= lo - 1e-6) and np.all(positions <= hi + 1e-6)
+    assert np.all(positions[:, 0] >= cfg.workspace_x_m[0]) and np.all(positions[:, 0] <= cfg.workspace_x_m[1])
+    assert np.all(positions[:, 2] >= cfg.z_lo_m - 1e-6) and np.all(positions[:, 2] <= cfg.z_hi_m + 1e-6)
+    T_cam_world = np.linalg.inv(T_SCENE)
+    uv, _ = cv2.projectPoints(positions, cv2.Rodrigues(T_cam_world[:3, :3])[0], T_cam_world[:3, 3], K, None)
+    assert np.all((uv >= 0) & (uv <= IMG)), uv
+    # Markers: one sphere per step at the decoded positions; the path starts at the current EE.
+    wait_for(lambda: any(m.markers[0].header.stamp == chunk.header.stamp for m in rig.markers), 5, what="markers")
+    markers = next(m for m in rig.markers if m.markers[0].header.stamp == chunk.header.stamp)
+    spheres = next(m for m in markers.markers if m.ns == "para_steps")
+    np.testing.assert_allclose([[p.x, p.y, p.z] for p in spheres.points], positions, atol=1e-9)
+    path = next(m for m in markers.markers if m.ns == "para_path")
+    np.testing.assert_allclose([path.points[0].x, path.points[0].y, path.points[0].z], T_EE[:3, 3], atol=1e-9)
+    assert rig.clouds, "no voxel point cloud published"
+
+
+def test_camera_pose_is_taken_from_tf_at_the_image_stamp(rig):
+    """The wrist camera pose changes between two stamps; each chunk must use the pose at its own image stamp."""
+    T_wrist_b = look_at([0.25, -0.08, 0.25], [0.27, -0.06, 0.0])
+    stamp_a = rig.now_ns()
+    rig.publish_observation(stamp_a)
+    chunk_a = rig.wait_chunk_with_stamp(stamp_a)
+    time.sleep(0.1)
+    stamp_b = rig.now_ns()
+    rig.publish_observation(stamp_b, T_wrist=T_wrist_b)
+    chunk_b = rig.wait_chunk_with_stamp(stamp_b)
+    _, expected_a = expected_output(T_wrist=T_WRIST)
+    _, expected_b = expected_output(T_wrist=T_wrist_b)
+    assert np.abs(expected_a.positions_world - expected_b.positions_world).max() > 1e-3, \
+        "test is not sensitive: both wrist poses give the same chunk"
+    np.testing.assert_allclose(chunk_positions(chunk_a), expected_a.positions_world, atol=1e-4)
+    np.testing.assert_allclose(chunk_positions(chunk_b), expected_b.positions_world, atol=1e-4)
+
+
+def _expect_rejected(rig, publish, problem_text, timeout_s=3.0):
+    """``publish(stamp)`` bad data: no chunk with that stamp, a diagnostics status naming the problem, node alive."""
+    stamp = rig.now_ns()
+    stamp = publish(stamp) or stamp  # publish may return the stamp of its bad frames
+    wait_for(lambda: rig.diagnostics_mention(problem_text), timeout_s + 3, what=f"diagnostics naming '{problem_text}'")
+    time.sleep(0.3)
+    stamps = {c.header.stamp.sec * 1_000_000_000 + c.header.stamp.nanosec for c in rig.chunks}
+    assert stamp not in stamps, f"a chunk was published from bad data ({problem_text})"
+    # still alive and working: a good observation afterwards gives a chunk
+    good = rig.now_ns()
+    rig.publish_observation(good)
+    rig.wait_chunk_with_stamp(good)
+
+
+def test_unsupported_encoding(rig):
+    depth = np.zeros((IMG, IMG), np.uint16)
+    _expect_rejected(rig, lambda s: rig.publish_observation(
+        s, images={"scene": rig.image("scene", s, depth, encoding="16UC1")}), "not a colour image")
+
+
+def test_image_size_differs_from_camera_info(rig):
+    _expect_rejected(rig, lambda s: rig.publish_observation(
+        s, info={"wrist": rig.camera_info("wrist", s, width=IMG * 2, height=IMG * 2)}), "its CameraInfo says")
+
+
+@pytest.mark.parametrize("bad_K, text", [(np.zeros((3, 3)), "all zeros"),
+                                         (np.array([[np.nan, 0, 32], [0, 60, 32], [0, 0, 1]]), "non-finite")])
+def test_bad_intrinsics(rig, bad_K, text):
+    _expect_rejected(rig, lambda s: rig.publish_observation(s, info={"scene": rig.camera_info("scene", s, bad_K)}),
+                     text)
+
+
+def test_missing_tf_extrapolation_into_the_future(rig):
+    """TF lags: the newest wrist-camera/EE transforms are 0.5 s older than the images."""
+    def publish(s):
+        tfs = [rig.transform("base", "wrist_cam_optical_frame", T_WRIST, s - 500_000_000),
+               rig.transform("base", "grasp_site", T_EE, s - 500_000_000)]
+        rig.tf.sendTransform(tfs)
+        time.sleep(0.05)
+        rig.publish_observation(s, skip=("tf",))
+
+    _expect_rejected(rig, publish, "xtrapolation into the future")
+
+
+def test_missing_tf_frame(rig):
+    """The CameraInfo names a frame nobody publishes in TF."""
+    def publish(s):
+        info = rig.camera_info("scene", s)
+        info.header.frame_id = "ghost_optical_frame"
+        rig.publish_observation(s, info={"scene": info})
+
+    _expect_rejected(rig, publish, "no TF base <- ghost_optical_frame")
+
+
+def test_image_stamped_in_the_future_is_dropped(rig):
+    def publish(s):
+        future = s + 5_000_000_000
+        for view in ("scene", "wrist"):
+            rig.pub[f"{view}_info"].publish(rig.camera_info(view, future))
+            rig.pub[view].publish(rig.image(view, future))
+        return future
+
+    _expect_rejected(rig, publish, "in the future")
+
+
+def test_non_unit_quaternion_in_tf(rig):
+    from geometry_msgs.msg import TransformStamped
+
+    def publish(s):
+        bad = TransformStamped()
+        bad.header.frame_id, bad.child_frame_id = "base", "wrist_cam_optical_frame"
+        bad.header.stamp.sec, bad.header.stamp.nanosec = divmod(s + 1, 1_000_000_000)
+        bad.transform.rotation.w = 2.0
+        rig.tf.sendTransform([bad])
+        rig.publish_observation(s + 1, skip=("tf",))
+
+    _expect_rejected(rig, publish, "non-unit quaternion")
+
+
+def test_non_finite_tf(rig):
+    from geometry_msgs.msg import TransformStamped
+
+    def publish(s):
+        bad = TransformStamped()
+        bad.header.frame_id, bad.child_frame_id = "base", "grasp_site"
+        bad.header.stamp.sec, bad.header.stamp.nanosec = divmod(s + 1, 1_000_000_000)
+        bad.transform.translation.x = float("nan")
+        bad.transform.rotation.w = 1.0
+        rig.tf.sendTransform([bad])
+        rig.publish_observation(s + 1, skip=("tf",))
+
+    _expect_rejected(rig, publish, "non-finite")
+
+
+def test_one_camera_silent(rig):
+    _expect_rejected(rig, lambda s: rig.publish_observation(s, skip=("wrist",)), "wrist camera lags or is silent")
+
+
+def test_images_out_of_order(rig):
+    def publish(s):
+        rig.publish_observation(s)  # good, newest
+        time.sleep(0.3)
+        old = s - 500_000_000
+        for view in ("scene", "wrist"):
+            rig.pub[view].publish(rig.image(view, old))
+        return old
+
+    stamp_count = len(rig.chunks)
+    _expect_rejected(rig, publish, "is not newer than the last")
+    assert len(rig.chunks) > stamp_count
