@@ -95,7 +95,7 @@ def _make_node_class():
     from rclpy.clock import Clock, ClockType
     from rclpy.node import Node
     from rclpy.parameter import Parameter
-    from rclpy.qos import QoSProfile, qos_profile_sensor_data
+    from rclpy.qos import QoSProfile
     from rosgraph_msgs.msg import Clock as ClockMsg
     from sensor_msgs.msg import CameraInfo, Image, JointState
     from std_srvs.srv import Trigger
@@ -137,15 +137,17 @@ def _make_node_class():
             self.frame_of_link = {WRIST_CAM_BODY: p["wrist_cam_frame_id"], GRASP_SITE: p["grasp_site_frame_id"],
                                   "base": p["base_frame_id"]}
 
-            # Publishers.
+            # Publishers. Cameras publish RELIABLE (depth 5): that matches both reliable and best-effort
+            # (sensor-data) subscribers, like a camera driver's default, while a best-effort publisher would not.
+            camera_qos = QoSProfile(depth=5)
             self.cameras = {}
             for cam, ns_key, rate_key, frame_key in (
                     ("scene", "scene_cam_namespace", "scene_cam_rate_hz", "scene_cam_frame_id"),
                     ("wrist", "wrist_cam_namespace", "wrist_cam_rate_hz", "wrist_cam_frame_id")):
                 ns = p[ns_key].rstrip("/")
                 self.cameras[cam] = {
-                    "image_pub": self.create_publisher(Image, f"{ns}/image_raw", qos_profile_sensor_data),
-                    "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", qos_profile_sensor_data),
+                    "image_pub": self.create_publisher(Image, f"{ns}/image_raw", camera_qos),
+                    "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", camera_qos),
                     "period_s": 1.0 / p[rate_key], "next_due_s": 0.0, "frame_id": p[frame_key],
                     "info": self._camera_info(cam, p[frame_key])}
             self.joint_state_pub = self.create_publisher(JointState, p["joint_states_topic"], QoSProfile(depth=10))
