@@ -370,3 +370,33 @@ def test_core_unreachable_hold_vs_best_effort(kin):
         c = core.tick(0.01)
         assert core.status.ik_failures == 1
         assert bool(np.any(c.q_rad != q0)) is moves
+
+
+# ---- node configuration (no middleware needed) -----------------------------------------------------------------------
+
+def test_every_node_parameter_has_a_default_in_executor_yaml_and_a_description():
+    import yaml as _yaml
+
+    from para_ros.chunk_executor import PARAM_DESCRIPTIONS, build_executor_config, load_default_parameters
+    from para_ros.paths import config_file
+    data = _yaml.safe_load(config_file("executor.yaml").read_text())["chunk_executor"]["ros__parameters"]
+    assert set(data) == set(PARAM_DESCRIPTIONS), set(data) ^ set(PARAM_DESCRIPTIONS)
+    assert all(len(d) > 10 for d in PARAM_DESCRIPTIONS.values())
+    defaults = load_default_parameters()
+    cfg = build_executor_config(defaults, load_yam_config())
+    assert cfg.control_rate_hz == 100.0 and cfg.blend.mode == "latest"
+    with pytest.raises(ValueError, match="average.*latest"):
+        build_executor_config({**defaults, "blend_mode": "average"}, load_yam_config())
+    with pytest.raises(ValueError, match="control_rate_hz"):
+        build_executor_config({**defaults, "control_rate_hz": 0.0}, load_yam_config())
+
+
+def test_help_runs_without_middleware():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "para_ros.chunk_executor", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "control_rate_hz" in out.stdout
+    out = subprocess.run([sys.executable, "bench/bench_executor.py", "--help"], capture_output=True, text=True,
+                         timeout=60, cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    assert out.returncode == 0 and "--rates" in out.stdout

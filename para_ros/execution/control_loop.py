@@ -36,6 +36,7 @@ class FixedRateLoop:
         self._thread: threading.Thread | None = None
         self.start_errors_s: deque[float] = deque(maxlen=stats_window)
         self.compute_s: deque[float] = deque(maxlen=stats_window)
+        self.start_times_s: deque[float] = deque(maxlen=stats_window)
         self.overruns = 0
         self.errors = 0
         self.ticks = 0
@@ -62,6 +63,7 @@ class FixedRateLoop:
         while not self._stop.is_set():
             start = time.monotonic()
             self.start_errors_s.append(start - deadline)
+            self.start_times_s.append(start)
             try:
                 self._tick()
             except BaseException as err:  # noqa: BLE001 - the loop must survive any tick failure
@@ -79,9 +81,13 @@ class FixedRateLoop:
             self._stop.wait(max(deadline - time.monotonic(), 0.0))
 
     def stats(self) -> dict[str, float]:
-        """Median/p99/max of the start error and compute time (seconds) over the recent ticks."""
+        """Median/p99/max over the recent ticks (seconds) of: the start error (start - deadline), the period error
+        (|time between successive tick starts - period|) and the compute time."""
         out: dict[str, float] = {"ticks": float(self.ticks), "overruns": float(self.overruns)}
-        for name, values in (("start_error", self.start_errors_s), ("compute", self.compute_s)):
+        starts = np.asarray(self.start_times_s, dtype=float)
+        period_err = np.abs(np.diff(starts) - self.period_s) if starts.size > 1 else np.zeros(0)
+        for name, values in (("start_error", self.start_errors_s), ("period_error", period_err),
+                             ("compute", self.compute_s)):
             arr = np.asarray(values, dtype=float)
             if arr.size:
                 out[f"{name}_median_s"] = float(np.median(arr))
