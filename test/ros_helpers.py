@@ -5,10 +5,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from para_ros.dds_env import loopback_dds_env
+from para_ros.synthetic_rig import wait_for  # noqa: F401 (re-exported for the tests)
 
 
 def start_python(code_or_args: str | Sequence[str], *, module: bool = False, env_extra: dict | None = None,
@@ -35,17 +35,3 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 5.0) -> tuple[int | 
         out, _ = proc.communicate()
         return None, out or ""
     return proc.returncode, out or ""
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, spin: Callable[[], None] | None = None,
-             what: str = "condition") -> None:
-    """Spin (or sleep) until ``condition()`` holds; raise AssertionError naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if spin is not None:
-            spin()
-        else:
-            time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout_s:.1f} s waiting for {what}")

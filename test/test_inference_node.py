@@ -6,13 +6,13 @@ result is checked independently with ``cv2.projectPoints`` and the workspace box
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import cv2
 import numpy as np
 import pytest
 
+from para_ros.synthetic_rig import SyntheticRig, synthetic_images
 from ros_helpers import start_python, stop_process, wait_for
 
 pytestmark = pytest.mark.ros
@@ -44,116 +44,8 @@ T_EE = np.eye(4)
 T_EE[:3, 3] = [0.35, 0.05, 0.12]
 
 
-class Rig:
-    """The test side: publishes cameras, CameraInfo, TF, joint states; records chunks, markers, diagnostics."""
-
-    def __init__(self):
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import qos_profile_sensor_data
-        from diagnostic_msgs.msg import DiagnosticArray
-        from sensor_msgs.msg import CameraInfo, Image, JointState
-        from visualization_msgs.msg import MarkerArray
-        from sensor_msgs.msg import PointCloud2
-        from para_msgs.msg import ActionChunk
-
-        from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
-
-        self.node = rclpy.create_node("fake_rig")
-        self.pub = {
-            "scene": self.node.create_publisher(Image, "/scene_cam/image_raw", qos_profile_sensor_data),
-            "wrist": self.node.create_publisher(Image, "/wrist_cam/image_raw", qos_profile_sensor_data),
-            "scene_info": self.node.create_publisher(CameraInfo, "/scene_cam/camera_info", qos_profile_sensor_data),
-            "wrist_info": self.node.create_publisher(CameraInfo, "/wrist_cam/camera_info", qos_profile_sensor_data),
-            "joints": self.node.create_publisher(JointState, "/joint_states", 10),
-        }
-        self.tf = TransformBroadcaster(self.node)
-        self.tf_static = StaticTransformBroadcaster(self.node)
-        self.chunks, self.markers, self.clouds, self.diagnostics = [], [], [], []
-        self.node.create_subscription(ActionChunk, "/para/action_chunk", self.chunks.append, 10)
-        self.node.create_subscription(MarkerArray, "/para/markers", self.markers.append, 10)
-        self.node.create_subscription(PointCloud2, "/para/voxels", self.clouds.append, 10)
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 50)
-        self.executor = SingleThreadedExecutor()
-        self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self._thread.start()
-        rng = np.random.default_rng(SEED)
-        self.images = {v: rng.integers(0, 255, (IMG, IMG, 3), dtype=np.uint8) for v in ("scene", "wrist")}
-
-    def now_ns(self) -> int:
-        return self.node.get_clock().now().nanoseconds
-
-    def transform(self, parent, child, T, stamp_ns):
-        from para_ros.adapters.transforms import matrix_to_transform
-        from geometry_msgs.msg import TransformStamped
-
-        t = TransformStamped()
-        t.header.frame_id, t.child_frame_id = parent, child
-        t.header.stamp.sec, t.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-        t.transform = matrix_to_transform(T)
-        return t
-
-    def camera_info(self, view, stamp_ns, K_=K, width=IMG, height=IMG):
-        from sensor_msgs.msg import CameraInfo
-
-        info = CameraInfo(width=width, height=height, distortion_model="plumb_bob")
-        info.header.frame_id = f"{view}_cam_optical_frame"
-        info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-        info.k = [float(v) for v in np.asarray(K_).ravel()]
-        info.p = [float(K_[0][0]), 0.0, float(K_[0][2]), 0.0, 0.0, float(K_[1][1]), float(K_[1][2]), 0.0,
-                  0.0, 0.0, 1.0, 0.0]
-        return info
-
-    def image(self, view, stamp_ns, rgb=None, encoding="rgb8"):
-        from sensor_msgs.msg import Image
-
-        rgb = self.images[view] if rgb is None else rgb
-        msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, is_bigendian=0,
-                    step=rgb.shape[1] * (rgb.shape[2] if rgb.ndim == 3 else 1), data=rgb.tobytes())
-        msg.header.frame_id = f"{view}_cam_optical_frame"
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-        return msg
-
-    def publish_static_scene(self, T_scene=T_SCENE):
-        self.tf_static.sendTransform(self.transform("base", "scene_cam_optical_frame", T_scene, 0))
-
-    def publish_observation(self, stamp_ns, *, T_wrist=T_WRIST, T_ee=T_EE, skip=(), info=None, images=None,
-                            tf_extra=()):
-        """TF for the moving frames at ``stamp_ns`` (and history), CameraInfo, both images, joint states."""
-        from sensor_msgs.msg import JointState
-
-        if "tf" not in skip:
-            tfs = []
-            for k in range(4, -1, -1):  # a short history so past-EE lookups and interpolation have data
-                t_ns = stamp_ns - k * 50_000_000
-                tfs.append(self.transform("base", "wrist_cam_optical_frame", T_wrist, t_ns))
-                tfs.append(self.transform("base", "grasp_site", T_ee, t_ns))
-            self.tf.sendTransform(tfs + list(tf_extra))
-        js = JointState(name=["gripper"], position=[0.8])
-        js.header.stamp.sec, js.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-        self.pub["joints"].publish(js)
-        time.sleep(0.05)  # TF before images, as on a rig where TF runs ahead of the cameras
-        for view in ("scene", "wrist"):
-            if f"{view}_info" not in skip:
-                self.pub[f"{view}_info"].publish((info or {}).get(view) or self.camera_info(view, stamp_ns))
-            if view not in skip:
-                self.pub[view].publish((images or {}).get(view) or self.image(view, stamp_ns))
-
-    def wait_chunk_with_stamp(self, stamp_ns, timeout_s=10.0):
-        def found():
-            return any(c.header.stamp.sec * 1_000_000_000 + c.header.stamp.nanosec == stamp_ns for c in self.chunks)
-
-        wait_for(found, timeout_s, what=f"a chunk stamped {stamp_ns}")
-        return next(c for c in self.chunks if c.header.stamp.sec * 1_000_000_000 + c.header.stamp.nanosec == stamp_ns)
-
-    def diagnostics_mention(self, text) -> bool:
-        return any(text in s.message or any(text in kv.value for kv in s.values)
-                   for d in list(self.diagnostics) for s in d.status if s.name.startswith("para: inference"))
-
-    def close(self):
-        self.executor.shutdown()
-        self.node.destroy_node()
+def Rig() -> SyntheticRig:  # noqa: N802 - the rig of this module's poses and seed
+    return SyntheticRig(T_SCENE, T_WRIST, T_EE, seed=SEED, image_size=IMG, K=K)
 
 
 @pytest.fixture(scope="module")
@@ -183,15 +75,10 @@ def expected_output(T_scene=T_SCENE, T_wrist=T_WRIST):
     from para_core.policy import CameraObservation, Policy, RobotState
 
     policy = Policy.random_init(V4Config.tiny(), seed=SEED)
-    cams = [CameraObservation(r_img, K, T) for r_img, T in ((Rig_images()["scene"], T_scene),
-                                                              (Rig_images()["wrist"], T_wrist))]
+    cams = [CameraObservation(r_img, K, T) for r_img, T in ((synthetic_images(SEED, IMG)["scene"], T_scene),
+                                                              (synthetic_images(SEED, IMG)["wrist"], T_wrist))]
     state = RobotState(T_EE, 0.8, np.tile(T_EE[:3, 3], (policy.config.mv_past_n, 1)))
     return policy, policy.predict(cams, state)
-
-
-def Rig_images():  # noqa: N802 - mirrors Rig.images without a node
-    rng = np.random.default_rng(SEED)
-    return {v: rng.integers(0, 255, (IMG, IMG, 3), dtype=np.uint8) for v in ("scene", "wrist")}
 
 
 def chunk_positions(chunk) -> np.ndarray:
