@@ -29,6 +29,10 @@ setup(
     entry_points={
         "console_scripts": [
             "para-env = para_ros.dds_env:main",
+            "para-deploy = para_ros.deploy:main",
+            "inference_node = para_ros.inference_node:main",
+            "chunk_executor = para_ros.chunk_executor:main",
+            "sim_node = para_ros.sim_node:main",
         ],
     },
 )
