@@ -57,16 +57,21 @@ def rig():
 
 
 def _publish_stream(drv, traj, duration_s, every_s=0.1, past_s=0.5):
-    """Publish fresh chunks sampling ``traj`` (stamped ``past_s`` ago) every ``every_s`` for ``duration_s``."""
+    """Publish fresh chunks sampling ``traj`` (stamped ``past_s`` ago) every ``every_s`` for ``duration_s``.
+
+    Returns (time of the first publish, time of the last publish, the first chunk).
+    """
     t_first = time.time()
     first_chunk = None
+    t_last = t_first
     while time.time() - t_first < duration_s:
         stamp = time.time() - past_s
         c = traj.chunk(stamp)
         drv.publish_chunk(*c)
+        t_last = time.time()
         first_chunk = first_chunk or c
         time.sleep(every_s)
-    return t_first, time.time(), first_chunk
+    return t_first, t_last, first_chunk
 
 
 def _current_pose(drv, kin):
@@ -116,7 +121,8 @@ def test_tracks_chunks_at_control_rate_with_latency_compensation_then_holds_when
     assert np.linalg.norm(T0[:3, 3] - p_chunk[0]) > 0.015
     assert stamps[i0] + tfs[i0] - first_chunk[0] > 0.45
 
-    # Stale: no chunk since t_last -> within one control period after the timeout, every command holds.
+    # Stale: no chunk since t_last -> within one control period after the timeout, every command holds. (The last
+    # chunk covers until t_last + 0.6 s, so this hold is the timeout's doing, not the chunk running out.)
     hold = stamps >= t_last + 0.02 + STALE_S + PERIOD_S  # 20 ms slack for the last chunk's delivery
     assert hold.sum() > 10
     assert np.all(q[hold] == q[hold][0]) and np.all(g[hold] == g[hold][0])

@@ -158,3 +158,61 @@ def test_node_with_sdk_sim_backend_follows_a_chunk(tmp_path):
         spin.join(timeout=2.0)
         stop_process(proc, timeout_s=10.0)
         log.close()
+
+
+def test_pose_backend_publishes_the_tool_pose_of_each_checked_command():
+    import rclpy
+    from geometry_msgs.msg import PoseStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64
+
+    from para_ros.execution.chunk import ChunkChecks
+    from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
+    from para_ros.execution.limits import load_yam_config
+    from para_ros.execution_ros.topic_backends import PoseBackend
+
+    ref = ReferenceKinematics()
+    q_init = ref.ik([0.32, 0.05, 0.10], TOP_DOWN_R)
+    yam = load_yam_config()
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node("executor_pose_backend_test", context=ctx)
+    poses, grippers = [], []
+    node.create_subscription(PoseStamped, "/exec_pose/target", poses.append, 1000)
+    node.create_subscription(Float64, "/exec_pose/gripper", grippers.append, 1000)
+    js_pub = node.create_publisher(JointState, "/exec_pose/joint_states", 10)
+    backend = PoseBackend(node, "/exec_pose/target", "/exec_pose/gripper", "/exec_pose/joint_states",
+                          yam.model.joint_names, "gripper", "base")
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    try:
+        js = JointState(name=["gripper"] + [f"joint{i}" for i in range(6, 0, -1)],  # any order: matched by name
+                        position=[0.7] + list(q_init[::-1]))
+        wait_for(lambda: backend.read_joints() is not None, 20.0,
+                 spin=lambda: (js_pub.publish(js), ex.spin_once(timeout_sec=0.05)), what="joint state over DDS")
+        q_read, g_read = backend.read_joints()
+        np.testing.assert_allclose(q_read, q_init)
+        assert g_read == 0.7
+        checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
+        core = ExecutorCore(ExecutorConfig(checks=checks), yam)
+        core.set_measured_joints(q_read, g_read)
+        T0 = ref.fk(q_init)
+        core.add_chunk(_chunk(99.9, T0[:3, 3], T0[:3, :3], [0.0, -0.04, 0.0]), 100.0)
+        commands = [core.tick(100.0 + 0.01 * k) for k in range(30)]
+        for c in commands:
+            backend.send(c)
+        wait_for(lambda: len(poses) >= 30 and len(grippers) >= 30, 20.0,
+                 spin=lambda: ex.spin_once(timeout_sec=0.05), what="pose commands")
+        for c, msg in zip(commands, poses):
+            T = ref.fk(c.q_rad)
+            p = msg.pose.position
+            o = msg.pose.orientation
+            assert msg.header.frame_id == "base"
+            assert np.linalg.norm(np.array([p.x, p.y, p.z]) - T[:3, 3]) < 1e-9
+            assert (Rotation.from_quat([o.x, o.y, o.z, o.w]).inv() * Rotation.from_matrix(T[:3, :3])).magnitude() < 1e-6
+        np.testing.assert_allclose([g.data for g in grippers[:30]], [c.gripper for c in commands])
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+        ctx.try_shutdown()
