@@ -41,7 +41,7 @@ class BlendConfig:
 
     def __post_init__(self):
         if self.mode not in BLEND_MODES:
-            raise ValueError(f"BlendConfig.mode={self.mode!r}: use one of {BLEND_MODES}")
+            raise ValueError(f"blend mode {self.mode!r} (parameter blend_mode): use one of {BLEND_MODES}")
         if not np.isfinite(self.ensemble_k):
             raise ValueError(f"BlendConfig.ensemble_k={self.ensemble_k!r}: must be finite (e.g. 0.01)")
         if self.max_chunks < 1:
