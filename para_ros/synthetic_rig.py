@@ -96,8 +96,12 @@ class SyntheticRig:
         self.tf_static.sendTransform(self.transform("base", "scene_cam_optical_frame", T_scene, 0))
 
     def publish_observation(self, stamp_ns, *, T_wrist=None, T_ee=None, skip=(), info=None, images=None,
-                            tf_extra=()):
-        """TF for the moving frames at ``stamp_ns`` (and history), CameraInfo, both images, joint states."""
+                            tf_extra=(), tf_lead_s=0.05):
+        """TF for the moving frames at ``stamp_ns`` (and history), CameraInfo, both images, joint states.
+
+        ``skip`` names parts to leave out ("tf", "scene", "wrist", "scene_info", "wrist_info"); ``info`` / ``images``
+        replace the messages of a view; ``tf_lead_s`` is how long TF goes out before the images.
+        """
         from sensor_msgs.msg import JointState
 
         T_wrist = self.T_wrist if T_wrist is None else T_wrist
@@ -112,7 +116,7 @@ class SyntheticRig:
         js = JointState(name=["gripper"], position=[0.8])
         js.header.stamp.sec, js.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
         self.pub["joints"].publish(js)
-        time.sleep(0.05)  # TF before images, as on a rig where TF runs ahead of the cameras
+        time.sleep(tf_lead_s)  # TF before images, as on a rig where TF runs ahead of the cameras
         for view in ("scene", "wrist"):
             if f"{view}_info" not in skip:
                 self.pub[f"{view}_info"].publish((info or {}).get(view) or self.camera_info(view, stamp_ns))

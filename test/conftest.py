@@ -28,3 +28,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No child process outlives the test run, even when a test failed before its own clean-up."""
+    try:
+        from ros_helpers import kill_leftovers
+    except ImportError:
+        return
+    left = kill_leftovers()
+    if left:
+        print("\n[conftest] killed child processes left running by tests:\n  " + "\n  ".join(left))

@@ -11,6 +11,10 @@ from para_ros.dds_env import loopback_dds_env
 from para_ros.synthetic_rig import wait_for  # noqa: F401 (re-exported for the tests)
 
 
+# Every child process the tests start, so the session can make sure none outlives it (see conftest.py).
+STARTED: list[subprocess.Popen] = []
+
+
 def start_python(code_or_args: str | Sequence[str], *, module: bool = False, env_extra: dict | None = None,
                  stdout=subprocess.PIPE) -> subprocess.Popen:
     """Start ``python -c CODE`` (or ``python -m MODULE ARGS...`` when ``module``) with this run's loopback DDS env."""
@@ -20,8 +24,24 @@ def start_python(code_or_args: str | Sequence[str], *, module: bool = False, env
         args = [sys.executable, "-m", *code_or_args]
     else:
         args = [sys.executable, "-c", code_or_args]
-    return subprocess.Popen(args, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True,
+    proc = subprocess.Popen(args, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
+    STARTED.append(proc)
+    return proc
+
+
+def kill_leftovers() -> list[str]:
+    """Kill (process group) every started child still running; return their command lines."""
+    left = []
+    for proc in STARTED:
+        if proc.poll() is None:
+            left.append(" ".join(proc.args if isinstance(proc.args, list) else [str(proc.args)])[:200])
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(5)
+    return left
 
 
 def stop_process(proc: subprocess.Popen, timeout_s: float = 5.0) -> tuple[int | None, str]:

@@ -54,17 +54,19 @@ def rig():
 
     proc = start_python(["para_ros.inference_node", "--ros-args", "-p", f"random_seed:={SEED}",
                          "-p", "max_observation_age_s:=1.0", "-p", "tf_timeout_s:=0.2"], module=True)
-    rclpy.init()
-    r = Rig()
-    r.publish_static_scene()
     try:
+        rclpy.init()
+        r = Rig()
+        r.publish_static_scene()
         # wait until the node is up (it publishes /diagnostics once a second)
         wait_for(lambda: any(s.name.startswith("para: inference") for d in r.diagnostics for s in d.status), 60,
                  what="the inference node to come up")
         yield r
     finally:
-        r.close()
-        rclpy.shutdown()
+        if "r" in locals():
+            r.close()
+        if rclpy.ok():
+            rclpy.shutdown()
         rc, out = stop_process(proc, timeout_s=10)
         print(out[-4000:])
         assert rc is not None, "inference node did not stop on SIGINT"

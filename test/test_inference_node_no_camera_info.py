@@ -15,10 +15,10 @@ def test_camera_info_that_never_arrives():
 
     proc = start_python(["para_ros.inference_node", "--ros-args", "-p", f"random_seed:={SEED}",
                          "-p", "wrist_info_topic:=/nobody/camera_info"], module=True)
-    rclpy.init()
-    r = Rig()
-    r.publish_static_scene()
     try:
+        rclpy.init()
+        r = Rig()
+        r.publish_static_scene()
         wait_for(lambda: any(s.name.startswith("para: inference") for d in r.diagnostics for s in d.status), 60,
                  what="the inference node to come up")
 
@@ -29,7 +29,9 @@ def test_camera_info_that_never_arrives():
         wait_for(publish_and_check, 10, what="diagnostics naming the missing CameraInfo")
         assert not r.chunks
     finally:
-        r.close()
-        rclpy.shutdown()
+        if "r" in locals():
+            r.close()
+        if rclpy.ok():
+            rclpy.shutdown()
         rc, _ = stop_process(proc, timeout_s=10)
         assert rc is not None

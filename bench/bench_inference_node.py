@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Benchmark ``inference_node`` over DDS between processes: image stamp -> chunk latency and throughput.
+
+The node runs in its own process (as deployed); this process is a synthetic two-camera rig
+(``para_ros.synthetic_rig``) that publishes image pairs + CameraInfo + TF at ``--rate`` Hz, stamped with the time of
+publishing, and records every ``ActionChunk``. Latency = (receipt of the chunk here) - (its observation stamp), i.e.
+DDS in + decode + TF + policy + DDS out. Throughput = chunks received per second. Prints median / p99 / max with the
+machine and settings. Examples::
+
+    python bench/bench_inference_node.py                          # tiny random model, CPU, 64 px images, 20 Hz
+    python bench/bench_inference_node.py --image-size 480 --rate 30
+    python bench/bench_inference_node.py --preset paper --device cuda --dtype bf16   # on a GPU machine
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--preset", choices=["tiny", "paper"], default="tiny", help="random model preset")
+    parser.add_argument("--checkpoint", default="", help="checkpoint directory instead of a random model")
+    parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    parser.add_argument("--image-size", type=int, default=64, help="square camera image side, px (default 64)")
+    parser.add_argument("--rate", type=float, default=20.0, help="camera rate, Hz (default 20)")
+    parser.add_argument("--duration", type=float, default=15.0, help="measured seconds (default 15)")
+    parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds first (default 3)")
+    args = parser.parse_args(argv)
+
+    from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
+
+    apply_loopback_dds_env()
+    import rclpy
+
+    from para_core import synthetic as syn
+    from para_ros.synthetic_rig import SyntheticRig
+
+    S = args.image_size
+    K = syn.intrinsics_from_fovy(S, S, 60.0)
+    T_ee = np.eye(4)
+    T_ee[:3, 3] = [0.35, 0.0, 0.12]
+    T_wrist = syn.wrist_camera_pose((0.35, 0.0, 0.12))
+    node_cmd = [sys.executable, "-m", "para_ros.inference_node", "--ros-args", "-p", f"device:={args.device}",
+                "-p", f"dtype:={args.dtype}", "-p", f"random_preset:={args.preset}", "-p", "publish_pointcloud:=false",
+                "-p", f"max_rate_hz:={max(100.0, 2 * args.rate)}"]
+    if args.checkpoint:
+        node_cmd += ["-p", f"checkpoint:={args.checkpoint}"]
+    node = subprocess.Popen(node_cmd, env=loopback_dds_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rclpy.init()
+    rig = SyntheticRig(syn.scene_camera_pose(), T_wrist, T_ee, seed=0, image_size=S, K=K, node_name="bench_rig")
+    receipt_ns: dict[int, int] = {}
+    from para_msgs.msg import ActionChunk
+
+    rig.node.create_subscription(ActionChunk, "/para/action_chunk",
+                                 lambda m: receipt_ns.setdefault(m.header.stamp.sec * 10**9 + m.header.stamp.nanosec,
+                                                                 time.time_ns()), 100)
+    try:
+        rig.publish_static_scene()
+        deadline = time.monotonic() + 120
+        while not rig.chunks and time.monotonic() < deadline:  # wait for the node (model load) and a first chunk
+            rig.publish_observation(rig.now_ns())
+            time.sleep(0.2)
+        if not rig.chunks:
+            print("no chunk within 120 s: is the node failing? run it by hand to see its log", file=sys.stderr)
+            return 1
+        sent: list[int] = []
+        t_end_warm = time.monotonic() + args.warmup
+        t_end = t_end_warm + args.duration
+        period = 1.0 / args.rate
+        next_t = time.monotonic()
+        while time.monotonic() < t_end:
+            stamp = rig.now_ns()
+            rig.publish_observation(stamp, tf_lead_s=0.002)
+            if time.monotonic() >= t_end_warm:
+                sent.append(stamp)
+            next_t += period
+            time.sleep(max(0.0, next_t - time.monotonic()))
+        time.sleep(1.0)
+        lat_ms = np.array([(receipt_ns[s] - s) / 1e6 for s in sent if s in receipt_ns])
+    finally:
+        rig.close()
+        rclpy.shutdown()
+        node.terminate()
+        node.wait(10)
+    if len(lat_ms) == 0:
+        print("no chunk for any measured observation", file=sys.stderr)
+        return 1
+    try:
+        import torch
+        torch_version = torch.__version__
+        gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    except Exception:  # noqa: BLE001 - informative only
+        torch_version, gpu = "?", "?"
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor())
+    print(f"inference_node over DDS (loopback, Fast DDS profile {os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE')})")
+    print(f"  machine: {cpu}, {os.cpu_count()} cores, GPU {gpu}, torch {torch_version}, python {platform.python_version()}")
+    print(f"  settings: model {args.checkpoint or 'random ' + args.preset}, device {args.device}, dtype {args.dtype}, "
+          f"images 2 x {S}x{S} rgb8 at {args.rate:.1f} Hz, {args.duration:.0f} s measured")
+    print(f"  observations sent: {len(sent)}, chunks received: {len(lat_ms)} "
+          f"({100.0 * len(lat_ms) / max(len(sent), 1):.1f} %; the node skips pairs while busy)")
+    print(f"  throughput: {len(lat_ms) / args.duration:.2f} chunks/s")
+    print(f"  stamp -> chunk latency [ms]: median {np.median(lat_ms):.2f}  p99 {np.percentile(lat_ms, 99):.2f}  "
+          f"min {lat_ms.min():.2f}  max {lat_ms.max():.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
