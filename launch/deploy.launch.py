@@ -1,0 +1,67 @@
+"""Run PARA on a robot: ``ros2 launch para_ros deploy.launch.py [checkpoint:=DIR] [backend:=sim|i2rt|topic] ...``.
+
+Starts the inference node and the chunk executor, plus the simulated YAM (``sim_node``) when ``backend:=sim``, and
+rviz2 with ``config/para.rviz`` when ``rviz:=true``. Which nodes run, their executables, parameter files and the
+parameters set from the arguments all come from :mod:`para_ros.graph`, the description ``para-deploy`` uses too.
+
+Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``backend``, ``device``, ``dtype``,
+``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``, ``wrist_info_topic``, ``rviz``. An empty value
+keeps the node's parameter file value (``config/*.yaml``).
+"""
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import Parameter
+
+from para_ros import graph
+from para_ros.paths import share_file
+
+ARGUMENTS = [
+    ("backend", "sim", "robot backend: sim (simulated YAM) | i2rt (real YAM on CAN via the I2RT SDK) | "
+                       "topic (an arm behind a JointTrajectory topic, e.g. ros2_control)"),
+    ("checkpoint", "", "policy checkpoint directory (model.safetensors + config.json); empty = "
+                       "config/inference.yaml (default: an UNTRAINED random model)"),
+    ("device", "", "torch device: auto | cpu | cuda | cuda:N; empty = config/inference.yaml"),
+    ("dtype", "", "inference precision: fp32 | bf16 | fp16; empty = config/inference.yaml"),
+    ("scene_image_topic", "", "scene camera images (sensor_msgs/Image); empty = config/inference.yaml"),
+    ("scene_info_topic", "", "scene camera CameraInfo; empty = config/inference.yaml"),
+    ("wrist_image_topic", "", "wrist camera images (sensor_msgs/Image); empty = config/inference.yaml"),
+    ("wrist_info_topic", "", "wrist camera CameraInfo; empty = config/inference.yaml"),
+    ("rviz", "false", "start rviz2 with config/para.rviz: true | false"),
+]
+
+
+def _graph_nodes(context, *args, **kwargs):
+    """Resolve the arguments and build one launch_ros ``Node`` per node of :func:`para_ros.graph.plan`."""
+    values = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
+    settings = graph.DeploySettings(**{k: v for k, v in values.items() if k != "rviz"})
+    actions = []
+    for spec, overrides in graph.plan(settings):
+        actions.append(Node(
+            package=graph.PACKAGE,
+            executable=spec.executable,
+            name=spec.name,
+            output="screen",
+            emulate_tty=True,
+            # The node's file first, then only what was set here (-p name:=value wins over the file).
+            parameters=[str(share_file(spec.params_file)),
+                        *[Parameter(name, value) for name, value in overrides.items()]],
+        ))
+    return actions
+
+
+def _rviz(context, *args, **kwargs):
+    return [Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
+                 arguments=["-d", str(share_file(graph.RVIZ_CONFIG))])]
+
+
+def generate_launch_description():
+    declared = [DeclareLaunchArgument(name, default_value=default, description=description)
+                for name, default, description in ARGUMENTS]
+    return LaunchDescription([
+        *declared,
+        OpaqueFunction(function=_graph_nodes),
+        OpaqueFunction(function=_rviz, condition=IfCondition(LaunchConfiguration("rviz"))),
+    ])

@@ -1,0 +1,316 @@
+"""``para-deploy``: run the PARA deploy graph as separate processes, headless, then print a summary.
+
+The same graph as ``ros2 launch para_ros deploy.launch.py`` (both read :mod:`para_ros.graph`), for machines without
+``ros2 launch``: each node is ``python -m <module> --ros-args -r __node:=<name> --params-file <file> -p ...`` with the
+loopback DDS environment, its output in ``<out>/logs/<node>.log``. A small monitor node in this process records the
+run (rosbag2, MCAP storage) and collects the figures of the summary. After ``--duration`` seconds (or on Ctrl-C /
+SIGTERM) every node gets SIGINT, is waited for, and a node still running after ``--shutdown-timeout`` is killed with
+its whole process group: nothing is left behind. Then the summary is printed and saved with a snapshot image (the
+scene camera image with the predicted path and argmax voxels drawn in).
+
+Exit status: 0 when every node ran to the end and stopped on SIGINT; 1 when a node died early or had to be killed;
+2 on bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from para_ros import graph
+from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
+from para_ros.paths import share_file
+
+PR_SET_PDEATHSIG = 1
+try:  # loaded here, not in the forked child
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover
+    _LIBC = None
+
+
+def yaml_value(value) -> str:
+    """``value`` as the YAML text of a ``-p name:=value`` rule (strings quoted when YAML would read another type)."""
+    text = yaml.safe_dump(value, default_flow_style=True)
+    return text.removesuffix("\n...\n").strip()
+
+
+def node_command(spec: graph.NodeSpec, overrides: dict[str, object], python: str = sys.executable) -> list[str]:
+    """The command line of one node: its module, name, parameter file, then ``-p`` for every override."""
+    cmd = [python, "-m", spec.module, "--ros-args", "-r", f"__node:={spec.name}",
+           "--params-file", str(share_file(spec.params_file))]
+    for name, value in overrides.items():
+        cmd += ["-p", f"{name}:={yaml_value(value)}"]
+    return cmd
+
+
+def graph_commands(settings: graph.DeploySettings) -> list[tuple[graph.NodeSpec, list[str]]]:
+    """Every node of the graph for ``settings`` with its command line, in start order."""
+    return [(spec, node_command(spec, overrides)) for spec, overrides in graph.plan(settings)]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: its own process group (Ctrl-C reaches it only through us) and SIGTERM when we die."""
+    os.setpgid(0, 0)
+    prctl = getattr(_LIBC, "prctl", None) if sys.platform.startswith("linux") else None
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class NodeProcess:
+    """One started node: its spec, process and log file; ``returncode`` / ``killed`` once stopped."""
+
+    spec: graph.NodeSpec
+    cmd: list[str]
+    proc: subprocess.Popen
+    log_path: Path
+    returncode: int | None = None
+    killed: bool = False
+    exited_early: bool = False
+
+
+@dataclass
+class ProcessGroup:
+    """Start, watch and stop the nodes of one run (see the module docstring for the shutdown rule)."""
+
+    log_dir: Path
+    env: dict[str, str]
+    echo: bool = False
+    nodes: list[NodeProcess] = field(default_factory=list)
+
+    def start(self, spec: graph.NodeSpec, cmd: list[str]) -> NodeProcess:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{spec.name}.log"
+        log = open(log_path, "wb")  # noqa: SIM115  (kept open for the child's lifetime)
+        proc = subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL, stdout=None if self.echo else log,
+                                stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        log.close()
+        node = NodeProcess(spec, cmd, proc, log_path)
+        self.nodes.append(node)
+        return node
+
+    def pids(self) -> list[int]:
+        return [n.proc.pid for n in self.nodes]
+
+    def first_dead(self) -> NodeProcess | None:
+        """A node that has exited on its own (before the shutdown), or None."""
+        for n in self.nodes:
+            if n.proc.poll() is not None:
+                n.exited_early = True
+                n.returncode = n.proc.returncode
+                return n
+        return None
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """SIGINT every node, wait up to ``timeout_s`` in all, SIGKILL the process group of any still running."""
+        for n in self.nodes:
+            if n.proc.poll() is None:
+                try:
+                    os.killpg(n.proc.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout_s
+        for n in self.nodes:
+            try:
+                n.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                n.killed = True
+                try:
+                    os.killpg(n.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                n.proc.wait()
+            if n.returncode is None:
+                n.returncode = n.proc.returncode
+        for n in self.nodes:  # grandchildren a node left in its group
+            try:
+                os.killpg(n.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def log_tail(self, node: NodeProcess, n_lines: int = 25) -> str:
+        try:
+            lines = node.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n_lines:])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="para-deploy", description=__doc__.split("\n\n")[0],
+        epilog="Same graph as `ros2 launch para_ros deploy.launch.py` (nodes, executables and parameter files from "
+               "para_ros/graph.py). Empty values keep config/*.yaml.")
+    parser.add_argument("--backend", choices=graph.BACKENDS, default="sim",
+                        help="robot: sim (simulated YAM, default) | i2rt (real YAM, I2RT SDK on CAN) | "
+                             "topic (an arm behind /joint_trajectory, e.g. ros2_control)")
+    parser.add_argument("--checkpoint", default="", help="policy checkpoint directory (model.safetensors + "
+                        "config.json); default: an UNTRAINED random model (config/inference.yaml)")
+    parser.add_argument("--device", default="", help="torch device: auto | cpu | cuda | cuda:N (default: file's)")
+    parser.add_argument("--dtype", default="", choices=["", "fp32", "bf16", "fp16"], help="inference precision")
+    for view in ("scene", "wrist"):
+        parser.add_argument(f"--{view}-image-topic", default="", help=f"{view} camera image topic")
+        parser.add_argument(f"--{view}-info-topic", default="", help=f"{view} camera CameraInfo topic")
+    parser.add_argument("--duration", type=float, default=60.0,
+                        help="seconds to run, from the start of the nodes (default 60; 0 = until Ctrl-C)")
+    parser.add_argument("--out", default=None, help="output directory (default: runs/<timestamp>)")
+    parser.add_argument("--no-record", action="store_true", help="do not write the rosbag2 (MCAP) recording")
+    parser.add_argument("--record-image-every", type=int, default=5,
+                        help="record every n-th scene image (default 5: 2 Hz of a 10 Hz camera)")
+    parser.add_argument("--shutdown-timeout", type=float, default=5.0,
+                        help="seconds the nodes get to stop after SIGINT before they are killed (default 5)")
+    parser.add_argument("--echo", action="store_true", help="show the nodes' output here instead of in logs/")
+    return parser
+
+
+def _settings(args) -> graph.DeploySettings:
+    return graph.DeploySettings(
+        backend=args.backend, checkpoint=args.checkpoint, device=args.device, dtype=args.dtype,
+        scene_image_topic=args.scene_image_topic, scene_info_topic=args.scene_info_topic,
+        wrist_image_topic=args.wrist_image_topic, wrist_info_topic=args.wrist_info_topic)
+
+
+def _effective_inference_params(overrides: dict) -> dict:
+    params = yaml.safe_load(share_file(graph.INFERENCE_PARAMS_FILE).read_text())["inference_node"]["ros__parameters"]
+    params.update(overrides)
+    return params
+
+
+def run(args) -> int:
+    """Run the graph for ``args`` (parsed :func:`build_parser` arguments); return the exit status."""
+    try:
+        settings = _settings(args)
+    except ValueError as exc:
+        print(f"para-deploy: {exc}", file=sys.stderr)
+        return 2
+    if args.duration < 0 or args.shutdown_timeout <= 0 or args.record_image_every < 1:
+        print("para-deploy: --duration must be >= 0, --shutdown-timeout > 0, --record-image-every >= 1",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    env = loopback_dds_env()
+    env.setdefault("MUJOCO_GL", "egl")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    apply_loopback_dds_env(domain_id=int(env["ROS_DOMAIN_ID"]))  # the monitor joins the same domain
+    plan = graph.plan(settings)
+    overrides_by_node = {spec.name: overrides for spec, overrides in plan}
+    inference_params = _effective_inference_params(overrides_by_node.get("inference_node", {}))
+    scene_image_topic = inference_params.get("scene_image_topic", "/scene_cam/image_raw")
+    scene_info_topic = inference_params.get("scene_info_topic", "/scene_cam/camera_info")
+
+    stop = threading.Event()
+    reason = {"why": "duration reached"}
+
+    def on_signal(signum, frame):
+        reason["why"] = f"{signal.Signals(signum).name} received"
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    group = ProcessGroup(out / "logs", env, echo=args.echo)
+    monitor = recorder = None
+    t_start = time.monotonic()
+    status = 0
+    try:
+        print(f"para-deploy: backend {settings.backend}, ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, output {out}",
+              flush=True)
+        graph_start_ns = time.time_ns()
+        for spec, cmd in graph_commands(settings):
+            node = group.start(spec, cmd)
+            print(f"  started {spec.name} (pid {node.proc.pid}): {' '.join(cmd[1:])}", flush=True)
+        (out / "pids.json").write_text(json.dumps({n.spec.name: n.proc.pid for n in group.nodes}))
+
+        from para_ros.deploy_monitor import DeployMonitor
+        from para_ros.recording import McapRecorder, ros_type_name
+        from para_ros.deploy_monitor import record_topics
+
+        if not args.no_record:
+            topics = {t: ros_type_name(c) for t, c in record_topics(scene_image_topic, scene_info_topic).items()}
+            recorder = McapRecorder(out / "recording", topics)
+        monitor = DeployMonitor(recorder, image_every_n=args.record_image_every, scene_image_topic=scene_image_topic,
+                                scene_info_topic=scene_info_topic,
+                                world_frame=inference_params.get("world_frame", "base"))
+        monitor.data.graph_start_ns = graph_start_ns
+        limit = f"for {args.duration:.0f} s" if args.duration > 0 else "until Ctrl-C"
+        print(f"para-deploy: running {limit} (logs in {out / 'logs'})", flush=True)
+        last_report = time.monotonic()
+        while not stop.is_set():
+            elapsed = time.monotonic() - t_start
+            if args.duration > 0 and elapsed >= args.duration:
+                break
+            dead = group.first_dead()
+            if dead is not None:
+                reason["why"] = f"{dead.spec.name} exited early with status {dead.returncode}"
+                status = 1
+                break
+            if time.monotonic() - last_report >= 10.0:
+                last_report = time.monotonic()
+                frames, chunks, commands = monitor.counts()
+                print(f"  t={elapsed:5.1f} s: {frames} scene frames, {chunks} chunks, {commands} commands", flush=True)
+            stop.wait(0.2)
+    finally:
+        duration_s = time.monotonic() - t_start
+        print(f"para-deploy: stopping ({reason['why']})", flush=True)
+        group.stop(timeout_s=args.shutdown_timeout)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if monitor is not None:
+            time.sleep(0.2)  # the last diagnostics the nodes sent on shutdown
+            monitor.stop()
+    if recorder is not None:
+        recorder.close()
+
+    record = monitor.record()
+    record.duration_s = duration_s
+    record.untrained = graph.uses_untrained_model(settings)
+    lines = []
+    snapshot = monitor.save_snapshot(out / "snapshot.png", lines=[
+        f"PARA {record.model_id}{' (UNTRAINED)' if record.untrained else ''}",
+        "path: EE -> steps (green early, blue late); squares: argmax voxels; dots: top voxels"])
+    lines.append(f"  snapshot              {snapshot if snapshot else 'none (no chunk with a matching scene image)'}")
+    if recorder is not None:
+        total = sum(recorder.counts.values())
+        lines.append(f"  recording             {recorder.path} (rosbag2, MCAP, {total} messages: "
+                     + ", ".join(f"{t} {n}" for t, n in recorder.counts.items()) + ")")
+    for n in group.nodes:
+        how = "killed after the shutdown timeout" if n.killed else (
+            f"exited early, status {n.returncode}" if n.exited_early else f"stopped on SIGINT, status {n.returncode}")
+        lines.append(f"  node {n.spec.name:<16} {how}  (log {n.log_path})")
+        if n.killed or n.exited_early:
+            status = 1
+    from para_ros.run_summary import format_summary, summary_dict
+
+    text = format_summary(record, lines)
+    print(text, flush=True)
+    (out / "summary.txt").write_text(text + "\n")
+    summary = summary_dict(record)
+    summary.update({"snapshot": str(snapshot) if snapshot else None,
+                    "recording": str(recorder.path) if recorder else None,
+                    "nodes": {n.spec.name: {"pid": n.proc.pid, "returncode": n.returncode, "killed": n.killed,
+                                            "exited_early": n.exited_early} for n in group.nodes},
+                    "stop_reason": reason["why"]})
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    for n in group.nodes:
+        if n.exited_early or n.killed:
+            print(f"--- last lines of {n.log_path}:\n{group.log_tail(n)}", file=sys.stderr)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
