@@ -64,9 +64,9 @@ def achieved_rate_hz(times_ns) -> float:
     return (t.size - 1) / ((t[-1] - t[0]) / 1e9)
 
 
-def joint_motion_rad(first: dict[str, float], last: dict[str, float]) -> float:
-    """Largest change of any joint between the first and the last joint state (rad; gripper in its own units)."""
-    common = [k for k in first if k in last]
+def joint_motion_rad(first: dict[str, float], last: dict[str, float], exclude=("gripper",)) -> float:
+    """Largest change of any arm joint (not those in ``exclude``) between the first and the last joint state, rad."""
+    common = [k for k in first if k in last and k not in exclude]
     if not common:
         return float("nan")
     return float(max(abs(last[k] - first[k]) for k in common))
@@ -128,6 +128,9 @@ def summary_dict(record: RunRecord) -> dict:
         "last_limit_event": executor.get("last_limit_event", ""),
         "joint_states_seen": record.joint_state_count,
         "max_joint_motion_rad": joint_motion_rad(record.joint_positions_first, record.joint_positions_last),
+        "gripper_change": (abs(record.joint_positions_last["gripper"] - record.joint_positions_first["gripper"])
+                           if "gripper" in record.joint_positions_first and "gripper" in record.joint_positions_last
+                           else float("nan")),
     }
 
 
@@ -157,8 +160,8 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
         f"clamped into the workspace {node(s['chunks_clamped'])}",
         f"  commands clamped      {node(s['commands_limited'])} limited by joint/speed/workspace limits, "
         f"IK failures {node(s['ik_failures'])}, failed final check (not sent) {node(s['commands_failed_check'])}",
-        f"  arm motion            largest joint change {_fmt(s['max_joint_motion_rad'], ' rad', 3)} over "
-        f"{s['joint_states_seen']} joint states",
+        f"  arm motion            largest arm joint change first -> last {_fmt(s['max_joint_motion_rad'], ' rad', 3)}, "
+        f"gripper change {_fmt(s['gripper_change'], '', 2)} (0 closed .. 1 open), {s['joint_states_seen']} joint states",
     ]
     if s["last_clamp"]:
         lines.append(f"  last clamp            {s['last_clamp'][:160]}")
