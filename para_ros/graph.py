@@ -16,10 +16,11 @@ Overrides: only what the user set on the command line is passed as ``-p name:=va
 file (an empty setting keeps the file's value), so ``config/*.yaml`` stay the single place of every default.
 One deliberate exception, for the untrained random model (no checkpoint on the command line nor in
 ``config/inference.yaml``): its chunks jump tens of centimetres between steps, which the executor's chunk plausibility
-check (``max_implied_speed_m_s``) would reject whole, so the arm would never move and the demo would show nothing of
-the executor. The executor is then told ``max_implied_speed_m_s: UNTRAINED_MAX_IMPLIED_SPEED_M_S`` so those chunks
-reach the safety filter, which clamps every pose into the workspace and limits every command's joint and tool speed
-(``config/yam.yaml``, unchanged). With a checkpoint nothing is relaxed.
+check (``max_implied_speed_m_s``) would reject whole, and their orientation is arbitrary, so IK finds no exact
+solution and ``unreachable: hold`` would keep the arm still: the demo would show nothing of the executor. The executor
+is then given :data:`UNTRAINED_EXECUTOR_OVERRIDES` (accept such chunks; move to the closest IK solution) so the chunks
+reach the safety filter, which still clamps every pose into the workspace and checks every command against the joint
+range, joint speed, tool speed and workspace of ``config/yam.yaml`` (unchanged). With a checkpoint nothing is relaxed.
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ RVIZ_CONFIG = "config/para.rviz"
 # Executor output backend (parameter ``backend`` of chunk_executor) per robot backend.
 EXECUTOR_BACKEND = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}
 
-# Chunk plausibility limit given to the executor while the untrained random model runs (see the module docstring).
-UNTRAINED_MAX_IMPLIED_SPEED_M_S = 100.0
+# Executor parameters while the untrained random model runs (see the module docstring); limits stay untouched.
+UNTRAINED_EXECUTOR_OVERRIDES = {"max_implied_speed_m_s": 100.0, "unreachable": "best_effort"}
 INFERENCE_PARAMS_FILE = "config/inference.yaml"
 
 # Camera-topic settings of the launchers -> inference_node parameter names.
@@ -116,7 +117,7 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
     elif spec.name == "chunk_executor":
         out["backend"] = EXECUTOR_BACKEND[settings.backend]
         if uses_untrained_model(settings):
-            out["max_implied_speed_m_s"] = UNTRAINED_MAX_IMPLIED_SPEED_M_S
+            out.update(UNTRAINED_EXECUTOR_OVERRIDES)
     return out
 
 

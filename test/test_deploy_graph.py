@@ -197,7 +197,7 @@ def test_launch_file_and_para_deploy_start_the_same_graph(launch_module, chosen)
         inference = next(d for d in deploy_side if d["name"] == "inference_node")
         assert inference["overrides"]["checkpoint"] == chosen["checkpoint"]
         executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
-        assert "max_implied_speed_m_s" not in executor["overrides"]  # relaxed only for the untrained model
+        assert set(executor["overrides"]) == {"backend"}  # relaxed only for the untrained model
     expected_backend = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}[chosen["backend"]]
     executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
     assert executor["overrides"]["backend"] == expected_backend
@@ -235,11 +235,11 @@ def test_every_executable_is_a_console_script_of_its_module():
     assert not missing, f"register in setup.py console_scripts: {missing}"
 
 
-def test_untrained_model_relaxes_only_the_chunk_plausibility_limit():
+def test_untrained_model_relaxes_only_chunk_plausibility_and_unreachable_mode():
     untrained = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings()))
     trained = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(checkpoint="/x")))
-    assert untrained["chunk_executor"] == {"backend": "joint_trajectory",
-                                           "max_implied_speed_m_s": graph.UNTRAINED_MAX_IMPLIED_SPEED_M_S}
+    assert untrained["chunk_executor"] == {"backend": "joint_trajectory", "max_implied_speed_m_s": 100.0,
+                                           "unreachable": "best_effort"}
     assert trained["chunk_executor"] == {"backend": "joint_trajectory"}
     assert untrained["sim_node"] == {} and untrained["inference_node"] == {}
 

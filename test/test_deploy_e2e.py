@@ -1,0 +1,125 @@
+"""End to end: ``para-deploy`` runs sim + inference + executor as separate processes over DDS; the arm moves in
+response to chunks, no command it was sent breaks a limit of config/yam.yaml, and SIGINT stops everything cleanly.
+
+The launcher is started as a user would (its own process), stopped with SIGINT, and judged by what it leaves: its
+recording (every ``/joint_trajectory`` command and ``/joint_states`` message, read back with rosbags), its
+summary.json and the node pids. Limits are read here with plain yaml; FK is the i2rt SDK's own (test/executor_helpers).
+"""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from executor_helpers import ReferenceKinematics, load_limits
+from para_ros.dds_env import loopback_dds_env
+from test_deploy_launcher import pid_gone
+
+REPO = Path(__file__).resolve().parent.parent
+ARM_JOINTS = [f"joint{i}" for i in range(1, 7)]
+TOL_RAD = 1e-6
+TOL_M = 1e-4  # the executor checks its own FK of the same MJCF; allow float noise, not a violation
+
+
+def read_bag(path: Path):
+    from rosbags.rosbag2 import Reader
+
+    from para_ros.recording import make_typestore
+
+    store = make_typestore()
+    out = {"/joint_trajectory": [], "/joint_states": [], "/para/action_chunk": []}
+    with Reader(path) as reader:
+        connections = [c for c in reader.connections if c.topic in out]
+        for c, t_ns, raw in reader.messages(connections=connections):
+            out[c.topic].append((t_ns, store.deserialize_cdr(raw, c.msgtype)))
+    return out
+
+
+def stamp_s(header) -> float:
+    return header.stamp.sec + header.stamp.nanosec * 1e-9
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path):
+    out = tmp_path / "run"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "para_ros.deploy", "--duration", "0", "--out", str(out), "--record-image-every", "10"],
+        env={**loopback_dds_env(), "MUJOCO_GL": "egl"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO)
+    lines = []
+    try:
+        deadline = time.monotonic() + 240
+        for line in launcher.stdout:  # progress lines every 10 s: "t= ... s: F scene frames, C chunks, N commands"
+            lines.append(line)
+            m = re.search(r"(\d+) chunks, (\d+) commands", line)
+            if m and int(m.group(1)) >= 30 or time.monotonic() > deadline:
+                break
+        time.sleep(2.0)
+        launcher.send_signal(signal.SIGINT)
+        rest, _ = launcher.communicate(timeout=90)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    text = "".join(lines) + rest
+    assert launcher.returncode == 0, text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "SIGINT received"
+    # Every node stopped on SIGINT within the shutdown timeout (5 s), none had to be killed, none is left.
+    assert set(summary["nodes"]) == {"sim_node", "inference_node", "chunk_executor"}
+    for name, node in summary["nodes"].items():
+        assert (node["returncode"], node["killed"], node["exited_early"]) == (0, False, False), (name, text)
+        assert pid_gone(node["pid"]), f"{name} left behind"
+
+    bag = read_bag(Path(summary["recording"]))
+    commands, states, chunks = bag["/joint_trajectory"], bag["/joint_states"], bag["/para/action_chunk"]
+    assert len(chunks) >= 10 and len(commands) >= 100 and len(states) >= 100, text
+
+    # --- every command against config/yam.yaml
+    limits = load_limits()
+    lower, upper = np.array(limits["joint_lower_rad"]), np.array(limits["joint_upper_rad"])
+    max_speed = np.array(limits["max_joint_speed_rad_s"])
+    box_lo, box_hi = np.array(limits["workspace_min_m"]), np.array(limits["workspace_max_m"])
+    executor_params = yaml.safe_load((REPO / "config" / "executor.yaml").read_text())["chunk_executor"]["ros__parameters"]
+    period_s = 1.0 / executor_params["control_rate_hz"]
+    kin = ReferenceKinematics()
+    prev = None
+    for _, msg in commands:
+        names = list(msg.joint_names)
+        assert names[:6] == ARM_JOINTS and len(msg.points) == 1
+        q = np.array(msg.points[0].positions[:6])
+        assert np.all(q >= lower - TOL_RAD) and np.all(q <= upper + TOL_RAD), f"joint limit broken: {q}"
+        p = kin.fk(q)[:3, 3]
+        assert np.all(p >= box_lo - TOL_M) and np.all(p <= box_hi + TOL_M), f"tool outside the workspace: {p}"
+        g = msg.points[0].positions[names.index("gripper")] if "gripper" in names else None
+        if g is not None:
+            assert limits["gripper_min"] - 1e-9 <= g <= limits["gripper_max"] + 1e-9
+        t = stamp_s(msg.header)
+        if prev is not None:
+            dt = max(period_s, t - prev[0])  # consecutive ticks: one period; a missed message: the real gap
+            assert np.all(np.abs(q - prev[1]) <= max_speed * dt + TOL_RAD), f"joint speed limit broken at t={t}"
+            assert np.linalg.norm(p - prev[2]) <= limits["max_ee_speed_m_s"] * dt + TOL_M, f"tool too fast at t={t}"
+            if g is not None and prev[3] is not None:
+                assert abs(g - prev[3]) <= limits["max_gripper_speed_per_s"] * dt + 1e-6
+        prev = (t, q, p, g)
+
+    # --- the arm stands still until the first chunk, then moves
+    first_chunk_ns = chunks[0][0]
+    arm = [(t, np.array([dict(zip(m.name, m.position))[j] for j in ARM_JOINTS])) for t, m in states]
+    before = [q for t, q in arm if t < first_chunk_ns]
+    after = [q for t, q in arm if t > first_chunk_ns]
+    assert before and after
+    start = before[0]
+    assert max(np.abs(q - start).max() for q in before) < 0.01, "the arm moved before any chunk"
+    assert max(np.abs(q - start).max() for q in after) > 0.05, "the arm did not move in response to the chunks"
+    # the untrained model's chunks leave the workspace: the executor clamped them, and says so
+    assert (summary["chunks_clamped"] or 0) + (summary["commands_limited"] or 0) > 0
+    assert summary["untrained_model"] is True and Path(summary["snapshot"]).is_file()
