@@ -58,6 +58,24 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return torch.device(device)
 
 
+def resize_to_model_input(image_rgb: np.ndarray, K: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One camera image + its intrinsics -> the (size, size, 3) uint8 model input and the exactly rescaled K.
+
+    Bilinear resize (``cv2.INTER_AREA`` when shrinking both sides); ``K' = diag(size/W, size/H, 1) @ K`` (pixel-centre
+    convention: u -> (size / W) u). Shared by ``Policy.preprocess`` and ``para_core.dataset`` so that training and
+    inference see identical pixels.
+    """
+    img = np.asarray(image_rgb)
+    H, W = img.shape[:2]
+    if (H, W) != (size, size):
+        interp = cv2.INTER_AREA if (H > size and W > size) else cv2.INTER_LINEAR
+        img = cv2.resize(img, (size, size), interpolation=interp)
+    K = np.asarray(K, dtype=np.float64).copy()
+    K[0] *= size / W  # exact: u -> (size / W) u
+    K[1] *= size / H
+    return np.ascontiguousarray(img), K
+
+
 def _check_rigid(name: str, T: np.ndarray) -> np.ndarray:
     T = np.asarray(T, dtype=np.float64)
     if T.shape != (4, 4):
@@ -145,15 +163,8 @@ class Policy:
         S = self.config.img_size
         images, Ks, Ts = [], [], []
         for cam in cameras:
-            img = np.asarray(cam.image_rgb)
-            H, W = img.shape[:2]
-            if (H, W) != (S, S):
-                interp = cv2.INTER_AREA if (H > S and W > S) else cv2.INTER_LINEAR
-                img = cv2.resize(img, (S, S), interpolation=interp)
-            images.append(torch.from_numpy(np.ascontiguousarray(img)))
-            K = np.asarray(cam.K, dtype=np.float64).copy()
-            K[0] *= S / W  # exact: u -> (S / W) u
-            K[1] *= S / H
+            img, K = resize_to_model_input(cam.image_rgb, cam.K, S)
+            images.append(torch.from_numpy(img))
             Ks.append(K)
             Ts.append(np.asarray(cam.T_world_cam, dtype=np.float64))
         x = torch.stack(images).to(self.device).permute(0, 3, 1, 2).float() / 255.0  # (N, 3, S, S)
