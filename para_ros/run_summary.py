@@ -147,7 +147,8 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
     lines = [
         f"PARA deploy run: {s['duration_s']:.1f} s",
         f"  model                 {model}",
-        f"  frames in             {s['scene_frames_seen']} scene images seen ({_fmt(s['scene_frame_rate_hz'], ' Hz')}); "
+        f"  frames in             {s['scene_frames_seen']} scene images seen "
+        f"({_fmt(s['scene_frame_rate_hz'], ' Hz')}); "
         f"inference node counted scene {node(s['frames_in_scene_node'])}, wrist {node(s['frames_in_wrist_node'])}",
         f"  chunks out            {s['chunks_seen']} seen ({_fmt(s['chunk_rate_hz'], ' Hz', 2)}); node counted "
         f"{node(s['chunks_out_node'])}; first after {_fmt(s['first_chunk_after_s'], ' s')}",
@@ -161,7 +162,8 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
         f"  commands clamped      {node(s['commands_limited'])} limited by joint/speed/workspace limits, "
         f"IK failures {node(s['ik_failures'])}, failed final check (not sent) {node(s['commands_failed_check'])}",
         f"  arm motion            largest arm joint change first -> last {_fmt(s['max_joint_motion_rad'], ' rad', 3)}, "
-        f"gripper change {_fmt(s['gripper_change'], '', 2)} (0 closed .. 1 open), {s['joint_states_seen']} joint states",
+        f"gripper change {_fmt(s['gripper_change'], '', 2)} (0 closed .. 1 open), "
+        f"{s['joint_states_seen']} joint states",
     ]
     if s["last_clamp"]:
         lines.append(f"  last clamp            {s['last_clamp'][:160]}")

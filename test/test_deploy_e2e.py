@@ -88,7 +88,8 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
     lower, upper = np.array(limits["joint_lower_rad"]), np.array(limits["joint_upper_rad"])
     max_speed = np.array(limits["max_joint_speed_rad_s"])
     box_lo, box_hi = np.array(limits["workspace_min_m"]), np.array(limits["workspace_max_m"])
-    executor_params = yaml.safe_load((REPO / "config" / "executor.yaml").read_text())["chunk_executor"]["ros__parameters"]
+    executor_yaml = yaml.safe_load((REPO / "config" / "executor.yaml").read_text())
+    executor_params = executor_yaml["chunk_executor"]["ros__parameters"]
     period_s = 1.0 / executor_params["control_rate_hz"]
     kin = ReferenceKinematics()
     prev = None

@@ -229,7 +229,8 @@ def test_bad_backend_is_refused_naming_the_choices(launch_module):
 
 def test_every_executable_is_a_console_script_of_its_module():
     scripts = console_scripts()
-    missing = [f"{s.executable} = {s.module}:main" for s in graph.NODES if scripts.get(s.executable) != f"{s.module}:main"]
+    missing = [f"{s.executable} = {s.module}:main" for s in graph.NODES
+               if scripts.get(s.executable) != f"{s.module}:main"]
     if scripts.get("para-deploy") != "para_ros.deploy:main":
         missing.append("para-deploy = para_ros.deploy:main")
     assert not missing, f"register in setup.py console_scripts: {missing}"

@@ -19,7 +19,8 @@ from para_ros import deploy, graph
 from para_ros.dds_env import loopback_dds_env
 
 # Stand-in nodes: print their pid, then wait; what they do on SIGINT is the point of each.
-POLITE = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(0)); print('up', flush=True); time.sleep(300)"
+POLITE = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(0)); print('up', flush=True); "
+          "time.sleep(300)")
 STUBBORN = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('up', flush=True); time.sleep(300)"
 # Starts a grandchild (in its process group) and leaves it running when it exits on SIGINT.
 LEAVES_GRANDCHILD = textwrap.dedent("""

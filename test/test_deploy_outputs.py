@@ -141,7 +141,6 @@ def test_recording_round_trip(tmp_path):
     recorder.close()
     recorder.write("/joint_trajectory", 30, serialize_message(cmd))  # after close: ignored, no error
     assert [p.suffix for p in recorder.mcap_files()] == [".mcap"]
-    store = make_typestore()
     metadata = yaml.safe_load((tmp_path / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     assert metadata["storage_identifier"] == "mcap" and metadata["message_count"] == 2
     with open(recorder.mcap_files()[0], "rb") as f:  # the mcap library's own reader: a valid ROS 2 MCAP file
