@@ -199,6 +199,10 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     out = Path(args.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"))
+    if not args.no_record and (out / "recording").exists():
+        print(f"para-deploy: {out / 'recording'} exists already: choose another --out (or --no-record)",
+              file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     env = loopback_dds_env()
     env.setdefault("MUJOCO_GL", "egl")

@@ -92,6 +92,7 @@ def test_launcher_runs_stops_and_reports(tmp_path, monkeypatch):
     assert "UNTRAINED" in (out / "summary.txt").read_text()
     for v in summary["nodes"].values():
         assert pid_gone(v["pid"])
+    assert deploy.main(["--duration", "1", "--out", str(out)]) == 2  # would overwrite the recording: refused
 
 
 @pytest.mark.ros
