@@ -304,3 +304,260 @@ def find_episode_dirs(paths) -> list[Path]:
         found.extend(inner)
     unique = sorted(dict.fromkeys(q.resolve() for q in found))
     return unique
+
+
+# ================================================================================================ training dataset
+# Everything below turns episodes into (model inputs, future-chunk targets) pairs. Time base (the chunk contract of
+# docs/contracts.md): step i of a chunk observed at frame t is at ``stamps_ns[t] + i * frame_stride / dataset_fps``.
+TIME_BASES = ("auto", "index", "stamps")
+FPS_MATCH_REL_TOL = 0.01  # an episode whose nominal fps is within 1 % of config.dataset_fps is indexed by frame
+
+
+def future_frame_indices(t: int, n_frames: int, n_window: int, frame_stride: int) -> np.ndarray:
+    """(n_window,) frame indices of the chunk observed at frame t: ``t + i * frame_stride``, clamped to the last
+    frame (steps past the end of the episode repeat the last frame: the robot holds its final pose)."""
+    return np.minimum(t + np.arange(n_window) * frame_stride, n_frames - 1)
+
+
+def past_frame_indices(t: int, mv_past_n: int, frame_stride: int) -> np.ndarray:
+    """(mv_past_n,) frame indices of the past EE positions, oldest first: ``t - k * frame_stride`` for
+    k = mv_past_n .. 1, clamped at the episode start (before the start the robot was where it started)."""
+    return np.maximum(t - np.arange(mv_past_n, 0, -1) * frame_stride, 0)
+
+
+def _interp_poses(stamps_ns: np.ndarray, T_world_ee: np.ndarray, gripper: np.ndarray, query_ns: np.ndarray):
+    """Poses at arbitrary times (clamped to the episode's time span): positions and gripper linear, rotations slerp.
+    -> positions (M, 3), rotations (M, 3, 3), gripper (M,)."""
+    from scipy.spatial.transform import Rotation, Slerp
+
+    t = (stamps_ns - stamps_ns[0]).astype(np.float64) * 1e-9  # (N,) seconds
+    q = np.clip((np.asarray(query_ns) - stamps_ns[0]).astype(np.float64) * 1e-9, t[0], t[-1])  # (M,)
+    pos = np.stack([np.interp(q, t, T_world_ee[:, k, 3]) for k in range(3)], axis=-1)  # (M, 3)
+    grip = np.interp(q, t, gripper)  # (M,)
+    if len(t) == 1:
+        rot = np.repeat(T_world_ee[:1, :3, :3], len(q), axis=0)
+    else:
+        rot = Slerp(t, Rotation.from_matrix(T_world_ee[:, :3, :3]))(q).as_matrix()  # (M, 3, 3)
+    return pos, rot, grip
+
+
+@dataclass
+class _PreparedEpisode:
+    """One episode resized for the model: what ``EpisodeDataset.__getitem__`` reads."""
+
+    path: str
+    time_base: str  # "index" or "stamps"
+    stamps_ns: np.ndarray  # (n,) int64
+    images: list  # per model view: (n, S, S, 3) uint8 (in memory or memory-mapped)
+    K_img: np.ndarray  # (n, N, 3, 3) float64 intrinsics of the S x S images
+    T_world_cam: np.ndarray  # (n, N, 4, 4) float64
+    T_world_ee: np.ndarray  # (n, 4, 4) float64
+    gripper: np.ndarray  # (n,) float64
+
+    def __len__(self) -> int:
+        return int(self.stamps_ns.shape[0])
+
+
+class EpisodeDataset:
+    """Torch ``Dataset`` of training samples: sample = frame t of an episode.
+
+    Each sample (a dict of tensors, batched by the default collate; ``make_batch`` turns a batch into
+    ``V4Inputs`` + ``V4Targets`` on a device):
+
+    - ``images`` (N, 3, S, S) uint8 RGB: every view of ``config.view_names`` at frame t, resized to ``img_size`` with
+      ``para_core.policy.resize_to_model_input`` (the Policy's own preprocessing); ``K_img`` (N, 3, 3) float32, the
+      exactly rescaled intrinsics; ``T_world_cam`` (N, 4, 4) float32.
+    - ``T_world_ee`` (4, 4), ``gripper`` () : the robot state at frame t.
+    - ``past_positions_world`` (mv_past_n, 3): EE positions at frames ``t - k * frame_stride``, k = mv_past_n .. 1
+      (oldest first), clamped at the episode start.
+    - ``target_positions_world`` (T, 3), ``target_rotations_world`` (T, 3, 3), ``target_gripper`` (T,): the EE at
+      frames ``t + i * frame_stride``, i = 0 .. n_window - 1; steps past the end repeat the last frame.
+    - ``episode_index``, ``frame_index``: where the sample came from.
+
+    Time base. The chunk's step i is ``i * frame_stride / config.dataset_fps`` seconds after the observation. With
+    ``time_base="auto"`` an episode whose nominal ``fps`` is within 1 % of ``dataset_fps`` is indexed by frame as above;
+    any other episode is resampled by its stamps: targets at ``stamps_ns[t] + i * frame_stride / dataset_fps`` and past
+    positions at ``stamps_ns[t] - k * frame_stride / dataset_fps``, positions and gripper linearly interpolated,
+    rotations slerped, clamped to the episode's time span (same end rule). ``"index"`` / ``"stamps"`` force one rule.
+    Observations are always the recorded frames (no image interpolation).
+
+    :param episode_dirs: episode directories (see ``find_episode_dirs`` to expand parent folders).
+    :param config: the model config (view names, img_size, n_window, frame_stride, dataset_fps, mv_past_n).
+    :param augment: colour jitter (brightness, contrast, saturation, each by a factor in [1 - s, 1 + s] with s =
+        ``jitter_strength``, drawn per view and sample from torch's RNG). Geometry is never augmented (it would break
+        pixel alignment with K).
+    :param cache_dir: if set, the resized images of each episode are written once as ``.npy`` files there and
+        memory-mapped (for datasets larger than RAM); otherwise they are held in memory.
+    """
+
+    def __init__(self, episode_dirs, config, augment: bool = False, jitter_strength: float = 0.2,
+                 cache_dir: str | Path | None = None, time_base: str = "auto"):
+        if time_base not in TIME_BASES:
+            raise ValueError(f"EpisodeDataset time_base={time_base!r}; use one of {TIME_BASES}")
+        if not (0.0 <= float(jitter_strength) < 1.0):
+            raise ValueError(f"EpisodeDataset jitter_strength={jitter_strength!r}; use a value in [0, 1)")
+        if isinstance(episode_dirs, (str, Path)):
+            episode_dirs = [episode_dirs]
+        self.episode_dirs = [Path(p) for p in episode_dirs]
+        if not self.episode_dirs:
+            raise ValueError("EpisodeDataset got no episode directories; pass at least one (see find_episode_dirs)")
+        self.config = config
+        self.augment = bool(augment)
+        self.jitter_strength = float(jitter_strength)
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.time_base = time_base
+        self.episodes: list[_PreparedEpisode] = [self._prepare(p) for p in self.episode_dirs]
+        self.index = np.array([(e, t) for e, ep in enumerate(self.episodes) for t in range(len(ep))],
+                              dtype=np.int64).reshape(-1, 2)  # (samples, 2): (episode, frame)
+
+    # ------------------------------------------------------------------------------------------------ loading
+    def _prepare(self, path: Path) -> _PreparedEpisode:
+        cfg = self.config
+        ep = Episode.load(path)
+        missing = [v for v in cfg.view_names if v not in ep.view_names]
+        if missing:
+            raise ValueError(f"episode {path} has views {list(ep.view_names)} but the model config needs "
+                             f"{list(cfg.view_names)} (missing {missing}); set V4Config.view_names to views the "
+                             f"episodes have, or re-extract the episodes with those cameras")
+        time_base = self.time_base
+        if time_base == "auto":
+            time_base = "index" if abs(ep.fps - cfg.dataset_fps) <= FPS_MATCH_REL_TOL * cfg.dataset_fps else "stamps"
+        if time_base == "index" and len(ep) > 1:
+            measured = 1e9 / float(np.median(np.diff(ep.stamps_ns)))
+            if abs(measured - ep.fps) > 0.1 * ep.fps:
+                import warnings
+
+                warnings.warn(f"episode {path}: nominal fps {ep.fps:g} but its stamps run at {measured:.3g} Hz; "
+                              f"indexing by frame assumes the nominal rate (pass time_base='stamps' to resample)")
+        S = cfg.img_size
+        images = []
+        for v in cfg.view_names:
+            cached = self._cache_path(path, v)
+            if cached is not None and cached.is_file():
+                images.append(np.load(cached, mmap_mode="r", allow_pickle=False))
+                continue
+            from .policy import resize_to_model_input
+
+            resized = np.stack([resize_to_model_input(ep.images[v][i], ep.K[v][i], S)[0]
+                                for i in range(len(ep))])  # (n, S, S, 3)
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(".tmp.npy")
+                np.save(tmp, resized, allow_pickle=False)
+                tmp.replace(cached)
+                resized = np.load(cached, mmap_mode="r", allow_pickle=False)
+            images.append(resized)
+        K_img = np.stack([np.stack([ep.K[v][:, 0] * (S / ep.image_size(v)[1]),
+                                    ep.K[v][:, 1] * (S / ep.image_size(v)[0]),
+                                    ep.K[v][:, 2]], axis=1) for v in cfg.view_names], axis=1)  # (n, N, 3, 3)
+        T_world_cam = np.stack([ep.T_world_cam[v] for v in cfg.view_names], axis=1)  # (n, N, 4, 4)
+        return _PreparedEpisode(path=str(path), time_base=time_base, stamps_ns=ep.stamps_ns, images=images,
+                                K_img=K_img, T_world_cam=T_world_cam, T_world_ee=ep.T_world_ee, gripper=ep.gripper)
+
+    def _cache_path(self, path: Path, view: str) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        import hashlib
+
+        arrays = path / ARRAYS_FILE
+        st = arrays.stat()
+        key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{self.config.img_size}"
+        digest = hashlib.sha1(key.encode()).hexdigest()[:16]
+        return self.cache_dir / f"{path.name}-{digest}" / f"{view}_{self.config.img_size}.npy"
+
+    # ------------------------------------------------------------------------------------------------ samples
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+    @property
+    def n_frames_per_episode(self) -> list[int]:
+        return [len(ep) for ep in self.episodes]
+
+    def chunk_targets(self, episode: int, t: int):
+        """Future chunk and past positions of frame t: (positions (T, 3), rotations (T, 3, 3), gripper (T,),
+        past positions (mv_past_n, 3)), float64, following the time-base rule of the class docstring."""
+        cfg = self.config
+        ep = self.episodes[episode]
+        if ep.time_base == "index":
+            fut = future_frame_indices(t, len(ep), cfg.n_window, cfg.frame_stride)
+            past = past_frame_indices(t, cfg.mv_past_n, cfg.frame_stride)
+            return (ep.T_world_ee[fut, :3, 3], ep.T_world_ee[fut, :3, :3], ep.gripper[fut],
+                    ep.T_world_ee[past, :3, 3])
+        step_ns = cfg.frame_stride / cfg.dataset_fps * 1e9
+        t0 = int(ep.stamps_ns[t])
+        fut_ns = t0 + np.rint(np.arange(cfg.n_window) * step_ns).astype(np.int64)
+        past_ns = t0 - np.rint(np.arange(cfg.mv_past_n, 0, -1) * step_ns).astype(np.int64)
+        pos, rot, grip = _interp_poses(ep.stamps_ns, ep.T_world_ee, ep.gripper, fut_ns)
+        past_pos, _, _ = _interp_poses(ep.stamps_ns, ep.T_world_ee, ep.gripper, past_ns)
+        return pos, rot, grip, past_pos
+
+    def _jitter(self, images):
+        """Colour jitter on (N, 3, S, S) uint8 -> uint8; factors drawn per view from torch's RNG."""
+        import torch
+
+        s = self.jitter_strength
+        x = images.float() / 255.0  # (N, 3, S, S)
+        n = x.shape[0]
+        b, c, sat = (1.0 + s * (2.0 * torch.rand(3, n, 1, 1, 1) - 1.0)).unbind(0)  # (N, 1, 1, 1) each
+        x = x * b
+        mean = x.mean(dim=(1, 2, 3), keepdim=True)  # (N, 1, 1, 1)
+        x = (x - mean) * c + mean
+        gray = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3])  # (N, 1, S, S)
+        x = (x - gray) * sat + gray
+        return (x.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8)
+
+    def __getitem__(self, i: int) -> dict:
+        import torch
+
+        e, t = (int(x) for x in self.index[i])
+        ep = self.episodes[e]
+        imgs = torch.from_numpy(np.stack([np.asarray(view[t]) for view in ep.images]))  # (N, S, S, 3)
+        imgs = imgs.permute(0, 3, 1, 2).contiguous()  # (N, 3, S, S) uint8
+        if self.augment and self.jitter_strength > 0:
+            imgs = self._jitter(imgs)
+        pos, rot, grip, past = self.chunk_targets(e, t)
+        f32 = torch.float32
+        return {
+            "images": imgs,
+            "K_img": torch.as_tensor(ep.K_img[t], dtype=f32),  # (N, 3, 3)
+            "T_world_cam": torch.as_tensor(ep.T_world_cam[t], dtype=f32),  # (N, 4, 4)
+            "T_world_ee": torch.as_tensor(ep.T_world_ee[t], dtype=f32),  # (4, 4)
+            "gripper": torch.tensor(float(ep.gripper[t]), dtype=f32),  # ()
+            "past_positions_world": torch.as_tensor(past, dtype=f32),  # (mv_past_n, 3)
+            "target_positions_world": torch.as_tensor(pos, dtype=f32),  # (T, 3)
+            "target_rotations_world": torch.as_tensor(rot, dtype=f32),  # (T, 3, 3)
+            "target_gripper": torch.as_tensor(grip, dtype=f32),  # (T,)
+            "episode_index": torch.tensor(e),
+            "frame_index": torch.tensor(t),
+        }
+
+
+def make_batch(batch: dict, config, device) -> tuple:
+    """A collated batch of ``EpisodeDataset`` samples -> (``V4Inputs``, ``V4Targets``) on ``device``.
+
+    Images are ImageNet-normalised here (on the device, like ``Policy.preprocess``); targets are encoded with
+    ``para_core.actions.encode_targets`` against the voxel grid of the same observations.
+    """
+    import torch
+
+    from .actions import encode_targets
+    from .model import V4Inputs
+    from .policy import IMAGENET_MEAN, IMAGENET_STD
+    from .voxels import build_voxel_grid
+
+    device = torch.device(device)
+    mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=device).view(1, 1, 3, 1, 1)
+    images = batch["images"].to(device, non_blocking=True).float() / 255.0  # (B, N, 3, S, S)
+    inputs = V4Inputs(
+        images=(images - mean) / std,
+        K_img=batch["K_img"].to(device),  # (B, N, 3, 3)
+        T_world_cam=batch["T_world_cam"].to(device),  # (B, N, 4, 4)
+        T_world_ee=batch["T_world_ee"].to(device),  # (B, 4, 4)
+        gripper=batch["gripper"].to(device),  # (B,)
+        past_positions_world=batch["past_positions_world"].to(device),  # (B, mv_past_n, 3)
+    )
+    grid = build_voxel_grid(config, inputs.K_img.float(), inputs.T_world_cam.float())
+    targets = encode_targets(config, grid, batch["target_positions_world"].to(device),
+                             batch["target_rotations_world"].double(), batch["target_gripper"].double())
+    return inputs, targets

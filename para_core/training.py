@@ -1,0 +1,601 @@
+"""Training a PARA v4 policy from demonstrations: ``TrainConfig``, ``Trainer`` and ``train``.
+
+The model's own numbers (architecture, lr, backbone_lr_mult, lr_warmup, lr_schedule, max_iters, batch_size,
+weight_decay) live in ``V4Config`` and are NOT repeated here; ``TrainConfig`` holds only how a run is executed.
+
+Run directory (``out_dir``)::
+
+    runs/NAME/
+      checkpoint/               the latest weights: model.safetensors + config.json (``para_core.checkpoint``);
+                                deploy it with ``Policy.from_checkpoint`` / ``scripts/demo --checkpoint``
+      checkpoints/iter_000500/  periodic snapshots in the same format (the newest ``keep_checkpoints`` are kept)
+      train_state/              optimizer.safetensors (every optimizer tensor) + state.json (iteration, param groups,
+                                scalar optimizer state, AMP scaler, RNG-free resume info): nothing is pickled
+      run.json                  model config, train config, train / validation episode lists (used by resume)
+      metrics.jsonl             one JSON object per line: {"split": "train"|"val", "iter": ..., losses, lr, ...}
+      loss_curve.png            train loss terms and validation metrics against iterations (matplotlib, Agg)
+
+Schedule: AdamW with two parameter groups (``model.param_groups()``: head at ``lr``, backbone at
+``lr * backbone_lr_mult``); the learning rate of iteration i (0-based) is ``base * w(i) * c(i)`` with a linear warm-up
+``w(i) = min(1, (i + 1) / lr_warmup)`` and, for ``lr_schedule = "cosine"``, ``c(i) = r + (1 - r) * 0.5 * (1 +
+cos(pi * p))`` where ``p = (i - lr_warmup) / (max_iters - lr_warmup)`` clipped to [0, 1] and r = ``min_lr_ratio``
+(``"constant"``: c = 1). Gradients are clipped to ``grad_clip_norm`` (0 = off).
+
+Data order is a deterministic function of (seed, iteration): an endless stream of per-epoch permutations of the
+training samples, so a resumed run sees exactly the batches the uninterrupted run would have seen (colour-jitter
+draws in worker processes are the one thing not replayed).
+
+Validation runs on held-out EPISODES (``val_episodes`` by path, else ``val_fraction`` of them picked with ``seed``),
+never on frames of a training episode, on at most ``val_max_samples`` evenly spaced frames. It reports the voxel CE,
+the gripper and rotation CEs and the position error in metres of the decoded chunk (argmax voxel refined by the local
+soft-argmax, as the deployed Policy decodes) against the ground truth: mean over all steps and at the last step.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .checkpoint import save_checkpoint
+from .config import DTYPES, V4Config
+from .dataset import EpisodeDataset, make_batch
+
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+RUN_FILE = "run.json"
+METRICS_FILE = "metrics.jsonl"
+CURVE_FILE = "loss_curve.png"
+STATE_DIR = "train_state"
+LATEST_DIR = "checkpoint"
+SNAPSHOT_DIR = "checkpoints"
+# Model-config fields that only steer the optimisation: a resumed run may change these (e.g. more max_iters).
+SCHEDULE_FIELDS = ("lr", "backbone_lr_mult", "lr_warmup", "lr_schedule", "max_iters", "batch_size", "weight_decay",
+                   "name")
+
+
+def _fail(name: str, value: Any, fix: str) -> None:
+    raise ValueError(f"TrainConfig.{name} = {value!r} is invalid: {fix}")
+
+
+@dataclass
+class TrainConfig:
+    """How a training run is executed (the model and its optimisation numbers are in ``V4Config``).
+
+    Args:
+        device: ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"``, ``"cuda:1"`` ...
+        amp_dtype: ``"fp32"`` (no autocast), ``"bf16"`` (autocast, no loss scaling) or ``"fp16"`` (autocast + loss
+            scaling; CUDA only). Voxel geometry always stays in float32 inside the model.
+        num_workers: DataLoader worker processes (0 = load in the training process).
+        grad_clip_norm: clip the global gradient norm to this value; 0 disables clipping.
+        min_lr_ratio: the cosine schedule decays to ``lr * min_lr_ratio`` at ``max_iters``.
+        adam_betas, adam_eps: AdamW moments (``weight_decay`` is ``V4Config.weight_decay``).
+        log_interval: iterations between train lines in ``metrics.jsonl`` (averaged over the interval).
+        eval_interval: iterations between validation passes (0 = only at the end).
+        ckpt_interval: iterations between checkpoints + resumable train state (0 = only at the end).
+        keep_checkpoints: periodic snapshots kept under ``checkpoints/`` (0 = none; ``checkpoint/`` is always
+            written).
+        val_fraction: fraction of the episodes held out for validation when ``val_episodes`` is empty (at least one
+            episode if the fraction is > 0 and there are two or more episodes).
+        val_episodes: explicit validation episode directories (overrides ``val_fraction``).
+        val_max_samples: validation frames per pass, evenly spaced over the validation set.
+        augment: colour jitter on training images (see ``EpisodeDataset``); jitter_strength: its strength.
+        cache_dir: where resized images are memory-mapped from (empty: hold them in RAM).
+        seed: seeds model initialisation, the train/val split and the data order.
+        progress: show a tqdm progress bar.
+    """
+
+    device: str = "auto"
+    amp_dtype: str = "fp32"
+    num_workers: int = 2
+    grad_clip_norm: float = 1.0
+    min_lr_ratio: float = 0.0
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    log_interval: int = 10
+    eval_interval: int = 500
+    ckpt_interval: int = 1000
+    keep_checkpoints: int = 3
+    val_fraction: float = 0.1
+    val_episodes: tuple[str, ...] = ()
+    val_max_samples: int = 64
+    augment: bool = False
+    jitter_strength: float = 0.2
+    cache_dir: str = ""
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.adam_betas = tuple(float(b) for b in self.adam_betas)
+        self.val_episodes = tuple(str(p) for p in self.val_episodes)
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the field, the value and the fix for the first invalid field."""
+        if not isinstance(self.device, str) or not self.device:
+            _fail("device", self.device, 'use "auto", "cpu", "cuda" or "cuda:N"')
+        if self.device != "auto":
+            try:
+                torch.device(self.device)
+            except (RuntimeError, ValueError):
+                _fail("device", self.device, 'use "auto", "cpu", "cuda" or "cuda:N"')
+        if self.amp_dtype not in DTYPES:
+            _fail("amp_dtype", self.amp_dtype, f"use one of {DTYPES}")
+        for name in ("num_workers", "log_interval", "eval_interval", "ckpt_interval", "keep_checkpoints",
+                     "val_max_samples", "seed"):
+            value = getattr(self, name)
+            low = 1 if name in ("log_interval", "val_max_samples") else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                _fail(name, value, f"use an integer >= {low}")
+        for name in ("grad_clip_norm", "min_lr_ratio", "adam_eps", "val_fraction", "jitter_strength"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                _fail(name, value, "use a finite number")
+            setattr(self, name, float(value))
+        if self.grad_clip_norm < 0:
+            _fail("grad_clip_norm", self.grad_clip_norm, "use a value >= 0 (0 disables clipping)")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            _fail("min_lr_ratio", self.min_lr_ratio, "use a value in [0, 1]")
+        if not self.adam_eps > 0:
+            _fail("adam_eps", self.adam_eps, "use a value > 0, e.g. 1e-8")
+        if len(self.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in self.adam_betas):
+            _fail("adam_betas", self.adam_betas, "use two values in [0, 1), e.g. (0.9, 0.999)")
+        if not 0.0 <= self.val_fraction < 1.0:
+            _fail("val_fraction", self.val_fraction, "use a value in [0, 1) (0 = no validation)")
+        if not 0.0 <= self.jitter_strength < 1.0:
+            _fail("jitter_strength", self.jitter_strength, "use a value in [0, 1)")
+        for name in ("augment", "progress"):
+            if not isinstance(getattr(self, name), bool):
+                _fail(name, getattr(self, name), "use true or false")
+        if not isinstance(self.cache_dir, str):
+            _fail("cache_dir", self.cache_dir, 'use a directory path or ""')
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (list(v) if isinstance(v, tuple) else v)
+                for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"TrainConfig: unknown field(s) {unknown}; remove them or check the spelling "
+                             f"(known fields: {sorted(known)})")
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+
+# -------------------------------------------------------------------------------------------------- schedule
+def lr_factor(iteration: int, config: V4Config, min_lr_ratio: float = 0.0) -> float:
+    """Multiplier of the base learning rates at 0-based ``iteration`` (warm-up then cosine; module docstring)."""
+    warm = min(1.0, (iteration + 1) / config.lr_warmup) if config.lr_warmup > 0 else 1.0
+    if config.lr_schedule == "constant":
+        return warm
+    span = max(1, config.max_iters - config.lr_warmup)
+    p = min(1.0, max(0.0, (iteration - config.lr_warmup) / span))
+    return warm * (min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * p)))
+
+
+class ResumableBatchSampler(torch.utils.data.Sampler):
+    """Endless batches: epoch e is ``np.random.default_rng([seed, e]).permutation(n)``, the stream of all epochs is
+    cut into consecutive batches, and iteration i gets batch i. ``start_iter`` skips the first batches exactly."""
+
+    def __init__(self, n_samples: int, batch_size: int, seed: int, start_iter: int = 0):
+        if n_samples < 1:
+            raise ValueError("ResumableBatchSampler: the training set is empty; pass episodes with frames")
+        self.n, self.batch_size, self.seed, self.start_iter = n_samples, batch_size, seed, start_iter
+
+    def _stream(self, start: int):
+        epoch, offset = divmod(start, self.n)
+        while True:
+            perm = np.random.default_rng([self.seed, epoch]).permutation(self.n)
+            for j in perm[offset:]:
+                yield int(j)
+            epoch, offset = epoch + 1, 0
+
+    def __iter__(self):
+        stream = self._stream(self.start_iter * self.batch_size)
+        while True:
+            yield [next(stream) for _ in range(self.batch_size)]
+
+    def __len__(self) -> int:  # endless; DataLoader only needs a number
+        return 2 ** 62
+
+
+# ----------------------------------------------------------------------------------------- optimizer <-> files
+def save_optimizer(optimizer: torch.optim.Optimizer, directory: Path, extra: dict[str, Any]) -> None:
+    """Optimizer state -> ``optimizer.safetensors`` (every tensor) + ``state.json`` (everything else). No pickle."""
+    from safetensors.torch import save_file
+
+    sd = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for pid, st in sd["state"].items():
+        for key, value in st.items():
+            if torch.is_tensor(value):
+                tensors[f"state.{pid}.{key}"] = value.detach().to("cpu").contiguous()
+            else:
+                scalars[f"{pid}.{key}"] = value
+    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in sd["param_groups"]]
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(directory / "optimizer.safetensors"))
+    state = {"param_groups": groups, "scalar_state": scalars, **extra}
+    (directory / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, directory: Path) -> dict[str, Any]:
+    """Inverse of ``save_optimizer``; returns the ``state.json`` dict (iteration, scaler, ...)."""
+    from safetensors.torch import load_file
+
+    opt_file, state_file = directory / "optimizer.safetensors", directory / "state.json"
+    if not opt_file.is_file() or not state_file.is_file():
+        raise FileNotFoundError(f"{directory} has no optimizer.safetensors + state.json; the run was not "
+                                f"checkpointed yet (nothing to resume) or the directory is incomplete")
+    state = json.loads(state_file.read_text())
+    tensors = load_file(str(opt_file))
+    per_param: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        _, pid, name = key.split(".", 2)
+        per_param.setdefault(int(pid), {})[name] = value
+    for key, value in state.get("scalar_state", {}).items():
+        pid, name = key.split(".", 1)
+        per_param.setdefault(int(pid), {})[name] = value
+    current = optimizer.state_dict()["param_groups"]
+    groups = state["param_groups"]
+    if [len(g["params"]) for g in groups] != [len(g["params"]) for g in current]:
+        raise ValueError(f"{directory}: the saved optimizer has parameter groups of sizes "
+                         f"{[len(g['params']) for g in groups]} but the model has {[len(g['params']) for g in current]};"
+                         f" the run directory belongs to a different model configuration")
+    for g in groups:
+        for k, v in g.items():
+            if isinstance(v, list) and k != "params":
+                g[k] = tuple(v)
+    optimizer.load_state_dict({"state": per_param, "param_groups": groups})
+    return state
+
+
+# ---------------------------------------------------------------------------------------------------- trainer
+def _split_episodes(episode_dirs: list[Path], tc: TrainConfig) -> tuple[list[Path], list[Path]]:
+    episode_dirs = [Path(p).resolve() for p in episode_dirs]
+    if tc.val_episodes:
+        val = [Path(p).resolve() for p in tc.val_episodes]
+        val_missing = [str(p) for p in val if not p.exists()]
+        if val_missing:
+            raise ValueError(f"TrainConfig.val_episodes: {val_missing} do not exist; pass episode directories")
+        # Validation episodes may live outside the training data; those inside it are removed from training.
+        return [p for p in episode_dirs if p not in val], val
+    n_val = 0
+    if tc.val_fraction > 0 and len(episode_dirs) >= 2:
+        n_val = min(len(episode_dirs) - 1, max(1, int(round(tc.val_fraction * len(episode_dirs)))))
+    order = np.random.default_rng(tc.seed).permutation(len(episode_dirs))
+    val_idx = set(order[:n_val].tolist())
+    return ([p for i, p in enumerate(episode_dirs) if i not in val_idx],
+            [p for i, p in enumerate(episode_dirs) if i in val_idx])
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    checkpoint_dir: Path
+    iterations: int
+    final_train: dict[str, float] = field(default_factory=dict)
+    final_val: dict[str, float] = field(default_factory=dict)
+
+
+class Trainer:
+    """One training run (see the module docstring). ``Trainer(...).run()`` == ``train(...)``.
+
+    :param resume: continue the run in ``out_dir`` from its ``train_state/`` (weights from ``checkpoint/``, optimizer,
+        iteration, AMP scaler). The model architecture must match the saved one; the schedule fields of the model
+        config (``SCHEDULE_FIELDS``, e.g. a larger ``max_iters``) may change.
+    """
+
+    def __init__(self, model_config: V4Config, train_config: TrainConfig, episode_dirs, out_dir,
+                 resume: bool = False):
+        from .model import build_model
+
+        self.config, self.tc = model_config, train_config
+        self.run_dir = Path(out_dir)
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu") \
+            if train_config.device == "auto" else torch.device(train_config.device)
+        if train_config.amp_dtype == "fp16" and self.device.type != "cuda":
+            raise ValueError(f"TrainConfig.amp_dtype = 'fp16' needs a CUDA device (device is {self.device}); "
+                             f"use 'bf16' or 'fp32' on {self.device.type}")
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"TrainConfig.device = {train_config.device!r} but CUDA is not available; use 'cpu' "
+                             f"or 'auto'")
+        state_dir = self.run_dir / STATE_DIR
+        if resume:
+            run = read_run(self.run_dir)
+            _check_same_architecture(run["model_config"], model_config)
+            train_dirs = [Path(p) for p in run["train_episodes"]]
+            val_dirs = [Path(p) for p in run["val_episodes"]]
+        else:
+            if (state_dir / "state.json").is_file():
+                raise FileExistsError(f"{self.run_dir} already holds a training run; pass resume=True (--resume) to "
+                                      f"continue it, or choose another output directory")
+            if not episode_dirs:
+                raise ValueError("train: no episode directories; pass --data with episode folders")
+            train_dirs, val_dirs = _split_episodes(list(episode_dirs), train_config)
+            if not train_dirs:
+                raise ValueError("train: every episode is a validation episode; leave some for training "
+                                 "(lower val_fraction or shorten val_episodes)")
+        self.train_dirs, self.val_dirs = train_dirs, val_dirs
+        cache = train_config.cache_dir or None
+        self.train_set = EpisodeDataset(train_dirs, model_config, augment=train_config.augment,
+                                        jitter_strength=train_config.jitter_strength, cache_dir=cache)
+        self.val_set = EpisodeDataset(val_dirs, model_config, cache_dir=cache) if val_dirs else None
+
+        torch.manual_seed(train_config.seed)
+        self.model = build_model(model_config).to(self.device)
+        groups = self.model.param_groups()
+        self.optimizer = torch.optim.AdamW(groups, lr=model_config.lr, betas=train_config.adam_betas,
+                                           eps=train_config.adam_eps, weight_decay=model_config.weight_decay)
+        for g in self.optimizer.param_groups:
+            g["base_lr"] = g["lr"]
+        self.scaler = torch.amp.GradScaler("cuda", enabled=train_config.amp_dtype == "fp16")
+        self.iteration = 0
+        if resume:
+            self._load_state()
+        else:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_run_file()
+
+    # ------------------------------------------------------------------------------------------ state files
+    def _write_run_file(self) -> None:
+        run = {"model_config": self.config.to_dict(), "train_config": self.tc.to_dict(),
+               "train_episodes": [str(p) for p in self.train_dirs], "val_episodes": [str(p) for p in self.val_dirs]}
+        (self.run_dir / RUN_FILE).write_text(json.dumps(run, indent=2, sort_keys=True))
+
+    def _load_state(self) -> None:
+        from safetensors.torch import load_file
+
+        weights = self.run_dir / LATEST_DIR / "model.safetensors"
+        if not weights.is_file():
+            raise FileNotFoundError(f"{self.run_dir} has no {LATEST_DIR}/model.safetensors; nothing to resume")
+        self.model.load_state_dict(load_file(str(weights), device=str(self.device)), strict=True)
+        state = load_optimizer(self.optimizer, self.run_dir / STATE_DIR)
+        for g in self.optimizer.param_groups:  # a resumed run may change lr / backbone_lr_mult
+            g["base_lr"] = self.config.lr * (self.config.backbone_lr_mult if g.get("name") == "backbone" else 1.0)
+        self.iteration = int(state["iteration"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+
+    def save(self) -> Path:
+        """Write ``checkpoint/`` (+ a snapshot under ``checkpoints/``) and the resumable ``train_state/``."""
+        extra = {"iteration": self.iteration, "trained_on": [str(p) for p in self.train_dirs]}
+        model_id = f"{self.config.model_kind}:{self.run_dir.name}:iter{self.iteration}"
+        latest = save_checkpoint(self.run_dir / LATEST_DIR, self.model, self.config, model_id=model_id, extra=extra)
+        save_optimizer(self.optimizer, self.run_dir / STATE_DIR,
+                       {"iteration": self.iteration, "scaler": self.scaler.state_dict() if self.scaler.is_enabled()
+                        else {}})
+        if self.tc.keep_checkpoints > 0:
+            snap_root = self.run_dir / SNAPSHOT_DIR
+            snap = snap_root / f"iter_{self.iteration:06d}"
+            if snap.exists():
+                shutil.rmtree(snap)
+            shutil.copytree(latest, snap)
+            snaps = sorted(p for p in snap_root.iterdir() if p.is_dir() and p.name.startswith("iter_"))
+            for old in snaps[:-self.tc.keep_checkpoints]:
+                shutil.rmtree(old)
+        return latest
+
+    def _log(self, record: dict[str, Any]) -> None:
+        with open(self.run_dir / METRICS_FILE, "a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+
+    # ------------------------------------------------------------------------------------------------ steps
+    def _autocast(self):
+        dtype = _TORCH_DTYPES[self.tc.amp_dtype]
+        return torch.autocast(device_type=self.device.type, dtype=dtype, enabled=self.tc.amp_dtype != "fp32")
+
+    def _set_lr(self) -> float:
+        f = lr_factor(self.iteration, self.config, self.tc.min_lr_ratio)
+        for g in self.optimizer.param_groups:
+            g["lr"] = g["base_lr"] * f
+        return self.optimizer.param_groups[0]["lr"]
+
+    def train_step(self, batch: dict) -> dict[str, float]:
+        """One optimisation step on a collated batch; returns the loss terms, lr and gradient norm."""
+        self.model.train()
+        lr = self._set_lr()
+        inputs, targets = make_batch(batch, self.config, self.device)
+        with self._autocast():
+            out = self.model(inputs, targets)
+        loss = out.losses["loss"]
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"iteration {self.iteration}: the loss is {loss.item()} (not finite); lower the "
+                                     f"learning rate or use amp_dtype='fp32'/'bf16'")
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        max_norm = self.tc.grad_clip_norm if self.tc.grad_clip_norm > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.iteration += 1
+        return {**{k: float(v.detach()) for k, v in out.losses.items()}, "lr": lr, "grad_norm": float(grad_norm)}
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Validation metrics on held-out episodes (module docstring); {} when there are none."""
+        from torch.utils.data import default_collate
+
+        from .actions import decode_outputs
+
+        if self.val_set is None or len(self.val_set) == 0:
+            return {}
+        self.model.eval()
+        n = len(self.val_set)
+        idx = np.unique(np.linspace(0, n - 1, min(n, self.tc.val_max_samples)).round().astype(int))
+        sums: dict[str, float] = {}
+        count, steps = 0, 0
+        bs = self.config.batch_size
+        for start in range(0, len(idx), bs):
+            batch = default_collate([self.val_set[int(i)] for i in idx[start:start + bs]])
+            inputs, targets = make_batch(batch, self.config, self.device)
+            with self._autocast():
+                out = self.model(inputs, targets)
+            B = inputs.images.shape[0]
+            for k, v in out.losses.items():
+                sums[k] = sums.get(k, 0.0) + float(v) * B
+            chunks = decode_outputs(self.config, out, refine=True)
+            gt = targets.positions_world.double().cpu().numpy()  # (B, T, 3)
+            err = np.stack([np.linalg.norm(c.positions_world - g, axis=-1) for c, g in zip(chunks, gt)])  # (B, T)
+            sums["pos_err_m"] = sums.get("pos_err_m", 0.0) + float(err.sum())
+            sums["pos_err_last_m"] = sums.get("pos_err_last_m", 0.0) + float(err[:, -1].sum())
+            count += B
+            steps += err.size
+        metrics = {k: v / count for k, v in sums.items() if k not in ("pos_err_m",)}
+        metrics["pos_err_m"] = sums["pos_err_m"] / steps
+        self.model.train()
+        return metrics
+
+    # -------------------------------------------------------------------------------------------------- run
+    def _loader(self):
+        sampler = ResumableBatchSampler(len(self.train_set), self.config.batch_size, self.tc.seed, self.iteration)
+        return torch.utils.data.DataLoader(
+            self.train_set, batch_sampler=sampler, num_workers=self.tc.num_workers,
+            pin_memory=self.device.type == "cuda", persistent_workers=False,
+            worker_init_fn=_seed_worker if self.tc.num_workers > 0 else None)
+
+    def run(self) -> TrainResult:
+        """Train until ``max_iters``; checkpoints, validation, metrics and the loss curve along the way."""
+        from tqdm.auto import tqdm
+
+        cfg, tc = self.config, self.tc
+        total = cfg.max_iters
+        final_train: dict[str, float] = {}
+        final_val: dict[str, float] = {}
+        if self.iteration >= total:
+            print(f"[para-train] {self.run_dir} is already at iteration {self.iteration} >= max_iters {total}; "
+                  f"nothing to do (raise --max-iters to continue)")
+        else:
+            bar = tqdm(total=total, initial=self.iteration, disable=not tc.progress, desc="train", unit="it",
+                       dynamic_ncols=True)
+            window: dict[str, list[float]] = {}
+            t_last, it_last = time.perf_counter(), self.iteration
+            loader = iter(self._loader())
+            try:
+                while self.iteration < total:
+                    stats = self.train_step(next(loader))
+                    for k, v in stats.items():
+                        window.setdefault(k, []).append(v)
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{stats['loss']:.3f}", vox=f"{stats['voxel_ce']:.3f}",
+                                    grip=f"{stats['gripper_ce']:.3f}", rot=f"{stats['rotation_ce']:.3f}",
+                                    lr=f"{stats['lr']:.2e}")
+                    it = self.iteration
+                    if it % tc.log_interval == 0 or it == total:
+                        now = time.perf_counter()
+                        final_train = {k: float(np.mean(v)) for k, v in window.items()}
+                        self._log({"split": "train", "iter": it, **final_train,
+                                   "samples_per_s": (it - it_last) * cfg.batch_size / max(now - t_last, 1e-9)})
+                        window, t_last, it_last = {}, now, it
+                    if (tc.eval_interval and it % tc.eval_interval == 0) or it == total:
+                        final_val = self.evaluate()
+                        if final_val:
+                            self._log({"split": "val", "iter": it, **final_val})
+                            bar.write(f"[val @ {it}] voxel_ce {final_val['voxel_ce']:.3f}  pos_err "
+                                      f"{final_val['pos_err_m'] * 100:.1f} cm  (last step "
+                                      f"{final_val['pos_err_last_m'] * 100:.1f} cm)")
+                    if (tc.ckpt_interval and it % tc.ckpt_interval == 0) or it == total:
+                        self.save()
+            finally:
+                bar.close()
+                del loader
+        latest = self.run_dir / LATEST_DIR
+        if not (latest / "model.safetensors").is_file():
+            self.save()
+        plot_metrics(self.run_dir / METRICS_FILE, self.run_dir / CURVE_FILE)
+        return TrainResult(run_dir=self.run_dir, checkpoint_dir=latest, iterations=self.iteration,
+                           final_train=final_train, final_val=final_val)
+
+
+def _seed_worker(worker_id: int) -> None:
+    seed = torch.initial_seed() % 2 ** 32
+    np.random.seed(seed)
+
+
+def _check_same_architecture(saved: dict[str, Any], config: V4Config) -> None:
+    now = config.to_dict()
+    diff = sorted(k for k in set(saved) | set(now) if k not in SCHEDULE_FIELDS and saved.get(k) != now.get(k))
+    if diff:
+        raise ValueError(f"resume: the model config differs from the saved run in {diff}; resume with the run's own "
+                         f"config (only {list(SCHEDULE_FIELDS)} may change) or start a new run directory")
+
+
+def read_run(run_dir) -> dict[str, Any]:
+    """The ``run.json`` of a run directory: model_config (dict), train_config (dict), train/val episode lists."""
+    path = Path(run_dir) / RUN_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a para-train run directory (no {RUN_FILE}); pass the --out "
+                                f"directory of an earlier run")
+    return json.loads(path.read_text())
+
+
+def train(model_config: V4Config, train_config: TrainConfig, episode_dirs, out_dir, resume: bool = False
+          ) -> TrainResult:
+    """Train a policy on episode directories; see ``Trainer`` and the module docstring."""
+    return Trainer(model_config, train_config, episode_dirs, out_dir, resume=resume).run()
+
+
+# ------------------------------------------------------------------------------------------------------ plots
+def read_metrics(path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def plot_metrics(metrics_path, png_path) -> Path | None:
+    """Loss curve PNG from ``metrics.jsonl``: train loss terms (left), validation CE and position error (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(metrics_path)
+    train_rows = [r for r in rows if r.get("split") == "train"]
+    val_rows = [r for r in rows if r.get("split") == "val"]
+    if not train_rows and not val_rows:
+        return None
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    for key in ("loss", "voxel_ce", "gripper_ce", "rotation_ce"):
+        pts = [(r["iter"], r[key]) for r in train_rows if key in r]
+        if pts:
+            ax0.plot(*zip(*pts), label=f"train {key}")
+    for key in ("loss", "voxel_ce"):
+        pts = [(r["iter"], r[key]) for r in val_rows if key in r]
+        if pts:
+            ax0.plot(*zip(*pts), "o--", label=f"val {key}")
+    ax0.set_xlabel("iteration")
+    ax0.set_ylabel("cross-entropy (nats)")
+    ax0.set_title("losses")
+    ax0.grid(alpha=0.3)
+    ax0.legend(fontsize=8)
+    pts = [(r["iter"], 100 * r["pos_err_m"]) for r in val_rows if "pos_err_m" in r]
+    if pts:
+        ax1.plot(*zip(*pts), "o-", label="mean over steps")
+        pts_last = [(r["iter"], 100 * r["pos_err_last_m"]) for r in val_rows if "pos_err_last_m" in r]
+        ax1.plot(*zip(*pts_last), "s-", label="last step")
+        ax1.legend(fontsize=8)
+    else:
+        ax1.text(0.5, 0.5, "no validation episodes", ha="center", va="center", transform=ax1.transAxes)
+    ax1.set_xlabel("iteration")
+    ax1.set_ylabel("position error (cm)")
+    ax1.set_title("validation: decoded chunk vs ground truth")
+    ax1.grid(alpha=0.3)
+    fig.tight_layout()
+    png_path = Path(png_path)
+    fig.savefig(png_path, dpi=100)
+    plt.close(fig)
+    return png_path
