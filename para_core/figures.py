@@ -137,22 +137,26 @@ def plot_error_per_step(per_step: Sequence[dict], time_offsets_s: Sequence[float
 
 
 def plot_trajectory(stamps_ns: np.ndarray, actual_xyz: np.ndarray, predicted_xyz: np.ndarray, path: str | Path,
-                    predicted_label: str = "predicted (step 0)", extra: Sequence[tuple[np.ndarray, str]] = ()) -> Path:
-    """Top view (x/y) and height over time of the recorded EE path and the predicted points at the same stamps.
+                    predicted_label: str = "predicted (step 0)",
+                    extra: Sequence[tuple[np.ndarray, str, float]] = ()) -> Path:
+    """Top view (x/y) and height over time of the recorded EE path and the predicted points.
 
-    :param stamps_ns: (M,) observation stamps; ``actual_xyz`` and ``predicted_xyz``: (M, 3) metres (world frame).
-    :param extra: more (M, 3) predicted series with labels (e.g. the last chunk step).
+    :param stamps_ns: (M,) observation stamps; ``actual_xyz`` and ``predicted_xyz``: (M, 3) metres (world frame), the
+        EE pose and the prediction for that same time (chunk step 0).
+    :param extra: more (M, 3) predicted series ``(xyz, label, time_offset_s)``, e.g. the last chunk step, drawn at
+        ``stamp + time_offset_s`` in the height plot (the time they are meant for).
     """
     plt = _pyplot()
     t = (np.asarray(stamps_ns, dtype=np.int64) - int(np.asarray(stamps_ns)[0])) / 1e9 if len(stamps_ns) else []
     a = np.asarray(actual_xyz, dtype=np.float64).reshape(-1, 3)
-    series = [(np.asarray(predicted_xyz, dtype=np.float64).reshape(-1, 3), predicted_label)] + list(extra)
+    series = [(np.asarray(predicted_xyz, dtype=np.float64).reshape(-1, 3), predicted_label, 0.0)] + list(extra)
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=100)
     ax0.plot(a[:, 0], a[:, 1], "-", color="tab:green", label="actual (TF)")
     ax1.plot(t, a[:, 2], "-", color="tab:green", label="actual (TF)")
-    for (p, label), c in zip(series, ("tab:red", "tab:purple", "tab:orange", "tab:blue")):
+    for (p, label, shift_s), c in zip(series, ("tab:red", "tab:purple", "tab:orange", "tab:blue")):
+        p = np.asarray(p, dtype=np.float64).reshape(-1, 3)
         ax0.plot(p[:, 0], p[:, 1], ".", color=c, label=label, ms=4)
-        ax1.plot(t, p[:, 2], ".", color=c, label=label, ms=4)
+        ax1.plot(np.asarray(t) + float(shift_s), p[:, 2], ".", color=c, label=label, ms=4)
     if len(a):
         ax0.plot(a[0, 0], a[0, 1], "o", color="tab:green", ms=8, mfc="none", label="start")
     ax0.set_xlabel("x [m]")
@@ -160,7 +164,8 @@ def plot_trajectory(stamps_ns: np.ndarray, actual_xyz: np.ndarray, predicted_xyz
     ax0.set_title("top view (world frame)")
     ax0.axis("equal")
     ax0.grid(alpha=0.3)
-    ax0.legend(fontsize=8)
+    ax0.legend(fontsize=8, loc="best", framealpha=0.6)
+    ax1.legend(fontsize=8, loc="best", framealpha=0.6)
     ax1.set_xlabel("time since first observation [s]")
     ax1.set_ylabel("z [m]")
     ax1.set_title("height over time")
@@ -168,10 +173,10 @@ def plot_trajectory(stamps_ns: np.ndarray, actual_xyz: np.ndarray, predicted_xyz
     return _save(fig, path)
 
 
-def _save(fig, path: str | Path) -> Path:
+def _save(fig, path: str | Path, rect=None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     fig.savefig(path)
     import matplotlib.pyplot as plt
 
@@ -293,4 +298,4 @@ def plot_response_volume(image_rgb: np.ndarray, data: ResponseVolume, path: str 
     x, y, z = data.argmax_xyz
     fig.suptitle(f"step {data.step}: softmax over voxels, {name} slices; argmax (view {a_view}, bin {a_bin}, row "
                  f"{a_row}, col {a_col}) p = {data.argmax_prob:.4f} at ({x:.3f}, {y:.3f}, {z:.3f}) m", fontsize=9)
-    return _save(fig, path)
+    return _save(fig, path, rect=(0, 0, 1, 0.88))

@@ -1,0 +1,403 @@
+"""``para-bag``: turn rosbag2 recordings into training episodes, and evaluate a policy offline on a recording.
+
+``para-bag extract BAG --out DIR [--fps 30] [--max-frames N]``
+    Synchronised observations (``para_ros.bag_reader``: the inference node's pairing, TF and decoding rules) are
+    decimated to ``--fps`` by stamp (the observation nearest each grid time ``t0 + k / fps`` within half a period;
+    images are never interpolated, every kept frame keeps its real stamp and its poses are looked up at that stamp)
+    and written as one ``para_core.dataset.Episode`` directory.
+
+``para-bag eval BAG (--checkpoint DIR | --random-preset tiny) [--out DIR] [--write-chunks OUT.mcap]``
+    Replays the recording through ``para_core.policy.Policy`` observation by observation (offline, as fast as the
+    model runs; the same inputs the node would build: images, CameraInfo K, camera poses at each image stamp, EE pose,
+    past EE positions, gripper). Step i of each predicted chunk is compared with the recorded EE pose (TF ``world <-
+    ee_frame``, tf2 interpolation) at ``stamp + time_offset_i``; steps beyond the recording are left out. Writes into
+    ``--out``: ``metrics.json`` (``para_core.evaluation.metrics_dict``), ``chunks.npz`` (predictions and ground truth),
+    ``error_per_step.png``, ``rotation_error_per_step.png``, ``trajectory.png``, ``overlays/overlay_NNNNN.png`` (every
+    ``--overlay-every`` chunks: the predicted path and the actual future path drawn into one camera image) and
+    ``response_volume_NNNNN.png`` (the voxel distribution of one step, see ``para_core.figures``).
+    ``--write-chunks`` writes the predicted ``para_msgs/ActionChunk`` (``/para/action_chunk``) and their markers
+    (``/para/markers``) as a new bag, stamped like the recording, to view next to it (Foxglove, rviz2 +
+    ``ros2 bag play``): a path ending in ``.mcap`` gives one self-contained MCAP file, any other path a rosbag2
+    directory.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from para_ros.bag_reader import BagError, BagReader, BagTopicConfig, select_by_fps
+
+CHUNK_TOPIC = "/para/action_chunk"
+MARKER_TOPIC = "/para/markers"
+
+
+# ------------------------------------------------------------------------------------------------- arguments
+def _key_values(items, flag: str) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise SystemExit(f"{flag} {item!r}: use VIEW=TOPIC, e.g. {flag} scene=/cam0/image_raw")
+        key, value = item.split("=", 1)
+        out[key] = value
+    return out
+
+
+def _add_topic_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("topics and frames (defaults: the inference node's parameter file)")
+    g.add_argument("--params-file", default=None, help="inference node parameters YAML to take topics, frames and "
+                   "pairing from (default: config/inference.yaml)")
+    g.add_argument("--image-topic", action="append", metavar="VIEW=TOPIC",
+                   help="image topic of a view (repeatable); CompressedImage is found at TOPIC/compressed")
+    g.add_argument("--info-topic", action="append", metavar="VIEW=TOPIC", help="CameraInfo topic of a view")
+    g.add_argument("--image-transport", choices=("auto", "raw", "compressed"), default=None,
+                   help="auto (default): raw if the bag has it, else compressed")
+    g.add_argument("--tf-topic", default=None, help="default /tf")
+    g.add_argument("--tf-static-topic", default=None, help="default /tf_static")
+    g.add_argument("--joint-states-topic", default=None, help="default /joint_states ('' = no gripper)")
+    g.add_argument("--world-frame", default=None, help="default base")
+    g.add_argument("--ee-frame", default=None, help="default grasp_site")
+    g.add_argument("--gripper-joint", default=None, help="default gripper")
+    g.add_argument("--pair-slop-s", type=float, default=None, help="max scene/wrist stamp difference, s (0.05)")
+    g.add_argument("--max-observation-age-s", type=float, default=None, help="stale-pair age, s (1.0)")
+
+
+def topic_config(args, view_names) -> BagTopicConfig:
+    overrides = {"view_names": tuple(view_names)}
+    for name in ("image_transport", "tf_topic", "tf_static_topic", "joint_states_topic", "world_frame", "ee_frame",
+                 "gripper_joint", "pair_slop_s", "max_observation_age_s"):
+        value = getattr(args, name)
+        if value is not None:
+            overrides[name] = value
+    cfg = BagTopicConfig.from_inference_yaml(args.params_file, **overrides)
+    cfg.image_topics.update(_key_values(args.image_topic, "--image-topic"))
+    cfg.info_topics.update(_key_values(args.info_topic, "--info-topic"))
+    return BagTopicConfig(**{k: getattr(cfg, k) for k in cfg.__dataclass_fields__})  # re-validate
+
+
+def _progress(iterable, total, desc, quiet):
+    from tqdm import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="obs", disable=quiet, file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------------------- extract
+def extract(args) -> int:
+    from para_core.dataset import Episode
+
+    views = tuple(v.strip() for v in args.views.split(",") if v.strip())
+    with BagReader(args.bag, topic_config(args, views)) as bag:
+        stamps = bag.pair_stamps()
+        if not stamps:
+            raise BagError(f"no scene/wrist pair in {args.bag}: {bag.stats.summary() or 'no images'}; check the "
+                           "image topics and --pair-slop-s")
+        keep = select_by_fps(stamps, args.fps)
+        if args.max_frames:
+            keep = keep[:args.max_frames]
+        frames = {"stamps": [], "T_ee": [], "grip": [], "img": {v: [] for v in views}, "K": {v: [] for v in views},
+                  "T_cam": {v: [] for v in views}}
+        for obs in _progress(bag.observations(set(keep)), len(keep), "extract", args.quiet):
+            for v, cam in zip(views, obs.cameras):
+                if frames["img"][v] and cam.image_rgb.shape != frames["img"][v][0].shape:
+                    raise BagError(f"the {v} image size changes at t={obs.stamp_ns / 1e9:.3f} s "
+                                   f"({frames['img'][v][0].shape} -> {cam.image_rgb.shape}); an episode needs one "
+                                   "size per view: split the bag there")
+                frames["img"][v].append(cam.image_rgb)
+                frames["K"][v].append(cam.K)
+                frames["T_cam"][v].append(cam.T_world_cam)
+            frames["stamps"].append(obs.stamp_ns)
+            frames["T_ee"].append(obs.T_world_ee)
+            frames["grip"].append(obs.gripper)
+        if not frames["stamps"]:
+            raise BagError(f"no observation could be built from {args.bag}: {bag.stats.summary()}")
+        source_rate = (len(stamps) - 1) / max((stamps[-1] - stamps[0]) / 1e9, 1e-9) if len(stamps) > 1 else 0.0
+        cfg = bag.config
+        meta = {"source_bag": str(Path(args.bag).resolve()), "extracted_by": "para-bag extract",
+                "image_topics": bag.image_topics, "info_topics": cfg.info_topics, "camera_frames": bag.camera_frames,
+                "world_frame": cfg.world_frame, "ee_frame": cfg.ee_frame, "gripper_joint": cfg.gripper_joint,
+                "has_gripper": bag.has_gripper, "pair_slop_s": cfg.pair_slop_s,
+                "source_pair_rate_hz": source_rate, "pairs_in_bag": len(stamps), "requested_fps": args.fps,
+                "reader_stats": bag.stats.summary()}
+        episode = Episode(view_names=views, stamps_ns=np.asarray(frames["stamps"], dtype=np.int64),
+                          images={v: np.stack(frames["img"][v]) for v in views},
+                          K={v: np.stack(frames["K"][v]) for v in views},
+                          T_world_cam={v: np.stack(frames["T_cam"][v]) for v in views},
+                          T_world_ee=np.stack(frames["T_ee"]), gripper=np.asarray(frames["grip"]),
+                          fps=float(args.fps) if args.fps and args.fps > 0 else max(source_rate, 1e-3), meta=meta)
+        out = episode.save(args.out)
+        if not bag.has_gripper:
+            print(f"warning: no '{cfg.gripper_joint}' joint in {cfg.joint_states_topic}: gripper stored as 1.0 "
+                  "(open)", file=sys.stderr)
+        print(f"wrote {len(episode)} frames ({episode.duration_s:.2f} s, {episode.fps:g} fps) to {out}; "
+              f"{bag.stats.summary()}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------ eval
+def load_policy(args):
+    from para_core.config import V4Config
+    from para_core.policy import Policy
+
+    device = None if args.device == "auto" else args.device
+    if args.checkpoint:
+        return Policy.from_checkpoint(args.checkpoint, device=device, dtype=args.dtype)
+    presets = {"tiny": V4Config.tiny, "paper": V4Config.paper}
+    print(f"warning: no --checkpoint: evaluating an UNTRAINED policy (preset {args.random_preset}, seed "
+          f"{args.random_seed}); its numbers are a baseline, not a result", file=sys.stderr)
+    return Policy.random_init(presets[args.random_preset](), device=device, dtype=args.dtype, seed=args.random_seed)
+
+
+class ChunkBagWriter:
+    """Predicted chunks (+ markers) into a new bag: ``path.mcap`` -> one MCAP file; other paths -> rosbag2 dir."""
+
+    def __init__(self, path: str | Path):
+        from rosbags.rosbag2 import StoragePlugin, Writer
+
+        from para_ros.bag_reader import make_typestore
+
+        self.path = Path(path)
+        self.single_file = self.path.suffix == ".mcap"
+        self.bag_dir = self.path.with_name(self.path.name + ".d") if self.single_file else self.path
+        for p in {self.path, self.bag_dir}:
+            if p.exists():
+                raise FileExistsError(f"{p} exists; remove it or choose another --write-chunks path")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        store = make_typestore()
+        self._writer = Writer(self.bag_dir, version=9, storage_plugin=StoragePlugin.MCAP)
+        self._writer.open()
+        self._chunk_conn = self._writer.add_connection(CHUNK_TOPIC, "para_msgs/msg/ActionChunk", typestore=store)
+        self._marker_conn = self._writer.add_connection(MARKER_TOPIC, "visualization_msgs/msg/MarkerArray",
+                                                        typestore=store)
+        self.count = 0
+
+    def write(self, stamp_ns: int, world_frame: str, ee_frame: str, model_id: str, out, ee_xyz) -> None:
+        from builtin_interfaces.msg import Duration as DurationMsg
+        from rclpy.serialization import serialize_message
+        from std_msgs.msg import Header
+        from para_msgs.msg import ActionChunk
+
+        from para_ros.adapters.transforms import make_matrix, matrix_to_pose
+        from para_ros.viz import chunk_markers
+
+        header = Header(frame_id=world_frame)
+        header.stamp.sec, header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+        msg = ActionChunk(header=header, tool_frame_id=ee_frame, model_id=model_id)
+        for offset_s, xyz, q in zip(out.time_offsets_s, out.positions_world, out.quaternions_xyzw):
+            sec, nsec = divmod(int(round(float(offset_s) * 1e9)), 1_000_000_000)
+            msg.time_from_stamp.append(DurationMsg(sec=sec, nanosec=nsec))
+            msg.poses.append(matrix_to_pose(make_matrix(xyz, q)))
+        msg.gripper = [float(g) for g in out.gripper]
+        msg.confidence = [float(c) for c in out.confidence]
+        self._writer.write(self._chunk_conn, int(stamp_ns), serialize_message(msg))
+        markers = chunk_markers(header, out.positions_world, out.confidence, ee_xyz)
+        self._writer.write(self._marker_conn, int(stamp_ns), serialize_message(markers))
+        self.count += 1
+
+    def close(self) -> Path:
+        self._writer.close()
+        if self.single_file:
+            files = sorted(self.bag_dir.glob("*.mcap"))
+            shutil.move(str(files[0]), str(self.path))
+            shutil.rmtree(self.bag_dir)
+        return self.path
+
+
+def _future_truth(bag: BagReader, stamp_ns: int, offsets_s: np.ndarray):
+    """Recorded EE positions (T, 3), rotations (T, 3, 3) and gripper (T,) at stamp + offsets (NaN: not recorded)."""
+    T = len(offsets_s)
+    pos, rot, grip = np.full((T, 3), np.nan), np.full((T, 3, 3), np.nan), np.full(T, np.nan)
+    for i, off in enumerate(offsets_s):
+        t = int(stamp_ns) + int(round(float(off) * 1e9))
+        M = bag.try_lookup(bag.config.ee_frame, t)
+        if M is None:
+            continue
+        pos[i], rot[i] = M[:3, 3], M[:3, :3]
+        g = bag.gripper_at(t)
+        grip[i] = np.nan if g is None else g
+    return pos, rot, grip
+
+
+def evaluate(args) -> int:
+    import torch
+    from scipy.spatial.transform import Rotation
+
+    from para_core import evaluation as ev
+    from para_core import figures
+    from para_core.policy import RobotState
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    policy = load_policy(args)
+    cfg = policy.config
+    step_dt_s = cfg.frame_stride / cfg.dataset_fps
+    out_dir = Path(args.out or f"para_eval_{Path(args.bag).resolve().name}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    overlay_view = args.overlay_view or policy.view_names[0]
+    if overlay_view not in policy.view_names:
+        raise SystemExit(f"--overlay-view {overlay_view!r} is not a view of this policy {policy.view_names}")
+    ov = policy.view_names.index(overlay_view)
+    rec = {"stamps": [], "pred_pos": [], "pred_quat": [], "pred_grip": [], "conf": [], "gt_pos": [], "gt_rot": [],
+           "gt_grip": [], "ee_pos": []}
+    offsets = None
+    writer = ChunkBagWriter(args.write_chunks) if args.write_chunks else None
+    policy_errors: dict[str, int] = {}
+    try:
+        with BagReader(args.bag, topic_config(args, policy.view_names)) as bag:
+            stamps = bag.pair_stamps()
+            if not stamps:
+                raise BagError(f"no scene/wrist pair in {args.bag}; check the image topics and --pair-slop-s")
+            keep = stamps[:args.max_frames] if args.max_frames else stamps
+            for k, obs in enumerate(_progress(bag.observations(set(keep)), len(keep), "eval", args.quiet)):
+                past = bag.past_positions(obs.stamp_ns, cfg.mv_past_n, step_dt_s, obs.T_world_ee[:3, 3])
+                state = RobotState(T_world_ee=obs.T_world_ee, gripper=obs.gripper, past_positions_world=past)
+                try:
+                    out = policy.predict(obs.cameras, state)
+                except ValueError as exc:
+                    policy_errors[str(exc)[:200]] = policy_errors.get(str(exc)[:200], 0) + 1
+                    continue
+                offsets = np.asarray(out.time_offsets_s, dtype=np.float64)
+                gt_pos, gt_rot, gt_grip = _future_truth(bag, obs.stamp_ns, offsets)
+                i = len(rec["stamps"])
+                rec["stamps"].append(obs.stamp_ns)
+                rec["pred_pos"].append(out.positions_world)
+                rec["pred_quat"].append(out.quaternions_xyzw)
+                rec["pred_grip"].append(out.gripper)
+                rec["conf"].append(out.confidence)
+                rec["gt_pos"].append(gt_pos)
+                rec["gt_rot"].append(gt_rot)
+                rec["gt_grip"].append(gt_grip)
+                rec["ee_pos"].append(obs.T_world_ee[:3, 3])
+                if writer is not None:
+                    writer.write(obs.stamp_ns, bag.config.world_frame, bag.config.ee_frame, policy.model_id, out,
+                                 obs.T_world_ee[:3, 3])
+                if args.overlay_every > 0 and i % args.overlay_every == 0:
+                    cam = obs.cameras[ov]
+                    dense = np.linspace(0.0, offsets[-1], 4 * len(offsets)) if offsets[-1] > 0 else offsets
+                    actual, _, _ = _future_truth(bag, obs.stamp_ns, dense)
+                    actual = actual[np.isfinite(actual[:, 0])]
+                    img = figures.draw_path_overlay(
+                        cam.image_rgb, cam.K, cam.T_world_cam,
+                        [figures.Path3D(actual, figures.ACTUAL_COLOUR, "actual future (TF)"),
+                         figures.Path3D(out.positions_world, figures.PRED_COLOUR, "predicted chunk")],
+                        title=f"{overlay_view} t={(obs.stamp_ns - stamps[0]) / 1e9:.2f} s")
+                    figures.save_rgb_png(out_dir / "overlays" / f"overlay_{i:05d}.png", img)
+                rv_every = args.response_volume_every
+                if (i == 0 and rv_every >= 0) or (rv_every > 0 and i % rv_every == 0):
+                    _response_volume_figure(policy, obs, state, out_dir / f"response_volume_{i:05d}.png",
+                                            args.response_volume_step)
+            stats = bag.stats.summary()
+            bag_cfg = bag.config
+            image_topics = bag.image_topics
+    finally:
+        chunks_path = writer.close() if writer is not None else None
+    if not rec["stamps"]:
+        raise BagError(f"no chunk could be evaluated on {args.bag}: {stats}"
+                       + (f"; policy refused: {policy_errors}" if policy_errors else ""))
+
+    A = {k: np.asarray(v) for k, v in rec.items()}
+    pred_rot = Rotation.from_quat(A["pred_quat"].reshape(-1, 4)).as_matrix().reshape(*A["pred_quat"].shape[:2], 3, 3)
+    errors = ev.chunk_errors(A["pred_pos"], pred_rot, A["pred_grip"], A["gt_pos"], A["gt_rot"], A["gt_grip"],
+                             gripper_threshold=args.gripper_threshold)
+    extra = {"bag": str(Path(args.bag).resolve()), "reader_stats": stats, "policy_refused": policy_errors,
+             "world_frame": bag_cfg.world_frame, "ee_frame": bag_cfg.ee_frame, "image_topics": image_topics,
+             "gripper_threshold": args.gripper_threshold,
+             "ground_truth": f"TF {bag_cfg.world_frame} <- {bag_cfg.ee_frame} at stamp + time_offset_i (tf2 "
+                             "interpolation); gripper: joint_states sample-and-hold; steps beyond the recording "
+                             "are left out",
+             "chunks_bag": str(chunks_path) if chunks_path else None}
+    metrics = ev.metrics_dict(errors, offsets, model_id=policy.model_id, extra=extra)
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    np.savez_compressed(out_dir / "chunks.npz", stamps_ns=A["stamps"], pred_positions=A["pred_pos"],
+                        pred_quaternions_xyzw=A["pred_quat"], pred_gripper=A["pred_grip"], confidence=A["conf"],
+                        gt_positions=A["gt_pos"], gt_rotations=A["gt_rot"], gt_gripper=A["gt_grip"],
+                        time_offsets_s=offsets, position_error_m=errors.position_m,
+                        rotation_error_deg=errors.rotation_deg)
+    figures.plot_error_per_step(metrics["position_error_m"]["per_step"], offsets, out_dir / "error_per_step.png",
+                                title=f"position error per step ({policy.model_id})", unit="cm", scale=100.0)
+    figures.plot_error_per_step(metrics["rotation_error_deg"]["per_step"], offsets,
+                                out_dir / "rotation_error_per_step.png", title="rotation error per step", unit="deg")
+    last = A["pred_pos"][:, -1]
+    figures.plot_trajectory(A["stamps"], A["ee_pos"], A["pred_pos"][:, 0], out_dir / "trajectory.png",
+                            extra=[(last, f"predicted (step {len(offsets) - 1}, +{offsets[-1]:.2f} s)", float(offsets[-1]))])
+    all_pos = metrics["position_error_m"]["all"]
+    print(f"evaluated {metrics['chunks_evaluated']} chunks ({policy.model_id}): position error mean "
+          f"{_fmt(all_pos['mean'], 100)} cm, median {_fmt(all_pos['median'], 100)} cm, p90 {_fmt(all_pos['p90'], 100)}"
+          f" cm; gripper accuracy {_fmt(metrics['gripper_accuracy']['all'], 100)} %; wrote {out_dir}"
+          + (f" and {chunks_path}" if chunks_path else ""))
+    return 0
+
+
+def _fmt(v, scale=1.0) -> str:
+    return "n/a" if v is None else f"{v * scale:.2f}"
+
+
+def _response_volume_figure(policy, obs, state, path: Path, step: int) -> None:
+    import torch
+
+    from para_core import figures
+
+    out = policy.last_output
+    if out is None:
+        return
+    with torch.inference_mode():
+        feats, _ = policy.model.image_features(policy.preprocess(obs.cameras, state).images)  # (1, N, F, P, P)
+    T = out.volume_logits.shape[1]
+    data = figures.response_volume_data(out, step=min(max(step, 0), T - 1) if step >= 0 else T - 1,
+                                        feature_maps=feats)
+    figures.plot_response_volume(obs.cameras[data.view].image_rgb, data, path,
+                                 view_name=policy.view_names[data.view])
+
+
+# ------------------------------------------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="para-bag", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    sub = parser.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("extract", help="rosbag2 -> para_core Episode directory (training data)")
+    ex.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
+    ex.add_argument("--out", required=True, help="episode directory to write")
+    ex.add_argument("--fps", type=float, default=30.0, help="target frame rate by stamp (0: keep every pair)")
+    ex.add_argument("--max-frames", type=int, default=0, help="stop after this many frames (0: all)")
+    ex.add_argument("--views", default="scene,wrist", help="comma-separated camera views, in policy order")
+    ex.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_topic_args(ex)
+    ev = sub.add_parser("eval", help="replay a recording through a policy and score it against the recorded TF")
+    ev.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
+    src = ev.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="checkpoint directory (model.safetensors + config.json)")
+    src.add_argument("--random-preset", choices=("tiny", "paper"), help="an UNTRAINED random policy (baseline/tests)")
+    ev.add_argument("--random-seed", type=int, default=0)
+    ev.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    ev.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"))
+    ev.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
+    ev.add_argument("--out", default=None, help="output directory (default ./para_eval_<bag name>)")
+    ev.add_argument("--max-frames", type=int, default=0, help="evaluate at most this many observations (0: all)")
+    ev.add_argument("--overlay-every", type=int, default=10, help="one overlay image per N chunks (0: none)")
+    ev.add_argument("--overlay-view", default=None, help="view to draw overlays into (default: the first view)")
+    ev.add_argument("--response-volume-every", type=int, default=0,
+                    help="response-volume figure every N chunks (0: only the first chunk; -1: none)")
+    ev.add_argument("--response-volume-step", type=int, default=-1, help="chunk step to show (-1: the last)")
+    ev.add_argument("--gripper-threshold", type=float, default=0.5, help="opening >= this counts as open")
+    ev.add_argument("--write-chunks", default=None, metavar="OUT.mcap",
+                    help="write the predicted ActionChunks + markers as a bag (.mcap: one file; else a directory)")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_topic_args(ev)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return extract(args) if args.command == "extract" else evaluate(args)
+    except (BagError, FileExistsError, ValueError) as exc:
+        print(f"para-bag {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
