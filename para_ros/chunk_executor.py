@@ -21,15 +21,11 @@ Run: ``python -m para_ros.chunk_executor --ros-args --params-file config/executo
 """
 from __future__ import annotations
 
-import argparse
-import sys
 import threading
 import time
 
-import numpy as np
 import yaml
 
-from para_ros.dds_env import apply_loopback_dds_env
 
 NODE_NAME = "chunk_executor"
 BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
@@ -137,7 +133,7 @@ def _make_node_class():
     from para_ros.execution.control_loop import FixedRateLoop
     from para_ros.execution.executor_core import ExecutorCore
     from para_ros.execution.limits import load_yam_config
-    from para_ros.execution_ros.chunk_msg import chunk_from_msg, s_to_time_fields
+    from para_ros.execution_ros.chunk_msg import chunk_from_msg
     from para_ros.execution_ros.topic_backends import JointTrajectoryBackend, PoseBackend, pose_stamped
 
     class ChunkExecutorNode(Node):
@@ -314,36 +310,13 @@ def _make_node_class():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``chunk_executor [--ros-args ...]``."""
-    apply_loopback_dds_env()
-    argv = list(sys.argv if argv is None else [sys.argv[0], *argv])
-    parser = argparse.ArgumentParser(
-        prog="chunk_executor", description=__doc__.split("\n\n")[0],
-        epilog="ROS parameters (set with --ros-args -p name:=value or --params-file config/executor.yaml):\n" +
-               "\n".join(f"  {k}: {v}" for k, v in PARAM_DESCRIPTIONS.items()),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    import rclpy
-    from rclpy.executors import ExternalShutdownException
-    from rclpy.utilities import remove_ros_args
-    parser.parse_args(remove_ros_args(argv)[1:])
+    """Entry point: ``chunk_executor [--params-file FILE] [--ros-args ...]``."""
+    from para_ros.node_main import run_node
 
-    rclpy.init(args=argv)
-    node = None
-    try:
-        node = _make_node_class()()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ValueError as err:
-        print(f"chunk_executor: {err}", file=sys.stderr)
-        return 2
-    finally:
-        if node is not None:
-            node.shutdown()
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return run_node(lambda: _make_node_class()(), prog="chunk_executor", description=__doc__.split("\n\n")[0],
+                    default_params_file="executor.yaml", argv=argv,
+                    epilog="ROS parameters (set with --ros-args -p name:=value or --params-file FILE):\n" +
+                           "\n".join(f"  {k}: {v}" for k, v in PARAM_DESCRIPTIONS.items()))
 
 
 if __name__ == "__main__":

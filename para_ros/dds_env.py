@@ -90,7 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     """``para-env [--domain-id N] [--] CMD ...``: run CMD with the loopback DDS environment; with no CMD print it."""
     import argparse
     import shlex
-    import sys
 
     parser = argparse.ArgumentParser(prog="para-env", description=main.__doc__)
     parser.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID to use (default: keep or pick fresh)")

@@ -19,15 +19,11 @@ error) is logged (throttled, per problem) and reported on ``/diagnostics``, and 
 """
 from __future__ import annotations
 
-import argparse
-import sys
 import threading
-import time
 from collections import deque
 
 import numpy as np
 
-from para_ros.dds_env import apply_loopback_dds_env
 
 VIEW_TOPIC_DEFAULTS = {
     "scene": ("/scene_cam/image_raw", "/scene_cam/camera_info"),
@@ -44,7 +40,7 @@ def _declare(node, name, default, description):
 class InferenceNode:
     """Builds the rclpy node; kept as a plain class around ``self.node`` so the policy loads before any callback."""
 
-    def __init__(self, node_name: str = "inference_node", parameter_overrides=None, cli_args=None):
+    def __init__(self, node_name: str = "inference_node", parameter_overrides=None):
         import rclpy.node
         from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
         from rclpy.duration import Duration
@@ -58,7 +54,7 @@ class InferenceNode:
         from para_ros.health import HealthReporter
         from para_ros.observation_pairing import ObservationPairer
 
-        self.node = node = rclpy.node.Node(node_name, parameter_overrides=parameter_overrides or [], cli_args=cli_args)
+        self.node = node = rclpy.node.Node(node_name, parameter_overrides=parameter_overrides or [])
         p = {}
         p["checkpoint"] = _declare(node, "checkpoint", "", "checkpoint directory (model.safetensors + config.json); "
                                    "empty: an UNTRAINED model with random weights (demo/tests)")
@@ -329,33 +325,10 @@ class _ObservationProblem(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the inference node (``ros2 run para_ros inference_node --ros-args -p checkpoint:=DIR``)."""
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="inference_node", description=__doc__.split("\n\n")[0],
-                                     epilog="ROS arguments (--ros-args -p name:=value, --params-file FILE, remaps) "
-                                            "pass through. Parameters: config/inference.yaml.")
-    parser.add_argument("--params-file", default=None, help="ROS parameters YAML (default: config/inference.yaml)")
-    args, ros_args = parser.parse_known_args(argv)
-    apply_loopback_dds_env()
-    import rclpy
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+    from para_ros.node_main import run_node
 
-    from para_ros.paths import config_file
-
-    params_file = args.params_file or str(config_file("inference.yaml"))
-    rclpy.init(args=["inference_node"])
-    node_args = ["--ros-args", "--params-file", params_file]  # the file first: -p on the command line wins
-    node_args += [a for a in ros_args if a != "--ros-args"]
-    try:
-        node = InferenceNode(cli_args=node_args)
-        executor = MultiThreadedExecutor(num_threads=3)
-        executor.add_node(node.node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return run_node(InferenceNode, prog="inference_node", description=__doc__.split("\n\n")[0],
+                    default_params_file="inference.yaml", argv=argv, multithreaded=True)
 
 
 if __name__ == "__main__":

@@ -27,14 +27,11 @@ The world frame of everything published is ``base``: the SDK model puts the arm'
 """
 from __future__ import annotations
 
-import argparse
 import array
-import sys
 import time
 
 import numpy as np
 
-from para_ros.dds_env import apply_loopback_dds_env
 
 NODE_NAME = "sim_node"
 MAX_TICK_SIM_S = 0.1  # most simulated time one tick may advance (after a stall the sim falls behind, not races)
@@ -309,50 +306,20 @@ def _make_node_class():
     return SimNode, rclpy
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sim_node", description="Simulated I2RT YAM (MuJoCo) with a scene and a wrist camera, on ROS 2. "
-        "Extra ROS arguments go after --ros-args (e.g. --ros-args -p image_width:=128).")
-    parser.add_argument("--params-file", default=None,
-                        help="ROS parameters YAML (default: the package's config/sim.yaml; 'none' for no file)")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Run the node until Ctrl-C / SIGINT."""
-    apply_loopback_dds_env()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ros_args: list[str] = []
-    if "--ros-args" in argv:
-        i = argv.index("--ros-args")
-        argv, ros_args = argv[:i], argv[i:]
-    args = build_parser().parse_args(argv)
+    """Run the node until Ctrl-C / SIGINT / SIGTERM."""
     import os
 
+    from para_ros.node_main import run_node
+
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from para_ros.paths import config_file
 
-    params_file = args.params_file
-    if params_file is None:
-        params_file = str(config_file("sim.yaml"))
-    rcl_args = ["--ros-args", "--params-file", params_file] if params_file.lower() != "none" else []
-    SimNode, rclpy = _make_node_class()
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    def build():
+        SimNode, _ = _make_node_class()
+        return SimNode()
 
-    rclpy.init(args=[sys.argv[0], *rcl_args, *ros_args])
-    node = None
-    try:
-        node = SimNode()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(build, prog="sim_node", description="Simulated I2RT YAM (MuJoCo) with a scene and a wrist "
+                    "camera, on ROS 2.", default_params_file="sim.yaml", argv=argv)
 
 
 if __name__ == "__main__":

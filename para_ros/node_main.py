@@ -1,0 +1,89 @@
+"""The one ``main()`` behind every node entry point: DDS env, arguments, parameters file, spin, clean shutdown.
+
+* The loopback DDS environment (``para_ros.dds_env``) is applied before rclpy starts.
+* Arguments before ``--ros-args`` are the command's own (``--help``, ``--params-file``); everything from
+  ``--ros-args`` on goes to ROS untouched, so ``ros2 run`` / ``ros2 launch`` / ``para-deploy`` all work.
+* The node's shipped parameter file (``config/<node>.yaml``) is loaded FIRST, so every ``--params-file`` and
+  ``-p name:=value`` the caller adds after ``--ros-args`` overrides it. ``--params-file none`` loads no file.
+* SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread (rclpy's own signal handler is off), so the node's
+  ``shutdown()`` hook runs BEFORE the context goes away: a control thread stops before its publishers become invalid.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+from para_ros.dds_env import apply_loopback_dds_env
+
+
+def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(own arguments, ROS arguments starting at ``--ros-args``)."""
+    argv = list(argv)
+    if "--ros-args" in argv:
+        i = argv.index("--ros-args")
+        return argv[:i], argv[i:]
+    return argv, []
+
+
+def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt
+
+
+def run_node(build_node: Callable[[], object], *, prog: str, description: str, default_params_file: str,
+             argv: Sequence[str] | None = None, multithreaded: bool = False, epilog: str | None = None,
+             before_init: Callable[[argparse.Namespace], None] | None = None) -> int:
+    """Parse arguments, start rclpy, build the node with ``build_node()`` and spin it until SIGINT/SIGTERM.
+
+    :param build_node: returns an ``rclpy.node.Node``, or an object with a ``.node`` attribute holding one; an optional
+        ``shutdown()`` method on either runs before the node is destroyed.
+    :param default_params_file: file name in ``config/`` loaded before the caller's ROS arguments.
+    :returns: the process exit status (0, or 2 for a configuration error the node raised as ``ValueError``).
+    """
+    apply_loopback_dds_env()
+    own, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--params-file", default=None,
+                        help=f"ROS parameters YAML loaded before any --ros-args (default: the package's "
+                             f"config/{default_params_file}; 'none' for no file). ROS arguments (-p name:=value, "
+                             f"--params-file, -r remaps) go after --ros-args.")
+    args = parser.parse_args(own)
+    if before_init is not None:
+        before_init(args)
+
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    from para_ros.paths import config_file
+
+    params_file = args.params_file or str(config_file(default_params_file))
+    node_args = ["--ros-args", "--params-file", params_file] if params_file.lower() != "none" else []
+    node_args += ros_args
+    signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    rclpy.init(args=[prog, *node_args], signal_handler_options=SignalHandlerOptions.NO)
+    built = None
+    try:
+        built = build_node()
+        node = getattr(built, "node", built)
+        executor = MultiThreadedExecutor(num_threads=3) if multithreaded else SingleThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except KeyboardInterrupt:
+        pass
+    except ValueError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+        if built is not None:
+            for owner in (built, getattr(built, "node", None)):
+                if owner is not None and hasattr(owner, "shutdown"):
+                    owner.shutdown()
+                    break
+            getattr(built, "node", built).destroy_node()
+        rclpy.try_shutdown()
+    return 0
