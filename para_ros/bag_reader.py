@@ -14,7 +14,8 @@ project adapters do everything else exactly as ``inference_node`` does (one conc
   while the stamps are sim time), so the "future frame" check never fires offline.
 * Images: rosbags' ``Image`` / ``CompressedImage`` objects are turned into ``sensor_msgs`` messages and decoded by
   :func:`para_ros.adapters.cv_bridge.image_msg_to_rgb`; intrinsics by
-  :func:`para_ros.camera_model.intrinsics_from_camera_info` (same size checks as the node). The CameraInfo used for
+  :func:`para_ros.camera_model.intrinsics_from_camera_info` (same size checks and ROS -> para_core pixel-convention
+  conversion as the node; ``camera_matrix`` k or p). The CameraInfo used for
   a frame is the newest one received before it (or, at the very start of a bag, the first one of the bag).
 * Poses: each camera's pose is ``world_frame <- CameraInfo.header.frame_id`` (or the image's frame id) at THAT image's
   stamp; the end-effector pose ``world_frame <- ee_frame`` at the observation stamp (the newer stamp of the pair).
@@ -76,6 +77,7 @@ class BagTopicConfig:
         gripper_joint: joint name of the gripper; gripper_open_position: its position when fully open (closed = 0).
         pair_slop_s: max stamp difference of a scene/wrist pair, seconds.
         max_observation_age_s: a pair older than this (vs the newest image) is stale: one camera is silent, seconds.
+        camera_matrix: ``k`` (raw images) or ``p`` (rectified images) of the CameraInfo, as the node's parameter.
     """
 
     view_names: tuple[str, ...] = ("scene", "wrist")
@@ -91,6 +93,7 @@ class BagTopicConfig:
     gripper_open_position: float = 1.0
     pair_slop_s: float = 0.05
     max_observation_age_s: float = 1.0
+    camera_matrix: str = "k"
 
     def __post_init__(self) -> None:
         if isinstance(self.view_names, str) or not self.view_names:
@@ -112,6 +115,8 @@ class BagTopicConfig:
             _fail("world_frame/ee_frame", (self.world_frame, self.ee_frame), "name both TF frames")
         if not float(self.gripper_open_position) > 0:
             _fail("gripper_open_position", self.gripper_open_position, "use the (positive) open joint position")
+        if self.camera_matrix not in ("k", "p"):
+            _fail("camera_matrix", self.camera_matrix, "use 'k' (raw images) or 'p' (rectified images)")
         if not float(self.pair_slop_s) >= 0:
             _fail("pair_slop_s", self.pair_slop_s, "use a stamp tolerance >= 0 seconds, e.g. 0.05")
         if not float(self.max_observation_age_s) > 0:
@@ -130,7 +135,7 @@ class BagTopicConfig:
         params = next((v.get("ros__parameters", {}) for v in doc.values() if isinstance(v, dict)), {})
         kwargs = {}
         for name in ("world_frame", "ee_frame", "gripper_joint", "gripper_open_position", "pair_slop_s",
-                     "max_observation_age_s", "joint_states_topic"):
+                     "max_observation_age_s", "joint_states_topic", "camera_matrix"):
             if name in params:
                 kwargs[name] = params[name]
         if params.get("image_transport") in ("raw", "compressed"):
@@ -542,7 +547,7 @@ class BagReader:
                 raise _Drop("image", f"{view} image at t={stamp_ns / 1e9:.6f} s rejected: {exc}") from None
             info = self._camera_info_for(view, log_ns)
             try:
-                K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0])
+                K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0], matrix=cfg.camera_matrix)
             except ValueError as exc:
                 raise _Drop("camera_info", f"{view} camera: {exc}") from None
             frame = str(info.header.frame_id) or str(img.header.frame_id)

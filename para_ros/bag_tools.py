@@ -62,6 +62,8 @@ def _add_topic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--world-frame", default=None, help="default base")
     g.add_argument("--ee-frame", default=None, help="default grasp_site")
     g.add_argument("--gripper-joint", default=None, help="default gripper")
+    g.add_argument("--camera-matrix", choices=("k", "p"), default=None,
+                   help="CameraInfo matrix: k (raw images, default) | p (rectified images)")
     g.add_argument("--pair-slop-s", type=float, default=None, help="max scene/wrist stamp difference, s (0.05)")
     g.add_argument("--max-observation-age-s", type=float, default=None, help="stale-pair age, s (1.0)")
 
@@ -69,7 +71,7 @@ def _add_topic_args(p: argparse.ArgumentParser) -> None:
 def topic_config(args, view_names) -> BagTopicConfig:
     overrides = {"view_names": tuple(view_names)}
     for name in ("image_transport", "tf_topic", "tf_static_topic", "joint_states_topic", "world_frame", "ee_frame",
-                 "gripper_joint", "pair_slop_s", "max_observation_age_s"):
+                 "gripper_joint", "pair_slop_s", "max_observation_age_s", "camera_matrix"):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value

@@ -67,6 +67,7 @@ def T_SCENE() -> np.ndarray:
 
 
 def K_IMAGE(spec: SyntheticBagSpec) -> np.ndarray:
+    """Intrinsics of the images in the para_core pixel-centre convention (the CameraInfo holds the ROS one)."""
     w, h = spec.image_wh
     return intrinsics_from_fovy(w, h, 70.0)
 
@@ -156,11 +157,17 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None) 
     w, h = spec.image_wh
     K = K_IMAGE(spec)
 
+    # CameraInfo carries the ROS/OpenCV convention (pixel centres at integers): cx, cy half a pixel lower than the
+    # para_core K (pixel centres at +0.5, docs/contracts.md) that K_IMAGE returns.
+    K_ros = K.copy()
+    K_ros[0, 2] -= 0.5
+    K_ros[1, 2] -= 0.5
+
     def info(stamp_ns, frame):
         P = np.zeros((3, 4))
-        P[:, :3] = K
+        P[:, :3] = K_ros
         return Info(header=header(stamp_ns, frame), height=h, width=w, distortion_model="plumb_bob",
-                    d=np.zeros(5), k=K.ravel(), r=np.eye(3).ravel(), p=P.ravel(), binning_x=0, binning_y=0,
+                    d=np.zeros(5), k=K_ros.ravel(), r=np.eye(3).ravel(), p=P.ravel(), binning_x=0, binning_y=0,
                     roi=ROI(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False))
 
     events: list[tuple[int, str, object]] = []  # (log ns, topic, message)

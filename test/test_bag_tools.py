@@ -1,0 +1,147 @@
+"""``para-bag extract`` and ``para-bag eval`` end to end on real rosbag2 files; numbers recomputed independently."""
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from bag_fixtures import (NS, T0_NS, K_IMAGE, T_SCENE, SyntheticBagSpec, reference_ee_pose, reference_gripper,
+                          reference_wrist_pose, write_synthetic_bag)
+from para_core.dataset import Episode
+from para_ros import bag_tools
+from para_ros.bag_reader import select_by_fps
+from test_bag_reader import ANOMALIES, expected_pairs
+
+
+@pytest.fixture(scope="module")
+def bag(tmp_path_factory):
+    spec = SyntheticBagSpec(**ANOMALIES)
+    return write_synthetic_bag(tmp_path_factory.mktemp("tools") / "bag", spec), spec
+
+
+def test_extract_writes_the_synchronised_episode(bag, tmp_path):
+    path, spec = bag
+    rc = bag_tools.main(["extract", str(path), "--out", str(tmp_path / "ep"), "--fps", "5", "--quiet"])
+    assert rc == 0
+    ep = Episode.load(tmp_path / "ep")
+    pairs, scene, wrist = expected_pairs(spec)
+    tf_end = T0_NS + int(spec.duration_s * NS)
+    expected = [s for s in select_by_fps(sorted(pairs), 5.0) if s <= tf_end]
+    assert ep.stamps_ns.tolist() == expected
+    assert ep.view_names == ("scene", "wrist") and ep.fps == 5.0
+    for i, stamp in enumerate(ep.stamps_ns):
+        k_scene, k_wrist = pairs[int(stamp)]
+        np.testing.assert_allclose(ep.T_world_ee[i], reference_ee_pose(spec, int(stamp)), atol=1e-6)
+        np.testing.assert_allclose(ep.T_world_cam["wrist"][i], reference_wrist_pose(spec, wrist[k_wrist]), atol=1e-6)
+        np.testing.assert_allclose(ep.T_world_cam["scene"][i], T_SCENE(), atol=1e-6)
+        np.testing.assert_allclose(ep.K["scene"][i], K_IMAGE(spec), atol=1e-12)
+        assert ep.gripper[i] == pytest.approx(reference_gripper(spec, int(stamp)))
+        assert int(ep.images["scene"][i, 0, 0, 0]) == (7 * k_scene) % 256
+    assert ep.meta["source_bag"].endswith("bag") and ep.meta["world_frame"] == "base"
+    rc = bag_tools.main(["extract", str(path), "--out", str(tmp_path / "ep2"), "--fps", "0", "--max-frames", "4",
+                         "--quiet"])
+    assert rc == 0 and Episode.load(tmp_path / "ep2").stamps_ns.tolist() == sorted(pairs)[:4]
+
+
+def _read_chunks(bag_dir):
+    from rosbags.rosbag2 import Reader
+
+    from para_ros.bag_reader import make_typestore
+
+    store = make_typestore()
+    chunks = []
+    with Reader(bag_dir) as reader:
+        conns = [c for c in reader.connections if c.topic == "/para/action_chunk"]
+        assert [c.msgtype for c in conns] == ["para_msgs/msg/ActionChunk"]
+        assert {c.topic for c in reader.connections} == {"/para/action_chunk", "/para/markers"}
+        for conn, log_ns, raw in reader.messages(connections=conns):
+            chunks.append(store.deserialize_cdr(raw, conn.msgtype))
+    return chunks
+
+
+def test_eval_end_to_end_metrics_equal_a_recomputation_from_the_chunks_bag(bag, tmp_path):
+    path, spec = bag
+    out = tmp_path / "eval"
+    rc = bag_tools.main(["eval", str(path), "--random-preset", "tiny", "--out", str(out), "--overlay-every", "5",
+                         "--write-chunks", str(tmp_path / "chunks"), "--threads", "1", "--quiet"])
+    assert rc == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    chunks = _read_chunks(tmp_path / "chunks")
+    pairs, _, _ = expected_pairs(spec)
+    tf_end = T0_NS + int(spec.duration_s * NS)
+    stamps = [c.header.stamp.sec * NS + c.header.stamp.nanosec for c in chunks]
+    assert stamps == sorted(s for s in pairs if s <= tf_end)  # one chunk per observation the node would make
+    assert metrics["chunks_total"] == len(chunks) and metrics["model_id"] == chunks[0].model_id
+    assert chunks[0].header.frame_id == "base" and chunks[0].tool_frame_id == "grasp_site"
+    # Ground truth straight from the generator (scipy slerp of the TF samples), not from the tf Buffer.
+    T = len(chunks[0].poses)
+    pos_err = np.full((len(chunks), T), np.nan)
+    rot_err = np.full((len(chunks), T), np.nan)
+    grip_ok = np.full((len(chunks), T), np.nan)
+    for c, (chunk, stamp) in enumerate(zip(chunks, stamps)):
+        for i, (pose, dt) in enumerate(zip(chunk.poses, chunk.time_from_stamp)):
+            t = stamp + dt.sec * NS + dt.nanosec
+            if t > tf_end:
+                continue  # beyond the recording: no ground truth
+            gt = reference_ee_pose(spec, t)
+            p = np.array([pose.position.x, pose.position.y, pose.position.z])
+            q = [pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w]
+            pos_err[c, i] = np.linalg.norm(p - gt[:3, 3])
+            rot_err[c, i] = math.degrees((Rotation.from_quat(q).inv() * Rotation.from_matrix(gt[:3, :3])).magnitude())
+            grip_ok[c, i] = float((chunk.gripper[i] >= 0.5) == (reference_gripper(spec, t) >= 0.5))
+    assert metrics["chunks_evaluated"] == int(np.isfinite(pos_err).any(1).sum())
+    assert [d["count"] for d in metrics["position_error_m"]["per_step"]] == np.isfinite(pos_err).sum(0).tolist()
+    assert np.isfinite(pos_err[:, 0]).all() and not np.isfinite(pos_err[:, -1]).all()  # the end is cut off
+    for i, d in enumerate(metrics["position_error_m"]["per_step"]):
+        col = pos_err[:, i][np.isfinite(pos_err[:, i])]
+        assert d["mean"] == pytest.approx(col.mean(), abs=1e-6)
+        assert d["median"] == pytest.approx(np.median(col), abs=1e-6)
+        assert d["p90"] == pytest.approx(np.percentile(col, 90), abs=1e-6)
+        rcol = rot_err[:, i][np.isfinite(rot_err[:, i])]
+        assert metrics["rotation_error_deg"]["per_step"][i]["mean"] == pytest.approx(rcol.mean(), abs=1e-4)
+    assert metrics["gripper_accuracy"]["all"] == pytest.approx(np.nanmean(grip_ok), abs=1e-12)
+    assert metrics["time_offsets_s"] == pytest.approx([i * 4 / 30 for i in range(T)])
+    # Figures and arrays.
+    for name in ("error_per_step.png", "rotation_error_per_step.png", "trajectory.png", "response_volume_00000.png",
+                 "chunks.npz"):
+        assert (out / name).stat().st_size > 0, name
+    overlays = sorted(p.name for p in (out / "overlays").iterdir())
+    assert overlays == [f"overlay_{i:05d}.png" for i in range(0, len(chunks), 5)]
+
+
+def test_eval_write_chunks_single_mcap_file(bag, tmp_path):
+    from mcap.reader import make_reader
+
+    path, spec = bag
+    target = tmp_path / "pred.mcap"
+    rc = bag_tools.main(["eval", str(path), "--random-preset", "tiny", "--out", str(tmp_path / "e"), "--max-frames",
+                         "3", "--overlay-every", "0", "--response-volume-every", "-1", "--write-chunks", str(target),
+                         "--threads", "1", "--quiet"])
+    assert rc == 0 and target.is_file() and not (tmp_path / "pred.mcap.d").exists()
+    with open(target, "rb") as f:
+        reader = make_reader(f)
+        topics = [ch.topic for _, ch, _ in reader.iter_messages()]
+        schemas = {s.name for s in reader.get_summary().schemas.values()}
+    assert topics.count("/para/action_chunk") == 3 and topics.count("/para/markers") == 3
+    assert "para_msgs/msg/ActionChunk" in schemas
+    assert not (tmp_path / "e" / "overlays").exists()
+
+
+def test_cli_errors_and_help(bag, tmp_path, capsys):
+    path, _ = bag
+    assert bag_tools.main(["eval", str(path), "--random-preset", "tiny", "--out", str(tmp_path / "x"),
+                           "--image-topic", "wrist=/nope/image", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no wrist camera images on '/nope/image'" in err and "/wrist_cam/image_raw/compressed" in err
+    assert bag_tools.main(["extract", str(tmp_path / "missing"), "--out", str(tmp_path / "y")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    for args in ([], ["extract"], ["eval"]):
+        r = subprocess.run([sys.executable, "-m", "para_ros.bag_tools", *args, "--help"], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0 and "usage: para-bag" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "para_ros.bag_tools", "eval", str(path)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "--checkpoint" in r.stderr
