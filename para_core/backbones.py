@@ -60,7 +60,12 @@ class DINOv3Backbone(Backbone):
                 raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
                                  f"a local transformers DINOv3 checkpoint directory, or set it to '' for random "
                                  f"weights")
-            self.vit = DINOv3ViTModel.from_pretrained(str(path), local_files_only=True)
+            if not any(path.glob("*.safetensors")):
+                raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
+                                 f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
+                                 f"with transformers' save_pretrained(..., safe_serialization=True)")
+            # use_safetensors=True: never fall back to unpickling a pytorch_model.bin the user handed us
+            self.vit = DINOv3ViTModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
         else:
             self.vit = DINOv3ViTModel(DINOv3ViTConfig(**config.backbone_config))
         hf = self.vit.config

@@ -135,3 +135,17 @@ def test_pretrained_backbone_dir_and_self_contained_checkpoint(tmp_path):
         assert torch.equal(model(inp).volume_logits, loaded(inp).volume_logits)
     with pytest.raises(ValueError, match="has no config.json"):
         build_model(cfg_pre)
+
+
+def test_pretrained_backbone_dir_with_pickled_weights_only_is_refused(tmp_path):
+    """A backbone directory holding only pytorch_model.bin (a pickle) is refused, never unpickled."""
+    from transformers import DINOv3ViTConfig, DINOv3ViTModel
+
+    cfg = V4Config.tiny()
+    vit = DINOv3ViTModel(DINOv3ViTConfig(**{**cfg.backbone_config, "num_hidden_layers": 1}))
+    vit.save_pretrained(tmp_path / "dino")
+    for f in (tmp_path / "dino").glob("*.safetensors"):  # leave only a pickled pytorch_model.bin, as old repos ship
+        f.unlink()
+    torch.save(vit.state_dict(), tmp_path / "dino" / "pytorch_model.bin")
+    with pytest.raises(ValueError, match="only safetensors are loaded"):
+        build_model(cfg.replace(backbone_pretrained_dir=str(tmp_path / "dino")))
