@@ -9,8 +9,8 @@ Run directory (``out_dir``)::
       checkpoint/               the latest weights: model.safetensors + config.json (``para_core.checkpoint``);
                                 deploy it with ``Policy.from_checkpoint`` / ``scripts/demo --checkpoint``
       checkpoints/iter_000500/  periodic snapshots in the same format (the newest ``keep_checkpoints`` are kept)
-      train_state/              optimizer.safetensors (every optimizer tensor) + state.json (iteration, param groups,
-                                scalar optimizer state, AMP scaler, RNG-free resume info): nothing is pickled
+      train_state/              optimizer.safetensors (every optimizer tensor), rng.safetensors (torch RNG states) and
+                                state.json (iteration, param groups, scalar optimizer state, AMP scaler): no pickle
       run.json                  model config, train config, train / validation episode lists (used by resume)
       metrics.jsonl             one JSON object per line: {"split": "train"|"val", "iter": ..., losses, lr, ...}
       loss_curve.png            train loss terms and validation metrics against iterations (matplotlib, Agg)
@@ -53,6 +53,7 @@ RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "loss_curve.png"
 STATE_DIR = "train_state"
+RNG_FILE = "rng.safetensors"
 LATEST_DIR = "checkpoint"
 SNAPSHOT_DIR = "checkpoints"
 # Model-config fields that only steer the optimisation: a resumed run may change these (e.g. more max_iters).
@@ -293,7 +294,7 @@ class Trainer:
     """One training run (see the module docstring). ``Trainer(...).run()`` == ``train(...)``.
 
     :param resume: continue the run in ``out_dir`` from its ``train_state/`` (weights from ``checkpoint/``, optimizer,
-        iteration, AMP scaler). The model architecture must match the saved one; the schedule fields of the model
+        iteration, AMP scaler, torch RNG). The model architecture must match the saved one; the schedule fields of the model
         config (``SCHEDULE_FIELDS``, e.g. a larger ``max_iters``) may change.
     """
 
@@ -334,7 +335,14 @@ class Trainer:
         self.val_set = EpisodeDataset(val_dirs, model_config, cache_dir=cache) if val_dirs else None
 
         torch.manual_seed(train_config.seed)
-        self.model = build_model(model_config).to(self.device)
+        build_config = model_config
+        if resume and model_config.backbone_pretrained_dir:
+            # The weights come from the run's checkpoint: build the same architecture without the pretrained files.
+            from .checkpoint import read_checkpoint_meta
+
+            saved = V4Config.from_dict(read_checkpoint_meta(self.run_dir / LATEST_DIR)["config"])
+            build_config = model_config.replace(backbone_config=saved.backbone_config, backbone_pretrained_dir="")
+        self.model = build_model(build_config).to(self.device)
         groups = self.model.param_groups()
         self.optimizer = torch.optim.AdamW(groups, lr=model_config.lr, betas=train_config.adam_betas,
                                            eps=train_config.adam_eps, weight_decay=model_config.weight_decay)
@@ -365,6 +373,14 @@ class Trainer:
         for g in self.optimizer.param_groups:  # a resumed run may change lr / backbone_lr_mult
             g["base_lr"] = self.config.lr * (self.config.backbone_lr_mult if g.get("name") == "backbone" else 1.0)
         self.iteration = int(state["iteration"])
+        rng_file = self.run_dir / STATE_DIR / RNG_FILE
+        if rng_file.is_file():  # random draws inside the model (e.g. DINOv3's RoPE augmentation) continue exactly
+            rng = load_file(str(rng_file))
+            torch.set_rng_state(rng["torch_cpu"])
+            if torch.cuda.is_available():
+                for i in range(torch.cuda.device_count()):
+                    if f"torch_cuda_{i}" in rng:
+                        torch.cuda.set_rng_state(rng[f"torch_cuda_{i}"], i)
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
 
@@ -376,6 +392,12 @@ class Trainer:
         save_optimizer(self.optimizer, self.run_dir / STATE_DIR,
                        {"iteration": self.iteration, "scaler": self.scaler.state_dict() if self.scaler.is_enabled()
                         else {}})
+        from safetensors.torch import save_file
+
+        rng = {"torch_cpu": torch.get_rng_state()}
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            rng.update({f"torch_cuda_{i}": torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())})
+        save_file(rng, str(self.run_dir / STATE_DIR / RNG_FILE))
         if self.tc.keep_checkpoints > 0:
             snap_root = self.run_dir / SNAPSHOT_DIR
             snap = snap_root / f"iter_{self.iteration:06d}"
@@ -462,10 +484,13 @@ class Trainer:
     # -------------------------------------------------------------------------------------------------- run
     def _loader(self):
         sampler = ResumableBatchSampler(len(self.train_set), self.config.batch_size, self.tc.seed, self.iteration)
+        # Its own generator: creating the loader's iterator must not draw from the global RNG that the model uses,
+        # or a resumed run would diverge from an uninterrupted one. Workers are seeded from (seed, iteration).
+        generator = torch.Generator().manual_seed(self.tc.seed * 1_000_003 + self.iteration)
         return torch.utils.data.DataLoader(
             self.train_set, batch_sampler=sampler, num_workers=self.tc.num_workers,
             pin_memory=self.device.type == "cuda", persistent_workers=False,
-            worker_init_fn=_seed_worker if self.tc.num_workers > 0 else None)
+            worker_init_fn=_seed_worker if self.tc.num_workers > 0 else None, generator=generator)
 
     def run(self) -> TrainResult:
         """Train until ``max_iters``; checkpoints, validation, metrics and the loss curve along the way."""

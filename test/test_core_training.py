@@ -1,0 +1,254 @@
+"""The trainer: validated config, schedule by hand, exact data-order replay, optimizer state through safetensors,
+learning on synthetic episodes, deployable checkpoints, resume at the right iteration, and the para-train CLI."""
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from para_core import synthetic as syn
+from para_core.checkpoint import load_checkpoint
+from para_core.config import V4Config
+from para_core.dataset import EpisodeDataset, make_batch
+from para_core.policy import CameraObservation, Policy, RobotState
+from para_core.training import (ResumableBatchSampler, TrainConfig, Trainer, load_optimizer, lr_factor, read_metrics,
+                                save_optimizer, train)
+from para_core.train_cli import main as cli_main
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("episodes")
+    cfg = V4Config.tiny()
+    rng = np.random.default_rng(0)
+    return [syn.synthetic_episode(cfg, rng, n_frames=24).save(root / f"ep{i}") for i in range(4)]
+
+
+def quick(**kw) -> TrainConfig:
+    base = dict(device="cpu", num_workers=0, log_interval=1, eval_interval=0, ckpt_interval=0, keep_checkpoints=1,
+                val_fraction=0.0, progress=False)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+# ------------------------------------------------------------------------------------------------ config, parts
+@pytest.mark.parametrize("field, value", [
+    ("amp_dtype", "fp8"), ("grad_clip_norm", -1.0), ("val_fraction", 1.0), ("num_workers", -1),
+    ("log_interval", 0), ("adam_betas", (0.9, 1.0)), ("device", "tpu:0"), ("augment", "yes"),
+    ("min_lr_ratio", 2.0), ("seed", 1.5),
+])
+def test_train_config_rejects_bad_values_by_name(field, value):
+    with pytest.raises(ValueError, match=f"TrainConfig.{field} = "):
+        TrainConfig(**{field: value})
+
+
+def test_train_config_has_no_duplicate_model_fields():
+    from dataclasses import fields
+
+    shared = {f.name for f in fields(TrainConfig)} & {f.name for f in fields(V4Config)}
+    assert shared == set(), shared
+
+
+def test_lr_schedule_by_hand():
+    cfg = V4Config.tiny(lr_warmup=10, max_iters=110)
+    assert lr_factor(0, cfg) == pytest.approx(0.1)
+    assert lr_factor(4, cfg) == pytest.approx(0.5)
+    assert lr_factor(9, cfg) == pytest.approx(1.0)
+    assert lr_factor(60, cfg) == pytest.approx(0.5)  # halfway through the cosine: 0.5 * (1 + cos(pi / 2))
+    assert lr_factor(35, cfg) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.25)))
+    assert lr_factor(110, cfg) == pytest.approx(0.0, abs=1e-12)
+    assert lr_factor(110, cfg, min_lr_ratio=0.1) == pytest.approx(0.1)
+    const = cfg.replace(lr_schedule="constant")
+    assert [lr_factor(i, const) for i in (0, 9, 100)] == pytest.approx([0.1, 1.0, 1.0])
+
+
+def test_resumable_sampler_replays_the_same_batches():
+    full = ResumableBatchSampler(10, 3, seed=7)
+    it = iter(full)
+    batches = [next(it) for _ in range(12)]  # 36 samples: 3.6 epochs
+    for e in range(3):  # every epoch is a permutation of all samples
+        assert sorted(sum(batches, [])[10 * e:10 * (e + 1)]) == list(range(10))
+    resumed = iter(ResumableBatchSampler(10, 3, seed=7, start_iter=5))
+    assert [next(resumed) for _ in range(7)] == batches[5:]
+    other = iter(ResumableBatchSampler(10, 3, seed=8))
+    assert [next(other) for _ in range(3)] != batches[:3]
+
+
+def test_optimizer_state_round_trips_through_safetensors(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    groups = [{"params": model[0].parameters(), "lr": 1e-3, "name": "a"},
+              {"params": model[1].parameters(), "lr": 1e-4, "name": "b"}]
+    opt = torch.optim.AdamW(groups, betas=(0.8, 0.95), weight_decay=0.01)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(5, 4)).square().sum().backward()
+        opt.step()
+    save_optimizer(opt, tmp_path, {"iteration": 3})
+    assert not list(tmp_path.glob("*.pt")) and not list(tmp_path.glob("*.pkl"))
+    opt2 = torch.optim.AdamW([{"params": model[0].parameters(), "lr": 5.0, "name": "a"},
+                              {"params": model[1].parameters(), "lr": 5.0, "name": "b"}])
+    extra = load_optimizer(opt2, tmp_path)
+    assert extra["iteration"] == 3
+    a, b = opt.state_dict(), opt2.state_dict()
+    assert a["param_groups"] == b["param_groups"]
+    assert a["state"].keys() == b["state"].keys()
+    for pid in a["state"]:
+        for key, value in a["state"][pid].items():
+            assert torch.equal(value, b["state"][pid][key]), (pid, key)
+
+
+# ------------------------------------------------------------------------------------------------- training runs
+def test_tiny_model_learns_on_synthetic_episodes_and_deploys(tmp_path, episodes):
+    cfg = V4Config.tiny(max_iters=100, lr=3e-3, batch_size=4)
+    tc = quick(log_interval=10, eval_interval=100, val_episodes=(str(episodes[-1]),))
+    result = train(cfg, tc, episodes, tmp_path / "run")
+    rows = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["split"] == "train"]
+    assert [r["iter"] for r in rows] == list(range(10, 101, 10))
+    first, last = rows[0], np.mean([r["loss"] for r in rows[-3:]])
+    uniform = math.log(cfg.n_voxels)  # uniform voxel CE over all voxels (valid ones are fewer: an upper bound)
+    assert first["voxel_ce"] > 0.85 * uniform - 1.0, first
+    assert last < 0.6 * first["loss"], (first["loss"], last)
+    assert np.mean([r["voxel_ce"] for r in rows[-3:]]) < first["voxel_ce"] - 2.0
+    assert result.final_val and {"voxel_ce", "pos_err_m", "pos_err_last_m"} <= set(result.final_val)
+    assert (tmp_path / "run" / "loss_curve.png").stat().st_size > 1000
+    # the deployed Policy predicts the training frames better than the untrained one
+    policy = Policy.from_checkpoint(result.checkpoint_dir, device="cpu")
+    untrained = Policy.random_init(cfg, device="cpu", seed=0)
+    ds = EpisodeDataset(episodes[:3], cfg)
+    errs = {"trained": [], "untrained": []}
+    for i in range(0, len(ds), 5):
+        e, t = (int(x) for x in ds.index[i])
+        s = ds[i]
+        from para_core.dataset import Episode
+
+        ep = Episode.load(episodes[e])
+        cams = [CameraObservation(ep.images[v][t], ep.K[v][t], ep.T_world_cam[v][t]) for v in cfg.view_names]
+        state = RobotState(ep.T_world_ee[t], float(ep.gripper[t]), s["past_positions_world"].double().numpy())
+        for name, pol in (("trained", policy), ("untrained", untrained)):
+            out = pol.predict(cams, state)
+            errs[name].append(np.linalg.norm(out.positions_world - s["target_positions_world"].numpy(), axis=-1))
+    trained, untrained_err = np.mean(errs["trained"]), np.mean(errs["untrained"])
+    assert trained < 0.5 * untrained_err, (trained, untrained_err)
+
+
+def test_short_run_writes_a_checkpoint_the_policy_loads(tmp_path, episodes):
+    cfg = V4Config.tiny(max_iters=3, batch_size=2)
+    result = train(cfg, quick(), episodes[:2], tmp_path / "run")
+    assert result.iterations == 3
+    run = tmp_path / "run"
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint", "checkpoints", "loss_curve.png", "metrics.jsonl",
+                                                     "run.json", "train_state"]
+    assert sorted(p.name for p in (run / "train_state").iterdir()) == ["optimizer.safetensors", "rng.safetensors",
+                                                                      "state.json"]
+    model, loaded_cfg, meta = load_checkpoint(result.checkpoint_dir)
+    assert loaded_cfg == cfg and meta["extra"]["iteration"] == 3
+    policy = Policy.from_checkpoint(result.checkpoint_dir, device="cpu")
+    assert policy.model_id.endswith(":iter3")
+    # the deployed policy computes exactly what the trained model computes on the dataset's batch
+    ds = EpisodeDataset(episodes[:1], cfg)
+    inputs, _ = make_batch(torch.utils.data.default_collate([ds[5]]), cfg, "cpu")
+    ep = __import__("para_core.dataset", fromlist=["Episode"]).Episode.load(episodes[0])
+    cams = [CameraObservation(ep.images[v][5], ep.K[v][5], ep.T_world_cam[v][5]) for v in cfg.view_names]
+    state = RobotState(ep.T_world_ee[5], float(ep.gripper[5]), inputs.past_positions_world[0].double().numpy())
+    policy.predict(cams, state)
+    with torch.no_grad():
+        ref = model.eval()(inputs)
+    assert torch.allclose(policy.last_output.volume_logits, ref.volume_logits, atol=1e-5)
+
+
+def test_resume_continues_at_the_right_iteration_with_the_same_state(tmp_path, episodes):
+    """A run stopped at iteration 4 and resumed to 7 ends with bit-identical weights to an uninterrupted run to 7 (CPU,
+    constant schedule after warm-up, num_workers 0, no augmentation: the data order is replayed exactly)."""
+    cfg = V4Config.tiny(max_iters=4, batch_size=2, lr_schedule="constant", lr_warmup=2, lr=1e-3)
+    tc = quick(ckpt_interval=2)
+    first = Trainer(cfg, tc, episodes[:2], tmp_path / "a")
+    first.run()
+    saved_opt = first.optimizer.state_dict()
+    saved_params = {k: v.clone() for k, v in first.model.state_dict().items()}
+
+    with pytest.raises(FileExistsError, match="--resume"):
+        Trainer(cfg, tc, episodes[:2], tmp_path / "a")
+    with pytest.raises(ValueError, match=r"differs from the saved run in \['feat_dim'\]"):
+        Trainer(cfg.replace(feat_dim=8), tc, episodes[:2], tmp_path / "a", resume=True)
+
+    resumed = Trainer(cfg.replace(max_iters=7), tc, [], tmp_path / "a", resume=True)
+    assert resumed.iteration == 4
+    assert resumed.train_dirs == first.train_dirs
+    state = resumed.optimizer.state_dict()
+    for pid, st in saved_opt["state"].items():
+        for key, value in st.items():
+            assert torch.equal(value, state["state"][pid][key]), (pid, key)
+    for k, v in resumed.model.state_dict().items():
+        assert torch.equal(v, saved_params[k]), k
+    resumed.run()
+    assert resumed.iteration == 7
+
+    straight = Trainer(cfg.replace(max_iters=7), tc, episodes[:2], tmp_path / "b")
+    straight.run()
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(v, resumed.model.state_dict()[k]), k  # bit-exact continuation
+    iters = [r["iter"] for r in read_metrics(tmp_path / "a" / "metrics.jsonl") if r["split"] == "train"]
+    assert iters == list(range(1, 8))
+    assert json.loads((tmp_path / "a" / "train_state" / "state.json").read_text())["iteration"] == 7
+
+
+def test_validation_split_and_bad_setups(tmp_path, episodes):
+    cfg = V4Config.tiny(max_iters=1, batch_size=2)
+    t = Trainer(cfg, quick(val_fraction=0.25), episodes, tmp_path / "split")
+    assert len(t.val_dirs) == 1 and len(t.train_dirs) == 3 and not set(t.val_dirs) & set(t.train_dirs)
+    metrics = t.evaluate()
+    assert {"loss", "voxel_ce", "gripper_ce", "rotation_ce", "pos_err_m", "pos_err_last_m"} <= set(metrics)
+    assert 0.0 <= metrics["pos_err_m"] < 1.0
+    with pytest.raises(ValueError, match="fp16"):
+        Trainer(cfg, quick(amp_dtype="fp16"), episodes, tmp_path / "fp16")
+    with pytest.raises(ValueError, match="every episode is a validation episode"):
+        Trainer(cfg, quick(val_episodes=tuple(str(p) for p in episodes[:2])), episodes[:2], tmp_path / "allval")
+    with pytest.raises(FileNotFoundError, match="nothing to resume|not a para-train run"):
+        Trainer(cfg, quick(), [], tmp_path / "never", resume=True)
+
+
+# ----------------------------------------------------------------------------------------------------------- CLI
+def test_cli_help():
+    out = subprocess.run([sys.executable, "-m", "para_core.train_cli", "--help"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    for flag in ("--data", "--preset", "--config", "--out", "--max-iters", "--batch-size", "--device", "--resume"):
+        assert flag in out.stdout
+
+
+def test_cli_trains_resumes_and_prints_how_to_deploy(tmp_path, episodes, capsys):
+    (tmp_path / "model.yaml").write_text("feat_dim: 8\ntrain:\n  num_workers: 0\n  val_fraction: 0.0\n")
+    out_dir = tmp_path / "runs" / "cli"
+    args = ["--data", str(episodes[0].parent), "--preset", "tiny", "--config", str(tmp_path / "model.yaml"),
+            "--out", str(out_dir), "--max-iters", "2", "--batch-size", "2", "--device", "cpu", "--no-progress"]
+    assert cli_main(args + ["--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["model"]["feat_dim"] == 8 and printed["model"]["max_iters"] == 2
+    assert printed["train"]["num_workers"] == 0 and len(printed["episodes"]) == 4
+    assert cli_main(args) == 0
+    text = capsys.readouterr().out
+    ckpt = out_dir / "checkpoint"
+    assert f"scripts/demo --checkpoint {ckpt}" in text
+    assert f"ros2 launch para_ros deploy.launch.py checkpoint:={ckpt.resolve()}" in text
+    assert Policy.from_checkpoint(ckpt, device="cpu").config.feat_dim == 8
+    assert cli_main(["--out", str(out_dir), "--resume", "--max-iters", "3", "--no-progress"]) == 0
+    assert "done at iteration 3" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli_main(["--out", str(out_dir), "--resume", "--seed", "3"])
+    assert "cannot change ['seed']" in capsys.readouterr().err
+    (tmp_path / "bad.yaml").write_text("feat_dimm: 8\n")
+    with pytest.raises(SystemExit):
+        cli_main(["--data", str(episodes[0]), "--config", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "x")])
+    assert "unknown V4Config field(s) ['feat_dimm']" in capsys.readouterr().err
