@@ -16,7 +16,7 @@ from para_core.actions import encode_targets
 from para_core.config import V4Config
 from para_core.dataset import (Episode, EpisodeDataset, find_episode_dirs, future_frame_indices, make_batch,
                                past_frame_indices)
-from para_core.policy import IMAGENET_MEAN, IMAGENET_STD, CameraObservation, Policy, RobotState
+from para_core.policy import CameraObservation, Policy, RobotState
 from para_core.voxels import build_voxel_grid
 
 VIEWS = ("scene", "wrist")

@@ -12,7 +12,7 @@ import torch
 from para_core import synthetic as syn
 from para_core.checkpoint import load_checkpoint
 from para_core.config import V4Config
-from para_core.dataset import EpisodeDataset, make_batch
+from para_core.dataset import Episode, EpisodeDataset, make_batch
 from para_core.policy import CameraObservation, Policy, RobotState
 from para_core.training import (ResumableBatchSampler, TrainConfig, Trainer, load_optimizer, lr_factor, read_metrics,
                                 save_optimizer, train)
@@ -131,8 +131,6 @@ def test_tiny_model_learns_on_synthetic_episodes_and_deploys(tmp_path, episodes)
     for i in range(0, len(ds), 5):
         e, t = (int(x) for x in ds.index[i])
         s = ds[i]
-        from para_core.dataset import Episode
-
         ep = Episode.load(episodes[e])
         cams = [CameraObservation(ep.images[v][t], ep.K[v][t], ep.T_world_cam[v][t]) for v in cfg.view_names]
         state = RobotState(ep.T_world_ee[t], float(ep.gripper[t]), s["past_positions_world"].double().numpy())
@@ -159,7 +157,7 @@ def test_short_run_writes_a_checkpoint_the_policy_loads(tmp_path, episodes):
     # the deployed policy computes exactly what the trained model computes on the dataset's batch
     ds = EpisodeDataset(episodes[:1], cfg)
     inputs, _ = make_batch(torch.utils.data.default_collate([ds[5]]), cfg, "cpu")
-    ep = __import__("para_core.dataset", fromlist=["Episode"]).Episode.load(episodes[0])
+    ep = Episode.load(episodes[0])
     cams = [CameraObservation(ep.images[v][5], ep.K[v][5], ep.T_world_cam[v][5]) for v in cfg.view_names]
     state = RobotState(ep.T_world_ee[5], float(ep.gripper[5]), inputs.past_positions_world[0].double().numpy())
     policy.predict(cams, state)
@@ -252,3 +250,12 @@ def test_cli_trains_resumes_and_prints_how_to_deploy(tmp_path, episodes, capsys)
     with pytest.raises(SystemExit):
         cli_main(["--data", str(episodes[0]), "--config", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "x")])
     assert "unknown V4Config field(s) ['feat_dimm']" in capsys.readouterr().err
+
+
+def test_bf16_autocast_and_worker_processes(tmp_path, episodes):
+    cfg = V4Config.tiny(max_iters=2, batch_size=2)
+    result = train(cfg, quick(amp_dtype="bf16", num_workers=1, augment=True), episodes[:2], tmp_path / "bf16")
+    rows = [r for r in read_metrics(tmp_path / "bf16" / "metrics.jsonl") if r["split"] == "train"]
+    assert [r["iter"] for r in rows] == [1, 2] and all(math.isfinite(r["loss"]) for r in rows)
+    model, loaded_cfg, _ = load_checkpoint(result.checkpoint_dir)
+    assert loaded_cfg == cfg and all(p.dtype == torch.float32 for p in model.parameters())  # fp32 master weights
