@@ -12,7 +12,8 @@ at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunk
 Services ``~/stop`` and ``~/resume`` (``std_srvs/Trigger``): stop drops every chunk and, from the next tick on, every
 command holds the last commanded position; resume accepts chunks again from the measured joints.
 Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: state, counters, the latest problem named) and the
-commanded tool pose (``PoseStamped``, FK of each command) on ``commanded_pose_topic`` for rviz.
+commanded tool pose (``PoseStamped``, FK of each command, stamped with the time it is meant for: tick +
+``command_lookahead_s``) on ``commanded_pose_topic`` for rviz.
 
 A bad chunk never crashes the node and never moves the arm: it is rejected whole, with a throttled warning and a
 diagnostics status naming the problem. Parameter defaults: ``config/executor.yaml``; limits: ``config/yam.yaml``.
@@ -55,12 +56,14 @@ PARAM_DESCRIPTIONS = {
     "yam_config": "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml.",
     "chunk_topic": "para_msgs/ActionChunk input topic.",
     "joint_states_topic": "sensor_msgs/JointState topic the arm's joints are read from (topic backends).",
-    "commanded_pose_topic": "geometry_msgs/PoseStamped of every command's tool pose (FK), for rviz.",
+    "commanded_pose_topic": "geometry_msgs/PoseStamped of every command's tool pose (FK), for rviz; "
+                            "stamped with its target time (tick + command_lookahead_s).",
     "diagnostics_rate_hz": "Rate of the /diagnostics status (Hz); problems are also reported at once.",
     "backend": "Where commands go: 'joint_trajectory', 'i2rt_sdk' or 'pose'.",
     "joint_trajectory_topic": "trajectory_msgs/JointTrajectory output topic (joint_trajectory backend).",
     "gripper_joint_name": "Name of the gripper (0 closed .. 1 open) in JointTrajectory and JointState; empty = none.",
-    "pose_command_topic": "geometry_msgs/PoseStamped tool target output topic (pose backend).",
+    "pose_command_topic": "geometry_msgs/PoseStamped tool target output topic (pose backend); "
+                          "stamped with the time the pose is meant for (tick + command_lookahead_s).",
     "gripper_command_topic": "std_msgs/Float64 gripper output topic (pose backend); empty = none.",
     "sdk_channel": "CAN interface of the real arm (i2rt_sdk backend), e.g. can0.",
     "sdk_sim": "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real arm.",

@@ -128,8 +128,8 @@ def test_tracks_chunks_at_control_rate_with_latency_compensation_then_holds_when
     assert np.all(q[hold] == q[hold][0]) and np.all(g[hold] == g[hold][0])
     assert np.linalg.norm(kin.fk(q[hold][0])[:3, 3] - p_now) > 0.03  # it held where it had got to, not at the start
 
-    # The commanded pose topic is FK of the commands (same stamps).
-    by_stamp = {round(s, 6): i for i, s in enumerate(stamps)}
+    # The commanded pose topic is FK of the commands, stamped with their target time (tick + lookahead).
+    by_stamp = {round(s + LOOKAHEAD_S, 6): i for i, s in enumerate(stamps)}
     matched = 0
     for _, pose in poses:
         i = by_stamp.get(round(stamp_s(pose.header.stamp), 6))

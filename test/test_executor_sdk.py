@@ -149,7 +149,7 @@ def test_node_with_sdk_sim_backend_follows_a_chunk(tmp_path):
         got = [p for p in list(poses) if t_first + 0.05 <= stamp_s(p.header.stamp) <= t_first + 0.9]
         assert len(got) > 50
         for p in got:
-            t = stamp_s(p.header.stamp) + 0.01  # command lookahead
+            t = stamp_s(p.header.stamp)  # the pose is stamped with the time it is meant for (tick + lookahead)
             expect = T_home[:3, 3] + (t - t_first) * v
             pos = np.array([p.pose.position.x, p.pose.position.y, p.pose.position.z])
             assert np.linalg.norm(pos - expect) < 2e-3, (pos, expect)
@@ -204,7 +204,10 @@ def test_pose_backend_publishes_the_tool_pose_of_each_checked_command():
             backend.send(c)
         wait_for(lambda: len(poses) >= 30 and len(grippers) >= 30, 20.0,
                  spin=lambda: ex.spin_once(timeout_sec=0.05), what="pose commands")
-        for c, msg in zip(commands, poses):
+        lookahead_s = core.config.command_lookahead_s
+        for k, (c, msg) in enumerate(zip(commands, poses)):
+            # Stamped with the time the pose is meant for: tick (100 s + k * 10 ms) + lookahead, not the tick.
+            assert abs(stamp_s(msg.header.stamp) - (100.0 + 0.01 * k + lookahead_s)) < 1e-9
             T = ref.fk(c.q_rad)
             p = msg.pose.position
             o = msg.pose.orientation

@@ -91,7 +91,8 @@ class ExecutorConfig:
 class JointCommand:
     """One command: joints (6,) rad, gripper 0..1, the tool pose FK gives for them, and its timing.
 
-    ``stamp_s`` is the tick time; the command is the target for ``stamp_s + time_from_start_s``.
+    ``stamp_s`` is the tick time; the command is the target for ``target_time_s = stamp_s + time_from_start_s``
+    (the chunk was sampled there), which is the stamp a commanded pose carries.
     """
 
     stamp_s: float
@@ -100,6 +101,11 @@ class JointCommand:
     gripper: float
     T_base_tool: np.ndarray
     moving: bool
+
+    @property
+    def target_time_s(self) -> float:
+        """When the arm should be at this command: tick time + lookahead (s, the caller's clock)."""
+        return self.stamp_s + self.time_from_start_s
 
     @property
     def quat_xyzw(self) -> np.ndarray:

@@ -6,7 +6,9 @@
   ``para_ros.sim`` publishes on ``/joint_states``). This is what a ros2_control joint trajectory controller and the
   project's simulated YAM follow.
 * :class:`PoseBackend`: ``geometry_msgs/PoseStamped`` of the tool (FK of the checked joint command, so the pose
-  satisfies the same limits) for a Cartesian controller, plus ``std_msgs/Float64`` gripper commands.
+  satisfies the same limits) for a Cartesian controller, plus ``std_msgs/Float64`` gripper commands. The pose is
+  stamped with the time it is meant for (tick + lookahead, :attr:`JointCommand.target_time_s`): a pose target says
+  where the tool should be at its stamp, like a chunk step at its due time.
 """
 from __future__ import annotations
 
@@ -112,9 +114,13 @@ class PoseBackend(CommandBackend):
 
 
 def pose_stamped(command: JointCommand, frame_id: str) -> PoseStamped:
-    """The tool pose of ``command`` as a ``PoseStamped`` stamped with the tick time."""
+    """The tool pose of ``command`` as a ``PoseStamped`` stamped with the time it is meant for.
+
+    The stamp is :attr:`JointCommand.target_time_s` (tick + lookahead: the chunk was sampled there), not the tick
+    time: the pose is where the tool should be at its stamp.
+    """
     msg = PoseStamped()
-    msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(command.stamp_s)
+    msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(command.target_time_s)
     msg.header.frame_id = frame_id
     p = command.T_base_tool[:3, 3]
     q = command.quat_xyzw
