@@ -259,10 +259,14 @@ class BagReader:
     frame exists; images are streamed.
     """
 
-    def __init__(self, path: str | os.PathLike, config: BagTopicConfig | None = None):
-        """:raises BagError: unreadable or empty bag, missing topics, no TF for the world/EE/camera frames."""
+    def __init__(self, path: str | os.PathLike, config: BagTopicConfig | None = None, cameras: bool = True):
+        """
+        :param cameras: False: only TF and joint states are needed (e.g. to score chunks recorded in the bag).
+        :raises BagError: unreadable or empty bag, missing topics, no TF for the world/EE/camera frames.
+        """
         self.path = Path(path)
         self.config = config or BagTopicConfig()
+        self._views = tuple(self.config.view_names) if cameras else ()
         self.stats = BagStats()
         self._typestore = make_typestore()
         self._reader = self._open(self.path)
@@ -328,6 +332,16 @@ class BagReader:
             raise BagError(f"topic {topic!r} ({what}) has no messages in bag {str(self.path)!r}")
         return conns
 
+    def messages(self, topic: str, msgtype: str | None = None) -> Iterator[tuple[int, object]]:
+        """(log time ns, deserialized rosbags message) of one topic, in log-time order.
+
+        :raises BagError: the topic is missing (listing what the bag has) or has another type than ``msgtype``.
+        """
+        conns = self._require(topic, (msgtype,) if msgtype else tuple({c.msgtype for c in self._connections(topic)}),
+                              "requested")
+        for _, log_ns, msg in self._messages(conns):
+            yield log_ns, msg
+
     def _messages(self, connections) -> Iterator[tuple[object, int, object]]:
         """(connection, log time ns, deserialized rosbags message) in log-time order."""
         for conn, log_ns, raw in self._reader.messages(connections=connections):
@@ -339,7 +353,7 @@ class BagReader:
             raise BagError(f"bag {str(self.path)!r} is empty (0 messages; topics: {self._topics_text()})")
         # Image topics (raw or compressed).
         self.image_topics: dict[str, str] = {}
-        for view in cfg.view_names:
+        for view in self._views:
             base = cfg.image_topics[view]
             candidates = {"raw": [base], "compressed": [base + "/compressed"],
                           "auto": [base, base + "/compressed"]}[cfg.image_transport]
@@ -351,7 +365,7 @@ class BagReader:
             self._require(found, IMAGE_TYPES, f"{view} camera images")
             self.image_topics[view] = found
         info_conns = {view: self._require(cfg.info_topics[view], (CAMERA_INFO_TYPE,), f"{view} CameraInfo")
-                      for view in cfg.view_names}
+                      for view in self._views}
         tf_conns = self._connections(cfg.tf_topic) + self._connections(cfg.tf_static_topic)
         if not tf_conns:
             raise BagError(f"bag {str(self.path)!r} has neither {cfg.tf_topic!r} nor {cfg.tf_static_topic!r}: "
@@ -369,8 +383,8 @@ class BagReader:
         span_s = max(self._reader.duration / 1e9, 0.0)
         self.tf_buffer = Buffer(cache_time=Duration(seconds=span_s + 3600.0))
         self.tf_stamp_range_ns: list[int] = []
-        self._infos: dict[str, tuple[list[int], list]] = {v: ([], []) for v in cfg.view_names}
-        info_topic_to_view = {cfg.info_topics[v]: v for v in cfg.view_names}
+        self._infos: dict[str, tuple[list[int], list]] = {v: ([], []) for v in self._views}
+        info_topic_to_view = {cfg.info_topics[v]: v for v in self._views}
         grip_stamps, grip_values = [], []
         self.tf_rejections = 0
         for conn, log_ns, msg in self._messages(tf_conns + [c for cs in info_conns.values() for c in cs] + js_conns):
@@ -404,7 +418,7 @@ class BagReader:
 
         # Frames: world <- EE and world <- each camera must be connected somewhere in the bag.
         self.camera_frames: dict[str, str] = {}
-        for view in cfg.view_names:
+        for view in self._views:
             info = self._infos[view][1][0]
             self.camera_frames[view] = str(info.header.frame_id)
         self._check_frame(cfg.ee_frame, "end-effector (ee_frame)")

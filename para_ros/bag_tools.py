@@ -19,6 +19,10 @@
     (``/para/markers``) as a new bag, stamped like the recording, to view next to it (Foxglove, rviz2 +
     ``ros2 bag play``): a path ending in ``.mcap`` gives one self-contained MCAP file, any other path a rosbag2
     directory.
+
+``para-bag eval BAG --recorded-chunks [TOPIC]``
+    No model: scores the ``ActionChunk`` messages a live run recorded in the bag (``para-deploy`` records
+    ``/para/action_chunk``) against the same bag's TF, with the same metrics and plots (no overlays).
 """
 from __future__ import annotations
 
@@ -100,21 +104,30 @@ def extract(args) -> int:
         keep = select_by_fps(stamps, args.fps)
         if args.max_frames:
             keep = keep[:args.max_frames]
-        frames = {"stamps": [], "T_ee": [], "grip": [], "img": {v: [] for v in views}, "K": {v: [] for v in views},
-                  "T_cam": {v: [] for v in views}}
+        # Preallocated on the first frame (an episode of images can be GBs: no list + np.stack copy).
+        n_max, n = len(keep), 0
+        arrays: dict[str, np.ndarray] = {}
         for obs in _progress(bag.observations(set(keep)), len(keep), "extract", args.quiet):
+            if not arrays:
+                arrays = {"stamps": np.zeros(n_max, np.int64), "T_ee": np.zeros((n_max, 4, 4)),
+                          "grip": np.zeros(n_max)}
+                for v, cam in zip(views, obs.cameras):
+                    arrays[f"img.{v}"] = np.zeros((n_max, *cam.image_rgb.shape), np.uint8)
+                    arrays[f"K.{v}"] = np.zeros((n_max, 3, 3))
+                    arrays[f"T_cam.{v}"] = np.zeros((n_max, 4, 4))
             for v, cam in zip(views, obs.cameras):
-                if frames["img"][v] and cam.image_rgb.shape != frames["img"][v][0].shape:
+                if cam.image_rgb.shape != arrays[f"img.{v}"].shape[1:]:
                     raise BagError(f"the {v} image size changes at t={obs.stamp_ns / 1e9:.3f} s "
-                                   f"({frames['img'][v][0].shape} -> {cam.image_rgb.shape}); an episode needs one "
+                                   f"({arrays[f'img.{v}'].shape[1:]} -> {cam.image_rgb.shape}); an episode needs one "
                                    "size per view: split the bag there")
-                frames["img"][v].append(cam.image_rgb)
-                frames["K"][v].append(cam.K)
-                frames["T_cam"][v].append(cam.T_world_cam)
-            frames["stamps"].append(obs.stamp_ns)
-            frames["T_ee"].append(obs.T_world_ee)
-            frames["grip"].append(obs.gripper)
-        if not frames["stamps"]:
+                arrays[f"img.{v}"][n] = cam.image_rgb
+                arrays[f"K.{v}"][n] = cam.K
+                arrays[f"T_cam.{v}"][n] = cam.T_world_cam
+            arrays["stamps"][n] = obs.stamp_ns
+            arrays["T_ee"][n] = obs.T_world_ee
+            arrays["grip"][n] = obs.gripper
+            n += 1
+        if n == 0:
             raise BagError(f"no observation could be built from {args.bag}: {bag.stats.summary()}")
         source_rate = (len(stamps) - 1) / max((stamps[-1] - stamps[0]) / 1e9, 1e-9) if len(stamps) > 1 else 0.0
         cfg = bag.config
@@ -124,11 +137,11 @@ def extract(args) -> int:
                 "has_gripper": bag.has_gripper, "pair_slop_s": cfg.pair_slop_s,
                 "source_pair_rate_hz": source_rate, "pairs_in_bag": len(stamps), "requested_fps": args.fps,
                 "reader_stats": bag.stats.summary()}
-        episode = Episode(view_names=views, stamps_ns=np.asarray(frames["stamps"], dtype=np.int64),
-                          images={v: np.stack(frames["img"][v]) for v in views},
-                          K={v: np.stack(frames["K"][v]) for v in views},
-                          T_world_cam={v: np.stack(frames["T_cam"][v]) for v in views},
-                          T_world_ee=np.stack(frames["T_ee"]), gripper=np.asarray(frames["grip"]),
+        episode = Episode(view_names=views, stamps_ns=arrays["stamps"][:n],
+                          images={v: arrays[f"img.{v}"][:n] for v in views},
+                          K={v: arrays[f"K.{v}"][:n] for v in views},
+                          T_world_cam={v: arrays[f"T_cam.{v}"][:n] for v in views},
+                          T_world_ee=arrays["T_ee"][:n], gripper=arrays["grip"][:n],
                           fps=float(args.fps) if args.fps and args.fps > 0 else max(source_rate, 1e-3), meta=meta)
         out = episode.save(args.out)
         if not bag.has_gripper:
@@ -223,11 +236,24 @@ def _future_truth(bag: BagReader, stamp_ns: int, offsets_s: np.ndarray):
     return pos, rot, grip
 
 
-def evaluate(args) -> int:
-    import torch
-    from scipy.spatial.transform import Rotation
+def _new_record() -> dict:
+    return {"stamps": [], "pred_pos": [], "pred_quat": [], "pred_grip": [], "conf": [], "gt_pos": [], "gt_rot": [],
+            "gt_grip": [], "ee_pos": [], "offsets": []}
 
-    from para_core import evaluation as ev
+
+def _append(rec: dict, bag: BagReader, stamp_ns: int, positions, quats, gripper, confidence, offsets,
+            ee_xyz) -> None:
+    gt_pos, gt_rot, gt_grip = _future_truth(bag, stamp_ns, offsets)
+    for key, value in (("stamps", stamp_ns), ("pred_pos", positions), ("pred_quat", quats), ("pred_grip", gripper),
+                       ("conf", confidence), ("gt_pos", gt_pos), ("gt_rot", gt_rot), ("gt_grip", gt_grip),
+                       ("ee_pos", ee_xyz), ("offsets", offsets)):
+        rec[key].append(np.asarray(value, dtype=np.int64 if key == "stamps" else np.float64))
+
+
+def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
+    """Run the policy over the bag's observations; returns the records, the model id and report context."""
+    import torch
+
     from para_core import figures
     from para_core.policy import RobotState
 
@@ -236,15 +262,11 @@ def evaluate(args) -> int:
     policy = load_policy(args)
     cfg = policy.config
     step_dt_s = cfg.frame_stride / cfg.dataset_fps
-    out_dir = Path(args.out or f"para_eval_{Path(args.bag).resolve().name}")
-    out_dir.mkdir(parents=True, exist_ok=True)
     overlay_view = args.overlay_view or policy.view_names[0]
     if overlay_view not in policy.view_names:
-        raise SystemExit(f"--overlay-view {overlay_view!r} is not a view of this policy {policy.view_names}")
+        raise ValueError(f"--overlay-view {overlay_view!r} is not a view of this policy {policy.view_names}")
     ov = policy.view_names.index(overlay_view)
-    rec = {"stamps": [], "pred_pos": [], "pred_quat": [], "pred_grip": [], "conf": [], "gt_pos": [], "gt_rot": [],
-           "gt_grip": [], "ee_pos": []}
-    offsets = None
+    rec = _new_record()
     writer = ChunkBagWriter(args.write_chunks) if args.write_chunks else None
     policy_errors: dict[str, int] = {}
     try:
@@ -253,7 +275,7 @@ def evaluate(args) -> int:
             if not stamps:
                 raise BagError(f"no scene/wrist pair in {args.bag}; check the image topics and --pair-slop-s")
             keep = stamps[:args.max_frames] if args.max_frames else stamps
-            for k, obs in enumerate(_progress(bag.observations(set(keep)), len(keep), "eval", args.quiet)):
+            for obs in _progress(bag.observations(set(keep)), len(keep), "eval", args.quiet):
                 past = bag.past_positions(obs.stamp_ns, cfg.mv_past_n, step_dt_s, obs.T_world_ee[:3, 3])
                 state = RobotState(T_world_ee=obs.T_world_ee, gripper=obs.gripper, past_positions_world=past)
                 try:
@@ -262,17 +284,9 @@ def evaluate(args) -> int:
                     policy_errors[str(exc)[:200]] = policy_errors.get(str(exc)[:200], 0) + 1
                     continue
                 offsets = np.asarray(out.time_offsets_s, dtype=np.float64)
-                gt_pos, gt_rot, gt_grip = _future_truth(bag, obs.stamp_ns, offsets)
                 i = len(rec["stamps"])
-                rec["stamps"].append(obs.stamp_ns)
-                rec["pred_pos"].append(out.positions_world)
-                rec["pred_quat"].append(out.quaternions_xyzw)
-                rec["pred_grip"].append(out.gripper)
-                rec["conf"].append(out.confidence)
-                rec["gt_pos"].append(gt_pos)
-                rec["gt_rot"].append(gt_rot)
-                rec["gt_grip"].append(gt_grip)
-                rec["ee_pos"].append(obs.T_world_ee[:3, 3])
+                _append(rec, bag, obs.stamp_ns, out.positions_world, out.quaternions_xyzw, out.gripper,
+                        out.confidence, offsets, obs.T_world_ee[:3, 3])
                 if writer is not None:
                     writer.write(obs.stamp_ns, bag.config.world_frame, bag.config.ee_frame, policy.model_id, out,
                                  obs.T_world_ee[:3, 3])
@@ -291,42 +305,95 @@ def evaluate(args) -> int:
                 if (i == 0 and rv_every >= 0) or (rv_every > 0 and i % rv_every == 0):
                     _response_volume_figure(policy, obs, state, out_dir / f"response_volume_{i:05d}.png",
                                             args.response_volume_step)
-            stats = bag.stats.summary()
-            bag_cfg = bag.config
-            image_topics = bag.image_topics
+            context = {"reader_stats": bag.stats.summary(), "policy_refused": policy_errors,
+                       "world_frame": bag.config.world_frame, "ee_frame": bag.config.ee_frame,
+                       "image_topics": bag.image_topics, "source": "policy replay"}
     finally:
         chunks_path = writer.close() if writer is not None else None
-    if not rec["stamps"]:
-        raise BagError(f"no chunk could be evaluated on {args.bag}: {stats}"
-                       + (f"; policy refused: {policy_errors}" if policy_errors else ""))
+    context["chunks_bag"] = str(chunks_path) if chunks_path else None
+    if policy_errors and not rec["stamps"]:
+        context["reader_stats"] += f"; policy refused: {policy_errors}"
+    return rec, policy.model_id, context
 
-    A = {k: np.asarray(v) for k, v in rec.items()}
+
+def _recorded(args) -> tuple[dict, str, dict]:
+    """Score the ActionChunks recorded in the bag (a live run) against the same bag's TF; no model, no images."""
+    rec = _new_record()
+    model_ids: set[str] = set()
+    skipped = 0
+    with BagReader(args.bag, topic_config(args, ("scene", "wrist")), cameras=False) as bag:
+        cfg = bag.config
+        for _, chunk in bag.messages(args.recorded_chunks, "para_msgs/msg/ActionChunk"):
+            if args.max_frames and len(rec["stamps"]) >= args.max_frames:
+                break
+            n = len(chunk.poses)
+            if n == 0 or len(chunk.time_from_stamp) != n or (rec["pred_pos"] and n != len(rec["pred_pos"][0])):
+                skipped += 1
+                continue
+            if chunk.header.frame_id and chunk.header.frame_id != cfg.world_frame:
+                raise BagError(f"recorded chunks are in frame {chunk.header.frame_id!r}, the evaluation world frame "
+                               f"is {cfg.world_frame!r}: pass --world-frame {chunk.header.frame_id}")
+            stamp = int(chunk.header.stamp.sec) * 1_000_000_000 + int(chunk.header.stamp.nanosec)
+            pos = np.array([[p.position.x, p.position.y, p.position.z] for p in chunk.poses])
+            quat = np.array([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w]
+                             for p in chunk.poses])
+            offsets = np.array([d.sec + d.nanosec * 1e-9 for d in chunk.time_from_stamp])
+            grip = np.asarray(chunk.gripper, dtype=np.float64)
+            conf = np.asarray(chunk.confidence, dtype=np.float64)
+            grip = grip if grip.size == n else np.full(n, np.nan)
+            conf = conf if conf.size == n else np.full(n, np.nan)
+            ee = bag.try_lookup(cfg.ee_frame, stamp)
+            _append(rec, bag, stamp, pos, quat, grip, conf, offsets, np.full(3, np.nan) if ee is None else ee[:3, 3])
+            model_ids.add(str(chunk.model_id))
+        context = {"reader_stats": f"{len(rec['stamps'])} recorded chunks on {args.recorded_chunks}"
+                                   + (f", {skipped} skipped (empty or a different length)" if skipped else ""),
+                   "world_frame": cfg.world_frame, "ee_frame": cfg.ee_frame, "source": "recorded chunks",
+                   "chunks_bag": None}
+    return rec, ",".join(sorted(model_ids)), context
+
+
+def evaluate(args) -> int:
+    from scipy.spatial.transform import Rotation
+
+    from para_core import evaluation as ev
+    from para_core import figures
+
+    out_dir = Path(args.out or f"para_eval_{Path(args.bag).resolve().name}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.recorded_chunks:
+        rec, model_id, context = _recorded(args)
+    else:
+        rec, model_id, context = _replay(args, out_dir)
+    if not rec["stamps"]:
+        raise BagError(f"no chunk could be evaluated on {args.bag}: {context['reader_stats']}")
+    A = {k: np.stack(v) for k, v in rec.items()}
+    offsets = np.median(A["offsets"], axis=0)  # (T,) identical for every chunk of one model
     pred_rot = Rotation.from_quat(A["pred_quat"].reshape(-1, 4)).as_matrix().reshape(*A["pred_quat"].shape[:2], 3, 3)
     errors = ev.chunk_errors(A["pred_pos"], pred_rot, A["pred_grip"], A["gt_pos"], A["gt_rot"], A["gt_grip"],
                              gripper_threshold=args.gripper_threshold)
-    extra = {"bag": str(Path(args.bag).resolve()), "reader_stats": stats, "policy_refused": policy_errors,
-             "world_frame": bag_cfg.world_frame, "ee_frame": bag_cfg.ee_frame, "image_topics": image_topics,
-             "gripper_threshold": args.gripper_threshold,
-             "ground_truth": f"TF {bag_cfg.world_frame} <- {bag_cfg.ee_frame} at stamp + time_offset_i (tf2 "
-                             "interpolation); gripper: joint_states sample-and-hold; steps beyond the recording "
-                             "are left out",
-             "chunks_bag": str(chunks_path) if chunks_path else None}
-    metrics = ev.metrics_dict(errors, offsets, model_id=policy.model_id, extra=extra)
+    extra = dict(context)
+    extra.update({"bag": str(Path(args.bag).resolve()), "gripper_threshold": args.gripper_threshold,
+                  "ground_truth": f"TF {context['world_frame']} <- {context['ee_frame']} at stamp + time_offset_i "
+                                  "(tf2 interpolation); gripper: joint_states sample-and-hold; steps beyond the "
+                                  "recording are left out"})
+    metrics = ev.metrics_dict(errors, offsets, model_id=model_id, extra=extra)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     np.savez_compressed(out_dir / "chunks.npz", stamps_ns=A["stamps"], pred_positions=A["pred_pos"],
                         pred_quaternions_xyzw=A["pred_quat"], pred_gripper=A["pred_grip"], confidence=A["conf"],
                         gt_positions=A["gt_pos"], gt_rotations=A["gt_rot"], gt_gripper=A["gt_grip"],
-                        time_offsets_s=offsets, position_error_m=errors.position_m,
+                        time_offsets_s=A["offsets"], position_error_m=errors.position_m,
                         rotation_error_deg=errors.rotation_deg)
     figures.plot_error_per_step(metrics["position_error_m"]["per_step"], offsets, out_dir / "error_per_step.png",
-                                title=f"position error per step ({policy.model_id})", unit="cm", scale=100.0)
+                                title=f"position error per step ({model_id})", unit="cm", scale=100.0)
     figures.plot_error_per_step(metrics["rotation_error_deg"]["per_step"], offsets,
                                 out_dir / "rotation_error_per_step.png", title="rotation error per step", unit="deg")
     last = A["pred_pos"][:, -1]
     figures.plot_trajectory(A["stamps"], A["ee_pos"], A["pred_pos"][:, 0], out_dir / "trajectory.png",
-                            extra=[(last, f"predicted (step {len(offsets) - 1}, +{offsets[-1]:.2f} s)", float(offsets[-1]))])
+                            extra=[(last, f"predicted (step {len(offsets) - 1}, +{offsets[-1]:.2f} s)",
+                                    float(offsets[-1]))])
     all_pos = metrics["position_error_m"]["all"]
-    print(f"evaluated {metrics['chunks_evaluated']} chunks ({policy.model_id}): position error mean "
+    chunks_path = context.get("chunks_bag")
+    print(f"evaluated {metrics['chunks_evaluated']} chunks ({model_id}): position error mean "
           f"{_fmt(all_pos['mean'], 100)} cm, median {_fmt(all_pos['median'], 100)} cm, p90 {_fmt(all_pos['p90'], 100)}"
           f" cm; gripper accuracy {_fmt(metrics['gripper_accuracy']['all'], 100)} %; wrote {out_dir}"
           + (f" and {chunks_path}" if chunks_path else ""))
@@ -373,6 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     src = ev.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="checkpoint directory (model.safetensors + config.json)")
     src.add_argument("--random-preset", choices=("tiny", "paper"), help="an UNTRAINED random policy (baseline/tests)")
+    src.add_argument("--recorded-chunks", nargs="?", const=CHUNK_TOPIC, metavar="TOPIC",
+                     help=f"no model: score the ActionChunks recorded in the bag (a live run; default topic "
+                          f"{CHUNK_TOPIC}) against its TF; needs only TF (+ joint states)")
     ev.add_argument("--random-seed", type=int, default=0)
     ev.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ev.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"))

@@ -127,14 +127,19 @@ def frame_colour(i: int) -> tuple[int, int, int]:
 
 
 # ------------------------------------------------------------------------------------------------------ writer
-def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None) -> Path:
-    """Write the recording to the rosbag2 directory ``path`` and return it."""
+def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, chunks=()) -> Path:
+    """Write the recording to the rosbag2 directory ``path`` and return it.
+
+    :param chunks: ``(stamp_ns, positions (T, 3), quaternions_xyzw (T, 4), offsets_ns (T,), gripper (T,))`` tuples
+        recorded as ``para_msgs/ActionChunk`` on ``/para/action_chunk`` (as a live run records them).
+    """
     from rosbags.rosbag2 import StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
+
+    from para_ros.recording import make_typestore
 
     spec = spec or SyntheticBagSpec()
     path = Path(path)
-    store = get_typestore(Stores.ROS2_KILTED)
+    store = make_typestore()
     ty = store.types
     Time, Header = ty["builtin_interfaces/msg/Time"], ty["std_msgs/msg/Header"]
     Vec, Quat = ty["geometry_msgs/msg/Vector3"], ty["geometry_msgs/msg/Quaternion"]
@@ -214,6 +219,18 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None) 
             late = s - int(0.05 * NS)
             topic, msg = wrist_msg(200 + k, late)
             events.append((s + lat + 1000, topic, msg))
+
+    Chunk, Pose, Point, Duration = ty["para_msgs/msg/ActionChunk"], ty["geometry_msgs/msg/Pose"], \
+        ty["geometry_msgs/msg/Point"], ty["builtin_interfaces/msg/Duration"]
+    for stamp, pos, quat, offsets_ns, grip in chunks:
+        poses = [Pose(position=Point(x=float(p[0]), y=float(p[1]), z=float(p[2])),
+                      orientation=Quat(x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])))
+                 for p, q in zip(pos, quat)]
+        durations = [Duration(sec=int(o) // NS, nanosec=int(o) % NS) for o in offsets_ns]
+        events.append((int(stamp) + lat, "/para/action_chunk", Chunk(
+            header=header(stamp, "base"), tool_frame_id=spec.ee_frame, time_from_stamp=durations, poses=poses,
+            gripper=np.asarray(grip, dtype=np.float32), confidence=np.ones(len(poses), np.float32),
+            model_id="recorded-test")))
 
     events = [e for e in events if e[1] not in spec.skip_topics]
     events.sort(key=lambda e: e[0])

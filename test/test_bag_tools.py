@@ -145,3 +145,39 @@ def test_cli_errors_and_help(bag, tmp_path, capsys):
     r = subprocess.run([sys.executable, "-m", "para_ros.bag_tools", "eval", str(path)], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "--checkpoint" in r.stderr
+
+
+def test_eval_recorded_chunks_by_hand(tmp_path):
+    """Chunks recorded by a 'live run' with known errors: step i is 1 cm * (i + 1) off in x and turned 5 deg * i
+    about the tool z axis; chunk 2 says 'closed' while the gripper is open. No images and no model are needed."""
+    spec = SyntheticBagSpec(duration_s=1.0, skip_topics=("/scene_cam/image_raw", "/wrist_cam/image_raw/compressed",
+                                                         "/scene_cam/camera_info", "/wrist_cam/camera_info"))
+    offsets_ns = np.array([0, 150_000_000, 350_000_000])
+    chunks = []
+    for k in range(9):  # stamps 0.0 .. 0.8 s; steps after the last TF sample (1.0 s) have no ground truth
+        stamp = T0_NS + k * 100_000_000
+        pos, quat = [], []
+        for i, off in enumerate(offsets_ns):
+            gt = reference_ee_pose(spec, min(stamp + int(off), T0_NS + NS))  # clamped: no truth after 1 s anyway
+            pos.append(gt[:3, 3] + [0.01 * (i + 1), 0.0, 0.0])
+            quat.append((Rotation.from_matrix(gt[:3, :3]) * Rotation.from_euler("z", 5.0 * i, degrees=True)).as_quat())
+        chunks.append((stamp, np.array(pos), np.array(quat), offsets_ns, np.zeros(3) if k == 2 else np.ones(3)))
+    path = write_synthetic_bag(tmp_path / "live", spec, chunks=chunks)
+    out = tmp_path / "eval"
+    assert bag_tools.main(["eval", str(path), "--recorded-chunks", "--out", str(out), "--quiet"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["model_id"] == "recorded-test" and m["source"] == "recorded chunks"
+    assert m["chunks_total"] == 9 and m["chunks_evaluated"] == 9
+    assert m["time_offsets_s"] == pytest.approx([0.0, 0.15, 0.35])
+    per_step = m["position_error_m"]["per_step"]
+    assert [d["count"] for d in per_step] == [9, 9, 7]  # 0.7 + 0.35 and 0.8 + 0.35 s are after the recording
+    for i, d in enumerate(per_step):
+        assert d["mean"] == pytest.approx(0.01 * (i + 1), abs=1e-9)
+        assert d["p90"] == pytest.approx(0.01 * (i + 1), abs=1e-9)
+    for i, d in enumerate(m["rotation_error_deg"]["per_step"]):
+        assert d["mean"] == pytest.approx(5.0 * i, abs=1e-6)
+    assert m["gripper_accuracy"]["all"] == pytest.approx(22 / 25)
+    assert (out / "error_per_step.png").is_file() and (out / "trajectory.png").is_file()
+    # Without the chunk topic: a clear error listing what the bag has.
+    plain = write_synthetic_bag(tmp_path / "plain", SyntheticBagSpec(duration_s=0.3))
+    assert bag_tools.main(["eval", str(plain), "--recorded-chunks", "--out", str(tmp_path / "e2"), "--quiet"]) == 2
