@@ -33,6 +33,7 @@ setup(
             "inference_node = para_ros.inference_node:main",
             "chunk_executor = para_ros.chunk_executor:main",
             "sim_node = para_ros.sim_node:main",
+            "para-train = para_core.train_cli:main",
         ],
     },
 )

@@ -1,29 +1,78 @@
-"""CameraInfo -> the pinhole intrinsics ``para_core`` takes, with the checks a live camera stream needs.
+"""The camera model at the ROS boundary: ``CameraInfo`` <-> the intrinsics ``para_core`` takes.
 
-Convention (docs/contracts.md): OpenCV pinhole, pixel centres at integer + 0.5 in continuous coordinates, which is
-what ROS ``CameraInfo.k`` means for a rectified (or distortion-free) image. Distortion is not applied by PARA: feed
-rectified images (``image_rect``) or a camera with negligible distortion; non-zero ``d`` is reported, not corrected.
+Two pixel conventions meet here, and this module is the ONLY place that converts between them:
+
+* ROS ``CameraInfo`` (and OpenCV's calibration / ``cv2.projectPoints``): the centre of pixel (col, row) is at the
+  integer coordinates (col, row); an image W pixels wide centred on the optical axis has cx = (W - 1) / 2.
+* ``para_core`` (docs/contracts.md): pixel (col, row) covers [col, col + 1); its centre is at (col + 0.5, row + 0.5);
+  that centred camera has cx = W / 2. This makes a resize by s exact (u -> s u) for the policy's preprocessing.
+
+So ``K_para = K_ros + 0.5`` on cx and cy (focal lengths and skew unchanged). Which matrix is used: ``k`` for raw images
+(``image_raw``, no distortion correction is applied by PARA, so a non-zero ``d`` is reported), or ``p[:3, :3]`` for
+rectified images (``image_rect``), chosen by the node's ``camera_matrix`` parameter.
 """
 from __future__ import annotations
 
 import numpy as np
 
+ROS_TO_PARA_PIXEL_OFFSET = 0.5
+CAMERA_MATRICES = ("k", "p")
 
-def intrinsics_from_camera_info(info, image_width: int, image_height: int) -> np.ndarray:
-    """(3, 3) float64 K of an image of ``image_width`` x ``image_height`` from its ``CameraInfo``.
 
-    :raises ValueError: naming the problem: all-zero or non-finite K, non-positive focal lengths, a last row that is
-        not [0, 0, 1], or an image whose size differs from the CameraInfo's (K would not describe it).
+def ros_K_to_para(K_ros: np.ndarray) -> np.ndarray:  # noqa: N802 - K is the standard name
+    """(3, 3) ROS/OpenCV intrinsics -> ``para_core`` pixel-centre convention (cx, cy + 0.5)."""
+    K = np.array(K_ros, dtype=np.float64).reshape(3, 3)
+    K[0, 2] += ROS_TO_PARA_PIXEL_OFFSET * K[2, 2]
+    K[1, 2] += ROS_TO_PARA_PIXEL_OFFSET * K[2, 2]
+    return K
+
+
+def para_K_to_ros(K_para: np.ndarray) -> np.ndarray:  # noqa: N802
+    """(3, 3) ``para_core`` intrinsics -> ROS/OpenCV convention (cx, cy - 0.5): what a CameraInfo carries."""
+    K = np.array(K_para, dtype=np.float64).reshape(3, 3)
+    K[0, 2] -= ROS_TO_PARA_PIXEL_OFFSET * K[2, 2]
+    K[1, 2] -= ROS_TO_PARA_PIXEL_OFFSET * K[2, 2]
+    return K
+
+
+def camera_info_fields(K_para: np.ndarray) -> dict:
+    """``k``, ``p``, ``r``, ``d`` lists of a distortion-free CameraInfo for ``para_core`` intrinsics ``K_para``."""
+    K = para_K_to_ros(K_para)
+    P = np.hstack([K, np.zeros((3, 1))])  # (3, 4)
+    return {"k": [float(v) for v in K.ravel()], "p": [float(v) for v in P.ravel()],
+            "r": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], "d": [0.0] * 5, "distortion_model": "plumb_bob"}
+
+
+def intrinsics_from_camera_info(info, image_width: int, image_height: int, matrix: str = "k") -> np.ndarray:
+    """(3, 3) float64 ``para_core`` K of an image of ``image_width`` x ``image_height`` from its ``CameraInfo``.
+
+    :param matrix: ``"k"`` (raw images) or ``"p"`` (rectified images: the left 3x3 of the projection matrix).
+    :raises ValueError: naming the problem: all-zero or non-finite matrix, non-positive focal lengths, a last row that
+        is not [0, 0, 1], or an image whose size differs from the CameraInfo's (K would not describe it).
     """
-    K = np.asarray(info.k, dtype=np.float64).reshape(3, 3)
+    if matrix not in CAMERA_MATRICES:
+        raise ValueError(f"camera_matrix={matrix!r}: use 'k' (raw images) or 'p' (rectified images)")
+    K = (np.asarray(info.k, dtype=np.float64).reshape(3, 3) if matrix == "k"
+         else np.asarray(info.p, dtype=np.float64).reshape(3, 4)[:, :3])
+    name = "K" if matrix == "k" else "P"
     if not np.all(np.isfinite(K)):
-        raise ValueError(f"CameraInfo K contains non-finite values {K.ravel().tolist()}")
+        raise ValueError(f"CameraInfo {name} contains non-finite values {K.ravel().tolist()}")
     if not np.any(K):
-        raise ValueError("CameraInfo K is all zeros (uncalibrated camera?): calibrate it or publish the intrinsics")
+        raise ValueError(f"CameraInfo {name} is all zeros (uncalibrated camera?): calibrate it or publish the "
+                         "intrinsics")
     if K[0, 0] <= 0 or K[1, 1] <= 0 or np.abs(K[2] - [0.0, 0.0, 1.0]).max() > 1e-9:
-        raise ValueError(f"CameraInfo K={K.ravel().tolist()} is not a pinhole matrix (need fx, fy > 0 and last row "
-                         "[0, 0, 1])")
+        raise ValueError(f"CameraInfo {name}={K.ravel().tolist()} is not a pinhole matrix (need fx, fy > 0 and last "
+                         "row [0, 0, 1])")
     if (int(info.width), int(info.height)) != (int(image_width), int(image_height)):
         raise ValueError(f"image is {image_width}x{image_height} but its CameraInfo says {info.width}x{info.height}: "
                          "K does not describe this image (resized without updating CameraInfo?)")
-    return K
+    return ros_K_to_para(K)
+
+
+def distortion_ignored(info, matrix: str = "k") -> str | None:
+    """A warning when raw-image intrinsics come with non-zero distortion that PARA does not correct, else None."""
+    d = np.asarray(info.d, dtype=np.float64)
+    if matrix == "k" and d.size and np.any(np.abs(d) > 1e-9):
+        return (f"CameraInfo has non-zero distortion d={d.round(5).tolist()} that PARA does not correct: subscribe to "
+                "the rectified image (image_rect) and set camera_matrix:=p")
+    return None

@@ -5,7 +5,10 @@ before ``rclpy.init``) or passes :func:`loopback_dds_env` to a child process. It
 
 * ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``: discovery never leaves the host. (``ROS_LOCALHOST_ONLY`` is silently
   ignored by ROS 2 Kilted, so it is not relied on.)
-* ``ROS_DOMAIN_ID``: kept if the caller chose one, else a fresh one per run, so parallel runs never see each other.
+* ``ROS_DOMAIN_ID``: kept if the caller chose one. Run-level entry points (tests, ``scripts/demo``, ``para-deploy``,
+  benchmarks) otherwise pick a fresh one per run, so parallel runs never see each other, and hand it to their children.
+  Node entry points (``pick_domain=False``) never pick one: nodes started separately (``ros2 run``, ``ros2 launch``)
+  must share the user's domain.
 * ``FASTDDS_DEFAULT_PROFILES_FILE`` (and, on Humble/Iron/Jazzy whose Fast DDS 2.x reads only that name,
   ``FASTRTPS_DEFAULT_PROFILES_FILE``): the shipped
   ``config/fastdds_loopback.xml`` (16 MB shared memory + UDP on 127.0.0.1 only). ``PARA_DDS_PROFILE=none`` leaves the
@@ -37,18 +40,20 @@ def fresh_domain_id(rng: random.Random | None = None) -> int:
     return rng.randint(*DOMAIN_ID_RANGE)
 
 
-def loopback_dds_env(base: Mapping[str, str] | None = None, domain_id: int | None = None) -> dict[str, str]:
+def loopback_dds_env(base: Mapping[str, str] | None = None, domain_id: int | None = None,
+                     pick_domain: bool = True) -> dict[str, str]:
     """Return a copy of ``base`` (default ``os.environ``) with the loopback DDS settings applied.
 
     :param base: environment to start from.
-    :param domain_id: the ROS domain to use; default: ``base``'s ``ROS_DOMAIN_ID`` if set, else a fresh one.
+    :param domain_id: the ROS domain to use; default: ``base``'s ``ROS_DOMAIN_ID`` if set, else a fresh one when
+        ``pick_domain`` (a run), else none (a node: ROS's default domain, like every other node of the user's).
     """
     env = dict(os.environ if base is None else base)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = DISCOVERY_RANGE
     env.pop("ROS_STATIC_PEERS", None)
     if domain_id is not None:
         env["ROS_DOMAIN_ID"] = str(domain_id)
-    elif not env.get("ROS_DOMAIN_ID"):
+    elif not env.get("ROS_DOMAIN_ID") and pick_domain:
         env["ROS_DOMAIN_ID"] = str(fresh_domain_id())
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     choice = env.get("PARA_DDS_PROFILE", "")
@@ -60,10 +65,11 @@ def loopback_dds_env(base: Mapping[str, str] | None = None, domain_id: int | Non
     return env
 
 
-def apply_loopback_dds_env(domain_id: int | None = None, environ: MutableMapping[str, str] | None = None) -> dict:
+def apply_loopback_dds_env(domain_id: int | None = None, environ: MutableMapping[str, str] | None = None,
+                           pick_domain: bool = True) -> dict:
     """Apply :func:`loopback_dds_env` to ``environ`` (default ``os.environ``) in place; call before ``rclpy.init``."""
     environ = os.environ if environ is None else environ
-    env = loopback_dds_env(environ, domain_id)
+    env = loopback_dds_env(environ, domain_id, pick_domain)
     environ.update(env)
     return env
 

@@ -24,6 +24,8 @@ from collections import deque
 
 import numpy as np
 
+from para_ros.health import ERROR
+
 
 VIEW_TOPIC_DEFAULTS = {
     "scene": ("/scene_cam/image_raw", "/scene_cam/camera_info"),
@@ -75,6 +77,8 @@ class InferenceNode:
         p["gripper_joint"] = _declare(node, "gripper_joint", "gripper", "joint in /joint_states with the gripper")
         p["gripper_open_position"] = _declare(node, "gripper_open_position", 1.0, "gripper joint position that "
                                               "means fully open (closed = 0)")
+        p["camera_matrix"] = _declare(node, "camera_matrix", "k", "intrinsics from CameraInfo: k (raw images; "
+                                      "distortion is not corrected and is reported) | p (rectified images)")
         p["publish_pointcloud"] = _declare(node, "publish_pointcloud", True, "publish the most probable voxels")
         p["marker_color_by"] = _declare(node, "marker_color_by", "step", "colour of step markers: step | confidence")
         p["chunk_topic"] = _declare(node, "chunk_topic", "/para/action_chunk", "ActionChunk output topic")
@@ -85,6 +89,10 @@ class InferenceNode:
             raise ValueError(f"ee_source={p['ee_source']!r}: only 'tf' is implemented (publish the EE frame in TF)")
         if p["image_transport"] not in ("raw", "compressed"):
             raise ValueError(f"image_transport={p['image_transport']!r}: use 'raw' or 'compressed'")
+        if p["marker_color_by"] not in ("step", "confidence"):
+            raise ValueError(f"marker_color_by={p['marker_color_by']!r}: use 'step' or 'confidence'")
+        if p["camera_matrix"] not in ("k", "p"):
+            raise ValueError(f"camera_matrix={p['camera_matrix']!r}: use 'k' (raw images) or 'p' (rectified)")
         self.params = p
 
         self.policy = self._load_policy(p)
@@ -168,7 +176,15 @@ class InferenceNode:
 
     # ------------------------------------------------------------------------------------------ inference
     def try_infer(self) -> None:
-        """Timer: infer on the newest unused pair, or report why there is none."""
+        """Timer: infer on the newest unused pair, or report why there is none. Never raises."""
+        try:
+            self._try_infer()
+        except Exception as exc:  # noqa: BLE001 - an unexpected error (CUDA OOM, a driver bug) must not kill the node
+            self.health.count("dropped.internal_error")
+            self.health.problem("internal_error", f"observation dropped after an unexpected "
+                                f"{type(exc).__name__}: {exc}", level=ERROR)
+
+    def _try_infer(self) -> None:
         now_ns = self.node.get_clock().now().nanoseconds
         with self._lock:
             pair = self.pairer.newest_pair(now_ns)
@@ -193,7 +209,7 @@ class InferenceNode:
     def _build_observation(self, pair, infos):
         from para_core.policy import CameraObservation, RobotState
         from para_ros.adapters.cv_bridge import CvBridgeError, image_msg_to_rgb
-        from para_ros.camera_model import intrinsics_from_camera_info
+        from para_ros.camera_model import distortion_ignored, intrinsics_from_camera_info
 
         cameras = []
         for view, frame in zip(self.views, pair.frames):
@@ -206,22 +222,26 @@ class InferenceNode:
             except (CvBridgeError, ValueError) as exc:
                 raise _ObservationProblem("image", f"{view} image rejected: {exc}") from None
             try:
-                K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0])
+                K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0], self.params["camera_matrix"])
             except ValueError as exc:
                 raise _ObservationProblem("camera_info", f"{view} camera: {exc}") from None
+            warning = distortion_ignored(info, self.params["camera_matrix"])
+            if warning:
+                self.health.problem(f"distortion.{view}", f"{view} camera: {warning}")
             camera_frame = info.header.frame_id or frame.message.header.frame_id
             T_world_cam = self._lookup(camera_frame, frame.stamp_ns, f"{view} camera pose")
-            self.health.clear("image")
-            self.health.clear("camera_info")
             cameras.append(CameraObservation(image_rgb=rgb, K=K, T_world_cam=T_world_cam))
         T_world_ee = self._lookup(self.params["ee_frame"], pair.stamp_ns, "end-effector pose")
         past = self._past_positions(pair.stamp_ns, T_world_ee[:3, 3])
         if self._gripper is None:
             self.health.problem("gripper", f"no '{self.params['gripper_joint']}' in {self.params['joint_states_topic']}"
-                                " yet: assuming the gripper is open", level=b"\x00")
+                                " yet: assuming the gripper is open")
+        else:
+            self.health.clear("gripper")
         state = RobotState(T_world_ee=T_world_ee, gripper=1.0 if self._gripper is None else self._gripper,
                            past_positions_world=past)
-        self.health.clear("tf")
+        for key in ("image", "camera_info", "tf"):  # every view and the EE made it: these problems are gone
+            self.health.clear(key)
         return cameras, state
 
     def _lookup(self, frame: str, stamp_ns: int, what: str) -> np.ndarray:
@@ -287,7 +307,7 @@ class InferenceNode:
         arrays = (out.positions_world, out.quaternions_xyzw, out.gripper, out.confidence, out.time_offsets_s)
         if not all(np.all(np.isfinite(a)) for a in arrays):
             self.health.count("dropped.policy")
-            self.health.problem("policy", "policy output is not finite: chunk dropped", level=b"\x02")
+            self.health.problem("policy", "policy output is not finite: chunk dropped", level=ERROR)
             return
         self.health.clear("policy")
         header = Header(frame_id=self.params["world_frame"])

@@ -1,6 +1,7 @@
 """The one ``main()`` behind every node entry point: DDS env, arguments, parameters file, spin, clean shutdown.
 
-* The loopback DDS environment (``para_ros.dds_env``) is applied before rclpy starts.
+* The loopback DDS environment (``para_ros.dds_env``) is applied before rclpy starts, keeping the caller's
+  ``ROS_DOMAIN_ID`` (never a random one: separately started nodes must meet).
 * Arguments before ``--ros-args`` are the command's own (``--help``, ``--params-file``); everything from
   ``--ros-args`` on goes to ROS untouched, so ``ros2 run`` / ``ros2 launch`` / ``para-deploy`` all work.
 * The node's shipped parameter file (``config/<node>.yaml``) is loaded FIRST, so every ``--params-file`` and
@@ -41,7 +42,7 @@ def run_node(build_node: Callable[[], object], *, prog: str, description: str, d
     :param default_params_file: file name in ``config/`` loaded before the caller's ROS arguments.
     :returns: the process exit status (0, or 2 for a configuration error the node raised as ``ValueError``).
     """
-    apply_loopback_dds_env()
+    apply_loopback_dds_env(pick_domain=False)
     own, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -2,7 +2,7 @@
 
 Publishes
   ``<scene_cam_namespace>/image_raw`` + ``/camera_info``, ``<wrist_cam_namespace>/image_raw`` + ``/camera_info``
-      ``sensor_msgs/Image`` (rgb8) and ``CameraInfo`` (K/P exactly those of the render, no distortion);
+      ``sensor_msgs/Image`` (rgb8) and ``CameraInfo`` (K/P exactly those of the render in the ROS/OpenCV pixel convention, no distortion);
       ``header.frame_id`` = the camera's OpenCV optical frame; stamp = the time of the state the frame shows.
   ``/tf``         arm chain ``base`` -> ``link1`` .. ``link5`` -> ``gripper``, plus ``grasp_site`` and the wrist
                   camera's optical frame under ``gripper`` (``tf2_msgs/TFMessage``).
@@ -222,16 +222,12 @@ def _make_node_class():
 
         # ---- publishing -------------------------------------------------------------------------------------
         def _camera_info(self, cam: str, frame_id: str) -> CameraInfo:
-            K = self.sim.intrinsics(cam, self.width, self.height)  # (3, 3)
-            info = CameraInfo()
+            from para_ros.camera_model import camera_info_fields
+
+            K = self.sim.intrinsics(cam, self.width, self.height)  # (3, 3), para_core pixel-centre convention
+            info = CameraInfo(**camera_info_fields(K))  # ROS/OpenCV convention: cx, cy 0.5 px lower
             info.header.frame_id = frame_id
             info.width, info.height = self.width, self.height
-            info.distortion_model = "plumb_bob"
-            info.d = [0.0] * 5
-            info.k = [float(v) for v in K.reshape(-1)]
-            info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
-            P = np.hstack([K, np.zeros((3, 1))])  # (3, 4)
-            info.p = [float(v) for v in P.reshape(-1)]
             return info
 
         def _publish_camera(self, cam: str, c: dict, stamp) -> None:

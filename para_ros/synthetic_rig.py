@@ -67,18 +67,19 @@ class SyntheticRig:
         t.transform = matrix_to_transform(T)
         return t
 
-    def camera_info(self, view, stamp_ns, K_=None, width=None, height=None):
+    def camera_info(self, view, stamp_ns, K_ros=None, width=None, height=None):
+        """CameraInfo of a view: the rig's K (``para_core`` convention) converted to ROS, or ``K_ros`` verbatim."""
         from sensor_msgs.msg import CameraInfo
 
-        K_ = self.K if K_ is None else np.asarray(K_)
+        from para_ros.camera_model import camera_info_fields
+
         width = self.image_size if width is None else width
         height = self.image_size if height is None else height
-        info = CameraInfo(width=width, height=height, distortion_model="plumb_bob")
+        info = CameraInfo(width=width, height=height, **camera_info_fields(self.K))
+        if K_ros is not None:
+            info.k = [float(v) for v in np.asarray(K_ros, dtype=np.float64).ravel()]
         info.header.frame_id = f"{view}_cam_optical_frame"
         info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-        info.k = [float(v) for v in np.asarray(K_).ravel()]
-        info.p = [float(K_[0][0]), 0.0, float(K_[0][2]), 0.0, 0.0, float(K_[1][1]), float(K_[1][2]), 0.0,
-                  0.0, 0.0, 1.0, 0.0]
         return info
 
     def image(self, view, stamp_ns, rgb=None, encoding="rgb8"):
@@ -87,6 +88,19 @@ class SyntheticRig:
         rgb = self.images[view] if rgb is None else rgb
         msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, is_bigendian=0,
                     step=rgb.shape[1] * (rgb.shape[2] if rgb.ndim == 3 else 1), data=rgb.tobytes())
+        msg.header.frame_id = f"{view}_cam_optical_frame"
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        return msg
+
+    def compressed(self, view, stamp_ns, rgb=None, fmt="png"):
+        """The view's image as a ``CompressedImage`` (png: lossless, so it decodes to the same pixels)."""
+        import cv2
+        from sensor_msgs.msg import CompressedImage
+
+        rgb = self.images[view] if rgb is None else rgb
+        ok, data = cv2.imencode(f".{fmt}", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+        assert ok, f"cv2 could not encode {fmt}"
+        msg = CompressedImage(format=f"rgb8; {fmt} compressed bgr8", data=data.tobytes())
         msg.header.frame_id = f"{view}_cam_optical_frame"
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
         return msg

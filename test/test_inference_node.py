@@ -7,6 +7,7 @@ result is checked independently with ``cv2.projectPoints`` and the workspace box
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import cv2
 import numpy as np
@@ -48,17 +49,20 @@ def Rig() -> SyntheticRig:  # noqa: N802 - the rig of this module's poses and se
     return SyntheticRig(T_SCENE, T_WRIST, T_EE, seed=SEED, image_size=IMG, K=K)
 
 
-@pytest.fixture(scope="module")
-def rig():
+@contextmanager
+def running_inference_node(*params: str, rig_factory=None):
+    """An inference_node process with ``-p`` ``params`` and a rig (this process's ROS context) talking to it."""
     import rclpy
 
-    proc = start_python(["para_ros.inference_node", "--ros-args", "-p", f"random_seed:={SEED}",
-                         "-p", "max_observation_age_s:=1.0", "-p", "tf_timeout_s:=0.2"], module=True)
+    args = ["para_ros.inference_node", "--ros-args"]
+    for p in params:
+        args += ["-p", p]
+    proc = start_python(args, module=True)
     try:
         rclpy.init()
-        r = Rig()
+        r = (rig_factory or Rig)()
         r.publish_static_scene()
-        # wait until the node is up (it publishes /diagnostics once a second)
+        # the node is up once it publishes /diagnostics (once a second)
         wait_for(lambda: any(s.name.startswith("para: inference") for d in r.diagnostics for s in d.status), 60,
                  what="the inference node to come up")
         yield r
@@ -70,6 +74,12 @@ def rig():
         rc, out = stop_process(proc, timeout_s=10)
         print(out[-4000:])
         assert rc is not None, "inference node did not stop on SIGINT"
+
+
+@pytest.fixture(scope="module")
+def rig():
+    with running_inference_node(f"random_seed:={SEED}", "max_observation_age_s:=1.0", "tf_timeout_s:=0.2") as r:
+        yield r
 
 
 def expected_output(T_scene=T_SCENE, T_wrist=T_WRIST):
@@ -99,6 +109,13 @@ def test_chunk_from_a_good_observation(rig):
     np.testing.assert_allclose(offsets, np.arange(cfg.n_window) * cfg.frame_stride / cfg.dataset_fps, atol=1e-9)
     positions = chunk_positions(chunk)
     np.testing.assert_allclose(positions, expected.positions_world, atol=1e-4)
+    quats = np.array([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w] for p in chunk.poses])
+    np.testing.assert_allclose(np.linalg.norm(quats, axis=1), 1.0, atol=1e-9)
+    same_sign = np.sign(np.sum(quats * expected.quaternions_xyzw, axis=1, keepdims=True))  # q and -q: one rotation
+    np.testing.assert_allclose(quats * same_sign, expected.quaternions_xyzw, atol=1e-4)  # xyzw order kept
+    np.testing.assert_allclose(chunk.gripper, expected.gripper, atol=1e-6)
+    np.testing.assert_allclose(chunk.confidence, expected.confidence, atol=1e-5)
+    assert np.all((np.array(chunk.gripper) >= 0) & (np.array(chunk.gripper) <= 1))
     # Independent checks: inside this observation's voxel volume and workspace box, and in front of / inside the
     # scene camera's image (cv2.projectPoints with the published intrinsics and pose).
     lo, hi = expected.voxel_bounds_world
@@ -119,15 +136,25 @@ def test_chunk_from_a_good_observation(rig):
 
 
 def test_camera_pose_is_taken_from_tf_at_the_image_stamp(rig):
-    """The wrist camera pose changes between two stamps; each chunk must use the pose at its own image stamp."""
+    """TF runs ahead of the cameras: the wrist is at pose A at the image stamp and at pose B 0.3 s later (already in
+    the buffer). The chunk must use A (TF at the image stamp), not the latest transform; later images use B."""
     T_wrist_b = look_at([0.25, -0.08, 0.25], [0.27, -0.06, 0.0])
-    stamp_a = rig.now_ns()
-    rig.publish_observation(stamp_a)
-    chunk_a = rig.wait_chunk_with_stamp(stamp_a)
+    s = rig.now_ns()
+    later = s + 300_000_000
+    tfs = []
+    for k in range(4, -1, -1):
+        tfs += [rig.transform("base", "wrist_cam_optical_frame", T_WRIST, s - k * 50_000_000),
+                rig.transform("base", "grasp_site", T_EE, s - k * 50_000_000)]
+    tfs += [rig.transform("base", "wrist_cam_optical_frame", T_wrist_b, later),
+            rig.transform("base", "grasp_site", T_EE, later)]
+    rig.tf.sendTransform(tfs)
     time.sleep(0.1)
-    stamp_b = rig.now_ns()
-    rig.publish_observation(stamp_b, T_wrist=T_wrist_b)
-    chunk_b = rig.wait_chunk_with_stamp(stamp_b)
+    rig.publish_observation(s, skip=("tf",))
+    chunk_a = rig.wait_chunk_with_stamp(s)
+    while rig.now_ns() < later:
+        time.sleep(0.02)
+    rig.publish_observation(later, skip=("tf",))
+    chunk_b = rig.wait_chunk_with_stamp(later)
     _, expected_a = expected_output(T_wrist=T_WRIST)
     _, expected_b = expected_output(T_wrist=T_wrist_b)
     assert np.abs(expected_a.positions_world - expected_b.positions_world).max() > 1e-3, \

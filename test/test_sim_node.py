@@ -233,7 +233,7 @@ def test_trajectory_moves_arm_and_published_camera_model_matches_render(rig):
                 seg = local.render(cam, WIDTH, HEIGHT, geom_groups=(MARKER_GROUP,), segmentation=True)
                 rows, cols = np.nonzero(seg[:, :, 0] == local.model.geom("grasp_marker").id)
                 assert len(rows) >= 1, f"{cam}: grasp marker not in view at {target}"
-                centroid = np.array([cols.mean() + 0.5, rows.mean() + 0.5])
+                centroid = np.array([cols.mean(), rows.mean()])  # OpenCV/ROS: pixel centres at integers
                 assert np.linalg.norm(uv - centroid) < 2.0, f"{cam} {target}: {uv} vs rendered {centroid}"
 
                 published = np.frombuffer(bytes(img.data), np.uint8).reshape(HEIGHT, WIDTH, 3)

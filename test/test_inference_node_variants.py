@@ -1,0 +1,83 @@
+"""inference_node variants that need their own node process: a CameraInfo that never arrives, compressed images,
+and the geometric check that moving the camera in TF moves the decoded point by the same transform."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from para_ros.synthetic_rig import SyntheticRig
+from ros_helpers import wait_for
+from test_inference_node import IMG, SEED, T_EE, T_SCENE, T_WRIST, chunk_positions, running_inference_node
+
+pytestmark = pytest.mark.ros
+
+
+def test_camera_info_that_never_arrives():
+    """A node that never gets the wrist CameraInfo: nothing is published, diagnostics say why."""
+    with running_inference_node(f"random_seed:={SEED}", "wrist_info_topic:=/nobody/camera_info") as r:
+        def publish_and_check():
+            r.publish_observation(r.now_ns())
+            return r.diagnostics_mention("no CameraInfo received on /nobody/camera_info")
+
+        wait_for(publish_and_check, 10, what="diagnostics naming the missing CameraInfo")
+        assert not r.chunks
+
+
+def test_compressed_images_give_the_same_chunk_as_raw():
+    """image_transport:=compressed: PNG CompressedImage on <topic>/compressed decodes to the same pixels."""
+    from test_inference_node import expected_output
+
+    with running_inference_node(f"random_seed:={SEED}", "image_transport:=compressed") as r:
+        compressed = {view: r.node.create_publisher(type(r.compressed(view, 0)), f"/{view}_cam/image_raw/compressed",
+                                                    10) for view in ("scene", "wrist")}
+        stamp = r.now_ns()
+        r.publish_observation(stamp, skip=("scene", "wrist"))
+        for view, pub in compressed.items():
+            pub.publish(r.compressed(view, stamp))
+        chunk = r.wait_chunk_with_stamp(stamp)
+        _, expected = expected_output()
+        np.testing.assert_allclose(chunk_positions(chunk), expected.positions_world, atol=1e-4)
+
+
+def constant_feature_checkpoint(path):
+    """A single-view (scene) tiny model whose per-pixel features are constant (1x1 projection weights zeroed)."""
+    from para_core.checkpoint import save_checkpoint
+    from para_core.config import V4Config
+    from para_core.model import build_model
+
+    cfg = V4Config.tiny(view_names=("scene",))
+    torch.manual_seed(SEED)
+    model = build_model(cfg)
+    with torch.no_grad():
+        model.proj.weight.zero_()
+        model.proj.bias.uniform_(-1.0, 1.0)
+    return save_checkpoint(path, model, model_id="para_v4:constant-features")
+
+
+@pytest.mark.parametrize("shift_m", [(0.04, -0.03, 0.0), (-0.05, 0.02, 0.0)])
+def test_moving_the_scene_camera_in_tf_moves_the_decoded_points_by_the_same_translation(tmp_path, shift_m):
+    """With constant features a voxel's logit depends only on its height, so the chosen voxel is the same grid cell
+    for any camera pose; translating the camera horizontally by d (static TF, same image) translates every voxel
+    of its grid, hence every decoded step, by exactly d. Proves the node places the grid with the TF it received."""
+    ckpt = constant_feature_checkpoint(tmp_path / "ckpt")
+    K_narrow = np.array([[120.0, 0, 32.0], [0, 120.0, 32.0], [0, 0, 1.0]])  # footprint inside the workspace box
+
+    def rig_factory():
+        return SyntheticRig(T_SCENE, T_WRIST, T_EE, seed=SEED, image_size=IMG, K=K_narrow)
+
+    with running_inference_node(f"checkpoint:={ckpt}", "publish_pointcloud:=false", rig_factory=rig_factory) as r:
+        s1 = r.now_ns()
+        r.publish_observation(s1)
+        before = chunk_positions(r.wait_chunk_with_stamp(s1))
+        T_moved = T_SCENE.copy()
+        T_moved[:3, 3] += shift_m
+        r.publish_static_scene(T_moved)
+        time.sleep(0.5)  # the latched /tf_static update reaches the node
+        s2 = r.now_ns()
+        r.publish_observation(s2)
+        after = chunk_positions(r.wait_chunk_with_stamp(s2))
+    assert np.all(np.isfinite(before))
+    np.testing.assert_allclose(after - before, np.tile(shift_m, (len(before), 1)), atol=1e-4)
