@@ -41,6 +41,12 @@ def test_extract_writes_the_synchronised_episode(bag, tmp_path):
         assert ep.gripper[i] == pytest.approx(reference_gripper(spec, int(stamp)))
         assert int(ep.images["scene"][i, 0, 0, 0]) == (7 * k_scene) % 256
     assert ep.meta["source_bag"].endswith("bag") and ep.meta["world_frame"] == "base"
+    # The training pipeline takes it as it is.
+    from para_core.config import V4Config
+    from para_core.dataset import EpisodeDataset
+
+    item = EpisodeDataset([tmp_path / "ep"], V4Config.tiny())[0]
+    np.testing.assert_allclose(item["T_world_ee"].numpy(), ep.T_world_ee[0], atol=1e-6)
     rc = bag_tools.main(["extract", str(path), "--out", str(tmp_path / "ep2"), "--fps", "0", "--max-frames", "4",
                          "--quiet"])
     assert rc == 0 and Episode.load(tmp_path / "ep2").stamps_ns.tolist() == sorted(pairs)[:4]

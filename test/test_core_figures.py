@@ -1,4 +1,4 @@
-"""para_core.figures: projection vs cv2.projectPoints, drawing at the right pixels, response-volume data vs brute force."""
+"""para_core.figures: projection vs cv2.projectPoints, drawing at the right pixels, response volume vs brute force."""
 import cv2
 import numpy as np
 import pytest
