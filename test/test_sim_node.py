@@ -181,7 +181,9 @@ def test_topics_frames_and_stamps(rig):
         assert (img.width, img.height, img.encoding, img.step) == (WIDTH, HEIGHT, "rgb8", 3 * WIDTH)
         assert len(img.data) == WIDTH * HEIGHT * 3
         assert img.header.frame_id == frame and info.header.frame_id == frame
-        K = intrinsics_from_fovy(fovy, WIDTH, HEIGHT)
+        K = intrinsics_from_fovy(fovy, WIDTH, HEIGHT)  # para_core convention: cx = W / 2
+        K[0, 2] -= 0.5  # published in the ROS/OpenCV convention: pixel centres at integers, cx = (W - 1) / 2
+        K[1, 2] -= 0.5
         assert np.allclose(np.array(info.k).reshape(3, 3), K) and (info.width, info.height) == (WIDTH, HEIGHT)
         assert np.allclose(np.array(info.p).reshape(3, 4)[:, :3], K) and np.allclose(info.d, 0.0)
         # Every image has a CameraInfo with the same stamp, and a /tf + /joint_states of the same tick.
