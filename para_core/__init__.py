@@ -10,7 +10,13 @@ Modules (each has one job):
 - ``actions``     -- ground-truth trajectory -> training targets, model outputs -> action chunk.
 - ``checkpoint``  -- save/load a model directory (``model.safetensors`` + ``config.json``); nothing is unpickled.
 - ``policy``      -- ``Policy``: the single inference entry point (see docs/contracts.md).
-- ``synthetic``   -- synthetic cameras / trajectories / images for tests, demos and benchmarks.
+- ``dataset``     -- ``Episode`` (one demonstration on disk: meta.json + arrays.npz) and ``EpisodeDataset``.
+- ``training``    -- ``TrainConfig`` and the trainer (AdamW groups, warm-up + cosine, checkpoints, resume).
+- ``train_cli``   -- the ``para-train`` command.
+- ``evaluation``  -- chunk metrics against a recorded trajectory (position, rotation, gripper).
+- ``figures``     -- PNG figures: path overlays, error per step, the response volume of one step.
+- ``rotations``   -- quaternion (x, y, z, w) / rotation-matrix / rigid-transform maths in numpy.
+- ``synthetic``   -- synthetic cameras / trajectories / images / episodes for tests, demos and benchmarks.
 
 Importing ``para_core`` imports nothing heavy; import the submodules you need.
 """
