@@ -11,7 +11,8 @@ at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunk
 
 Services ``~/stop`` and ``~/resume`` (``std_srvs/Trigger``): stop drops every chunk and, from the next tick on, every
 command holds the last commanded position; resume accepts chunks again from the measured joints.
-Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: state, counters, the latest problem named) and the
+Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: state, counters, the latest problem named, the tick
+time of the latest command and when the latest chunk was accepted, on the node's clock) and the
 commanded tool pose (``PoseStamped``, FK of each command, stamped with the time it is meant for: tick +
 ``command_lookahead_s``) on ``commanded_pose_topic`` for rviz.
 
@@ -164,7 +165,8 @@ def _make_node_class():
             self._last_problem_diag_s = 0.0
             self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
             from geometry_msgs.msg import PoseStamped
-            self.pose_pub = self.create_publisher(PoseStamped, p["commanded_pose_topic"], 10)
+            # Depth 100 (1 s at 100 Hz): a recorder or a briefly busy subscriber still gets every command.
+            self.pose_pub = self.create_publisher(PoseStamped, p["commanded_pose_topic"], 100)
             self.chunk_sub = self.create_subscription(
                 ActionChunk, p["chunk_topic"], self._on_chunk,
                 QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -250,7 +252,7 @@ def _make_node_class():
                 self._publish_diagnostics()
 
         def diagnostic_status(self) -> DiagnosticStatus:
-            s = self.core.status
+            s = self.core.status_snapshot()
             prev = self._last_report
             counters = (s.chunks_rejected, s.ik_failures, s.limit_events, s.check_failures, s.chunks_modified)
             new = [a - b for a, b in zip(counters, prev)] if prev is not None else list(counters)
@@ -287,7 +289,9 @@ def _make_node_class():
                 "last_rejection": s.last_rejection, "last_warning": s.last_warning, "ik_failures": s.ik_failures,
                 "last_ik_error": s.last_ik_error, "limit_events": s.limit_events,
                 "last_limit_event": s.last_limit_event, "check_failures": s.check_failures,
-                "commands": s.commands, "control_rate_hz": self.params["control_rate_hz"],
+                "ticks": s.ticks, "commands": s.commands, "last_command_stamp_s": repr(s.last_command_stamp_s),
+                "last_chunk_accepted_s": repr(s.last_chunk_accepted_s),
+                "control_rate_hz": self.params["control_rate_hz"],
                 "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
                 "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
                 "overruns": int(stats.get("overruns", 0)),

@@ -238,3 +238,28 @@ def command_arrays(commands):
         q.append([pos[n] for n in names])
         g.append(pos["gripper"])
     return np.array(stamps), np.array(tfs), np.array(q).reshape(-1, 6), np.array(g)
+
+
+def pose_arrays(poses):
+    """Recorded commanded poses (PoseStamped) sorted by stamp: (N,) stamps (s; the node's time each pose is meant
+    for = its tick + lookahead), (N, 3) positions (m), (N, 4) quaternions (x, y, z, w)."""
+    stamps = np.array([stamp_s(msg.header.stamp) for _, msg in poses])
+    pos = np.array([[m.pose.position.x, m.pose.position.y, m.pose.position.z] for _, m in poses]).reshape(-1, 3)
+    quat = np.array([[m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w]
+                     for _, m in poses]).reshape(-1, 4)
+    order = np.argsort(stamps, kind="stable")
+    return stamps[order], pos[order], quat[order]
+
+
+def diag_values(status) -> dict[str, str]:
+    """The key/value pairs of a DiagnosticStatus."""
+    return {kv.key: kv.value for kv in status.values}
+
+
+def nearest_pose(kin, q, pose_positions):
+    """For each (6,) joint command in ``q`` (N, 6): index of the commanded pose whose position is nearest to the
+    reference FK of the command, and that distance (m). Pairs commands with poses without relying on arrival order."""
+    p_cmd = np.array([kin.fk(qi)[:3, 3] for qi in q]).reshape(-1, 3)  # (N, 3)
+    dist = np.linalg.norm(p_cmd[:, None, :] - np.asarray(pose_positions)[None, :, :], axis=2)  # (N, M)
+    idx = np.argmin(dist, axis=1)  # (N,)
+    return idx, dist[np.arange(len(idx)), idx]

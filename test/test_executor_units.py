@@ -310,6 +310,27 @@ def test_fixed_rate_loop_runs_ticks_and_survives_errors():
         FixedRateLoop(0.0, tick)
 
 
+def test_fixed_rate_loop_ticks_on_the_period_grid_in_simulated_time():
+    """The control rate without wall-clock scheduling: on a simulated clock every tick starts at t0 + k * period;
+    a tick that overruns makes the loop skip (and count) the deadlines it missed instead of bursting to catch up."""
+    clock = {"t": 100.0}
+    starts = []
+    compute_s = {3: 0.025}  # tick 3 takes 2.5 periods; the others 2 ms
+
+    def tick():
+        starts.append(clock["t"])
+        clock["t"] += compute_s.get(len(starts) - 1, 0.002)
+
+    def wait(timeout_s):
+        clock["t"] += timeout_s
+
+    loop = FixedRateLoop(100.0, tick, clock=lambda: clock["t"], wait=wait)
+    loop.run(max_ticks=8)
+    # By hand: 100.00 .01 .02 .03 (ends at .055: the deadlines .04 and .05 are missed) .06 .07 .08 .09
+    np.testing.assert_allclose(starts, [100.0, 100.01, 100.02, 100.03, 100.06, 100.07, 100.08, 100.09], atol=1e-9)
+    assert loop.ticks == 8 and loop.overruns == 2
+
+
 def _core(kin, **kw):
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
     yam = load_yam_config()

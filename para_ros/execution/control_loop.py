@@ -22,10 +22,14 @@ class FixedRateLoop:
     :param rate_hz: tick rate (Hz).
     :param tick: the work of one tick; exceptions are caught, counted and handed to ``on_error``.
     :param stats_window: how many recent ticks the period/compute statistics cover.
+    :param clock: monotonic time source in seconds (tests pass a simulated one).
+    :param wait: ``wait(timeout_s)`` sleeps until the next deadline (default: an interruptible wait that
+        :meth:`stop` ends early); a simulated clock's ``wait`` advances that clock.
     """
 
     def __init__(self, rate_hz: float, tick: Callable[[], None], name: str = "control_loop",
-                 stats_window: int = 10000, on_error: Callable[[BaseException], None] | None = None):
+                 stats_window: int = 10000, on_error: Callable[[BaseException], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic, wait: Callable[[float], object] | None = None):
         if not (np.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f"FixedRateLoop rate_hz={rate_hz!r}: must be a finite number > 0")
         self.period_s = 1.0 / rate_hz
@@ -33,6 +37,8 @@ class FixedRateLoop:
         self._on_error = on_error
         self._name = name
         self._stop = threading.Event()
+        self._clock = clock
+        self._wait = wait if wait is not None else self._stop.wait
         self._thread: threading.Thread | None = None
         self.start_errors_s: deque[float] = deque(maxlen=stats_window)
         self.compute_s: deque[float] = deque(maxlen=stats_window)
@@ -45,7 +51,7 @@ class FixedRateLoop:
         if self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread = threading.Thread(target=self.run, name=self._name, daemon=True)
         self._thread.start()
 
     def stop(self, timeout_s: float = 2.0) -> None:
@@ -58,10 +64,14 @@ class FixedRateLoop:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _run(self) -> None:
-        deadline = time.monotonic()
-        while not self._stop.is_set():
-            start = time.monotonic()
+    def run(self, max_ticks: int | None = None) -> None:
+        """The loop itself, in the calling thread, until :meth:`stop` (or ``max_ticks`` ticks); :meth:`start` runs
+        it in a daemon thread."""
+        deadline = self._clock()
+        n = 0
+        while not self._stop.is_set() and (max_ticks is None or n < max_ticks):
+            n += 1
+            start = self._clock()
             self.start_errors_s.append(start - deadline)
             self.start_times_s.append(start)
             try:
@@ -70,7 +80,7 @@ class FixedRateLoop:
                 self.errors += 1
                 if self._on_error is not None:
                     self._on_error(err)
-            end = time.monotonic()
+            end = self._clock()
             self.compute_s.append(end - start)
             self.ticks += 1
             deadline += self.period_s
@@ -78,7 +88,7 @@ class FixedRateLoop:
                 missed = int((end - deadline) / self.period_s) + 1
                 self.overruns += missed
                 deadline += missed * self.period_s
-            self._stop.wait(max(deadline - time.monotonic(), 0.0))
+            self._wait(max(deadline - self._clock(), 0.0))
 
     def stats(self) -> dict[str, float]:
         """Median/p99/max over the recent ticks (seconds) of: the start error (start - deadline), the period error

@@ -18,6 +18,7 @@ known (from the backend): the first command equals the measured joints.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -114,7 +115,12 @@ class JointCommand:
 
 @dataclass
 class ExecutorStatus:
-    """Counters and the latest problems, for diagnostics."""
+    """Counters and the latest problems, for diagnostics.
+
+    Times are on the caller's clock (the node's ROS clock): ``last_command_stamp_s`` is the tick time of the latest
+    command (``commands`` counts it), ``last_chunk_accepted_s`` when the latest chunk was accepted (staleness runs
+    from there). Read a consistent copy with :meth:`ExecutorCore.status_snapshot`.
+    """
 
     state: str = WAITING_FOR_STATE
     chunks_received: int = 0
@@ -132,6 +138,8 @@ class ExecutorStatus:
     last_check_failure: str = ""
     ticks: int = 0
     commands: int = 0
+    last_command_stamp_s: float = float("nan")
+    last_chunk_accepted_s: float = float("nan")
     chunks_in_force: int = 0
     last_tick_compute_s: float = 0.0
 
@@ -209,6 +217,7 @@ class ExecutorCore:
                 return False, self.status.last_rejection
             self.status.chunks_accepted += 1
             self._last_accept_s = now_s
+            self.status.last_chunk_accepted_s = now_s
             if warnings:
                 self.status.chunks_modified += 1
                 self.status.last_warning = "; ".join(warnings)
@@ -229,6 +238,11 @@ class ExecutorCore:
                 self._reseed(*self._measured)
             self._last_accept_s = None
             self.status.state = IDLE if self._q_cmd is not None else WAITING_FOR_STATE
+
+    def status_snapshot(self) -> ExecutorStatus:
+        """A copy of :attr:`status` taken between ticks (its counters and times belong together)."""
+        with self._lock:
+            return dataclasses.replace(self.status)
 
     @property
     def stopped(self) -> bool:
@@ -308,6 +322,7 @@ class ExecutorCore:
             self._q_cmd, self._g_cmd = q_new, g_new
             self.status.state = state
             self.status.commands += 1
+            self.status.last_command_stamp_s = now_s
             moving = bool(np.any(q_new != q_prev) or g_new != g_prev)
             command = JointCommand(now_s, cfg.command_lookahead_s, q_new.copy(),
                                    float(g_new), self.kin.fk(q_new), moving)
