@@ -34,6 +34,7 @@ setup(
             "chunk_executor = para_ros.chunk_executor:main",
             "sim_node = para_ros.sim_node:main",
             "para-train = para_core.train_cli:main",
+            "para-bag = para_ros.bag_tools:main",
         ],
     },
 )

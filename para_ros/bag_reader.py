@@ -489,18 +489,13 @@ class BagReader:
     def past_positions(self, stamp_ns: int, n: int, step_dt_s: float, current_xyz: np.ndarray) -> np.ndarray:
         """(n, 3) EE positions at ``stamp - k * step_dt_s`` for k = n..1 (oldest first); times without TF take the
         oldest known one (the current position if none): the inference node's rule."""
-        known = []
-        for k in range(n, 0, -1):
-            t_ns = stamp_ns - int(round(k * step_dt_s * 1e9))
-            T = self.try_lookup(self.config.ee_frame, max(t_ns, 0))
-            known.append(None if T is None else T[:3, 3])
-        filled = [p for p in known if p is not None]
-        last = filled[0] if filled else np.asarray(current_xyz, dtype=np.float64)
-        out = []
-        for p in known:
-            last = p if p is not None else last
-            out.append(last)
-        return np.asarray(out, dtype=np.float64).reshape(n, 3)
+        from para_ros.observation_pairing import past_positions
+
+        def ee_xyz_at(t_ns: int):
+            T = self.try_lookup(self.config.ee_frame, t_ns)
+            return None if T is None else T[:3, 3]
+
+        return past_positions(ee_xyz_at, stamp_ns, n, step_dt_s, current_xyz)
 
     def _camera_info_for(self, view: str, log_ns: int):
         stamps, infos = self._infos[view]

@@ -190,25 +190,14 @@ class ChunkBagWriter:
         self.count = 0
 
     def write(self, stamp_ns: int, world_frame: str, ee_frame: str, model_id: str, out, ee_xyz) -> None:
-        from builtin_interfaces.msg import Duration as DurationMsg
         from rclpy.serialization import serialize_message
-        from std_msgs.msg import Header
-        from para_msgs.msg import ActionChunk
 
-        from para_ros.adapters.transforms import make_matrix, matrix_to_pose
+        from para_ros.action_chunk_msg import action_chunk_msg
         from para_ros.viz import chunk_markers
 
-        header = Header(frame_id=world_frame)
-        header.stamp.sec, header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-        msg = ActionChunk(header=header, tool_frame_id=ee_frame, model_id=model_id)
-        for offset_s, xyz, q in zip(out.time_offsets_s, out.positions_world, out.quaternions_xyzw):
-            sec, nsec = divmod(int(round(float(offset_s) * 1e9)), 1_000_000_000)
-            msg.time_from_stamp.append(DurationMsg(sec=sec, nanosec=nsec))
-            msg.poses.append(matrix_to_pose(make_matrix(xyz, q)))
-        msg.gripper = [float(g) for g in out.gripper]
-        msg.confidence = [float(c) for c in out.confidence]
+        msg = action_chunk_msg(out, stamp_ns, world_frame, ee_frame, model_id)
         self._writer.write(self._chunk_conn, int(stamp_ns), serialize_message(msg))
-        markers = chunk_markers(header, out.positions_world, out.confidence, ee_xyz)
+        markers = chunk_markers(msg.header, out.positions_world, out.confidence, ee_xyz)
         self._writer.write(self._marker_conn, int(stamp_ns), serialize_message(markers))
         self.count += 1
 

@@ -1,7 +1,7 @@
 """A node's health: counters, current problems and their throttled log lines, published as ``/diagnostics``.
 
 One ``DiagnosticStatus`` per node: level = worst active problem, message = the newest problem (or "ok"), values =
-counters, figures and every active problem by key. A problem is logged at most once per ``log_throttle_s`` per key
+counters, their rates over the last period (``rate_hz.<counter>``), figures and every active problem by key. A problem is logged at most once per ``log_throttle_s`` per key
 (so two different problems are both logged, but one repeated at 30 Hz is not), and clears when the condition is gone.
 """
 from __future__ import annotations
@@ -28,9 +28,11 @@ class HealthReporter:
         self._last_logged: dict[str, float] = {}
         self._counters: dict[str, int] = {}
         self._values: dict[str, str] = {}
+        self._rate_base: tuple[float, dict[str, int]] = (time.monotonic(), {})
+        self._rates_hz: dict[str, float] = {}
         self.last_error = ""
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._timer = node.create_timer(period_s, self.publish)
+        self._timer = node.create_timer(period_s, self._on_timer)
 
     def count(self, key: str, n: int = 1) -> None:
         with self._lock:
@@ -77,10 +79,25 @@ class HealthReporter:
             newest = next(reversed(self._problems.items()), None)
             message = f"{newest[0]}: {newest[1][1]}" if newest else "ok"
             values = [KeyValue(key=k, value=str(v)) for k, v in sorted(self._counters.items())]
+            values += [KeyValue(key=f"rate_hz.{k}", value=f"{r:.2f}") for k, r in sorted(self._rates_hz.items())]
             values += [KeyValue(key=k, value=v) for k, v in sorted(self._values.items())]
             values += [KeyValue(key=f"problem.{k}", value=m) for k, (_, m) in self._problems.items()]
             values.append(KeyValue(key="last_error", value=self.last_error))
         return DiagnosticStatus(level=level, name=self._name, message=message, hardware_id=self._hardware_id, values=values)
+
+    def update_rates(self) -> None:
+        """Rates of every counter (per second) since the previous update; called by the 1 Hz timer."""
+        now = time.monotonic()
+        with self._lock:
+            t0, base = self._rate_base
+            if now - t0 >= 0.5:
+                self._rates_hz = {k: (v - base.get(k, 0)) / (now - t0) for k, v in self._counters.items()
+                                  if not k.startswith("problems.")}
+                self._rate_base = (now, dict(self._counters))
+
+    def _on_timer(self) -> None:
+        self.update_rates()
+        self.publish()
 
     def publish(self) -> None:
         msg = DiagnosticArray()

@@ -266,36 +266,25 @@ class InferenceNode:
         return T
 
     def _past_positions(self, stamp_ns: int, current_xyz: np.ndarray) -> np.ndarray:
-        """(mv_past_n, 3) EE positions at stamp - k*dt for k = n..1 (oldest first); gaps take the oldest known."""
+        """(mv_past_n, 3) EE positions before ``stamp_ns`` by the shared rule of :func:`past_positions`."""
         from rclpy.time import Time
 
         from para_ros.adapters.tf import TransformException
         from para_ros.adapters.transforms import transform_to_matrix
+        from para_ros.observation_pairing import past_positions
 
-        n = self.policy.config.mv_past_n
-        known: list[np.ndarray | None] = []
-        for k in range(n, 0, -1):
-            t_ns = stamp_ns - int(round(k * self.step_dt_s * 1e9))
+        def ee_xyz_at(t_ns: int):
             try:
                 tf = self.tf_buffer.lookup_transform(self.params["world_frame"], self.params["ee_frame"],
-                                                     Time(nanoseconds=max(t_ns, 0)))
-                known.append(transform_to_matrix(tf)[:3, 3])
+                                                     Time(nanoseconds=t_ns))
             except TransformException:
-                known.append(None)
-        filled = [k for k in known if k is not None]
-        fallback = filled[0] if filled else current_xyz
-        out, last = [], fallback
-        for k in known:
-            last = k if k is not None else last
-            out.append(last)
-        return np.asarray(out, dtype=np.float64).reshape(n, 3)
+                return None
+            return transform_to_matrix(tf)[:3, 3]
+
+        return past_positions(ee_xyz_at, stamp_ns, self.policy.config.mv_past_n, self.step_dt_s, current_xyz)
 
     def _infer_and_publish(self, stamp_ns: int, cameras, state) -> None:
-        from builtin_interfaces.msg import Duration as DurationMsg
-        from std_msgs.msg import Header
-        from para_msgs.msg import ActionChunk
-
-        from para_ros.adapters.transforms import make_matrix, matrix_to_pose
+        from para_ros.action_chunk_msg import action_chunk_msg
         from para_ros.viz import chunk_markers, voxel_cloud
 
         try:
@@ -310,15 +299,9 @@ class InferenceNode:
             self.health.problem("policy", "policy output is not finite: chunk dropped", level=ERROR)
             return
         self.health.clear("policy")
-        header = Header(frame_id=self.params["world_frame"])
-        header.stamp.sec, header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-        msg = ActionChunk(header=header, tool_frame_id=self.params["ee_frame"], model_id=self.policy.model_id)
-        for offset_s, xyz, q in zip(out.time_offsets_s, out.positions_world, out.quaternions_xyzw):
-            sec, nsec = divmod(int(round(float(offset_s) * 1e9)), 1_000_000_000)
-            msg.time_from_stamp.append(DurationMsg(sec=sec, nanosec=nsec))
-            msg.poses.append(matrix_to_pose(make_matrix(xyz, q)))
-        msg.gripper = [float(g) for g in out.gripper]
-        msg.confidence = [float(c) for c in out.confidence]
+        msg = action_chunk_msg(out, stamp_ns, self.params["world_frame"], self.params["ee_frame"],
+                               self.policy.model_id)
+        header = msg.header
         self.chunk_pub.publish(msg)
         voxel_size_m = self._voxel_size_m(out)
         self.marker_pub.publish(chunk_markers(header, out.positions_world, out.confidence, state.T_world_ee[:3, 3],

@@ -16,6 +16,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import numpy as np
+
 
 @dataclass
 class Frame:
@@ -112,3 +114,20 @@ class ObservationPairer:
 
     def mark_used(self, pair: PairResult) -> None:
         self._last_used_ns = pair.stamp_ns
+
+
+def past_positions(ee_xyz_at, stamp_ns: int, n: int, step_dt_s: float, current_xyz) -> np.ndarray:
+    """(n, 3) EE positions at ``stamp - k * step_dt_s`` for k = n..1, oldest first (the policy's history input).
+
+    :param ee_xyz_at: ``t_ns -> (3,) position or None`` (None: no pose known at that time, e.g. before the TF cache).
+    Times with no pose take the oldest known one after them (or the current position when none is known), so a fresh
+    start looks like an arm that stood still. The live node and the offline bag reader both use this rule.
+    """
+    known = [ee_xyz_at(max(stamp_ns - int(round(k * step_dt_s * 1e9)), 0)) for k in range(n, 0, -1)]
+    filled = [p for p in known if p is not None]
+    last = filled[0] if filled else np.asarray(current_xyz, dtype=np.float64)
+    out = []
+    for p in known:
+        last = p if p is not None else last
+        out.append(last)
+    return np.asarray(out, dtype=np.float64).reshape(n, 3)

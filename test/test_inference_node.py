@@ -133,6 +133,9 @@ def test_chunk_from_a_good_observation(rig):
     path = next(m for m in markers.markers if m.ns == "para_path")
     np.testing.assert_allclose([path.points[0].x, path.points[0].y, path.points[0].z], T_EE[:3, 3], atol=1e-9)
     assert rig.clouds, "no voxel point cloud published"
+    # diagnostics carry counters and their rates
+    wait_for(lambda: any(kv.key == "rate_hz.chunks_out" for d in rig.diagnostics for s in d.status
+                         for kv in s.values), 5, what="a chunks_out rate in /diagnostics")
 
 
 def test_camera_pose_is_taken_from_tf_at_the_image_stamp(rig):
