@@ -166,8 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds to run, from the start of the nodes (default 60; 0 = until Ctrl-C)")
     parser.add_argument("--out", default=None, help="output directory (default: runs/<timestamp>)")
     parser.add_argument("--no-record", action="store_true", help="do not write the rosbag2 (MCAP) recording")
-    parser.add_argument("--record-image-every", type=int, default=5,
-                        help="record every n-th scene image (default 5: 2 Hz of a 10 Hz camera)")
+    parser.add_argument("--record-image-period", type=float, default=0.5,
+                        help="record camera images of both cameras at most once per this many seconds of image stamp "
+                             "(default 0.5: 2 Hz; 0 = every frame). Both cameras are recorded, so the recording "
+                             "replays through `para-bag eval` / `para-bag extract`")
     parser.add_argument("--shutdown-timeout", type=float, default=5.0,
                         help="seconds the nodes get to stop after SIGINT before they are killed (default 5)")
     parser.add_argument("--echo", action="store_true", help="show the nodes' output here instead of in logs/")
@@ -194,8 +196,8 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"para-deploy: {exc}", file=sys.stderr)
         return 2
-    if args.duration < 0 or args.shutdown_timeout <= 0 or args.record_image_every < 1:
-        print("para-deploy: --duration must be >= 0, --shutdown-timeout > 0, --record-image-every >= 1",
+    if args.duration < 0 or args.shutdown_timeout <= 0 or args.record_image_period < 0:
+        print("para-deploy: --duration must be >= 0, --shutdown-timeout > 0, --record-image-period >= 0",
               file=sys.stderr)
         return 2
     out = Path(args.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"))
@@ -213,6 +215,8 @@ def run(args) -> int:
     inference_params = _effective_inference_params(overrides_by_node.get("inference_node", {}))
     scene_image_topic = inference_params.get("scene_image_topic", "/scene_cam/image_raw")
     scene_info_topic = inference_params.get("scene_info_topic", "/scene_cam/camera_info")
+    wrist_image_topic = inference_params.get("wrist_image_topic", "/wrist_cam/image_raw")
+    wrist_info_topic = inference_params.get("wrist_info_topic", "/wrist_cam/camera_info")
 
     stop = threading.Event()
     reason = {"why": "duration reached"}
@@ -240,10 +244,12 @@ def run(args) -> int:
         from para_ros.deploy_monitor import record_topics
 
         if not args.no_record:
-            topics = {t: ros_type_name(c) for t, c in record_topics(scene_image_topic, scene_info_topic).items()}
+            topics = {t: ros_type_name(c) for t, c in record_topics(scene_image_topic, scene_info_topic,
+                                                                    wrist_image_topic, wrist_info_topic).items()}
             recorder = McapRecorder(out / "recording", topics)
-        monitor = DeployMonitor(recorder, image_every_n=args.record_image_every, scene_image_topic=scene_image_topic,
-                                scene_info_topic=scene_info_topic,
+        monitor = DeployMonitor(recorder, image_period_s=args.record_image_period,
+                                scene_image_topic=scene_image_topic, scene_info_topic=scene_info_topic,
+                                wrist_image_topic=wrist_image_topic, wrist_info_topic=wrist_info_topic,
                                 world_frame=inference_params.get("world_frame", "base"))
         monitor.data.graph_start_ns = graph_start_ns
         limit = f"for {args.duration:.0f} s" if args.duration > 0 else "until Ctrl-C"

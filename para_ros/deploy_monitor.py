@@ -20,8 +20,10 @@ NODE_NAME = "para_deploy_monitor"
 RECENT = 60  # scene images / chunks / markers kept for the snapshot (6 s at 10 Hz)
 
 
-def record_topics(scene_image_topic: str, scene_info_topic: str) -> dict[str, type]:
-    """Topic -> message class of everything recorded (rosbag2 MCAP)."""
+def record_topics(scene_image_topic: str, scene_info_topic: str, wrist_image_topic: str = "/wrist_cam/image_raw",
+                  wrist_info_topic: str = "/wrist_cam/camera_info") -> dict[str, type]:
+    """Topic -> message class of everything recorded (rosbag2 MCAP): both cameras, so ``para-bag extract`` and
+    ``para-bag eval`` can replay the recording through a policy."""
     from diagnostic_msgs.msg import DiagnosticArray
     from para_msgs.msg import ActionChunk
     from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
@@ -30,7 +32,8 @@ def record_topics(scene_image_topic: str, scene_info_topic: str) -> dict[str, ty
     from visualization_msgs.msg import MarkerArray
 
     return {
-        scene_image_topic: Image, scene_info_topic: CameraInfo, "/tf": TFMessage, "/tf_static": TFMessage,
+        scene_image_topic: Image, scene_info_topic: CameraInfo, wrist_image_topic: Image, wrist_info_topic: CameraInfo,
+        "/tf": TFMessage, "/tf_static": TFMessage,
         "/joint_states": JointState, "/para/action_chunk": ActionChunk, "/para/markers": MarkerArray,
         "/para/voxels": PointCloud2, "/joint_trajectory": JointTrajectory, "/diagnostics": DiagnosticArray,
     }
@@ -43,10 +46,14 @@ def _stamp_ns(header) -> int:
 class DeployMonitor:
     """Subscribe, record and collect; :meth:`stop` ends it, :meth:`record` and :meth:`save_snapshot` report."""
 
-    def __init__(self, recorder=None, image_every_n: int = 5, scene_image_topic: str = "/scene_cam/image_raw",
-                 scene_info_topic: str = "/scene_cam/camera_info", world_frame: str = "base"):
+    def __init__(self, recorder=None, image_period_s: float = 0.5, scene_image_topic: str = "/scene_cam/image_raw",
+                 scene_info_topic: str = "/scene_cam/camera_info", world_frame: str = "base",
+                 wrist_image_topic: str = "/wrist_cam/image_raw", wrist_info_topic: str = "/wrist_cam/camera_info"):
         """:param recorder: a :class:`para_ros.recording.McapRecorder` (or None: no recording).
-        :param image_every_n: record every n-th scene image (images dominate the bag size).
+        :param image_period_s: record camera images (and their CameraInfo) at most once per this period, by image
+            STAMP: the first frame of each period window of every camera is kept, so cameras triggered together
+            (the simulator) keep the same stamps and the recording still pairs. 0 records every frame (images
+            dominate the bag size).
         """
         import rclpy
         from rclpy.duration import Duration
@@ -56,10 +63,12 @@ class DeployMonitor:
 
         from para_ros.adapters.tf import Buffer, TransformListener
 
-        if image_every_n < 1:
-            raise ValueError(f"image_every_n={image_every_n}: must be >= 1 (1 records every image)")
+        if not image_period_s >= 0:
+            raise ValueError(f"image_period_s={image_period_s}: must be >= 0 (0 records every image)")
         self.recorder = recorder
-        self.image_every_n = image_every_n
+        self.image_period_ns = int(round(image_period_s * 1e9))
+        self._kept_window: dict[str, int] = {}  # camera topic -> stamp window of its last recorded image
+        self._kept_stamps: dict[str, deque] = {}  # camera topic -> stamps of recorded images (for CameraInfo)
         self.scene_image_topic = scene_image_topic
         self.scene_info_topic = scene_info_topic
         self.world_frame = world_frame
@@ -77,8 +86,11 @@ class DeployMonitor:
         self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=self.node)
         self.tf_listener = TransformListener(self.tf_buffer, self.node)
 
-        self.topics = record_topics(scene_image_topic, scene_info_topic)
+        self.topics = record_topics(scene_image_topic, scene_info_topic, wrist_image_topic, wrist_info_topic)
+        self._info_of_image = {scene_info_topic: scene_image_topic, wrist_info_topic: wrist_image_topic}
         handlers = {scene_image_topic: self._on_scene_image, scene_info_topic: self._on_camera_info,
+                    wrist_image_topic: lambda data, recv_ns: self._keep_image(wrist_image_topic, data),
+                    wrist_info_topic: lambda data, recv_ns: self._keep_info(wrist_info_topic, data),
                     "/joint_states": self._on_joint_states, "/para/action_chunk": self._on_chunk,
                     "/para/markers": self._on_markers, "/para/voxels": self._on_cloud,
                     "/joint_trajectory": self._on_command, "/diagnostics": self._on_diagnostics}
@@ -136,20 +148,39 @@ class DeployMonitor:
 
         return deserialize_message(data, self.topics[topic])
 
+    def _keep_image(self, topic: str, data: bytes, stamp_ns: int | None = None) -> bool:
+        """Whether to record this camera image: the first of its stamp window (see ``image_period_s``)."""
+        if stamp_ns is None:
+            stamp_ns = _stamp_ns(self._deserialize(data, topic).header)
+        window = stamp_ns // self.image_period_ns if self.image_period_ns else stamp_ns
+        with self._lock:
+            if window == self._kept_window.get(topic):
+                return False
+            self._kept_window[topic] = window
+            self._kept_stamps.setdefault(topic, deque(maxlen=50)).append(stamp_ns)
+            return True
+
+    def _keep_info(self, topic: str, data: bytes) -> bool:
+        """Record a CameraInfo when its image was recorded (same stamp), and always the first one."""
+        stamp_ns = _stamp_ns(self._deserialize(data, topic).header)
+        image_topic = self._info_of_image[topic]
+        with self._lock:
+            first = topic not in self._kept_window
+            self._kept_window.setdefault(topic, -1)
+            return first or stamp_ns in self._kept_stamps.get(image_topic, ())
+
     def _on_scene_image(self, data: bytes, recv_ns: int) -> bool:
         msg = self._deserialize(data, self.scene_image_topic)
         with self._lock:
             self.data.scene_frame_recv_ns.append(recv_ns)
             self._scene_images.append((_stamp_ns(msg.header), data))
             self._n_images += 1
-            return (self._n_images - 1) % self.image_every_n == 0
+        return self._keep_image(self.scene_image_topic, data, _stamp_ns(msg.header))
 
     def _on_camera_info(self, data: bytes, recv_ns: int) -> bool:
         with self._lock:
-            first = self._camera_info is None
             self._camera_info = data
-            self._n_infos = getattr(self, "_n_infos", 0) + 1
-            return first or (self._n_infos - 1) % self.image_every_n == 0
+        return self._keep_info(self.scene_info_topic, data)
 
     def _on_joint_states(self, data: bytes, recv_ns: int) -> None:
         msg = self._deserialize(data, "/joint_states")

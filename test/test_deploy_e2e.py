@@ -52,7 +52,7 @@ def stamp_s(header) -> float:
 def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path):
     out = tmp_path / "run"
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "para_ros.deploy", "--duration", "0", "--out", str(out), "--record-image-every", "10"],
+        [sys.executable, "-m", "para_ros.deploy", "--duration", "0", "--out", str(out), "--record-image-period", "1.0"],
         env={**loopback_dds_env(), "MUJOCO_GL": "egl"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         cwd=REPO)
     lines = []
@@ -124,3 +124,13 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
     # the untrained model's chunks leave the workspace: the executor clamped them, and says so
     assert (summary["chunks_clamped"] or 0) + (summary["commands_limited"] or 0) > 0
     assert summary["untrained_model"] is True and Path(summary["snapshot"]).is_file()
+
+    # --- the recording holds both cameras, so it replays offline through a policy and scores the live chunks
+    for mode in (["--random-preset", "tiny", "--max-frames", "6"], ["--recorded-chunks"]):
+        eval_out = tmp_path / f"eval_{mode[0].strip('-')}"
+        result = subprocess.run([sys.executable, "-m", "para_ros.bag_tools", "eval", summary["recording"], *mode,
+                                 "--out", str(eval_out), "--quiet"], capture_output=True, text=True, timeout=300,
+                                env={**loopback_dds_env(), "MUJOCO_GL": "egl"}, cwd=REPO)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        metrics = json.loads((eval_out / "metrics.json").read_text())
+        assert metrics["chunks_evaluated"] > 0, metrics
