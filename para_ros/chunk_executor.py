@@ -35,7 +35,8 @@ BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
 PARAM_DESCRIPTIONS = {
     "control_rate_hz": "Commands per second (Hz).",
     "command_lookahead_s": "The command sent at tick t targets the chunk pose due at t + this (s); also the "
-                           "JointTrajectory point's time_from_start. > 0.",
+                           "JointTrajectory point's time_from_start (the trajectory is stamped 0: start on "
+                           "receipt). > 0; see config/executor.yaml for the choice of 0.05.",
     "stale_timeout_s": "Hold position when no chunk was accepted for this long (s).",
     "blend_mode": "How overlapping chunks combine: 'latest' (newest covering chunk wins) or 'ensemble' (ACT temporal "
                   "ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",

@@ -130,7 +130,8 @@ def test_tracks_chunks_at_control_rate_with_latency_compensation_then_holds_when
     # The JointTrajectory commands are those poses: the reference FK of each one is a commanded pose (position and
     # orientation), its point is due after the lookahead, and its gripper follows the trajectory at that pose's time.
     jt = [c for c in commands if c[0] >= t_first - 0.05]
-    _, tfs, q, g = command_arrays(jt)
+    jt_stamps, tfs, q, g = command_arrays(jt)
+    assert np.all(jt_stamps == 0.0), "JointTrajectory must be stamped 0 (start on receipt)"
     assert np.allclose(tfs, LOOKAHEAD_S)
     idx, dist = nearest_pose(kin, q, p_all)
     assert dist.max() < 1e-6, f"a command is not FK-equal to any commanded pose ({dist.max():.2e} m)"

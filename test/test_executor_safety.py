@@ -135,8 +135,9 @@ def test_bad_chunks_and_flood_never_break_the_limits(tmp_path):
     print(f"flood of 1000 chunks took {flood_s:.2f} s")
 
     stamps, _, q, g = command_arrays(commands)
+    arrival_s = np.array([t for t, _ in commands])  # (N,) test clock: only selects the part after the flood
     assert len(stamps) > 500
-    assert np.all(np.diff(stamps) > 0)
+    assert np.all(stamps == 0.0)  # start on receipt
     assert np.all(np.isfinite(q)) and np.all(np.isfinite(g))
     lower, upper = np.array(lim["joint_lower_rad"]), np.array(lim["joint_upper_rad"])
     assert np.all(q >= lower - 1e-9) and np.all(q <= upper + 1e-9), "joint limits broken"
@@ -151,7 +152,7 @@ def test_bad_chunks_and_flood_never_break_the_limits(tmp_path):
     assert np.abs(np.diff(g)).max() <= lim["max_gripper_speed_per_s"] * PERIOD_S * (1 + 1e-6)
     # The limits were actually exercised (so the assertions above could have failed).
     assert ee_step.max() > 0.8 * lim["max_ee_speed_m_s"] * PERIOD_S
-    after = stamps >= t_after
+    after = arrival_s >= t_after
     assert np.ptp(P[after, 2]) > 0.01, "no tracking after the flood"
     # Every problem was named in /diagnostics.
     messages = " | ".join(d.message for d in diags)

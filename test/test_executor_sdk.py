@@ -88,6 +88,11 @@ def test_sdk_sim_backend_gets_the_same_joint_targets_as_the_topic_backend():
                  what="all JointTrajectory messages")
         q_topic = np.array([list(m.points[0].positions) for m in received[:n_ticks]])  # (N, 7)
         assert received[0].joint_names == [f"joint{i}" for i in range(1, 7)] + ["gripper"]
+        # Stamped 0 (start on receipt: a real joint_trajectory_controller drops a stamped trajectory that ends in
+        # the past on arrival), the single point due a lookahead after receipt.
+        for m in received[:n_ticks]:
+            assert (m.header.stamp.sec, m.header.stamp.nanosec) == (0, 0)
+            assert stamp_s(m.points[0].time_from_start) == pytest.approx(core_sdk.config.command_lookahead_s)
         q_sdk = np.array(q_sdk)  # (N, 7)
         np.testing.assert_allclose(q_sdk, q_topic, atol=1e-12)
         assert np.abs(q_sdk[-1, :6] - q_init).max() > 0.02, "the SDK robot did not move"

@@ -358,7 +358,7 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     for k in range(1, 20):
         cmd = core.tick(k * 0.01)
     assert core.status.state == "tracking"
-    p_ref = np.array([0.3, 0, 0.1]) + (19 * 0.01 + 0.01) * np.array([0.05, 0, 0])
+    p_ref = np.array([0.3, 0, 0.1]) + (19 * 0.01 + core.config.command_lookahead_s) * np.array([0.05, 0, 0])
     assert np.linalg.norm(cmd.T_base_tool[:3, 3] - p_ref) < 1e-3
     core.stop()
     held = core.tick(0.2)

@@ -72,8 +72,28 @@ def test_future_start_holds_then_moves_and_past_points_dropped():
     # header.stamp 1.5 s ago: the point at +1 s is past, the one at +2 s (0.5 s from now) is kept.
     p, _ = plan(["joint1"], [1.0, 2.0], [[1.0], [2.0]], setpoint=np.zeros(7), now_ns=now, start_ns=now - 3 * S // 2)
     assert p.times_ns.tolist() == [now, now + S // 2] and p.positions[:, 0].tolist() == [0.0, 2.0]
-    p, warnings = plan(["joint1"], [1.0], [[1.0]], now_ns=now, start_ns=now - 5 * S)
-    assert p.positions[-1, 0] == 1.0 and p.times_ns[-1] == now and "past" in warnings[0]
+
+
+def test_stamp_zero_starts_on_receipt_and_a_stamped_trajectory_ending_in_the_past_is_rejected():
+    """As ros2_control's joint_trajectory_controller: stamp 0 = start now; a non-zero stamp whose last point is
+    already past on receipt is refused whole (the arm keeps its plan), however short the delay."""
+    now = 10 * S
+    # The executor's command: stamp 0, one point 50 ms ahead. Received 0.3 s after its tick, it still moves the arm,
+    # reaching the point 50 ms after receipt.
+    p, warnings = plan(["joint1"], [0.05], [[1.0]], setpoint=np.zeros(7), now_ns=now, start_ns=0)
+    assert warnings == [] and p.times_ns.tolist() == [now, now + S // 20]
+    f = TrajectoryFollower(np.zeros(7))
+    f.replace(p, now)
+    assert f.setpoint_at(now + S // 40)[0] == pytest.approx(0.5)
+    assert f.setpoint_at(now + S)[0] == 1.0
+    # The same command stamped with its tick time (0.3 s ago): it ended 0.25 s ago -> rejected, naming the fix.
+    with pytest.raises(TrajectoryRejected, match=r"ends in the past.*0\.250000 s before now.*stamp it 0"):
+        plan(["joint1"], [0.05], [[1.0]], now_ns=now, start_ns=now - 3 * S // 10)
+    # Ending 1 ns ago is already too late; ending exactly now is accepted (go there now).
+    with pytest.raises(TrajectoryRejected, match="ends in the past"):
+        plan(["joint1"], [0.05], [[1.0]], now_ns=now, start_ns=now - S // 20 - 1)
+    p, _ = plan(["joint1"], [0.05], [[1.0]], setpoint=np.zeros(7), now_ns=now, start_ns=now - S // 20)
+    assert p.times_ns.tolist() == [now, now] and p.positions[-1, 0] == 1.0
 
 
 def test_point_due_now_is_go_now_without_warning():

@@ -4,7 +4,8 @@ Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
 
 1. stopped -> hold; no fresh chunk for ``stale_timeout_s`` -> drop the timeline and hold;
 2. sample the timeline at ``now + command_lookahead_s`` (the command sent at ``now`` is where the tool should be
-   when it arrives; with a joint trajectory controller it is the point at ``time_from_start = lookahead``);
+   a lookahead later; a joint trajectory controller gets it as the point at ``time_from_start = lookahead`` of a
+   trajectory stamped 0, i.e. reached a lookahead after receipt);
 3. IK of the blended pose, seeded with the previous solution. Unreachable target (IK not within tolerance):
    ``unreachable="hold"`` keeps the previous command (default: no motion towards a pose the arm cannot take);
    ``"best_effort"`` takes the closest configuration the solver reached. Either way it is counted and reported;
@@ -60,7 +61,7 @@ class ExecutorConfig:
     """
 
     control_rate_hz: float = 100.0
-    command_lookahead_s: float = 0.01
+    command_lookahead_s: float = 0.05
     stale_timeout_s: float = 0.5
     blend: BlendConfig = field(default_factory=BlendConfig)
     checks: ChunkChecks = field(default_factory=ChunkChecks)
@@ -75,7 +76,7 @@ class ExecutorConfig:
         if not (np.isfinite(self.control_rate_hz) and 1.0 <= self.control_rate_hz <= 2000.0):
             raise ValueError(f"control_rate_hz={self.control_rate_hz!r}: use a rate in [1, 2000] Hz (default 100)")
         if not (np.isfinite(self.command_lookahead_s) and 0.0 < self.command_lookahead_s <= 1.0):
-            raise ValueError(f"command_lookahead_s={self.command_lookahead_s!r}: use (0, 1] s (e.g. one period)")
+            raise ValueError(f"command_lookahead_s={self.command_lookahead_s!r}: use (0, 1] s (default 0.05)")
         if not (np.isfinite(self.stale_timeout_s) and self.stale_timeout_s > 0):
             raise ValueError(f"stale_timeout_s={self.stale_timeout_s!r}: must be > 0 s")
         if self.unreachable not in UNREACHABLE_MODES:

@@ -1,10 +1,13 @@
 """The two ROS-topic backends of the chunk executor; both read the arm's joints from ``sensor_msgs/JointState``.
 
 * :class:`JointTrajectoryBackend`: one ``trajectory_msgs/JointTrajectory`` per tick with a single point:
-  ``header.stamp`` = tick time, ``points[0].time_from_start`` = the command lookahead, positions of joint1..joint6
+  ``header.stamp`` = 0 (the ROS convention for "start on receipt"), ``points[0].time_from_start`` = the command
+  lookahead (the point is the chunk pose due at tick + lookahead), positions of joint1..joint6
   (rad) and the gripper (0 closed .. 1 open, under ``gripper_joint_name``; the names the simulated arm
   ``para_ros.sim`` publishes on ``/joint_states``). This is what a ros2_control joint trajectory controller and the
-  project's simulated YAM follow.
+  project's simulated YAM follow. Why stamp 0 and not the tick time: ros2_control's ``joint_trajectory_controller``
+  drops a trajectory whose ``header.stamp + time_from_start`` of its last point is already in the past on receipt,
+  so with a tick stamp any delivery delay longer than the lookahead would silently lose the command.
 * :class:`PoseBackend`: ``geometry_msgs/PoseStamped`` of the tool (FK of the checked joint command, so the pose
   satisfies the same limits) for a Cartesian controller, plus ``std_msgs/Float64`` gripper commands. The pose is
   stamped with the time it is meant for (tick + lookahead, :attr:`JointCommand.target_time_s`): a pose target says
@@ -77,7 +80,7 @@ class JointTrajectoryBackend(CommandBackend):
 
     def make_msg(self, command: JointCommand) -> JointTrajectory:
         msg = JointTrajectory()
-        msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(command.stamp_s)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = 0, 0  # start on receipt (see the module docstring)
         msg.joint_names = list(self.joint_names) + ([self.gripper_joint_name] if self.gripper_joint_name else [])
         point = JointTrajectoryPoint()
         positions = [float(v) for v in command.q_rad]

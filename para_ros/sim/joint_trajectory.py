@@ -9,10 +9,12 @@ Semantics (a simple, documented subset of ``joint_trajectory_controller``):
   the name list, non-finite numbers, or ``time_from_start`` that is negative or not strictly increasing reject the
   WHOLE trajectory (:class:`TrajectoryRejected`, with the reason), and the arm keeps what it was doing.
 * Positions outside the joint limits are clamped to them (reported as warnings, the trajectory is accepted).
-* Start time: ``header.stamp`` when non-zero, else the moment of receipt. Before it the arm holds its setpoint.
-  The trajectory starts from the setpoint at receipt and reaches point 0 at ``start + time_from_start[0]``
-  (a zero ``time_from_start`` there means "go now": the servos move as fast as they can). Points whose time is
-  already past at receipt are dropped; if all are, the arm goes to the last one.
+* Start time: ``header.stamp`` = 0 means "start on receipt" (the ROS convention); a non-zero stamp is the start
+  time on the node's clock. Before it the arm holds its setpoint. The trajectory starts from the setpoint at
+  receipt and reaches point 0 at ``start + time_from_start[0]`` (a zero ``time_from_start`` there means "go now":
+  the servos move as fast as they can). Points whose time is already past at receipt are dropped. Like the real
+  controller, a trajectory with a non-zero stamp whose LAST point is already in the past on receipt is rejected
+  (the arm keeps what it was doing): a late command must not make the arm jump to a stale target.
 * Between points positions are interpolated linearly in time (velocities/accelerations in the message are ignored).
   After the last point the arm holds it.
 * A new trajectory replaces the current one at once; an empty one (no points) holds the current setpoint (stop).
@@ -57,7 +59,8 @@ def plan_trajectory(joint_names: Sequence[str], times_from_start_s: Sequence[flo
     :param now_ns: current time on the node's clock, nanoseconds.
     :param start_ns: ``header.stamp`` in nanoseconds (0: start now).
     :returns: (plan, warnings); plan is None for an empty trajectory (= hold the current setpoint).
-    :raises TrajectoryRejected: for anything in the module docstring's rejection list.
+    :raises TrajectoryRejected: for anything in the module docstring's rejection list, and for a non-zero
+        ``start_ns`` whose last point lies before ``now_ns``.
     """
     names = list(joint_names)
     index_of = {n: i for i, n in enumerate(command_joint_names)}
@@ -103,11 +106,12 @@ def plan_trajectory(joint_names: Sequence[str], times_from_start_s: Sequence[flo
 
     start = int(start_ns) if start_ns else int(now_ns)
     abs_ns = start + np.round(times * 1e9).astype(np.int64)  # (P,)
+    if abs_ns[-1] < now_ns:  # only possible with a non-zero stamp (stamp 0 starts now)
+        raise TrajectoryRejected(
+            f"trajectory ends in the past: header.stamp {start_ns / 1e9:.6f} s + last time_from_start "
+            f"{times[-1]:.6f} s = {abs_ns[-1] / 1e9:.6f} s is {(now_ns - abs_ns[-1]) / 1e9:.6f} s before now "
+            f"({now_ns / 1e9:.6f} s); stamp it 0 to start on receipt, or with a time on this node's clock")
     keep = abs_ns >= now_ns  # a point due exactly now (time_from_start 0, no stamp) is "go there now"
-    if not np.any(keep):
-        keep[-1] = True  # all in the past: go to the final point now
-        abs_ns[-1] = now_ns
-        warnings.append("every point of the trajectory is already in the past; going to its last point")
     anchor_ns = max(start, int(now_ns))
     times_ns = np.concatenate([[anchor_ns], np.maximum(abs_ns[keep], anchor_ns)])  # (P' + 1,)
     start_row = np.asarray(setpoint_now, dtype=np.float64)[idx]  # (J,)
