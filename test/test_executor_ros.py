@@ -194,3 +194,39 @@ def test_stop_holds_from_next_tick_and_resume_moves_again(rig):
     t_pose, p, _ = pose_arrays(poses)
     assert np.any(np.diff(p[t_pose - LOOKAHEAD_S >= t_resume], axis=0) != 0), "no motion after ~/resume"
     assert drv.proc.poll() is None
+
+
+@pytest.mark.parametrize("reliability", ["best_effort", "reliable"])
+def test_joint_states_are_heard_from_best_effort_and_reliable_publishers(reliability):
+    """Robot drivers publish /joint_states best effort (sensor data) or reliable: the executor hears both."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+
+    from para_ros.execution_ros.topic_backends import JointTrajectoryBackend
+    from ros_helpers import wait_for
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node(f"executor_js_qos_{reliability}", context=ctx)
+    topic = f"/exec_js_qos_{reliability}/joint_states"
+    policy = ReliabilityPolicy.BEST_EFFORT if reliability == "best_effort" else ReliabilityPolicy.RELIABLE
+    pub = node.create_publisher(JointState, topic, QoSProfile(depth=10, reliability=policy))
+    backend = JointTrajectoryBackend(node, f"/exec_js_qos_{reliability}/joint_trajectory", topic,
+                                     tuple(f"joint{i}" for i in range(1, 7)), "gripper")
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    q = [0.1, 1.2, 0.9, -0.3, 0.2, -0.1]
+    js = JointState(name=[f"joint{i}" for i in range(1, 7)] + ["gripper"], position=q + [0.4])
+    try:
+        wait_for(lambda: backend.read_joints() is not None, 20.0,
+                 spin=lambda: (pub.publish(js), ex.spin_once(timeout_sec=0.05)),
+                 what=f"a {reliability} JointState heard by the executor's reader")
+        q_read, g_read = backend.read_joints()
+        np.testing.assert_array_equal(q_read, q)
+        assert g_read == 0.4
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+        ctx.try_shutdown()

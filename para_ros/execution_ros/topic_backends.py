@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
-from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -29,7 +29,10 @@ from para_ros.execution.executor_core import JointCommand
 from para_ros.execution_ros.chunk_msg import s_to_time_fields
 
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-JOINT_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+# Sensor-data QoS (best effort, keep last 5): it matches both reliable and best-effort JointState publishers (a
+# RELIABLE subscription never hears a best-effort publisher, as many robot drivers are), and a stale joint state
+# is worth nothing, so nothing is re-sent.
+JOINT_STATE_QOS = qos_profile_sensor_data
 
 
 class JointStateReader:
