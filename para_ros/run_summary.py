@@ -125,6 +125,7 @@ def summary_dict(record: RunRecord) -> dict:
         "commands_failed_check": as_int(executor, "check_failures"),
         "executor_state": executor.get("state", ""),
         "last_clamp": executor.get("last_warning", ""),
+        "last_rejection": executor.get("last_rejection", ""),
         "last_limit_event": executor.get("last_limit_event", ""),
         "joint_states_seen": record.joint_state_count,
         "max_joint_motion_rad": joint_motion_rad(record.joint_positions_first, record.joint_positions_last),
@@ -167,5 +168,7 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
     ]
     if s["last_clamp"]:
         lines.append(f"  last clamp            {s['last_clamp'][:160]}")
+    if s.get("last_rejection"):
+        lines.append(f"  last rejection        {s['last_rejection'][:160]}")
     lines += list(extra_lines or [])
     return "\n".join(lines)
