@@ -9,6 +9,7 @@ runs the model (geometry always in float32; the network in ``dtype`` through aut
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -106,6 +107,7 @@ class Policy:
         self.refine = refine
         self.last_output: V4Output | None = None
         self.last_timing_s: dict[str, float] = {}
+        self._warned_low_scene_camera = False
         self._mean = torch.tensor(IMAGENET_MEAN, device=device).view(3, 1, 1)
         self._std = torch.tensor(IMAGENET_STD, device=device).view(3, 1, 1)
 
@@ -146,7 +148,14 @@ class Policy:
             if K[0, 0] <= 0 or K[1, 1] <= 0 or np.abs(K[2] - [0, 0, 1]).max() > 1e-9:
                 raise ValueError(f"camera '{name}': K={K.tolist()} is not a pinhole intrinsics matrix "
                                  f"(need fx, fy > 0 and last row [0, 0, 1]); check the CameraInfo")
-            _check_rigid(f"camera '{name}': T_world_cam", cam.T_world_cam)
+            T_world_cam = _check_rigid(f"camera '{name}': T_world_cam", cam.T_world_cam)
+            if name == "scene" and T_world_cam[2, 3] <= cfg.z_hi_m and not self._warned_low_scene_camera:
+                # The seed's sanity check: the static scene camera should look down on the whole height range.
+                # Below z_hi its adaptive range is clipped (z_hi_k = cam_z - margin); that works, but usually means
+                # a wrong TF frame (e.g. the camera link instead of the optical frame, or a flipped z).
+                self._warned_low_scene_camera = True
+                warnings.warn(f"scene camera is at z = {T_world_cam[2, 3]:.3f} m, not above z_hi_m = {cfg.z_hi_m} m: "
+                              f"its voxel grid is clipped below the camera; check the camera's TF", stacklevel=3)
         _check_rigid("state.T_world_ee", state.T_world_ee)
         g = float(state.gripper)
         if not np.isfinite(g):

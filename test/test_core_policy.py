@@ -145,3 +145,24 @@ def test_bad_inputs_raise_clear_errors(which, fragment):
     with pytest.raises(ValueError) as exc:
         pol.predict(cams, state)
     assert fragment in str(exc.value)
+
+
+def test_scene_camera_below_the_height_range_is_warned_once():
+    """The seed's sanity check: the scene camera should sit above z_hi (else its grid is clipped; likely a bad TF)."""
+    import warnings
+
+    cfg = V4Config.tiny()
+    policy = Policy.random_init(cfg, device="cpu")
+    rng = np.random.default_rng(0)
+    K = syn.intrinsics_from_fovy(32, 32, 60.0)
+    low_scene = syn.scene_camera_pose(eye=(0.3, -0.55, cfg.z_hi_m - 0.05))
+    cams = [CameraObservation(syn.random_image(rng, 32, 32), K, low_scene),
+            CameraObservation(syn.random_image(rng, 32, 32), K, syn.wrist_camera_pose())]
+    T_ee = np.eye(4)
+    T_ee[:3, 3] = (0.3, 0.0, 0.15)
+    state = RobotState(T_ee, 1.0, np.tile(T_ee[:3, 3], (cfg.mv_past_n, 1)))
+    with pytest.warns(UserWarning, match="not above z_hi_m"):
+        policy.predict(cams, state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        policy.predict(cams, state)  # once per policy, not at every frame
