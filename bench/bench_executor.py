@@ -47,7 +47,7 @@ def run_rate(rate_hz: float, duration_s: float, backend_name: str, blend: str, s
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
     from para_ros.execution.limits import load_yam_config
     from para_ros.execution.timeline import BlendConfig
-    from para_ros.execution.yam_ik import pose_to_matrix
+    from para_core.rotations import make_matrix
 
     yam = load_yam_config()
     checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
@@ -62,7 +62,7 @@ def run_rate(rate_hz: float, duration_s: float, backend_name: str, blend: str, s
         return centre + radius * np.stack([np.cos(omega * t), np.sin(omega * t), np.zeros_like(t)], axis=-1)
 
     t_base = time.monotonic()
-    q0 = core.kin.ik(pose_to_matrix(circle(np.array(0.0)), quat), np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    q0 = core.kin.ik(make_matrix(circle(np.array(0.0)), quat), np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
     if backend_name == "sdk_sim":
         backend = I2rtSdkBackend(sim=True)
         backend.robot.command_joint_pos(np.append(q0, 0.5))

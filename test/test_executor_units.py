@@ -6,11 +6,11 @@ import time
 
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation, Slerp
+from scipy.spatial.transform import Rotation
 
 from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, trim_past_steps, validate_chunk
 from para_ros.execution.control_loop import FixedRateLoop
-from para_ros.execution.interpolation import sample_chunk, slerp, weighted_quat_mean
+from para_ros.execution.interpolation import sample_chunk
 from para_ros.execution.limits import SafetyFilter, YamLimits, check_command, load_yam_config
 from para_ros.execution.timeline import BlendConfig, Timeline, ensemble_weights
 
@@ -27,34 +27,6 @@ def make_chunk(stamp, t, pos, quats=None, grip=None):
 
 
 # ---- interpolation ---------------------------------------------------------------------------------------------------
-
-def test_slerp_matches_scipy():
-    rng = np.random.default_rng(1)
-    for _ in range(50):
-        r0, r1 = Rotation.random(2, random_state=rng)
-        s = rng.uniform()
-        ref = Slerp([0.0, 1.0], Rotation.concatenate([r0, r1]))([s])[0]
-        ours = Rotation.from_quat(slerp(r0.as_quat(), r1.as_quat(), s))
-        assert (ours.inv() * ref).magnitude() < 1e-9
-
-
-def test_slerp_takes_the_short_way_and_hits_endpoints():
-    q0 = Rotation.from_euler("z", 10, degrees=True).as_quat()
-    q1 = -Rotation.from_euler("z", 30, degrees=True).as_quat()  # same rotation, other sign
-    mid = Rotation.from_quat(slerp(q0, q1, 0.5))
-    assert math.isclose(mid.as_euler("zyx", degrees=True)[0], 20.0, abs_tol=1e-9)
-    np.testing.assert_allclose(np.abs(slerp(q0, q1, 1.0)), np.abs(q1), atol=1e-12)
-
-
-def test_weighted_quat_mean_matches_scipy_mean():
-    rng = np.random.default_rng(2)
-    base = Rotation.random(random_state=rng)
-    rots = Rotation.from_rotvec(rng.normal(0, 0.3, (5, 3))) * base
-    w = rng.uniform(0.1, 1.0, 5)
-    quats = rots.as_quat() * rng.choice([-1, 1], (5, 1))  # random signs must not matter
-    ref = rots.mean(weights=w)
-    assert (Rotation.from_quat(weighted_quat_mean(quats, w)).inv() * ref).magnitude() < 1e-9
-
 
 def test_sample_chunk_by_hand():
     # steps due at 10.0, 10.1, 10.2 s; at 10.15 s we are halfway between steps 1 and 2.
@@ -263,14 +235,6 @@ def test_ik_round_trip_against_sdk_fk(kin):
     far = np.eye(4)
     far[:3, 3] = [1.5, 0, 0.1]
     assert not kin.ik(far, q_seed).ok
-
-
-def test_quaternion_helpers_match_scipy():
-    from para_ros.execution.yam_ik import matrix_to_quat_xyzw, quat_xyzw_to_matrix
-    for r in Rotation.random(20, random_state=4):
-        np.testing.assert_allclose(quat_xyzw_to_matrix(r.as_quat()), r.as_matrix(), atol=1e-12)
-        q = matrix_to_quat_xyzw(r.as_matrix())
-        assert (Rotation.from_quat(q).inv() * r).magnitude() < 1e-9
 
 
 def test_ruckig_smoother_respects_jerk_and_converges():

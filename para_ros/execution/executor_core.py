@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from para_core.rotations import make_matrix, matrix_to_quaternion
 from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, validate_chunk
 from para_ros.execution.limits import FilterReport, SafetyFilter, YamConfig, check_command
 from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
 from para_ros.execution.timeline import BlendConfig, Timeline
-from para_ros.execution.yam_ik import YamKinematics, matrix_to_quat_xyzw, pose_to_matrix
+from para_ros.execution.yam_ik import YamKinematics
 
 UNREACHABLE_MODES = ("hold", "best_effort")
 SMOOTHING_MODES = ("none", "ruckig")
@@ -111,7 +112,7 @@ class JointCommand:
 
     @property
     def quat_xyzw(self) -> np.ndarray:
-        return matrix_to_quat_xyzw(self.T_base_tool[:3, :3])
+        return matrix_to_quaternion(self.T_base_tool[:3, :3])
 
 
 @dataclass
@@ -282,7 +283,7 @@ class ExecutorCore:
                         state = IDLE
                 else:
                     target, _ = sampled
-                    T_target = pose_to_matrix(target.position_m, target.quat_xyzw)
+                    T_target = make_matrix(target.position_m, target.quat_xyzw)
                     ik = self.kin.ik(T_target, self._q_seed if self._q_seed is not None else q_prev)
                     g_des = target.gripper
                     if ik.ok:

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from para_core.rotations import quaternion_weighted_mean
 from para_ros.execution.chunk import Chunk, trim_past_steps
-from para_ros.execution.interpolation import PoseTarget, sample_chunk, weighted_quat_mean
+from para_ros.execution.interpolation import PoseTarget, sample_chunk
 
 BLEND_MODES = ("latest", "ensemble")
 
@@ -104,6 +105,6 @@ class Timeline:
             return samples[-1], len(samples)
         w = ensemble_weights(len(samples), self.blend.ensemble_k)  # (n,)
         pos = np.einsum("n,nd->d", w, np.stack([s.position_m for s in samples]))  # (3,)
-        quat = weighted_quat_mean(np.stack([s.quat_xyzw for s in samples]), w)  # (4,)
+        quat = quaternion_weighted_mean(np.stack([s.quat_xyzw for s in samples]), w)  # (4,)
         grip = float(np.dot(w, [s.gripper for s in samples]))
         return PoseTarget(pos, quat, grip), len(samples)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from para_core.rotations import rotation_angle_between
+
 N_ARM_JOINTS = 6
 
 
@@ -27,50 +29,6 @@ class IkResult:
     q_rad: np.ndarray
     position_error_m: float
     rotation_error_rad: float
-
-
-def rotation_angle_between(R_a: np.ndarray, R_b: np.ndarray) -> float:
-    """Angle (rad) of the rotation taking ``R_a`` to ``R_b`` (both (3, 3))."""
-    cos = (np.trace(R_a.T @ R_b) - 1.0) / 2.0
-    return float(np.arccos(np.clip(cos, -1.0, 1.0)))
-
-
-def quat_xyzw_to_matrix(q: np.ndarray) -> np.ndarray:
-    """(4,) unit quaternion (x, y, z, w) -> (3, 3) rotation matrix."""
-    x, y, z, w = np.asarray(q, dtype=float) / np.linalg.norm(q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
-
-
-def matrix_to_quat_xyzw(R: np.ndarray) -> np.ndarray:
-    """(3, 3) rotation matrix -> (4,) unit quaternion (x, y, z, w) with w >= 0 (Shepperd's method)."""
-    R = np.asarray(R, dtype=float)
-    tr = np.trace(R)
-    if tr > 0:
-        s = 2.0 * np.sqrt(tr + 1.0)
-        q = np.array([(R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, 0.25 * s])
-    else:
-        i = int(np.argmax(np.diag(R)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * np.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
-        q = np.empty(4)
-        q[i] = 0.25 * s
-        q[j] = (R[j, i] + R[i, j]) / s
-        q[k] = (R[k, i] + R[i, k]) / s
-        q[3] = (R[k, j] - R[j, k]) / s
-    q /= np.linalg.norm(q)
-    return q if q[3] >= 0 else -q
-
-
-def pose_to_matrix(position_m: np.ndarray, quat_xyzw: np.ndarray) -> np.ndarray:
-    """(3,) position + (4,) quaternion -> (4, 4) homogeneous transform."""
-    T = np.eye(4)
-    T[:3, :3] = quat_xyzw_to_matrix(quat_xyzw)
-    T[:3, 3] = position_m
-    return T
 
 
 def combined_yam_xml(arm_type: str = "yam", gripper_type: str = "linear_4310") -> str:

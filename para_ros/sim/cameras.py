@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from para_core.rotations import matrix_to_quaternion
+
 # Optical frame <-> MuJoCo camera frame: a 180-degree turn about X (its own inverse).
 R_MJCAM_OPTICAL = np.diag([1.0, -1.0, -1.0])  # (3, 3)
 # The same turn as a MuJoCo quaternion (w, x, y, z).
@@ -81,21 +83,11 @@ def mjcam_to_T_world_optical(cam_xpos, cam_xmat) -> np.ndarray:
 
 
 def rotation_matrix_to_quat_wxyz(R) -> np.ndarray:
-    """Unit quaternion (w, x, y, z), w >= 0, of a 3x3 rotation matrix (Shepperd's method)."""
-    R = np.asarray(R, dtype=np.float64).reshape(3, 3)
-    tr = np.trace(R)
-    if tr > 0:
-        s = math.sqrt(tr + 1.0) * 2.0
-        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
-    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
-        s = math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2]) * 2.0
-        q = [(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]
-    elif R[1, 1] > R[2, 2]:
-        s = math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2]) * 2.0
-        q = [(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]
-    else:
-        s = math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1]) * 2.0
-        q = [(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]
-    q = np.asarray(q)
-    q /= np.linalg.norm(q)
-    return -q if q[0] < 0 else q
+    """MuJoCo's quaternion (w, x, y, z), w >= 0, of a 3x3 rotation matrix.
+
+    MuJoCo orders quaternions scalar FIRST; everywhere else in the project (ROS, scipy, :mod:`para_core.rotations`)
+    the order is (x, y, z, w). This is the one conversion to MuJoCo's order: the maths is
+    :func:`para_core.rotations.matrix_to_quaternion`, reordered.
+    """
+    x, y, z, w = matrix_to_quaternion(R)
+    return np.array([w, x, y, z])

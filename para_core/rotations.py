@@ -1,0 +1,169 @@
+"""Rotation and rigid-transform maths in numpy: the one place the project converts, multiplies and interpolates them.
+
+ROS-free (``para_core`` never imports rclpy); ``para_ros.adapters.transforms`` converts ROS messages to and from the
+arrays used here, the chunk executor and the simulated rig import from here.
+
+Conventions (docs/contracts.md):
+
+* Quaternions are (x, y, z, w), scalar LAST, like ROS messages and ``scipy.spatial.transform.Rotation``. (MuJoCo's
+  (w, x, y, z) order appears only at the MuJoCo boundary, ``para_ros.sim.cameras``.) Functions returning one give a
+  unit quaternion with w >= 0 where the sign is free (``q`` and ``-q`` are the same rotation).
+* A 4x4 float64 ``T_parent_child`` maps child coordinates to parent coordinates: ``p_parent = T_parent_child @ p_child``.
+* Angles in radians, translations in metres.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# How far a rotation matrix may be from orthonormal (max abs entry of R^T R - I) before it is refused.
+RIGID_TOLERANCE = 1e-5
+
+
+def _as_quaternion(q_xyzw, name: str = "quaternion") -> np.ndarray:
+    """(4,) float64 unit quaternion; ValueError naming the value for a wrong size, zero length or non-finite one."""
+    q = np.asarray(q_xyzw, dtype=np.float64).reshape(-1)  # (4,)
+    if q.shape != (4,):
+        raise ValueError(f"{name} {q.tolist()} has {q.size} values; give 4 in (x, y, z, w) order")
+    norm = np.linalg.norm(q)
+    if not np.isfinite(norm) or norm < 1e-12:
+        raise ValueError(f"{name} {q.tolist()} is not finite or has zero length; give a unit (x, y, z, w)")
+    return q / norm
+
+
+def quaternion_to_matrix(q_xyzw) -> np.ndarray:
+    """Rotation matrix (3, 3) of a quaternion (x, y, z, w); the quaternion is normalised first.
+
+    :raises ValueError: not 4 values, zero length or non-finite.
+    """
+    x, y, z, w = _as_quaternion(q_xyzw)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])  # (3, 3)
+
+
+def matrix_to_quaternion(R) -> np.ndarray:
+    """Unit quaternion (x, y, z, w) with w >= 0 of a rotation matrix (3, 3).
+
+    Shepperd's method: the largest of w, x, y, z is computed from the diagonal first, so it is stable everywhere,
+    including near 180 degrees.
+    """
+    R = np.asarray(R, dtype=np.float64).reshape(3, 3)  # (3, 3)
+    trace = R[0, 0] + R[1, 1] + R[2, 2]
+    diag = (R[0, 0], R[1, 1], R[2, 2])
+    if trace >= max(diag):
+        s = 2.0 * np.sqrt(max(1.0 + trace, 0.0))
+        q = [(R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, 0.25 * s]
+    elif diag[0] >= diag[1] and diag[0] >= diag[2]:
+        s = 2.0 * np.sqrt(max(1.0 + R[0, 0] - R[1, 1] - R[2, 2], 0.0))
+        q = [0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s, (R[2, 1] - R[1, 2]) / s]
+    elif diag[1] >= diag[2]:
+        s = 2.0 * np.sqrt(max(1.0 - R[0, 0] + R[1, 1] - R[2, 2], 0.0))
+        q = [(R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s, (R[0, 2] - R[2, 0]) / s]
+    else:
+        s = 2.0 * np.sqrt(max(1.0 - R[0, 0] - R[1, 1] + R[2, 2], 0.0))
+        q = [(R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s, (R[1, 0] - R[0, 1]) / s]
+    q = np.asarray(q)  # (4,)
+    q /= np.linalg.norm(q)
+    return -q if q[3] < 0 else q
+
+
+def quaternion_multiply(q1_xyzw, q2_xyzw) -> np.ndarray:
+    """Hamilton product ``q1 * q2`` (rotation q2 first, then q1), (x, y, z, w); not normalised."""
+    x1, y1, z1, w1 = np.asarray(q1_xyzw, dtype=np.float64).reshape(4)
+    x2, y2, z2, w2 = np.asarray(q2_xyzw, dtype=np.float64).reshape(4)
+    return np.array([
+        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+    ])  # (4,)
+
+
+def quaternion_slerp(q0_xyzw, q1_xyzw, fraction: float) -> np.ndarray:
+    """Spherical linear interpolation along the shorter arc; ``fraction`` 0 -> q0, 1 -> q1. Returns a unit (4,).
+
+    The inputs are normalised first; q1 is flipped when it is on the far side of q0 (q and -q are the same rotation),
+    so the rotation turns the short way round.
+    """
+    q0 = _as_quaternion(q0_xyzw, "q0")  # (4,)
+    q1 = _as_quaternion(q1_xyzw, "q1")  # (4,)
+    dot = float(np.dot(q0, q1))
+    if dot < 0.0:
+        q1, dot = -q1, -dot
+    if dot > 0.9995:  # nearly parallel: normalised lerp is exact to ~1e-8 and avoids 0/0
+        q = q0 + fraction * (q1 - q0)
+        return q / np.linalg.norm(q)
+    theta = np.arccos(min(dot, 1.0))  # angle between the quaternions (half the rotation angle)
+    return (np.sin((1.0 - fraction) * theta) * q0 + np.sin(fraction * theta) * q1) / np.sin(theta)
+
+
+def quaternion_weighted_mean(quats_xyzw, weights) -> np.ndarray:
+    """Markley's weighted average of (N, 4) unit quaternions with (N,) non-negative weights; unit (4,) output.
+
+    The eigenvector of ``sum_i w_i q_i q_i^T`` with the largest eigenvalue (the definition
+    ``scipy.spatial.transform.Rotation.mean`` uses): well defined for any spread and independent of the inputs'
+    signs. The output's sign agrees with the heaviest input (so successive means stay continuous).
+    """
+    q = np.asarray(quats_xyzw, dtype=np.float64).reshape(-1, 4)  # (N, 4)
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)  # (N,)
+    if len(q) == 1:
+        return q[0] / np.linalg.norm(q[0])
+    M = (q * w[:, None]).T @ q  # (4, 4) sum_i w_i q_i q_i^T
+    _, vecs = np.linalg.eigh(M)
+    mean = vecs[:, -1]  # (4,) eigenvector of the largest eigenvalue
+    if np.dot(mean, q[int(np.argmax(w))]) < 0:
+        mean = -mean
+    return mean / np.linalg.norm(mean)
+
+
+def rotation_angle_between(R_a, R_b) -> float:
+    """Angle (rad, in [0, pi]) of the rotation taking ``R_a`` to ``R_b`` (both (3, 3))."""
+    cos = (np.trace(np.asarray(R_a, dtype=np.float64).T @ np.asarray(R_b, dtype=np.float64)) - 1.0) / 2.0
+    return float(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def make_matrix(translation_xyz, q_xyzw) -> np.ndarray:
+    """4x4 homogeneous matrix (float64) from a translation (3,) in metres and a quaternion (x, y, z, w)."""
+    T = np.eye(4)  # (4, 4)
+    T[:3, :3] = quaternion_to_matrix(q_xyzw)
+    T[:3, 3] = np.asarray(translation_xyz, dtype=np.float64).reshape(3)
+    return T
+
+
+def matrix_to_pose(T) -> tuple[np.ndarray, np.ndarray]:
+    """(translation (3,) metres, quaternion (4,) (x, y, z, w) with w >= 0) of a 4x4 transform; inverse of
+    :func:`make_matrix`."""
+    T = np.asarray(T, dtype=np.float64).reshape(4, 4)
+    return T[:3, 3].copy(), matrix_to_quaternion(T[:3, :3])
+
+
+def check_rigid(T, name: str = "T") -> np.ndarray:
+    """Return ``T`` as a (4, 4) float64 array after checking it is a finite rigid transform.
+
+    :raises ValueError: wrong shape, non-finite entries, last row not (0, 0, 0, 1), or a rotation block that is not
+        orthonormal with determinant +1 (within :data:`RIGID_TOLERANCE`).
+    """
+    T = np.asarray(T, dtype=np.float64)
+    if T.shape != (4, 4):
+        raise ValueError(f"{name} has shape {T.shape}; expected a (4, 4) homogeneous matrix")
+    if not np.all(np.isfinite(T)):
+        raise ValueError(f"{name} has non-finite entries:\n{T}")
+    if np.max(np.abs(T[3] - (0.0, 0.0, 0.0, 1.0))) > RIGID_TOLERANCE:
+        raise ValueError(f"{name} last row is {T[3].tolist()}; a rigid transform has (0, 0, 0, 1)")
+    R = T[:3, :3]  # (3, 3)
+    err = np.max(np.abs(R.T @ R - np.eye(3)))
+    if err > RIGID_TOLERANCE or np.linalg.det(R) < 0:
+        raise ValueError(f"{name} rotation block is not a proper rotation (|R^T R - I| = {err:.2e}, "
+                         f"det = {np.linalg.det(R):.4f}); orthonormalise it (e.g. via a quaternion) first")
+    return T
+
+
+def invert_rigid(T) -> np.ndarray:
+    """Inverse of a rigid 4x4 transform, (R^T, -R^T t): exact for rigid matrices (no general matrix inverse)."""
+    T = np.asarray(T, dtype=np.float64).reshape(4, 4)
+    inv = np.eye(4)  # (4, 4)
+    inv[:3, :3] = T[:3, :3].T
+    inv[:3, 3] = -T[:3, :3].T @ T[:3, 3]
+    return inv
