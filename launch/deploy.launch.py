@@ -53,8 +53,12 @@ def _graph_nodes(context, *args, **kwargs):
 
 
 def _rviz(context, *args, **kwargs):
+    # rviz2 is not ours, so it does not apply para_ros.dds_env itself: give it the same DDS environment as the nodes
+    # (loopback discovery + the Fast DDS profile), or it might not discover them.
+    from para_ros.dds_env import dds_env_vars
+
     return [Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
-                 arguments=["-d", str(share_file(graph.RVIZ_CONFIG))])]
+                 arguments=["-d", str(share_file(graph.RVIZ_CONFIG))], additional_env=dds_env_vars())]
 
 
 def generate_launch_description():

@@ -34,6 +34,24 @@ LEGACY_FASTDDS_DISTROS = ("humble", "iron", "jazzy")
 DOMAIN_ID_RANGE = (1, 100)
 
 
+# A robot whose cameras or arm driver run on ANOTHER host needs DDS beyond loopback: PARA_DDS_LOOPBACK=0 makes the
+# project's nodes leave discovery range, static peers and the Fast DDS profile exactly as the user configured them.
+# Never set it in tests, the demo or CI.
+OPT_OUT_ENV_VAR = "PARA_DDS_LOOPBACK"
+
+
+def loopback_enabled(environ: Mapping[str, str]) -> bool:
+    """False only when the user switched loopback-only DDS off (``PARA_DDS_LOOPBACK=0``) for a multi-host robot."""
+    return environ.get(OPT_OUT_ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def dds_env_vars(pick_domain: bool = False) -> dict[str, str]:
+    """Only the variables :func:`loopback_dds_env` sets or changes (for a launch file's ``additional_env``)."""
+    before = dict(os.environ)
+    after = loopback_dds_env(before, pick_domain=pick_domain)
+    return {k: v for k, v in after.items() if before.get(k) != v}
+
+
 def fresh_domain_id(rng: random.Random | None = None) -> int:
     """A random domain id in :data:`DOMAIN_ID_RANGE`, for one run (tests, demo, CI)."""
     rng = rng or random.SystemRandom()
@@ -49,12 +67,14 @@ def loopback_dds_env(base: Mapping[str, str] | None = None, domain_id: int | Non
         ``pick_domain`` (a run), else none (a node: ROS's default domain, like every other node of the user's).
     """
     env = dict(os.environ if base is None else base)
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = DISCOVERY_RANGE
-    env.pop("ROS_STATIC_PEERS", None)
     if domain_id is not None:
         env["ROS_DOMAIN_ID"] = str(domain_id)
     elif not env.get("ROS_DOMAIN_ID") and pick_domain:
         env["ROS_DOMAIN_ID"] = str(fresh_domain_id())
+    if not loopback_enabled(env):
+        return env  # the user's own multi-host DDS set-up, untouched (see OPT_OUT_ENV_VAR)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = DISCOVERY_RANGE
+    env.pop("ROS_STATIC_PEERS", None)
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     choice = env.get("PARA_DDS_PROFILE", "")
     if choice.lower() != "none":

@@ -101,3 +101,16 @@ def test_env_helper_keeps_a_chosen_domain_and_picks_fresh_ones():
     assert dds_env.loopback_dds_env({"ROS_DISTRO": "jazzy"})[dds_env.LEGACY_PROFILE_ENV_VAR]
     assert dds_env.LEGACY_PROFILE_ENV_VAR not in dds_env.loopback_dds_env({"ROS_DISTRO": "kilted"})
     assert dds_env.check_loopback_dds_env({"ROS_DOMAIN_ID": "3"})  # no discovery range -> a problem reported
+
+
+def test_multi_host_opt_out_leaves_the_users_dds_alone_and_launch_env_lists_only_changes(monkeypatch):
+    user = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET", "ROS_STATIC_PEERS": "192.168.1.20", "ROS_DOMAIN_ID": "7",
+            dds_env.OPT_OUT_ENV_VAR: "0"}
+    env = dds_env.loopback_dds_env(user, pick_domain=False)
+    assert env == user  # nothing changed: the robot's own multi-host set-up
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "SUBNET")
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    monkeypatch.delenv(dds_env.PROFILE_ENV_VAR, raising=False)
+    changes = dds_env.dds_env_vars()
+    assert changes["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST" and "ROS_DOMAIN_ID" not in changes
+    assert changes[dds_env.PROFILE_ENV_VAR].endswith("fastdds_loopback.xml")
