@@ -93,7 +93,7 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
     period_s = 1.0 / executor_params["control_rate_hz"]
     kin = ReferenceKinematics()
     prev = None
-    for _, msg in commands:
+    for recv_ns, msg in commands:
         names = list(msg.joint_names)
         assert names[:6] == ARM_JOINTS and len(msg.points) == 1
         q = np.array(msg.points[0].positions[:6])
@@ -103,7 +103,7 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
         g = msg.points[0].positions[names.index("gripper")] if "gripper" in names else None
         if g is not None:
             assert limits["gripper_min"] - 1e-9 <= g <= limits["gripper_max"] + 1e-9
-        t = stamp_s(msg.header)
+        t = recv_ns * 1e-9  # the header stamp is 0 ("start on receipt"): use when the recorder received it
         if prev is not None:
             dt = max(period_s, t - prev[0])  # consecutive ticks: one period; a missed message: the real gap
             assert np.all(np.abs(q - prev[1]) <= max_speed * dt + TOL_RAD), f"joint speed limit broken at t={t}"

@@ -75,9 +75,12 @@ def test_moving_the_scene_camera_in_tf_moves_the_decoded_points_by_the_same_tran
         T_moved = T_SCENE.copy()
         T_moved[:3, 3] += shift_m
         r.publish_static_scene(T_moved)
-        time.sleep(0.5)  # the latched /tf_static update reaches the node
-        s2 = r.now_ns()
-        r.publish_observation(s2)
-        after = chunk_positions(r.wait_chunk_with_stamp(s2))
+        # Wait for the latched /tf_static update to reach the node: observe until the chunk changes (it is atomic).
+        deadline = time.monotonic() + 20
+        after = before
+        while np.allclose(after, before, atol=1e-9) and time.monotonic() < deadline:
+            s2 = r.now_ns()
+            r.publish_observation(s2)
+            after = chunk_positions(r.wait_chunk_with_stamp(s2))
     assert np.all(np.isfinite(before))
     np.testing.assert_allclose(after - before, np.tile(shift_m, (len(before), 1)), atol=1e-4)
