@@ -231,33 +231,25 @@ def test_image_stamped_in_the_future_is_dropped(rig):
     _expect_rejected(rig, publish, "in the future")
 
 
-def test_non_unit_quaternion_in_tf(rig):
+@pytest.mark.parametrize("child, field, value, text", [
+    ("wrist_cam_optical_frame", "rotation.w", 2.0, "non-unit quaternion"),
+    ("grasp_site", "translation.x", float("nan"), "non-finite"),
+])
+def test_bad_transform_in_tf(rig, child, field, value, text):
+    """A transform with a non-unit quaternion or a NaN is refused by the buffer, and the node says which and why."""
     from geometry_msgs.msg import TransformStamped
 
     def publish(s):
         bad = TransformStamped()
-        bad.header.frame_id, bad.child_frame_id = "base", "wrist_cam_optical_frame"
+        bad.header.frame_id, bad.child_frame_id = "base", child
         bad.header.stamp.sec, bad.header.stamp.nanosec = divmod(s + 1, 1_000_000_000)
-        bad.transform.rotation.w = 2.0
-        rig.tf.sendTransform([bad])
-        rig.publish_observation(s + 1, skip=("tf",))
-
-    _expect_rejected(rig, publish, "non-unit quaternion")
-
-
-def test_non_finite_tf(rig):
-    from geometry_msgs.msg import TransformStamped
-
-    def publish(s):
-        bad = TransformStamped()
-        bad.header.frame_id, bad.child_frame_id = "base", "grasp_site"
-        bad.header.stamp.sec, bad.header.stamp.nanosec = divmod(s + 1, 1_000_000_000)
-        bad.transform.translation.x = float("nan")
         bad.transform.rotation.w = 1.0
+        part, attr = field.split(".")
+        setattr(getattr(bad.transform, part), attr, value)
         rig.tf.sendTransform([bad])
         rig.publish_observation(s + 1, skip=("tf",))
 
-    _expect_rejected(rig, publish, "non-finite")
+    _expect_rejected(rig, publish, text)
 
 
 def test_one_camera_silent(rig):
