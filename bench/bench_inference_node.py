@@ -84,8 +84,10 @@ def main(argv=None) -> int:
                 sent.append(stamp)
             next_t += period
             time.sleep(max(0.0, next_t - time.monotonic()))
-        time.sleep(1.0)
+        time.sleep(1.5)
         lat_ms = np.array([(receipt_ns[s] - s) / 1e6 for s in sent if s in receipt_ns])
+        node_status = next((st for d in reversed(rig.diagnostics) for st in d.status
+                            if st.name.startswith("para: inference")), None)
     finally:
         rig.close()
         rclpy.shutdown()
@@ -109,6 +111,10 @@ def main(argv=None) -> int:
     print(f"  observations sent: {len(sent)}, chunks received: {len(lat_ms)} "
           f"({100.0 * len(lat_ms) / max(len(sent), 1):.1f} %; the node skips pairs while busy)")
     print(f"  throughput: {len(lat_ms) / args.duration:.2f} chunks/s")
+    if node_status is not None:
+        drops = {kv.key: kv.value for kv in node_status.values
+                 if kv.key.startswith(("dropped.", "problems.")) or kv.key in ("policy_total_s", "last_error")}
+        print(f"  node's own counters: {drops}")
     print(f"  stamp -> chunk latency [ms]: median {np.median(lat_ms):.2f}  p99 {np.percentile(lat_ms, 99):.2f}  "
           f"min {lat_ms.min():.2f}  max {lat_ms.max():.2f}")
     return 0

@@ -20,6 +20,7 @@ error) is logged (throttled, per problem) and reported on ``/diagnostics``, and 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 
 import numpy as np
@@ -44,7 +45,6 @@ class InferenceNode:
 
     def __init__(self, node_name: str = "inference_node", parameter_overrides=None):
         import rclpy.node
-        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
         from rclpy.duration import Duration
         from rclpy.qos import QoSProfile, qos_profile_sensor_data
         from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
@@ -73,7 +73,8 @@ class InferenceNode:
         p["pair_slop_s"] = _declare(node, "pair_slop_s", 0.05, "max stamp difference of a scene/wrist pair, s")
         p["max_observation_age_s"] = _declare(node, "max_observation_age_s", 1.0, "pairs older than this are stale, s")
         p["tf_timeout_s"] = _declare(node, "tf_timeout_s", 0.1, "how long a TF lookup may wait for data, s")
-        p["max_rate_hz"] = _declare(node, "max_rate_hz", 30.0, "how often the node looks for a new pair, Hz")
+        p["max_rate_hz"] = _declare(node, "max_rate_hz", 30.0, "most inferences per second, Hz (the inference thread "
+                                    "wakes on every image, at most this often)")
         p["gripper_joint"] = _declare(node, "gripper_joint", "gripper", "joint in /joint_states with the gripper")
         p["gripper_open_position"] = _declare(node, "gripper_open_position", 1.0, "gripper joint position that "
                                               "means fully open (closed = 0)")
@@ -115,24 +116,27 @@ class InferenceNode:
         self._gripper: float | None = None
         self.latencies_s: deque[float] = deque(maxlen=500)
 
-        sensor_group = MutuallyExclusiveCallbackGroup()
         for view in self.views:
             if p["image_transport"] == "compressed":
                 node.create_subscription(CompressedImage, p[f"{view}_image_topic"] + "/compressed",
-                                         lambda m, v=view: self._on_image(v, m), qos_profile_sensor_data,
-                                         callback_group=sensor_group)
+                                         lambda m, v=view: self._on_image(v, m), qos_profile_sensor_data)
             else:
                 node.create_subscription(Image, p[f"{view}_image_topic"], lambda m, v=view: self._on_image(v, m),
-                                         qos_profile_sensor_data, callback_group=sensor_group)
+                                         qos_profile_sensor_data)
             node.create_subscription(CameraInfo, p[f"{view}_info_topic"], lambda m, v=view: self._on_info(v, m),
-                                     qos_profile_sensor_data, callback_group=sensor_group)
-        node.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data,
-                                 callback_group=sensor_group)
+                                     qos_profile_sensor_data)
+        node.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data)
         self.chunk_pub = node.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10))
         self.marker_pub = node.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10))
         self.cloud_pub = node.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2))
-        self._timer = node.create_timer(1.0 / max(p["max_rate_hz"], 0.1), self.try_infer,
-                                        callback_group=MutuallyExclusiveCallbackGroup())
+        # Inference runs in its own thread, not in an executor callback: the executor (one thread) only moves
+        # messages, so images, CameraInfo and TF keep flowing while the model runs, and a TF lookup that waits for
+        # data (tf_timeout_s) is served by the executor meanwhile. (A MultiThreadedExecutor whose busy callback
+        # group blocks a ready timer spins hot on the GIL and starves both; measured here.)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._inference_loop, name="para_inference", daemon=True)
+        self._thread.start()
         node.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}), "
                                f"views {self.views}, world frame '{p['world_frame']}'")
 
@@ -162,6 +166,29 @@ class InferenceNode:
         if dropped:
             self.health.count("dropped.image_stamp")
             self.health.problem("image_stamp", dropped)
+        else:
+            self._wake.set()
+
+    def _inference_loop(self) -> None:
+        """Infer on the newest pair whenever images arrived (at most ``max_rate_hz``); check pairing twice a second
+        even without images, so a silent camera is reported."""
+        min_period_s = 1.0 / max(self.params["max_rate_hz"], 0.1)
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            self._wake.wait(timeout=0.5)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            self.try_infer()
+            spare = min_period_s - (time.monotonic() - t0)
+            if spare > 0:
+                self._stop.wait(spare)
+
+    def shutdown(self) -> None:
+        """Stop the inference thread (``run_node`` calls this before the node and context go away)."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=5.0)
 
     def _on_info(self, view: str, msg) -> None:
         with self._lock:
@@ -176,7 +203,7 @@ class InferenceNode:
 
     # ------------------------------------------------------------------------------------------ inference
     def try_infer(self) -> None:
-        """Timer: infer on the newest unused pair, or report why there is none. Never raises."""
+        """Infer on the newest unused pair, or report why there is none. Never raises."""
         try:
             self._try_infer()
         except Exception as exc:  # noqa: BLE001 - an unexpected error (CUDA OOM, a driver bug) must not kill the node
@@ -331,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     from para_ros.node_main import run_node
 
     return run_node(InferenceNode, prog="inference_node", description=__doc__.split("\n\n")[0],
-                    default_params_file="inference.yaml", argv=argv, multithreaded=True)
+                    default_params_file="inference.yaml", argv=argv)
 
 
 if __name__ == "__main__":
