@@ -33,7 +33,7 @@ def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001 - signal handler s
 
 
 def run_node(build_node: Callable[[], object], *, prog: str, description: str, default_params_file: str,
-             argv: Sequence[str] | None = None, multithreaded: bool = False, epilog: str | None = None,
+             argv: Sequence[str] | None = None, epilog: str | None = None,
              before_init: Callable[[argparse.Namespace], None] | None = None) -> int:
     """Parse arguments, start rclpy, build the node with ``build_node()`` and spin it until SIGINT/SIGTERM.
 
@@ -55,7 +55,7 @@ def run_node(build_node: Callable[[], object], *, prog: str, description: str, d
         before_init(args)
 
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
     from para_ros.paths import config_file
@@ -70,7 +70,7 @@ def run_node(build_node: Callable[[], object], *, prog: str, description: str, d
     try:
         built = build_node()
         node = getattr(built, "node", built)
-        executor = MultiThreadedExecutor(num_threads=3) if multithreaded else SingleThreadedExecutor()
+        executor = SingleThreadedExecutor()  # nodes run long work in their own threads, never in callbacks
         executor.add_node(node)
         executor.spin()
     except KeyboardInterrupt:
