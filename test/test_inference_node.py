@@ -50,8 +50,10 @@ def Rig() -> SyntheticRig:  # noqa: N802 - the rig of this module's poses and se
 
 
 @contextmanager
-def running_inference_node(*params: str, rig_factory=None):
-    """An inference_node process with ``-p`` ``params`` and a rig (this process's ROS context) talking to it."""
+def running_inference_node(*params: str, rig_factory=None, output: list | None = None):
+    """An inference_node process with ``-p`` ``params`` and a rig (this process's ROS context) talking to it.
+
+    ``output``: a list that receives the node's stdout/stderr once it stopped."""
     import rclpy
 
     args = ["para_ros.inference_node", "--ros-args"]
@@ -73,6 +75,8 @@ def running_inference_node(*params: str, rig_factory=None):
             rclpy.shutdown()
         rc, out = stop_process(proc, timeout_s=10)
         print(out[-4000:])
+        if output is not None:
+            output.append(out)
         assert rc is not None, "inference node did not stop on SIGINT"
 
 

@@ -84,3 +84,23 @@ def test_moving_the_scene_camera_in_tf_moves_the_decoded_points_by_the_same_tran
             after = chunk_positions(r.wait_chunk_with_stamp(s2))
     assert np.all(np.isfinite(before))
     np.testing.assert_allclose(after - before, np.tile(shift_m, (len(before), 1)), atol=1e-4)
+
+
+def test_a_repeated_problem_is_logged_throttled_not_per_frame():
+    """40 bad frames in about 2.5 s give at most a few log lines for that problem (throttled to one per 2 s per
+    problem), while /diagnostics names it and the node stays up."""
+    output: list[str] = []
+    depth = np.zeros((IMG, IMG), np.uint16)
+    with running_inference_node(f"random_seed:={SEED}", output=output) as r:
+        t0 = time.monotonic()
+        for _ in range(40):
+            s = r.now_ns()
+            r.publish_observation(s, images={"scene": r.image("scene", s, depth, encoding="16UC1")}, tf_lead_s=0.0)
+            time.sleep(0.05)
+        wait_for(lambda: r.diagnostics_mention("not a colour image"), 5, what="the problem on /diagnostics")
+        elapsed_s = time.monotonic() - t0
+        good = r.now_ns()
+        r.publish_observation(good)
+        r.wait_chunk_with_stamp(good)  # alive and working
+    problem_lines = [line for line in output[0].splitlines() if "[image]" in line and "not a colour image" in line]
+    assert 1 <= len(problem_lines) <= int(elapsed_s / 2.0) + 2, problem_lines
