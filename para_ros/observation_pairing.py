@@ -8,6 +8,9 @@ Pure Python on integer nanosecond stamps (no ROS types), so the timing rules are
   otherwise block every correct frame after it as "out of order");
 * a pair is two frames, one per camera, whose stamps differ by at most ``slop_ns``; the newest such pair wins;
 * a pair is used once: a pair not newer than the last one handed out is not returned again;
+* frames of one camera newer than every usable pair are reported (the other camera lags or stopped) once their
+  partner is overdue (``slop + partner_grace``), not only when the last pair turns stale, and not while the partner
+  of a frame is normally still on its way;
 * a pair older than ``max_age_ns`` at the time of asking is stale (a silent camera) and is not returned.
 """
 from __future__ import annotations
@@ -46,6 +49,7 @@ class ObservationPairer:
     max_age_ns: int
     history: int = 4
     max_future_ns: int = 200_000_000
+    partner_grace_ns: int = 100_000_000
     _frames: dict[str, deque] = field(default_factory=dict, init=False)
     _last_used_ns: int = field(default=-1, init=False)
     out_of_order_drops: int = field(default=0, init=False)
@@ -93,16 +97,21 @@ class ObservationPairer:
             stamps = [f.stamp_ns for f in newest]
             if max(stamps) - min(stamps) <= self.slop_ns:
                 best = newest
-        if best is None:
-            newest = {n: self._frames[n][-1].stamp_ns for n in self.camera_names}
+        newest = {n: self._frames[n][-1].stamp_ns for n in self.camera_names}
+        newest_any = max(newest.values())
+        unpaired_new = best is None or newest_any > max(f.stamp_ns for f in best) + self.slop_ns
+        overdue = now_ns - newest_any > self.slop_ns + self.partner_grace_ns  # its partner should be here by now
+        if unpaired_new and overdue and (best is None or max(f.stamp_ns for f in best) <= self._last_used_ns):
+            # A camera sent frames newer than every usable pair: the other one lags or stopped.
             gap = (max(newest.values()) - min(newest.values())) / 1e9
             silent = min(newest, key=newest.get)
             return PairResult(problem=f"no matching pair: newest frames differ by {gap:.3f} s (> slop "
                                       f"{self.slop_ns / 1e9:.3f} s); the {silent} camera lags or is silent")
+        if best is None:
+            return PairResult(problem=None)  # a partner is still on its way
         pair = PairResult(frames=best)
         age_s = (now_ns - pair.stamp_ns) / 1e9
         if now_ns - pair.stamp_ns > self.max_age_ns:
-            newest = {n: self._frames[n][-1].stamp_ns for n in self.camera_names}
             fresh = [n for n, t in newest.items() if now_ns - t <= self.max_age_ns]
             who = (f"the {min(newest, key=newest.get)} camera lags or is silent" if fresh
                    else "all cameras are silent (or the clocks differ)")

@@ -54,11 +54,27 @@ def test_silent_camera_and_stale_pairs_name_the_camera():
     r = pairer()
     r.add("scene", 1000 * MS, "s")
     r.add("wrist", 900 * MS, "w")
-    assert "no matching pair" in r.newest_pair(now_ns=1000 * MS).problem
+    assert "no matching pair" in r.newest_pair(now_ns=1200 * MS).problem
     q = pairer()
     q.add("scene", 0, "s")
     q.add("wrist", 0, "w")
     assert "all cameras are silent" in q.newest_pair(now_ns=900 * MS).problem
+
+
+def test_a_lagging_camera_is_reported_at_once_not_only_when_stale():
+    p = pairer()
+    p.add("scene", 1000 * MS, "s")
+    p.add("wrist", 1000 * MS, "w")
+    p.mark_used(p.newest_pair(now_ns=1000 * MS))
+    p.add("scene", 1100 * MS, "s2")  # the wrist stops: the scene frame has no partner, the old pair is used
+    assert p.newest_pair(now_ns=1110 * MS).problem is None  # its partner may still be on its way
+    problem = p.newest_pair(now_ns=1300 * MS).problem  # overdue: more than slop + grace after its stamp
+    assert "no matching pair" in problem and "wrist camera lags or is silent" in problem
+    q = pairer()  # a still-unused older pair is used first, the unpaired newer frame waits for its partner
+    q.add("scene", 1000 * MS, "s")
+    q.add("wrist", 1000 * MS, "w")
+    q.add("scene", 1100 * MS, "s2")
+    assert q.newest_pair(now_ns=1100 * MS).frames is not None
 
 
 def test_history_is_bounded():
