@@ -90,6 +90,10 @@ def test_colcon_builds_both_packages_in_a_ros_workspace(tmp_path):
     generated = list((install / "para_msgs").rglob("para_msgs/msg/_action_chunk.py"))
     assert generated, "colcon did not generate the Python ActionChunk"
     assert (install / "para_ros" / "share" / "para_ros" / "package.xml").is_file()
+    # `ros2 run para_ros X` and launch_ros look for executables in lib/<package> (setup.cfg puts them there)
+    for exe in ("inference_node", "chunk_executor", "sim_node", "para-deploy"):
+        assert (install / "para_ros" / "lib" / "para_ros" / exe).is_file(), f"{exe} not in lib/para_ros"
+    assert (install / "para_ros" / "share" / "para_ros" / "launch" / "deploy.launch.py").is_file()
     # The colcon-built message imports and is the one from the workspace, not the venv's.
     site = generated[0].parent.parent.parent
     check = run([sys.executable, "-c", "import para_msgs.msg as m; m.ActionChunk(model_id='x'); print(m.__file__)"],
