@@ -58,7 +58,7 @@ class DeployMonitor:
         import rclpy
         from rclpy.duration import Duration
         from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import DurabilityPolicy, QoSProfile
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
 
         from para_ros.adapters.tf import Buffer, TransformListener
@@ -94,10 +94,14 @@ class DeployMonitor:
                     "/joint_states": self._on_joint_states, "/para/action_chunk": self._on_chunk,
                     "/para/markers": self._on_markers, "/para/voxels": self._on_cloud,
                     "/joint_trajectory": self._on_command, "/diagnostics": self._on_diagnostics}
+        sensor_topics = {scene_image_topic, scene_info_topic, wrist_image_topic, wrist_info_topic, "/joint_states", "/tf"}
         for topic, msg_class in self.topics.items():
             if topic == "/tf_static":
                 qos = QoSProfile(depth=100, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-            else:
+            elif topic in sensor_topics:
+                # best effort matches reliable AND best-effort publishers (camera and joint-state drivers often are)
+                qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.BEST_EFFORT)
+            else:  # the graph's own topics: reliable, so the recording has every chunk and command
                 qos = QoSProfile(depth=200)
             handler = handlers.get(topic)
             self.node.create_subscription(msg_class, topic, lambda data, t=topic, h=handler: self._on_raw(t, h, data),
@@ -274,7 +278,9 @@ class DeployMonitor:
         image = self._deserialize(images[i][1], self.scene_image_topic)
         info = deserialize_message(info_raw, CameraInfo)
         rgb = image_msg_to_rgb(image)
-        K = np.asarray(info.k, dtype=np.float64).reshape(3, 3)
+        from para_ros.camera_model import intrinsics_from_camera_info
+
+        K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0])  # para_core convention, as snapshot.py
         frame = info.header.frame_id or image.header.frame_id
         tf = self.tf_buffer.lookup_transform(chunk.header.frame_id or self.world_frame, frame,
                                              Time(nanoseconds=int(image_stamps[i])))

@@ -3,6 +3,8 @@ the summary figures (vs hand-computed numbers), and the MCAP recording (read bac
 """
 from __future__ import annotations
 
+import time
+
 import cv2
 import numpy as np
 import pytest
@@ -159,3 +161,31 @@ def test_recording_round_trip(tmp_path):
     back = deserialize_message(got[1][3], ActionChunk)
     assert back.model_id == "m" and list(back.gripper) == [0.5, 1.0]
     assert "para_msgs/msg/ActionChunk" in make_typestore().fielddefs  # the bag's schema for the project's type
+
+
+@pytest.mark.ros
+def test_monitor_hears_best_effort_sensor_publishers():
+    """Camera and joint-state drivers are often best effort: the monitor (and so the recording) must still hear them."""
+    import rclpy
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import JointState
+
+    from para_ros.deploy_monitor import DeployMonitor
+    from ros_helpers import wait_for
+
+    monitor = DeployMonitor(recorder=None)
+    rclpy.init()
+    try:
+        node = rclpy.create_node("best_effort_joint_driver")
+        pub = node.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+
+        def publish_and_check():
+            pub.publish(JointState(name=["joint1"], position=[0.1]))
+            time.sleep(0.05)
+            return monitor.data.joint_state_count > 0
+
+        wait_for(publish_and_check, 10, what="the monitor to hear a best-effort /joint_states")
+        node.destroy_node()
+    finally:
+        rclpy.shutdown()
+        monitor.stop()
