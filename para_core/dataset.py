@@ -19,6 +19,16 @@ instant ``stamps_ns[i]`` (the extractor synchronises cameras, TF and joint state
 
 Loading never unpickles anything: ``np.load(..., allow_pickle=False)``; an ``arrays.npz`` holding object arrays is
 rejected with an error that says so.
+
+Time base of the training targets (``EpisodeDataset``). Step i of a chunk observed at frame t is
+``i * frame_stride / dataset_fps`` seconds after ``stamps_ns[t]`` (docs/contracts.md, "Chunk timing"). The stamps are
+the truth; the episode's ``fps`` is only informative (``para-bag extract`` stores the measured median rate). With
+``time_base="auto"`` an episode is indexed by frame (step i = frame ``t + i * frame_stride``) only when that is the
+same thing: its mean rate (frames over the first-to-last span: jitter cancels, a rate error adds up along a chunk) is
+within 1 % of ``dataset_fps`` AND every single spacing is within +-25 % of ``1 / dataset_fps`` (no dropped frame, no
+pause, no other rate). Any other episode (a 10 Hz or 2 Hz recording, a 30 Hz one with a
+dropped frame) is resampled by its stamps: positions and gripper interpolated linearly, rotations slerped, at exactly
+``stamps_ns[t] + i * frame_stride / dataset_fps``.
 """
 from __future__ import annotations
 
@@ -310,7 +320,34 @@ def find_episode_dirs(paths) -> list[Path]:
 # Everything below turns episodes into (model inputs, future-chunk targets) pairs. Time base (the chunk contract of
 # docs/contracts.md): step i of a chunk observed at frame t is at ``stamps_ns[t] + i * frame_stride / dataset_fps``.
 TIME_BASES = ("auto", "index", "stamps")
-FPS_MATCH_REL_TOL = 0.01  # an episode whose nominal fps is within 1 % of config.dataset_fps is indexed by frame
+MEAN_PERIOD_REL_TOL = 0.01  # "auto" indexes by frame only if the mean spacing is within 1 % of 1 / dataset_fps
+STEP_PERIOD_REL_TOL = 0.25  # ... and every single spacing within +-25 % of it (a dropped frame is +100 %)
+
+
+def frame_indexing_matches_stamps(stamps_ns: np.ndarray, dataset_fps: float) -> tuple[bool, str]:
+    """Whether frame indexing puts chunk steps at ``i * frame_stride / dataset_fps`` (module docstring rule).
+
+    -> (ok, reason): reason says why not (the measured rate or the worst spacing), "" when ok.
+    """
+    steps_ns = np.diff(np.asarray(stamps_ns, dtype=np.int64)).astype(np.float64)  # (N - 1,)
+    if steps_ns.size == 0:
+        return True, ""
+    period_ns = 1e9 / float(dataset_fps)
+    problems = []
+    rel = np.abs(steps_ns - period_ns) / period_ns  # (N - 1,)
+    if np.any(rel > STEP_PERIOD_REL_TOL):
+        i = int(np.argmax(rel))
+        n_bad = int(np.count_nonzero(rel > STEP_PERIOD_REL_TOL))
+        gap = steps_ns[i] > period_ns and 2 * n_bad <= steps_ns.size  # a few long spacings among good ones
+        problems.append(f"{n_bad} of {steps_ns.size} frame spacings differ from 1/{dataset_fps:g} s by more than "
+                        f"{STEP_PERIOD_REL_TOL:.0%} (worst: {steps_ns[i] * 1e-9:.4f} s after frame {i}"
+                        + (": a dropped frame or a pause)" if gap else ")"))
+    mean_ns = float(steps_ns.mean())
+    if abs(mean_ns - period_ns) > MEAN_PERIOD_REL_TOL * period_ns:
+        problems.append(f"its stamps run at {1e9 / mean_ns:.4g} Hz (mean over the episode), not {dataset_fps:g} Hz")
+    if problems:
+        return False, "; ".join(problems)
+    return True, ""
 
 
 def future_frame_indices(t: int, n_frames: int, n_window: int, frame_stride: int) -> np.ndarray:
@@ -375,10 +412,12 @@ class EpisodeDataset:
     - ``episode_index``, ``frame_index``: where the sample came from.
 
     Time base. The chunk's step i is ``i * frame_stride / config.dataset_fps`` seconds after the observation. With
-    ``time_base="auto"`` an episode whose nominal ``fps`` is within 1 % of ``dataset_fps`` is indexed by frame as above;
-    any other episode is resampled by its stamps: targets at ``stamps_ns[t] + i * frame_stride / dataset_fps`` and past
-    positions at ``stamps_ns[t] - k * frame_stride / dataset_fps``, positions and gripper linearly interpolated,
-    rotations slerped, clamped to the episode's time span (same end rule). ``"index"`` / ``"stamps"`` force one rule.
+    ``time_base="auto"`` an episode is indexed by frame as above only if its stamps say that frame indices ARE that
+    time base (``frame_indexing_matches_stamps``: mean rate within 1 % of ``dataset_fps`` and every spacing within
+    +-25 % of ``1 / dataset_fps``; the nominal ``fps`` is not trusted). Any other episode is resampled by its stamps: targets at
+    ``stamps_ns[t] + i * frame_stride / dataset_fps`` and past positions at ``stamps_ns[t] - k * frame_stride /
+    dataset_fps``, positions and gripper linearly interpolated, rotations slerped, clamped to the episode's time span
+    (same end rule). ``"index"`` / ``"stamps"`` force one rule (``"index"`` warns when the stamps disagree).
     Observations are always the recorded frames (no image interpolation).
 
     :param episode_dirs: episode directories (see ``find_episode_dirs`` to expand parent folders).
@@ -420,15 +459,14 @@ class EpisodeDataset:
                              f"{list(cfg.view_names)} (missing {missing}); set V4Config.view_names to views the "
                              f"episodes have, or re-extract the episodes with those cameras")
         time_base = self.time_base
+        index_ok, why_not = frame_indexing_matches_stamps(ep.stamps_ns, cfg.dataset_fps)
         if time_base == "auto":
-            time_base = "index" if abs(ep.fps - cfg.dataset_fps) <= FPS_MATCH_REL_TOL * cfg.dataset_fps else "stamps"
-        if time_base == "index" and len(ep) > 1:
-            measured = 1e9 / float(np.median(np.diff(ep.stamps_ns)))
-            if abs(measured - ep.fps) > 0.1 * ep.fps:
-                import warnings
+            time_base = "index" if index_ok else "stamps"
+        elif time_base == "index" and not index_ok:
+            import warnings
 
-                warnings.warn(f"episode {path}: nominal fps {ep.fps:g} but its stamps run at {measured:.3g} Hz; "
-                              f"indexing by frame assumes the nominal rate (pass time_base='stamps' to resample)")
+            warnings.warn(f"episode {path}: time_base='index' but {why_not}; chunk targets will not be "
+                          f"frame_stride / dataset_fps apart in time (use time_base='auto' or 'stamps' to resample)")
         S = cfg.img_size
         images = []
         for v in cfg.view_names:

@@ -232,10 +232,101 @@ def test_stamp_resampling_when_episode_fps_differs(tmp_path):
     want = np.minimum(16 + np.arange(4) * 8 / 3, 19)
     assert np.allclose(((s["target_positions_world"][:, 0].double() - 0.3) / 0.01).numpy(), want, atol=1e-3)
     assert np.allclose(s["target_gripper"].numpy(), want / 19, atol=1e-5)
-    # forcing frame indexing ignores the fps mismatch
-    ds = EpisodeDataset([tmp_path / "e20"], cfg, time_base="index")
+    # forcing frame indexing ignores the rate mismatch (with a warning)
+    with pytest.warns(UserWarning, match="20 Hz"):
+        ds = EpisodeDataset([tmp_path / "e20"], cfg, time_base="index")
     assert np.allclose(((ds[16]["target_positions_world"][:, 0].double() - 0.3) / 0.01).numpy(),
                        [16, 19, 19, 19], atol=1e-4)
+
+
+def timed_episode(times_s, fps_label=30.0, hw=(8, 8), views=VIEWS) -> Episode:
+    """Frames at the given times (seconds after 10**18 ns), labelled ``fps_label`` (what the old extractor wrote
+    whatever the real rate). Motion is linear in time, so any resampling in time is exact: x = 0.3 + 0.2 * tau,
+    y = 0.05 * tau, z = 0.1, rotation = top_down @ Rz(0.5 * tau), gripper = tau / 2 (tau = the given time, s)."""
+    tau = np.asarray(times_s, dtype=np.float64)
+    n = tau.size
+    H, W = hw
+    T_ee = np.tile(np.eye(4), (n, 1, 1))
+    T_ee[:, 0, 3] = 0.3 + 0.2 * tau
+    T_ee[:, 1, 3] = 0.05 * tau
+    T_ee[:, 2, 3] = 0.1
+    T_ee[:, :3, :3] = syn.top_down_rotation() @ np.stack([_rot_z(0.5 * a) for a in tau])
+    K = syn.intrinsics_from_fovy(W, H, 60.0)
+    return Episode(
+        view_names=views, stamps_ns=(10**18 + np.rint(tau * 1e9)).astype(np.int64),
+        images={v: np.zeros((n, H, W, 3), np.uint8) for v in views}, K={v: np.repeat(K[None], n, axis=0) for v in views},
+        T_world_cam={v: np.repeat(syn.scene_camera_pose()[None], n, axis=0) for v in views},
+        T_world_ee=T_ee, gripper=tau / 2.0, fps=fps_label)
+
+
+def _rot_z(a: float) -> np.ndarray:
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _assert_targets_at_times(sample, tau_targets, tau_past):
+    """Targets of one sample equal the motion of ``timed_episode`` at the given times (s)."""
+    tau_targets, tau_past = np.asarray(tau_targets), np.asarray(tau_past)
+    pos = sample["target_positions_world"].double().numpy()
+    np.testing.assert_allclose(pos[:, 0], 0.3 + 0.2 * tau_targets, atol=1e-6)
+    np.testing.assert_allclose(pos[:, 1], 0.05 * tau_targets, atol=1e-6)
+    np.testing.assert_allclose(sample["target_gripper"].double().numpy(), tau_targets / 2.0, atol=1e-6)
+    want_rot = np.stack([syn.top_down_rotation() @ _rot_z(0.5 * a) for a in tau_targets])
+    np.testing.assert_allclose(sample["target_rotations_world"].double().numpy(), want_rot, atol=1e-5)
+    np.testing.assert_allclose(sample["past_positions_world"][:, 0].double().numpy(), 0.3 + 0.2 * tau_past, atol=1e-6)
+
+
+def test_10hz_episode_labelled_30fps_gets_targets_4_30_s_apart(tmp_path):
+    """A 10 Hz recording that says fps=30 (the old extractor's label): frame indexing would put step i at 0.4 * i s;
+    the targets must be at i * 4 / 30 s after the frame (hand-computed), i.e. resampled by stamps."""
+    cfg = V4Config.tiny()  # n_window 4, frame_stride 4, dataset_fps 30, mv_past_n 2
+    ds = EpisodeDataset([timed_episode(np.arange(20) * 0.1).save(tmp_path / "e10")], cfg)
+    assert ds.episodes[0].time_base == "stamps"
+    # frame 5 (tau 0.5 s): steps at 0.5, 0.5 + 4/30, 0.5 + 8/30, 0.5 + 12/30 s; past at 0.5 - 8/30, 0.5 - 4/30 s
+    _assert_targets_at_times(ds[5], [0.5, 0.63333333, 0.76666667, 0.9], [0.23333333, 0.36666667])
+    # frame 18 (tau 1.8 s): 1.9333 s and later are past the last frame (1.9 s) -> the last pose repeats
+    _assert_targets_at_times(ds[18], [1.8, 1.9, 1.9, 1.9], [1.53333333, 1.66666667])
+
+
+def test_30hz_episode_with_dropped_frames_is_resampled_by_stamps(tmp_path):
+    """30 Hz frames with 7, 8 and 15 dropped: frame index 9 is k = 11 and index 13 is k = 16, so frame indexing would
+    shift the targets; they must land at exactly i * 4 / 30 s after the frame."""
+    cfg = V4Config.tiny()
+    ks = np.array([k for k in range(30) if k not in (7, 8, 15)])
+    ds = EpisodeDataset([timed_episode(ks / 30.0).save(tmp_path / "e30")], cfg)
+    assert ds.episodes[0].time_base == "stamps"
+    # frame index 5 is k = 5: steps at k = 5, 9, 13, 17 (in units of 1/30 s), past at k = -3 -> clamped 0, and 1
+    _assert_targets_at_times(ds[5], np.array([5, 9, 13, 17]) / 30.0, np.array([0, 1]) / 30.0)
+    # frame index 7 is k = 9: steps at k = 9, 13, 17, 21; past at k = 1, 5
+    _assert_targets_at_times(ds[7], np.array([9, 13, 17, 21]) / 30.0, np.array([1, 5]) / 30.0)
+
+
+def test_auto_time_base_rule_by_hand(tmp_path):
+    from para_core.dataset import frame_indexing_matches_stamps
+
+    cfg = V4Config.tiny()
+    rng = np.random.default_rng(0)
+    jitter = np.arange(20) / 30.0 + rng.uniform(-0.05, 0.05, 20) / 30.0  # spacings within +-10 %, mean within 1 %
+    assert frame_indexing_matches_stamps((jitter * 1e9).astype(np.int64), 30.0)[0]
+    ds = EpisodeDataset([timed_episode(jitter).save(tmp_path / "jit")], cfg)
+    assert ds.episodes[0].time_base == "index"  # jitter only: step i is frame t + 4 i
+    _assert_targets_at_times(ds[2], jitter[[2, 6, 10, 14]], jitter[[0, 0]])  # past: frames -6, -2 -> clamped 0
+    # 25 Hz: every spacing is +20 % (within +-25 %) but the mean rate is off -> stamps
+    ok, why = frame_indexing_matches_stamps((np.arange(20) * 4e7).astype(np.int64), 30.0)
+    assert not ok and "25 Hz" in why
+    ds = EpisodeDataset([timed_episode(np.arange(20) / 25.0).save(tmp_path / "e25")], cfg)
+    assert ds.episodes[0].time_base == "stamps"
+    # frame 3 (0.12 s): steps at 0.12 + 4 i / 30 s; past at 0.12 - 8/30 and 0.12 - 4/30 s, both before 0 -> 0
+    _assert_targets_at_times(ds[3], 0.12 + np.arange(4) * 4 / 30, [0.0, 0.0])
+    # one spacing of 1.3 periods -> stamps; labelled fps is irrelevant either way
+    times = np.arange(20) / 30.0
+    times[10:] += 0.3 / 30.0
+    ok, why = frame_indexing_matches_stamps((times * 1e9).astype(np.int64), 30.0)
+    assert not ok and "after frame 9" in why
+    assert frame_indexing_matches_stamps(np.array([5], np.int64), 30.0)[0]  # one frame: nothing to disagree
+    # forcing frame indexing on a mismatching episode warns and names the problem
+    with pytest.warns(UserWarning, match="dropped frame or a pause"):
+        EpisodeDataset([timed_episode(times).save(tmp_path / "gap")], cfg, time_base="index")
 
 
 def test_dataset_errors_and_options(tmp_path):
