@@ -4,7 +4,10 @@
     Synchronised observations (``para_ros.bag_reader``: the inference node's pairing, TF and decoding rules) are
     decimated to ``--fps`` by stamp (the observation nearest each grid time ``t0 + k / fps`` within half a period;
     images are never interpolated, every kept frame keeps its real stamp and its poses are looked up at that stamp)
-    and written as one ``para_core.dataset.Episode`` directory.
+    and written as one ``para_core.dataset.Episode`` directory. The episode's ``fps`` is the MEASURED rate of the kept
+    frames (1 / median stamp spacing), not ``--fps``: a 10 Hz recording extracted with ``--fps 30`` keeps every frame
+    and says 10. ``meta`` records ``requested_fps``, ``measured_fps`` and ``gaps`` (spacings longer than 1.5 measured
+    periods: count, largest in seconds). Training resamples such episodes by stamps (``para_core.dataset``).
 
 ``para-bag eval BAG (--checkpoint DIR | --random-preset tiny) [--out DIR] [--write-chunks OUT.mcap]``
     Replays the recording through ``para_core.policy.Policy`` observation by observation (offline, as fast as the
@@ -92,6 +95,25 @@ def _progress(iterable, total, desc, quiet):
 
 
 # --------------------------------------------------------------------------------------------------- extract
+GAP_FACTOR = 1.5  # a spacing longer than 1.5 measured periods is a gap (at least one frame missing)
+
+
+def frame_timing(stamps_ns) -> dict:
+    """Measured rate and gaps of an episode's stamps: ``{"measured_fps": 1 / median spacing, "max_spacing_s",
+    "gaps": {"count", "largest_s", "threshold_s"}}`` (a gap: a spacing longer than ``GAP_FACTOR`` median spacings;
+    ``largest_s`` is 0 without gaps). Fewer than two frames: measured_fps and threshold_s are None."""
+    steps_ns = np.diff(np.asarray(stamps_ns, dtype=np.int64)).astype(np.float64)  # (N - 1,)
+    if steps_ns.size == 0:
+        return {"measured_fps": None, "max_spacing_s": 0.0,
+                "gaps": {"count": 0, "largest_s": 0.0, "threshold_s": None}}
+    period_ns = float(np.median(steps_ns))
+    threshold_ns = GAP_FACTOR * period_ns
+    gaps_ns = steps_ns[steps_ns > threshold_ns]  # (n_gaps,)
+    return {"measured_fps": 1e9 / period_ns, "max_spacing_s": float(steps_ns.max()) * 1e-9,
+            "gaps": {"count": int(gaps_ns.size), "largest_s": float(gaps_ns.max()) * 1e-9 if gaps_ns.size else 0.0,
+                     "threshold_s": threshold_ns * 1e-9}}
+
+
 def extract(args) -> int:
     from para_core.dataset import Episode
 
@@ -130,25 +152,36 @@ def extract(args) -> int:
         if n == 0:
             raise BagError(f"no observation could be built from {args.bag}: {bag.stats.summary()}")
         source_rate = (len(stamps) - 1) / max((stamps[-1] - stamps[0]) / 1e9, 1e-9) if len(stamps) > 1 else 0.0
+        timing = frame_timing(arrays["stamps"][:n])
+        fallback = float(args.fps) if args.fps and args.fps > 0 else (source_rate or 1.0)
+        fps = timing["measured_fps"] or fallback  # one frame: no spacing to measure
         cfg = bag.config
         meta = {"source_bag": str(Path(args.bag).resolve()), "extracted_by": "para-bag extract",
                 "image_topics": bag.image_topics, "info_topics": cfg.info_topics, "camera_frames": bag.camera_frames,
                 "world_frame": cfg.world_frame, "ee_frame": cfg.ee_frame, "gripper_joint": cfg.gripper_joint,
                 "has_gripper": bag.has_gripper, "pair_slop_s": cfg.pair_slop_s,
                 "source_pair_rate_hz": source_rate, "pairs_in_bag": len(stamps), "requested_fps": args.fps,
-                "reader_stats": bag.stats.summary()}
+                "measured_fps": timing["measured_fps"], "max_spacing_s": timing["max_spacing_s"],
+                "gaps": timing["gaps"], "reader_stats": bag.stats.summary()}
         episode = Episode(view_names=views, stamps_ns=arrays["stamps"][:n],
                           images={v: arrays[f"img.{v}"][:n] for v in views},
                           K={v: arrays[f"K.{v}"][:n] for v in views},
                           T_world_cam={v: arrays[f"T_cam.{v}"][:n] for v in views},
                           T_world_ee=arrays["T_ee"][:n], gripper=arrays["grip"][:n],
-                          fps=float(args.fps) if args.fps and args.fps > 0 else max(source_rate, 1e-3), meta=meta)
+                          fps=fps, meta=meta)
         out = episode.save(args.out)
         if not bag.has_gripper:
             print(f"warning: no '{cfg.gripper_joint}' joint in {cfg.joint_states_topic}: gripper stored as 1.0 "
                   "(open)", file=sys.stderr)
-        print(f"wrote {len(episode)} frames ({episode.duration_s:.2f} s, {episode.fps:g} fps) to {out}; "
-              f"{bag.stats.summary()}")
+        if args.fps and args.fps > 0 and timing["measured_fps"] and \
+                abs(timing["measured_fps"] - args.fps) > 0.01 * args.fps:
+            print(f"warning: the kept frames run at {timing['measured_fps']:.4g} Hz, not the requested --fps "
+                  f"{args.fps:g} (the recording is slower); stored fps={timing['measured_fps']:.4g}, training "
+                  "resamples the targets by stamps", file=sys.stderr)
+        gaps = timing["gaps"]
+        print(f"wrote {len(episode)} frames ({episode.duration_s:.2f} s, measured {episode.fps:.4g} fps, "
+              f"{gaps['count']} gap(s)" + (f", largest {gaps['largest_s']:.3f} s" if gaps["count"] else "")
+              + f") to {out}; {bag.stats.summary()}")
     return 0
 
 

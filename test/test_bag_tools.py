@@ -31,7 +31,8 @@ def test_extract_writes_the_synchronised_episode(bag, tmp_path):
     tf_end = T0_NS + int(spec.duration_s * NS)
     expected = [s for s in select_by_fps(sorted(pairs), 5.0) if s <= tf_end]
     assert ep.stamps_ns.tolist() == expected
-    assert ep.view_names == ("scene", "wrist") and ep.fps == 5.0
+    assert ep.view_names == ("scene", "wrist")
+    assert ep.fps == pytest.approx(1e9 / np.median(np.diff(expected))) and ep.fps == pytest.approx(5.0)
     for i, stamp in enumerate(ep.stamps_ns):
         k_scene, k_wrist = pairs[int(stamp)]
         np.testing.assert_allclose(ep.T_world_ee[i], reference_ee_pose(spec, int(stamp)), atol=1e-6)
@@ -50,6 +51,44 @@ def test_extract_writes_the_synchronised_episode(bag, tmp_path):
     rc = bag_tools.main(["extract", str(path), "--out", str(tmp_path / "ep2"), "--fps", "0", "--max-frames", "4",
                          "--quiet"])
     assert rc == 0 and Episode.load(tmp_path / "ep2").stamps_ns.tolist() == sorted(pairs)[:4]
+
+
+def test_extract_stores_the_measured_rate_and_gaps_and_training_resamples(bag, tmp_path):
+    """The bag's pairs run at 10 Hz with wrist frames 5 and 12 unpaired. Extracting with --fps 30 keeps every pair; the
+    episode must say 10 fps (not 30), list the two 0.2 s gaps, and the dataset must put chunk step i at exactly
+    i * 4 / 30 s after the frame (by hand: linear interpolation of the extracted poses at those times)."""
+    path, spec = bag
+    rc = bag_tools.main(["extract", str(path), "--out", str(tmp_path / "ep"), "--fps", "30", "--quiet"])
+    assert rc == 0
+    ep = Episode.load(tmp_path / "ep")
+    pairs, _, _ = expected_pairs(spec)
+    tf_end = T0_NS + int(spec.duration_s * NS)
+    assert ep.stamps_ns.tolist() == sorted(s for s in pairs if s <= tf_end)  # every pair: the bag is slower than 30
+    assert ep.fps == pytest.approx(10.0, rel=1e-6)
+    assert ep.meta["requested_fps"] == 30.0 and ep.meta["measured_fps"] == pytest.approx(10.0, rel=1e-6)
+    assert ep.meta["gaps"]["count"] == 2 and ep.meta["gaps"]["largest_s"] == pytest.approx(0.2, abs=1e-6)
+    from para_core.config import V4Config
+    from para_core.dataset import EpisodeDataset
+
+    cfg = V4Config.tiny()  # frame_stride 4, dataset_fps 30, n_window 4
+    ds = EpisodeDataset([tmp_path / "ep"], cfg)
+    assert ds.episodes[0].time_base == "stamps"
+    times_s = (ep.stamps_ns - ep.stamps_ns[0]) / 1e9
+    for t in (2, 3, 9):  # frame 3 is wrist frame 3: its chunk spans the gap after wrist frame 4
+        query = times_s[t] + np.arange(4) * 4 / 30
+        want = np.stack([np.interp(query, times_s, ep.T_world_ee[:, k, 3]) for k in range(3)], axis=-1)
+        np.testing.assert_allclose(ds[t]["target_positions_world"].double().numpy(), want, atol=1e-6)
+        np.testing.assert_allclose(ds[t]["target_gripper"].double().numpy(), np.interp(query, times_s, ep.gripper),
+                                   atol=1e-6)
+
+
+def test_frame_timing_by_hand():
+    timing = bag_tools.frame_timing(np.array([0, 100, 200, 400, 500, 550, 650]) * 1_000_000)  # ms -> ns
+    assert timing["measured_fps"] == pytest.approx(10.0)  # median spacing 100 ms
+    assert timing["gaps"] == {"count": 1, "largest_s": pytest.approx(0.2), "threshold_s": pytest.approx(0.15)}
+    assert timing["max_spacing_s"] == pytest.approx(0.2)
+    one = bag_tools.frame_timing(np.array([5]))
+    assert one["measured_fps"] is None and one["gaps"]["count"] == 0
 
 
 def _read_chunks(bag_dir):
