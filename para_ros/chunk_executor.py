@@ -6,7 +6,10 @@ at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunk
 
 * ``joint_trajectory``: ``trajectory_msgs/JointTrajectory`` on ``joint_trajectory_topic`` (ros2_control's joint
   trajectory controller, the project's simulated arm); joints read from ``joint_states_topic``;
-* ``i2rt_sdk``: the I2RT SDK (``get_yam_robot(channel=sdk_channel)``, or its MuJoCo sim with ``sdk_sim``);
+* ``i2rt_sdk``: the I2RT SDK (``get_yam_robot(channel=sdk_channel)``, or its MuJoCo sim with ``sdk_sim``). The
+  executor then owns the arm, so it also publishes ``/joint_states`` (on ``joint_states_topic``) at
+  ``state_publish_rate_hz`` and, with ``publish_tf``, the arm's ``/tf`` (``base`` .. ``gripper``, ``grasp_site``,
+  the wrist camera's optical frame at the mount of ``config/yam.yaml``) by forward kinematics of the joints read;
 * ``pose``: ``geometry_msgs/PoseStamped`` tool targets on ``pose_command_topic`` (+ ``std_msgs/Float64`` gripper).
 
 Services ``~/stop`` and ``~/resume`` (``std_srvs/Trigger``): stop drops every chunk and, from the next tick on, every
@@ -57,7 +60,8 @@ PARAM_DESCRIPTIONS = {
     "smoothing_max_jerk_rad_s3": "ruckig smoothing: joint jerk limit (rad/s^3).",
     "yam_config": "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml.",
     "chunk_topic": "para_msgs/ActionChunk input topic.",
-    "joint_states_topic": "sensor_msgs/JointState topic the arm's joints are read from (topic backends).",
+    "joint_states_topic": "sensor_msgs/JointState topic the arm's joints are read from (topic backends), or "
+                          "published on (i2rt_sdk backend).",
     "commanded_pose_topic": "geometry_msgs/PoseStamped of every command's tool pose (FK), for rviz; "
                             "stamped with its target time (tick + command_lookahead_s).",
     "diagnostics_rate_hz": "Rate of the /diagnostics status (Hz); problems are also reported at once.",
@@ -71,6 +75,9 @@ PARAM_DESCRIPTIONS = {
     "sdk_sim": "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real arm.",
     "sdk_zero_gravity_mode": "i2rt_sdk backend: start the real arm in gravity compensation (true) or holding its "
                              "pose with PD gains (false).",
+    "state_publish_rate_hz": "i2rt_sdk backend: rate of /joint_states (and /tf) read from the SDK (Hz, > 0).",
+    "publish_tf": "i2rt_sdk backend: also broadcast the arm's /tf (base .. gripper, grasp_site, the wrist camera "
+                  "optical frame of config/yam.yaml's wrist_camera) from the joints read.",
 }
 
 
@@ -138,7 +145,9 @@ def _make_node_class():
     from para_ros.execution.control_loop import FixedRateLoop
     from para_ros.execution.executor_core import ExecutorCore
     from para_ros.execution.limits import load_yam_config
+    from para_ros.execution.yam_frames import YamFrames
     from para_ros.execution_ros.chunk_msg import chunk_from_msg
+    from para_ros.execution_ros.sdk_state import SdkStatePublisher
     from para_ros.execution_ros.topic_backends import JointTrajectoryBackend, PoseBackend, pose_stamped
 
     class ChunkExecutorNode(Node):
@@ -158,9 +167,19 @@ def _make_node_class():
                 raise ValueError(f"parameter diagnostics_rate_hz={p['diagnostics_rate_hz']!r}: must be > 0")
             self.params = p
             self.yam = load_yam_config(p["yam_config"] or None)
+            self.arm_joint_names = self.yam.model.joint_names
             self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
             self.world_frame = self.yam.model.world_frame
             self.backend = self._make_backend(p)
+            self.state_publisher = None
+            if p["backend"] == "i2rt_sdk":  # the executor owns the arm: nobody else can publish its state
+                frames = None
+                if p["publish_tf"]:
+                    m = self.yam.model
+                    frames = YamFrames(self.yam.wrist_camera, m.arm_type, m.gripper_type, m.tool_site)
+                self.state_publisher = SdkStatePublisher(
+                    self, self.backend.read_joints, p["joint_states_topic"], self.arm_joint_names,
+                    p["gripper_joint_name"], p["state_publish_rate_hz"], frames)
             self._diag_lock = threading.Lock()
             self._last_report = None
             self._last_problem_diag_s = 0.0
@@ -179,10 +198,12 @@ def _make_node_class():
             self.loop.start()
             self.get_logger().info(
                 f"chunk executor up: backend={self.backend.name}, {p['control_rate_hz']:.0f} Hz, blend="
-                f"{p['blend_mode']}, chunks on {p['chunk_topic']}")
+                f"{p['blend_mode']}, chunks on {p['chunk_topic']}, {self.backend.describe()}"
+                + (f"; publishing {p['joint_states_topic']} at {p['state_publish_rate_hz']:g} Hz"
+                   + (" and /tf" if p["publish_tf"] else "") if self.state_publisher else ""))
 
         def _make_backend(self, p):
-            names = self.yam.model.joint_names
+            names = self.arm_joint_names
             if p["backend"] == "i2rt_sdk":
                 return I2rtSdkBackend(channel=p["sdk_channel"], sim=p["sdk_sim"],
                                       zero_gravity_mode=p["sdk_zero_gravity_mode"],
@@ -297,6 +318,10 @@ def _make_node_class():
                 "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
                 "overruns": int(stats.get("overruns", 0)),
             }
+            if self.state_publisher is not None:
+                values["joint_states_published"] = self.state_publisher.published
+                values["state_publish_failures"] = self.state_publisher.failures
+                values["last_state_publish_error"] = self.state_publisher.last_error
             status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
             return status
 
@@ -309,6 +334,8 @@ def _make_node_class():
 
         def shutdown(self) -> None:
             self.loop.stop()
+            if self.state_publisher is not None:
+                self.state_publisher.close()
             try:
                 self.backend.close()
             except Exception as err:  # noqa: BLE001

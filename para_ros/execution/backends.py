@@ -35,6 +35,10 @@ class CommandBackend(abc.ABC):
     def close(self) -> None:
         """Release the hardware or the publishers."""
 
+    def describe(self) -> str:
+        """Where the commands go, in words (for the node's start-up log)."""
+        return self.name
+
 
 class I2rtSdkBackend(CommandBackend):
     """The I2RT SDK: ``get_yam_robot(channel=..., sim=...)``; 7-DoF commands (6 joints + gripper 0..1).
@@ -79,6 +83,9 @@ class I2rtSdkBackend(CommandBackend):
 
     def send(self, command: JointCommand) -> None:
         self.robot.command_joint_pos(np.append(command.q_rad, command.gripper))  # (7,)
+
+    def describe(self) -> str:
+        return f"I2RT SDK robot {type(self.robot).__name__}"
 
     def close(self) -> None:
         close = getattr(self.robot, "close", None)

@@ -107,13 +107,49 @@ class YamModelConfig:
 
 
 @dataclass
+class WristCameraMount:
+    """Where the wrist camera's OpenCV optical frame sits on the arm (``config/yam.yaml``'s ``wrist_camera``).
+
+    Args:
+        parent_frame: body of the arm model the mount is relative to (``gripper``: the joint6 flange).
+        frame_id: TF frame of the optical frame (must equal the camera's ``CameraInfo.header.frame_id``).
+        xyz_m: (3,) position of the optical frame in ``parent_frame``, metres.
+        quat_xyzw: (4,) its orientation in ``parent_frame``, (x, y, z, w); normalised here.
+    """
+
+    parent_frame: str = "gripper"
+    frame_id: str = "wrist_cam_optical_frame"
+    xyz_m: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    quat_xyzw: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 0.0, 1.0]))
+
+    def __post_init__(self):
+        for name in ("parent_frame", "frame_id"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"WristCameraMount.{name}={getattr(self, name)!r}: give a non-empty frame name")
+        xyz = np.asarray(self.xyz_m, dtype=float).reshape(-1)
+        if xyz.shape != (3,) or not np.all(np.isfinite(xyz)):
+            raise ValueError(f"WristCameraMount.xyz_m={self.xyz_m!r}: need 3 finite numbers (metres)")
+        q = np.asarray(self.quat_xyzw, dtype=float).reshape(-1)
+        norm = float(np.linalg.norm(q)) if q.shape == (4,) and np.all(np.isfinite(q)) else 0.0
+        if not 0.9 < norm < 1.1:
+            raise ValueError(f"WristCameraMount.quat_xyzw={self.quat_xyzw!r}: need a unit quaternion (x, y, z, w)")
+        self.xyz_m, self.quat_xyzw = xyz, q / norm
+
+    def T_parent_camera(self) -> np.ndarray:
+        """(4, 4) pose of the optical frame in ``parent_frame``."""
+        from para_core.rotations import make_matrix
+        return make_matrix(self.xyz_m, self.quat_xyzw)
+
+
+@dataclass
 class YamConfig:
     model: YamModelConfig
     limits: YamLimits
+    wrist_camera: WristCameraMount = field(default_factory=WristCameraMount)
 
 
 def load_yam_config(path: str | Path | None = None) -> YamConfig:
-    """Read ``config/yam.yaml`` (or ``path``): the model section and the limits section.
+    """Read ``config/yam.yaml`` (or ``path``): the model, limits and wrist_camera sections.
 
     :raises ValueError: naming the file and the bad or missing key.
     """
@@ -124,12 +160,15 @@ def load_yam_config(path: str | Path | None = None) -> YamConfig:
     data = yaml.safe_load(path.read_text()) or {}
     if "limits" not in data:
         raise ValueError(f"{path}: no 'limits' section (see config/yam.yaml for the format)")
+    if "wrist_camera" not in data:
+        raise ValueError(f"{path}: no 'wrist_camera' section (the D405 mount; see config/yam.yaml for the format)")
     try:
         model = YamModelConfig(**(data.get("model") or {}))
         limits = YamLimits(**data["limits"])
-    except TypeError as err:
+        mount = WristCameraMount(**data["wrist_camera"])
+    except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: {err} (see config/yam.yaml for the known keys)") from None
-    return YamConfig(model, limits)
+    return YamConfig(model, limits, mount)
 
 
 @dataclass

@@ -54,10 +54,22 @@ WRIST_CAM_BODY = "wrist_cam_optical"
 MARKER_GEOM = "grasp_marker"
 MARKER_GROUP = 5  # geom group of test-only markers; MuJoCo shows groups 0-2 by default
 
+
+def _wrist_mount_from_yam_yaml() -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The D405 wrist mount (flange ``gripper`` -> optical frame) from ``config/yam.yaml``'s ``wrist_camera``, the
+    single source the executor's TF uses too: (xyz metres, quaternion (w, x, y, z) as MuJoCo wants it)."""
+    from para_ros.execution.limits import load_yam_config
+
+    mount = load_yam_config().wrist_camera
+    if mount.parent_frame != "gripper":
+        raise ValueError(f"config/yam.yaml wrist_camera.parent_frame={mount.parent_frame!r}: the simulator mounts the "
+                         "wrist camera on body 'gripper' only")
+    x, y, z, w = (float(v) for v in mount.quat_xyzw)
+    return tuple(float(v) for v in mount.xyz_m), (w, x, y, z)
+
+
 # D405 wrist mount, from i2rt robot_models/station/yam_station_linear_4310_d405 (flange `gripper` -> optical frame).
-WRIST_CAM_POS_IN_GRIPPER_M = (-7.656797949839866e-08, -0.07043497874827391, 0.07700592901799347)
-WRIST_CAM_QUAT_WXYZ_IN_GRIPPER = (-0.9762948880484529, 0.2164446616738001, 1.7930671418198152e-06,
-                                  3.9751623626127497e-07)
+WRIST_CAM_POS_IN_GRIPPER_M, WRIST_CAM_QUAT_WXYZ_IN_GRIPPER = _wrist_mount_from_yam_yaml()
 
 # Gripper pointing straight down about 0.15 m above the workspace centre (x about 0.3 m), open.
 DEFAULT_HOME_Q7 = (0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0)
