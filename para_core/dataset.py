@@ -414,10 +414,11 @@ class EpisodeDataset:
     Time base. The chunk's step i is ``i * frame_stride / config.dataset_fps`` seconds after the observation. With
     ``time_base="auto"`` an episode is indexed by frame as above only if its stamps say that frame indices ARE that
     time base (``frame_indexing_matches_stamps``: mean rate within 1 % of ``dataset_fps`` and every spacing within
-    +-25 % of ``1 / dataset_fps``; the nominal ``fps`` is not trusted). Any other episode is resampled by its stamps: targets at
-    ``stamps_ns[t] + i * frame_stride / dataset_fps`` and past positions at ``stamps_ns[t] - k * frame_stride /
-    dataset_fps``, positions and gripper linearly interpolated, rotations slerped, clamped to the episode's time span
-    (same end rule). ``"index"`` / ``"stamps"`` force one rule (``"index"`` warns when the stamps disagree).
+    +-25 % of ``1 / dataset_fps``; the nominal ``fps`` is not trusted). Any other episode is resampled by its stamps:
+    targets at ``stamps_ns[t] + i * frame_stride / dataset_fps`` and past positions at ``stamps_ns[t] - k *
+    frame_stride / dataset_fps``, positions and gripper linearly interpolated, rotations slerped, clamped to the
+    episode's time span (same end rule). ``"index"`` / ``"stamps"`` force one rule (``"index"`` warns when the stamps
+    disagree).
     Observations are always the recorded frames (no image interpolation).
 
     :param episode_dirs: episode directories (see ``find_episode_dirs`` to expand parent folders).

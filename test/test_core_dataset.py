@@ -254,7 +254,8 @@ def timed_episode(times_s, fps_label=30.0, hw=(8, 8), views=VIEWS) -> Episode:
     K = syn.intrinsics_from_fovy(W, H, 60.0)
     return Episode(
         view_names=views, stamps_ns=(10**18 + np.rint(tau * 1e9)).astype(np.int64),
-        images={v: np.zeros((n, H, W, 3), np.uint8) for v in views}, K={v: np.repeat(K[None], n, axis=0) for v in views},
+        images={v: np.zeros((n, H, W, 3), np.uint8) for v in views},
+        K={v: np.repeat(K[None], n, axis=0) for v in views},
         T_world_cam={v: np.repeat(syn.scene_camera_pose()[None], n, axis=0) for v in views},
         T_world_ee=T_ee, gripper=tau / 2.0, fps=fps_label)
 
