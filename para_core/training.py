@@ -10,7 +10,9 @@ Run directory (``out_dir``)::
                                 deploy it with ``Policy.from_checkpoint`` / ``scripts/demo --checkpoint``
       checkpoints/iter_000500/  periodic snapshots in the same format (the newest ``keep_checkpoints`` are kept)
       train_state/              optimizer.safetensors (every optimizer tensor), rng.safetensors (torch RNG states) and
-                                state.json (iteration, param groups, scalar optimizer state, AMP scaler): no pickle
+                                state.json (iteration, samples consumed, param groups, scalar optimizer state, AMP
+                                scaler): no pickle
+      .saving/                  only while a save is in progress (see "Saving" below)
       run.json                  model config, train config, train / validation episode lists (used by resume)
       metrics.jsonl             one JSON object per line: {"split": "train"|"val", "iter": ..., losses, lr, ...}
       loss_curve.png            train loss terms and validation metrics against iterations (matplotlib, Agg)
@@ -21,9 +23,18 @@ Schedule: AdamW with two parameter groups (``model.param_groups()``: head at ``l
 cos(pi * p))`` where ``p = (i - lr_warmup) / (max_iters - lr_warmup)`` clipped to [0, 1] and r = ``min_lr_ratio``
 (``"constant"``: c = 1). Gradients are clipped to ``grad_clip_norm`` (0 = off).
 
-Data order is a deterministic function of (seed, iteration): an endless stream of per-epoch permutations of the
-training samples, so a resumed run sees exactly the batches the uninterrupted run would have seen (colour-jitter
-draws in worker processes are the one thing not replayed).
+Data order is a deterministic function of (seed, samples consumed): an endless stream of per-epoch permutations of
+the training samples cut into batches. The train state records how many samples were consumed, so a resumed run
+continues the stream exactly where it stopped, even with another batch size, and with the same batch size sees exactly
+the batches the uninterrupted run would have seen (colour-jitter draws in worker processes are the one thing not
+replayed).
+
+Saving is all-or-nothing: ``checkpoint/`` and ``train_state/`` of iteration i are written into ``.saving/``, a
+``complete.json`` marker is written last, then each directory is moved into place. A crash before the marker leaves
+the previous pair untouched (the partial ``.saving/`` is discarded on resume); a crash after it is completed on
+resume. Resume also checks that the checkpoint's iteration equals the train state's and refuses a mismatched pair
+(written by an older para_core) with an error that says which snapshot to use. ``metrics.jsonl`` lines logged after
+the resumed iteration (work that was lost with the crash) are dropped on resume, so no iteration is logged twice.
 
 Validation runs on held-out EPISODES (``val_episodes`` by path, else ``val_fraction`` of them picked with ``seed``),
 never on frames of a training episode, on at most ``val_max_samples`` evenly spaced frames. It reports the voxel CE,
@@ -56,6 +67,8 @@ STATE_DIR = "train_state"
 RNG_FILE = "rng.safetensors"
 LATEST_DIR = "checkpoint"
 SNAPSHOT_DIR = "checkpoints"
+STAGING_DIR = ".saving"  # a save in progress: checkpoint/ + train_state/ of one iteration, then complete.json
+COMMIT_FILE = "complete.json"
 # Model-config fields that only steer the optimisation: a resumed run may change these (e.g. more max_iters).
 SCHEDULE_FIELDS = ("lr", "backbone_lr_mult", "lr_warmup", "lr_schedule", "max_iters", "batch_size", "weight_decay",
                    "name")
@@ -187,12 +200,18 @@ def lr_factor(iteration: int, config: V4Config, min_lr_ratio: float = 0.0) -> fl
 
 class ResumableBatchSampler(torch.utils.data.Sampler):
     """Endless batches: epoch e is ``np.random.default_rng([seed, e]).permutation(n)``, the stream of all epochs is
-    cut into consecutive batches, and iteration i gets batch i. ``start_iter`` skips the first batches exactly."""
+    cut into consecutive batches. ``start_sample`` skips exactly that many samples of the stream (what a resumed run
+    has consumed, whatever batch size it used); ``start_iter`` is the shorthand ``start_sample = start_iter *
+    batch_size`` for a constant batch size."""
 
-    def __init__(self, n_samples: int, batch_size: int, seed: int, start_iter: int = 0):
+    def __init__(self, n_samples: int, batch_size: int, seed: int, start_iter: int = 0,
+                 start_sample: int | None = None):
         if n_samples < 1:
             raise ValueError("ResumableBatchSampler: the training set is empty; pass episodes with frames")
-        self.n, self.batch_size, self.seed, self.start_iter = n_samples, batch_size, seed, start_iter
+        if start_sample is not None and start_sample < 0:
+            raise ValueError(f"ResumableBatchSampler start_sample={start_sample}; use a count >= 0")
+        self.n, self.batch_size, self.seed = n_samples, batch_size, seed
+        self.start_sample = start_iter * batch_size if start_sample is None else int(start_sample)
 
     def _stream(self, start: int):
         epoch, offset = divmod(start, self.n)
@@ -203,7 +222,7 @@ class ResumableBatchSampler(torch.utils.data.Sampler):
             epoch, offset = epoch + 1, 0
 
     def __iter__(self):
-        stream = self._stream(self.start_iter * self.batch_size)
+        stream = self._stream(self.start_sample)
         while True:
             yield [next(stream) for _ in range(self.batch_size)]
 
@@ -294,8 +313,10 @@ class Trainer:
     """One training run (see the module docstring). ``Trainer(...).run()`` == ``train(...)``.
 
     :param resume: continue the run in ``out_dir`` from its ``train_state/`` (weights from ``checkpoint/``, optimizer,
-        iteration, AMP scaler, torch RNG). The model architecture must match the saved one; the schedule fields of the model
-        config (``SCHEDULE_FIELDS``, e.g. a larger ``max_iters``) may change.
+        iteration, samples consumed, AMP scaler, torch RNG; an interrupted save is completed or discarded first and
+        ``metrics.jsonl`` is cut back to the resumed iteration). The model architecture must match the saved one; the
+        schedule fields of the model config (``SCHEDULE_FIELDS``, e.g. a larger ``max_iters`` or another
+        ``batch_size``) may change.
     """
 
     def __init__(self, model_config: V4Config, train_config: TrainConfig, episode_dirs, out_dir,
@@ -313,13 +334,15 @@ class Trainer:
             raise ValueError(f"TrainConfig.device = {train_config.device!r} but CUDA is not available; use 'cpu' "
                              f"or 'auto'")
         state_dir = self.run_dir / STATE_DIR
+        self._saved_batch_size = model_config.batch_size  # batch size of the run so far (old train states lack it)
         if resume:
             run = read_run(self.run_dir)
             _check_same_architecture(run["model_config"], model_config)
+            self._saved_batch_size = int(run["model_config"].get("batch_size", model_config.batch_size))
             train_dirs = [Path(p) for p in run["train_episodes"]]
             val_dirs = [Path(p) for p in run["val_episodes"]]
         else:
-            if (state_dir / "state.json").is_file():
+            if (state_dir / "state.json").is_file() or (self.run_dir / STAGING_DIR / COMMIT_FILE).is_file():
                 raise FileExistsError(f"{self.run_dir} already holds a training run; pass resume=True (--resume) to "
                                       f"continue it, or choose another output directory")
             if not episode_dirs:
@@ -350,6 +373,7 @@ class Trainer:
             g["base_lr"] = g["lr"]
         self.scaler = torch.amp.GradScaler("cuda", enabled=train_config.amp_dtype == "fp16")
         self.iteration = 0
+        self.samples_seen = 0  # training samples consumed so far: where the data stream continues on resume
         if resume:
             self._load_state()
         else:
@@ -365,14 +389,34 @@ class Trainer:
     def _load_state(self) -> None:
         from safetensors.torch import load_file
 
+        from .checkpoint import read_checkpoint_meta
+
+        if _finish_interrupted_save(self.run_dir):
+            print(f"[para-train] {self.run_dir}: completed a save that was interrupted after it was fully written")
         weights = self.run_dir / LATEST_DIR / "model.safetensors"
         if not weights.is_file():
             raise FileNotFoundError(f"{self.run_dir} has no {LATEST_DIR}/model.safetensors; nothing to resume")
+        state_file = self.run_dir / STATE_DIR / "state.json"
+        if not state_file.is_file():
+            raise FileNotFoundError(f"{self.run_dir} has no {STATE_DIR}/state.json; the run was not checkpointed yet "
+                                    f"(nothing to resume) or the directory is incomplete")
+        state_iter = json.loads(state_file.read_text()).get("iteration")
+        ckpt_iter = read_checkpoint_meta(self.run_dir / LATEST_DIR).get("extra", {}).get("iteration")
+        if ckpt_iter != state_iter:
+            snap = self.run_dir / SNAPSHOT_DIR / f"iter_{int(state_iter or 0):06d}"
+            fix = (f"copy the snapshot {snap} over {self.run_dir / LATEST_DIR} (it holds the weights of iteration "
+                   f"{state_iter}) and resume again" if snap.is_dir() else "start a new run directory")
+            raise ValueError(f"resume: {self.run_dir / LATEST_DIR} holds the weights of iteration {ckpt_iter} but "
+                             f"{self.run_dir / STATE_DIR} the optimizer state of iteration {state_iter} (a save was "
+                             f"interrupted between the two); refusing to pair them: {fix}")
         self.model.load_state_dict(load_file(str(weights), device=str(self.device)), strict=True)
         state = load_optimizer(self.optimizer, self.run_dir / STATE_DIR)
         for g in self.optimizer.param_groups:  # a resumed run may change lr / backbone_lr_mult
             g["base_lr"] = self.config.lr * (self.config.backbone_lr_mult if g.get("name") == "backbone" else 1.0)
         self.iteration = int(state["iteration"])
+        # Train states written before samples_seen existed: the run's batch size was constant until then.
+        self.samples_seen = int(state.get("samples_seen", self.iteration * self._saved_batch_size))
+        _truncate_metrics(self.run_dir / METRICS_FILE, self.iteration)
         rng_file = self.run_dir / STATE_DIR / RNG_FILE
         if rng_file.is_file():  # random draws inside the model (e.g. DINOv3's RoPE augmentation) continue exactly
             rng = load_file(str(rng_file))
@@ -385,19 +429,30 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
 
     def save(self) -> Path:
-        """Write ``checkpoint/`` (+ a snapshot under ``checkpoints/``) and the resumable ``train_state/``."""
-        extra = {"iteration": self.iteration, "trained_on": [str(p) for p in self.train_dirs]}
-        model_id = f"{self.config.model_kind}:{self.run_dir.name}:iter{self.iteration}"
-        latest = save_checkpoint(self.run_dir / LATEST_DIR, self.model, self.config, model_id=model_id, extra=extra)
-        save_optimizer(self.optimizer, self.run_dir / STATE_DIR,
-                       {"iteration": self.iteration, "scaler": self.scaler.state_dict() if self.scaler.is_enabled()
-                        else {}})
+        """Write ``checkpoint/`` (+ a snapshot under ``checkpoints/``) and the resumable ``train_state/``, both or
+        neither (staged in ``.saving/``, see the module docstring)."""
         from safetensors.torch import save_file
 
+        staging = self.run_dir / STAGING_DIR
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        extra = {"iteration": self.iteration, "trained_on": [str(p) for p in self.train_dirs]}
+        model_id = f"{self.config.model_kind}:{self.run_dir.name}:iter{self.iteration}"
+        save_checkpoint(staging / LATEST_DIR, self.model, self.config, model_id=model_id, extra=extra)
+        save_optimizer(self.optimizer, staging / STATE_DIR,
+                       {"iteration": self.iteration, "samples_seen": self.samples_seen,
+                        "batch_size": self.config.batch_size,
+                        "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {}})
         rng = {"torch_cpu": torch.get_rng_state()}
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             rng.update({f"torch_cuda_{i}": torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())})
-        save_file(rng, str(self.run_dir / STATE_DIR / RNG_FILE))
+        save_file(rng, str(staging / STATE_DIR / RNG_FILE))
+        marker = staging / (COMMIT_FILE + ".tmp")
+        marker.write_text(json.dumps({"iteration": self.iteration}))
+        marker.replace(staging / COMMIT_FILE)  # from here on the save is complete: resume finishes it if need be
+        _finish_interrupted_save(self.run_dir)
+        latest = self.run_dir / LATEST_DIR
         if self.tc.keep_checkpoints > 0:
             snap_root = self.run_dir / SNAPSHOT_DIR
             snap = snap_root / f"iter_{self.iteration:06d}"
@@ -444,6 +499,7 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.iteration += 1
+        self.samples_seen += int(batch["images"].shape[0])
         return {**{k: float(v.detach()) for k, v in out.losses.items()}, "lr": lr, "grad_norm": float(grad_norm)}
 
     @torch.no_grad()
@@ -483,7 +539,8 @@ class Trainer:
 
     # -------------------------------------------------------------------------------------------------- run
     def _loader(self):
-        sampler = ResumableBatchSampler(len(self.train_set), self.config.batch_size, self.tc.seed, self.iteration)
+        sampler = ResumableBatchSampler(len(self.train_set), self.config.batch_size, self.tc.seed,
+                                        start_sample=self.samples_seen)
         # Its own generator: creating the loader's iterator must not draw from the global RNG that the model uses,
         # or a resumed run would diverge from an uninterrupted one. Workers are seeded from (seed, iteration).
         generator = torch.Generator().manual_seed(self.tc.seed * 1_000_003 + self.iteration)
@@ -543,6 +600,61 @@ class Trainer:
         plot_metrics(self.run_dir / METRICS_FILE, self.run_dir / CURVE_FILE)
         return TrainResult(run_dir=self.run_dir, checkpoint_dir=latest, iterations=self.iteration,
                            final_train=final_train, final_val=final_val)
+
+
+def _swap_in(staged: Path, target: Path) -> None:
+    """Replace directory ``target`` by ``staged`` (two renames; the old one is deleted afterwards)."""
+    old = target.with_name(target.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if target.exists():
+        target.rename(old)
+    staged.rename(target)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _finish_interrupted_save(run_dir: Path) -> bool:
+    """Move a complete staged save (``.saving/`` with ``complete.json``) into place; discard an incomplete one.
+    Idempotent, so a crash in the middle of it is finished by the next call. -> True if something was moved."""
+    staging = run_dir / STAGING_DIR
+    if not staging.exists():
+        return False
+    if not (staging / COMMIT_FILE).is_file():
+        shutil.rmtree(staging)  # written only partly: the previous checkpoint/ + train_state/ pair is untouched
+        return False
+    moved = False
+    for name in (STATE_DIR, LATEST_DIR):
+        if (staging / name).is_dir():
+            _swap_in(staging / name, run_dir / name)
+            moved = True
+    shutil.rmtree(staging)
+    return moved
+
+
+def _truncate_metrics(path: Path, iteration: int) -> int:
+    """Drop ``metrics.jsonl`` lines logged after ``iteration`` (and unreadable ones, e.g. cut by a crash); they
+    belong to work lost since the checkpoint and would be logged again. -> number of lines dropped."""
+    if not path.is_file():
+        return 0
+    keep, dropped = [], 0
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            ok = isinstance(record, dict) and int(record.get("iter", 0)) <= iteration
+        except (json.JSONDecodeError, TypeError, ValueError):
+            ok = False
+        if ok:
+            keep.append(line)
+        else:
+            dropped += 1
+    if dropped:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in keep))
+        tmp.replace(path)
+    return dropped
 
 
 def _seed_worker(worker_id: int) -> None:

@@ -85,6 +85,18 @@ def test_resumable_sampler_replays_the_same_batches():
     assert [next(other) for _ in range(3)] != batches[:3]
 
 
+def test_sampler_continues_the_stream_after_a_sample_count():
+    """Resuming with another batch size: 4 batches of 3 consumed 12 samples; batches of 2 must continue at sample 12
+    of the stream (hand-built from the documented permutations), not at 4 * 2 = 8."""
+    stream = np.concatenate([np.random.default_rng([7, e]).permutation(10) for e in range(3)])  # 30 samples
+    it = iter(ResumableBatchSampler(10, 3, seed=7))
+    assert sum((next(it) for _ in range(4)), []) == stream[:12].tolist()
+    resumed = iter(ResumableBatchSampler(10, 2, seed=7, start_sample=12))
+    assert [next(resumed) for _ in range(5)] == stream[12:22].reshape(5, 2).tolist()
+    with pytest.raises(ValueError, match="start_sample"):
+        ResumableBatchSampler(10, 2, seed=7, start_sample=-1)
+
+
 def test_optimizer_state_round_trips_through_safetensors(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
@@ -200,6 +212,90 @@ def test_resume_continues_at_the_right_iteration_with_the_same_state(tmp_path, e
     iters = [r["iter"] for r in read_metrics(tmp_path / "a" / "metrics.jsonl") if r["split"] == "train"]
     assert iters == list(range(1, 8))
     assert json.loads((tmp_path / "a" / "train_state" / "state.json").read_text())["iteration"] == 7
+
+
+def test_resume_with_another_batch_size_continues_at_the_consumed_sample(tmp_path, episodes):
+    """3 iterations of batch 2 consume samples 0..5 of the stream; resumed with batch 3, the first batch must be
+    samples 6, 7, 8 (the epoch-0 permutation of the documented sampler, by hand), and the count must keep adding up."""
+    cfg = V4Config.tiny(max_iters=3, batch_size=2)
+    Trainer(cfg, quick(seed=5), episodes[:2], tmp_path / "run").run()
+    state = json.loads((tmp_path / "run" / "train_state" / "state.json").read_text())
+    assert state["iteration"] == 3 and state["samples_seen"] == 6
+    resumed = Trainer(cfg.replace(max_iters=5, batch_size=3), quick(seed=5), [], tmp_path / "run", resume=True)
+    assert resumed.samples_seen == 6
+    perm = np.random.default_rng([5, 0]).permutation(len(resumed.train_set))  # 48 samples: one epoch is enough
+    batch = next(iter(resumed._loader()))
+    got = list(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist()))
+    assert got == [tuple(resumed.train_set.index[j]) for j in perm[6:9]]
+    resumed.run()
+    state = json.loads((tmp_path / "run" / "train_state" / "state.json").read_text())
+    assert state["iteration"] == 5 and state["samples_seen"] == 6 + 2 * 3
+
+
+def test_a_crash_inside_save_never_pairs_new_weights_with_old_optimizer_state(tmp_path, episodes, monkeypatch):
+    """A crash while the iteration-4 save is being written leaves the iteration-2 pair intact, and resuming from it
+    ends bit-identical to an uninterrupted run, with every iteration logged once. A crash after the save was fully
+    written (while moving it into place) is completed on resume. A mismatched pair (older para_core) is refused."""
+    import para_core.training as training
+    from safetensors.torch import load_file
+
+    cfg = V4Config.tiny(max_iters=4, batch_size=2, lr_schedule="constant", lr_warmup=2, lr=1e-3)
+    tc = quick(ckpt_interval=2, keep_checkpoints=3)
+    real_save_optimizer = training.save_optimizer
+
+    def crash_at_4(optimizer, directory, extra):
+        if extra["iteration"] == 4:
+            raise RuntimeError("simulated crash (power cut) while saving")
+        real_save_optimizer(optimizer, directory, extra)
+
+    monkeypatch.setattr(training, "save_optimizer", crash_at_4)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        Trainer(cfg, tc, episodes[:2], tmp_path / "a").run()
+    monkeypatch.setattr(training, "save_optimizer", real_save_optimizer)
+    run = tmp_path / "a"
+    assert [r["iter"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2, 3, 4]  # 3, 4 were not checkpointed
+    weights_2 = load_file(str(run / "checkpoints" / "iter_000002" / "model.safetensors"))
+    resumed = Trainer(cfg, tc, [], run, resume=True)
+    assert resumed.iteration == 2
+    for k, v in resumed.model.state_dict().items():
+        assert torch.equal(v, weights_2[k]), k  # the weights of iteration 2, not those of the crashed save
+    assert resumed.samples_seen == 4
+    assert [r["iter"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2]  # lost work is not logged twice
+    resumed.run()
+    straight = Trainer(cfg, tc, episodes[:2], tmp_path / "b")
+    straight.run()
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(v, resumed.model.state_dict()[k]), k
+    assert [r["iter"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2, 3, 4]
+    assert not (run / ".saving").exists()
+
+    # A crash between moving train_state/ and checkpoint/ into place: finished on resume.
+    real_swap = training._swap_in
+
+    def crash_on_checkpoint(staged, target):
+        if target.name == "checkpoint":
+            raise RuntimeError("simulated crash while moving")
+        real_swap(staged, target)
+
+    longer = Trainer(cfg.replace(max_iters=6), tc, [], run, resume=True)
+    monkeypatch.setattr(training, "_swap_in", crash_on_checkpoint)
+    with pytest.raises(RuntimeError, match="simulated crash while moving"):
+        longer.run()
+    monkeypatch.setattr(training, "_swap_in", real_swap)
+    weights_6 = {k: v.clone() for k, v in longer.model.state_dict().items()}
+    assert json.loads((run / "train_state" / "state.json").read_text())["iteration"] == 6
+    assert load_checkpoint(run / "checkpoint")[2]["extra"]["iteration"] == 4  # the two disagree right now
+    again = Trainer(cfg.replace(max_iters=6), tc, [], run, resume=True)
+    assert again.iteration == 6 and again.samples_seen == 12
+    assert load_checkpoint(run / "checkpoint")[2]["extra"]["iteration"] == 6 and not (run / ".saving").exists()
+    for k, v in again.model.state_dict().items():
+        assert torch.equal(v, weights_6[k]), k
+
+    # A pair that disagrees (what the old non-atomic save left behind) is refused, naming the snapshot to use.
+    state_file = run / "train_state" / "state.json"
+    state_file.write_text(json.dumps({**json.loads(state_file.read_text()), "iteration": 4}))
+    with pytest.raises(ValueError, match=r"weights of iteration 6 but .* optimizer state of iteration 4.*iter_000004"):
+        Trainer(cfg.replace(max_iters=6), tc, [], run, resume=True)
 
 
 def test_validation_split_and_bad_setups(tmp_path, episodes):
