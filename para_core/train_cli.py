@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "TrainConfig fields")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last checkpoint (configs and episodes come from the run; "
-                        "--max-iters/--batch-size/--lr/--device/--amp/--num-workers may change)")
+                        "--max-iters/--batch-size/--lr/--device/--amp/--num-workers may change; the data stream "
+                        "continues at the samples already consumed, whatever the batch size)")
     g = p.add_argument_group("overrides")
     g.add_argument("--max-iters", type=int, default=None, help="total training iterations (V4Config.max_iters)")
     g.add_argument("--batch-size", type=int, default=None, help="samples per iteration (V4Config.batch_size)")

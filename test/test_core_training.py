@@ -337,8 +337,10 @@ def test_cli_trains_resumes_and_prints_how_to_deploy(tmp_path, episodes, capsys)
     assert f"scripts/demo --checkpoint {ckpt}" in text
     assert f"ros2 launch para_ros deploy.launch.py checkpoint:={ckpt.resolve()}" in text
     assert Policy.from_checkpoint(ckpt, device="cpu").config.feat_dim == 8
-    assert cli_main(["--out", str(out_dir), "--resume", "--max-iters", "3", "--no-progress"]) == 0
+    assert cli_main(["--out", str(out_dir), "--resume", "--max-iters", "3", "--batch-size", "3", "--no-progress"]) == 0
     assert "done at iteration 3" in capsys.readouterr().out
+    state = json.loads((out_dir / "train_state" / "state.json").read_text())
+    assert state["samples_seen"] == 2 * 2 + 3 and state["batch_size"] == 3  # 2 iterations of 2, then one of 3
     with pytest.raises(SystemExit):
         cli_main(["--out", str(out_dir), "--resume", "--seed", "3"])
     assert "cannot change ['seed']" in capsys.readouterr().err
