@@ -5,8 +5,11 @@ rviz2 with ``config/para.rviz`` when ``rviz:=true``. Which nodes run, their exec
 parameters set from the arguments all come from :mod:`para_ros.graph`, the description ``para-deploy`` uses too.
 
 Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``backend``, ``device``, ``dtype``,
-``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``, ``wrist_info_topic``, ``rviz``. An empty value
-keeps the node's parameter file value (``config/*.yaml``).
+``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``, ``wrist_info_topic``, ``joint_trajectory_topic``,
+``arm_joint_names``, ``rviz``. An empty value keeps the node's parameter file value (``config/*.yaml``).
+With ``backend:=topic`` (a ros2_control joint_trajectory_controller) the trajectory carries the arm joints only and
+the gripper goes out as ``std_msgs/Float64`` 0..1 on the executor's ``gripper_command_topic`` (see
+:mod:`para_ros.graph`), e.g. ``backend:=topic joint_trajectory_topic:=/arm_controller/joint_trajectory``.
 """
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
@@ -29,6 +32,10 @@ ARGUMENTS = [
     ("scene_info_topic", "", "scene camera CameraInfo; empty = config/inference.yaml"),
     ("wrist_image_topic", "", "wrist camera images (sensor_msgs/Image); empty = config/inference.yaml"),
     ("wrist_info_topic", "", "wrist camera CameraInfo; empty = config/inference.yaml"),
+    ("joint_trajectory_topic", "", "backend topic only: the joint_trajectory_controller's topic, e.g. "
+                                   "/arm_controller/joint_trajectory; empty = config/executor.yaml (/joint_trajectory)"),
+    ("arm_joint_names", "", "backend topic only: the controller's 6 arm joint names, comma-separated, YAM order "
+                            "joint1..joint6; empty = the YAM's joint1..joint6 (config/yam.yaml)"),
     ("rviz", "false", "start rviz2 with config/para.rviz: true | false"),
 ]
 

@@ -5,7 +5,10 @@ at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunk
 (``use_sim_time`` honoured; ticks wait until the clock is non-zero), and sends each command through one backend:
 
 * ``joint_trajectory``: ``trajectory_msgs/JointTrajectory`` on ``joint_trajectory_topic`` (ros2_control's joint
-  trajectory controller, the project's simulated arm); joints read from ``joint_states_topic``;
+  trajectory controller, the project's simulated arm); joints read from ``joint_states_topic``. The gripper goes
+  inside the trajectory under ``gripper_joint_name`` (the simulated arm), or, with ``gripper_joint_name: ""``, as
+  ``std_msgs/Float64`` (0 closed .. 1 open) on ``gripper_command_topic`` (a real joint_trajectory_controller rejects a
+  trajectory naming a joint it does not own, so the arm's trajectory carries the arm joints only);
 * ``i2rt_sdk``: the I2RT SDK (``get_yam_robot(channel=sdk_channel)``, or its MuJoCo sim with ``sdk_sim``). The
   executor then owns the arm, so it also publishes ``/joint_states`` (on ``joint_states_topic``) at
   ``state_publish_rate_hz`` and, with ``publish_tf``, the arm's ``/tf`` (``base`` .. ``gripper``, ``grasp_site``,
@@ -66,11 +69,17 @@ PARAM_DESCRIPTIONS = {
                             "stamped with its target time (tick + command_lookahead_s).",
     "diagnostics_rate_hz": "Rate of the /diagnostics status (Hz); problems are also reported at once.",
     "backend": "Where commands go: 'joint_trajectory', 'i2rt_sdk' or 'pose'.",
-    "joint_trajectory_topic": "trajectory_msgs/JointTrajectory output topic (joint_trajectory backend).",
-    "gripper_joint_name": "Name of the gripper (0 closed .. 1 open) in JointTrajectory and JointState; empty = none.",
+    "joint_trajectory_topic": "trajectory_msgs/JointTrajectory output topic (joint_trajectory backend), e.g. "
+                              "/<controller>/joint_trajectory for a ros2_control joint_trajectory_controller.",
+    "arm_joint_names": "Names of the 6 arm joints in JointTrajectory and JointState, comma-separated (or a string "
+                       "list), in SDK order joint1..joint6; empty = config/yam.yaml's model.joint_names.",
+    "gripper_joint_name": "Name of the gripper (0 closed .. 1 open) in JointTrajectory and JointState; empty = the "
+                          "gripper is not in the trajectory (joint_trajectory backend: it goes to "
+                          "gripper_command_topic) and not read from JointState.",
     "pose_command_topic": "geometry_msgs/PoseStamped tool target output topic (pose backend); "
                           "stamped with the time the pose is meant for (tick + command_lookahead_s).",
-    "gripper_command_topic": "std_msgs/Float64 gripper output topic (pose backend); empty = none.",
+    "gripper_command_topic": "std_msgs/Float64 gripper output topic, 0 closed .. 1 open (pose backend; "
+                             "joint_trajectory backend when gripper_joint_name is empty); empty = none.",
     "sdk_channel": "CAN interface of the real arm (i2rt_sdk backend), e.g. can0.",
     "sdk_sim": "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real arm.",
     "sdk_zero_gravity_mode": "i2rt_sdk backend: start the real arm in gravity compensation (true) or holding its "
@@ -93,8 +102,27 @@ def load_default_parameters() -> dict:
     return {name: params[name] for name in PARAM_DESCRIPTIONS}
 
 
+def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
+    """``arm_joint_names`` as 6 names: a comma-separated string or a list; empty = ``default``.
+
+    :raises ValueError: naming the value, unless there are exactly 6 distinct non-empty names.
+    """
+    if isinstance(value, str):
+        names = tuple(n.strip() for n in value.split(",")) if value.strip() else ()
+    else:
+        names = tuple(str(n).strip() for n in (value or ()))
+    if not names:
+        return tuple(default)
+    if len(names) != 6 or not all(names) or len(set(names)) != 6:
+        raise ValueError(f"parameter arm_joint_names={value!r}: give the 6 distinct arm joint names in order "
+                         f"joint1..joint6, comma-separated, e.g. {','.join(default)}")
+    return names
+
+
 def _coerce(name: str, value, default):
     """Cast a parameter to its default's type (so ``-p control_rate_hz:=500`` works as well as ``500.0``)."""
+    if name == "arm_joint_names" and isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
     try:
         if isinstance(default, bool):
             if isinstance(value, str):
@@ -167,7 +195,7 @@ def _make_node_class():
                 raise ValueError(f"parameter diagnostics_rate_hz={p['diagnostics_rate_hz']!r}: must be > 0")
             self.params = p
             self.yam = load_yam_config(p["yam_config"] or None)
-            self.arm_joint_names = self.yam.model.joint_names
+            self.arm_joint_names = parse_joint_names(p["arm_joint_names"], self.yam.model.joint_names)
             self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
             self.world_frame = self.yam.model.world_frame
             self.backend = self._make_backend(p)
@@ -212,7 +240,7 @@ def _make_node_class():
                 return PoseBackend(self, p["pose_command_topic"], p["gripper_command_topic"],
                                    p["joint_states_topic"], names, p["gripper_joint_name"], self.world_frame)
             return JointTrajectoryBackend(self, p["joint_trajectory_topic"], p["joint_states_topic"], names,
-                                          p["gripper_joint_name"])
+                                          p["gripper_joint_name"], p["gripper_command_topic"])
 
         def now_s(self) -> float:
             return self.get_clock().now().nanoseconds * 1e-9

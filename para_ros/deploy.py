@@ -154,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                "para_ros/graph.py). Empty values keep config/*.yaml.")
     parser.add_argument("--backend", choices=graph.BACKENDS, default="sim",
                         help="robot: sim (simulated YAM, default) | i2rt (real YAM, I2RT SDK on CAN) | "
-                             "topic (an arm behind /joint_trajectory, e.g. ros2_control)")
+                             "topic (an arm behind a ros2_control joint_trajectory_controller: see "
+                             "--joint-trajectory-topic)")
     parser.add_argument("--checkpoint", default="", help="policy checkpoint directory (model.safetensors + "
                         "config.json); default: an UNTRAINED random model (config/inference.yaml)")
     parser.add_argument("--device", default="", help="torch device: auto | cpu | cuda | cuda:N (default: file's)")
@@ -162,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     for view in ("scene", "wrist"):
         parser.add_argument(f"--{view}-image-topic", default="", help=f"{view} camera image topic")
         parser.add_argument(f"--{view}-info-topic", default="", help=f"{view} camera CameraInfo topic")
+    parser.add_argument("--joint-trajectory-topic", default="",
+                        help="backend topic only: the joint_trajectory_controller's topic, e.g. "
+                             "/arm_controller/joint_trajectory (default: config/executor.yaml, /joint_trajectory)")
+    parser.add_argument("--arm-joint-names", default="",
+                        help="backend topic only: the controller's 6 arm joint names, comma-separated, YAM order "
+                             "joint1..joint6 (default: the YAM's joint1..joint6). The gripper is not in the "
+                             "trajectory: it goes out as std_msgs/Float64 0..1 on /gripper_command")
     parser.add_argument("--duration", type=float, default=60.0,
                         help="seconds to run, from the start of the nodes (default 60; 0 = until Ctrl-C)")
     parser.add_argument("--out", default=None, help="output directory (default: runs/<timestamp>)")
@@ -180,7 +188,8 @@ def _settings(args) -> graph.DeploySettings:
     return graph.DeploySettings(
         backend=args.backend, checkpoint=args.checkpoint, device=args.device, dtype=args.dtype,
         scene_image_topic=args.scene_image_topic, scene_info_topic=args.scene_info_topic,
-        wrist_image_topic=args.wrist_image_topic, wrist_info_topic=args.wrist_info_topic)
+        wrist_image_topic=args.wrist_image_topic, wrist_info_topic=args.wrist_info_topic,
+        joint_trajectory_topic=args.joint_trajectory_topic, arm_joint_names=args.arm_joint_names)
 
 
 def _effective_inference_params(overrides: dict) -> dict:

@@ -7,10 +7,18 @@ installed). A test runs both against each other, so they cannot drift.
 Robot backends (``--backend`` / ``backend:=``):
 
 * ``sim``: the embedded simulated YAM (``sim_node``) + inference + executor sending ``JointTrajectory`` to the sim.
-* ``i2rt``: a real YAM on CAN through the I2RT SDK: inference + executor (``backend: i2rt_sdk``); the cameras, TF and
-  ``/joint_states`` come from the robot's own drivers.
-* ``topic``: an arm behind a ``JointTrajectory`` topic (e.g. a ros2_control joint trajectory controller):
-  inference + executor (``backend: joint_trajectory``); cameras, TF and joint states from the robot's drivers.
+* ``i2rt``: a real YAM on CAN through the I2RT SDK: inference + executor (``backend: i2rt_sdk``). The executor owns
+  the CAN bus, so it also publishes ``/joint_states`` and the arm's TF (``base`` .. ``gripper``, ``grasp_site``, the
+  wrist camera's optical frame at the mount of ``config/yam.yaml``); the cameras (and the scene camera's static TF)
+  come from their drivers.
+* ``topic``: an arm behind a ros2_control ``joint_trajectory_controller``: inference + executor (``backend:
+  joint_trajectory``) with ``gripper_joint_name: ""`` (:data:`TOPIC_EXECUTOR_OVERRIDES`): a real controller rejects
+  the whole trajectory when it names a joint it does not own, so the trajectory carries the 6 arm joints only
+  (``arm_joint_names``, on ``joint_trajectory_topic``, e.g. ``/arm_controller/joint_trajectory``) and the gripper goes
+  out as ``std_msgs/Float64`` 0 closed .. 1 open on the executor's ``gripper_command_topic`` (``config/executor.yaml``,
+  default ``/gripper_command``), for the gripper controller's adapter. Cameras, TF and joint states come from the
+  robot's drivers. ``joint_trajectory_topic`` and ``arm_joint_names`` apply to this backend only (the simulated arm
+  and the SDK have fixed joint names and no trajectory topic to choose).
 
 Overrides: only what the user set on the command line is passed as ``-p name:=value`` after the node's parameter
 file (an empty setting keeps the file's value), so ``config/*.yaml`` stay the single place of every default.
@@ -32,6 +40,12 @@ RVIZ_CONFIG = "config/para.rviz"
 
 # Executor output backend (parameter ``backend`` of chunk_executor) per robot backend.
 EXECUTOR_BACKEND = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}
+
+# Executor parameters of the topic backend (a real joint_trajectory_controller): gripper not in the trajectory.
+TOPIC_EXECUTOR_OVERRIDES = {"gripper_joint_name": ""}
+# Launcher settings that only the topic backend takes -> chunk_executor parameter names.
+TOPIC_EXECUTOR_SETTINGS = ("joint_trajectory_topic", "arm_joint_names")
+N_ARM_JOINTS = 6
 
 # Executor parameters while the untrained random model runs (see the module docstring); limits stay untouched.
 UNTRAINED_EXECUTOR_OVERRIDES = {"max_implied_speed_m_s": 100.0, "unreachable": "best_effort"}
@@ -77,6 +91,10 @@ class DeploySettings:
         device: torch device (``auto``, ``cpu``, ``cuda``, ``cuda:N``); "" = keep the file's value.
         dtype: ``fp32`` | ``bf16`` | ``fp16``; "" = keep the file's value.
         scene_image_topic, scene_info_topic, wrist_image_topic, wrist_info_topic: camera topics; "" = keep.
+        joint_trajectory_topic: backend ``topic`` only: the controller's trajectory topic (absolute, e.g.
+            ``/arm_controller/joint_trajectory``); "" = keep ``config/executor.yaml`` (``/joint_trajectory``).
+        arm_joint_names: backend ``topic`` only: the controller's 6 arm joint names, comma-separated, in YAM order
+            joint1..joint6; "" = the YAM's (``config/yam.yaml``: joint1..joint6).
     """
 
     backend: str = "sim"
@@ -87,6 +105,8 @@ class DeploySettings:
     scene_info_topic: str = ""
     wrist_image_topic: str = ""
     wrist_info_topic: str = ""
+    joint_trajectory_topic: str = ""
+    arm_joint_names: str = ""
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -97,6 +117,25 @@ class DeploySettings:
             topic = getattr(self, name)
             if topic and not topic.startswith("/"):
                 raise ValueError(f"{name}={topic!r}: give an absolute topic name, e.g. '/{topic}'")
+        for name in TOPIC_EXECUTOR_SETTINGS:
+            if getattr(self, name) and self.backend != "topic":
+                raise ValueError(f"{name}={getattr(self, name)!r} applies to backend topic only (backend is "
+                                 f"{self.backend!r}: its joint names and command path are fixed); drop it or use "
+                                 "backend topic")
+        topic = self.joint_trajectory_topic
+        if topic and (not topic.startswith("/") or " " in topic):
+            raise ValueError(f"joint_trajectory_topic={topic!r}: give an absolute topic name without spaces, e.g. "
+                             f"'/{topic.strip().lstrip('/')}' (a joint_trajectory_controller named arm_controller "
+                             "listens on '/arm_controller/joint_trajectory')")
+        if self.arm_joint_names:
+            names = [n.strip() for n in self.arm_joint_names.split(",")]
+            if len(names) != N_ARM_JOINTS or not all(names) or len(set(names)) != N_ARM_JOINTS or \
+                    any(" " in n for n in names):
+                raise ValueError(f"arm_joint_names={self.arm_joint_names!r}: give the controller's {N_ARM_JOINTS} "
+                                 "distinct arm joint names, comma-separated, in YAM order joint1..joint6, e.g. "
+                                 "'joint1,joint2,joint3,joint4,joint5,joint6'")
+            # normalised (no spaces) so both launchers pass exactly the same value
+            object.__setattr__(self, "arm_joint_names", ",".join(names))
 
 
 def nodes_for(backend: str) -> list[NodeSpec]:
@@ -116,6 +155,12 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
                 out[name] = value
     elif spec.name == "chunk_executor":
         out["backend"] = EXECUTOR_BACKEND[settings.backend]
+        if settings.backend == "topic":
+            out.update(TOPIC_EXECUTOR_OVERRIDES)
+            for name in TOPIC_EXECUTOR_SETTINGS:
+                value = getattr(settings, name)
+                if value:
+                    out[name] = value
         if uses_untrained_model(settings):
             out.update(UNTRAINED_EXECUTOR_OVERRIDES)
     return out

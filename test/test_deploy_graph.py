@@ -169,6 +169,9 @@ SETTINGS = [
      "scene_image_topic": "/cam_a/image", "scene_info_topic": "/cam_a/info",
      "wrist_image_topic": "/cam_b/image", "wrist_info_topic": "/cam_b/info"},
     {"backend": "i2rt", "checkpoint": "123", "device": "cpu"},  # a numeric-looking path must stay a string
+    {"backend": "topic", "joint_trajectory_topic": "/arm_controller/joint_trajectory",
+     "arm_joint_names": "shoulder_pan, shoulder_lift,elbow,wrist_1,wrist_2,wrist_3", "checkpoint": "/ckpt"},
+    {"backend": "topic", "arm_joint_names": "1,2,3,4,5,6"},  # numeric-looking names must stay one string
 ]
 
 
@@ -197,10 +200,22 @@ def test_launch_file_and_para_deploy_start_the_same_graph(launch_module, chosen)
         inference = next(d for d in deploy_side if d["name"] == "inference_node")
         assert inference["overrides"]["checkpoint"] == chosen["checkpoint"]
         executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
-        assert set(executor["overrides"]) == {"backend"}  # relaxed only for the untrained model
+        # relaxed only for the untrained model
+        assert set(executor["overrides"]) - {"gripper_joint_name", *graph.TOPIC_EXECUTOR_SETTINGS} == {"backend"}
     expected_backend = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}[chosen["backend"]]
     executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
     assert executor["overrides"]["backend"] == expected_backend
+    # topic backend (a real joint_trajectory_controller): no gripper inside the trajectory, the user's topic and
+    # arm joint names reach the executor (names without the spaces typed around the commas); other backends: none
+    if chosen["backend"] == "topic":
+        assert executor["overrides"]["gripper_joint_name"] == ""
+        for name in graph.TOPIC_EXECUTOR_SETTINGS:
+            if name in chosen:
+                assert executor["overrides"][name] == chosen[name].replace(" ", "")
+            else:
+                assert name not in executor["overrides"]
+    else:
+        assert not {"gripper_joint_name", *graph.TOPIC_EXECUTOR_SETTINGS} & set(executor["overrides"])
 
 
 def test_launch_arguments_match_the_launcher_options(launch_module):
@@ -243,10 +258,20 @@ def test_untrained_model_relaxes_only_chunk_plausibility_and_unreachable_mode():
                                            "unreachable": "best_effort"}
     assert trained["chunk_executor"] == {"backend": "joint_trajectory"}
     assert untrained["sim_node"] == {} and untrained["inference_node"] == {}
+    topic = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="topic", checkpoint="/x")))
+    assert topic["chunk_executor"] == {"backend": "joint_trajectory", "gripper_joint_name": ""}
 
 
-@pytest.mark.parametrize("kwargs, fix", [({"backend": "real"}, "sim, i2rt, topic"), ({"dtype": "fp64"}, "fp32"),
-                                          ({"scene_image_topic": "cam/image"}, "/cam/image")])
+@pytest.mark.parametrize("kwargs, fix", [
+    ({"backend": "real"}, "sim, i2rt, topic"), ({"dtype": "fp64"}, "fp32"),
+    ({"scene_image_topic": "cam/image"}, "/cam/image"),
+    ({"backend": "topic", "joint_trajectory_topic": "arm_controller/joint_trajectory"},
+     "'/arm_controller/joint_trajectory'"),
+    ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5"}, "6 distinct arm joint names"),
+    ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5,j5"}, "6 distinct arm joint names"),
+    ({"backend": "sim", "joint_trajectory_topic": "/arm_controller/joint_trajectory"}, "backend topic only"),
+    ({"backend": "i2rt", "arm_joint_names": "a,b,c,d,e,f"}, "backend topic only"),
+])
 def test_bad_settings_name_the_value_and_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
         graph.DeploySettings(**kwargs)

@@ -7,7 +7,8 @@
   targets for a Cartesian controller. Both read the joints from ``/joint_states``.
 
 Joint vectors at this interface are the 6 arm joints in radians (SDK order joint1..joint6) plus the gripper as a
-separate 0 (closed) .. 1 (open) value.
+separate 0 (closed) .. 1 (open) value; a backend that cannot measure the gripper reports it as NaN (unknown), and a
+command whose gripper is NaN carries no gripper command (see :class:`ExecutorCore`).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class CommandBackend(abc.ABC):
 
     @abc.abstractmethod
     def read_joints(self) -> tuple[np.ndarray, float] | None:
-        """Latest measured (6,) arm joints (rad) and gripper (0..1), or None while unknown."""
+        """Latest measured (6,) arm joints (rad) and gripper (0..1, NaN if not measured), or None while unknown."""
 
     @abc.abstractmethod
     def send(self, command: JointCommand) -> None:
@@ -82,7 +83,10 @@ class I2rtSdkBackend(CommandBackend):
         return q[:6].copy(), float(q[6])
 
     def send(self, command: JointCommand) -> None:
-        self.robot.command_joint_pos(np.append(command.q_rad, command.gripper))  # (7,)
+        gripper = command.gripper
+        if not np.isfinite(gripper):  # never the case here (the SDK measures it), kept safe anyway
+            gripper = float(self.robot.get_joint_pos()[6])
+        self.robot.command_joint_pos(np.append(command.q_rad, gripper))  # (7,)
 
     def describe(self) -> str:
         return f"I2RT SDK robot {type(self.robot).__name__}"

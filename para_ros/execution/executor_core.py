@@ -92,7 +92,8 @@ class ExecutorConfig:
 
 @dataclass
 class JointCommand:
-    """One command: joints (6,) rad, gripper 0..1, the tool pose FK gives for them, and its timing.
+    """One command: joints (6,) rad, gripper 0..1 (NaN: no gripper command, its state is unknown and no chunk has
+    set it yet), the tool pose FK gives for them, and its timing.
 
     ``stamp_s`` is the tick time; the command is the target for ``target_time_s = stamp_s + time_from_start_s``
     (the chunk was sampled there), which is the stamp a commanded pose carries.
@@ -177,9 +178,14 @@ class ExecutorCore:
     # ---- inputs ---------------------------------------------------------------------------------------------------
 
     def set_measured_joints(self, q_rad: np.ndarray, gripper: float) -> None:
-        """Latest measured arm joints (6,) and gripper; the first one initialises the command."""
+        """Latest measured arm joints (6,) and gripper; the first one initialises the command.
+
+        ``gripper`` NaN means "not measured" (an arm whose gripper is commanded on its own topic): the gripper
+        command then stays unset (NaN, nothing sent for it) until a chunk gives a gripper target, which becomes the
+        first gripper command as it is (no rate limit from a value nobody knows); from then on the usual limits apply.
+        """
         q = np.asarray(q_rad, dtype=float).reshape(-1)[:6]
-        if q.shape != (6,) or not np.all(np.isfinite(q)) or not np.isfinite(gripper):
+        if q.shape != (6,) or not np.all(np.isfinite(q)) or np.isinf(gripper):
             return
         with self._lock:
             self._measured = (q.copy(), float(gripper))
@@ -237,7 +243,8 @@ class ExecutorCore:
         with self._lock:
             self._stopped = False
             if self._measured is not None:
-                self._reseed(*self._measured)
+                q, g = self._measured
+                self._reseed(q, g if np.isfinite(g) else self._g_cmd)  # unmeasured gripper: keep its last command
             self._last_accept_s = None
             self.status.state = IDLE if self._q_cmd is not None else WAITING_FOR_STATE
 
@@ -307,6 +314,14 @@ class ExecutorCore:
                     q_des = q_prev
                 else:
                     q_des = self.smoother.step(q_des)
+            # An unmeasured gripper (NaN) takes the first chunk target as its first command; until then the filter and
+            # the check run on a placeholder and the command carries NaN (no gripper command).
+            gripper_known = bool(np.isfinite(g_prev))
+            if not gripper_known and np.isfinite(g_des):
+                g_prev = float(np.clip(g_des, self.limits.gripper_min, self.limits.gripper_max))
+                gripper_known = True
+            if not gripper_known:
+                g_prev = g_des = self.limits.gripper_min
             if holding and state != HOLD_UNREACHABLE:
                 q_new, g_new, report = q_prev.copy(), g_prev, FilterReport()
             else:
@@ -321,11 +336,13 @@ class ExecutorCore:
                 self.status.check_failures += 1
                 self.status.last_check_failure = "; ".join(problems)
                 q_new, g_new = q_prev.copy(), g_prev
+            moving = bool(np.any(q_new != q_prev) or g_new != g_prev)
+            if not gripper_known:
+                g_new = float("nan")
             self._q_cmd, self._g_cmd = q_new, g_new
             self.status.state = state
             self.status.commands += 1
             self.status.last_command_stamp_s = now_s
-            moving = bool(np.any(q_new != q_prev) or g_new != g_prev)
             command = JointCommand(now_s, cfg.command_lookahead_s, q_new.copy(),
                                    float(g_new), self.kin.fk(q_new), moving)
             self.status.last_tick_compute_s = time.perf_counter() - t_start

@@ -2,12 +2,22 @@
 
 * :class:`JointTrajectoryBackend`: one ``trajectory_msgs/JointTrajectory`` per tick with a single point:
   ``header.stamp`` = 0 (the ROS convention for "start on receipt"), ``points[0].time_from_start`` = the command
-  lookahead (the point is the chunk pose due at tick + lookahead), positions of joint1..joint6
-  (rad) and the gripper (0 closed .. 1 open, under ``gripper_joint_name``; the names the simulated arm
-  ``para_ros.sim`` publishes on ``/joint_states``). This is what a ros2_control joint trajectory controller and the
-  project's simulated YAM follow. Why stamp 0 and not the tick time: ros2_control's ``joint_trajectory_controller``
-  drops a trajectory whose ``header.stamp + time_from_start`` of its last point is already in the past on receipt,
-  so with a tick stamp any delivery delay longer than the lookahead would silently lose the command.
+  lookahead (the point is the chunk pose due at tick + lookahead), positions of the 6 arm joints (rad, names
+  ``joint_names``). Where the gripper (0 closed .. 1 open) goes:
+
+  - ``gripper_joint_name`` set (the project's simulated YAM, which publishes and follows ``gripper``): inside the
+    trajectory under that name, and read back from ``JointState`` under it;
+  - ``gripper_joint_name`` empty (a ros2_control ``joint_trajectory_controller``, which rejects the WHOLE trajectory
+    when it names a joint the controller does not own: "Incoming joint gripper doesn't match the controller's
+    joints"): the trajectory carries the arm joints only, and the gripper goes out as ``std_msgs/Float64``
+    (0 closed .. 1 open, every tick) on ``gripper_command_topic`` (empty = not sent). A gripper controller speaks
+    its own units (a ``GripperActionController`` wants metres and an action), so a Float64 in the policy's 0..1
+    convention is the one interface that fits any of them through a small adapter; the gripper is not read back
+    (it is NaN = unknown in :meth:`read_joints`: the first gripper command is then the chunk's own value).
+
+  Why stamp 0 and not the tick time: ros2_control's ``joint_trajectory_controller`` drops a trajectory whose
+  ``header.stamp + time_from_start`` of its last point is already in the past on receipt, so with a tick stamp any
+  delivery delay longer than the lookahead would silently lose the command.
 * :class:`PoseBackend`: ``geometry_msgs/PoseStamped`` of the tool (FK of the checked joint command, so the pose
   satisfies the same limits) for a Cartesian controller, plus ``std_msgs/Float64`` gripper commands. The pose is
   stamped with the time it is meant for (tick + lookahead, :attr:`JointCommand.target_time_s`): a pose target says
@@ -57,7 +67,7 @@ class JointStateReader:
         if not all(n in self._partial for n in names):
             return
         q = np.array([self._partial[n] for n in self.joint_names])
-        g = self._partial[self.gripper_joint_name] if self.gripper_joint_name else 0.0
+        g = self._partial[self.gripper_joint_name] if self.gripper_joint_name else float("nan")  # nan: not measured
         with self._lock:
             self._latest = (q, g)
 
@@ -72,11 +82,25 @@ class JointTrajectoryBackend(CommandBackend):
     name = "joint_trajectory"
 
     def __init__(self, node, topic: str, joint_states_topic: str, joint_names: tuple[str, ...],
-                 gripper_joint_name: str = "gripper"):
+                 gripper_joint_name: str = "gripper", gripper_command_topic: str = ""):
         self.joint_names = tuple(joint_names)
         self.gripper_joint_name = gripper_joint_name
+        self.topic = topic
         self.pub = node.create_publisher(JointTrajectory, topic, COMMAND_QOS)
+        # The gripper's own topic only when it is not inside the trajectory (see the module docstring).
+        self.gripper_topic = "" if gripper_joint_name else gripper_command_topic
+        self.gripper_pub = (node.create_publisher(Float64, self.gripper_topic, COMMAND_QOS)
+                            if self.gripper_topic else None)
         self.reader = JointStateReader(node, joint_states_topic, self.joint_names, gripper_joint_name)
+
+    def describe(self) -> str:
+        if self.gripper_joint_name:
+            gripper = f"gripper inside it as {self.gripper_joint_name!r}"
+        elif self.gripper_topic:
+            gripper = f"gripper (std_msgs/Float64, 0..1) on {self.gripper_topic}"
+        else:
+            gripper = "gripper not commanded"
+        return f"JointTrajectory on {self.topic} (joints {', '.join(self.joint_names)}), {gripper}"
 
     def read_joints(self) -> tuple[np.ndarray, float] | None:
         return self.reader.read()
@@ -96,6 +120,8 @@ class JointTrajectoryBackend(CommandBackend):
 
     def send(self, command: JointCommand) -> None:
         self.pub.publish(self.make_msg(command))
+        if self.gripper_pub is not None and np.isfinite(command.gripper):
+            self.gripper_pub.publish(Float64(data=float(command.gripper)))
 
 
 class PoseBackend(CommandBackend):
@@ -115,7 +141,7 @@ class PoseBackend(CommandBackend):
 
     def send(self, command: JointCommand) -> None:
         self.pub.publish(pose_stamped(command, self.world_frame))
-        if self.gripper_pub is not None:
+        if self.gripper_pub is not None and np.isfinite(command.gripper):
             self.gripper_pub.publish(Float64(data=float(command.gripper)))
 
 
