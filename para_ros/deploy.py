@@ -192,10 +192,30 @@ def _settings(args) -> graph.DeploySettings:
         joint_trajectory_topic=args.joint_trajectory_topic, arm_joint_names=args.arm_joint_names)
 
 
-def _effective_inference_params(overrides: dict) -> dict:
-    params = yaml.safe_load(share_file(graph.INFERENCE_PARAMS_FILE).read_text())["inference_node"]["ros__parameters"]
+def _effective_params(params_file: str, node: str, overrides: dict) -> dict:
+    """A node's parameters as it will run: its shipped file, then the launcher's overrides."""
+    params = dict(yaml.safe_load(share_file(params_file).read_text())[node]["ros__parameters"])
     params.update(overrides)
     return params
+
+
+def graph_topics(plan):
+    """The ``GraphTopics`` the monitor watches, from the effective parameters of the planned nodes."""
+    from para_ros.deploy_monitor import GraphTopics
+
+    specs = {spec.name: (spec, overrides) for spec, overrides in plan}
+    inference = _effective_params(specs["inference_node"][0].params_file, "inference_node",
+                                  specs["inference_node"][1])
+    executor = _effective_params(specs["chunk_executor"][0].params_file, "chunk_executor",
+                                 specs["chunk_executor"][1]) if "chunk_executor" in specs else {}
+    default = GraphTopics()
+    return GraphTopics(
+        scene_image=inference.get("scene_image_topic", default.scene_image),
+        scene_info=inference.get("scene_info_topic", default.scene_info),
+        wrist_image=inference.get("wrist_image_topic", default.wrist_image),
+        wrist_info=inference.get("wrist_info_topic", default.wrist_info),
+        joint_trajectory=executor.get("joint_trajectory_topic", default.joint_trajectory),
+        world_frame=inference.get("world_frame", default.world_frame))
 
 
 def run(args) -> int:
@@ -219,13 +239,7 @@ def run(args) -> int:
     env.setdefault("MUJOCO_GL", "egl")
     env.setdefault("PYTHONUNBUFFERED", "1")
     apply_loopback_dds_env(domain_id=int(env["ROS_DOMAIN_ID"]))  # the monitor joins the same domain
-    plan = graph.plan(settings)
-    overrides_by_node = {spec.name: overrides for spec, overrides in plan}
-    inference_params = _effective_inference_params(overrides_by_node.get("inference_node", {}))
-    scene_image_topic = inference_params.get("scene_image_topic", "/scene_cam/image_raw")
-    scene_info_topic = inference_params.get("scene_info_topic", "/scene_cam/camera_info")
-    wrist_image_topic = inference_params.get("wrist_image_topic", "/wrist_cam/image_raw")
-    wrist_info_topic = inference_params.get("wrist_info_topic", "/wrist_cam/camera_info")
+    topics = graph_topics(graph.plan(settings))
 
     stop = threading.Event()
     reason = {"why": "duration reached"}
@@ -248,18 +262,13 @@ def run(args) -> int:
             print(f"  started {spec.name} (pid {node.proc.pid}): {' '.join(cmd[1:])}", flush=True)
         (out / "pids.json").write_text(json.dumps({n.spec.name: n.proc.pid for n in group.nodes}))
 
-        from para_ros.deploy_monitor import DeployMonitor
+        from para_ros.deploy_monitor import DeployMonitor, record_topics
         from para_ros.recording import McapRecorder, ros_type_name
-        from para_ros.deploy_monitor import record_topics
 
         if not args.no_record:
-            topics = {t: ros_type_name(c) for t, c in record_topics(scene_image_topic, scene_info_topic,
-                                                                    wrist_image_topic, wrist_info_topic).items()}
-            recorder = McapRecorder(out / "recording", topics)
-        monitor = DeployMonitor(recorder, image_period_s=args.record_image_period,
-                                scene_image_topic=scene_image_topic, scene_info_topic=scene_info_topic,
-                                wrist_image_topic=wrist_image_topic, wrist_info_topic=wrist_info_topic,
-                                world_frame=inference_params.get("world_frame", "base"))
+            recorded = {t: ros_type_name(c) for t, c in record_topics(topics).items()}
+            recorder = McapRecorder(out / "recording", recorded)
+        monitor = DeployMonitor(recorder, image_period_s=args.record_image_period, topics=topics)
         monitor.data.graph_start_ns = graph_start_ns
         limit = f"for {args.duration:.0f} s" if args.duration > 0 else "until Ctrl-C"
         print(f"para-deploy: running {limit} (logs in {out / 'logs'})", flush=True)

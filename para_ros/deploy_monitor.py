@@ -8,6 +8,7 @@ stamp (the project's ``tf2_ros`` adapter), its intrinsics from the CameraInfo of
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 import time
 from collections import deque
 from pathlib import Path
@@ -20,8 +21,23 @@ NODE_NAME = "para_deploy_monitor"
 RECENT = 60  # scene images / chunks / markers kept for the snapshot (6 s at 10 Hz)
 
 
-def record_topics(scene_image_topic: str, scene_info_topic: str, wrist_image_topic: str = "/wrist_cam/image_raw",
-                  wrist_info_topic: str = "/wrist_cam/camera_info") -> dict[str, type]:
+@dataclass(frozen=True)
+class GraphTopics:
+    """The topics of a deploy graph that the monitor watches and records (the nodes' effective parameters)."""
+
+    scene_image: str = "/scene_cam/image_raw"
+    scene_info: str = "/scene_cam/camera_info"
+    wrist_image: str = "/wrist_cam/image_raw"
+    wrist_info: str = "/wrist_cam/camera_info"
+    joint_trajectory: str = "/joint_trajectory"
+    world_frame: str = "base"
+
+    def sensor_topics(self) -> set[str]:
+        """Topics of drivers that are often best effort (cameras, joint states, TF)."""
+        return {self.scene_image, self.scene_info, self.wrist_image, self.wrist_info, "/joint_states", "/tf"}
+
+
+def record_topics(topics: GraphTopics) -> dict[str, type]:
     """Topic -> message class of everything recorded (rosbag2 MCAP): both cameras, so ``para-bag extract`` and
     ``para-bag eval`` can replay the recording through a policy."""
     from diagnostic_msgs.msg import DiagnosticArray
@@ -32,10 +48,10 @@ def record_topics(scene_image_topic: str, scene_info_topic: str, wrist_image_top
     from visualization_msgs.msg import MarkerArray
 
     return {
-        scene_image_topic: Image, scene_info_topic: CameraInfo, wrist_image_topic: Image, wrist_info_topic: CameraInfo,
-        "/tf": TFMessage, "/tf_static": TFMessage,
+        topics.scene_image: Image, topics.scene_info: CameraInfo, topics.wrist_image: Image,
+        topics.wrist_info: CameraInfo, "/tf": TFMessage, "/tf_static": TFMessage,
         "/joint_states": JointState, "/para/action_chunk": ActionChunk, "/para/markers": MarkerArray,
-        "/para/voxels": PointCloud2, "/joint_trajectory": JointTrajectory, "/diagnostics": DiagnosticArray,
+        "/para/voxels": PointCloud2, topics.joint_trajectory: JointTrajectory, "/diagnostics": DiagnosticArray,
     }
 
 
@@ -46,10 +62,9 @@ def _stamp_ns(header) -> int:
 class DeployMonitor:
     """Subscribe, record and collect; :meth:`stop` ends it, :meth:`record` and :meth:`save_snapshot` report."""
 
-    def __init__(self, recorder=None, image_period_s: float = 0.5, scene_image_topic: str = "/scene_cam/image_raw",
-                 scene_info_topic: str = "/scene_cam/camera_info", world_frame: str = "base",
-                 wrist_image_topic: str = "/wrist_cam/image_raw", wrist_info_topic: str = "/wrist_cam/camera_info"):
+    def __init__(self, recorder=None, image_period_s: float = 0.5, topics: GraphTopics = GraphTopics()):
         """:param recorder: a :class:`para_ros.recording.McapRecorder` (or None: no recording).
+        :param topics: the graph's topics (camera topics, the executor's trajectory topic, the world frame).
         :param image_period_s: record camera images (and their CameraInfo) at most once per this period, by image
             STAMP: the first frame of each period window of every camera is kept, so cameras triggered together
             (the simulator) keep the same stamps and the recording still pairs. 0 records every frame (images
@@ -69,9 +84,10 @@ class DeployMonitor:
         self.image_period_ns = int(round(image_period_s * 1e9))
         self._kept_window: dict[str, int] = {}  # camera topic -> stamp window of its last recorded image
         self._kept_stamps: dict[str, deque] = {}  # camera topic -> stamps of recorded images (for CameraInfo)
-        self.scene_image_topic = scene_image_topic
-        self.scene_info_topic = scene_info_topic
-        self.world_frame = world_frame
+        self.scene_image_topic = topics.scene_image
+        self.scene_info_topic = topics.scene_info
+        self.trajectory_topic = topics.joint_trajectory
+        self.world_frame = topics.world_frame
         self.context = rclpy.Context()
         rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node(NODE_NAME, context=self.context)
@@ -86,15 +102,15 @@ class DeployMonitor:
         self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=self.node)
         self.tf_listener = TransformListener(self.tf_buffer, self.node)
 
-        self.topics = record_topics(scene_image_topic, scene_info_topic, wrist_image_topic, wrist_info_topic)
-        self._info_of_image = {scene_info_topic: scene_image_topic, wrist_info_topic: wrist_image_topic}
-        handlers = {scene_image_topic: self._on_scene_image, scene_info_topic: self._on_camera_info,
-                    wrist_image_topic: lambda data, recv_ns: self._keep_image(wrist_image_topic, data),
-                    wrist_info_topic: lambda data, recv_ns: self._keep_info(wrist_info_topic, data),
+        self.topics = record_topics(topics)
+        self._info_of_image = {topics.scene_info: topics.scene_image, topics.wrist_info: topics.wrist_image}
+        handlers = {topics.scene_image: self._on_scene_image, topics.scene_info: self._on_camera_info,
+                    topics.wrist_image: lambda data, recv_ns: self._keep_image(topics.wrist_image, data),
+                    topics.wrist_info: lambda data, recv_ns: self._keep_info(topics.wrist_info, data),
                     "/joint_states": self._on_joint_states, "/para/action_chunk": self._on_chunk,
                     "/para/markers": self._on_markers, "/para/voxels": self._on_cloud,
-                    "/joint_trajectory": self._on_command, "/diagnostics": self._on_diagnostics}
-        sensor_topics = {scene_image_topic, scene_info_topic, wrist_image_topic, wrist_info_topic, "/joint_states", "/tf"}
+                    topics.joint_trajectory: self._on_command, "/diagnostics": self._on_diagnostics}
+        sensor_topics = topics.sensor_topics()
         for topic, msg_class in self.topics.items():
             if topic == "/tf_static":
                 qos = QoSProfile(depth=100, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -219,7 +235,7 @@ class DeployMonitor:
                 self._clouds.pop(next(iter(self._clouds)))
 
     def _on_command(self, data: bytes, recv_ns: int) -> None:
-        msg = self._deserialize(data, "/joint_trajectory")
+        msg = self._deserialize(data, self.trajectory_topic)
         with self._lock:
             self.data.command_recv_ns.append(recv_ns)
             self.data.command_stamp_ns.append(_stamp_ns(msg.header))

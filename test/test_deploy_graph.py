@@ -289,3 +289,18 @@ def test_para_deploy_help_and_bad_argument():
 def test_yaml_value_keeps_strings_strings():
     for value in ["123", "true", "runs/x", "cuda:0", "", 100.0, 3, True]:
         assert yaml.safe_load(deploy.yaml_value(value) or "''") == value
+
+
+def test_monitor_watches_the_topics_the_nodes_will_use():
+    """The summary and the recording follow the graph: a custom trajectory topic (topic backend) and camera topics."""
+    from para_ros.deploy import graph_topics
+    from para_ros.deploy_monitor import record_topics
+
+    settings = graph.DeploySettings(backend="topic", joint_trajectory_topic="/arm_controller/joint_trajectory",
+                                    scene_image_topic="/cam_a/image_rect")
+    topics = graph_topics(graph.plan(settings))
+    assert topics.joint_trajectory == "/arm_controller/joint_trajectory"
+    assert topics.scene_image == "/cam_a/image_rect" and topics.wrist_image == "/wrist_cam/image_raw"
+    recorded = record_topics(topics)
+    assert "/arm_controller/joint_trajectory" in recorded and "/joint_trajectory" not in recorded
+    assert graph_topics(graph.plan(graph.DeploySettings(backend="sim"))).joint_trajectory == "/joint_trajectory"
