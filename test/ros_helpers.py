@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import sys
 from collections.abc import Sequence
 
@@ -28,6 +29,18 @@ def start_python(code_or_args: str | Sequence[str], *, module: bool = False, env
                             start_new_session=True)
     STARTED.append(proc)
     return proc
+
+
+def spinner_thread(executor, context) -> threading.Thread:
+    """A daemon thread (not started) that spins ``executor`` until ``context`` is shut down."""
+    def spin_until_shutdown():
+        while context.ok():
+            try:
+                executor.spin_once(timeout_sec=0.05)
+            except Exception:  # noqa: BLE001 - the context was shut down under us
+                break
+
+    return threading.Thread(target=spin_until_shutdown, daemon=True)
 
 
 def kill_leftovers() -> list[str]:

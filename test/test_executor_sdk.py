@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import numpy as np
@@ -17,7 +16,7 @@ from scipy.spatial.transform import Rotation
 pytestmark = pytest.mark.ros
 
 from executor_helpers import TOP_DOWN_R, ReferenceKinematics, stamp_s  # noqa: E402
-from ros_helpers import start_python, stop_process, wait_for  # noqa: E402
+from ros_helpers import spinner_thread, start_python, stop_process, wait_for  # noqa: E402
 
 
 def _chunk(stamp, p0, R0, v, n=15, step=0.1):
@@ -131,14 +130,7 @@ def test_node_with_sdk_sim_backend_follows_a_chunk(tmp_path):
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
 
-    def spin_until_shutdown():
-        while ctx.ok():
-            try:
-                ex.spin_once(timeout_sec=0.05)
-            except Exception:  # the context was shut down under us
-                break
-
-    spin = threading.Thread(target=spin_until_shutdown, daemon=True)
+    spin = spinner_thread(ex, ctx)
     try:
         spin.start()
         wait_for(lambda: len(poses) > 10 or proc.poll() is not None, 90.0, what="commanded poses from the node")

@@ -21,7 +21,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from executor_helpers import ReferenceKinematics, stamp_s  # noqa: E402
-from ros_helpers import start_python, stop_process, wait_for  # noqa: E402
+from ros_helpers import spinner_thread, start_python, stop_process, wait_for  # noqa: E402
 
 ARM = [f"joint{i}" for i in range(1, 7)]
 
@@ -142,13 +142,6 @@ def test_sdk_backend_publishes_joint_states_and_tf_and_a_chunk_moves_the_robot(t
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
 
-    def spin_until_shutdown():
-        while ctx.ok():
-            try:
-                ex.spin_once(timeout_sec=0.05)
-            except Exception:  # the context was shut down under us
-                break
-
     def lookup(child, stamp):
         return transform_to_matrix(buffer.lookup_transform("base", child, Time.from_msg(stamp)))
 
@@ -164,7 +157,7 @@ def test_sdk_backend_publishes_joint_states_and_tf_and_a_chunk_moves_the_robot(t
         assert ok, f"TF wrist camera vs the station model's D405: {err}"
         return q
 
-    spin = threading.Thread(target=spin_until_shutdown, daemon=True)
+    spin = spinner_thread(ex, ctx)
     try:
         spin.start()
         wait_for(lambda: len(states) > 20 or proc.poll() is not None, 90.0, what="joint states from the node")

@@ -28,14 +28,14 @@ from scipy.spatial.transform import Rotation
 pytestmark = pytest.mark.ros
 
 from executor_helpers import TOP_DOWN_R, REPO, ReferenceKinematics  # noqa: E402
-from ros_helpers import start_python, stop_process, wait_for  # noqa: E402
+from ros_helpers import spinner_thread, start_python, stop_process, wait_for  # noqa: E402
 
 ARM = ["shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3"]
 TRAJ_TOPIC = "/arm_controller/joint_trajectory"
 
 
 def _executor_command():
-    from para_ros import deploy, graph
+    from para_ros import deploy
 
     args = deploy.build_parser().parse_args(["--backend", "topic", "--checkpoint", "/some/ckpt",
                                              "--joint-trajectory-topic", TRAJ_TOPIC,
@@ -98,14 +98,7 @@ def test_topic_backend_sends_arm_joints_only_and_the_gripper_on_its_own_topic():
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
 
-    def spin_until_shutdown():
-        while ctx.ok():
-            try:
-                ex.spin_once(timeout_sec=0.05)
-            except Exception:  # the context was shut down under us
-                break
-
-    spin = threading.Thread(target=spin_until_shutdown, daemon=True)
+    spin = spinner_thread(ex, ctx)
     try:
         spin.start()
 

@@ -11,7 +11,6 @@ ROS-free; not thread-safe (one SDK ``Kinematics`` instance per :class:`YamFrames
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -31,18 +30,9 @@ class YamFrames:
 
     def __init__(self, mount: WristCameraMount, arm_type: str = "yam", gripper_type: str = "linear_4310",
                  tool_site: str = "grasp_site"):
-        from i2rt.robots.kinematics import Kinematics
+        from para_ros.execution.yam_ik import load_sdk_kinematics
 
-        from para_ros.execution.yam_ik import combined_yam_xml
-
-        xml = combined_yam_xml(arm_type, gripper_type)
-        try:
-            self._kin = Kinematics(xml, tool_site)
-        finally:
-            try:
-                os.remove(xml)
-            except OSError:
-                pass
+        self._kin = load_sdk_kinematics(arm_type, gripper_type, tool_site)
         self._config = self._kin._configuration  # the SDK Kinematics' mink configuration (bodies' FK)
         model = self._config.model
         bodies = {model.body(i).name for i in range(model.nbody)}

@@ -37,6 +37,20 @@ def combined_yam_xml(arm_type: str = "yam", gripper_type: str = "linear_4310") -
     return combine_arm_and_gripper_xml(ArmType.from_string_name(arm_type), GripperType.from_string_name(gripper_type))
 
 
+def load_sdk_kinematics(arm_type: str = "yam", gripper_type: str = "linear_4310", tool_site: str = "grasp_site"):
+    """The I2RT SDK's ``Kinematics`` (mink) of the combined arm + gripper model; the temporary MJCF is removed."""
+    from i2rt.robots.kinematics import Kinematics
+
+    xml = combined_yam_xml(arm_type, gripper_type)
+    try:
+        return Kinematics(xml, tool_site)
+    finally:
+        try:
+            os.remove(xml)
+        except OSError:
+            pass
+
+
 class YamKinematics:
     """FK and seeded IK of the YAM's tool site (6 arm joints). Not thread-safe: use from one thread.
 
@@ -49,21 +63,13 @@ class YamKinematics:
     def __init__(self, arm_type: str = "yam", gripper_type: str = "linear_4310", tool_site: str = "grasp_site",
                  position_tol_m: float = 5e-4, rotation_tol_rad: float = 5e-3, max_iters: int = 40):
         import mink
-        from i2rt.robots.kinematics import Kinematics
 
         for name, value in (("position_tol_m", position_tol_m), ("rotation_tol_rad", rotation_tol_rad)):
             if not value > 0:
                 raise ValueError(f"YamKinematics.{name}={value!r}: must be > 0")
         if max_iters < 1:
             raise ValueError(f"YamKinematics.max_iters={max_iters!r}: must be >= 1")
-        xml = combined_yam_xml(arm_type, gripper_type)
-        try:
-            self._kin = Kinematics(xml, tool_site)
-        finally:
-            try:
-                os.remove(xml)
-            except OSError:
-                pass
+        self._kin = load_sdk_kinematics(arm_type, gripper_type, tool_site)
         self.model = self._kin._configuration.model
         self.tool_site = tool_site
         self.nq = int(self.model.nq)
