@@ -7,10 +7,11 @@ Timing rules (what belongs together):
 * Each camera's pose is looked up in TF (``world_frame`` <- the frame id of that camera's CameraInfo header) at THAT
   image's stamp, so a moving wrist camera is placed where it was when the frame was taken.
 * The observation time is the newer stamp of the pair; the chunk is stamped with it. The end-effector pose comes from
-  TF (``world_frame`` <- ``ee_frame``) at that time (``ee_source: tf``, the only source implemented: on the YAM the
-  ``grasp_site`` frame is in TF from robot_state_publisher or the simulator); the past ``mv_past_n`` EE positions are
-  looked up at ``stamp - k * frame_stride / dataset_fps``; where TF no longer (or not yet) holds them, the oldest
-  available position is repeated.
+  TF (``world_frame`` <- ``ee_frame``) at that time (``ee_source: tf``, the default: the simulator, the executor's
+  i2rt backend and robot_state_publisher publish ``grasp_site``), or from ``/joint_states`` interpolated at that time
+  and the YAM's forward kinematics (``ee_source: joint_states``, for drivers without a tool frame in TF); the past
+  ``mv_past_n`` EE positions come from the same source at ``stamp - k * frame_stride / dataset_fps``; where it no
+  longer (or not yet) holds them, the oldest available position is repeated.
 * The gripper opening comes from ``/joint_states`` (``gripper_joint``), scaled by ``gripper_open_position``.
 
 Bad input never crashes the node and never yields a chunk: every problem (unsupported encoding, size mismatch with
@@ -67,7 +68,10 @@ class InferenceNode:
         p["dtype"] = _declare(node, "dtype", "fp32", "inference precision: fp32 | bf16 | fp16")
         p["world_frame"] = _declare(node, "world_frame", "base", "frame of the chunk poses (the policy's world)")
         p["ee_frame"] = _declare(node, "ee_frame", "grasp_site", "TF frame of the end-effector (tool) point")
-        p["ee_source"] = _declare(node, "ee_source", "tf", "where the EE pose comes from: tf")
+        p["ee_source"] = _declare(node, "ee_source", "tf", "where the EE pose comes from: tf (world <- ee_frame) | "
+                                  "joint_states (/joint_states + YAM forward kinematics)")
+        p["yam_config"] = _declare(node, "yam_config", "", "YAM model YAML for ee_source joint_states (joint names, "
+                                   "tool site); empty = the shipped config/yam.yaml")
         p["image_transport"] = _declare(node, "image_transport", "raw", "raw (sensor_msgs/Image) | compressed "
                                         "(sensor_msgs/CompressedImage on <image_topic>/compressed)")
         p["pair_slop_s"] = _declare(node, "pair_slop_s", 0.05, "max stamp difference of a scene/wrist pair, s")
@@ -86,8 +90,14 @@ class InferenceNode:
         p["markers_topic"] = _declare(node, "markers_topic", "/para/markers", "MarkerArray output topic")
         p["pointcloud_topic"] = _declare(node, "pointcloud_topic", "/para/voxels", "PointCloud2 output topic")
         p["joint_states_topic"] = _declare(node, "joint_states_topic", "/joint_states", "JointState input topic")
-        if p["ee_source"] != "tf":
-            raise ValueError(f"ee_source={p['ee_source']!r}: only 'tf' is implemented (publish the EE frame in TF)")
+        if p["ee_source"] not in ("tf", "joint_states"):
+            raise ValueError(f"ee_source={p['ee_source']!r}: use 'tf' (the EE frame is in TF) or 'joint_states' "
+                             "(forward kinematics of /joint_states)")
+        self.ee_from_joints = None
+        if p["ee_source"] == "joint_states":
+            from para_ros.ee_from_joints import EeFromJoints
+
+            self.ee_from_joints = EeFromJoints(p["yam_config"] or None)
         if p["image_transport"] not in ("raw", "compressed"):
             raise ValueError(f"image_transport={p['image_transport']!r}: use 'raw' or 'compressed'")
         if p["marker_color_by"] not in ("step", "confidence"):
@@ -195,6 +205,9 @@ class InferenceNode:
             self._camera_info[view] = msg
 
     def _on_joint_states(self, msg) -> None:
+        if self.ee_from_joints is not None:
+            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            self.ee_from_joints.history.add(stamp_ns, list(msg.name), list(msg.position))
         name = self.params["gripper_joint"]
         if name in msg.name:
             i = list(msg.name).index(name)
@@ -258,7 +271,7 @@ class InferenceNode:
             camera_frame = info.header.frame_id or frame.message.header.frame_id
             T_world_cam = self._lookup(camera_frame, frame.stamp_ns, f"{view} camera pose")
             cameras.append(CameraObservation(image_rgb=rgb, K=K, T_world_cam=T_world_cam))
-        T_world_ee = self._lookup(self.params["ee_frame"], pair.stamp_ns, "end-effector pose")
+        T_world_ee = self._ee_pose(pair.stamp_ns)
         past = self._past_positions(pair.stamp_ns, T_world_ee[:3, 3])
         if self._gripper is None:
             self.health.problem("gripper", f"no '{self.params['gripper_joint']}' in {self.params['joint_states_topic']}"
@@ -267,11 +280,12 @@ class InferenceNode:
             self.health.clear("gripper")
         state = RobotState(T_world_ee=T_world_ee, gripper=1.0 if self._gripper is None else self._gripper,
                            past_positions_world=past)
-        for key in ("image", "camera_info", "tf"):  # every view and the EE made it: these problems are gone
+        for key in ("image", "camera_info", "tf", "joint_states"):  # every view and the EE made it: problems gone
             self.health.clear(key)
         return cameras, state
 
-    def _lookup(self, frame: str, stamp_ns: int, what: str) -> np.ndarray:
+    def _lookup(self, frame: str, stamp_ns: int, what: str, wait: bool = True) -> np.ndarray:
+        """(4, 4) ``T_world_frame`` at ``stamp_ns`` from TF, waiting up to ``tf_timeout_s`` when ``wait``."""
         from rclpy.duration import Duration
         from rclpy.time import Time
 
@@ -280,8 +294,9 @@ class InferenceNode:
 
         world = self.params["world_frame"]
         try:
+            timeout_ns = int(self.params["tf_timeout_s"] * 1e9) if wait else 0
             tf = self.tf_buffer.lookup_transform(world, frame, Time(nanoseconds=stamp_ns),
-                                                 Duration(nanoseconds=int(self.params["tf_timeout_s"] * 1e9)))
+                                                 Duration(nanoseconds=timeout_ns))
         except TransformException as exc:
             refused = getattr(self.tf_buffer, "rejections_by_child", {})
             detail = "; ".join(f"refused {child}: {why}" for child, why in refused.items())
@@ -292,21 +307,31 @@ class InferenceNode:
             raise _ObservationProblem("tf", f"{what}: TF {world} <- {frame} is not finite")
         return T
 
+    def _ee_pose(self, stamp_ns: int, wait: bool = True) -> np.ndarray:
+        """(4, 4) ``T_world_ee`` at ``stamp_ns`` from the configured ``ee_source``; raises ``_ObservationProblem``."""
+        if self.ee_from_joints is None:
+            return self._lookup(self.params["ee_frame"], stamp_ns, "end-effector pose", wait)
+        T_base_ee = self.ee_from_joints.pose_at(stamp_ns)
+        if T_base_ee is None:
+            span = self.ee_from_joints.history.span_s()
+            have = f"joint states cover {span[0]:.3f} .. {span[1]:.3f} s" if span else "no joint states yet"
+            raise _ObservationProblem("joint_states", f"end-effector pose: no {self.params['joint_states_topic']} "
+                                      f"brackets t={stamp_ns / 1e9:.3f} s ({have}; arm joints "
+                                      f"{list(self.ee_from_joints.history.joint_names)})")
+        base = self.ee_from_joints.base_frame
+        if base == self.params["world_frame"]:
+            return T_base_ee
+        return self._lookup(base, stamp_ns, "arm base pose", wait) @ T_base_ee
+
     def _past_positions(self, stamp_ns: int, current_xyz: np.ndarray) -> np.ndarray:
         """(mv_past_n, 3) EE positions before ``stamp_ns`` by the shared rule of :func:`past_positions`."""
-        from rclpy.time import Time
-
-        from para_ros.adapters.tf import TransformException
-        from para_ros.adapters.transforms import transform_to_matrix
         from para_ros.observation_pairing import past_positions
 
         def ee_xyz_at(t_ns: int):
             try:
-                tf = self.tf_buffer.lookup_transform(self.params["world_frame"], self.params["ee_frame"],
-                                                     Time(nanoseconds=t_ns))
-            except TransformException:
+                return self._ee_pose(t_ns, wait=False)[:3, 3]  # history: what is there already, no waiting
+            except _ObservationProblem:
                 return None
-            return transform_to_matrix(tf)[:3, 3]
 
         return past_positions(ee_xyz_at, stamp_ns, self.policy.config.mv_past_n, self.step_dt_s, current_xyz)
 
