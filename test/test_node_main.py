@@ -65,3 +65,4 @@ def test_every_node_has_help(module):
     out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "MUJOCO_GL": "egl"})
     assert out.returncode == 0 and "--params-file" in out.stdout and "--ros-args" in out.stdout
+    assert "ROS parameters" in out.stdout  # the parameters and their defaults are listed
