@@ -94,6 +94,10 @@ def main(argv=None) -> int:
     if policy.device.type == "cuda":
         print(f"  gpu={torch.cuda.get_device_name(policy.device)}  "
               f"peak_mem={torch.cuda.max_memory_allocated(policy.device) / 2**30:.2f} GiB")
+    else:
+        import resource
+
+        print(f"  peak_rss={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (whole process)")
     print(f"  img_size={cfg.img_size} pred_size={cfg.pred_size} bins={cfg.n_height_bins} views={cfg.n_views} "
           f"V={cfg.n_voxels:,} T={cfg.n_window} params={n_params / 1e6:.1f} M raw_image={H}x{W} "
           f"voxel_chunk={cfg.voxel_chunk_size}")

@@ -28,3 +28,12 @@ def test_paper_policy_runs_on_cpu():
                           "--warmup", "0", "--threads", "1"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     assert "V=1,048,576" in res.stdout and "config=paper" in res.stdout
+
+
+def test_training_step_bench_runs_and_prints_figures():
+    bench = BENCH.parent / "bench_training.py"
+    res = subprocess.run([sys.executable, str(bench), "--steps", "2", "--warmup", "1", "--threads", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for key in ("training step", "preset=tiny", "median", "peak_rss=", "params="):
+        assert key in res.stdout, key
