@@ -11,6 +11,14 @@ Presets:
   sizes.
 - ``V4Config.tiny()``: the same architecture at toy size (tiny DINOv3 ViT, 64 px images, 16 x 16 prediction grid, 8
   height bins, T = 4) so that a forward + backward pass takes well under a second on 2 CPU cores. For tests and demos.
+  ``V4Config.tiny(backbone_kind="internvl_vision")`` swaps in a toy InternViT (14-pixel patches, 56 px images: the
+  same 4 x 4 patch grid).
+- ``V4Config.paper_internvl()``: the seed's backbone-experiment variant v4_vlm. Every head field is the paper
+  preset's; only the backbone (InternVL 2.5-1B's vision tower InternViT-300M-448px-V2.5, ``INTERNVL25_1B_VISION``:
+  304,012,288 parameters), ``patch_size`` 14 and ``img_size`` 448 (InternVL 2.5's native tile size, 32 x 32 patches)
+  differ. The head's layers are the same; the two that read backbone tokens (1x1 projection, global MLP input) take
+  C = 1024 channels instead of 384. Both backbones expect ImageNet-normalised RGB (InternVL uses the ImageNet mean and
+  std too), so the data pipeline is unchanged.
 
 Earlier-variant switches (ablations of the seed's version history):
 
@@ -61,15 +69,65 @@ DINOV3_TINY: dict[str, Any] = {
     "num_attention_heads": 2,
 }
 
+# InternVL 2.5-1B's vision tower, InternViT-300M-448px-V2.5 (OpenGVLab/InternVL2_5-1B), as keyword arguments of
+# ``transformers.InternVLVisionConfig``: 1024 wide, 24 layers, 16 heads, GELU MLP of width 4096, qkv bias, LayerNorm
+# (eps 1e-6), layer scale, a CLS token, learned absolute position embeddings for 448 x 448 images, 14-pixel patches,
+# no registers. 304,012,288 parameters (hand count in test/test_core_backbones.py).
+INTERNVL25_1B_VISION: dict[str, Any] = {
+    "hidden_size": 1024,
+    "intermediate_size": 4096,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 16,
+    "hidden_act": "gelu",
+    "attention_bias": True,
+    "use_qk_norm": False,
+    "norm_type": "layer_norm",
+    "layer_norm_eps": 1e-6,
+    "image_size": 448,
+    "patch_size": 14,
+    "layer_scale_init_value": 0.1,
+    "use_absolute_position_embeddings": True,
+    "use_mean_pooling": True,
+}
+
+# A toy InternViT with the same structure, for tests: 56 px images = 4 x 4 patches.
+INTERNVL_VISION_TINY: dict[str, Any] = {
+    **INTERNVL25_1B_VISION,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "image_size": 56,
+}
+
+# Every keyword ``transformers.InternVLVisionConfig`` takes (transformers 5.x). transformers accepts unknown keys
+# silently, so a DINOv3 config handed to the InternVL backbone would build a default-sized model; we reject it.
+INTERNVL_VISION_CONFIG_KEYS = frozenset({
+    "hidden_size", "num_hidden_layers", "num_attention_heads", "attention_bias", "use_qk_norm", "intermediate_size",
+    "hidden_act", "hidden_dropout_prob", "attention_dropout", "projection_dropout", "initializer_range", "norm_type",
+    "layer_norm_eps", "image_size", "patch_size", "num_channels", "use_mask_token",
+    "use_absolute_position_embeddings", "layer_scale_init_value", "use_mean_pooling",
+})
+
 HEIGHT_ENCODINGS = ("sincos", "learned")
 Z_RANGE_MODES = ("adaptive", "fixed")
-BACKBONE_KINDS = ("dinov3",)
+BACKBONE_KINDS = ("dinov3", "internvl_vision")
+# Patch size of each backbone family (the default when backbone_config does not set one).
+BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14}
 LR_SCHEDULES = ("cosine", "constant")
 DTYPES = ("fp32", "bf16", "fp16")
 
 
 def _fail(field_name: str, value: Any, fix: str) -> None:
     raise ValueError(f"V4Config.{field_name} = {value!r} is invalid: {fix}")
+
+
+def _square_size(value: Any) -> Any:
+    """A side given as an int or as a square (p, p) pair (how transformers stores InternViT sizes) -> the int;
+    anything else is returned unchanged (and then fails the equality checks)."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        return value[0]
+    return value
 
 
 @dataclass
@@ -81,7 +139,8 @@ class V4Config:
         name: free-form preset name, printed by tools ("paper", "tiny", ...).
         view_names: camera views, in the order the model receives them (``("scene", "wrist")``).
         img_size: side of the square image fed to the backbone, pixels. Must be a multiple of ``patch_size``.
-        patch_size: backbone patch size in pixels (DINOv3: 16). Must equal ``backbone_config["patch_size"]``.
+        patch_size: backbone patch size in pixels (DINOv3: 16, InternViT: 14). Must equal
+            ``backbone_config["patch_size"]``.
         pred_size: side P of each view's feature map after the bilinear upsample; the voxel grid has P x P rays a view.
         feat_dim: F, channels of the per-pixel feature and of the voxel feature / query dot product.
         n_height_bins: Z, height bins per view. Voxels V = len(view_names) * Z * P^2.
@@ -114,11 +173,13 @@ class V4Config:
         confidence_radius_m: a step's confidence is the predicted probability mass within this distance of its
             decoded point.
         viz_top_k: number of most probable voxels returned for visualisation.
-        backbone_kind: key into ``para_core.backbones.BACKBONE_REGISTRY`` (``"dinov3"``).
-        backbone_config: keyword arguments of ``transformers.DINOv3ViTConfig`` (random init; used when
+        backbone_kind: key into ``para_core.backbones.BACKBONE_REGISTRY`` (``"dinov3"`` or ``"internvl_vision"``).
+        backbone_config: keyword arguments of ``transformers.DINOv3ViTConfig`` (dinov3) or
+            ``transformers.InternVLVisionConfig`` (internvl_vision) (random init; used when
             ``backbone_pretrained_dir`` is empty).
-        backbone_pretrained_dir: local directory with a ``transformers`` DINOv3 checkpoint
-            (``from_pretrained``); empty string = build from ``backbone_config`` with random weights.
+        backbone_pretrained_dir: local directory with a ``transformers`` checkpoint of the backbone
+            (``from_pretrained``, safetensors only; for internvl_vision also a whole InternVL model, whose vision tower
+            is taken); empty string = build from ``backbone_config`` with random weights.
         lr, backbone_lr_mult: head learning rate and the factor applied to the backbone's learning rate.
         lr_warmup, lr_schedule, max_iters, batch_size, weight_decay: training schedule (used by the trainer).
     """
@@ -175,14 +236,26 @@ class V4Config:
         return cls(**{"name": "paper", **overrides})
 
     @classmethod
+    def paper_internvl(cls, **overrides: Any) -> "V4Config":
+        """The seed's v4_vlm variant: the paper preset's head with InternVL 2.5-1B's vision tower (InternViT-300M,
+        14-pixel patches) at img_size 448 (32 x 32 patches). See the module docstring."""
+        base = dict(name="paper_internvl", backbone_kind="internvl_vision",
+                    backbone_config=dict(INTERNVL25_1B_VISION), patch_size=14, img_size=448)
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
     def tiny(cls, **overrides: Any) -> "V4Config":
-        """Same architecture at toy size: forward + backward well under a second on 2 CPU cores."""
+        """Same architecture at toy size: forward + backward well under a second on 2 CPU cores.
+        ``tiny(backbone_kind="internvl_vision")`` uses a toy InternViT (patch 14, img_size 56)."""
         base = dict(
             name="tiny", img_size=64, pred_size=16, feat_dim=16, n_height_bins=8, height_enc_dim=8, n_window=4,
             mv_past_n=2, voxel_mlp_hidden=32, global_mlp_hidden=64, head_hidden=32, voxel_chunk_size=0,
             n_rotation_bins=12, viz_top_k=32, backbone_config=dict(DINOV3_TINY), lr_warmup=10, max_iters=300,
             batch_size=2,
         )
+        if overrides.get("backbone_kind") == "internvl_vision":
+            base.update(backbone_config=dict(INTERNVL_VISION_TINY), patch_size=14, img_size=56)
         base.update(overrides)
         return cls(**base)
 
@@ -208,14 +281,20 @@ class V4Config:
             _fail("model_kind", self.model_kind, 'use a registered model kind, e.g. "para_v4"')
         if len(self.view_names) < 1 or len(set(self.view_names)) != len(self.view_names):
             _fail("view_names", self.view_names, 'use one or more distinct names, e.g. ("scene", "wrist")')
+        if self.backbone_kind not in BACKBONE_KINDS:
+            _fail("backbone_kind", self.backbone_kind, f"use one of {BACKBONE_KINDS}")
+        if self.backbone_kind == "internvl_vision":
+            self._validate_internvl_backbone()
         if self.img_size % self.patch_size != 0:
             lo = (self.img_size // self.patch_size) * self.patch_size
             hi = lo + self.patch_size
             choices = f"{lo} or {hi}" if lo > 0 else f"{hi}"
+            if self.backbone_kind == "internvl_vision":
+                choices += " (InternVL 2.5's native size is 448 = 32 x 14)"
             _fail("img_size", self.img_size,
                   f"must be a multiple of patch_size={self.patch_size} (a ViT drops the remainder pixels and shifts "
                   f"every feature, breaking pixel alignment); use {choices}")
-        if self.backbone_config.get("patch_size", self.patch_size) != self.patch_size:
+        if _square_size(self.backbone_config.get("patch_size", self.patch_size)) != self.patch_size:
             _fail("backbone_config", {"patch_size": self.backbone_config.get("patch_size")},
                   f"backbone_config['patch_size'] must equal patch_size={self.patch_size}")
         if self.height_encoding not in HEIGHT_ENCODINGS:
@@ -261,14 +340,29 @@ class V4Config:
             _fail("voxel_chunk_size", self.voxel_chunk_size, "use 0 (no chunking) or a positive integer")
         if not isinstance(self.learned_logit_scale, bool):
             _fail("learned_logit_scale", self.learned_logit_scale, "use true or false")
-        if self.backbone_kind not in BACKBONE_KINDS:
-            _fail("backbone_kind", self.backbone_kind, f"use one of {BACKBONE_KINDS}")
         if not isinstance(self.backbone_pretrained_dir, str):
             _fail("backbone_pretrained_dir", self.backbone_pretrained_dir, 'use a directory path or ""')
         if self.lr_schedule not in LR_SCHEDULES:
             _fail("lr_schedule", self.lr_schedule, f"use one of {LR_SCHEDULES}")
         if isinstance(self.lr_warmup, bool) or not isinstance(self.lr_warmup, int) or self.lr_warmup < 0:
             _fail("lr_warmup", self.lr_warmup, "use an integer >= 0")
+
+    def _validate_internvl_backbone(self) -> None:
+        """backbone_kind "internvl_vision": backbone_config must be InternVLVisionConfig keywords (transformers would
+        silently ignore DINOv3 keys and build a default 300 M model) and the patch size must be the backbone's."""
+        unknown = sorted(set(self.backbone_config) - INTERNVL_VISION_CONFIG_KEYS)
+        if unknown:
+            _fail("backbone_config", {k: self.backbone_config[k] for k in unknown},
+                  f"keys {unknown} are not transformers.InternVLVisionConfig fields (a DINOv3 config?); for "
+                  f'backbone_kind "internvl_vision" use para_core.config.INTERNVL25_1B_VISION '
+                  f'(V4Config.paper_internvl()) or INTERNVL_VISION_TINY '
+                  f'(V4Config.tiny(backbone_kind="internvl_vision"))')
+        patch = _square_size(self.backbone_config.get("patch_size", BACKBONE_DEFAULT_PATCH["internvl_vision"]))
+        if patch != self.patch_size:
+            _fail("patch_size", self.patch_size,
+                  f'backbone_kind "internvl_vision" has {patch}-pixel patches (backbone_config); '
+                  f"set patch_size={patch} and an img_size that is a multiple of it"
+                  + (", e.g. 448" if patch == 14 else ""))
 
     # ---------------------------------------------------------------------------------------------- derived sizes
     @property
