@@ -22,11 +22,13 @@ import time
 
 import numpy as np
 
+from para_core.config import PRESET_NAMES
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--preset", choices=["tiny", "paper"], default="tiny", help="random model preset")
+    parser.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="random model preset")
     parser.add_argument("--checkpoint", default="", help="checkpoint directory instead of a random model")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")

@@ -15,6 +15,8 @@ import platform
 import statistics
 import time
 
+from para_core.config import PRESET_NAMES
+
 
 def cpu_model() -> str:
     try:
@@ -30,7 +32,7 @@ def cpu_model() -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--config", choices=["tiny", "paper"], default="tiny", help="V4Config preset (default tiny)")
+    parser.add_argument("--config", choices=PRESET_NAMES, default="tiny", help="V4Config preset (default tiny)")
     parser.add_argument("--checkpoint", default="", help="load this checkpoint directory instead of random weights")
     parser.add_argument("--device", default=None, help="cpu / cuda / cuda:1 (default: cuda if available else cpu; "
                                                        "tiny defaults to cpu)")
@@ -57,7 +59,7 @@ def main(argv=None) -> int:
     if args.checkpoint:
         policy = Policy.from_checkpoint(args.checkpoint, device=device, dtype=args.dtype)
     else:
-        cfg = V4Config.paper() if args.config == "paper" else V4Config.tiny()
+        cfg = V4Config.preset(args.config)
         policy = Policy.random_init(cfg, device=device, dtype=args.dtype)
     cfg = policy.config
 

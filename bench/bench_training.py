@@ -20,11 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from para_core.config import PRESET_NAMES
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--preset", choices=["tiny", "paper"], default="tiny", help="model preset (default tiny)")
+    parser.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="model preset (default tiny)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (default cpu)")
     parser.add_argument("--batch-size", type=int, default=2, help="samples per step (default 2)")
     parser.add_argument("--amp", choices=["fp32", "bf16", "fp16"], default="fp32", help="autocast dtype")
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    cfg = (V4Config.paper if args.preset == "paper" else V4Config.tiny)(batch_size=args.batch_size)
+    cfg = V4Config.preset(args.preset, batch_size=args.batch_size)
     with tempfile.TemporaryDirectory() as tmp:
         rng = np.random.default_rng(0)
         episodes = [synthetic_episode(cfg, rng, n_frames=24).save(Path(tmp) / f"ep{i}") for i in range(2)]

@@ -130,6 +130,10 @@ def _square_size(value: Any) -> Any:
     return value
 
 
+# Presets by name (each a V4Config classmethod): the choices of every tool's --preset / random_preset.
+PRESET_NAMES = ("tiny", "paper", "paper_internvl")
+
+
 @dataclass
 class V4Config:
     """All hyperparameters of the PARA v4 volumetric policy.
@@ -258,6 +262,13 @@ class V4Config:
             base.update(backbone_config=dict(INTERNVL_VISION_TINY), patch_size=14, img_size=56)
         base.update(overrides)
         return cls(**base)
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "V4Config":
+        """The preset called ``name`` (one of :data:`PRESET_NAMES`): what ``--preset`` options of the tools take."""
+        if name not in PRESET_NAMES:
+            raise ValueError(f"unknown V4Config preset {name!r}: use one of {list(PRESET_NAMES)}")
+        return getattr(cls, name)(**overrides)
 
     # -------------------------------------------------------------------------------------------------- validation
     def __post_init__(self) -> None:

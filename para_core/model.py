@@ -2,7 +2,8 @@
 
 Pipeline (seed 001; shapes with B batch, N views, S img_size, P pred_size, Z bins, V = N*Z*P^2, T steps, F feat_dim):
 
-1. Backbone per view (shared weights): images (B*N, 3, S, S) -> patch grid (B*N, C, S/16, S/16) + CLS (B*N, C).
+1. Backbone per view (shared weights): images (B*N, 3, S, S) -> patch grid (B*N, C, S/p, S/p) + global token (B*N, C)
+   (p = patch_size: DINOv3 16, InternVL 2.5's InternViT 14; see ``para_core.backbones``).
 2. 1x1 projection to F and bilinear upsample (align_corners=False, i.e. pixel-centre aligned) to (B*N, F, P, P).
 3. Voxel grid (``para_core.voxels``): per-view adaptive z range, closed-form ray/plane intersection of every pixel
    centre at every bin height; voxels behind the camera or outside the workspace box are invalid.

@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PRESETS = ("tiny", "paper")
+from para_core.config import PRESET_NAMES
+
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,9 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", nargs="+", metavar="DIR", default=None,
                    help="episode directories or parent folders of episodes (required unless --resume)")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory, e.g. runs/pick_v1")
-    p.add_argument("--preset", choices=PRESETS, default="paper",
-                   help="model preset: 'paper' (DINOv3 ViT-S/16+, 512 px, 2x128x64^2 voxels) or 'tiny' (toy size, "
-                        "CPU tests/demos); default: paper")
+    p.add_argument("--preset", choices=PRESET_NAMES, default="paper",
+                   help="model preset: 'paper' (DINOv3 ViT-S/16+, 512 px, 2x128x64^2 voxels), 'paper_internvl' (the "
+                        "same head on InternVL 2.5-1B's vision tower, 448 px) or 'tiny' (toy size, CPU tests/demos); "
+                        "default: paper")
     p.add_argument("--config", metavar="FILE", default=None,
                    help="YAML/JSON of V4Config fields overriding the preset, plus an optional 'train:' mapping of "
                         "TrainConfig fields")
@@ -110,7 +112,7 @@ def resolve_configs(args: argparse.Namespace):
             if not isinstance(train_over, dict):
                 raise ValueError(f"--config {args.config}: 'train' must be a mapping of TrainConfig fields")
             model_over = data
-        base = (V4Config.tiny() if args.preset == "tiny" else V4Config.paper()).to_dict()
+        base = V4Config.preset(args.preset).to_dict()
         unknown = sorted(set(model_over) - set(base))
         if unknown:
             raise ValueError(f"--config {args.config}: unknown V4Config field(s) {unknown}; check the spelling "

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from para_core.config import PRESET_NAMES
 from para_ros.bag_reader import BagError, BagReader, BagTopicConfig, select_by_fps
 
 CHUNK_TOPIC = "/para/action_chunk"
@@ -193,10 +194,10 @@ def load_policy(args):
     device = None if args.device == "auto" else args.device
     if args.checkpoint:
         return Policy.from_checkpoint(args.checkpoint, device=device, dtype=args.dtype)
-    presets = {"tiny": V4Config.tiny, "paper": V4Config.paper}
     print(f"warning: no --checkpoint: evaluating an UNTRAINED policy (preset {args.random_preset}, seed "
           f"{args.random_seed}); its numbers are a baseline, not a result", file=sys.stderr)
-    return Policy.random_init(presets[args.random_preset](), device=device, dtype=args.dtype, seed=args.random_seed)
+    return Policy.random_init(V4Config.preset(args.random_preset), device=device, dtype=args.dtype,
+                              seed=args.random_seed)
 
 
 class ChunkBagWriter:
@@ -461,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
     src = ev.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="checkpoint directory (model.safetensors + config.json)")
-    src.add_argument("--random-preset", choices=("tiny", "paper"), help="an UNTRAINED random policy (baseline/tests)")
+    src.add_argument("--random-preset", choices=PRESET_NAMES, help="an UNTRAINED random policy (baseline/tests)")
     src.add_argument("--recorded-chunks", nargs="?", const=CHUNK_TOPIC, metavar="TOPIC",
                      help=f"no model: score the ActionChunks recorded in the bag (a live run; default topic "
                           f"{CHUNK_TOPIC}) against its TF; needs only TF (+ joint states)")

@@ -158,13 +158,14 @@ class InferenceNode:
         device = None if p["device"] == "auto" else p["device"]
         if p["checkpoint"]:
             return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"])
-        presets = {"tiny": V4Config.tiny, "paper": V4Config.paper}
-        if p["random_preset"] not in presets:
-            raise ValueError(f"random_preset={p['random_preset']!r}: use one of {sorted(presets)}")
+        from para_core.config import PRESET_NAMES
+
+        if p["random_preset"] not in PRESET_NAMES:
+            raise ValueError(f"random_preset={p['random_preset']!r}: use one of {list(PRESET_NAMES)}")
         self.node.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
                                        f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
                                        "nothing. Pass checkpoint:=<dir> for a trained one.")
-        return Policy.random_init(presets[p["random_preset"]](), device=device, dtype=p["dtype"],
+        return Policy.random_init(V4Config.preset(p["random_preset"]), device=device, dtype=p["dtype"],
                                   seed=int(p["random_seed"]))
 
     # --------------------------------------------------------------------------------------------- callbacks

@@ -76,3 +76,13 @@ def test_unknown_key_rejected():
     data["img_sise"] = 64
     with pytest.raises(ValueError, match="img_sise"):
         V4Config.from_dict(data)
+
+
+def test_presets_by_name():
+    from para_core.config import PRESET_NAMES
+
+    for name in PRESET_NAMES:
+        assert V4Config.preset(name) == getattr(V4Config, name)()
+    assert V4Config.preset("tiny", n_window=6).n_window == 6
+    with pytest.raises(ValueError, match="unknown V4Config preset 'huge'"):
+        V4Config.preset("huge")
