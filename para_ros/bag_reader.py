@@ -49,7 +49,6 @@ DEFAULT_VIEW_TOPICS = {  # same defaults as inference_node (config/inference.yam
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
 TF_TYPE = "tf2_msgs/msg/TFMessage"
-JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 IMAGE_TRANSPORTS = ("auto", "raw", "compressed")
 
 

@@ -98,7 +98,6 @@ class DeployMonitor:
         self._markers: dict[int, object] = {}
         self._clouds: dict[int, bytes] = {}
         self._camera_info = None
-        self._n_images = 0
         self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=self.node)
         self.tf_listener = TransformListener(self.tf_buffer, self.node)
 
@@ -194,7 +193,6 @@ class DeployMonitor:
         with self._lock:
             self.data.scene_frame_recv_ns.append(recv_ns)
             self._scene_images.append((_stamp_ns(msg.header), data))
-            self._n_images += 1
         return self._keep_image(self.scene_image_topic, data, _stamp_ns(msg.header))
 
     def _on_camera_info(self, data: bytes, recv_ns: int) -> bool:

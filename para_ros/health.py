@@ -38,10 +38,6 @@ class HealthReporter:
         with self._lock:
             self._counters[key] = self._counters.get(key, 0) + n
 
-    def counter(self, key: str) -> int:
-        with self._lock:
-            return self._counters.get(key, 0)
-
     def set_value(self, key: str, value) -> None:
         with self._lock:
             self._values[key] = str(value)
@@ -68,10 +64,6 @@ class HealthReporter:
             changed = self._problems.pop(key, None) is not None
         if changed:
             self.publish()
-
-    def active_problems(self) -> dict[str, str]:
-        with self._lock:
-            return {k: m for k, (_, m) in self._problems.items()}
 
     def status(self) -> DiagnosticStatus:
         with self._lock:
