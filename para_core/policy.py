@@ -21,6 +21,7 @@ import torch
 from .actions import decode_outputs
 from .config import DTYPES, V4Config
 from .model import V4Inputs, V4Output, build_model
+from .rotations import check_rigid
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -77,18 +78,18 @@ def resize_to_model_input(image_rgb: np.ndarray, K: np.ndarray, size: int) -> tu
     return np.ascontiguousarray(img), K
 
 
+# Poses reach the policy through float32 ROS messages and TF interpolation: a looser rotation tolerance than
+# para_core.rotations' default, and an exact last row.
+POSE_ROTATION_TOLERANCE = 1e-3
+POSE_LAST_ROW_TOLERANCE = 1e-9
+
+
 def _check_rigid(name: str, T: np.ndarray) -> np.ndarray:
-    T = np.asarray(T, dtype=np.float64)
-    if T.shape != (4, 4):
-        raise ValueError(f"{name} has shape {T.shape}; pass a (4, 4) homogeneous transform")
-    if not np.all(np.isfinite(T)):
-        raise ValueError(f"{name} contains non-finite values ({T.tolist()}); pass a finite pose (is TF available?)")
-    R = T[:3, :3]
-    if np.abs(R.T @ R - np.eye(3)).max() > 1e-3 or abs(np.linalg.det(R) - 1.0) > 1e-3 \
-            or np.abs(T[3] - [0, 0, 0, 1]).max() > 1e-9:
-        raise ValueError(f"{name} is not a rigid transform (rotation must be orthonormal with det +1, last row "
-                         f"[0, 0, 0, 1]): {T.tolist()}")
-    return T
+    try:
+        return check_rigid(T, name, rotation_tolerance=POSE_ROTATION_TOLERANCE,
+                           last_row_tolerance=POSE_LAST_ROW_TOLERANCE)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (pass a finite rigid pose; from ROS: is TF available for that frame?)") from None
 
 
 class Policy:

@@ -139,24 +139,28 @@ def matrix_to_pose(T) -> tuple[np.ndarray, np.ndarray]:
     return T[:3, 3].copy(), matrix_to_quaternion(T[:3, :3])
 
 
-def check_rigid(T, name: str = "T") -> np.ndarray:
+def check_rigid(T, name: str = "T", rotation_tolerance: float = RIGID_TOLERANCE,
+                last_row_tolerance: float = RIGID_TOLERANCE) -> np.ndarray:
     """Return ``T`` as a (4, 4) float64 array after checking it is a finite rigid transform.
 
+    :param rotation_tolerance: allowed max |R^T R - I| (poses that went through float32 need a looser one).
+    :param last_row_tolerance: allowed max deviation of the last row from (0, 0, 0, 1).
     :raises ValueError: wrong shape, non-finite entries, last row not (0, 0, 0, 1), or a rotation block that is not
-        orthonormal with determinant +1 (within :data:`RIGID_TOLERANCE`).
+        orthonormal with determinant +1.
     """
     T = np.asarray(T, dtype=np.float64)
     if T.shape != (4, 4):
         raise ValueError(f"{name} has shape {T.shape}; expected a (4, 4) homogeneous matrix")
     if not np.all(np.isfinite(T)):
         raise ValueError(f"{name} has non-finite entries:\n{T}")
-    if np.max(np.abs(T[3] - (0.0, 0.0, 0.0, 1.0))) > RIGID_TOLERANCE:
-        raise ValueError(f"{name} last row is {T[3].tolist()}; a rigid transform has (0, 0, 0, 1)")
+    if np.max(np.abs(T[3] - (0.0, 0.0, 0.0, 1.0))) > last_row_tolerance:
+        raise ValueError(f"{name} is not a rigid transform: its last row is {T[3].tolist()}, not (0, 0, 0, 1)")
     R = T[:3, :3]  # (3, 3)
     err = np.max(np.abs(R.T @ R - np.eye(3)))
-    if err > RIGID_TOLERANCE or np.linalg.det(R) < 0:
-        raise ValueError(f"{name} rotation block is not a proper rotation (|R^T R - I| = {err:.2e}, "
-                         f"det = {np.linalg.det(R):.4f}); orthonormalise it (e.g. via a quaternion) first")
+    det = np.linalg.det(R)
+    if err > rotation_tolerance or abs(det - 1.0) > rotation_tolerance:
+        raise ValueError(f"{name} is not a rigid transform: its rotation block is not a proper rotation (|R^T R - I| = {err:.2e}, "
+                         f"det = {det:.4f}); orthonormalise it (e.g. via a quaternion) first")
     return T
 
 
