@@ -35,6 +35,7 @@ setup(
             "sim_node = para_ros.sim_node:main",
             "para-train = para_core.train_cli:main",
             "para-bag = para_ros.bag_tools:main",
+            "para-sim = para_ros.sim.cli:main",
         ],
     },
 )

@@ -7,9 +7,14 @@ Targets (``encode_targets``):
   in the first view (in ``view_names`` order) where it is visible, -1 when it is visible in none.
 - Gripper: bin ``round(g * (G - 1))`` of the opening g in [0, 1]; bin i decodes to ``i / (G - 1)``.
 - Rotation: the rotation vector r of ``R_ref^T R`` (R_ref = ``rotation_ref_quat_xyzw``, a top-down tool pose, so the
-  usual grasps sit near r = 0, far from the pi-ambiguity and with no gimbal lock); each component is binned uniformly
-  in [-rotation_range_rad, rotation_range_rad] into ``n_rotation_bins`` bins (clipped at the ends); a bin decodes to
-  its centre, so the round trip is exact to half a bin width per component.
+  usual grasps sit near r = 0, far from the pi-ambiguity and with no gimbal lock); each component is binned into
+  ``n_rotation_bins`` bins of width ``w = 2 * rotation_range_rad / n_rotation_bins`` whose centres are ``k * w`` for
+  ``k = i - n_rotation_bins // 2``: r = 0 (the reference pose itself) is always a bin CENTRE, so the top-down pose
+  round-trips exactly and noise of less than half a bin cannot flip its bin (with the plain split of
+  [-range, range] and an even bin count, 0 would lie on a bin edge: the paper's 36 bins decoded the reference pose
+  5 deg off per component and flipped under 1e-6 rad of noise). Odd counts span [-range, range] symmetrically;
+  even counts span [-range - w/2, range - w/2]. Values beyond the end bins are clipped to them; a bin decodes to its
+  centre, so the round trip is exact to half a bin width per component inside the span.
 
 Decoding (``decode_outputs``): per step the argmax voxel's centre (or, with ``refine=True``, a soft-argmax over its
 3 x 3 x 3 neighbourhood in the same view's (bin, row, col) grid: sub-voxel precision), the argmax gripper bin and
@@ -29,10 +34,15 @@ from .model import V4Output, V4Targets
 from .voxels import VoxelGrid, locate_points
 
 
+def rotation_bin_width(config: V4Config) -> float:
+    """Width of one rotation bin, radians."""
+    return 2.0 * config.rotation_range_rad / config.n_rotation_bins
+
+
 def rotation_bin_centres(config: V4Config) -> np.ndarray:
-    """(R,) radians."""
-    R, a = config.n_rotation_bins, config.rotation_range_rad
-    return -a + (np.arange(R) + 0.5) * (2 * a / R)
+    """(R,) radians; bin ``R // 2`` is centred on 0 (the reference orientation)."""
+    R = config.n_rotation_bins
+    return (np.arange(R) - R // 2) * rotation_bin_width(config)
 
 
 def reference_rotation(config: V4Config) -> np.ndarray:
@@ -44,8 +54,8 @@ def encode_rotation(config: V4Config, rotations_world: np.ndarray) -> np.ndarray
     rots = np.asarray(rotations_world, dtype=np.float64)
     rel = reference_rotation(config).T @ rots.reshape(-1, 3, 3)  # (M, 3, 3)
     rotvec = Rotation.from_matrix(rel).as_rotvec()  # (M, 3) radians, norm <= pi
-    R, a = config.n_rotation_bins, config.rotation_range_rad
-    bins = np.floor((rotvec + a) / (2 * a / R)).astype(np.int64)
+    R = config.n_rotation_bins
+    bins = np.rint(rotvec / rotation_bin_width(config)).astype(np.int64) + R // 2
     return np.clip(bins, 0, R - 1).reshape(*rots.shape[:-2], 3)
 
 

@@ -83,7 +83,11 @@ class DINOv3Backbone(Backbone):
                                  f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
                                  f"with transformers' save_pretrained(..., safe_serialization=True)")
             # use_safetensors=True: never fall back to unpickling a pytorch_model.bin the user handed us
-            self.vit = DINOv3ViTModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
+            # The RoPE train-time augmentations follow backbone_config (off in the presets), not the hub's config.
+            rope_aug = {k: config.backbone_config.get(k) for k in ("pos_embed_shift", "pos_embed_jitter",
+                                                                    "pos_embed_rescale")}
+            self.vit = DINOv3ViTModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True,
+                                                      **rope_aug)
         else:
             self.vit = DINOv3ViTModel(DINOv3ViTConfig(**config.backbone_config))
         hf = self.vit.config

@@ -58,6 +58,10 @@ DINOV3_VITS16PLUS: dict[str, Any] = {
     "proj_bias": True,
     "mlp_bias": True,
     "layer_norm_eps": 1e-5,
+    # transformers' DINOv3 rescales its RoPE coordinates at random in train mode (log-uniform in [1/2, 2] by
+    # default), so every training forward would see other positional encodings than inference does. PARA's head
+    # reads features at exact pixels; this augmentation is OFF in every preset (None) unless set here explicitly.
+    "pos_embed_rescale": None,
 }
 
 # A toy DINOv3 with the same structure (registers, gated MLP, RoPE), for tests.
@@ -130,8 +134,19 @@ def _square_size(value: Any) -> Any:
     return value
 
 
+# A small DINOv3 trained from scratch for the simulator's pick-and-place task (``V4Config.pick_place``):
+# 8-pixel patches (16 x 16 tokens at 128 px: a 4 cm cube spans about one patch in the scene view), 96 wide, 4 layers.
+DINOV3_PICK_PLACE: dict[str, Any] = {
+    **DINOV3_VITS16PLUS,
+    "hidden_size": 96,
+    "intermediate_size": 192,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 3,
+    "patch_size": 8,
+}
+
 # Presets by name (each a V4Config classmethod): the choices of every tool's --preset / random_preset.
-PRESET_NAMES = ("tiny", "paper", "paper_internvl")
+PRESET_NAMES = ("tiny", "pick_place", "paper", "paper_internvl")
 
 
 @dataclass
@@ -260,6 +275,24 @@ class V4Config:
         )
         if overrides.get("backbone_kind") == "internvl_vision":
             base.update(backbone_config=dict(INTERNVL_VISION_TINY), patch_size=14, img_size=56)
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def pick_place(cls, **overrides: Any) -> "V4Config":
+        """Sized for the simulator's pick-and-place task and for training from scratch on 2 CPU cores
+        (``scripts/train_pick_place``; recipe in ``checkpoints/pick_place/recipe.json``): 128 px images with 8-pixel
+        patches, a 32 x 32 grid per view, 12 height bins over 0..0.16 m (1.3 cm), a workspace box around the table area
+        the task uses, T = 6 steps of 0.2 s (10 Hz cameras, frame_stride 2), the backbone at the head's learning rate
+        (no pretrained weights), 9 rotation bins (the top-down pose is the centre bin). V = 2 * 12 * 32^2 = 24,576."""
+        base = dict(
+            name="pick_place", img_size=128, patch_size=8, pred_size=32, feat_dim=32, n_height_bins=12,
+            height_enc_dim=16, z_lo_m=0.0, z_hi_m=0.16, workspace_x_m=(0.15, 0.5), workspace_y_m=(-0.25, 0.25),
+            n_window=6, frame_stride=2, dataset_fps=10.0, mv_past_n=4, voxel_mlp_hidden=48, global_mlp_hidden=256,
+            head_hidden=64, voxel_chunk_size=0, n_rotation_bins=9, rotation_range_rad=math.pi / 2, viz_top_k=64,
+            backbone_config=dict(DINOV3_PICK_PLACE), lr=1e-3, backbone_lr_mult=1.0, lr_warmup=200,
+            max_iters=5000, batch_size=8, weight_decay=0.01,
+        )
         base.update(overrides)
         return cls(**base)
 

@@ -18,6 +18,14 @@ The scene is built with ``mujoco.MjSpec`` on top of the MJCF that the i2rt SDK s
 * ``grasp_marker``: a 5 mm sphere at ``grasp_site`` in geom group 5 (hidden by default). Tests render only that group
   to find where MuJoCo draws the grasp site, an independent check of the camera model.
 * Rendering is cheap on CPU: anti-aliasing off, no shadows, no reflections (yam-sim.md: about 10 ms a 256x256 frame).
+* Grasping (``finger_collision="boxes"``, the default): MuJoCo collides a mesh as its convex hull, and each
+  linear_4310 finger mesh is L-shaped, so the two hulls form a tent over a cube and nothing can be lifted (measured: 0
+  of 20 scripted grasps). The finger meshes are therefore kept for rendering only (``contype = conaffinity = 0``) and
+  each finger body gets two invisible, massless collision boxes fitted to its mesh vertices at build time: the
+  fingertip pad (the last :data:`PAD_HEIGHT_M` of the finger along the gripper's z) and the finger segment above it.
+  ``finger_collision="mesh"`` keeps the SDK's hull collision (for comparison).
+* ``target_pad``: a flat coloured square on the table (no collision) on a mocap body, the visible place target of the
+  pick-and-place task (:mod:`para_ros.sim.pick_place`); :meth:`YamSim.set_target_position` moves it.
 
 Threading: with ``MUJOCO_GL=egl`` an OpenGL context belongs to the thread that created it. :class:`YamSim` creates
 its renderers lazily on the first :meth:`YamSim.render` and refuses (clear error) to render from another thread.
@@ -53,6 +61,14 @@ GRASP_SITE = "grasp_site"
 WRIST_CAM_BODY = "wrist_cam_optical"
 MARKER_GEOM = "grasp_marker"
 MARKER_GROUP = 5  # geom group of test-only markers; MuJoCo shows groups 0-2 by default
+COLLISION_GROUP = 3  # geom group of the invisible finger collision boxes (hidden by default)
+FINGER_BODIES = ("tip_left", "tip_right")
+TARGET_BODY = "target_pad"
+FINGER_COLLISIONS = ("boxes", "mesh")
+# Finger collision boxes, along the gripper body's z (the fingers' length), measured from the finger's far end:
+# the pad is the last 18 mm, the segment box spans 28..60 mm from the end (yam-sim.md, "Grasping").
+PAD_HEIGHT_M = 0.018
+SEGMENT_FROM_END_M = (0.028, 0.060)
 
 
 def _wrist_mount_from_yam_yaml() -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -101,6 +117,13 @@ class SimConfig:
             at 848x480; a square crop of it keeps that).
         n_cubes: number of free cubes on the table.
         cube_half_size_m: half edge of each cube, metres.
+        cube_rgba: colour of cube 0 (the task's cube); further cubes take colours of a fixed palette.
+        finger_collision: ``"boxes"`` (fitted collision boxes, the fingers can grasp) or ``"mesh"`` (the SDK's
+            convex hulls; cannot grasp). See the module docstring.
+        target_pad: add the visible place target (no collision).
+        target_half_size_m: half edge of the square target pad, metres.
+        target_rgba: colour of the target pad.
+        light_scale: multiplies the diffuse light of the scene's lamps (lighting variation for evaluation).
         object_region_m: ((x_lo, x_hi), (y_lo, y_hi)) where cubes are dropped by :meth:`YamSim.reset_objects`.
         timestep_s: physics step, seconds.
         servo_kp: position servo stiffness of the arm joints (N m / rad); kv is chosen for critical damping.
@@ -110,15 +133,21 @@ class SimConfig:
         seed: seed of the initial object layout.
     """
 
-    scene_cam_pos_m: tuple = (0.05, -0.3, 1.0)
-    scene_cam_look_at_m: tuple = (0.33, 0.0, 0.0)
-    scene_cam_up_hint: tuple = (1.0, 0.0, 0.0)
+    scene_cam_pos_m: tuple = (0.33, -0.5, 0.6)
+    scene_cam_look_at_m: tuple = (0.33, 0.0, 0.03)
+    scene_cam_up_hint: tuple = (0.0, 0.0, 1.0)
     scene_T_world_cam: object = None
-    scene_cam_fovy_deg: float = 50.0
+    scene_cam_fovy_deg: float = 38.0
     wrist_cam_fovy_deg: float = 58.0
-    n_cubes: int = 3
+    n_cubes: int = 1
     cube_half_size_m: float = 0.02
-    object_region_m: tuple = ((0.25, 0.42), (-0.15, 0.15))
+    cube_rgba: tuple = (0.85, 0.15, 0.15, 1.0)
+    finger_collision: str = "boxes"
+    target_pad: bool = True
+    target_half_size_m: float = 0.04
+    target_rgba: tuple = (0.1, 0.7, 0.25, 1.0)
+    light_scale: float = 1.0
+    object_region_m: tuple = ((0.26, 0.40), (-0.12, 0.12))
     timestep_s: float = 0.002
     servo_kp: float = 60.0
     gripper_kp: float = 400.0
@@ -151,6 +180,17 @@ class SimConfig:
         if not 0 <= int(self.n_cubes) <= 10:
             raise ValueError(f"n_cubes={self.n_cubes} must be within 0..10")
         self.n_cubes = int(self.n_cubes)
+        self.cube_rgba = _vec(self.cube_rgba, 4, "cube_rgba")
+        self.target_rgba = _vec(self.target_rgba, 4, "target_rgba")
+        for name in ("cube_rgba", "target_rgba"):
+            if not all(0.0 <= c <= 1.0 for c in getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)} must be 4 numbers within [0, 1] (r, g, b, a)")
+        if self.finger_collision not in FINGER_COLLISIONS:
+            raise ValueError(f"finger_collision={self.finger_collision!r} must be one of {FINGER_COLLISIONS}")
+        if not 0.01 <= float(self.target_half_size_m) <= 0.2:
+            raise ValueError(f"target_half_size_m={self.target_half_size_m} must be within [0.01, 0.2] m")
+        if not 0.0 <= float(self.light_scale) <= 3.0:
+            raise ValueError(f"light_scale={self.light_scale} must be within [0, 3]")
         if not 0.005 <= float(self.cube_half_size_m) <= 0.05:
             raise ValueError(f"cube_half_size_m={self.cube_half_size_m} must be within [0.005, 0.05] m")
         (x_lo, x_hi), (y_lo, y_hi) = self.object_region_m
@@ -217,7 +257,7 @@ def build_spec(config: SimConfig) -> mujoco.MjSpec:
         light.pos = pos
         light.dir = direction
         light.castshadow = False
-        light.diffuse = [0.45, 0.45, 0.45]
+        light.diffuse = [0.45 * float(config.light_scale)] * 3
         light.specular = [0.0, 0.0, 0.0]
 
     # Table: a slab whose top is z = 0 (the plane the base stands on).
@@ -310,9 +350,89 @@ def build_spec(config: SimConfig) -> mujoco.MjSpec:
         geom.type = mujoco.mjtGeom.mjGEOM_BOX
         geom.size = [h, h, h]
         geom.mass = 0.05
-        geom.rgba = colours[i % len(colours)]
+        geom.rgba = list(config.cube_rgba) if i == 0 else colours[i % len(colours)]
         geom.friction = [1.0, 0.005, 0.0001]
+
+    if config.target_pad:
+        pad_body = world.add_body()
+        pad_body.name = TARGET_BODY
+        pad_body.mocap = True
+        pad_body.pos = [0.3, 0.15, 0.0]
+        pad = pad_body.add_geom()
+        pad.name = "target_pad_geom"
+        pad.type = mujoco.mjtGeom.mjGEOM_BOX
+        t = float(config.target_half_size_m)
+        pad.size = [t, t, 0.0005]
+        pad.pos = [0.0, 0.0, 0.0006]  # just above the table top, below any cube
+        pad.rgba = list(config.target_rgba)
+        pad.contype = 0
+        pad.conaffinity = 0
+        pad.density = 0.0
+    if config.finger_collision == "boxes":
+        _add_finger_collision_boxes(spec)
     return spec
+
+
+def _quat_wxyz(R: np.ndarray) -> list[float]:
+    q = np.zeros(4)
+    mujoco.mju_mat2Quat(q, np.ascontiguousarray(R, dtype=np.float64).reshape(-1))
+    return q.tolist()
+
+
+def _add_finger_collision_boxes(spec: mujoco.MjSpec) -> None:
+    """Replace each finger mesh's (convex-hull) collision by two boxes fitted to the mesh vertices.
+
+    The fit is done on a compiled copy at the model's reference pose: each finger's mesh vertices are expressed in
+    the ``gripper`` body frame (z along the fingers), cut into the pad slab (the last :data:`PAD_HEIGHT_M`) and the
+    segment slab (:data:`SEGMENT_FROM_END_M` from the end), and each slab's bounding box, aligned with the gripper
+    frame, becomes a box geom of the finger body (invisible group, massless; the mesh keeps the finger's inertia).
+    """
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    g_id = model.body("gripper").id
+    R_wg, p_wg = data.xmat[g_id].reshape(3, 3), data.xpos[g_id]
+    for finger in FINGER_BODIES:
+        b_id = model.body(finger).id
+        R_wb, p_wb = data.xmat[b_id].reshape(3, 3), data.xpos[b_id]
+        verts_g = []
+        for gid in range(model.ngeom):
+            if model.geom_bodyid[gid] != b_id or model.geom_type[gid] != mujoco.mjtGeom.mjGEOM_MESH:
+                continue
+            m = model.geom_dataid[gid]
+            v = model.mesh_vert[model.mesh_vertadr[m]:model.mesh_vertadr[m] + model.mesh_vertnum[m]]  # (n, 3)
+            v_w = data.geom_xpos[gid] + v @ data.geom_xmat[gid].reshape(3, 3).T  # (n, 3) world
+            verts_g.append((v_w - p_wg) @ R_wg)  # (n, 3) gripper frame
+        if not verts_g:
+            raise RuntimeError(f"finger body {finger!r} has no mesh geom to fit collision boxes to")
+        for geom in spec.body(finger).geoms:  # the meshes stay visible, they no longer collide
+            if geom.type == mujoco.mjtGeom.mjGEOM_MESH:
+                geom.contype = 0
+                geom.conaffinity = 0
+        v = np.concatenate(verts_g)  # (n, 3) in the gripper frame
+        z_end = float(v[:, 2].max())
+        R_bg = R_wb.T @ R_wg  # gripper axes in the finger body frame
+        slabs = {"pad": (z_end - PAD_HEIGHT_M, z_end),
+                 "segment": (z_end - SEGMENT_FROM_END_M[1], z_end - SEGMENT_FROM_END_M[0])}
+        for label, (z0, z1) in slabs.items():
+            sel = v[(v[:, 2] >= z0) & (v[:, 2] <= z1)]
+            if len(sel) < 4:
+                raise RuntimeError(f"finger {finger!r}: too few mesh vertices in its {label} slab to fit a box")
+            lo, hi = sel.min(0), sel.max(0)
+            lo[2], hi[2] = max(lo[2], z0), min(hi[2], z1)
+            centre_g = 0.5 * (lo + hi)
+            centre_b = R_wb.T @ (p_wg + R_wg @ centre_g - p_wb)
+            box = spec.body(finger).add_geom()
+            box.name = f"{finger}_{label}_collision"
+            box.type = mujoco.mjtGeom.mjGEOM_BOX
+            box.size = (0.5 * (hi - lo)).tolist()
+            box.pos = centre_b.tolist()
+            box.quat = _quat_wxyz(R_bg)
+            box.group = COLLISION_GROUP
+            box.rgba = [0.2, 0.6, 1.0, 0.0]
+            box.density = 0.0
+            box.mass = 0.0
+            box.friction = [1.0, 0.005, 0.0001]
 
 
 def _place_at_site(geom, site) -> None:
@@ -449,6 +569,53 @@ class YamSim:
     def object_positions(self) -> np.ndarray:
         """(n_cubes, 3) cube centres in ``base``, metres."""
         return np.array([self.data.qpos[a:a + 3] for a in self._cube_qadr]).reshape(-1, 3)
+
+    def cube_pose(self, i: int = 0) -> np.ndarray:
+        """(4, 4) pose of cube ``i`` in ``base``."""
+        return self.T_world_body(f"cube_{int(i)}")
+
+    def cube_velocity(self, i: int = 0) -> np.ndarray:
+        """(6,) linear (m/s, world) and angular (rad/s) velocity of cube ``i``."""
+        d = self._cube_dadr[int(i)]
+        return self.data.qvel[d:d + 6].copy()
+
+    def set_cube_pose(self, i: int, position_m, yaw_rad: float = 0.0, quat_wxyz=None) -> None:
+        """Place cube ``i`` at rest at ``position_m`` (3,) with yaw ``yaw_rad`` about world z (or ``quat_wxyz``)."""
+        qadr, dadr = self._cube_qadr[int(i)], self._cube_dadr[int(i)]
+        q = np.array([math.cos(yaw_rad / 2), 0.0, 0.0, math.sin(yaw_rad / 2)]) if quat_wxyz is None \
+            else np.asarray(quat_wxyz, dtype=np.float64) / np.linalg.norm(quat_wxyz)
+        self.data.qpos[qadr:qadr + 3] = _vec(position_m, 3, "position_m")
+        self.data.qpos[qadr + 3:qadr + 7] = q
+        self.data.qvel[dadr:dadr + 6] = 0.0
+        mujoco.mj_forward(self.model, self.data)
+
+    def has_target_pad(self) -> bool:
+        return self._has(self.model.body, TARGET_BODY)
+
+    def target_position(self) -> np.ndarray:
+        """(3,) centre of the target pad on the table, metres (requires ``target_pad``)."""
+        body = self._named(self.model.body, TARGET_BODY, "body")
+        return self.data.mocap_pos[self.model.body_mocapid[body.id]].copy()
+
+    def set_target_position(self, xy_m) -> None:
+        """Move the target pad to table position ``xy_m`` (2,)."""
+        body = self._named(self.model.body, TARGET_BODY, "body")
+        x, y = _vec(xy_m, 2, "xy_m")
+        self.data.mocap_pos[self.model.body_mocapid[body.id]] = [x, y, 0.0]
+        mujoco.mj_forward(self.model, self.data)
+
+    def finger_contacts(self, i: int = 0) -> set[str]:
+        """Names of the finger bodies touching cube ``i`` now (a subset of :data:`FINGER_BODIES`)."""
+        cube = self.model.body(f"cube_{int(i)}").id
+        fingers = {self.model.body(n).id: n for n in FINGER_BODIES}
+        touching = set()
+        for c in self.data.contact[:self.data.ncon]:
+            b1, b2 = self.model.geom_bodyid[c.geom1], self.model.geom_bodyid[c.geom2]
+            if b1 == cube and b2 in fingers:
+                touching.add(fingers[b2])
+            elif b2 == cube and b1 in fingers:
+                touching.add(fingers[b1])
+        return touching
 
     # ---- frames ---------------------------------------------------------------------------------------------
     def T_world_body(self, name: str) -> np.ndarray:
