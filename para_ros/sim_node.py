@@ -13,8 +13,15 @@ Subscribes
   ``/joint_trajectory`` (``trajectory_msgs/JointTrajectory``), followed like a ros2_control joint trajectory
   controller (see :mod:`para_ros.sim.joint_trajectory` for the exact semantics; bad messages are rejected with a
   throttled warning and the arm keeps what it was doing).
+  ``~/task_state`` (``std_msgs/String``, JSON) at ``task_state_rate_hz``: the pick-and-place task as the simulator
+                  sees it (seed, cube pose, target, :func:`para_ros.sim.pick_place.judge`'s state and place error),
+                  for evaluators; a policy never reads it.
 Services
   ``~/reset_objects`` (``std_srvs/Trigger``): drop the cubes at fresh random places.
+  ``~/reset_task`` (``std_srvs/Trigger``): arm back to ``initial_joint_positions`` at rest, cube and target pad at the
+      layout of parameter ``task_seed`` (set it first, e.g. ``ros2 param set /sim_node task_seed 7``), simulated
+      time restarts; for ``reset_hold_off_s`` afterwards incoming trajectories are ignored (commands a controller
+      sent for the old scene must not drag the arm back). The response message is the layout as JSON.
 
 Time: one steady-clock timer at ``state_rate_hz`` advances physics by the elapsed wall time times
 ``real_time_factor`` (at most 0.1 s a tick, so a stall never makes it race), then publishes. Stamps: with
@@ -47,11 +54,11 @@ PARAMETERS = [
     ("image_height", 256, "rendered image height, pixels (both cameras)"),
     ("scene_cam_rate_hz", 10.0, "scene camera frame rate in sim time, Hz"),
     ("wrist_cam_rate_hz", 10.0, "wrist camera frame rate in sim time, Hz"),
-    ("scene_cam_fovy_deg", 50.0, "scene camera vertical field of view, degrees"),
+    ("scene_cam_fovy_deg", 38.0, "scene camera vertical field of view, degrees"),
     ("wrist_cam_fovy_deg", 58.0, "wrist camera vertical field of view, degrees"),
-    ("scene_cam_position_m", [0.05, -0.3, 1.0], "scene camera centre in base, metres"),
-    ("scene_cam_look_at_m", [0.33, 0.0, 0.0], "point in base the scene camera looks at, metres"),
-    ("scene_cam_up_hint", [1.0, 0.0, 0.0], "base direction shown upwards in the scene image"),
+    ("scene_cam_position_m", [0.33, -0.5, 0.6], "scene camera centre in base, metres"),
+    ("scene_cam_look_at_m", [0.33, 0.0, 0.03], "point in base the scene camera looks at, metres"),
+    ("scene_cam_up_hint", [0.0, 0.0, 1.0], "base direction shown upwards in the scene image"),
     ("scene_cam_namespace", "/scene_cam", "scene camera topics: <ns>/image_raw, <ns>/camera_info"),
     ("wrist_cam_namespace", "/wrist_cam", "wrist camera topics: <ns>/image_raw, <ns>/camera_info"),
     ("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic"),
@@ -60,10 +67,15 @@ PARAMETERS = [
     ("real_time_factor", 1.0, "simulated seconds per wall-clock second"),
     ("publish_clock", False, "publish /clock from the sim and stamp everything with the sim clock"),
     ("timestep_s", 0.002, "MuJoCo physics timestep, seconds"),
-    ("n_cubes", 3, "number of free cubes on the table"),
+    ("n_cubes", 1, "number of free cubes on the table (cube_0 is the pick-and-place task's cube)"),
     ("seed", 0, "seed of the initial object layout"),
     ("initial_joint_positions", [0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0],
      "start pose: joint1..joint6 (rad), gripper (0 closed .. 1 open)"),
+    ("task_seed", 0, "layout seed ~/reset_task uses (read at each reset: set it, then call the service)"),
+    ("task_state_rate_hz", 10.0, "rate of ~/task_state (JSON), Hz"),
+    ("reset_hold_off_s", 0.5, "after ~/reset_task, incoming trajectories are ignored this long, seconds"),
+    ("cube_rgba", [0.85, 0.15, 0.15, 1.0], "colour of the task's cube (r, g, b, a in 0..1)"),
+    ("light_scale", 1.0, "scale of the lamps' diffuse light (1 = the training scene)"),
 ]
 # Declared without a default (absent unless given): 16 numbers, row-major 4x4 OpenCV-optical T_world_cam.
 OPTIONAL_PARAMETERS = {"scene_cam_T_world_cam": "optional scene camera pose, 16 numbers row-major 4x4 "
@@ -95,6 +107,7 @@ def _make_node_class():
     from rclpy.qos import QoSProfile
     from rosgraph_msgs.msg import Clock as ClockMsg
     from sensor_msgs.msg import CameraInfo, Image, JointState
+    from std_msgs.msg import String
     from std_srvs.srv import Trigger
     from trajectory_msgs.msg import JointTrajectory
 
@@ -120,8 +133,11 @@ def _make_node_class():
                 scene_T_world_cam=None if T is None or len(T) == 0 else np.asarray(T, dtype=np.float64),
                 scene_cam_fovy_deg=p["scene_cam_fovy_deg"], wrist_cam_fovy_deg=p["wrist_cam_fovy_deg"],
                 n_cubes=p["n_cubes"], timestep_s=p["timestep_s"], home_q7=p["initial_joint_positions"],
-                seed=p["seed"], max_render_size=max(1024, p["image_width"], p["image_height"]))
+                seed=p["seed"], cube_rgba=p["cube_rgba"], light_scale=p["light_scale"], max_render_size=max(1024, p["image_width"], p["image_height"]))
             self.sim = YamSim(config)
+            if self.sim.has_target_pad() and config.n_cubes >= 1:  # start in the task layout of task_seed
+                from para_ros.sim.pick_place import apply_layout, check_seed, sample_layout
+                apply_layout(self.sim, sample_layout(check_seed(p["task_seed"])))
             self.width, self.height = p["image_width"], p["image_height"]
             if not (1 <= self.width <= 4096 and 1 <= self.height <= 4096):
                 raise ValueError(f"image_width x image_height = {self.width} x {self.height} must be 1..4096 each")
@@ -155,6 +171,12 @@ def _make_node_class():
             self.create_subscription(JointTrajectory, p["joint_trajectory_topic"], self._on_trajectory,
                                      QoSProfile(depth=10))
             self.create_service(Trigger, "~/reset_objects", self._on_reset_objects)
+            self.create_service(Trigger, "~/reset_task", self._on_reset_task)
+            self.task_state_pub = self.create_publisher(String, "~/task_state", QoSProfile(depth=10))
+            self._task_seed: int | None = None
+            self._hold_off_until_s = -1.0
+            self._task_state_period_s = 1.0 / p["task_state_rate_hz"] if p["task_state_rate_hz"] > 0 else None
+            self._next_task_state_s = 0.0
 
             self._epoch_ns = Clock(clock_type=ClockType.SYSTEM_TIME).now().nanoseconds
             self._sim_goal_s = self.sim.time_s
@@ -207,6 +229,9 @@ def _make_node_class():
             if self.clock_pub is not None:
                 self.clock_pub.publish(ClockMsg(clock=stamp))
             self._publish_state(stamp)
+            if self._task_state_period_s is not None and self.sim.time_s + 1e-9 >= self._next_task_state_s:
+                self._publish_task_state(stamp_ns)
+                self._next_task_state_s = max(self._next_task_state_s + self._task_state_period_s, self.sim.time_s)
             for cam, c in self.cameras.items():
                 if self.sim.time_s + 1e-9 >= c["next_due_s"]:
                     self._publish_camera(cam, c, stamp)
@@ -270,6 +295,8 @@ def _make_node_class():
 
         # ---- commands ---------------------------------------------------------------------------------------
         def _on_trajectory(self, msg: JointTrajectory) -> None:
+            if self.sim.time_s < self._hold_off_until_s:
+                return  # just reset: commands sent for the previous scene are not followed
             now_ns = self.now_ns()
             start_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
             try:
@@ -294,6 +321,47 @@ def _make_node_class():
             response.message = f"objects reset (seed {seed}): " + "; ".join(
                 f"({x:.3f}, {y:.3f}, {z:.3f})" for x, y, z in positions)
             return response
+
+        def _on_reset_task(self, request, response):
+            import json
+
+            from para_ros.sim.pick_place import apply_layout, check_seed, sample_layout
+            try:
+                seed = check_seed(self.get_parameter("task_seed").value)
+            except ValueError as exc:
+                response.success = False
+                response.message = str(exc)
+                return response
+            layout = sample_layout(seed)
+            self.sim.reset()
+            apply_layout(self.sim, layout)
+            self.follower = TrajectoryFollower(self.sim.joint_targets())
+            self._sim_goal_s = self.sim.time_s
+            self._last_wall = time.monotonic()
+            self._hold_off_until_s = self.sim.time_s + self.params["reset_hold_off_s"]
+            self._next_task_state_s = 0.0
+            for c in self.cameras.values():
+                c["next_due_s"] = 0.0
+            self._task_seed = seed
+            response.success = True
+            response.message = json.dumps(layout.to_dict())
+            self.get_logger().info(f"task reset: {response.message}")
+            return response
+
+        def _publish_task_state(self, stamp_ns: int) -> None:
+            import json
+
+            from para_ros.sim.pick_place import judge
+            if not self.sim.has_target_pad() or self.sim.config.n_cubes < 1:
+                return
+            j = judge(self.sim)
+            T = self.sim.cube_pose(0)
+            state = {"stamp_ns": int(stamp_ns), "sim_time_s": self.sim.time_s, "seed": self._task_seed,
+                     "cube_xyz_m": T[:3, 3].tolist(), "target_xyz_m": self.sim.target_position().tolist(),
+                     "state": j.state, "success": j.success, "held": j.held, "place_error_m": j.place_error_m,
+                     "cube_height_m": j.cube_height_m, "tool_xyz_m": self.sim.site_pose()[:3, 3].tolist(),
+                     "gripper": float(self.sim.joint_positions()[6])}
+            self.task_state_pub.publish(String(data=json.dumps(state)))
 
         def destroy_node(self):
             self.sim.close()
