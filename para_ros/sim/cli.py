@@ -2,6 +2,7 @@
 
 Subcommands::
 
+    para-sim record --out bags/pick_place --episodes 20 --seed 0      # expert bags through sim_node (rosbag2)
     para-sim demos --out data/pick_place --episodes 300 --seed 0      # expert episodes, ROS-free (fast path)
     para-sim expert --episodes 50 --seed 100000                        # expert success rate, nothing recorded
     para-sim eval --checkpoint checkpoints/pick_place --episodes 50    # closed loop through the real nodes
@@ -54,6 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--fps", type=float, default=10.0, help="camera rate in sim time, Hz (default 10, as the sim node)")
     d.add_argument("--keep-failures", action="store_true", help="also write episodes the expert failed")
     d.add_argument("--no-progress", action="store_true")
+
+    r = sub.add_parser("record", help="record expert episodes through sim_node as rosbag2 bags (the real data path)")
+    r.add_argument("--out", required=True, help="folder for episode_XXXXXX bag directories")
+    r.add_argument("--episodes", type=_episodes, default=20)
+    r.add_argument("--seed", type=_seed, default=0)
+    r.add_argument("--keep-failures", action="store_true", help="keep bags of episodes the expert failed")
+    r.add_argument("--echo", action="store_true", help="show sim_node's output")
+    r.add_argument("--no-progress", action="store_true")
 
     e = sub.add_parser("expert", help="run the expert on seeded layouts and print its success rate")
     e.add_argument("--episodes", type=_episodes, default=50)
@@ -148,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         rc = cmd_demos(args)
     elif args.command == "expert":
         rc = cmd_expert(args)
+    elif args.command == "record":
+        from para_ros.sim.recorder import cmd_record
+        rc = cmd_record(args)
     else:
         from para_ros.sim.closed_loop import cmd_eval
         rc = cmd_eval(args)
