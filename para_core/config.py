@@ -146,7 +146,7 @@ DINOV3_PICK_PLACE: dict[str, Any] = {
 }
 
 # Presets by name (each a V4Config classmethod): the choices of every tool's --preset / random_preset.
-PRESET_NAMES = ("tiny", "pick_place", "paper", "paper_internvl")
+PRESET_NAMES = ("tiny", "pick_place", "pick_place_regression", "paper", "paper_internvl")
 
 
 @dataclass
@@ -295,6 +295,12 @@ class V4Config:
         )
         base.update(overrides)
         return cls(**base)
+
+    @classmethod
+    def pick_place_regression(cls, **overrides: Any) -> "V4Config":
+        """The paper's coordinate-regression baseline for the pick-and-place task: ``pick_place``'s backbone, data and
+        schedule, with a head that regresses the future EE positions (``para_core.regression``)."""
+        return cls.pick_place(**{"model_kind": "coord_regression", "name": "pick_place_regression", **overrides})
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "V4Config":

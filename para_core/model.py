@@ -256,6 +256,27 @@ class ParaV4Model(nn.Module):
             out.losses = compute_losses(out, targets, cfg)
         return out
 
+    def decode(self, out: V4Output, refine: bool = False) -> list:
+        """Outputs -> one ``para_core.actions.DecodedChunk`` per batch element (argmax voxel, optional refinement).
+        Raises ValueError when an observation has no valid voxel (no camera ray meets the workspace box)."""
+        from .actions import decode_outputs
+
+        if not bool(out.voxel_valid.any(dim=-1).all()):
+            raise ValueError("no valid voxel for this observation: no camera ray meets the workspace box in front of "
+                             "its camera; check T_world_cam (OpenCV optical frame -> world) and the workspace box")
+        return decode_outputs(self.config, out, refine=refine)
+
+    def visualisation(self, out: V4Output, top_k: int):
+        """(top-k most probable voxels (k, 3), their max-over-steps probability (k,), bounds of the valid voxels
+        (2, 3)) of batch element 0, numpy float64."""
+        probs = torch.softmax(out.volume_logits[0].float(), dim=-1).amax(0)  # (V,) max over steps
+        k = min(top_k, int(out.voxel_valid[0].sum()))
+        top_p, top_i = torch.topk(probs, k)
+        xyz_valid = out.voxel_xyz[0][out.voxel_valid[0]]  # (n_valid, 3)
+        bounds = torch.stack([xyz_valid.amin(0), xyz_valid.amax(0)])  # (2, 3)
+        return (out.voxel_xyz[0, top_i].double().cpu().numpy(), top_p.double().cpu().numpy(),
+                bounds.double().cpu().numpy())
+
     def param_groups(self) -> list[dict]:
         """Optimizer groups: backbone at lr * backbone_lr_mult, everything else at lr."""
         cfg = self.config
@@ -306,6 +327,15 @@ def compute_losses(out: V4Output, targets: V4Targets, config: V4Config) -> dict[
 
 # -------------------------------------------------------------------------------------------------------- registry
 MODEL_REGISTRY: dict[str, Callable[[V4Config], nn.Module]] = {"para_v4": ParaV4Model}
+
+
+def _coord_regression(config: V4Config) -> nn.Module:
+    from .regression import CoordRegressionModel
+
+    return CoordRegressionModel(config)
+
+
+MODEL_REGISTRY["coord_regression"] = _coord_regression
 
 
 def build_model(config: V4Config) -> nn.Module:

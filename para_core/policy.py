@@ -200,15 +200,8 @@ class Policy:
         use_amp = self.dtype != "fp32"
         with torch.autocast(device_type=self.device.type, dtype=_TORCH_DTYPES[self.dtype], enabled=use_amp):
             out = self.model(inputs)
-        if not bool(out.voxel_valid.any()):
-            raise ValueError("no valid voxel for this observation: no camera ray meets the workspace box in front of "
-                             "its camera; check T_world_cam (OpenCV optical frame -> world) and the workspace box")
-        chunk = decode_outputs(self.config, out, refine=self.refine)[0]
-        probs = torch.softmax(out.volume_logits[0].float(), dim=-1).amax(0)  # (V,) max over steps
-        k = min(self.config.viz_top_k, int(out.voxel_valid[0].sum()))
-        top_p, top_i = torch.topk(probs, k)
-        xyz_valid = out.voxel_xyz[0][out.voxel_valid[0]]  # (n_valid, 3)
-        bounds = torch.stack([xyz_valid.amin(0), xyz_valid.amax(0)])  # (2, 3)
+        chunk = self.model.decode(out, refine=self.refine)[0]  # model-specific (v4: argmax voxel)
+        top_xyz, top_p, bounds = self.model.visualisation(out, self.config.viz_top_k)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
@@ -217,7 +210,5 @@ class Policy:
         return PolicyOutput(
             positions_world=chunk.positions_world, quaternions_xyzw=chunk.quaternions_xyzw, gripper=chunk.gripper,
             confidence=chunk.confidence, time_offsets_s=chunk.time_offsets_s,
-            top_voxels_world=out.voxel_xyz[0, top_i].double().cpu().numpy(),
-            top_voxels_prob=top_p.double().cpu().numpy(),
-            voxel_bounds_world=bounds.double().cpu().numpy(),
+            top_voxels_world=top_xyz, top_voxels_prob=top_p, voxel_bounds_world=bounds,
         )

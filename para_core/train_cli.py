@@ -171,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n[para-train] done at iteration {result.iterations}")
     if result.final_val:
         v = result.final_val
-        print(f"  validation: voxel CE {v['voxel_ce']:.3f}, position error {v['pos_err_m'] * 100:.1f} cm "
+        from .training import main_loss_term
+
+        key = main_loss_term(v)
+        print(f"  validation: {key} {v[key]:.3f}, position error {v['pos_err_m'] * 100:.1f} cm "
               f"(last step {v['pos_err_last_m'] * 100:.1f} cm)")
     print(f"  checkpoint:  {ckpt}")
     print(f"  metrics:     {result.run_dir / 'metrics.jsonl'}  (curve: {result.run_dir / 'loss_curve.png'})")

@@ -74,6 +74,15 @@ SCHEDULE_FIELDS = ("lr", "backbone_lr_mult", "lr_warmup", "lr_schedule", "max_it
                    "name")
 
 
+# The position term of each model kind's loss (v4: voxel cross-entropy; coordinate regression: smooth-L1 in cm).
+MAIN_LOSS_TERMS = ("voxel_ce", "position_l1_cm")
+
+
+def main_loss_term(losses: dict) -> str:
+    """The name of the position term in a model's loss dict (for progress lines and plots)."""
+    return next(k for k in MAIN_LOSS_TERMS if k in losses)
+
+
 def _fail(name: str, value: Any, fix: str) -> None:
     raise ValueError(f"TrainConfig.{name} = {value!r} is invalid: {fix}")
 
@@ -507,8 +516,6 @@ class Trainer:
         """Validation metrics on held-out episodes (module docstring); {} when there are none."""
         from torch.utils.data import default_collate
 
-        from .actions import decode_outputs
-
         if self.val_set is None or len(self.val_set) == 0:
             return {}
         self.model.eval()
@@ -525,7 +532,7 @@ class Trainer:
             B = inputs.images.shape[0]
             for k, v in out.losses.items():
                 sums[k] = sums.get(k, 0.0) + float(v) * B
-            chunks = decode_outputs(self.config, out, refine=True)
+            chunks = self.model.decode(out, refine=True)
             gt = targets.positions_world.double().cpu().numpy()  # (B, T, 3)
             err = np.stack([np.linalg.norm(c.positions_world - g, axis=-1) for c, g in zip(chunks, gt)])  # (B, T)
             sums["pos_err_m"] = sums.get("pos_err_m", 0.0) + float(err.sum())
@@ -572,7 +579,8 @@ class Trainer:
                     for k, v in stats.items():
                         window.setdefault(k, []).append(v)
                     bar.update(1)
-                    bar.set_postfix(loss=f"{stats['loss']:.3f}", vox=f"{stats['voxel_ce']:.3f}",
+                    main = main_loss_term(stats)
+                    bar.set_postfix(loss=f"{stats['loss']:.3f}", **{main: f"{stats[main]:.3f}"},
                                     grip=f"{stats['gripper_ce']:.3f}", rot=f"{stats['rotation_ce']:.3f}",
                                     lr=f"{stats['lr']:.2e}")
                     it = self.iteration
@@ -586,7 +594,8 @@ class Trainer:
                         final_val = self.evaluate()
                         if final_val:
                             self._log({"split": "val", "iter": it, **final_val})
-                            bar.write(f"[val @ {it}] voxel_ce {final_val['voxel_ce']:.3f}  pos_err "
+                            key = main_loss_term(final_val)
+                            bar.write(f"[val @ {it}] {key} {final_val[key]:.3f}  pos_err "
                                       f"{final_val['pos_err_m'] * 100:.1f} cm  (last step "
                                       f"{final_val['pos_err_last_m'] * 100:.1f} cm)")
                     if (tc.ckpt_interval and it % tc.ckpt_interval == 0) or it == total:
@@ -706,11 +715,11 @@ def plot_metrics(metrics_path, png_path) -> Path | None:
     if not train_rows and not val_rows:
         return None
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
-    for key in ("loss", "voxel_ce", "gripper_ce", "rotation_ce"):
+    for key in ("loss", *MAIN_LOSS_TERMS, "gripper_ce", "rotation_ce"):
         pts = [(r["iter"], r[key]) for r in train_rows if key in r]
         if pts:
             ax0.plot(*zip(*pts), label=f"train {key}")
-    for key in ("loss", "voxel_ce"):
+    for key in ("loss", *MAIN_LOSS_TERMS):
         pts = [(r["iter"], r[key]) for r in val_rows if key in r]
         if pts:
             ax0.plot(*zip(*pts), "o--", label=f"val {key}")

@@ -433,7 +433,7 @@ def _response_volume_figure(policy, obs, state, path: Path, step: int) -> None:
     from para_core import figures
 
     out = policy.last_output
-    if out is None:
+    if out is None or not hasattr(out, "volume_logits"):  # e.g. the coordinate-regression baseline: no volume
         return
     with torch.inference_mode():
         feats, _ = policy.model.image_features(policy.preprocess(obs.cameras, state).images)  # (1, N, F, P, P)
