@@ -24,8 +24,9 @@ from para_ros.paths import share_file
 ARGUMENTS = [
     ("backend", "sim", "robot backend: sim (simulated YAM) | i2rt (real YAM on CAN via the I2RT SDK) | "
                        "topic (an arm behind a JointTrajectory topic, e.g. ros2_control)"),
-    ("checkpoint", "", "policy checkpoint directory (model.safetensors + config.json); empty = "
-                       "config/inference.yaml (default: an UNTRAINED random model)"),
+    ("checkpoint", "", "policy checkpoint directory (model.safetensors + config.json); empty = backend sim: the "
+                       "shipped pick-and-place checkpoint (checkpoints/pick_place), a robot: config/inference.yaml "
+                       "(an UNTRAINED random model unless set there); none = the UNTRAINED random model"),
     ("device", "", "torch device: auto | cpu | cuda | cuda:N; empty = config/inference.yaml"),
     ("dtype", "", "inference precision: fp32 | bf16 | fp16; empty = config/inference.yaml"),
     ("scene_image_topic", "", "scene camera images (sensor_msgs/Image); empty = config/inference.yaml"),

@@ -157,7 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
                              "topic (an arm behind a ros2_control joint_trajectory_controller: see "
                              "--joint-trajectory-topic)")
     parser.add_argument("--checkpoint", default="", help="policy checkpoint directory (model.safetensors + "
-                        "config.json); default: an UNTRAINED random model (config/inference.yaml)")
+                        "config.json); default: backend sim: the shipped pick-and-place checkpoint "
+                        "(checkpoints/pick_place); a robot: config/inference.yaml's (an UNTRAINED random model "
+                        "unless set there); 'none': the UNTRAINED random model")
+    parser.add_argument("--no-task", action="store_true",
+                        help="backend sim: do not run pick-and-place episodes (by default the launcher resets the "
+                             "task after each success or --episode-time-limit and counts attempts and successes)")
+    parser.add_argument("--episode-time-limit", type=float, default=30.0,
+                        help="backend sim: seconds per pick-and-place attempt (default 30)")
+    parser.add_argument("--task-seed", type=int, default=100000,
+                        help="backend sim: layout seed of the first attempt (default 100000, held out from training)")
     parser.add_argument("--device", default="", help="torch device: auto | cpu | cuda | cuda:N (default: file's)")
     parser.add_argument("--dtype", default="", choices=["", "fp32", "bf16", "fp16"], help="inference precision")
     for view in ("scene", "wrist"):
@@ -229,6 +238,15 @@ def run(args) -> int:
         print("para-deploy: --duration must be >= 0, --shutdown-timeout > 0, --record-image-period >= 0",
               file=sys.stderr)
         return 2
+    if not 1.0 <= args.episode_time_limit <= 600.0:
+        print(f"para-deploy: --episode-time-limit {args.episode_time_limit} must be within 1..600 s", file=sys.stderr)
+        return 2
+    try:
+        from para_ros.sim.pick_place import check_seed
+        check_seed(args.task_seed)
+    except ValueError as exc:
+        print(f"para-deploy: --task-seed: {exc}", file=sys.stderr)
+        return 2
     out = Path(args.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"))
     if not args.no_record and (out / "recording").exists():
         print(f"para-deploy: {out / 'recording'} exists already: choose another --out (or --no-record)",
@@ -250,7 +268,7 @@ def run(args) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     group = ProcessGroup(out / "logs", env, echo=args.echo)
-    monitor = recorder = None
+    monitor = recorder = driver = None
     t_start = time.monotonic()
     status = 0
     try:
@@ -270,6 +288,11 @@ def run(args) -> int:
             recorder = McapRecorder(out / "recording", recorded)
         monitor = DeployMonitor(recorder, image_period_s=args.record_image_period, topics=topics)
         monitor.data.graph_start_ns = graph_start_ns
+        if settings.backend == "sim" and not args.no_task:
+            from para_ros.sim.closed_loop import TaskDriver
+
+            driver = TaskDriver(seed=args.task_seed, time_limit_s=args.episode_time_limit)
+            driver.start()
         limit = f"for {args.duration:.0f} s" if args.duration > 0 else "until Ctrl-C"
         print(f"para-deploy: running {limit} (logs in {out / 'logs'})", flush=True)
         last_report = time.monotonic()
@@ -290,6 +313,9 @@ def run(args) -> int:
     finally:
         duration_s = time.monotonic() - t_start
         print(f"para-deploy: stopping ({reason['why']})", flush=True)
+        if driver is not None:
+            driver.stop_event.set()
+            driver.join(timeout=5.0)
         group.stop(timeout_s=args.shutdown_timeout)
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -302,7 +328,7 @@ def run(args) -> int:
     record = monitor.record()
     record.duration_s = duration_s
     record.untrained = graph.uses_untrained_model(settings)
-    lines = []
+    lines = [driver.summary_line()] if driver is not None else []
     snapshot = monitor.save_snapshot(out / "snapshot.png", lines=[
         f"PARA {record.model_id}{' (UNTRAINED)' if record.untrained else ''}",
         "path: EE -> steps (green early, blue late); squares: argmax voxels; dots: top voxels"])
@@ -323,6 +349,11 @@ def run(args) -> int:
     print(text, flush=True)
     (out / "summary.txt").write_text(text + "\n")
     summary = summary_dict(record)
+    if driver is not None:
+        from para_ros.sim.closed_loop import summarise
+
+        summary["task"] = {**summarise(driver.rows), "attempts": [vars(r) for r in driver.rows],
+                           "error": driver.error}
     summary.update({"snapshot": str(snapshot) if snapshot else None,
                     "recording": str(recorder.path) if recorder else None,
                     "nodes": {n.spec.name: {"pid": n.proc.pid, "returncode": n.returncode, "killed": n.killed,

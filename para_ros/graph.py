@@ -81,13 +81,41 @@ NODES: tuple[NodeSpec, ...] = (
 )
 
 
+# The checkpoint shipped with the package (trained on the simulator's pick-and-place task: scripts/train_pick_place).
+# It is the sim backend's default only: its images are the simulator's, never a real camera's.
+SIM_CHECKPOINT = "checkpoints/pick_place"
+UNTRAINED = "none"
+
+
+def shipped_checkpoint(relative: str = SIM_CHECKPOINT) -> str:
+    """Absolute path of a shipped checkpoint directory, or "" when this installation has none."""
+    from para_ros.paths import share_file
+
+    try:
+        return str(share_file(f"{relative}/config.json").parent)
+    except FileNotFoundError:
+        return ""
+
+
+def effective_checkpoint(settings: "DeploySettings") -> str:
+    """The checkpoint the inference node gets from the launcher: "" = none set (its file's value applies)."""
+    if settings.checkpoint == UNTRAINED:
+        return ""
+    if settings.checkpoint:
+        return settings.checkpoint
+    return shipped_checkpoint() if settings.backend == "sim" else ""
+
+
 @dataclass(frozen=True)
 class DeploySettings:
     """What a user chooses when starting the graph (both launchers take exactly these).
 
     Args:
         backend: robot backend, one of :data:`BACKENDS`.
-        checkpoint: policy checkpoint directory; "" = keep ``config/inference.yaml`` (default: untrained random model).
+        checkpoint: policy checkpoint directory; "" = the default: for backend ``sim`` the shipped pick-and-place
+            checkpoint (:data:`SIM_CHECKPOINT`, trained on this simulator), for a real robot
+            ``config/inference.yaml``'s (untrained random model unless set there); :data:`UNTRAINED` ("none") =
+            the untrained random model on any backend.
         device: torch device (``auto``, ``cpu``, ``cuda``, ``cuda:N``); "" = keep the file's value.
         dtype: ``fp32`` | ``bf16`` | ``fp16``; "" = keep the file's value.
         scene_image_topic, scene_info_topic, wrist_image_topic, wrist_info_topic: camera topics; "" = keep.
@@ -149,7 +177,10 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
     """Parameters set on top of ``spec.params_file`` for ``settings`` (only what the user chose, plus the backend)."""
     out: dict[str, object] = {}
     if spec.name == "inference_node":
-        for name in ("checkpoint", "device", "dtype", *CAMERA_TOPIC_PARAMETERS):
+        checkpoint = effective_checkpoint(settings)
+        if checkpoint or settings.checkpoint == UNTRAINED:
+            out["checkpoint"] = checkpoint
+        for name in ("device", "dtype", *CAMERA_TOPIC_PARAMETERS):
             value = getattr(settings, name)
             if value:
                 out[name] = value
@@ -168,7 +199,9 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
 
 def uses_untrained_model(settings: DeploySettings) -> bool:
     """True when the inference node will run the random-weights model: no checkpoint given here nor in its file."""
-    if settings.checkpoint:
+    if settings.checkpoint == UNTRAINED:
+        return True
+    if effective_checkpoint(settings):
         return False
     import yaml
 

@@ -187,9 +187,14 @@ class _Evaluator:
         from std_msgs.msg import String
         from std_srvs.srv import Trigger
 
-        rclpy.init()
+        from rclpy.signals import SignalHandlerOptions
+
+        # Its own context, no signal handlers: the command that owns this evaluator owns Ctrl-C (para-deploy runs
+        # one next to its monitor, which has its own context too).
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
         self.rclpy = rclpy
-        self.node = Node("para_sim_eval")
+        self.node = Node("para_sim_eval", context=self.context)
         n = self.node
         self.clients = {
             "stop": n.create_client(Trigger, "/chunk_executor/stop"),
@@ -211,7 +216,7 @@ class _Evaluator:
         n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, QoSProfile(depth=20))
         n.create_subscription(Image, "/scene_cam/image_raw", self._on_image, QoSProfile(depth=2))
         n.create_subscription(CameraInfo, "/scene_cam/camera_info", self._on_info, QoSProfile(depth=2))
-        self.executor = SingleThreadedExecutor()
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(n)
         self._spin = threading.Thread(target=self._spin_forever, daemon=True)
         self._running = True
@@ -229,7 +234,7 @@ class _Evaluator:
         self._running = False
         self._spin.join(timeout=2.0)
         self.node.destroy_node()
-        self.rclpy.try_shutdown()
+        self.rclpy.try_shutdown(context=self.context)
 
     # ---- callbacks
     def _on_state(self, msg):
@@ -470,7 +475,7 @@ def run_eval(settings: EvalSettings) -> int:
 def _wait_for_first_chunk(ev: _Evaluator, group, stop: threading.Event, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while ev.chunks == 0:
-        dead = group.first_dead()
+        dead = group.first_dead() if group is not None else None
         if dead is not None:
             raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n{group.log_tail(dead)}")
         if stop.is_set() or time.monotonic() > deadline:
@@ -522,6 +527,51 @@ def _run_episode(ev: _Evaluator, settings: EvalSettings, k: int, seed: int, stop
     last = monitor.last
     return EpisodeRow(k, seed, outcome, time.monotonic() - t0, last.place_error_m if last else float("nan"),
                       monitor.max_lift_m, chunks, rejected, layout)
+
+
+class TaskDriver(threading.Thread):
+    """Pick-and-place episodes back to back against a graph someone else started (``para-deploy --backend sim``):
+    the same episode procedure as ``para-sim eval``; ``rows`` holds the finished episodes."""
+
+    def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5):
+        super().__init__(name="para-task-driver", daemon=True)
+        from para_ros.sim.yam_scene import SimConfig
+
+        self.settings = EvalSettings(checkpoint="", episodes=1, seed=seed, time_limit_s=time_limit_s,
+                                     settle_s=settle_s, videos=False)
+        self.T_cam = SimConfig().scene_cam_T_world_cam()
+        self.stop_event = threading.Event()
+        self.rows: list[EpisodeRow] = []
+        self.error: str | None = None
+
+    def run(self) -> None:
+        ev = None
+        try:
+            ev = _Evaluator(self.T_cam)
+            _wait_for_first_chunk(ev, None, self.stop_event, timeout_s=300.0)
+            k = 0
+            while not self.stop_event.is_set():
+                row = _run_episode(ev, self.settings, k, self.settings.seed + k, self.stop_event, False)
+                if self.stop_event.is_set() and row.outcome != "success":
+                    break  # cut short by the end of the run: not an attempt
+                self.rows.append(row)
+                k += 1
+        except Exception as exc:  # report in the summary, never take the launcher down
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if ev is not None:
+                ev.close()
+
+    def summary_line(self) -> str:
+        s = summarise(self.rows)
+        causes = ", ".join(f"{o} {n}" for o, n in s["outcomes"].items() if n and o != "success")
+        text = (f"  task (pick & place)   {s['episodes']} finished attempts, {s['successes']} successes"
+                + (f" (failures: {causes})" if causes else "")
+                + (f"; median time to success {s['median_success_time_s']:.1f} s" if s["median_success_time_s"]
+                   else ""))
+        if self.error:
+            text += f"; task driver stopped: {self.error}"
+        return text
 
 
 def cmd_eval(args) -> int:
