@@ -188,7 +188,7 @@ def test_tiny_model_overfits_one_sample():
         g["lr"] *= 10
     bb_before = [p.detach().clone() for p in model.backbone.parameters()]
     losses = []
-    for _ in range(200):
+    for _ in range(300):  # 200 left the last step's argmax one voxel off once the rotation bins were re-centred
         out = model(inp, tgt)
         opt.zero_grad()
         out.losses["loss"].backward()

@@ -1,0 +1,65 @@
+"""Copy a finished ``para-train`` run's checkpoint into a shipped checkpoint folder with its recipe and curves.
+
+``python -m para_ros.sim.ship_checkpoint --run RUN --out checkpoints/pick_place --data DIR --episodes N`` writes
+``OUT/model.safetensors`` + ``config.json`` (the deployable checkpoint), ``metrics.jsonl``, ``loss_curve.png`` and
+``recipe.json``: the demonstrations (command, seeds, count), the model preset and the train config, the simulator
+settings the policy was trained under (``sim``: the sim node's shipped camera and task parameters, checked by
+``para-sim eval``), the final validation figures and the command that reproduces it (``scripts/train_pick_place``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+# sim_node parameters a policy depends on: what its cameras see and how the task is laid out.
+SIM_KEYS = ("image_width", "image_height", "scene_cam_rate_hz", "wrist_cam_rate_hz", "scene_cam_fovy_deg",
+            "wrist_cam_fovy_deg", "scene_cam_position_m", "scene_cam_look_at_m", "scene_cam_up_hint", "n_cubes")
+
+
+def sim_settings() -> dict:
+    from para_ros.deploy import _effective_params
+
+    params = _effective_params("config/sim.yaml", "sim_node", {})
+    return {k: params[k] for k in SIM_KEYS}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m para_ros.sim.ship_checkpoint", description=__doc__.split("\n\n")[0])
+    p.add_argument("--run", required=True, help="para-train run directory")
+    p.add_argument("--out", required=True, help="shipped checkpoint folder to (re)write")
+    p.add_argument("--data", default="", help="the demonstrations folder (recorded in the recipe)")
+    p.add_argument("--episodes", type=int, default=0, help="demonstrations recorded (seeds 0..N-1)")
+    args = p.parse_args(argv)
+    from para_core.training import plot_metrics, read_metrics, read_run
+
+    run = Path(args.run)
+    out = Path(args.out)
+    info = read_run(run)
+    metrics = read_metrics(run / "metrics.jsonl")
+    val = [m for m in metrics if m.get("split") == "val"]
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("model.safetensors", "config.json"):
+        shutil.copy2(run / "checkpoint" / name, out / name)
+    shutil.copy2(run / "metrics.jsonl", out / "metrics.jsonl")
+    plot_metrics(out / "metrics.jsonl", out / "loss_curve.png")
+    seeds = sorted(int(Path(d).name.split("_")[-1]) for d in info["train_episodes"] + list(info.get("val_episodes", []))
+                   if Path(d).name.split("_")[-1].isdigit())
+    recipe = {
+        "reproduce": "scripts/train_pick_place" + ("" if info["model_config"]["name"] == "pick_place" else
+                                                   f" --preset {info['model_config']['name']}"),
+        "demonstrations": {"command": f"para-sim demos --out DATA --episodes {args.episodes} --seed 0",
+                           "layout_seeds": seeds, "episodes_used": len(info["train_episodes"]),
+                           "validation_episodes": len(info.get("val_episodes", []))},
+        "preset": info["model_config"]["name"], "model_config": info["model_config"],
+        "train_config": info["train_config"], "iterations": val[-1]["iter"] if val else None,
+        "final_validation": val[-1] if val else None, "sim": sim_settings(),
+    }
+    (out / "recipe.json").write_text(json.dumps(recipe, indent=2))
+    print(f"shipped {run / 'checkpoint'} -> {out} (recipe.json, metrics.jsonl, loss_curve.png)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
