@@ -8,12 +8,13 @@ Pipeline (seed 001; shapes with B batch, N views, S img_size, P pred_size, Z bin
 3. Voxel grid (``para_core.voxels``): per-view adaptive z range, closed-form ray/plane intersection of every pixel
    centre at every bin height; voxels behind the camera or outside the workspace box are invalid.
 4. Fusion: every voxel is projected into every view and that view's feature map is bilinearly sampled there
-   (``grid_sample``, border padding); samples outside the frustum (depth <= 0 or outside [0, P)^2) are zeroed and a
-   visibility flag 0/1 is appended. Input per voxel: [feat_0 * vis_0, vis_0, ..., feat_{N-1} * vis_{N-1},
-   vis_{N-1}, height_enc] -> 3-layer MLP -> voxel feature (F). Height encoding: sin/cos of 2^k * pi * z_norm for
-   k < height_enc_dim/2 with z_norm = (z - z_lo) / (z_hi - z_lo) over the GLOBAL span (same basis in every view), or
-   a learned embedding per (view, bin) (v2 ablation). The MLP runs over chunks of ``voxel_chunk_size`` voxels
-   (gradient-checkpointed in training) so activation memory stays bounded for the paper's 1,048,576 voxels.
+   (``grid_sample``, border padding; the projection and the sampling positions stay fp32 under autocast); samples
+   outside the frustum (depth <= 0 or outside [0, P)^2) are zeroed and a visibility flag 0/1 is appended. Input per
+   voxel: [feat_0 * vis_0, vis_0, ..., feat_{N-1} * vis_{N-1}, vis_{N-1}, height_enc] -> 3-layer MLP -> voxel
+   feature (F). Height encoding: sin/cos of 2^k * pi * z_norm for k < height_enc_dim/2 with z_norm = (z - z_lo) /
+   (z_hi - z_lo) over the GLOBAL span (same basis in every view), or a learned embedding per (view, bin) (v2
+   ablation). The MLP runs over chunks of ``voxel_chunk_size`` voxels (gradient-checkpointed in training) so
+   activation memory stays bounded for the paper's 1,048,576 voxels.
 5. Query: global MLP over [EE state (position normalised to the workspace box, first two columns of R_ref^T R,
    gripper), CLS of every view, past EE positions relative to the current one / 0.1 m] -> q_head -> (B, T, F).
 6. ``volume_logits = scale * q . voxel_feat`` (B, T, V); invalid voxels -inf. ``scale`` = exp(learned log scale)
@@ -193,13 +194,17 @@ class ParaV4Model(nn.Module):
         B, N, F, P, _ = feat_maps.shape
         parts = []
         for k in range(N):
-            with torch.autocast(device_type=voxel_xyz.device.type, enabled=False):  # projection stays in fp32
+            # Projection AND sampling stay in fp32: a bf16 grid would quantise the sampling positions (bf16 keeps 8
+            # significant bits: steps of up to 1/8 pixel, errors of up to 1/16 pixel at P = 64). The (possibly bf16)
+            # feature map is sampled as stored at the exact positions and only the sampled features are cast back to
+            # its dtype, which is what the voxel MLP's autocast would cast them to anyway.
+            with torch.autocast(device_type=voxel_xyz.device.type, enabled=False):
                 uv, depth = project(voxel_xyz.float(), grid.K_pred[:, k].float(),
                                     grid.T_world_cam[:, k].float())  # (B, v, 2), (B, v)
+                g = uv_to_grid_sample(uv, P, P).unsqueeze(2)  # (B, v, 1, 2) fp32
+                sampled = Fn.grid_sample(feat_maps[:, k].float(), g, mode="bilinear", padding_mode="border",
+                                         align_corners=False).to(feat_maps.dtype)  # (B, F, v, 1)
             vis = (depth > 0) & (uv[..., 0] >= 0) & (uv[..., 0] < P) & (uv[..., 1] >= 0) & (uv[..., 1] < P)  # (B, v)
-            g = uv_to_grid_sample(uv, P, P).to(feat_maps.dtype).unsqueeze(2)  # (B, v, 1, 2)
-            sampled = Fn.grid_sample(feat_maps[:, k], g, mode="bilinear", padding_mode="border",
-                                     align_corners=False)  # (B, F, v, 1)
             vis_f = vis.to(feat_maps.dtype).unsqueeze(-1)  # (B, v, 1)
             parts.append(sampled.squeeze(-1).transpose(1, 2) * vis_f)  # (B, v, F)
             parts.append(vis_f)

@@ -241,3 +241,42 @@ def test_chunked_checkpointed_training_gives_same_gradients():
     assert grads[0].keys() == grads[1].keys()
     for n in grads[0]:
         assert torch.allclose(grads[0][n], grads[1][n], atol=1e-5, rtol=1e-4), n
+
+
+def test_sampling_positions_stay_fp32_under_bf16_autocast():
+    """Under bf16 autocast the feature maps are bf16, but the positions they are sampled at must not be: bf16 keeps 8
+    significant bits, so grid_sample coordinates cast to bf16 move by up to 1/16 pixel at P = 64. At hand-picked
+    non-grid positions the fused features must equal an fp32 sample of the same (bf16) map at the exact positions, to
+    bf16 output rounding, and the test checks that quantised positions would be told apart from it."""
+    import torch.nn.functional as Fn
+
+    from para_core.geometry import uv_to_grid_sample, unproject_to_height
+    from para_core.voxels import build_voxel_grid
+
+    torch.manual_seed(0)
+    cfg = V4Config.tiny(pred_size=64)
+    model = build_model(cfg).eval()
+    inp = make_inputs(cfg)
+    grid = build_voxel_grid(cfg, inp.K_img, inp.T_world_cam)
+    P, F = cfg.pred_size, cfg.feat_dim
+    # Scene-view pixel positions whose grid coordinates 2u/P - 1 are not bf16 numbers (|x| in [0.25, 1): steps of
+    # 1/32 .. 1/16 of a unit, i.e. 1/16 .. 1/8 pixel).
+    uv = torch.tensor([[40.3, 50.7], [12.345, 21.9], [58.91, 5.43], [33.33, 44.44], [7.77, 60.06], [47.123, 29.87]],
+                      dtype=torch.float64)
+    xyz, front = unproject_to_height(uv, 0.05, grid.K_pred[0, 0].double(), grid.T_world_cam[0, 0].double())
+    assert front.all()
+    xyz = xyz.float().unsqueeze(0)  # (1, n, 3)
+    fm = torch.randn(1, cfg.n_views, F, P, P).bfloat16()  # what the upsampled projection gives under autocast
+    with torch.no_grad(), torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        amp = model.fusion_inputs(fm, grid, xyz, torch.zeros(len(uv), dtype=torch.long))
+    assert (amp[0, :, F] == 1).all()  # visible in the scene view
+    got = amp[0, :, :F].float()  # (n, F) scene-view features
+    g = uv_to_grid_sample(uv, P, P).float().view(1, -1, 1, 2)  # (1, n, 1, 2) exact positions, fp32
+    ref = Fn.grid_sample(fm[:, 0].float(), g, mode="bilinear", padding_mode="border",
+                         align_corners=False)[0, :, :, 0].T  # (n, F)
+    tol = ref.abs() * 2.0 ** -8 + 1e-4  # bf16 rounding of the sampled value (+ the uv -> xyz -> uv round trip)
+    assert ((got - ref).abs() <= tol).all(), (got - ref).abs().max()
+    # the quantised positions the old code sampled at would fail the same tolerance at every point
+    quant = Fn.grid_sample(fm[:, 0].float(), g.bfloat16().float(), mode="bilinear", padding_mode="border",
+                           align_corners=False)[0, :, :, 0].T  # (n, F)
+    assert ((quant - ref).abs() > tol).any(dim=-1).all()
