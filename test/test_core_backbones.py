@@ -1,7 +1,8 @@
 """The second backbone (``internvl_vision``: InternVL 2.5's InternViT vision tower) behind the same interface as DINOv3:
 token layout and pixel alignment against hand computations, the 300 M parameter count against a hand count, a full v4
 forward + backward, checkpoints, local pretrained directories (a saved tower and a whole InternVL model), and the
-config validation."""
+config validation. DINOv3: token layout (CLS, registers, row-major patches) and pixel alignment against hand
+computations, and the same positional encodings in train and eval mode (its RoPE rescaling is off)."""
 import dataclasses
 import json
 
@@ -9,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from para_core.backbones import BACKBONE_REGISTRY, InternVLVisionBackbone, build_backbone, count_parameters
+from para_core.backbones import (BACKBONE_REGISTRY, DINOv3Backbone, InternVLVisionBackbone, build_backbone,
+                                 count_parameters)
 from para_core.checkpoint import load_checkpoint, save_checkpoint
-from para_core.config import INTERNVL25_1B_VISION, INTERNVL_VISION_TINY, V4Config
+from para_core.config import DINOV3_TINY, INTERNVL25_1B_VISION, INTERNVL_VISION_TINY, V4Config
 from para_core.model import build_model
 from core_fixtures import make_inputs, make_trajectory
 
@@ -247,3 +249,100 @@ def test_validation_errors_name_field_value_and_fix():
         V4Config.tiny(backbone_kind="da3")
     # transformers stores the patch as a (14, 14) pair; a square pair is accepted (e.g. a hand-edited config)
     assert _tiny(backbone_config={**INTERNVL_VISION_TINY, "patch_size": [14, 14]}).patch_size == 14
+
+
+# ------------------------------------------------------------------------------------------------------- DINOv3
+def _dinov3(**backbone_overrides) -> V4Config:
+    return V4Config.tiny(backbone_config={**DINOV3_TINY, **backbone_overrides})
+
+
+@pytest.mark.parametrize("hw", [(64, 64), (64, 96)])  # 64 x 96: a 4 x 6 grid, so a transposed reshape cannot pass
+def test_dinov3_patch_grid_and_cls_are_the_right_tokens(hw):
+    """DINOv3's last_hidden_state is [CLS, R register tokens, h*w patch tokens in row-major order]: the grid cell
+    (i, j) must be token 1 + R + i * w + j and the global token the CLS (token 0)."""
+    torch.manual_seed(0)
+    cfg = V4Config.tiny()
+    bb = build_backbone(cfg).eval()
+    assert isinstance(bb, DINOv3Backbone)
+    with torch.no_grad():  # distinct prefix tokens, so that a slice at the wrong offset cannot pass
+        bb.vit.embeddings.cls_token.normal_()
+        bb.vit.embeddings.register_tokens.normal_()
+    H, W = hw
+    x = torch.randn(2, 3, H, W)
+    with torch.no_grad():
+        out = bb(x)
+        tokens = bb.vit(pixel_values=x).last_hidden_state  # (B, 1 + R + h*w, C)
+    R, C, p = cfg.backbone_config["num_register_tokens"], cfg.backbone_config["hidden_size"], cfg.patch_size
+    h, w = H // p, W // p
+    assert R == 4 and tokens.shape == (2, 1 + R + h * w, C)
+    assert out.patch_grid.shape == (2, C, h, w) and out.cls.shape == (2, C)
+    for b in range(2):
+        for i in range(h):
+            for j in range(w):
+                assert torch.equal(out.patch_grid[b, :, i, j], tokens[b, 1 + R + i * w + j])
+    assert torch.equal(out.cls, tokens[:, 0])
+
+
+def test_dinov3_token_layout_and_pixel_alignment_by_hand():
+    """With no transformer layers every output token is the final LayerNorm of its embedding: the CLS token, the
+    register tokens and, for grid cell (i, j), the patch convolution of pixel rows [16 i, 16 i + 16) and columns
+    [16 j, 16 j + 16) (hand computation on a 4 x 6 grid); changing one pixel block changes that cell only."""
+    torch.manual_seed(0)
+    cfg = _dinov3(num_hidden_layers=0)
+    bb = build_backbone(cfg).eval()
+    vit = bb.vit
+    with torch.no_grad():
+        for t in (vit.embeddings.cls_token, vit.embeddings.register_tokens, vit.norm.weight, vit.norm.bias):
+            t.normal_()
+    x = torch.randn(1, 3, 64, 96)
+    with torch.no_grad():
+        out = bb(x)
+
+    def ln(t):  # the model's final LayerNorm, in float64
+        return torch.nn.functional.layer_norm(t.double(), (t.shape[-1],), vit.norm.weight.detach().double(),
+                                              vit.norm.bias.detach().double(), vit.norm.eps)
+
+    assert torch.allclose(out.cls[0].double(), ln(vit.embeddings.cls_token[0, 0].detach()), atol=1e-5)
+    conv = vit.embeddings.patch_embeddings
+    Wp = conv.weight.detach().double().reshape(conv.out_channels, -1)  # (C, 3 * 16 * 16)
+    for i in range(4):
+        for j in range(6):
+            block = x[0, :, 16 * i:16 * (i + 1), 16 * j:16 * (j + 1)].double().reshape(-1)  # (3 * 16 * 16,)
+            ref = ln(Wp @ block + conv.bias.detach().double())
+            assert torch.allclose(out.patch_grid[0, :, i, j].double(), ref, atol=1e-5), (i, j)
+    # the register tokens come between the CLS and the patches, and are not part of the grid
+    with torch.no_grad():
+        tokens = vit(pixel_values=x).last_hidden_state[0]  # (1 + R + 24, C)
+    assert torch.allclose(tokens[1:5].double(), ln(vit.embeddings.register_tokens[0].detach()), atol=1e-5)
+    y = x.clone()
+    y[:, :, 32:48, 16:32] += 1.0  # patch row 2, patch column 1
+    with torch.no_grad():
+        diff = (bb(y).patch_grid - out.patch_grid).abs().amax(dim=1)[0]  # (4, 6)
+    assert (diff > 1e-6).nonzero().tolist() == [[2, 1]]
+
+
+def test_dinov3_train_mode_sees_the_inference_positional_encodings():
+    """transformers' DINOv3 rescales its RoPE patch coordinates at random in train mode (``pos_embed_rescale``, 2.0 by
+    default): training forwards would see other positional encodings than inference, while PARA's head reads features
+    at exact pixels. Every preset switches it off (None); then a train-mode forward equals an eval-mode one, for the
+    backbone and for the whole v4 model. With the transformers default it does not (why it is off)."""
+    cfg = V4Config.tiny()
+    for name in ("pos_embed_rescale", "pos_embed_shift", "pos_embed_jitter"):
+        assert cfg.backbone_config.get(name) is None, name
+    assert V4Config.pick_place().backbone_config["pos_embed_rescale"] is None
+    assert V4Config.paper().backbone_config["pos_embed_rescale"] is None
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 64, 64)
+    bb = build_backbone(cfg)
+    with torch.no_grad():
+        a, b = bb.train()(x), bb.eval()(x)
+    assert torch.equal(a.patch_grid, b.patch_grid) and torch.equal(a.cls, b.cls)
+    model = build_model(cfg)
+    inp = make_inputs(cfg)
+    with torch.no_grad():
+        a, b = model.train()(inp), model.eval()(inp)
+    assert torch.equal(a.volume_logits, b.volume_logits) and torch.equal(a.gripper_logits, b.gripper_logits)
+    rescaled = build_backbone(_dinov3(pos_embed_rescale=2.0))
+    with torch.no_grad():
+        a, b = rescaled.train()(x), rescaled.eval()(x)
+    assert (a.patch_grid - b.patch_grid).abs().max() > 1e-3
