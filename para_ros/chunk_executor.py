@@ -160,6 +160,43 @@ def build_executor_config(p: dict, yam):
         ik_max_iters=p["ik_max_iters"])
 
 
+# Executor problems that are events, counted in ExecutorStatus: (counter, ERROR rather than WARN, its message from the
+# status). Each is reported in the first /diagnostics after it happened and is gone from the next one unless it
+# happened again (its condition is the event itself), see diagnostic_summary.
+EVENT_PROBLEMS = (
+    ("check_failures", True, lambda s: f"command failed the final limit check (not sent): {s.last_check_failure}"),
+    ("chunks_rejected", False, lambda s: f"chunk rejected: {s.last_rejection}"),
+    ("ik_failures", False, lambda s: f"unreachable target: {s.last_ik_error}"),
+    ("limit_events", False, lambda s: f"limits applied: {s.last_limit_event}"),
+    ("chunks_modified", False, lambda s: f"chunk modified: {s.last_warning}"),
+)
+# Executor states that are not normal operation: /diagnostics is at least WARN while the state lasts.
+WARN_STATES = ("hold_stale", "hold_unreachable", "stopped", "waiting_for_joint_state")
+
+
+def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], dict]:
+    """Level, problem texts and the counters to keep, for one ``/diagnostics`` report of an ``ExecutorStatus``.
+
+    ROS-free, so the rule is unit-testable: an event problem (:data:`EVENT_PROBLEMS`) is reported when its counter grew
+    since the ``previous`` report's counters (None: the first report, every non-zero counter) and is gone from the
+    next report if it did not happen again; a state of :data:`WARN_STATES` raises the level to WARN while it lasts.
+
+    :returns: (level: ``para_ros.health`` OK / WARN / ERROR, problem texts, the counters to pass as ``previous`` next)
+    """
+    from para_ros.health import ERROR, OK, WARN
+
+    counters = {name: getattr(status, name) for name, _, _ in EVENT_PROBLEMS}
+    problems = []
+    level = OK
+    for name, is_error, describe in EVENT_PROBLEMS:
+        if counters[name] - (previous or {}).get(name, 0) > 0:
+            problems.append(describe(status))
+            level = max(level, ERROR if is_error else WARN)
+    if status.state in WARN_STATES:
+        level = max(level, WARN)
+    return level, problems, counters
+
+
 def _make_node_class():
     """Define the node class lazily so ``--help`` works without starting the middleware."""
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -303,28 +340,7 @@ def _make_node_class():
 
         def diagnostic_status(self) -> DiagnosticStatus:
             s = self.core.status_snapshot()
-            prev = self._last_report
-            counters = (s.chunks_rejected, s.ik_failures, s.limit_events, s.check_failures, s.chunks_modified)
-            new = [a - b for a, b in zip(counters, prev)] if prev is not None else list(counters)
-            self._last_report = counters
-            problems = []
-            level = DiagnosticStatus.OK
-            if new[3] > 0:
-                level = DiagnosticStatus.ERROR
-                problems.append(f"command failed the final limit check (not sent): {s.last_check_failure}")
-            if new[0] > 0:
-                problems.append(f"chunk rejected: {s.last_rejection}")
-            if new[1] > 0:
-                problems.append(f"unreachable target: {s.last_ik_error}")
-            if new[2] > 0:
-                problems.append(f"limits applied: {s.last_limit_event}")
-            if new[4] > 0:
-                problems.append(f"chunk modified: {s.last_warning}")
-            if problems and level == DiagnosticStatus.OK:
-                level = DiagnosticStatus.WARN
-            if s.state in ("hold_stale", "hold_unreachable", "stopped", "waiting_for_joint_state") and \
-                    level == DiagnosticStatus.OK:
-                level = DiagnosticStatus.WARN
+            level, problems, self._last_report = diagnostic_summary(s, self._last_report)
             status = DiagnosticStatus()
             status.level = level
             status.name = f"{NODE_NAME}: {self.get_name()}"

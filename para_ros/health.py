@@ -54,8 +54,14 @@ class HealthReporter:
             if due:
                 self._last_logged[key] = now
         if due:
+            # Two call sites, not one: rclpy keys a logger's state by the calling line and raises ValueError ("Logger
+            # severity cannot be changed between calls") when one line logs at two severities, which would turn the
+            # first ERROR after a WARN into an exception in the caller (the inference thread's error handler).
             log = self._node.get_logger()
-            (log.error if level >= ERROR else log.warning)(f"[{key}] {message}")
+            if level >= ERROR:
+                log.error(f"[{key}] {message}")
+            else:
+                log.warning(f"[{key}] {message}")
         if changed:
             self.publish()
 

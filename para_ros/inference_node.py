@@ -16,7 +16,12 @@ Timing rules (what belongs together):
 
 Bad input never crashes the node and never yields a chunk: every problem (unsupported encoding, size mismatch with
 CameraInfo, bad K, missing/extrapolated/refused TF, silent camera, out-of-order frames, missing CameraInfo, a policy
-error) is logged (throttled, per problem) and reported on ``/diagnostics``, and that observation is dropped.
+error) is logged (throttled, per problem) and reported on ``/diagnostics``, and that observation is dropped. Every
+problem also clears once its condition is gone (``para_ros.health``): a bad image stamp (``image_stamp.<view>``) at
+that camera's next frame with a valid stamp, the pairing problem at the next pair, the observation problems
+(``image``, ``camera_info``, ``tf``, ``joint_states``) and ``distortion.<view>`` at the next observation built without
+them, ``policy`` and ``internal_error`` at the next chunk published; ``test/test_faults_diagnostics.py`` checks that
+every key set has such a path.
 """
 from __future__ import annotations
 
@@ -176,8 +181,12 @@ class InferenceNode:
             dropped = self.pairer.add(view, stamp_ns, msg, now_ns=self.node.get_clock().now().nanoseconds)
         if dropped:
             self.health.count("dropped.image_stamp")
-            self.health.problem("image_stamp", dropped)
+            self.health.problem(f"image_stamp.{view}", dropped)
         else:
+            # A frame of this camera that is newer than the last one and not from the future: the bad stamp (a clock
+            # jump, a reordering) is over. One key per camera, so one camera with a wrong clock does not flap the
+            # problem of the other on and off.
+            self.health.clear(f"image_stamp.{view}")
             self._wake.set()
 
     def _inference_loop(self) -> None:
@@ -269,6 +278,8 @@ class InferenceNode:
             warning = distortion_ignored(info, self.params["camera_matrix"])
             if warning:
                 self.health.problem(f"distortion.{view}", f"{view} camera: {warning}")
+            else:
+                self.health.clear(f"distortion.{view}")
             camera_frame = info.header.frame_id or frame.message.header.frame_id
             T_world_cam = self._lookup(camera_frame, frame.stamp_ns, f"{view} camera pose")
             cameras.append(CameraObservation(image_rgb=rgb, K=K, T_world_cam=T_world_cam))
@@ -364,6 +375,7 @@ class InferenceNode:
         latency_s = (self.node.get_clock().now().nanoseconds - stamp_ns) / 1e9
         self.latencies_s.append(latency_s)
         self.health.count("chunks_out")
+        self.health.clear("internal_error")  # a whole observation went through: the unexpected error is gone
         self.health.set_value("latency_median_s", f"{np.median(self.latencies_s):.4f}")
         self.health.set_value("latency_p99_s", f"{np.percentile(self.latencies_s, 99):.4f}")
         self.health.set_value("policy_total_s", f"{self.policy.last_timing_s.get('total', float('nan')):.4f}")

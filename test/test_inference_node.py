@@ -272,3 +272,11 @@ def test_images_out_of_order(rig):
     stamp_count = len(rig.chunks)
     _expect_rejected(rig, publish, "is not newer than the last")
     assert len(rig.chunks) > stamp_count
+    # ... and the problem is gone once newer frames came (it once stayed on /diagnostics for good).
+    wait_for(lambda: not any(kv.key.startswith("problem.image_stamp") for kv in _latest_status(rig).values), 5,
+             what="/diagnostics without the image_stamp problem after newer frames")
+
+
+def _latest_status(rig):
+    """The newest /diagnostics status of the inference node."""
+    return next(s for d in reversed(list(rig.diagnostics)) for s in d.status if s.name.startswith("para: inference"))
