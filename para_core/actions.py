@@ -4,7 +4,13 @@ Targets (``encode_targets``):
 
 - Voxels: for each step's GT position, the voxel of each view that contains it (``para_core.voxels.locate_points``),
   weighted 1 / (number of views where it is visible): the soft target of the voxel CE. ``teacher_voxel`` is that voxel
-  in the first view (in ``view_names`` order) where it is visible, -1 when it is visible in none.
+  in the first view (in ``view_names`` order) where it is visible, -1 when it is visible in none: a fixed GT voxel
+  for tools and tests. It is NOT where the gripper/rotation head trains: the soft target makes every view's copy of
+  the point equally right, so the view the inference argmax lands in is the model's preference, which labels cannot
+  know. The model therefore trains its head at the GT voxel it currently scores highest (all of the point's voxels
+  are in ``voxel_index`` / ``voxel_weight``), the voxel inference reads whenever it localises the point correctly
+  (``para_core.model.training_head_voxel``). Rules decidable here (first visible view, finest voxel, ...) would pin
+  the head to one view that inference need not pick.
 - Gripper: bin ``round(g * (G - 1))`` of the opening g in [0, 1]; bin i decodes to ``i / (G - 1)``.
 - Rotation: the rotation vector r of ``R_ref^T R`` (R_ref = ``rotation_ref_quat_xyzw``, a top-down tool pose, so the
   usual grasps sit near r = 0, far from the pi-ambiguity and with no gimbal lock); each component is binned into

@@ -20,9 +20,15 @@ Pipeline (seed 001; shapes with B batch, N views, S img_size, P pred_size, Z bin
 6. ``volume_logits = scale * q . voxel_feat`` (B, T, V); invalid voxels -inf. ``scale`` = exp(learned log scale)
    initialised at 1/sqrt(F), or the fixed 1/sqrt(F).
 7. Gripper/rotation head: 4-layer MLP on [voxel_feat at the chosen voxel, q_t] -> gripper logits (G) and rotation
-   logits (3 x R). The chosen voxel is the teacher voxel in training (``V4Targets.teacher_voxel``) and the argmax voxel
-   at inference (and for training steps with no visible target). q_t is included so that two steps choosing the
-   same voxel can still differ in gripper/rotation.
+   logits (3 x R). The chosen voxel is the argmax voxel at inference. In training (``training_head_voxel``) it is, of
+   the GT point's voxels (one per view that sees it: the soft target's voxels), the one with the highest current
+   logit, and the argmax voxel for steps whose point no view sees. Why: the soft target spreads the voxel CE evenly
+   over the views, so which view's copy of the point the inference argmax lands in is the model's own preference,
+   not a fixed view; training the head at the first visible view's voxel (``V4Targets.teacher_voxel``, the rule
+   before) taught it on voxels that inference, picking the other view's, never shows it. With this rule the head
+   reads, for every step the model localises correctly, exactly the voxel inference will read. The choice is made on
+   detached logits (no gradient through it); ties go to the earlier view. q_t is included so that two steps choosing
+   the same voxel can still differ in gripper/rotation.
 
 Loss (``compute_losses``), reported per step: voxel CE with a SOFT target -- the GT point's containing voxel in every
 view where it is visible (``para_core.voxels.locate_points``), each with weight 1/(number of such views) --, averaged
@@ -66,7 +72,8 @@ class V4Targets:
 
     voxel_index: torch.Tensor  # (B, T, N) long: the GT point's voxel in each view (0 where not visible)
     voxel_weight: torch.Tensor  # (B, T, N) float: soft-target weights, rows sum to 1 (or 0: no visible view)
-    teacher_voxel: torch.Tensor  # (B, T) long: voxel for the gripper/rotation head, -1 = none visible
+    teacher_voxel: torch.Tensor  # (B, T) long: the first visible view's voxel, -1 = none visible (a fixed GT voxel;
+    # the head's training voxel is chosen among all visible views' voxels, see ``training_head_voxel``)
     gripper_bin: torch.Tensor  # (B, T) long
     rotation_bins: torch.Tensor  # (B, T, 3) long
     positions_world: torch.Tensor  # (B, T, 3) the GT points (for metrics)
@@ -247,9 +254,9 @@ class ParaV4Model(nn.Module):
         scale = self.logit_log_scale.exp()
         logits = torch.einsum("btf,bvf->btv", q, voxel_feat) * scale  # (B, T, V)
         logits = logits.float().masked_fill(~grid.valid.unsqueeze(1), float("-inf"))  # (B, T, V)
-        chosen = logits.detach().argmax(dim=-1)  # (B, T)
+        chosen = logits.detach().argmax(dim=-1)  # (B, T) inference: the argmax voxel
         if targets is not None:
-            chosen = torch.where(targets.teacher_voxel >= 0, targets.teacher_voxel, chosen)
+            chosen = training_head_voxel(logits.detach(), targets, chosen)  # (B, T)
         at = torch.gather(voxel_feat, 1, chosen.unsqueeze(-1).expand(-1, -1, voxel_feat.shape[-1]))  # (B, T, F)
         head = self.grip_rot_head(torch.cat([at, q.to(at.dtype)], dim=-1)).float()  # (B, T, G + 3R)
         out = V4Output(
@@ -290,6 +297,21 @@ class ParaV4Model(nn.Module):
         head = [p for p in self.parameters() if p.requires_grad and id(p) not in bb_ids]
         return [{"params": head, "lr": cfg.lr, "name": "head"},
                 {"params": bb, "lr": cfg.lr * cfg.backbone_lr_mult, "name": "backbone"}]
+
+
+def training_head_voxel(logits: torch.Tensor, targets: V4Targets, fallback: torch.Tensor) -> torch.Tensor:
+    """The voxel the gripper/rotation head reads in training (module docstring, step 7): of each step's GT voxels
+    (``targets.voxel_index`` where ``voxel_weight > 0``) the one with the highest logit, ``fallback`` (the argmax
+    voxel) where no view sees the point. Ties go to the earlier view.
+
+    :param logits: (B, T, V) (detached); ``fallback``: (B, T) long. :return: (B, T) long.
+    """
+    cand = torch.gather(logits, -1, targets.voxel_index)  # (B, T, N) logit of each view's GT voxel
+    seen = targets.voxel_weight > 0  # (B, T, N)
+    # a seen voxel always beats an unseen one, even at -inf (a GT voxel the model's own grid masks at its edge)
+    cand = torch.where(seen, cand.clamp(min=torch.finfo(cand.dtype).min), torch.full_like(cand, float("-inf")))
+    best = torch.gather(targets.voxel_index, -1, cand.argmax(-1, keepdim=True)).squeeze(-1)  # (B, T)
+    return torch.where(seen.any(-1), best, fallback)
 
 
 # ---------------------------------------------------------------------------------------------------------- losses

@@ -280,3 +280,50 @@ def test_sampling_positions_stay_fp32_under_bf16_autocast():
     quant = Fn.grid_sample(fm[:, 0].float(), g.bfloat16().float(), mode="bilinear", padding_mode="border",
                            align_corners=False)[0, :, :, 0].T  # (n, F)
     assert ((quant - ref).abs() > tol).any(dim=-1).all()
+
+
+def test_training_head_voxel_rule_by_hand():
+    """Of the GT voxels (one per view that sees the point) the head trains at the one with the highest logit; unseen
+    views never count, even with a higher logit; ties go to the earlier view; no view sees it: the argmax voxel."""
+    from para_core.model import V4Targets, training_head_voxel
+
+    ninf = float("-inf")
+    V = 10
+    logits = torch.zeros(1, 6, V)
+    index = torch.tensor([[[2, 7], [2, 7], [0, 7], [0, 0], [2, 7], [4, 6]]])  # (1, 6, N = 2)
+    weight = torch.tensor([[[.5, .5], [.5, .5], [0., 1.], [0., 0.], [.5, .5], [0., 1.]]])
+    logits[0, 0, 2], logits[0, 0, 7] = 1.0, 3.0  # both views see it, the second view's voxel scores higher
+    logits[0, 1, 2], logits[0, 1, 7] = 5.0, 3.0  # the first view's voxel scores higher
+    logits[0, 2, 0], logits[0, 2, 7] = 100.0, 1.0  # only the second view sees it; voxel 0 is no GT voxel
+    logits[0, 3, 9] = 4.0  # no view sees it: the argmax voxel
+    logits[0, 4, 2] = logits[0, 4, 7] = 2.0  # tie: the earlier view
+    logits[0, 5, 4], logits[0, 5, 6] = 1.0, ninf  # the only GT voxel is masked in the model's grid: still it
+    zeros = torch.zeros(1, 6, dtype=torch.long)
+    tgt = V4Targets(voxel_index=index, voxel_weight=weight, teacher_voxel=zeros, gripper_bin=zeros,
+                    rotation_bins=zeros.unsqueeze(-1).expand(-1, -1, 3), positions_world=torch.zeros(1, 6, 3))
+    chosen = training_head_voxel(logits, tgt, logits.argmax(-1))
+    assert chosen.tolist() == [[7, 2, 7, 9, 2, 6]]
+
+
+def test_training_head_reads_the_gt_voxel_the_model_scores_highest():
+    """In a forward with targets the head reads, per step, the GT voxel with the highest logit -- for this sample that
+    is the second (wrist) view's voxel at some step, where the first-visible rule (``teacher_voxel``) reads the scene
+    view's -- and its logits are the head's MLP at that voxel, by hand."""
+    torch.manual_seed(0)
+    cfg = V4Config.tiny()
+    model = build_model(cfg).eval()
+    inp, tgt = _sample(cfg)
+    with torch.no_grad():
+        out = model(inp, tgt)
+    n_other_view = 0
+    for t in range(cfg.n_window):
+        seen = tgt.voxel_weight[0, t] > 0
+        gt = tgt.voxel_index[0, t][seen]
+        best = gt[out.volume_logits[0, t, gt].argmax()]
+        assert out.chosen_voxel[0, t] == best
+        n_other_view += int(best != tgt.teacher_voxel[0, t])
+        x = torch.cat([out.voxel_feat[0, best], out.query[0, t]]).double().numpy()
+        ref = _mlp_by_hand(model.grip_rot_head, x)
+        got = torch.cat([out.gripper_logits[0, t], out.rotation_logits[0, t].reshape(-1)]).double().numpy()
+        assert np.abs(got - ref).max() < 1e-5
+    assert n_other_view >= 1  # the case that tells the two rules apart occurs in this sample
