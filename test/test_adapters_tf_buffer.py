@@ -122,13 +122,38 @@ def test_extrapolation_into_future_and_past(tree):
         buf.lookup_transform("base", "lone", at(3.1))
 
 
-def test_data_older_than_cache_time_is_dropped():
-    buf = Buffer(cache_time=Duration(seconds=2))
+def test_data_older_than_cache_time_is_dropped_by_tf2s_rule():
+    check_cache_window_rule(Buffer)
+
+
+def check_cache_window_rule(buffer_class):
+    """tf2's ``TimeCache::insertData`` (upstream is the contract): with L the newest stamp held BEFORE an insert, the
+    insert first drops every stamp older than L - cache_time (one exactly cache_time older stays), then refuses new
+    data older than that bound (returning False with the reason; the drop has happened anyway), else stores it. So the
+    drop lags one insert behind a new newest stamp. (Also run on the upstream path: test_faults_tf_upstream_path.)"""
+    buf = buffer_class(cache_time=Duration(seconds=2))
     for t_s in np.arange(0.0, 5.01, 0.5):
-        buf.set_transform(stamped("base", "arm", random_T(1), float(t_s)), "test")
+        assert buf.set_transform(stamped("base", "arm", random_T(1), float(t_s)), "test")
+    # Inserting 5.0 pruned against 4.5: 2.5 (= 4.5 - 2) is still held, older stamps are gone.
+    buf.lookup_transform("base", "arm", at(2.5))
+    with pytest.raises(ExtrapolationException, match="past"):
+        buf.lookup_transform("base", "arm", at(2.45))
+    # The next insert prunes against 5.0: 2.5 goes, 3.0 (= 5.0 - 2, exactly the cache time) stays.
+    assert buf.set_transform(stamped("base", "arm", random_T(1), 5.5), "test")
     buf.lookup_transform("base", "arm", at(3.0))
     with pytest.raises(ExtrapolationException, match="past"):
-        buf.lookup_transform("base", "arm", at(2.5))
+        buf.lookup_transform("base", "arm", at(2.75))
+    assert buf.last_rejection is None
+    # Older than 5.5 - 2 = 3.5: refused and not stored, with the reason; the prune against 5.5 still took 3.0.
+    assert buf.set_transform(stamped("base", "arm", random_T(2), 3.4), "test") is False
+    assert "old data in TF from 'base' to 'arm'" in buf.last_rejection and "arm" in buf.rejections_by_child
+    with pytest.raises(ExtrapolationException, match="past"):
+        buf.lookup_transform("base", "arm", at(3.45))
+    np.testing.assert_allclose(transform_to_matrix(buf.lookup_transform("base", "arm", at(3.5))), random_T(1),
+                               atol=1e-9)
+    # Exactly the cache time old is not "older": accepted (and a good transform clears the child's refusal).
+    assert buf.set_transform(stamped("base", "arm", random_T(1), 3.5), "test")
+    assert "arm" not in buf.rejections_by_child
 
 
 def test_unknown_and_disconnected_frames(tree):

@@ -15,7 +15,16 @@ Semantics kept from tf2:
 * a request after the newest or before the oldest stamp of a link raises :class:`ExtrapolationException` (stamps are
   integer nanoseconds, so the comparison is exact, as in tf2); an unknown frame raises :class:`LookupException`;
   frames in different trees raise :class:`ConnectivityException`;
-* dynamic data older than ``cache_time`` before the newest stamp of its link is dropped.
+* the cache window, in tf2's order (``TimeCache::insertData`` of tf2 ``cache.cpp``): with ``L`` the newest stamp a
+  link holds BEFORE an insert, the insert (1) first drops every stamp older than ``L - cache_time`` (strictly: a stamp
+  exactly ``cache_time`` older stays), (2) then refuses the new data if it is older than that same bound (tf2's
+  ``TF_OLD_DATA``; ``set_transform`` returns False and says why; the drop of step 1 has happened anyway), (3) else
+  stores it. So the drop lags one insert behind a new newest stamp: inserting 5.0 s on top of 4.5 s with a 2 s cache
+  leaves 2.5 s in the buffer until the next insert. :func:`old_data_reason` is the refusal's text on both paths.
+
+Where this differs from tf2 (input a correct publisher never sends): two different transforms with the same stamp
+replace each other here (tf2 keeps both and, depending on the lookup, answers with either); a frame that changes its
+parent starts an empty history here (tf2 keeps one history per child with the old parent's entries in it).
 
 Added on top (also applied to upstream by :mod:`para_ros.adapters.tf`): transforms with empty or equal frame ids,
 non-finite values or a quaternion whose norm is off 1 by more than :data:`QUATERNION_NORM_TOLERANCE` are refused and
@@ -101,6 +110,14 @@ def transform_rejection_reason(transform: TransformStamped) -> str | None:
     return None
 
 
+def old_data_reason(parent: str, child: str, stamp_ns: int, newest_ns: int, cache_time_ns: int) -> str:
+    """Why a dynamic transform at ``stamp_ns`` is refused when its child's newest stamp is ``newest_ns`` (tf2's
+    ``TF_OLD_DATA``: older than ``newest - cache_time``); the same text on the upstream and the fallback path."""
+    return (f"old data in TF from '{parent}' to '{child}' (TF_OLD_DATA): stamp {_seconds(stamp_ns)} s is more than the "
+            f"cache time {_seconds(cache_time_ns)} s before the newest {_seconds(newest_ns)} s; a publisher's clock "
+            "jumped back or its data arrives too late")
+
+
 def time_to_ns(time) -> int:
     """Nanoseconds of an ``rclpy.time.Time`` or a ``builtin_interfaces/Time`` message."""
     if isinstance(time, Time):
@@ -143,7 +160,8 @@ class Buffer:
 
     def __init__(self, cache_time: Duration | None = None, node=None) -> None:
         """
-        :param cache_time: how long (before the newest stamp of each link) dynamic data is kept; default 10 s.
+        :param cache_time: how long (before the newest stamp of each link) dynamic data is kept, by tf2's rule (module
+            docstring); default 10 s, as tf2's ``BufferCore::DEFAULT_CACHE_TIME``.
         :param node: accepted for API parity (upstream serves ``tf2_frames`` on it); unused here.
         """
         self.cache_time_ns = duration_to_ns(DEFAULT_CACHE_TIME if cache_time is None else cache_time)
@@ -197,10 +215,15 @@ class Buffer:
             if static:
                 link.stamps_ns, link.translations, link.quaternions = [0], [translation], [quaternion]
             else:
-                if link.stamps_ns and stamp_ns < link.stamps_ns[-1] - self.cache_time_ns:
-                    return self._reject(child, f"old data in TF from '{parent}' to '{child}': stamp "
-                                               f"{_seconds(stamp_ns)} s is more than the cache time before the newest "
-                                               f"{_seconds(link.stamps_ns[-1])} s")
+                if link.stamps_ns:  # tf2's order (module docstring): prune against the newest held, then refuse
+                    newest_ns = link.stamps_ns[-1]
+                    bound_ns = newest_ns - self.cache_time_ns
+                    keep_from = bisect.bisect_left(link.stamps_ns, bound_ns)  # stamps < bound go, == bound stays
+                    if keep_from:
+                        del link.stamps_ns[:keep_from], link.translations[:keep_from], link.quaternions[:keep_from]
+                    if stamp_ns < bound_ns:
+                        return self._reject(child, old_data_reason(parent, child, stamp_ns, newest_ns,
+                                                                   self.cache_time_ns))
                 i = bisect.bisect_left(link.stamps_ns, stamp_ns)
                 if i < len(link.stamps_ns) and link.stamps_ns[i] == stamp_ns:  # same stamp: newest message wins
                     link.translations[i], link.quaternions[i] = translation, quaternion
@@ -208,9 +231,6 @@ class Buffer:
                     link.stamps_ns.insert(i, stamp_ns)
                     link.translations.insert(i, translation)
                     link.quaternions.insert(i, quaternion)
-                keep_from = bisect.bisect_left(link.stamps_ns, link.stamps_ns[-1] - self.cache_time_ns)
-                if keep_from:
-                    del link.stamps_ns[:keep_from], link.translations[:keep_from], link.quaternions[:keep_from]
             self.rejections_by_child.pop(child, None)
             self._cond.notify_all()
         return True
