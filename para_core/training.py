@@ -513,7 +513,16 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Validation metrics on held-out episodes (module docstring); {} when there are none."""
+        """Validation metrics on held-out episodes (module docstring); {} when there are none.
+
+        The loss terms come from the model run with the targets, so the v4 gripper/rotation CEs (``gripper_ce``,
+        ``rotation_ce``) are those of the head at the voxel it trains at (a GT voxel). Models with a voxel
+        distribution (outputs with ``volume_logits``) also report ``gripper_ce_at_argmax`` / ``rotation_ce_at_argmax``:
+        the same CEs from the model run without targets, i.e. at the argmax voxel that inference reads (one more
+        forward per batch); the gap between the two pairs is what mislocalised steps cost the gripper and rotation.
+        Models without voxels (coordinate regression) report neither.
+        """
+        import torch.nn.functional as Fn
         from torch.utils.data import default_collate
 
         if self.val_set is None or len(self.val_set) == 0:
@@ -529,9 +538,15 @@ class Trainer:
             inputs, targets = make_batch(batch, self.config, self.device)
             with self._autocast():
                 out = self.model(inputs, targets)
+                at_argmax = self.model(inputs) if hasattr(out, "volume_logits") else None  # what inference reads
             B = inputs.images.shape[0]
             for k, v in out.losses.items():
                 sums[k] = sums.get(k, 0.0) + float(v) * B
+            if at_argmax is not None:
+                for key, logits, bins in (("gripper_ce_at_argmax", at_argmax.gripper_logits, targets.gripper_bin),
+                                          ("rotation_ce_at_argmax", at_argmax.rotation_logits, targets.rotation_bins)):
+                    ce = Fn.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), bins.reshape(-1))  # mean
+                    sums[key] = sums.get(key, 0.0) + float(ce) * B
             chunks = self.model.decode(out, refine=True)
             gt = targets.positions_world.double().cpu().numpy()  # (B, T, 3)
             err = np.stack([np.linalg.norm(c.positions_world - g, axis=-1) for c, g in zip(chunks, gt)])  # (B, T)

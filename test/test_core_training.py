@@ -313,6 +313,41 @@ def test_validation_split_and_bad_setups(tmp_path, episodes):
         Trainer(cfg, quick(), [], tmp_path / "never", resume=True)
 
 
+def test_validation_reports_gripper_and_rotation_ce_at_the_argmax_voxel(tmp_path, episodes):
+    """Validation's gripper/rotation CEs come from the model run with targets (the head at a GT voxel); the
+    ``*_at_argmax`` pair is the same CE at the voxel inference reads (the model run without targets), by hand on the
+    same frames. The coordinate-regression model has no voxels and reports neither."""
+    import torch.nn.functional as Fn
+    from torch.utils.data import default_collate
+
+    cfg = V4Config.tiny(max_iters=1, batch_size=4)
+    tc = quick(val_episodes=(str(episodes[-1]),), val_max_samples=4)
+    t = Trainer(cfg, tc, episodes, tmp_path / "v4")
+    metrics = t.evaluate()
+    assert {"loss", "voxel_ce", "gripper_ce", "rotation_ce", "pos_err_m", "pos_err_last_m", "gripper_ce_at_argmax",
+            "rotation_ce_at_argmax"} <= set(metrics)
+    n = len(t.val_set)
+    idx = np.unique(np.linspace(0, n - 1, 4).round().astype(int))  # the frames evaluate() picks: one batch of 4
+    inputs, targets = make_batch(default_collate([t.val_set[int(i)] for i in idx]), cfg, "cpu")
+    model = t.model.eval()
+    with torch.no_grad():
+        forced, free = model(inputs, targets), model(inputs)
+    assert torch.equal(free.chosen_voxel, free.volume_logits.argmax(-1))
+    grip = Fn.cross_entropy(free.gripper_logits.reshape(-1, cfg.n_gripper_bins), targets.gripper_bin.reshape(-1))
+    rot = Fn.cross_entropy(free.rotation_logits.reshape(-1, cfg.n_rotation_bins), targets.rotation_bins.reshape(-1))
+    assert metrics["gripper_ce_at_argmax"] == pytest.approx(grip.item(), rel=1e-5)
+    assert metrics["rotation_ce_at_argmax"] == pytest.approx(rot.item(), rel=1e-5)
+    assert metrics["gripper_ce"] == pytest.approx(forced.losses["gripper_ce"].item(), rel=1e-5)
+    assert metrics["rotation_ce"] == pytest.approx(forced.losses["rotation_ce"].item(), rel=1e-5)
+    # untrained, the argmax is no GT voxel: the two pairs measure the head at different voxels
+    assert (forced.chosen_voxel != free.chosen_voxel).any()
+    assert abs(metrics["gripper_ce_at_argmax"] - metrics["gripper_ce"]) > 1e-6
+    assert abs(metrics["rotation_ce_at_argmax"] - metrics["rotation_ce"]) > 1e-6
+    reg = Trainer(cfg.replace(model_kind="coord_regression"), tc, episodes, tmp_path / "regression").evaluate()
+    assert {"loss", "position_l1_cm", "gripper_ce", "rotation_ce", "pos_err_m", "pos_err_last_m"} <= set(reg)
+    assert not {"gripper_ce_at_argmax", "rotation_ce_at_argmax"} & set(reg)
+
+
 # ----------------------------------------------------------------------------------------------------------- CLI
 def test_cli_help():
     out = subprocess.run([sys.executable, "-m", "para_core.train_cli", "--help"], capture_output=True, text=True,
