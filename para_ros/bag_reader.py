@@ -482,8 +482,9 @@ class BagReader:
         hold), the first one before the first; None when the bag has no gripper joint."""
         if not self.has_gripper:
             return None
-        i = int(np.searchsorted(self.gripper_stamps_ns, int(stamp_ns), side="right")) - 1
-        return float(self.gripper_values[max(i, 0)])
+        from para_ros.observation_pairing import sample_and_hold
+
+        return float(sample_and_hold(self.gripper_stamps_ns.tolist(), self.gripper_values.tolist(), stamp_ns))
 
     def past_positions(self, stamp_ns: int, n: int, step_dt_s: float, current_xyz: np.ndarray) -> np.ndarray:
         """(n, 3) EE positions at ``stamp - k * step_dt_s`` for k = n..1 (oldest first); times without TF take the

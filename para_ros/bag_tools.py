@@ -220,6 +220,32 @@ def calib(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------------ play
+def play(args) -> int:
+    """Publish a recording into the live graph with its original timing (``para_ros.bag_play``)."""
+    import signal
+    import threading
+
+    from para_ros.bag_play import BagPlayer, PlayOptions, parse_remaps
+    from para_ros.dds_env import apply_loopback_dds_env
+
+    options = PlayOptions(bag=args.bag, rate=args.rate, start_offset_s=args.start_offset, loop=args.loop,
+                          clock=args.clock, clock_rate_hz=args.clock_rate, remaps=parse_remaps(args.remap),
+                          topics=tuple(args.topics or ()))
+    if not Path(args.bag).is_dir():
+        raise BagError(f"{args.bag} is not a rosbag2 directory")
+    apply_loopback_dds_env()
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        counts = BagPlayer(options, stop).run()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    print("para-bag play: published " + ", ".join(f"{t} {n}" for t, n in counts.items()))
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------------ eval
 def load_policy(args):
     from para_core.config import V4Config
@@ -499,6 +525,17 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--frames", type=int, default=8, help="frames on the sheet, evenly over the recording")
     ca.add_argument("--views", default="scene,wrist", help="comma-separated camera views")
     _add_topic_args(ca)
+    pl = sub.add_parser("play", help="publish a recording into the live graph with its original timing "
+                                     "(ros2 bag play without ROS)")
+    pl.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
+    pl.add_argument("--rate", type=float, default=1.0, help="playback speed factor (default 1)")
+    pl.add_argument("--start-offset", type=float, default=0.0, help="skip this many seconds of the recording")
+    pl.add_argument("--loop", action="store_true", help="replay until Ctrl-C")
+    pl.add_argument("--clock", action="store_true", help="publish /clock of the recording's time (run the nodes "
+                    "with use_sim_time:=true)")
+    pl.add_argument("--clock-rate", type=float, default=100.0, help="/clock rate, Hz (default 100)")
+    pl.add_argument("--remap", nargs="*", metavar="FROM:=TO", help="topic remaps, e.g. /cam/image:=/scene_cam/image_raw")
+    pl.add_argument("--topics", nargs="*", help="only these topics (default all)")
     ev = sub.add_parser("eval", help="replay a recording through a policy and score it against the recorded TF")
     ev.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
     src = ev.add_mutually_exclusive_group(required=True)
@@ -529,7 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return {"extract": extract, "calib": calib, "eval": evaluate}[args.command](args)
+        return {"extract": extract, "calib": calib, "play": play, "eval": evaluate}[args.command](args)
     except (BagError, FileExistsError, ValueError) as exc:
         print(f"para-bag {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -32,8 +32,10 @@ from collections import deque
 import numpy as np
 
 from para_ros.health import ERROR
+from para_ros.observation_pairing import sample_and_hold
 
 
+GRIPPER_HISTORY = 500  # joint-state samples kept for the gripper at an image stamp (10 s at 50 Hz)
 VIEW_TOPIC_DEFAULTS = {
     "scene": ("/scene_cam/image_raw", "/scene_cam/camera_info"),
     "wrist": ("/wrist_cam/image_raw", "/wrist_cam/camera_info"),
@@ -128,7 +130,9 @@ class InferenceNode:
                                         max_age_ns=int(p["max_observation_age_s"] * 1e9))
         self._lock = threading.Lock()
         self._camera_info: dict[str, object] = {}
-        self._gripper: float | None = None
+        self._gripper: float | None = None  # newest opening (0..1); the history below gives it at a stamp
+        self._gripper_stamps_ns: deque = deque(maxlen=GRIPPER_HISTORY)
+        self._gripper_values: deque = deque(maxlen=GRIPPER_HISTORY)
         self.latencies_s: deque[float] = deque(maxlen=500)
 
         for view in self.views:
@@ -222,7 +226,15 @@ class InferenceNode:
         if name in msg.name:
             i = list(msg.name).index(name)
             if i < len(msg.position) and np.isfinite(msg.position[i]):
-                self._gripper = float(np.clip(msg.position[i] / self.params["gripper_open_position"], 0.0, 1.0))
+                stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                value = float(np.clip(msg.position[i] / self.params["gripper_open_position"], 0.0, 1.0))
+                with self._lock:
+                    if self._gripper_stamps_ns and stamp_ns < self._gripper_stamps_ns[-1]:
+                        self._gripper_stamps_ns.clear()  # time went back (a replay loop, a sim reset)
+                        self._gripper_values.clear()
+                    self._gripper_stamps_ns.append(stamp_ns)
+                    self._gripper_values.append(value)
+                    self._gripper = value
 
     # ------------------------------------------------------------------------------------------ inference
     def try_infer(self) -> None:
@@ -290,7 +302,9 @@ class InferenceNode:
                                 " yet: assuming the gripper is open")
         else:
             self.health.clear("gripper")
-        state = RobotState(T_world_ee=T_world_ee, gripper=1.0 if self._gripper is None else self._gripper,
+        with self._lock:  # the opening at the image stamp, by the bag tools' rule (sample and hold)
+            gripper = sample_and_hold(list(self._gripper_stamps_ns), list(self._gripper_values), pair.stamp_ns)
+        state = RobotState(T_world_ee=T_world_ee, gripper=1.0 if gripper is None else gripper,
                            past_positions_world=past)
         for key in ("image", "camera_info", "tf", "joint_states"):  # every view and the EE made it: problems gone
             self.health.clear(key)

@@ -140,3 +140,14 @@ def past_positions(ee_xyz_at, stamp_ns: int, n: int, step_dt_s: float, current_x
         last = p if p is not None else last
         out.append(last)
     return np.asarray(out, dtype=np.float64).reshape(n, 3)
+
+
+def sample_and_hold(stamps_ns, values, stamp_ns: int):
+    """The value of the newest sample at or before ``stamp_ns`` (the first sample when all are newer); None when there
+    are none. ``stamps_ns`` ascending. One rule for the live node and the bag tools (the gripper at an image stamp)."""
+    import bisect
+
+    if len(stamps_ns) == 0:
+        return None
+    i = bisect.bisect_right(stamps_ns, int(stamp_ns)) - 1
+    return values[max(i, 0)]
