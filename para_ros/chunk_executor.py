@@ -25,6 +25,15 @@ commanded tool pose (``PoseStamped``, FK of each command, stamped with the time 
 A bad chunk never crashes the node and never moves the arm: it is rejected whole, with a throttled warning and a
 diagnostics status naming the problem. Parameter defaults: ``config/executor.yaml``; limits: ``config/yam.yaml``.
 
+Lost feedback: when the arm's state is older than ``joint_state_timeout_s`` (default 0.2 s, well under the real
+YAM's 400 ms motor timeout), the node sends NO command at all (not a hold: see
+:mod:`para_ros.execution.executor_core`, step 0), drops its chunks, logs an error (throttled, 1 s) and reports the
+problem ``joint_state`` on ``/diagnostics`` (ERROR) until a fresh state comes; commands resume only after that AND a
+new chunk, from the freshly measured joints. The state's time is when the last complete ``JointState`` (every arm
+joint, and the gripper when ``gripper_joint_name`` is set, merged by name as the backends read it) arrived on
+``joint_states_topic`` (topic backends, the node's clock), or when the SDK read last succeeded (``i2rt_sdk``: the
+SDK's own reading, which this node cannot date further).
+
 Run: ``python -m para_ros.chunk_executor --ros-args --params-file config/executor.yaml -p backend:=i2rt_sdk``.
 """
 from __future__ import annotations
@@ -44,6 +53,10 @@ PARAM_DESCRIPTIONS = {
                            "JointTrajectory point's time_from_start (the trajectory is stamped 0: start on "
                            "receipt). > 0; see config/executor.yaml for the choice of 0.05.",
     "stale_timeout_s": "Hold position when no chunk was accepted for this long (s).",
+    "joint_state_timeout_s": "Send NO commands while the arm's measured state is older than this (s): the last "
+                             "complete JointState on joint_states_topic, or the last successful SDK read; chunks are "
+                             "dropped, and commands resume only with a fresh state and a new chunk, from the measured "
+                             "joints. > 0; default 0.2, well under the real YAM's 400 ms motor timeout.",
     "blend_mode": "How overlapping chunks combine: 'latest' (newest covering chunk wins) or 'ensemble' (ACT temporal "
                   "ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",
     "ensemble_k": "Decay of the ensembling weight per chunk (> 0 favours older chunks like ACT, < 0 newer).",
@@ -157,7 +170,7 @@ def build_executor_config(p: dict, yam):
         jerk_limits=JerkLimits(p["smoothing_max_velocity_rad_s"], p["smoothing_max_acceleration_rad_s2"],
                                p["smoothing_max_jerk_rad_s3"]),
         ik_position_tol_m=p["ik_position_tol_m"], ik_rotation_tol_rad=p["ik_rotation_tol_rad"],
-        ik_max_iters=p["ik_max_iters"])
+        ik_max_iters=p["ik_max_iters"], joint_state_timeout_s=p["joint_state_timeout_s"])
 
 
 # Executor problems that are events, counted in ExecutorStatus: (counter, ERROR rather than WARN, its message from the
@@ -171,23 +184,26 @@ EVENT_PROBLEMS = (
     ("chunks_modified", False, lambda s: f"chunk modified: {s.last_warning}"),
 )
 # Executor states that are not normal operation: /diagnostics is at least WARN while the state lasts.
-WARN_STATES = ("hold_stale", "hold_unreachable", "stopped", "waiting_for_joint_state")
+WARN_STATES = ("hold_stale", "hold_unreachable", "stopped", "waiting_for_joint_state", "joint_state_lost",
+               "waiting_for_chunk")
 
 
 def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], dict]:
     """Level, problem texts and the counters to keep, for one ``/diagnostics`` report of an ``ExecutorStatus``.
 
-    ROS-free, so the rule is unit-testable: an event problem (:data:`EVENT_PROBLEMS`) is reported when its counter grew
-    since the ``previous`` report's counters (None: the first report, every non-zero counter) and is gone from the
-    next report if it did not happen again; a state of :data:`WARN_STATES` raises the level to WARN while it lasts.
+    ROS-free, so the rule is unit-testable: an active problem of ``status.problems`` (``joint_state``: lost feedback)
+    is reported, at ERROR, for as long as the core keeps it (it removes it when the condition is gone); an event
+    problem (:data:`EVENT_PROBLEMS`) is reported when its counter grew since the ``previous`` report's counters (None:
+    the first report, every non-zero counter) and is gone from the next report if it did not happen again; a state of
+    :data:`WARN_STATES` raises the level to WARN while it lasts.
 
     :returns: (level: ``para_ros.health`` OK / WARN / ERROR, problem texts, the counters to pass as ``previous`` next)
     """
     from para_ros.health import ERROR, OK, WARN
 
     counters = {name: getattr(status, name) for name, _, _ in EVENT_PROBLEMS}
-    problems = []
-    level = OK
+    problems = [f"{key}: {message}" for key, message in status.problems.items()]
+    level = ERROR if problems else OK
     for name, is_error, describe in EVENT_PROBLEMS:
         if counters[name] - (previous or {}).get(name, 0) > 0:
             problems.append(describe(status))
@@ -195,6 +211,43 @@ def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], d
     if status.state in WARN_STATES:
         level = max(level, WARN)
     return level, problems, counters
+
+
+class JointStateWatch:
+    """When every joint the executor reads was last heard on a ``JointState`` topic (receipt time, node clock).
+
+    A subscription of its own next to the backend's reader (``JointStateReader`` keeps values, not times), with the
+    reader's rule: joints may come split over several messages and are merged by name, so the state is as old as its
+    least recently heard joint (:meth:`last_complete_s`). Receipt time, not ``header.stamp``: a driver's clock may
+    differ from this node's, and what the watchdog needs is whether the state still arrives.
+    """
+
+    def __init__(self, node, topic: str, names: tuple[str, ...], now_s):
+        from sensor_msgs.msg import JointState
+
+        from para_ros.execution_ros.topic_backends import JOINT_STATE_QOS
+
+        self.names = tuple(names)
+        self._now_s = now_s
+        self._heard: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self.sub = node.create_subscription(JointState, topic, self._on_joint_state, JOINT_STATE_QOS)
+
+    def _on_joint_state(self, msg) -> None:
+        if len(msg.position) != len(msg.name):  # the reader ignores these too
+            return
+        t = self._now_s()
+        with self._lock:
+            for name, position in zip(msg.name, msg.position):
+                if name in self.names and position == position and abs(position) != float("inf"):
+                    self._heard[name] = t
+
+    def last_complete_s(self) -> float | None:
+        """Receipt time of the oldest of the needed joints' latest values; None until each was heard once."""
+        with self._lock:
+            if not all(n in self._heard for n in self.names):
+                return None
+            return min(self._heard[n] for n in self.names)
 
 
 def _make_node_class():
@@ -208,7 +261,8 @@ def _make_node_class():
 
     from para_ros.execution.backends import I2rtSdkBackend
     from para_ros.execution.control_loop import FixedRateLoop
-    from para_ros.execution.executor_core import ExecutorCore
+    from para_ros.execution.executor_core import (JOINT_STATE_LOST, JOINT_STATE_PROBLEM, WAITING_FOR_CHUNK,
+                                                  ExecutorCore)
     from para_ros.execution.limits import load_yam_config
     from para_ros.execution.yam_frames import YamFrames
     from para_ros.execution_ros.chunk_msg import chunk_from_msg
@@ -236,6 +290,14 @@ def _make_node_class():
             self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
             self.world_frame = self.yam.model.world_frame
             self.backend = self._make_backend(p)
+            self.state_watch = None  # topic backends: when the joint state last arrived (the SDK read is dated here)
+            if p["backend"] != "i2rt_sdk":
+                gripper = (p["gripper_joint_name"],) if p["gripper_joint_name"] else ()
+                self.state_watch = JointStateWatch(self, p["joint_states_topic"], self.arm_joint_names + gripper,
+                                                   self.now_s)
+            self._state_source = (f"{p['joint_states_topic']}" if self.state_watch is not None
+                                  else "the I2RT SDK read")
+            self._last_state = None  # executor state at the previous tick (feedback-loss log lines on changes)
             self.state_publisher = None
             if p["backend"] == "i2rt_sdk":  # the executor owns the arm: nobody else can publish its state
                 frames = None
@@ -321,14 +383,48 @@ def _make_node_class():
             now = self.now_s()
             if now <= 0.0:  # use_sim_time and no /clock yet
                 return
-            measured = self.backend.read_joints()
-            if measured is not None:
-                self.core.set_measured_joints(*measured)
+            measured, measured_s = self._read_state(now)
+            if measured is not None and measured_s is not None:
+                self.core.set_measured_joints(*measured, measured_s=measured_s)
             command = self.core.tick(now)
+            self._report_feedback()
             if command is None:
                 return
             self.backend.send(command)
             self.pose_pub.publish(pose_stamped(command, self.world_frame))
+
+        def _read_state(self, now: float):
+            """(measured joints or None, when they were measured or None) from the backend (see module docstring)."""
+            try:
+                measured = self.backend.read_joints()
+            except Exception as err:  # noqa: BLE001 - a failing read is lost feedback, not a dead control loop
+                self.get_logger().error(f"reading the arm's joints failed: {type(err).__name__}: {err}",
+                                        throttle_duration_sec=1.0)
+                return None, None
+            if measured is None:
+                return None, None
+            return measured, (self.state_watch.last_complete_s() if self.state_watch is not None else now)
+
+        def _report_feedback(self) -> None:
+            """Log lost feedback (error, throttled) and its end (info, at the change); publish diagnostics at once
+            when the executor enters or leaves a feedback-loss state (the control thread calls this every tick)."""
+            s = self.core.status
+            state, problem = s.state, s.problems.get(JOINT_STATE_PROBLEM)
+            if problem is not None:
+                self.get_logger().error(f"{problem} (now {s.joint_state_age_s:.3f} s old; state from "
+                                        f"{self._state_source})", throttle_duration_sec=1.0)
+            previous, self._last_state = self._last_state, state
+            if previous is None or state == previous:
+                return
+            lost = (JOINT_STATE_LOST, WAITING_FOR_CHUNK)
+            if previous == JOINT_STATE_LOST and state == WAITING_FOR_CHUNK:
+                self.get_logger().info(f"joint state from {self._state_source} is fresh again: sending nothing until "
+                                       "a new chunk is accepted")
+            elif previous in lost and state not in lost:
+                self.get_logger().info(f"new chunk after the joint state loss: commanding again ({state}) from the "
+                                       "measured joints")
+            if state in lost or previous in lost:
+                self._problem_diagnostics()
 
         # ---- diagnostics ----------------------------------------------------------------------------------------
 
@@ -357,6 +453,9 @@ def _make_node_class():
                 "last_limit_event": s.last_limit_event, "check_failures": s.check_failures,
                 "ticks": s.ticks, "commands": s.commands, "last_command_stamp_s": repr(s.last_command_stamp_s),
                 "last_chunk_accepted_s": repr(s.last_chunk_accepted_s),
+                "joint_state_timeout_s": self.params["joint_state_timeout_s"],
+                "joint_state_age_s": repr(s.joint_state_age_s), "last_joint_state_s": repr(s.last_joint_state_s),
+                "joint_state_losses": s.joint_state_losses, "chunks_ignored_no_state": s.chunks_ignored_no_state,
                 "control_rate_hz": self.params["control_rate_hz"],
                 "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
                 "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
@@ -366,6 +465,7 @@ def _make_node_class():
                 values["joint_states_published"] = self.state_publisher.published
                 values["state_publish_failures"] = self.state_publisher.failures
                 values["last_state_publish_error"] = self.state_publisher.last_error
+            values.update({f"problem.{key}": message for key, message in s.problems.items()})
             status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
             return status
 

@@ -3,8 +3,8 @@ an independent interpolation reference.
 
 The driver lives in the test process (its own rclpy context, spun in a thread); the executor runs as a child process
 (``python -m para_ros.chunk_executor``). The driver publishes chunks and ``/joint_states`` (the initial pose, then
-every commanded position echoed back, like an arm that tracks perfectly), and records every JointTrajectory,
-commanded pose and diagnostics message with its arrival time.
+every commanded position echoed back, like an arm that tracks perfectly; ``publish_states = False`` cuts them), and
+records every JointTrajectory, commanded pose and diagnostics message with its arrival time.
 
 References are independent of the code under test: FK is the i2rt SDK's own ``Kinematics`` on its MJCF;
 interpolation is ``numpy.interp`` for positions/gripper and ``scipy.spatial.transform.Slerp`` for orientations.
@@ -107,6 +107,8 @@ class ExecutorDriver:
         self.q_arm = np.asarray(q_init, dtype=float).copy()
         self.gripper = float(gripper_init)
         self.names = [f"joint{i}" for i in range(1, 7)] + ["gripper"]
+        self.publish_states = True  # False: the arm's /joint_states fall silent (a cut cable, a dead driver)
+        self.last_state_publish_s = float("nan")  # wall time of the latest /joint_states sent
         self._JointState = JointState
         self.node.create_subscription(JointTrajectory, f"{prefix}/joint_trajectory", self._on_command, deep)
         self.node.create_subscription(PoseStamped, f"{prefix}/commanded_pose", self._on_pose, deep)
@@ -143,11 +145,14 @@ class ExecutorDriver:
             self.diagnostics.extend(s for s in msg.status if s.name.startswith("chunk_executor"))
 
     def _publish_joint_state(self):
+        if not self.publish_states:
+            return
         msg = self._JointState()
         msg.header.stamp = self.node.get_clock().now().to_msg()
         with self.lock:
             msg.name = list(self.names)
             msg.position = [float(v) for v in self.q_arm] + [self.gripper]
+            self.last_state_publish_s = time.time()
         self.js_pub.publish(msg)
 
     # ---- the executor process -------------------------------------------------------------------------------------

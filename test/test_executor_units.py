@@ -357,6 +357,91 @@ def test_core_unreachable_hold_vs_best_effort(kin):
         assert bool(np.any(c.q_rad != q0)) is moves
 
 
+def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_fresh_state_and_a_new_chunk(kin):
+    """Lost feedback on injected times: commands stop at the first tick more than joint_state_timeout_s after the
+    last measurement, the timeline is dropped, chunks are ignored meanwhile; a fresh state alone sends nothing, a new
+    chunk after it restarts from the freshly measured joints (not from the old target)."""
+    core = _core(kin, stale_timeout_s=5.0, joint_state_timeout_s=0.2)
+    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
+    q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
+                np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    core.set_measured_joints(q0, 0.5, measured_s=0.0)
+    assert core.add_chunk(_top_down_chunk(kin, 0.0, [0.3, 0, 0.1], [0.05, 0, 0], n=40), 0.0)[0]
+    sent = {}
+    for k in range(0, 101):  # 0 .. 1.0 s; the arm reports its state until 0.5 s, then nothing
+        t = round(k * 0.01, 10)
+        if t <= 0.5:
+            core.set_measured_joints(core.last_command[0], 0.5, measured_s=t)  # a perfect arm
+        sent[t] = core.tick(t)
+    assert all(sent[t] is not None for t in sent if t <= 0.7 + 1e-9)  # age <= 0.2 s: still commanding
+    assert all(sent[t] is None for t in sent if t > 0.7 + 1e-9), "a command with a stale joint state"
+    last_before_loss = sent[0.7].q_rad
+    assert np.any(last_before_loss != q0), "the arm was not moving before the loss"
+    s = core.status_snapshot()
+    assert s.state == "joint_state_lost" and s.joint_state_losses == 1 and len(core.timeline) == 0
+    assert "no fresh joint state within joint_state_timeout_s 0.2 s (the last one measured at t=0.500 s)" in \
+        s.problems["joint_state"] and s.joint_state_age_s == pytest.approx(0.5)
+    # A chunk while the state is stale is ignored (counted), not kept for later.
+    ok, why = core.add_chunk(_top_down_chunk(kin, 1.0, [0.35, 0, 0.1], [0.05, 0, 0]), 1.0)
+    assert not ok and "joint_state_timeout_s" in why and core.status.chunks_ignored_no_state == 1
+    # Fresh state (the arm sagged meanwhile): still nothing, the problem is gone, waiting for a chunk.
+    q_sagged = last_before_loss + np.array([0.0, -0.02, 0.01, 0.0, 0.0, 0.0])
+    core.set_measured_joints(q_sagged, 0.5, measured_s=1.1)
+    assert core.tick(1.1) is None and core.status.state == "waiting_for_chunk" and core.status.problems == {}
+    assert core.tick(1.2) is None  # ... for as long as no chunk comes (the state is still fresh: 0.1 s old)
+    # A new chunk: the first command starts at the measured joints (one limited step from them), not at the target
+    # the old timeline would have reached.
+    core.set_measured_joints(q_sagged, 0.5, measured_s=1.25)
+    p_sagged = kin.fk(q_sagged)[:3, 3]
+    assert core.add_chunk(_top_down_chunk(kin, 1.25, p_sagged, [0.05, 0, 0]), 1.25)[0]
+    first = core.tick(1.26)
+    assert first is not None and core.status.state == "tracking"
+    step = np.abs(first.q_rad - q_sagged)
+    assert np.all(step <= np.asarray(core.limits.max_joint_speed_rad_s) * core.config.period_s + 1e-9)
+    assert np.linalg.norm(first.T_base_tool[:3, 3] - p_sagged) < 0.005
+
+
+def test_core_watchdog_needs_measurement_times_and_a_positive_timeout(kin):
+    from para_ros.execution.executor_core import ExecutorConfig
+    core = _core(kin, joint_state_timeout_s=0.2)
+    with pytest.raises(ValueError, match="measured_s"):
+        core.set_measured_joints(np.zeros(6), 0.5)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="joint_state_timeout_s"):
+            ExecutorConfig(joint_state_timeout_s=bad)
+    # Without a watchdog (None) a state measured once keeps commanding, as benches and offline tools expect.
+    free = _core(kin)
+    free.set_measured_joints(np.array([0, 1.6, 1.3, -1.2, 0, 0]), 0.5)
+    assert free.tick(100.0) is not None
+
+
+def test_joint_state_watch_dates_the_oldest_needed_joint():
+    """Joints merged by name over several messages (one per controller), as the backends read them: the state is
+    as old as its least recently heard joint; NaN and malformed messages do not count."""
+    from sensor_msgs.msg import JointState
+
+    from para_ros.chunk_executor import JointStateWatch
+
+    class FakeNode:
+        def create_subscription(self, *_a):
+            return None
+
+    clock = {"t": 0.0}
+    watch = JointStateWatch(FakeNode(), "/joint_states", ("j1", "j2", "gripper"), lambda: clock["t"])
+    assert watch.last_complete_s() is None
+    watch._on_joint_state(JointState(name=["j1", "j2"], position=[0.0, 0.1]))
+    assert watch.last_complete_s() is None  # the gripper was never heard
+    clock["t"] = 1.0
+    watch._on_joint_state(JointState(name=["gripper"], position=[0.5]))
+    assert watch.last_complete_s() == 0.0
+    clock["t"] = 2.0
+    watch._on_joint_state(JointState(name=["j1", "j2", "other"], position=[0.0, float("nan"), 1.0]))
+    watch._on_joint_state(JointState(name=["j2"], position=[]))  # malformed: ignored
+    assert watch.last_complete_s() == 0.0  # j2 only ever came finite at 0.0
+    watch._on_joint_state(JointState(name=["j2"], position=[0.2]))
+    assert watch.last_complete_s() == 1.0  # now the gripper (1.0) is the oldest
+
+
 # ---- node configuration (no middleware needed) -----------------------------------------------------------------------
 
 def test_every_node_parameter_has_a_default_in_executor_yaml_and_a_description():

@@ -4,12 +4,14 @@
 cleared keeps ``/diagnostics`` at WARN forever (it happened with a wrist image stamped in the past). Two kinds of check:
 
 * static: every problem key the inference node's code sets (``health.problem(KEY, ...)``, ``_ObservationProblem(KEY,
-  ...)``) has a ``health.clear(KEY)`` somewhere in that code; keys must be literal strings or f-strings, so this
-  test sees them all;
+  ...)``) has a ``health.clear(KEY)`` somewhere in that code, and every keyed problem of the executor core
+  (``status.problems[KEY] = ...``) a ``problems.pop(KEY)``; keys must be literal strings, f-strings or module
+  constants, so this test sees them all;
 * by exercise, ROS-free or in-process (no other process, no DDS peer): each inference-node problem is caused with bad
   input and then clean input brings the status back to OK with no active problem; each executor problem (an event
-  counted since the previous report, or a non-normal state) is gone from the next report once the executor is back
-  to normal. A final check makes sure every key the static walk finds is exercised (or named as covered otherwise).
+  counted since the previous report, a keyed problem such as lost feedback, or a non-normal state) is gone from the
+  next report once the executor is back to normal. A final check makes sure every key the static walk finds is
+  exercised (or named as covered otherwise). Lost feedback over real DDS: test_faults_executor_joint_state_loss.
 """
 from __future__ import annotations
 
@@ -223,7 +225,52 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     seen.add(state_at(0.44))  # hold_unreachable ...
     assert core.add_chunk(_chunk(0.45, [0.3, 0.0, 0.1], R), 0.45)[0]
     assert state_at(0.46) == "tracking" and recovered()  # ... until a reachable target
+
+    # With the feedback watchdog: joint_state_lost (problem joint_state, ERROR) -> waiting_for_chunk -> tracking.
+    watched = ExecutorCore(ExecutorConfig(checks=checks, joint_state_timeout_s=0.2), yam, kinematics=kin)
+    watched.set_measured_joints(q0, 0.5, measured_s=0.0)
+    assert watched.tick(0.1) is not None
+    assert watched.tick(0.25) is None and watched.status.state == "joint_state_lost"
+    seen.add(watched.status.state)
+    level, problems, _ = diagnostic_summary(watched.status_snapshot(), None)
+    assert "joint_state" in watched.status.problems and problems[0].startswith("joint_state: no fresh joint state")
+    watched.set_measured_joints(q0, 0.5, measured_s=0.3)
+    assert watched.tick(0.3) is None and watched.status.state == "waiting_for_chunk"  # fresh, but no chunk yet
+    seen.add(watched.status.state)
+    assert watched.status.problems == {}  # the problem clears with the fresh state ...
+    assert watched.add_chunk(_chunk(0.31, [0.3, 0.0, 0.1], R), 0.31)[0]
+    watched.set_measured_joints(q0, 0.5, measured_s=0.32)
+    assert watched.tick(0.32) is not None and watched.status.state == "tracking"  # ... the state with a new chunk
+    s = watched.status_snapshot()
+    assert diagnostic_summary(s, diagnostic_summary(s, None)[2])[0] == OK
     assert seen == set(WARN_STATES), f"WARN states not exercised here: {set(WARN_STATES) - seen}"
+
+
+def _module_constants(tree) -> dict[str, str]:
+    return {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}
+
+
+def test_every_executor_problem_key_is_removed_somewhere():
+    """The executor core's keyed problems (``status.problems[KEY] = ...``) each have a ``problems.pop(KEY)``."""
+    path = REPO / "para_ros" / "execution" / "executor_core.py"
+    tree = ast.parse(path.read_text())
+    constants = _module_constants(tree)
+
+    def key(arg):
+        return constants.get(arg.id) if isinstance(arg, ast.Name) else _key_of(arg)
+
+    keys_set, removed = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr == "problems":
+                    keys_set.add(key(t.slice))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pop"
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "problems"):
+            removed.add(key(node.args[0]))
+    assert keys_set == {"joint_state"}, keys_set  # the walk works (and sees every key: none is None)
+    assert not keys_set - removed, f"executor problems set but never removed: {sorted(keys_set - removed)}"
 
 
 # ---- the inference node, in process: each problem, then clean input -> OK -----------------------------------------

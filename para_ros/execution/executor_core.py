@@ -2,6 +2,14 @@
 
 Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
 
+0. lost feedback (``joint_state_timeout_s`` set, the node's default 0.2 s): when the arm's measured state is older
+   than that, the tick sends NOTHING (returns None), drops the timeline and reports the problem ``joint_state``.
+   Nothing, not a hold: a hold would be a command computed from a state nobody measured, and a real arm's watchdog
+   (the YAM's motors time out after 400 ms without commands) can only see a silent executor; what the arm does
+   without commands is its driver's rule (a joint trajectory controller keeps the end of its last trajectory).
+   Commands resume only when a fresh state has come AND a chunk was accepted after it (chunks that arrive while the
+   state is stale are ignored, counted): the first command then starts from the freshly measured joints, never from
+   an old target (the timeline was dropped). Until that chunk the tick still sends nothing (``waiting_for_chunk``);
 1. stopped -> hold; no fresh chunk for ``stale_timeout_s`` -> drop the timeline and hold;
 2. sample the timeline at ``now + command_lookahead_s`` (the command sent at ``now`` is where the tool should be
    a lookahead later; a joint trajectory controller gets it as the point at ``time_from_start = lookahead`` of a
@@ -15,7 +23,8 @@ Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
    (the previous one is repeated and the failure reported).
 
 "Hold" means: send the previous command again (zero motion). Commands start only once the arm's joint state is
-known (from the backend): the first command equals the measured joints.
+known (from the backend): the first command equals the measured joints. Lost feedback (step 0) is the one case in
+which a tick with a known state sends nothing at all.
 """
 from __future__ import annotations
 
@@ -43,6 +52,11 @@ TRACKING = "tracking"
 HOLD_STALE = "hold_stale"
 HOLD_UNREACHABLE = "hold_unreachable"
 STOPPED = "stopped"
+JOINT_STATE_LOST = "joint_state_lost"  # no fresh measured state: nothing is sent
+WAITING_FOR_CHUNK = "waiting_for_chunk"  # fresh state after a loss, no chunk since: nothing is sent
+
+# Keys of ExecutorStatus.problems (active problems, removed when their condition is gone)
+JOINT_STATE_PROBLEM = "joint_state"  # the measured state is older than joint_state_timeout_s
 
 
 @dataclass
@@ -59,6 +73,10 @@ class ExecutorConfig:
         smoothing: "none" or "ruckig".
         jerk_limits: limits of the ruckig smoother (used when smoothing == "ruckig").
         ik_position_tol_m, ik_rotation_tol_rad, ik_max_iters: IK success thresholds and effort cap.
+        joint_state_timeout_s: send nothing once the measured joint state is older than this (s; module docstring,
+            step 0). None (the default here): no watchdog, for callers that measure once and tick on (benches, offline
+            tests); the node always sets it (parameter ``joint_state_timeout_s``, default 0.2 s). With it set,
+            :meth:`ExecutorCore.set_measured_joints` needs the time of each measurement.
     """
 
     control_rate_hz: float = 100.0
@@ -72,8 +90,13 @@ class ExecutorConfig:
     ik_position_tol_m: float = 5e-4
     ik_rotation_tol_rad: float = 5e-3
     ik_max_iters: int = 40
+    joint_state_timeout_s: float | None = None
 
     def __post_init__(self):
+        if self.joint_state_timeout_s is not None and not (np.isfinite(self.joint_state_timeout_s)
+                                                           and self.joint_state_timeout_s > 0):
+            raise ValueError(f"joint_state_timeout_s={self.joint_state_timeout_s!r}: must be > 0 s (default 0.2, well "
+                             "under the YAM's 400 ms motor timeout)")
         if not (np.isfinite(self.control_rate_hz) and 1.0 <= self.control_rate_hz <= 2000.0):
             raise ValueError(f"control_rate_hz={self.control_rate_hz!r}: use a rate in [1, 2000] Hz (default 100)")
         if not (np.isfinite(self.command_lookahead_s) and 0.0 < self.command_lookahead_s <= 1.0):
@@ -123,6 +146,10 @@ class ExecutorStatus:
     Times are on the caller's clock (the node's ROS clock): ``last_command_stamp_s`` is the tick time of the latest
     command (``commands`` counts it), ``last_chunk_accepted_s`` when the latest chunk was accepted (staleness runs
     from there). Read a consistent copy with :meth:`ExecutorCore.status_snapshot`.
+
+    ``problems`` holds the active problems by key (``joint_state`` while the measured state is stale); each is removed
+    when its condition is gone. ``joint_state_age_s`` is the age of the measured state at the latest tick (NaN
+    without a watchdog), ``last_joint_state_s`` when it was measured.
     """
 
     state: str = WAITING_FOR_STATE
@@ -145,6 +172,11 @@ class ExecutorStatus:
     last_chunk_accepted_s: float = float("nan")
     chunks_in_force: int = 0
     last_tick_compute_s: float = 0.0
+    chunks_ignored_no_state: int = 0
+    joint_state_losses: int = 0
+    joint_state_age_s: float = float("nan")
+    last_joint_state_s: float = float("nan")
+    problems: dict = field(default_factory=dict)
 
 
 class ExecutorCore:
@@ -174,21 +206,35 @@ class ExecutorCore:
         self._measured: tuple[np.ndarray, float] | None = None
         self._stopped = False
         self._last_accept_s: float | None = None
+        self._measured_s: float | None = None  # when self._measured was measured (caller's clock)
+        self._suspended = False  # feedback was lost: nothing is sent until fresh state and a chunk after it
+        self._chunk_since_loss = False
 
     # ---- inputs ---------------------------------------------------------------------------------------------------
 
-    def set_measured_joints(self, q_rad: np.ndarray, gripper: float) -> None:
+    def set_measured_joints(self, q_rad: np.ndarray, gripper: float, measured_s: float | None = None) -> None:
         """Latest measured arm joints (6,) and gripper; the first one initialises the command.
 
         ``gripper`` NaN means "not measured" (an arm whose gripper is commanded on its own topic): the gripper
         command then stays unset (NaN, nothing sent for it) until a chunk gives a gripper target, which becomes the
         first gripper command as it is (no rate limit from a value nobody knows); from then on the usual limits apply.
+
+        :param measured_s: when the state was measured (the caller's clock, as ``tick``'s ``now_s``; the node: when
+            the last complete ``JointState`` arrived, or when the SDK read succeeded). Required with
+            ``joint_state_timeout_s``: the watchdog compares it with the tick time. The same state passed again with
+            the same time does not make it fresh.
         """
+        if self.config.joint_state_timeout_s is not None and measured_s is None:
+            raise ValueError("set_measured_joints: pass measured_s (when the state was measured) with "
+                             "joint_state_timeout_s set; the watchdog needs the age of the state")
         q = np.asarray(q_rad, dtype=float).reshape(-1)[:6]
         if q.shape != (6,) or not np.all(np.isfinite(q)) or np.isinf(gripper):
             return
         with self._lock:
             self._measured = (q.copy(), float(gripper))
+            if measured_s is not None and (self._measured_s is None or measured_s > self._measured_s):
+                self._measured_s = float(measured_s)
+                self.status.last_joint_state_s = float(measured_s)
             if self._q_cmd is None:
                 self._reseed(q, float(gripper))
                 self.status.state = STOPPED if self._stopped else IDLE
@@ -200,6 +246,15 @@ class ExecutorCore:
         if self.smoother is not None:
             self.smoother.reset(q)
 
+    def _state_stale(self, now_s: float) -> bool:
+        """True when the watchdog is on, a state was measured once, and the latest one is too old at ``now_s``."""
+        timeout = self.config.joint_state_timeout_s
+        return timeout is not None and self._measured_s is not None and now_s - self._measured_s > timeout
+
+    def _no_state_reason(self, now_s: float) -> str:
+        return (f"no fresh joint state for {now_s - self._measured_s:.3f} s (> joint_state_timeout_s "
+                f"{self.config.joint_state_timeout_s:g} s)")
+
     def add_chunk(self, chunk: Chunk, now_s: float) -> tuple[bool, str]:
         """Validate ``chunk`` and place it on the timeline. Returns (accepted, reason or warning text)."""
         chunk.received_s = now_s
@@ -208,6 +263,9 @@ class ExecutorCore:
             if self._stopped:
                 self.status.chunks_ignored_stopped += 1
                 return False, "executor is stopped: call ~/resume to accept chunks again"
+            if self._state_stale(now_s):
+                self.status.chunks_ignored_no_state += 1
+                return False, f"{self._no_state_reason(now_s)}: chunk ignored until the arm's state is fresh again"
         try:
             clean, warnings = validate_chunk(chunk, now_s, self.config.checks)
         except ChunkRejected as err:
@@ -225,6 +283,8 @@ class ExecutorCore:
                 return False, self.status.last_rejection
             self.status.chunks_accepted += 1
             self._last_accept_s = now_s
+            if self._suspended:
+                self._chunk_since_loss = True
             self.status.last_chunk_accepted_s = now_s
             if warnings:
                 self.status.chunks_modified += 1
@@ -235,6 +295,7 @@ class ExecutorCore:
         """Stop: drop every chunk; from the next tick on, commands hold the last commanded position."""
         with self._lock:
             self._stopped = True
+            self._chunk_since_loss = False  # after a feedback loss, only a chunk accepted after ~/resume restarts
             self.timeline.clear()
             self.status.state = STOPPED
 
@@ -251,7 +312,7 @@ class ExecutorCore:
     def status_snapshot(self) -> ExecutorStatus:
         """A copy of :attr:`status` taken between ticks (its counters and times belong together)."""
         with self._lock:
-            return dataclasses.replace(self.status)
+            return dataclasses.replace(self.status, problems=dict(self.status.problems))
 
     @property
     def stopped(self) -> bool:
@@ -264,6 +325,33 @@ class ExecutorCore:
 
     # ---- the tick -------------------------------------------------------------------------------------------------
 
+    def _feedback_ok(self, now_s: float) -> bool:
+        """The watchdog (module docstring, step 0), under the lock: False when this tick must send nothing."""
+        self.status.joint_state_age_s = now_s - self._measured_s
+        if self._state_stale(now_s):
+            if not self._suspended or JOINT_STATE_PROBLEM not in self.status.problems:
+                self._suspended, self._chunk_since_loss = True, False
+                self.timeline.clear()  # never resume towards an old target
+                self.status.chunks_in_force = 0
+                self._last_accept_s = None
+                self.status.joint_state_losses += 1
+                self.status.problems[JOINT_STATE_PROBLEM] = (
+                    f"no fresh joint state within joint_state_timeout_s {self.config.joint_state_timeout_s:g} s (the "
+                    f"last one measured at t={self._measured_s:.3f} s): sending no commands, chunks dropped; commands "
+                    "resume with a fresh state and a new chunk")
+            self.status.state = JOINT_STATE_LOST
+            return False
+        self.status.problems.pop(JOINT_STATE_PROBLEM, None)  # fresh state: the loss is over
+        if not self._suspended:
+            return True
+        if not self._chunk_since_loss:
+            self.status.state = STOPPED if self._stopped else WAITING_FOR_CHUNK
+            return False
+        q, g = self._measured  # fresh state and a chunk accepted after it: start from where the arm is
+        self._reseed(q, g if np.isfinite(g) else self._g_cmd)
+        self._suspended = False
+        return True
+
     def tick(self, now_s: float) -> JointCommand | None:
         """Compute the command for time ``now_s``; None while the arm's joint state is unknown."""
         t_start = time.perf_counter()
@@ -273,6 +361,9 @@ class ExecutorCore:
                 self.status.state = WAITING_FOR_STATE
                 return None
             cfg = self.config
+            if cfg.joint_state_timeout_s is not None and not self._feedback_ok(now_s):
+                self.status.last_tick_compute_s = time.perf_counter() - t_start
+                return None
             q_prev, g_prev = self._q_cmd, self._g_cmd
             q_des, g_des, state = q_prev, g_prev, self.status.state
             if self._stopped:
