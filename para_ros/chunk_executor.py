@@ -16,7 +16,12 @@ at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunk
 * ``pose``: ``geometry_msgs/PoseStamped`` tool targets on ``pose_command_topic`` (+ ``std_msgs/Float64`` gripper).
 
 Services ``~/stop`` and ``~/resume`` (``std_srvs/Trigger``): stop drops every chunk and, from the next tick on, every
-command holds the last commanded position; resume accepts chunks again from the measured joints.
+command holds the last commanded position; resume accepts chunks again from the measured joints. ``~/engage`` and
+``~/disengage`` (``std_srvs/Trigger``) are the same two actions under the names of a hand-over: with ``auto_engage:
+false`` the node starts DISENGAGED and publishes NOTHING on its command topics (the arm stays with its driver) until
+``~/engage``, which hands the arm to the policy from the measured joints (no jump); ``~/disengage`` holds at once.
+``auto_engage: true`` (config/executor.yaml for now, so every launcher and test that expects commands as soon as a
+chunk arrives keeps working) follows chunks from the start.
 Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: state, counters, the latest problem named, the tick
 time of the latest command and when the latest chunk was accepted, on the node's clock) and the
 commanded tool pose (``PoseStamped``, FK of each command, stamped with the time it is meant for: tick +
@@ -53,6 +58,8 @@ PARAM_DESCRIPTIONS = {
                            "JointTrajectory point's time_from_start (the trajectory is stamped 0: start on "
                            "receipt). > 0; see config/executor.yaml for the choice of 0.05.",
     "stale_timeout_s": "Hold position when no chunk was accepted for this long (s).",
+    "auto_engage": "true: follow chunks from the start; false: start disengaged, publishing nothing on the command "
+                   "topics and ignoring chunks until ~/engage (which starts from the measured joints).",
     "joint_state_timeout_s": "Send NO commands while the arm's measured state is older than this (s): the last "
                              "complete JointState on joint_states_topic, or the last successful SDK read; chunks are "
                              "dropped, and commands resume only with a fresh state and a new chunk, from the measured "
@@ -170,7 +177,8 @@ def build_executor_config(p: dict, yam):
         jerk_limits=JerkLimits(p["smoothing_max_velocity_rad_s"], p["smoothing_max_acceleration_rad_s2"],
                                p["smoothing_max_jerk_rad_s3"]),
         ik_position_tol_m=p["ik_position_tol_m"], ik_rotation_tol_rad=p["ik_rotation_tol_rad"],
-        ik_max_iters=p["ik_max_iters"], joint_state_timeout_s=p["joint_state_timeout_s"])
+        ik_max_iters=p["ik_max_iters"], joint_state_timeout_s=p["joint_state_timeout_s"],
+        start_engaged=p["auto_engage"])
 
 
 # Executor problems that are events, counted in ExecutorStatus: (counter, ERROR rather than WARN, its message from the
@@ -185,7 +193,7 @@ EVENT_PROBLEMS = (
 )
 # Executor states that are not normal operation: /diagnostics is at least WARN while the state lasts.
 WARN_STATES = ("hold_stale", "hold_unreachable", "stopped", "waiting_for_joint_state", "joint_state_lost",
-               "waiting_for_chunk")
+               "waiting_for_chunk", "disengaged")
 
 
 def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], dict]:
@@ -319,6 +327,8 @@ def _make_node_class():
                 QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
             self.stop_srv = self.create_service(Trigger, "~/stop", self._on_stop)
             self.resume_srv = self.create_service(Trigger, "~/resume", self._on_resume)
+            self.engage_srv = self.create_service(Trigger, "~/engage", self._on_engage)
+            self.disengage_srv = self.create_service(Trigger, "~/disengage", self._on_disengage)
             self.diag_timer = self.create_timer(1.0 / p["diagnostics_rate_hz"], self._publish_diagnostics)
             self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
                                       on_error=self._on_tick_error)
@@ -372,6 +382,27 @@ def _make_node_class():
             self.core.resume()
             response.success = True
             response.message = "resumed: accepting chunks"
+            self.get_logger().info(response.message)
+            self._publish_diagnostics()
+            return response
+
+        def _on_engage(self, request, response):
+            self.core.engage()
+            s = self.core.status_snapshot()
+            response.success = True
+            response.message = "engaged: the policy has the arm, from the measured joints; chunks accepted"
+            if s.state == "waiting_for_joint_state":
+                response.message += " (no joint state yet: commands start once it arrives)"
+            elif s.problems:
+                response.message += f" (commands start with a fresh joint state and a new chunk: {s.state})"
+            self.get_logger().info(response.message)
+            self._publish_diagnostics()
+            return response
+
+        def _on_disengage(self, request, response):
+            self.core.disengage()
+            response.success = True
+            response.message = "disengaged: holding the last commanded position, chunks ignored; call ~/engage"
             self.get_logger().info(response.message)
             self._publish_diagnostics()
             return response
@@ -452,7 +483,7 @@ def _make_node_class():
                 "last_ik_error": s.last_ik_error, "limit_events": s.limit_events,
                 "last_limit_event": s.last_limit_event, "check_failures": s.check_failures,
                 "ticks": s.ticks, "commands": s.commands, "last_command_stamp_s": repr(s.last_command_stamp_s),
-                "last_chunk_accepted_s": repr(s.last_chunk_accepted_s),
+                "last_chunk_accepted_s": repr(s.last_chunk_accepted_s), "engaged": self.core.engaged,
                 "joint_state_timeout_s": self.params["joint_state_timeout_s"],
                 "joint_state_age_s": repr(s.joint_state_age_s), "last_joint_state_s": repr(s.last_joint_state_s),
                 "joint_state_losses": s.joint_state_losses, "chunks_ignored_no_state": s.chunks_ignored_no_state,

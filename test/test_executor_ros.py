@@ -3,7 +3,8 @@ commanded joints back on /joint_states (a perfect arm).
 
 Checked against independent references (the i2rt SDK's own FK; an analytic trajectory the chunks sample):
 tracking within 2 mm, one command per control tick (the node's own counters), latency compensation (the first command
-targets the step due now, not step 0), stale-chunk hold, ~/stop and ~/resume, the commanded pose topic, diagnostics.
+targets the step due now, not step 0), stale-chunk hold, ~/stop and ~/resume, a disengaged start with ~/engage and
+~/disengage, the commanded pose topic, diagnostics.
 No assertion depends on how promptly the machine schedules anything: times come from the node's own stamps.
 """
 from __future__ import annotations
@@ -194,6 +195,57 @@ def test_stop_holds_from_next_tick_and_resume_moves_again(rig):
     t_pose, p, _ = pose_arrays(poses)
     assert np.any(np.diff(p[t_pose - LOOKAHEAD_S >= t_resume], axis=0) != 0), "no motion after ~/resume"
     assert drv.proc.poll() is None
+
+
+def test_started_disengaged_publishes_nothing_until_engage_then_starts_at_the_arm_and_disengage_holds():
+    """auto_engage false: no command at all (chunks ignored) until ~/engage; the first command is the measured pose;
+    chunks are followed; ~/disengage holds from the next tick on, whatever chunks come."""
+    from ros_helpers import wait_for
+
+    kin = ReferenceKinematics()
+    q_init = kin.ik([0.31, 0.02, 0.14], TOP_DOWN_R)
+    drv = ExecutorDriver("/exec_engage", q_init)
+    node = "chunk_executor_engage"
+    drv.start_executor(node, control_rate_hz=100.0, command_lookahead_s=LOOKAHEAD_S, auto_engage="false")
+
+    def own(diags):  # this node's statuses (the module's other executor may still be running)
+        return [d for d in diags if d.name == f"chunk_executor: {node}"]
+
+    try:
+        wait_for(lambda: any(d.message.startswith("disengaged") for d in own(drv.snapshot()[2])), 90.0,
+                 what="the executor reporting disengaged")
+        p_now, R_now = _current_pose(drv, kin)
+        traj = LinearTrajectory(time.time() + 0.015, p_now, R_now)
+        _publish_stream(drv, traj, duration_s=0.5)  # ignored: not engaged
+        commands, poses, diags = drv.snapshot()
+        assert not commands and not poses, "commands from a disengaged executor"
+        last = diag_values(own(diags)[-1])
+        assert last["engaged"] == "False" and int(last["chunks_ignored_stopped"]) > 0 and last["commands"] == "0"
+
+        resp = drv.call_trigger(node, "engage")
+        assert resp.success and "engaged" in resp.message
+        drv.wait_for_commands(5)
+        _, poses, _ = drv.snapshot()
+        t_pose, p, _ = pose_arrays(poses)
+        np.testing.assert_allclose(p[0], p_now, atol=1e-6)  # the first command is where the arm is: no jump
+        t_first, _, _ = _publish_stream(drv, traj, duration_s=0.6)
+        _, poses, _ = drv.snapshot()
+        t_pose, p, _ = pose_arrays(poses)
+        assert np.any(np.diff(p[t_pose - LOOKAHEAD_S >= t_first], axis=0) != 0), "no motion once engaged"
+
+        resp = drv.call_trigger(node, "disengage")
+        t_resp = time.time()
+        assert resp.success
+        _publish_stream(drv, traj, duration_s=0.5)  # ignored while disengaged
+        _, poses, diags = drv.snapshot()
+        t_pose, p, q = pose_arrays(poses)
+        tick = t_pose - LOOKAHEAD_S
+        after, before = np.flatnonzero(tick >= t_resp), np.flatnonzero(tick < t_resp)
+        assert len(after) > 30 and np.all(p[after] == p[before[-1]]) and np.all(q[after] == q[before[-1]])
+        assert diag_values(own(diags)[-1])["engaged"] == "False" and own(diags)[-1].message.startswith("stopped")
+        assert drv.proc.poll() is None
+    finally:
+        print(drv.close()[-2000:])
 
 
 @pytest.mark.parametrize("reliability", ["best_effort", "reliable"])

@@ -401,6 +401,39 @@ def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_
     assert np.linalg.norm(first.T_base_tool[:3, 3] - p_sagged) < 0.005
 
 
+def test_core_started_disengaged_sends_nothing_until_engaged_then_starts_at_the_measured_joints(kin):
+    core = _core(kin, start_engaged=False)
+    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
+    q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
+                np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    assert not core.engaged and core.tick(0.0) is None  # no state yet
+    core.set_measured_joints(q0, 0.5)
+    assert core.tick(0.01) is None and core.status.state == "disengaged"  # a state, still nothing: not ours
+    ok, why = core.add_chunk(_top_down_chunk(kin, 0.02, [0.3, 0, 0.1], [0.05, 0, 0]), 0.02)
+    assert not ok and "~/engage" in why and core.status.chunks_ignored_stopped == 1
+    q_moved = q0 + np.array([0.05, 0.0, 0.0, 0.0, 0.0, 0.0])  # moved by hand meanwhile
+    core.set_measured_joints(q_moved, 0.6)
+    core.engage()
+    first = core.tick(0.03)
+    assert core.engaged and core.status.state == "idle"
+    np.testing.assert_array_equal(first.q_rad, q_moved)  # from the measured joints: no jump
+    assert first.gripper == 0.6
+    p_moved = kin.fk(q_moved)[:3, 3]
+    assert core.add_chunk(_top_down_chunk(kin, 0.03, p_moved, [0.05, 0, 0]), 0.03)[0]
+    for k in range(4, 20):
+        cmd = core.tick(k * 0.01)
+    assert core.status.state == "tracking" and np.any(cmd.q_rad != q_moved)
+    # Disengage holds at once: the next tick repeats the last command; chunks are ignored.
+    core.disengage()
+    assert not core.engaged
+    held = [core.tick(0.2 + k * 0.01) for k in range(5)]
+    assert all(np.array_equal(h.q_rad, cmd.q_rad) for h in held) and core.status.state == "stopped"
+    assert not core.add_chunk(_top_down_chunk(kin, 0.25, p_moved, [0.05, 0, 0]), 0.25)[0]
+    core.set_measured_joints(q0, 0.5)
+    core.engage()  # engaged again: from the measured joints once more
+    np.testing.assert_array_equal(core.tick(0.3).q_rad, q0)
+
+
 def test_core_watchdog_needs_measurement_times_and_a_positive_timeout(kin):
     from para_ros.execution.executor_core import ExecutorConfig
     core = _core(kin, joint_state_timeout_s=0.2)

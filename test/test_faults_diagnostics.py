@@ -243,6 +243,16 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     assert watched.tick(0.32) is not None and watched.status.state == "tracking"  # ... the state with a new chunk
     s = watched.status_snapshot()
     assert diagnostic_summary(s, diagnostic_summary(s, None)[2])[0] == OK
+
+    # Started disengaged (auto_engage false): disengaged -> ~/engage -> idle.
+    handed = ExecutorCore(ExecutorConfig(checks=checks, start_engaged=False), yam, kinematics=kin)
+    handed.set_measured_joints(q0, 0.5)
+    assert handed.tick(0.0) is None and handed.status.state == "disengaged"
+    seen.add(handed.status.state)
+    handed.engage()
+    assert handed.tick(0.01) is not None and handed.status.state == "idle"
+    s = handed.status_snapshot()
+    assert diagnostic_summary(s, diagnostic_summary(s, None)[2])[0] == OK
     assert seen == set(WARN_STATES), f"WARN states not exercised here: {set(WARN_STATES) - seen}"
 
 

@@ -24,9 +24,13 @@ LOOKAHEAD_S = 0.01
 TIMEOUT_S = 0.2
 
 
+def _own(diags):
+    """This node's statuses (another executor of the same test run may publish /diagnostics too)."""
+    return [d for d in diags if d.name == f"chunk_executor: {NODE}"]
+
+
 def _latest(drv, predicate=lambda d: True):
-    _, _, diags = drv.snapshot()
-    return next((d for d in reversed(diags) if predicate(d)), None)
+    return next((d for d in reversed(_own(drv.snapshot()[2])) if predicate(d)), None)
 
 
 def test_commands_stop_within_one_timeout_after_joint_states_are_cut_and_resume_only_with_a_new_chunk():
@@ -60,7 +64,7 @@ def test_commands_stop_within_one_timeout_after_joint_states_are_cut_and_resume_
             f"commands {after.max() - last_state_s:.3f} s after the last joint state (timeout {TIMEOUT_S} s)"
         assert after.max() > last_state_s + TIMEOUT_S / 2, "stopped long before the timeout"  # ... not far earlier
         # ... while the node kept ticking (its own counters) and ignored the chunks that came meanwhile.
-        in_loss = [diag_values(d) for d in diags if "joint_state_lost" in d.message]
+        in_loss = [diag_values(d) for d in _own(diags) if "joint_state_lost" in d.message]
         assert int(in_loss[-1]["ticks"]) > int(in_loss[0]["ticks"]) and in_loss[-1]["commands"] == in_loss[0]["commands"]
         assert int(lost["chunks_ignored_no_state"]) > 0 and int(lost["joint_state_losses"]) == 1
         status = _latest(drv, lambda d: "joint_state_lost" in d.message)

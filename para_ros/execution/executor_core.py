@@ -23,8 +23,15 @@ Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
    (the previous one is repeated and the failure reported).
 
 "Hold" means: send the previous command again (zero motion). Commands start only once the arm's joint state is
-known (from the backend): the first command equals the measured joints. Lost feedback (step 0) is the one case in
-which a tick with a known state sends nothing at all.
+known (from the backend): the first command equals the measured joints. Lost feedback (step 0) and the start
+disengaged (below) are the cases in which a tick with a known state sends nothing at all.
+
+Engaged or not: with ``start_engaged`` False (the node's ``auto_engage: false``) the executor starts DISENGAGED: it
+sends nothing (the arm stays with its driver, e.g. held by its own controller or moved by hand) and ignores chunks
+until :meth:`ExecutorCore.engage`, which hands the arm to the policy from the measured joints (the first command
+equals them: no jump). :meth:`ExecutorCore.disengage` holds at once (from the next tick every command repeats the
+last one; chunks are dropped and ignored) until the next engage. ``engage``/``disengage`` are ``resume``/``stop``
+(the node serves both pairs); the one difference to a plain ``stop`` is the silent start.
 """
 from __future__ import annotations
 
@@ -52,6 +59,7 @@ TRACKING = "tracking"
 HOLD_STALE = "hold_stale"
 HOLD_UNREACHABLE = "hold_unreachable"
 STOPPED = "stopped"
+DISENGAGED = "disengaged"  # started with start_engaged False and not engaged yet: nothing is sent
 JOINT_STATE_LOST = "joint_state_lost"  # no fresh measured state: nothing is sent
 WAITING_FOR_CHUNK = "waiting_for_chunk"  # fresh state after a loss, no chunk since: nothing is sent
 
@@ -73,6 +81,8 @@ class ExecutorConfig:
         smoothing: "none" or "ruckig".
         jerk_limits: limits of the ruckig smoother (used when smoothing == "ruckig").
         ik_position_tol_m, ik_rotation_tol_rad, ik_max_iters: IK success thresholds and effort cap.
+        start_engaged: True: follow chunks from the start (the default here and ``auto_engage`` of the node for now);
+            False: start disengaged, sending nothing, until :meth:`ExecutorCore.engage` (module docstring).
         joint_state_timeout_s: send nothing once the measured joint state is older than this (s; module docstring,
             step 0). None (the default here): no watchdog, for callers that measure once and tick on (benches, offline
             tests); the node always sets it (parameter ``joint_state_timeout_s``, default 0.2 s). With it set,
@@ -91,6 +101,7 @@ class ExecutorConfig:
     ik_rotation_tol_rad: float = 5e-3
     ik_max_iters: int = 40
     joint_state_timeout_s: float | None = None
+    start_engaged: bool = True
 
     def __post_init__(self):
         if self.joint_state_timeout_s is not None and not (np.isfinite(self.joint_state_timeout_s)
@@ -204,7 +215,8 @@ class ExecutorCore:
         self._g_cmd = 0.0
         self._q_seed: np.ndarray | None = None  # (6,) last IK solution
         self._measured: tuple[np.ndarray, float] | None = None
-        self._stopped = False
+        self._stopped = not config.start_engaged  # a disengaged start is a stop that has never commanded
+        self._never_engaged = not config.start_engaged
         self._last_accept_s: float | None = None
         self._measured_s: float | None = None  # when self._measured was measured (caller's clock)
         self._suspended = False  # feedback was lost: nothing is sent until fresh state and a chunk after it
@@ -237,7 +249,7 @@ class ExecutorCore:
                 self.status.last_joint_state_s = float(measured_s)
             if self._q_cmd is None:
                 self._reseed(q, float(gripper))
-                self.status.state = STOPPED if self._stopped else IDLE
+                self.status.state = self._not_following_state() or IDLE
 
     def _reseed(self, q: np.ndarray, gripper: float) -> None:
         self._q_cmd = q.copy()
@@ -262,7 +274,7 @@ class ExecutorCore:
             self.status.chunks_received += 1
             if self._stopped:
                 self.status.chunks_ignored_stopped += 1
-                return False, "executor is stopped: call ~/resume to accept chunks again"
+                return False, self._ignored_reason()
             if self._state_stale(now_s):
                 self.status.chunks_ignored_no_state += 1
                 return False, f"{self._no_state_reason(now_s)}: chunk ignored until the arm's state is fresh again"
@@ -276,7 +288,7 @@ class ExecutorCore:
         with self._lock:
             if self._stopped:
                 self.status.chunks_ignored_stopped += 1
-                return False, "executor is stopped: call ~/resume to accept chunks again"
+                return False, self._ignored_reason()
             if not self.timeline.add(clean, now_s):
                 self.status.chunks_rejected += 1
                 self.status.last_rejection = "every step is already in the past"
@@ -291,6 +303,27 @@ class ExecutorCore:
                 self.status.last_warning = "; ".join(warnings)
             return True, "; ".join(warnings)
 
+    def _not_following_state(self) -> str | None:
+        """DISENGAGED / STOPPED while chunks are not followed (under the lock), else None."""
+        return DISENGAGED if self._never_engaged else STOPPED if self._stopped else None
+
+    def _ignored_reason(self) -> str:
+        if self._never_engaged:
+            return "executor is disengaged: call ~/engage to hand the arm to the policy"
+        return "executor is stopped (disengaged): call ~/resume or ~/engage to accept chunks again"
+
+    def engage(self) -> None:
+        """Hand the arm to the policy: accept chunks, starting from the latest measured joints (no jump)."""
+        self.resume()
+
+    def disengage(self) -> None:
+        """Take the arm from the policy: hold at once (from the next tick), drop and ignore chunks until engaged."""
+        self.stop()
+
+    @property
+    def engaged(self) -> bool:
+        return not self._stopped
+
     def stop(self) -> None:
         """Stop: drop every chunk; from the next tick on, commands hold the last commanded position."""
         with self._lock:
@@ -303,6 +336,7 @@ class ExecutorCore:
         """Accept chunks again, re-seeded from the latest measured joints (no jump if the arm was moved)."""
         with self._lock:
             self._stopped = False
+            self._never_engaged = False
             if self._measured is not None:
                 q, g = self._measured
                 self._reseed(q, g if np.isfinite(g) else self._g_cmd)  # unmeasured gripper: keep its last command
@@ -345,7 +379,7 @@ class ExecutorCore:
         if not self._suspended:
             return True
         if not self._chunk_since_loss:
-            self.status.state = STOPPED if self._stopped else WAITING_FOR_CHUNK
+            self.status.state = self._not_following_state() or WAITING_FOR_CHUNK
             return False
         q, g = self._measured  # fresh state and a chunk accepted after it: start from where the arm is
         self._reseed(q, g if np.isfinite(g) else self._g_cmd)
@@ -353,7 +387,8 @@ class ExecutorCore:
         return True
 
     def tick(self, now_s: float) -> JointCommand | None:
-        """Compute the command for time ``now_s``; None while the arm's joint state is unknown."""
+        """Compute the command for time ``now_s``; None (send nothing) while the arm's joint state is unknown or stale
+        (and after that until a new chunk), and while disengaged since the start."""
         t_start = time.perf_counter()
         with self._lock:
             self.status.ticks += 1
@@ -362,6 +397,10 @@ class ExecutorCore:
                 return None
             cfg = self.config
             if cfg.joint_state_timeout_s is not None and not self._feedback_ok(now_s):
+                self.status.last_tick_compute_s = time.perf_counter() - t_start
+                return None
+            if self._never_engaged:  # disengaged since the start: the arm is not ours, send nothing
+                self.status.state = DISENGAGED
                 self.status.last_tick_compute_s = time.perf_counter() - t_start
                 return None
             q_prev, g_prev = self._q_cmd, self._g_cmd
