@@ -368,7 +368,7 @@ class InProcessRig:
                 t_ns = stamp_ns - k * 50_000_000
                 self.n.tf_buffer.set_transform(self.transform("base", "wrist_cam_optical_frame", T_WRIST, t_ns), "t")
                 self.n.tf_buffer.set_transform(self.transform("base", "grasp_site", T_EE, t_ns), "t")
-        self.n._on_joint_states(JointState(name=["gripper"], position=[0.8]))
+        self.n._on_joint_states(self._stamp(JointState(name=["gripper"], position=[0.8]), stamp_ns))
         for view in views:
             self.n._on_info(view, (infos or {}).get(view) or self.info(view, stamp_ns))
             self.n._on_image(view, (images or {}).get(view) or self.image(view, stamp_ns))
