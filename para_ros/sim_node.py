@@ -133,11 +133,9 @@ def _make_node_class():
                 scene_T_world_cam=None if T is None or len(T) == 0 else np.asarray(T, dtype=np.float64),
                 scene_cam_fovy_deg=p["scene_cam_fovy_deg"], wrist_cam_fovy_deg=p["wrist_cam_fovy_deg"],
                 n_cubes=p["n_cubes"], timestep_s=p["timestep_s"], home_q7=p["initial_joint_positions"],
-                seed=p["seed"], cube_rgba=p["cube_rgba"], light_scale=p["light_scale"], max_render_size=max(1024, p["image_width"], p["image_height"]))
-            self.sim = YamSim(config)
-            if self.sim.has_target_pad() and config.n_cubes >= 1:  # start in the task layout of task_seed
-                from para_ros.sim.pick_place import apply_layout, check_seed, sample_layout
-                apply_layout(self.sim, sample_layout(check_seed(p["task_seed"])))
+                seed=p["seed"], cube_rgba=p["cube_rgba"], light_scale=p["light_scale"],
+                max_render_size=max(1024, p["image_width"], p["image_height"]))
+            self.sim = YamSim(config)  # cube 0 and the target pad start in the task layout of `seed`
             self.width, self.height = p["image_width"], p["image_height"]
             if not (1 <= self.width <= 4096 and 1 <= self.height <= 4096):
                 raise ValueError(f"image_width x image_height = {self.width} x {self.height} must be 1..4096 each")

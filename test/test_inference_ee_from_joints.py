@@ -77,4 +77,11 @@ def test_node_takes_the_ee_pose_from_joint_states_at_the_image_stamp():
     # history: steps before s - 100 ms have no joint state -> the oldest known (q_a's pose) is repeated
     past = np.tile(kin.fk(q_a)[:3, 3], (policy.config.mv_past_n, 1))
     expected = policy.predict(cams, RobotState(T_ee, 0.8, past))
-    np.testing.assert_allclose(chunk_positions(chunk), expected.positions_world, atol=1e-4)
+    # Steps whose two best voxels tie within float noise (this random model has one at 2e-9) may decode to either:
+    # the TF round trip of the camera pose alone can flip them. Compare every other step exactly.
+    import torch
+
+    top = torch.topk(policy.last_output.volume_logits[0].float(), 2, dim=-1).values  # (T, 2)
+    clear = ((top[:, 0] - top[:, 1]) > 1e-4).numpy()
+    assert clear.sum() >= 2
+    np.testing.assert_allclose(chunk_positions(chunk)[clear], expected.positions_world[clear], atol=1e-4)

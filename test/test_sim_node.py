@@ -176,7 +176,7 @@ def test_topics_frames_and_stamps(rig):
     wait_for(lambda: len(listener.msgs["tf_static"]) >= 1 and len(listener.msgs["scene_info"]) >= 3,
              20.0, spin, "tf_static and camera_info")
     m = listener.msgs
-    for cam, fovy, frame in (("scene", 50.0, "scene_cam_optical_frame"), ("wrist", 58.0, "wrist_cam_optical_frame")):
+    for cam, fovy, frame in (("scene", 38.0, "scene_cam_optical_frame"), ("wrist", 58.0, "wrist_cam_optical_frame")):
         img, info = m[f"{cam}_img"][-1], m[f"{cam}_info"][-1]
         assert (img.width, img.height, img.encoding, img.step) == (WIDTH, HEIGHT, "rgb8", 3 * WIDTH)
         assert len(img.data) == WIDTH * HEIGHT * 3

@@ -546,19 +546,32 @@ class YamSim:
     def reset_objects(self, seed: int | None = None) -> np.ndarray:
         """Drop the cubes at random non-overlapping spots of ``object_region_m`` with random yaw, at rest.
 
+        With the target pad (the pick-and-place scene), cube 0 and the pad take the task layout of ``seed``
+        (:func:`para_ros.sim.pick_place.sample_layout`), so the sim node, the expert and tests that reset with the
+        same seed see the same scene; further cubes are dropped around it.
+
         :returns: (n_cubes, 3) cube centres in ``base``, metres.
         """
         rng = np.random.default_rng(seed)
         (x_lo, x_hi), (y_lo, y_hi) = self.config.object_region_m
         h = self.config.cube_half_size_m
         placed: list[np.ndarray] = []
-        for qadr, dadr in zip(self._cube_qadr, self._cube_dadr):
-            for _ in range(200):
-                xy = np.array([rng.uniform(x_lo, x_hi), rng.uniform(y_lo, y_hi)])
-                if all(np.linalg.norm(xy - p[:2]) > 3.0 * h for p in placed):
-                    break
+        layout = None
+        if self.has_target_pad() and self._cube_qadr:
+            from para_ros.sim.pick_place import sample_layout
+
+            layout = sample_layout(int(seed) if seed is not None else int(rng.integers(0, 2**31 - 1)))
+            self.set_target_position(layout.target_xy_m)
+        for i, (qadr, dadr) in enumerate(zip(self._cube_qadr, self._cube_dadr)):
+            if i == 0 and layout is not None:
+                xy, yaw = np.asarray(layout.cube_xy_m), layout.cube_yaw_rad
+            else:
+                for _ in range(200):
+                    xy = np.array([rng.uniform(x_lo, x_hi), rng.uniform(y_lo, y_hi)])
+                    if all(np.linalg.norm(xy - p[:2]) > 3.0 * h for p in placed):
+                        break
+                yaw = rng.uniform(-math.pi, math.pi)
             pos = np.array([xy[0], xy[1], h + 1e-4])
-            yaw = rng.uniform(-math.pi, math.pi)
             self.data.qpos[qadr:qadr + 3] = pos
             self.data.qpos[qadr + 3:qadr + 7] = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
             self.data.qvel[dadr:dadr + 6] = 0.0
