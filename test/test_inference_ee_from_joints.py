@@ -82,6 +82,6 @@ def test_node_takes_the_ee_pose_from_joint_states_at_the_image_stamp():
     import torch
 
     top = torch.topk(policy.last_output.volume_logits[0].float(), 2, dim=-1).values  # (T, 2)
-    clear = ((top[:, 0] - top[:, 1]) > 1e-4).numpy()
+    clear = ((top[:, 0] - top[:, 1]) > 1e-6).numpy()  # logits of this random model differ by ~1e-5
     assert clear.sum() >= 2
     np.testing.assert_allclose(chunk_positions(chunk)[clear], expected.positions_world[clear], atol=1e-4)
