@@ -37,6 +37,8 @@ ARGUMENTS = [
                                    "/arm_controller/joint_trajectory; empty = config/executor.yaml (/joint_trajectory)"),
     ("arm_joint_names", "", "backend topic only: the controller's 6 arm joint names, comma-separated, YAM order "
                             "joint1..joint6; empty = the YAM's joint1..joint6 (config/yam.yaml)"),
+    ("engage", "false", "hand the arm to the policy at start: true | false (always true for backend sim; else the "
+                        "executor waits for /chunk_executor/engage)"),
     ("rviz", "false", "start rviz2 with config/para.rviz: true | false"),
 ]
 

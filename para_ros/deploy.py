@@ -160,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "config.json); default: backend sim: the shipped pick-and-place checkpoint "
                         "(checkpoints/pick_place); a robot: config/inference.yaml's (an UNTRAINED random model "
                         "unless set there); 'none': the UNTRAINED random model")
+    parser.add_argument("--engage", action="store_true",
+                        help="hand the arm to the policy at start (always so for backend sim); without it the "
+                             "executor of a real arm waits, disengaged, for `ros2 service call /chunk_executor/engage "
+                             "std_srvs/srv/Trigger`")
     parser.add_argument("--no-task", action="store_true",
                         help="backend sim: do not run pick-and-place episodes (by default the launcher resets the "
                              "task after each success or --episode-time-limit and counts attempts and successes)")
@@ -198,7 +202,8 @@ def _settings(args) -> graph.DeploySettings:
         backend=args.backend, checkpoint=args.checkpoint, device=args.device, dtype=args.dtype,
         scene_image_topic=args.scene_image_topic, scene_info_topic=args.scene_info_topic,
         wrist_image_topic=args.wrist_image_topic, wrist_info_topic=args.wrist_info_topic,
-        joint_trajectory_topic=args.joint_trajectory_topic, arm_joint_names=args.arm_joint_names)
+        joint_trajectory_topic=args.joint_trajectory_topic, arm_joint_names=args.arm_joint_names,
+        engage=args.engage)
 
 
 def _effective_params(params_file: str, node: str, overrides: dict) -> dict:

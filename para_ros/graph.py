@@ -123,6 +123,9 @@ class DeploySettings:
             ``/arm_controller/joint_trajectory``); "" = keep ``config/executor.yaml`` (``/joint_trajectory``).
         arm_joint_names: backend ``topic`` only: the controller's 6 arm joint names, comma-separated, in YAM order
             joint1..joint6; "" = the YAM's (``config/yam.yaml``: joint1..joint6).
+        engage: hand the arm to the policy at start (the executor's ``auto_engage``). The executor otherwise starts
+            disengaged (``config/executor.yaml``) until ``/chunk_executor/engage`` is called. Always on for backend
+            ``sim``; for a real arm only when asked (``--engage`` / ``engage:=true``). Takes a bool or "true"/"false".
     """
 
     backend: str = "sim"
@@ -135,8 +138,13 @@ class DeploySettings:
     wrist_info_topic: str = ""
     joint_trajectory_topic: str = ""
     arm_joint_names: str = ""
+    engage: bool = False
 
     def __post_init__(self):
+        if isinstance(self.engage, str):
+            if self.engage.strip().lower() not in ("true", "false", ""):
+                raise ValueError(f"engage={self.engage!r}: use true or false")
+            object.__setattr__(self, "engage", self.engage.strip().lower() == "true")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
         if self.dtype not in ("", "fp32", "bf16", "fp16"):
@@ -186,6 +194,8 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
                 out[name] = value
     elif spec.name == "chunk_executor":
         out["backend"] = EXECUTOR_BACKEND[settings.backend]
+        if settings.backend == "sim" or settings.engage:
+            out["auto_engage"] = True
         if settings.backend == "topic":
             out.update(TOPIC_EXECUTOR_OVERRIDES)
             for name in TOPIC_EXECUTOR_SETTINGS:

@@ -160,7 +160,8 @@ class ExecutorDriver:
     def start_executor(self, node_name: str, **params) -> None:
         p = {"chunk_topic": f"{self.prefix}/chunks", "joint_states_topic": f"{self.prefix}/joint_states",
              "joint_trajectory_topic": f"{self.prefix}/joint_trajectory",
-             "commanded_pose_topic": f"{self.prefix}/commanded_pose", "diagnostics_rate_hz": 5.0, **params}
+             "commanded_pose_topic": f"{self.prefix}/commanded_pose", "diagnostics_rate_hz": 5.0,
+             "auto_engage": "true", **params}  # these tests drive the executor directly: engaged from the start
         args = ["para_ros.chunk_executor", "--ros-args", "-r", f"__node:={node_name}"]
         for k, v in p.items():
             args += ["-p", f"{k}:={v}"]

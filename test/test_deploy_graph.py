@@ -201,7 +201,8 @@ def test_launch_file_and_para_deploy_start_the_same_graph(launch_module, chosen)
         assert inference["overrides"]["checkpoint"] == chosen["checkpoint"]
         executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
         # relaxed only for the untrained model
-        assert set(executor["overrides"]) - {"gripper_joint_name", *graph.TOPIC_EXECUTOR_SETTINGS} == {"backend"}
+        assert set(executor["overrides"]) - {"gripper_joint_name", *graph.TOPIC_EXECUTOR_SETTINGS} == (
+            {"backend", "auto_engage"} if chosen["backend"] == "sim" else {"backend"})  # the sim engages at once
     expected_backend = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}[chosen["backend"]]
     executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
     assert executor["overrides"]["backend"] == expected_backend
@@ -252,14 +253,30 @@ def test_every_executable_is_a_console_script_of_its_module():
 
 
 def test_untrained_model_relaxes_only_chunk_plausibility_and_unreachable_mode():
-    untrained = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings()))
+    untrained = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(checkpoint=graph.UNTRAINED)))
     trained = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(checkpoint="/x")))
     assert untrained["chunk_executor"] == {"backend": "joint_trajectory", "max_implied_speed_m_s": 100.0,
-                                           "unreachable": "best_effort"}
-    assert trained["chunk_executor"] == {"backend": "joint_trajectory"}
-    assert untrained["sim_node"] == {} and untrained["inference_node"] == {}
+                                           "unreachable": "best_effort", "auto_engage": True}
+    assert trained["chunk_executor"] == {"backend": "joint_trajectory", "auto_engage": True}
+    assert untrained["sim_node"] == {} and untrained["inference_node"] == {"checkpoint": ""}
     topic = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="topic", checkpoint="/x")))
-    assert topic["chunk_executor"] == {"backend": "joint_trajectory", "gripper_joint_name": ""}
+    assert topic["chunk_executor"] == {"backend": "joint_trajectory", "gripper_joint_name": ""}  # not engaged
+    engaged = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="i2rt", checkpoint="/x",
+                                                                           engage="true")))
+    assert engaged["chunk_executor"]["auto_engage"] is True
+
+
+def test_sim_backend_defaults_to_the_shipped_checkpoint_and_a_robot_never_does():
+    shipped = graph.shipped_checkpoint()
+    sim = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings()))
+    if shipped:
+        assert sim["inference_node"]["checkpoint"] == shipped
+        assert not graph.uses_untrained_model(graph.DeploySettings())
+        assert "max_implied_speed_m_s" not in sim["chunk_executor"]  # a trained model: nothing relaxed
+    robot = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="i2rt")))
+    assert "checkpoint" not in robot["inference_node"]  # the sim-trained policy never reaches a real arm by default
+    assert graph.uses_untrained_model(graph.DeploySettings(backend="i2rt"))
+    assert graph.uses_untrained_model(graph.DeploySettings(checkpoint=graph.UNTRAINED))
 
 
 @pytest.mark.parametrize("kwargs, fix", [

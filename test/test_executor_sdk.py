@@ -118,7 +118,7 @@ def test_node_with_sdk_sim_backend_follows_a_chunk(tmp_path):
     T_home = ref.fk(np.zeros(6))  # the SDK's SimRobot starts at all-zero joints
     log = open(tmp_path / "executor.log", "w")
     proc = start_python(["para_ros.chunk_executor", "--ros-args", "-r", "__node:=chunk_executor_sdk",
-                         "-p", "backend:=i2rt_sdk", "-p", "sdk_sim:=true",
+                         "-p", "backend:=i2rt_sdk", "-p", "sdk_sim:=true", "-p", "auto_engage:=true",
                          "-p", "chunk_topic:=/exec_sdk/chunks", "-p", "commanded_pose_topic:=/exec_sdk/pose"],
                         module=True, stdout=log)
     ctx = rclpy.Context()

@@ -126,7 +126,7 @@ def test_sdk_backend_publishes_joint_states_and_tf_and_a_chunk_moves_the_robot(t
     ref, station = ReferenceKinematics(), StationReference()
     log = open(tmp_path / "executor.log", "w")
     proc = start_python(["para_ros.chunk_executor", "--ros-args", "-r", "__node:=chunk_executor_sdk_state",
-                         "-p", "backend:=i2rt_sdk", "-p", "sdk_sim:=true", "-p", "state_publish_rate_hz:=50.0",
+                         "-p", "backend:=i2rt_sdk", "-p", "sdk_sim:=true", "-p", "state_publish_rate_hz:=50.0", "-p", "auto_engage:=true",
                          "-p", "joint_states_topic:=/sdk_state/joint_states", "-p", "chunk_topic:=/sdk_state/chunks",
                          "-p", "commanded_pose_topic:=/sdk_state/pose"], module=True, stdout=log)
     ctx = rclpy.Context()

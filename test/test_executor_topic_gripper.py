@@ -37,7 +37,7 @@ TRAJ_TOPIC = "/arm_controller/joint_trajectory"
 def _executor_command():
     from para_ros import deploy
 
-    args = deploy.build_parser().parse_args(["--backend", "topic", "--checkpoint", "/some/ckpt",
+    args = deploy.build_parser().parse_args(["--backend", "topic", "--checkpoint", "/some/ckpt", "--engage",
                                              "--joint-trajectory-topic", TRAJ_TOPIC,
                                              "--arm-joint-names", ",".join(ARM)])
     cmd = dict((spec.name, c) for spec, c in deploy.graph_commands(deploy._settings(args)))["chunk_executor"]
