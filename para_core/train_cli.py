@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cache-dir", default=None, help="memory-map resized images from here (large datasets)")
     g.add_argument("--seed", type=int, default=None, help="seed of init, split and data order (default 0)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
+    g.add_argument("--no-tensorboard", action="store_true",
+                   help="do not write TensorBoard event files (default: RUN/tensorboard; watch with "
+                        "'tensorboard --logdir RUN/tensorboard')")
     g.add_argument("--print-config", action="store_true", help="print the resolved configs and exit")
     return p
 
@@ -137,6 +140,8 @@ def resolve_configs(args: argparse.Namespace):
         train_changes["val_episodes"] = tuple(str(p) for p in find_episode_dirs(args.val_episodes))
     if args.no_progress:
         train_changes["progress"] = False
+    if args.no_tensorboard:
+        train_changes["tensorboard"] = False
     if args.resume:
         frozen = sorted(set(train_changes) & {"val_fraction", "val_episodes", "seed", "augment"})
         if frozen:
@@ -178,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(last step {v['pos_err_last_m'] * 100:.1f} cm)")
     print(f"  checkpoint:  {ckpt}")
     print(f"  metrics:     {result.run_dir / 'metrics.jsonl'}  (curve: {result.run_dir / 'loss_curve.png'})")
+    if (result.run_dir / "tensorboard").is_dir():
+        print(f"  tensorboard: tensorboard --logdir {shlex.quote(str(result.run_dir / 'tensorboard'))}")
     print("  deploy on the simulated YAM:")
     print(f"    scripts/demo --checkpoint {shlex.quote(str(ckpt))}")
     print("  deploy with ROS 2:")

@@ -112,6 +112,8 @@ class TrainConfig:
         cache_dir: where resized images are memory-mapped from (empty: hold them in RAM).
         seed: seeds model initialisation, the train/val split and the data order.
         progress: show a tqdm progress bar.
+        tensorboard: write TensorBoard event files to ``RUN/tensorboard`` (``para_core.train_logging``).
+        tensorboard_images: validation overlays written at each validation pass (0 = none).
     """
 
     device: str = "auto"
@@ -133,6 +135,8 @@ class TrainConfig:
     cache_dir: str = ""
     seed: int = 0
     progress: bool = True
+    tensorboard: bool = True
+    tensorboard_images: int = 3
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(float(b) for b in self.adam_betas)
@@ -173,7 +177,10 @@ class TrainConfig:
             _fail("val_fraction", self.val_fraction, "use a value in [0, 1) (0 = no validation)")
         if not 0.0 <= self.jitter_strength < 1.0:
             _fail("jitter_strength", self.jitter_strength, "use a value in [0, 1)")
-        for name in ("augment", "progress"):
+        if isinstance(self.tensorboard_images, bool) or not isinstance(self.tensorboard_images, int) or \
+                not 0 <= self.tensorboard_images <= 16:
+            _fail("tensorboard_images", self.tensorboard_images, "use an integer within 0..16")
+        for name in ("augment", "progress", "tensorboard"):
             if not isinstance(getattr(self, name), bool):
                 _fail(name, getattr(self, name), "use true or false")
         if not isinstance(self.cache_dir, str):
@@ -383,6 +390,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=train_config.amp_dtype == "fp16")
         self.iteration = 0
         self.samples_seen = 0  # training samples consumed so far: where the data stream continues on resume
+        self.tb = None  # TensorBoardLog while run() is running (tc.tensorboard)
         if resume:
             self._load_state()
         else:
@@ -476,6 +484,10 @@ class Trainer:
     def _log(self, record: dict[str, Any]) -> None:
         with open(self.run_dir / METRICS_FILE, "a") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
+        if self.tb is not None:
+            self.tb.record(record)
+            if record.get("split") == "train":
+                self.tb.learning_rates(int(record["iter"]), self.optimizer.param_groups)
 
     # ------------------------------------------------------------------------------------------------ steps
     def _autocast(self):
@@ -552,12 +564,25 @@ class Trainer:
             err = np.stack([np.linalg.norm(c.positions_world - g, axis=-1) for c, g in zip(chunks, gt)])  # (B, T)
             sums["pos_err_m"] = sums.get("pos_err_m", 0.0) + float(err.sum())
             sums["pos_err_last_m"] = sums.get("pos_err_last_m", 0.0) + float(err[:, -1].sum())
+            for t in range(err.shape[1]):  # the error of every horizon step (TensorBoard: val/pos_err_step<t>_m)
+                sums[f"pos_err_step{t}_m"] = sums.get(f"pos_err_step{t}_m", 0.0) + float(err[:, t].sum())
+            if self.tb is not None and start == 0:
+                self._overlays(batch, chunks, gt)
             count += B
             steps += err.size
         metrics = {k: v / count for k, v in sums.items() if k not in ("pos_err_m",)}
         metrics["pos_err_m"] = sums["pos_err_m"] / steps
         self.model.train()
         return metrics
+
+    def _overlays(self, batch: dict, chunks, gt: np.ndarray) -> None:
+        """The first few validation samples' first view with the GT (green) and predicted (red) paths."""
+        from .train_logging import overlay_paths
+
+        for k in range(min(self.tc.tensorboard_images, len(chunks))):
+            img = overlay_paths(batch["images"][k, 0].numpy(), batch["K_img"][k, 0].double().numpy(),
+                                batch["T_world_cam"][k, 0].double().numpy(), gt[k], chunks[k].positions_world)
+            self.tb.image(f"val/overlay_{k}", self.iteration, img)
 
     # -------------------------------------------------------------------------------------------------- run
     def _loader(self):
@@ -577,6 +602,10 @@ class Trainer:
 
         cfg, tc = self.config, self.tc
         total = cfg.max_iters
+        if tc.tensorboard and self.tb is None:
+            from .train_logging import TensorBoardLog
+
+            self.tb = TensorBoardLog(self.run_dir, purge_step=self.iteration + 1 if self.iteration else None)
         final_train: dict[str, float] = {}
         final_val: dict[str, float] = {}
         if self.iteration >= total:
@@ -618,6 +647,9 @@ class Trainer:
             finally:
                 bar.close()
                 del loader
+                if self.tb is not None:
+                    self.tb.close()
+                    self.tb = None
         latest = self.run_dir / LATEST_DIR
         if not (latest / "model.safetensors").is_file():
             self.save()

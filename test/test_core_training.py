@@ -159,7 +159,7 @@ def test_short_run_writes_a_checkpoint_the_policy_loads(tmp_path, episodes):
     assert result.iterations == 3
     run = tmp_path / "run"
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint", "checkpoints", "loss_curve.png", "metrics.jsonl",
-                                                     "run.json", "train_state"]
+                                                     "run.json", "tensorboard", "train_state"]
     assert sorted(p.name for p in (run / "train_state").iterdir()) == ["optimizer.safetensors", "rng.safetensors",
                                                                       "state.json"]
     model, loaded_cfg, meta = load_checkpoint(result.checkpoint_dir)
