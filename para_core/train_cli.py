@@ -15,7 +15,17 @@ mapping of ``TrainConfig`` fields::
       eval_interval: 250
       augment: true
 
-Command-line flags override both. Episodes: ``--data`` takes episode directories (``meta.json`` + ``arrays.npz``, see
+Command-line flags override both.
+
+Several processes (GPUs, or CPU processes with gloo), PyTorch's torchrun + DistributedDataParallel::
+
+    torchrun --standalone --nproc_per_node 4 -m para_core.train_cli --data episodes/ --preset paper --out runs/p4
+    torchrun --nnodes 2 --node_rank K --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \
+        -m para_core.train_cli ...            # on each of 2 machines
+
+``--batch-size`` is the GLOBAL batch (split over the processes and ``--grad-accum-steps`` micro-batches), so the
+learning rate and the results do not depend on the process count, and ``--resume`` works with another one. Only rank
+0 writes the run directory (see ``para_core.distributed``). Episodes: ``--data`` takes episode directories (``meta.json`` + ``arrays.npz``, see
 ``para_core.dataset``) or folders that contain them (searched recursively).
 """
 from __future__ import annotations
@@ -68,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cache-dir", default=None, help="memory-map resized images from here (large datasets)")
     g.add_argument("--seed", type=int, default=None, help="seed of init, split and data order (default 0)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
+    g.add_argument("--grad-accum-steps", type=int, default=None,
+                   help="micro-batches per process and iteration (gradient accumulation); --batch-size stays the "
+                        "global batch (all processes, all micro-batches)")
     g.add_argument("--no-tensorboard", action="store_true",
                    help="do not write TensorBoard event files (default: RUN/tensorboard; watch with "
                         "'tensorboard --logdir RUN/tensorboard')")
@@ -135,7 +148,7 @@ def resolve_configs(args: argparse.Namespace):
         ("device", args.device), ("amp_dtype", args.amp), ("num_workers", args.num_workers),
         ("val_fraction", args.val_fraction), ("eval_interval", args.eval_interval),
         ("ckpt_interval", args.ckpt_interval), ("augment", args.augment), ("cache_dir", args.cache_dir),
-        ("seed", args.seed)) if v is not None}
+        ("seed", args.seed), ("grad_accum_steps", args.grad_accum_steps)) if v is not None}
     if args.val_episodes:
         train_changes["val_episodes"] = tuple(str(p) for p in find_episode_dirs(args.val_episodes))
     if args.no_progress:
@@ -162,16 +175,27 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"model": model_config.to_dict(), "train": train_config.to_dict(),
                           "episodes": [str(p) for p in episodes]}, indent=2))
         return 0
+    import os
+
+    from .distributed import shutdown
     from .training import train
 
-    print(f"[para-train] {'resuming' if args.resume else 'training'} {model_config.name} "
-          f"({model_config.n_voxels:,} voxels, T={model_config.n_window}) on {len(episodes)} episode(s) -> "
-          f"{args.out}", flush=True)
+    rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if rank == 0:
+        print(f"[para-train] {'resuming' if args.resume else 'training'} {model_config.name} "
+              f"({model_config.n_voxels:,} voxels, T={model_config.n_window}) on {len(episodes)} episode(s) -> "
+              f"{args.out}" + (f" with {world} processes (global batch {model_config.batch_size})"
+                               if world > 1 else ""), flush=True)
     try:
         result = train(model_config, train_config, episodes, args.out, resume=args.resume)
     except (ValueError, FileNotFoundError, FileExistsError) as exc:
         print(f"para-train: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        shutdown()
+    if rank != 0:
+        return 0
     ckpt = result.checkpoint_dir
     print(f"\n[para-train] done at iteration {result.iterations}")
     if result.final_val:

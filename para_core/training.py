@@ -112,6 +112,9 @@ class TrainConfig:
         cache_dir: where resized images are memory-mapped from (empty: hold them in RAM).
         seed: seeds model initialisation, the train/val split and the data order.
         progress: show a tqdm progress bar.
+        grad_accum_steps: micro-batches per process and iteration (gradient accumulation): the global batch
+            ``V4Config.batch_size`` is split over ``world_size`` processes (torchrun) and then into this many
+            micro-batches, so a global batch larger than fits in memory still trains (``para_core.distributed``).
         tensorboard: write TensorBoard event files to ``RUN/tensorboard`` (``para_core.train_logging``).
         tensorboard_images: validation overlays written at each validation pass (0 = none).
     """
@@ -137,6 +140,7 @@ class TrainConfig:
     progress: bool = True
     tensorboard: bool = True
     tensorboard_images: int = 3
+    grad_accum_steps: int = 1
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(float(b) for b in self.adam_betas)
@@ -155,9 +159,9 @@ class TrainConfig:
         if self.amp_dtype not in DTYPES:
             _fail("amp_dtype", self.amp_dtype, f"use one of {DTYPES}")
         for name in ("num_workers", "log_interval", "eval_interval", "ckpt_interval", "keep_checkpoints",
-                     "val_max_samples", "seed"):
+                     "val_max_samples", "seed", "grad_accum_steps"):
             value = getattr(self, name)
-            low = 1 if name in ("log_interval", "val_max_samples") else 0
+            low = 1 if name in ("log_interval", "val_max_samples", "grad_accum_steps") else 0
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 _fail(name, value, f"use an integer >= {low}")
         for name in ("grad_clip_norm", "min_lr_ratio", "adam_eps", "val_fraction", "jitter_strength"):
@@ -221,7 +225,13 @@ class ResumableBatchSampler(torch.utils.data.Sampler):
     batch_size`` for a constant batch size."""
 
     def __init__(self, n_samples: int, batch_size: int, seed: int, start_iter: int = 0,
-                 start_sample: int | None = None):
+                 start_sample: int | None = None, rank: int = 0, world_size: int = 1, micro_batches: int = 1):
+        if batch_size % (world_size * micro_batches) != 0:
+            unit = world_size * micro_batches
+            raise ValueError(f"batch_size {batch_size} is not a multiple of world_size {world_size} x "
+                             f"grad_accum_steps {micro_batches}: every process and micro-batch needs an equal share "
+                             f"of the global batch; use a multiple of {unit}, e.g. {unit * max(1, round(batch_size / unit))}")
+        self.rank, self.world_size, self.micro_batches = rank, world_size, micro_batches
         if n_samples < 1:
             raise ValueError("ResumableBatchSampler: the training set is empty; pass episodes with frames")
         if start_sample is not None and start_sample < 0:
@@ -238,9 +248,15 @@ class ResumableBatchSampler(torch.utils.data.Sampler):
             epoch, offset = epoch + 1, 0
 
     def __iter__(self):
+        """This process's micro-batches: its contiguous share of each global batch, cut into ``micro_batches``."""
         stream = self._stream(self.start_sample)
+        share = self.batch_size // self.world_size
+        micro = share // self.micro_batches
         while True:
-            yield [next(stream) for _ in range(self.batch_size)]
+            batch = [next(stream) for _ in range(self.batch_size)]
+            mine = batch[self.rank * share:(self.rank + 1) * share]
+            for a in range(self.micro_batches):
+                yield mine[a * micro:(a + 1) * micro]
 
     def __len__(self) -> int:  # endless; DataLoader only needs a number
         return 2 ** 62
@@ -349,6 +365,13 @@ class Trainer:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"TrainConfig.device = {train_config.device!r} but CUDA is not available; use 'cpu' "
                              f"or 'auto'")
+        from .distributed import init_from_env
+
+        self.dist, self.device = init_from_env(self.device)  # torchrun: this rank's place and device
+        world, accum = self.dist.world_size, train_config.grad_accum_steps
+        if model_config.batch_size % (world * accum) != 0:
+            raise ValueError(f"V4Config.batch_size = {model_config.batch_size} (the global batch) is not a multiple of "
+                             f"{world} process(es) x grad_accum_steps {accum}; use a multiple of {world * accum}")
         state_dir = self.run_dir / STATE_DIR
         self._saved_batch_size = model_config.batch_size  # batch size of the run so far (old train states lack it)
         if resume:
@@ -382,6 +405,7 @@ class Trainer:
             saved = V4Config.from_dict(read_checkpoint_meta(self.run_dir / LATEST_DIR)["config"])
             build_config = model_config.replace(backbone_config=saved.backbone_config, backbone_pretrained_dir="")
         self.model = build_model(build_config).to(self.device)
+        self.train_model = self.model  # what the training forward runs through (DDP-wrapped under torchrun)
         groups = self.model.param_groups()
         self.optimizer = torch.optim.AdamW(groups, lr=model_config.lr, betas=train_config.adam_betas,
                                            eps=train_config.adam_eps, weight_decay=model_config.weight_decay)
@@ -393,9 +417,16 @@ class Trainer:
         self.tb = None  # TensorBoardLog while run() is running (tc.tensorboard)
         if resume:
             self._load_state()
-        else:
+        elif self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._write_run_file()
+        if self.dist.is_main:
+            self._write_run_file()
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.train_model = DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            self.dist.barrier()  # rank 0 has made the run directory
 
     # ------------------------------------------------------------------------------------------ state files
     def _write_run_file(self) -> None:
@@ -500,19 +531,34 @@ class Trainer:
             g["lr"] = g["base_lr"] * f
         return self.optimizer.param_groups[0]["lr"]
 
-    def train_step(self, batch: dict) -> dict[str, float]:
-        """One optimisation step on a collated batch; returns the loss terms, lr and gradient norm."""
-        self.model.train()
+    def train_step(self, batch) -> dict[str, float]:
+        """One optimisation step on a collated batch, or on a list of this process's micro-batches (gradient
+        accumulation; under torchrun gradients are also averaged across processes). Returns the loss terms (mean
+        over the global batch), lr and gradient norm."""
+        from contextlib import nullcontext
+
+        micro_batches = batch if isinstance(batch, (list, tuple)) else [batch]
+        self.train_model.train()
         lr = self._set_lr()
-        inputs, targets = make_batch(batch, self.config, self.device)
-        with self._autocast():
-            out = self.model(inputs, targets)
-        loss = out.losses["loss"]
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"iteration {self.iteration}: the loss is {loss.item()} (not finite); lower the "
-                                     f"learning rate or use amp_dtype='fp32'/'bf16'")
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
+        sums: dict[str, float] = {}
+        n_samples = 0
+        for a, micro in enumerate(micro_batches):
+            last = a == len(micro_batches) - 1
+            sync = nullcontext() if last or not self.dist.enabled else self.train_model.no_sync()
+            inputs, targets = make_batch(micro, self.config, self.device)
+            with sync:
+                with self._autocast():
+                    out = self.train_model(inputs, targets)
+                loss = out.losses["loss"]
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"iteration {self.iteration}: the loss is {loss.item()} (not finite); "
+                                             f"lower the learning rate or use amp_dtype='fp32'/'bf16'")
+                # equal micro-batches: the mean of their means is this process's mean; DDP averages the processes
+                self.scaler.scale(loss / len(micro_batches)).backward()
+            for k, v in out.losses.items():
+                sums[k] = sums.get(k, 0.0) + float(v.detach()) / len(micro_batches)
+            n_samples += int(micro["images"].shape[0])
         self.scaler.unscale_(self.optimizer)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         max_norm = self.tc.grad_clip_norm if self.tc.grad_clip_norm > 0 else float("inf")
@@ -520,8 +566,9 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.iteration += 1
-        self.samples_seen += int(batch["images"].shape[0])
-        return {**{k: float(v.detach()) for k, v in out.losses.items()}, "lr": lr, "grad_norm": float(grad_norm)}
+        self.samples_seen += n_samples * self.dist.world_size
+        stats = self.dist.all_reduce_mean(sums)
+        return {**stats, "lr": lr, "grad_norm": float(grad_norm)}
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -587,7 +634,8 @@ class Trainer:
     # -------------------------------------------------------------------------------------------------- run
     def _loader(self):
         sampler = ResumableBatchSampler(len(self.train_set), self.config.batch_size, self.tc.seed,
-                                        start_sample=self.samples_seen)
+                                        start_sample=self.samples_seen, rank=self.dist.rank,
+                                        world_size=self.dist.world_size, micro_batches=self.tc.grad_accum_steps)
         # Its own generator: creating the loader's iterator must not draw from the global RNG that the model uses,
         # or a resumed run would diverge from an uninterrupted one. Workers are seeded from (seed, iteration).
         generator = torch.Generator().manual_seed(self.tc.seed * 1_000_003 + self.iteration)
@@ -602,7 +650,8 @@ class Trainer:
 
         cfg, tc = self.config, self.tc
         total = cfg.max_iters
-        if tc.tensorboard and self.tb is None:
+        main = self.dist.is_main
+        if tc.tensorboard and self.tb is None and main:
             from .train_logging import TensorBoardLog
 
             self.tb = TensorBoardLog(self.run_dir, purge_step=self.iteration + 1 if self.iteration else None)
@@ -612,29 +661,30 @@ class Trainer:
             print(f"[para-train] {self.run_dir} is already at iteration {self.iteration} >= max_iters {total}; "
                   f"nothing to do (raise --max-iters to continue)")
         else:
-            bar = tqdm(total=total, initial=self.iteration, disable=not tc.progress, desc="train", unit="it",
-                       dynamic_ncols=True)
+            bar = tqdm(total=total, initial=self.iteration, disable=not (tc.progress and main), desc="train",
+                       unit="it", dynamic_ncols=True)
             window: dict[str, list[float]] = {}
             t_last, it_last = time.perf_counter(), self.iteration
             loader = iter(self._loader())
             try:
                 while self.iteration < total:
-                    stats = self.train_step(next(loader))
+                    stats = self.train_step([next(loader) for _ in range(tc.grad_accum_steps)])
                     for k, v in stats.items():
                         window.setdefault(k, []).append(v)
                     bar.update(1)
-                    main = main_loss_term(stats)
-                    bar.set_postfix(loss=f"{stats['loss']:.3f}", **{main: f"{stats[main]:.3f}"},
+                    term = main_loss_term(stats)
+                    bar.set_postfix(loss=f"{stats['loss']:.3f}", **{term: f"{stats[term]:.3f}"},
                                     grip=f"{stats['gripper_ce']:.3f}", rot=f"{stats['rotation_ce']:.3f}",
                                     lr=f"{stats['lr']:.2e}")
                     it = self.iteration
                     if it % tc.log_interval == 0 or it == total:
                         now = time.perf_counter()
                         final_train = {k: float(np.mean(v)) for k, v in window.items()}
-                        self._log({"split": "train", "iter": it, **final_train,
-                                   "samples_per_s": (it - it_last) * cfg.batch_size / max(now - t_last, 1e-9)})
+                        if main:  # only rank 0 writes
+                            self._log({"split": "train", "iter": it, **final_train,
+                                       "samples_per_s": (it - it_last) * cfg.batch_size / max(now - t_last, 1e-9)})
                         window, t_last, it_last = {}, now, it
-                    if (tc.eval_interval and it % tc.eval_interval == 0) or it == total:
+                    if ((tc.eval_interval and it % tc.eval_interval == 0) or it == total) and main:
                         final_val = self.evaluate()
                         if final_val:
                             self._log({"split": "val", "iter": it, **final_val})
@@ -643,7 +693,9 @@ class Trainer:
                                       f"{final_val['pos_err_m'] * 100:.1f} cm  (last step "
                                       f"{final_val['pos_err_last_m'] * 100:.1f} cm)")
                     if (tc.ckpt_interval and it % tc.ckpt_interval == 0) or it == total:
-                        self.save()
+                        if main:
+                            self.save()
+                        self.dist.barrier()
             finally:
                 bar.close()
                 del loader
@@ -651,9 +703,11 @@ class Trainer:
                     self.tb.close()
                     self.tb = None
         latest = self.run_dir / LATEST_DIR
-        if not (latest / "model.safetensors").is_file():
+        if main and not (latest / "model.safetensors").is_file():
             self.save()
-        plot_metrics(self.run_dir / METRICS_FILE, self.run_dir / CURVE_FILE)
+        if main:
+            plot_metrics(self.run_dir / METRICS_FILE, self.run_dir / CURVE_FILE)
+        self.dist.barrier()
         return TrainResult(run_dir=self.run_dir, checkpoint_dir=latest, iterations=self.iteration,
                            final_train=final_train, final_val=final_val)
 
