@@ -146,7 +146,7 @@ DINOV3_PICK_PLACE: dict[str, Any] = {
 }
 
 # Presets by name (each a V4Config classmethod): the choices of every tool's --preset / random_preset.
-PRESET_NAMES = ("tiny", "pick_place", "pick_place_regression", "paper", "paper_internvl")
+PRESET_NAMES = ("tiny", "pick_place", "pick_place_regression", "paper", "paper_internvl", "paper_v2")
 
 
 @dataclass
@@ -277,6 +277,14 @@ class V4Config:
             base.update(backbone_config=dict(INTERNVL_VISION_TINY), patch_size=14, img_size=56)
         base.update(overrides)
         return cls(**base)
+
+    @classmethod
+    def paper_v2(cls, **overrides: Any) -> "V4Config":
+        """The seed's v2 column of its parity table, for ablations against v4: a learned embedding per (view, height
+        bin) instead of the sin/cos PE, the fixed z range [z_lo, z_hi] in every view instead of the adaptive one,
+        32 height bins and P = 128; everything else is the paper preset. V = 2 * 32 * 128^2 = 1,048,576."""
+        return cls.paper(**{"name": "paper_v2", "height_encoding": "learned", "z_range_mode": "fixed",
+                            "n_height_bins": 32, "pred_size": 128, **overrides})
 
     @classmethod
     def pick_place(cls, **overrides: Any) -> "V4Config":

@@ -220,6 +220,67 @@ def calib(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------------- ablate
+ABLATION_COLUMNS = (("position error mean cm", ("position_error_m", "all", "mean"), 100.0),
+                    ("position error median cm", ("position_error_m", "all", "median"), 100.0),
+                    ("position error p90 cm", ("position_error_m", "all", "p90"), 100.0),
+                    ("last step error mean cm", ("position_error_m", "per_step", -1, "mean"), 100.0),
+                    ("rotation error mean deg", ("rotation_error_deg", "all", "mean"), 1.0),
+                    ("gripper accuracy %", ("gripper_accuracy", "all"), 100.0))
+
+
+def _dig(d, path):
+    for key in path:
+        if d is None:
+            return None
+        d = d[key] if isinstance(key, int) else d.get(key)
+    return d
+
+
+def ablation_table(rows: list[tuple[str, dict]]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the offline metrics of several checkpoints (``metrics.json`` dicts), side by side."""
+    header = ["checkpoint", "model", "chunks"] + [name for name, _, _ in ABLATION_COLUMNS]
+    table = []
+    for label, m in rows:
+        cells = [label, str(m.get("model_id", "")), str(m.get("chunks_evaluated", ""))]
+        for _, path, scale in ABLATION_COLUMNS:
+            v = _dig(m, path)
+            cells.append("n/a" if v is None else f"{float(v) * scale:.2f}")
+        table.append(cells)
+    return header, table
+
+
+def ablate(args) -> int:
+    """Evaluate several checkpoints on the same recordings; one table of the offline metrics (stdout, CSV, MD)."""
+    import csv
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    labels = [Path(c).name if Path(c).name != "checkpoint" else Path(c).parent.name for c in args.checkpoints]
+    if len(set(labels)) != len(labels):
+        labels = [f"{i}:{label}" for i, label in enumerate(labels)]
+    rows = []
+    for bag in args.bags:
+        for ckpt, label in zip(args.checkpoints, labels):
+            sub = out / Path(bag).name / label.replace(":", "_").replace("/", "_")
+            ev_args = build_parser().parse_args(
+                ["eval", str(bag), "--checkpoint", str(ckpt), "--out", str(sub), "--device", args.device,
+                 "--overlay-every", "0", "--response-volume-every", "-1", "--max-frames", str(args.max_frames),
+                 "--quiet"])
+            evaluate(ev_args)
+            rows.append((f"{label} @ {Path(bag).name}" if len(args.bags) > 1 else label,
+                         json.loads((sub / "metrics.json").read_text())))
+    header, table = ablation_table(rows)
+    with open(out / "ablation.csv", "w", newline="") as f:
+        csv.writer(f).writerows([header, *table])
+    md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(r) + " |" for r in table]
+    (out / "ablation.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    print(f"wrote {out / 'ablation.csv'} and {out / 'ablation.md'}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------------ play
 def play(args) -> int:
     """Publish a recording into the live graph with its original timing (``para_ros.bag_play``)."""
@@ -525,6 +586,13 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--frames", type=int, default=8, help="frames on the sheet, evenly over the recording")
     ca.add_argument("--views", default="scene,wrist", help="comma-separated camera views")
     _add_topic_args(ca)
+    ab = sub.add_parser("ablate", help="evaluate several checkpoints on the same recordings: one table of the "
+                                       "offline metrics side by side (stdout, CSV, Markdown)")
+    ab.add_argument("bags", nargs="+", help="rosbag2 directories")
+    ab.add_argument("--checkpoints", nargs="+", required=True, help="checkpoint directories to compare")
+    ab.add_argument("--out", required=True, help="output directory (per-checkpoint eval folders + ablation.*)")
+    ab.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    ab.add_argument("--max-frames", type=int, default=0, help="evaluate at most this many observations (0: all)")
     pl = sub.add_parser("play", help="publish a recording into the live graph with its original timing "
                                      "(ros2 bag play without ROS)")
     pl.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
@@ -566,7 +634,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return {"extract": extract, "calib": calib, "play": play, "eval": evaluate}[args.command](args)
+        return {"extract": extract, "calib": calib, "play": play, "eval": evaluate,
+                "ablate": ablate}[args.command](args)
     except (BagError, FileExistsError, ValueError) as exc:
         print(f"para-bag {args.command}: error: {exc}", file=sys.stderr)
         return 2
