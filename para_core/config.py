@@ -146,7 +146,8 @@ DINOV3_PICK_PLACE: dict[str, Any] = {
 }
 
 # Presets by name (each a V4Config classmethod): the choices of every tool's --preset / random_preset.
-PRESET_NAMES = ("tiny", "pick_place", "pick_place_regression", "paper", "paper_internvl", "paper_v2")
+PRESET_NAMES = ("tiny", "tiny_dino_kv", "pick_place", "pick_place_regression", "paper", "paper_internvl", "paper_v2",
+                "dino_kv")
 
 
 @dataclass
@@ -277,6 +278,20 @@ class V4Config:
             base.update(backbone_config=dict(INTERNVL_VISION_TINY), patch_size=14, img_size=56)
         base.update(overrides)
         return cls(**base)
+
+    @classmethod
+    def dino_kv(cls, **overrides: Any) -> "V4Config":
+        """The seed's single-view dino_kv head (``para_core.dino_kv``, figure script 000): one scene view, DINOv3
+        ViT-S/16+, 48-d pixel features and keys, a 56 x 56 grid, 32 height bins, T = 8. img_size 512 (the seed's 504
+        is not a multiple of 16; see the module docstring)."""
+        return cls.paper(**{"name": "dino_kv", "model_kind": "para_dino_kv", "view_names": ("scene",),
+                            "feat_dim": 48, "pred_size": 56, "n_height_bins": 32, "n_window": 8, **overrides})
+
+    @classmethod
+    def tiny_dino_kv(cls, **overrides: Any) -> "V4Config":
+        """The dino_kv head at the tiny preset's size (tests, demos)."""
+        return cls.tiny(**{"name": "tiny_dino_kv", "model_kind": "para_dino_kv", "view_names": ("scene",),
+                           **overrides})
 
     @classmethod
     def paper_v2(cls, **overrides: Any) -> "V4Config":

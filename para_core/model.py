@@ -365,6 +365,15 @@ def _coord_regression(config: V4Config) -> nn.Module:
 MODEL_REGISTRY["coord_regression"] = _coord_regression
 
 
+def _dino_kv(config: V4Config) -> nn.Module:
+    from .dino_kv import ParaDinoKVModel
+
+    return ParaDinoKVModel(config)
+
+
+MODEL_REGISTRY["para_dino_kv"] = _dino_kv
+
+
 def build_model(config: V4Config) -> nn.Module:
     try:
         factory = MODEL_REGISTRY[config.model_kind]
