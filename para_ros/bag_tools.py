@@ -220,6 +220,40 @@ def calib(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------------- figure
+def figure(args) -> int:
+    """The seed's method figure from one real inference step on frame ``--frame`` of a recording."""
+    from para_core.method_figure import figure_numbers, method_figure_data, write_method_figure
+    from para_core.policy import RobotState
+
+    policy = load_policy(args)
+    if not hasattr(policy.model, "logit_log_scale"):
+        raise ValueError(f"model kind {policy.config.model_kind!r} has no voxel volume to draw; the figure is for "
+                         "para_v4 and para_dino_kv checkpoints")
+    cfg = policy.config
+    with BagReader(args.bag, topic_config(args, policy.view_names)) as bag:
+        stamps = bag.pair_stamps()
+        if not stamps:
+            raise BagError(f"no camera pair in {args.bag}: {bag.stats.summary() or 'no images'}")
+        if not 0 <= args.frame < len(stamps):
+            raise ValueError(f"--frame {args.frame}: the recording has observations 0..{len(stamps) - 1}")
+        obs = next(iter(bag.observations({stamps[args.frame]})), None)
+        if obs is None:
+            raise BagError(f"frame {args.frame} has no complete observation: {bag.stats.summary()}")
+        past = bag.past_positions(obs.stamp_ns, cfg.mv_past_n, cfg.step_dt_s, obs.T_world_ee[:3, 3])
+        state = RobotState(T_world_ee=obs.T_world_ee, gripper=obs.gripper, past_positions_world=past)
+        inputs = policy.preprocess(obs.cameras, state)
+        step = args.step % cfg.n_window
+        gt, _, _ = _future_truth(bag, obs.stamp_ns, np.array([step * cfg.step_dt_s]))
+    data = method_figure_data(policy.model, inputs, [c.image_rgb for c in obs.cameras], step=step, gt_xyz=gt[0])
+    paths = write_method_figure(data, args.out)
+    n = figure_numbers(data)
+    print(f"method figure of frame {args.frame} (t = {obs.stamp_ns / 1e9:.3f} s), step {n['step']}: argmax at "
+          f"{n['point_m']} m, bin height {n['bin_height_cm']} cm, top-1 {n['top1_prob_pct']} %; wrote "
+          f"{paths['svg']}, {paths['npz']} and the panels in {args.out}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------- ablate
 ABLATION_COLUMNS = (("position error mean cm", ("position_error_m", "all", "mean"), 100.0),
                     ("position error median cm", ("position_error_m", "all", "median"), 100.0),
@@ -586,6 +620,18 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--frames", type=int, default=8, help="frames on the sheet, evenly over the recording")
     ca.add_argument("--views", default="scene,wrist", help="comma-separated camera views")
     _add_topic_args(ca)
+    fg = sub.add_parser("figure", help="the seed's method figure (6 panels, SVG + NPZ) from one inference step")
+    fg.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
+    src = fg.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="checkpoint directory (para_v4 or para_dino_kv)")
+    src.add_argument("--random-preset", choices=PRESET_NAMES, help="an UNTRAINED random policy")
+    fg.add_argument("--random-seed", type=int, default=0)
+    fg.add_argument("--frame", type=int, default=0, help="observation index in the recording (default 0)")
+    fg.add_argument("--step", type=int, default=-1, help="chunk step to show (-1: the last)")
+    fg.add_argument("--out", required=True, help="output directory")
+    fg.add_argument("--device", default="auto")
+    fg.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"))
+    _add_topic_args(fg)
     ab = sub.add_parser("ablate", help="evaluate several checkpoints on the same recordings: one table of the "
                                        "offline metrics side by side (stdout, CSV, Markdown)")
     ab.add_argument("bags", nargs="+", help="rosbag2 directories")
@@ -634,8 +680,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return {"extract": extract, "calib": calib, "play": play, "eval": evaluate,
-                "ablate": ablate}[args.command](args)
+        return {"extract": extract, "calib": calib, "play": play, "eval": evaluate, "ablate": ablate,
+                "figure": figure}[args.command](args)
     except (BagError, FileExistsError, ValueError) as exc:
         print(f"para-bag {args.command}: error: {exc}", file=sys.stderr)
         return 2
