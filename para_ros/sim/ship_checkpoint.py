@@ -25,6 +25,16 @@ def sim_settings() -> dict:
     return {k: params[k] for k in SIM_KEYS}
 
 
+def _git_commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m para_ros.sim.ship_checkpoint", description=__doc__.split("\n\n")[0])
     p.add_argument("--run", required=True, help="para-train run directory")
@@ -49,12 +59,14 @@ def main(argv=None) -> int:
     recipe = {
         "reproduce": "scripts/train_pick_place" + ("" if info["model_config"]["name"] == "pick_place" else
                                                    f" --preset {info['model_config']['name']}"),
-        "demonstrations": {"command": f"para-sim demos --out DATA --episodes {args.episodes} --seed 0",
+        "demonstrations": {"command": "para-sim demos --out DATA --seed S --episodes N (the layout seeds used are "
+                                      "listed; failed expert episodes are not written)",
+                           "recorded": args.episodes,
                            "layout_seeds": seeds, "episodes_used": len(info["train_episodes"]),
                            "validation_episodes": len(info.get("val_episodes", []))},
         "preset": info["model_config"]["name"], "model_config": info["model_config"],
         "train_config": info["train_config"], "iterations": val[-1]["iter"] if val else None,
-        "final_validation": val[-1] if val else None, "sim": sim_settings(),
+        "final_validation": val[-1] if val else None, "sim": sim_settings(), "git_commit": _git_commit(),
     }
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2))
     print(f"shipped {run / 'checkpoint'} -> {out} (recipe.json, metrics.jsonl, loss_curve.png)")
