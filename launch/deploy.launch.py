@@ -6,7 +6,12 @@ parameters set from the arguments all come from :mod:`para_ros.graph`, the descr
 
 Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``backend``, ``device``, ``dtype``,
 ``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``, ``wrist_info_topic``, ``joint_trajectory_topic``,
-``arm_joint_names``, ``rviz``. An empty value keeps the node's parameter file value (``config/*.yaml``).
+``arm_joint_names``, ``engage``, ``rviz``, ``respawn``, ``respawn_executor``, ``respawn_delay``. An empty value keeps
+the node's parameter file value (``config/*.yaml``).
+Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay`` (rule: :func:`para_ros.deploy.respawns`):
+``respawn:=true`` gives inference_node and sim_node launch_ros' ``respawn=True`` with ``respawn_delay``
+(``respawn_delay`` seconds, default 2): a node that dies is started again. The executor commands the arm, so it comes
+back by itself only with ``respawn_executor:=true`` (default false: a person should look at why it died first).
 With ``backend:=topic`` (a ros2_control joint_trajectory_controller) the trajectory carries the arm joints only and
 the gripper goes out as ``std_msgs/Float64`` 0..1 on the executor's ``gripper_command_topic`` (see
 :mod:`para_ros.graph`), e.g. ``backend:=topic joint_trajectory_topic:=/arm_controller/joint_trajectory``.
@@ -40,15 +45,44 @@ ARGUMENTS = [
     ("engage", "false", "hand the arm to the policy at start: true | false (always true for backend sim; else the "
                         "executor waits for /chunk_executor/engage)"),
     ("rviz", "false", "start rviz2 with config/para.rviz: true | false"),
+    ("respawn", "false", "restart inference_node and sim_node when they die (after respawn_delay): true | false"),
+    ("respawn_executor", "false", "also restart chunk_executor when it dies: true | false (default false: it "
+                                  "commands the arm, so a person should look at why it died first)"),
+    ("respawn_delay", "2.0", "seconds between a node's death and its restart (respawn, respawn_executor)"),
 ]
+# Arguments of this launch file alone, not of the graph (para_ros.graph.DeploySettings).
+LAUNCH_ONLY = ("rviz", "respawn", "respawn_executor", "respawn_delay")
+EXECUTOR_NODE = "chunk_executor"  # respawned only with respawn_executor (para_ros.deploy.respawns: the same rule)
+
+
+def _flag(name: str, text: str) -> bool:
+    """A true/false launch argument as a bool; ValueError naming the value and the choices otherwise."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"{name}:={text!r}: use true or false")
+    return value == "true"
+
+
+def _respawn_delay(text: str) -> float:
+    try:
+        delay = float(text)
+    except ValueError:
+        delay = float("nan")
+    if not 0.0 <= delay <= 600.0:
+        raise ValueError(f"respawn_delay:={text!r}: give seconds within 0..600, e.g. respawn_delay:=2.0")
+    return delay
 
 
 def _graph_nodes(context, *args, **kwargs):
     """Resolve the arguments and build one launch_ros ``Node`` per node of :func:`para_ros.graph.plan`."""
     values = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
-    settings = graph.DeploySettings(**{k: v for k, v in values.items() if k != "rviz"})
+    settings = graph.DeploySettings(**{k: v for k, v in values.items() if k not in LAUNCH_ONLY})
+    respawn = _flag("respawn", values["respawn"])
+    respawn_executor = _flag("respawn_executor", values["respawn_executor"])
+    delay = _respawn_delay(values["respawn_delay"])
     actions = []
     for spec, overrides in graph.plan(settings):
+        again = respawn_executor if spec.name == EXECUTOR_NODE else respawn
         actions.append(Node(
             package=graph.PACKAGE,
             executable=spec.executable,
@@ -58,6 +92,8 @@ def _graph_nodes(context, *args, **kwargs):
             # The node's file first, then only what was set here (-p name:=value wins over the file).
             parameters=[str(share_file(spec.params_file)),
                         *[Parameter(name, value) for name, value in overrides.items()]],
+            respawn=again,
+            respawn_delay=delay if again else None,
         ))
     return actions
 

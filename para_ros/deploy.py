@@ -8,8 +8,17 @@ SIGTERM) every node gets SIGINT, is waited for, and a node still running after `
 its whole process group: nothing is left behind. Then the summary is printed and saved with a snapshot image (the
 scene camera image with the predicted path and argmax voxels drawn in).
 
-Exit status: 0 when every node ran to the end and stopped on SIGINT; 1 when a node died early or had to be killed;
-2 on bad arguments.
+Respawn (``--respawn``, ``--respawn-executor``; ``respawn:=true`` / ``respawn_executor:=true`` of the launch file):
+a node that dies on its own (not at the shutdown) is started again with the same command line after
+``--respawn-delay`` seconds, its output appended to the same log, and counted; the summary reports every restart and
+the exit status of each death. ``--respawn`` covers the nodes that only compute or simulate (inference_node,
+sim_node); the executor is separate (``--respawn-executor``, off by default): it commands the arm, so after it died a
+person should look first. (A respawned executor starts disengaged on a real arm anyway, ``auto_engage: false``.)
+Without respawn a dead node ends the run, as before.
+
+Exit status: 0 when every node ran to the end and stopped on SIGINT (a node that died and was respawned counts as
+running to the end: the run went on, as asked; its restarts are in the summary); 1 when a node died early (and was
+not respawned, or was dead at the shutdown, waiting for its restart) or had to be killed; 2 on bad arguments.
 """
 from __future__ import annotations
 
@@ -69,7 +78,11 @@ def _die_with_parent() -> None:
 
 @dataclass
 class NodeProcess:
-    """One started node: its spec, process and log file; ``returncode`` / ``killed`` once stopped."""
+    """One started node: its spec, process and log file; ``returncode`` / ``killed`` once stopped.
+
+    With ``respawn``, ``proc`` is the node's current process: ``restarts`` counts the restarts and ``exit_statuses``
+    holds the exit status of every death that was followed by a restart (or is waiting for one, ``down_since`` set).
+    """
 
     spec: graph.NodeSpec
     cmd: list[str]
@@ -78,44 +91,129 @@ class NodeProcess:
     returncode: int | None = None
     killed: bool = False
     exited_early: bool = False
+    respawn: bool = False
+    restarts: int = 0
+    exit_statuses: list[int] = field(default_factory=list)
+    down_since: float | None = None  # monotonic time its death was seen, while it waits for the restart
+
+
+EXECUTOR_NODE = "chunk_executor"
+
+
+def respawns(spec_name: str, respawn: bool, respawn_executor: bool) -> bool:
+    """Whether the launchers restart node ``spec_name`` when it dies: the executor with ``respawn_executor`` only
+    (it commands the arm: off by default, see the module docstring), every other node with ``respawn``."""
+    return respawn_executor if spec_name == EXECUTOR_NODE else respawn
 
 
 @dataclass
 class ProcessGroup:
-    """Start, watch and stop the nodes of one run (see the module docstring for the shutdown rule)."""
+    """Start, watch and stop the nodes of one run (see the module docstring for the shutdown and respawn rules).
+
+    A node started with ``respawn=True`` is watched by a thread of this group (every ``poll_s``): when it dies before
+    :meth:`stop`, it is started again ``respawn_delay_s`` later, and :meth:`first_dead` never reports it.
+    """
 
     log_dir: Path
     env: dict[str, str]
     echo: bool = False
     nodes: list[NodeProcess] = field(default_factory=list)
+    respawn_delay_s: float = 2.0
+    poll_s: float = 0.05
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _watcher: threading.Thread | None = field(default=None, init=False, repr=False)
 
-    def start(self, spec: graph.NodeSpec, cmd: list[str]) -> NodeProcess:
+    def __post_init__(self):
+        if not (self.respawn_delay_s >= 0.0 and self.poll_s > 0.0):
+            raise ValueError(f"respawn_delay_s={self.respawn_delay_s!r} must be >= 0 and poll_s={self.poll_s!r} > 0")
+
+    def _popen(self, cmd: list[str], log_path: Path, append: bool) -> subprocess.Popen:
+        log = open(log_path, "ab" if append else "wb")  # noqa: SIM115  (kept open for the child's lifetime)
+        try:
+            return subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL, stdout=None if self.echo else log,
+                                    stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        finally:
+            log.close()
+
+    def start(self, spec: graph.NodeSpec, cmd: list[str], respawn: bool = False) -> NodeProcess:
+        """Start one node (its output in ``<log_dir>/<name>.log``); ``respawn``: restart it whenever it dies."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{spec.name}.log"
-        log = open(log_path, "wb")  # noqa: SIM115  (kept open for the child's lifetime)
-        proc = subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL, stdout=None if self.echo else log,
-                                stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        log.close()
-        node = NodeProcess(spec, cmd, proc, log_path)
-        self.nodes.append(node)
+        node = NodeProcess(spec, cmd, self._popen(cmd, log_path, append=False), log_path, respawn=respawn)
+        with self._lock:
+            self.nodes.append(node)
+            if respawn and self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, name="para_deploy_respawn", daemon=True)
+                self._watcher.start()
         return node
 
+    def _log_line(self, node: NodeProcess, text: str) -> None:
+        line = f"[para-deploy] {datetime.now().strftime('%H:%M:%S')} {text}"
+        if self.echo:
+            print(line, flush=True)
+            return
+        try:
+            with open(node.log_path, "a") as log:
+                log.write(line + "\n")
+        except OSError:
+            pass
+
+    def _watch(self) -> None:
+        """Respawn thread: note each death of a respawned node, start it again ``respawn_delay_s`` later."""
+        while not self._stopping.wait(self.poll_s):
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                now = time.monotonic()
+                for n in self.nodes:
+                    if not n.respawn:
+                        continue
+                    if n.down_since is None and n.proc.poll() is not None:
+                        n.down_since = now
+                        n.exit_statuses.append(n.proc.returncode)
+                        self._log_line(n, f"{n.spec.name} (pid {n.proc.pid}) exited with status {n.proc.returncode};"
+                                          f" restarting it in {self.respawn_delay_s:g} s")
+                    if n.down_since is not None and now - n.down_since >= self.respawn_delay_s:
+                        n.proc = self._popen(n.cmd, n.log_path, append=True)
+                        n.restarts += 1
+                        n.down_since = None
+                        self._log_line(n, f"{n.spec.name} restarted (restart {n.restarts}, pid {n.proc.pid})")
+
+    def restarts(self) -> int:
+        """Restarts of all nodes so far."""
+        with self._lock:
+            return sum(n.restarts for n in self.nodes)
+
     def pids(self) -> list[int]:
-        return [n.proc.pid for n in self.nodes]
+        with self._lock:
+            return [n.proc.pid for n in self.nodes]
 
     def first_dead(self) -> NodeProcess | None:
-        """A node that has exited on its own (before the shutdown), or None."""
-        for n in self.nodes:
-            if n.proc.poll() is not None:
-                n.exited_early = True
-                n.returncode = n.proc.returncode
-                return n
+        """A node that has exited on its own (before the shutdown) and is not respawned, or None."""
+        with self._lock:
+            for n in self.nodes:
+                if not n.respawn and n.proc.poll() is not None:
+                    n.exited_early = True
+                    n.returncode = n.proc.returncode
+                    return n
         return None
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """SIGINT every node, wait up to ``timeout_s`` in all, SIGKILL the process group of any still running."""
+        """End respawning, SIGINT every node, wait up to ``timeout_s`` in all, SIGKILL the process group of any
+        still running. A respawned node that is dead at this moment (waiting for its restart) counts as exited
+        early."""
+        with self._lock:
+            self._stopping.set()
+            watcher = self._watcher
+        if watcher is not None:
+            watcher.join(timeout=5.0)
         for n in self.nodes:
-            if n.proc.poll() is None:
+            if n.respawn and (n.down_since is not None or n.proc.poll() is not None):
+                n.exited_early = True
+                if n.down_since is None:  # died since the watcher last looked
+                    n.exit_statuses.append(n.proc.returncode)
+            elif n.proc.poll() is None:
                 try:
                     os.killpg(n.proc.pid, signal.SIGINT)
                 except ProcessLookupError:
@@ -145,6 +243,13 @@ class ProcessGroup:
         except OSError:
             return ""
         return "\n".join(lines[-n_lines:])
+
+
+def write_pids(out: Path, group: ProcessGroup) -> None:
+    """``<out>/pids.json``: each node's current pid (rewritten after every restart)."""
+    with group._lock:
+        pids = {n.spec.name: n.proc.pid for n in group.nodes}
+    (out / "pids.json").write_text(json.dumps(pids))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,6 +299,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shutdown-timeout", type=float, default=5.0,
                         help="seconds the nodes get to stop after SIGINT before they are killed (default 5)")
     parser.add_argument("--echo", action="store_true", help="show the nodes' output here instead of in logs/")
+    parser.add_argument("--respawn", action="store_true",
+                        help="restart inference_node and sim_node when they die (after --respawn-delay; counted in "
+                             "the summary); without it a dead node ends the run")
+    parser.add_argument("--respawn-executor", action="store_true",
+                        help="also restart chunk_executor when it dies (off by default: it commands the arm, so a "
+                             "person should look at why it died before it comes back)")
+    parser.add_argument("--respawn-delay", type=float, default=2.0,
+                        help="seconds between a node's death and its restart (default 2)")
     return parser
 
 
@@ -243,6 +356,9 @@ def run(args) -> int:
         print("para-deploy: --duration must be >= 0, --shutdown-timeout > 0, --record-image-period >= 0",
               file=sys.stderr)
         return 2
+    if not 0.0 <= args.respawn_delay <= 600.0:
+        print(f"para-deploy: --respawn-delay {args.respawn_delay} must be within 0..600 s", file=sys.stderr)
+        return 2
     if not 1.0 <= args.episode_time_limit <= 600.0:
         print(f"para-deploy: --episode-time-limit {args.episode_time_limit} must be within 1..600 s", file=sys.stderr)
         return 2
@@ -272,7 +388,7 @@ def run(args) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    group = ProcessGroup(out / "logs", env, echo=args.echo)
+    group = ProcessGroup(out / "logs", env, echo=args.echo, respawn_delay_s=args.respawn_delay)
     monitor = recorder = driver = None
     t_start = time.monotonic()
     status = 0
@@ -281,9 +397,11 @@ def run(args) -> int:
               flush=True)
         graph_start_ns = time.time_ns()
         for spec, cmd in graph_commands(settings):
-            node = group.start(spec, cmd)
-            print(f"  started {spec.name} (pid {node.proc.pid}): {' '.join(cmd[1:])}", flush=True)
-        (out / "pids.json").write_text(json.dumps({n.spec.name: n.proc.pid for n in group.nodes}))
+            node = group.start(spec, cmd, respawn=respawns(spec.name, args.respawn, args.respawn_executor))
+            print(f"  started {spec.name} (pid {node.proc.pid}{', respawned when it dies' if node.respawn else ''})"
+                  f": {' '.join(cmd[1:])}", flush=True)
+        write_pids(out, group)
+        restarts_seen = 0
 
         from para_ros.deploy_monitor import DeployMonitor, record_topics
         from para_ros.recording import McapRecorder, ros_type_name
@@ -310,6 +428,11 @@ def run(args) -> int:
                 reason["why"] = f"{dead.spec.name} exited early with status {dead.returncode}"
                 status = 1
                 break
+            if group.restarts() != restarts_seen:
+                restarts_seen = group.restarts()
+                write_pids(out, group)
+                print("  restarts: " + ", ".join(f"{n.spec.name} {n.restarts} (pid {n.proc.pid}, exit statuses "
+                                                 f"{n.exit_statuses})" for n in group.nodes if n.restarts), flush=True)
             if time.monotonic() - last_report >= 10.0:
                 last_report = time.monotonic()
                 frames, chunks, commands = monitor.counts()
@@ -345,6 +468,9 @@ def run(args) -> int:
     for n in group.nodes:
         how = "killed after the shutdown timeout" if n.killed else (
             f"exited early, status {n.returncode}" if n.exited_early else f"stopped on SIGINT, status {n.returncode}")
+        if n.restarts or n.exit_statuses:
+            how += (f"; restarted {n.restarts} time{'s' if n.restarts != 1 else ''} (exit statuses "
+                    f"{', '.join(str(c) for c in n.exit_statuses)})")
         lines.append(f"  node {n.spec.name:<16} {how}  (log {n.log_path})")
         if n.killed or n.exited_early:
             status = 1
@@ -362,7 +488,10 @@ def run(args) -> int:
     summary.update({"snapshot": str(snapshot) if snapshot else None,
                     "recording": str(recorder.path) if recorder else None,
                     "nodes": {n.spec.name: {"pid": n.proc.pid, "returncode": n.returncode, "killed": n.killed,
-                                            "exited_early": n.exited_early} for n in group.nodes},
+                                            "exited_early": n.exited_early, "respawn": n.respawn,
+                                            "restarts": n.restarts, "exit_statuses": list(n.exit_statuses)}
+                              for n in group.nodes},
+                    "restarts": sum(n.restarts for n in group.nodes),
                     "stop_reason": reason["why"]})
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     for n in group.nodes:

@@ -224,8 +224,9 @@ def test_launch_arguments_match_the_launcher_options(launch_module):
     declared = {e.args[0] for e in description.args[0] if isinstance(e, DeclareLaunchArgument)}
     dests = {a.dest for a in deploy.build_parser()._actions}
     graph_fields = set(graph.DeploySettings.__dataclass_fields__)
-    assert declared - {"rviz"} == graph_fields
+    assert declared - {"rviz", *launch_module.LAUNCH_ONLY} == graph_fields
     assert graph_fields <= dests
+    assert set(launch_module.LAUNCH_ONLY) - {"rviz"} <= dests  # respawn options: both launchers
 
 
 def test_rviz_only_when_asked(launch_module):
