@@ -252,6 +252,8 @@ class InferenceNode:
             pair = self.pairer.newest_pair(now_ns)
             if pair.frames is not None:
                 self.pairer.mark_used(pair)
+            elif pair.problem is None:
+                pair.problem = self._silent_camera(now_ns)
             infos = dict(self._camera_info)
         if pair.problem:
             self.health.count("dropped.no_pair")
@@ -267,6 +269,29 @@ class InferenceNode:
             self.health.problem(problem.key, str(problem))
             return
         self._infer_and_publish(pair.stamp_ns, *observation)
+
+    def _silent_camera(self, now_ns: int) -> str | None:
+        """Under the lock: why no pair can come when the pairer saw no problem, or None. A camera whose newest frame
+        is older than ``max_observation_age_s`` while another camera's is not lags or is silent.
+
+        Why here: the pairer says "a partner is still on its way" whenever its short history (4 frames a camera) holds
+        no pair and the newest frame's partner is not overdue yet at the time of asking. This node asks right after
+        each frame, so while one camera streams faster than 1 / (slop + partner grace) (about 7 Hz) and the other is
+        silent, that is all it ever said once the last pair had left the history: a silent wrist camera was not
+        reported at all (test_faults_inference_restart). A frame older than max_observation_age_s could only make a
+        stale pair, so this is the pairer's stale-pair rule applied to the pair that is no longer in its history."""
+        newest = {view: self.pairer.newest_stamp_ns(view) for view in self.views}
+        if len(newest) < 2 or any(t is None for t in newest.values()):
+            return None  # the pairer reports a camera that never sent anything
+        max_age_ns = int(self.params["max_observation_age_s"] * 1e9)
+        old = {view: now_ns - t for view, t in newest.items() if now_ns - t > max_age_ns}
+        if not old or len(old) == len(newest):
+            return None  # every camera fresh (a partner on its way), or all silent (the pairer's stale pair)
+        ages = ", ".join(f"{view} {(now_ns - t) / 1e9:.3f} s" for view, t in newest.items())
+        silent = " and ".join(f"the {view}" for view in old)
+        verb = "cameras lag or are silent" if len(old) > 1 else "camera lags or is silent"
+        return (f"no matching pair: the newest frames are {ages} old (> max_age {max_age_ns / 1e9:.3f} s for "
+                f"{', '.join(old)}); {silent} {verb}")
 
     def _build_observation(self, pair, infos):
         from para_core.policy import CameraObservation, RobotState
