@@ -39,6 +39,21 @@ joint, and the gripper when ``gripper_joint_name`` is set, merged by name as the
 ``joint_states_topic`` (topic backends, the node's clock), or when the SDK read last succeeded (``i2rt_sdk``: the
 SDK's own reading, which this node cannot date further).
 
+Time jumps (``use_sim_time`` and a ``/clock`` that goes back: a simulator reset, a bag loop): the node registers an
+rclpy clock jump callback (a backward jump of ``TIME_JUMP_BACK_MIN_S`` = 0.5 s or more, and a switch of time source;
+smaller steps back are a clock publisher's jitter, see :mod:`para_ros.execution.executor_core`). Before the new time is
+set it tells the
+core (:meth:`ExecutorCore.clock_jumped_back`: the timeline and every old-clock time dropped) and forgets when the joint
+states were heard; the executor then sends nothing until a complete joint state arrives on the new clock, re-seeds
+from it and holds there until a new chunk (chunks stamped on the old clock are refused as from the future). Why the
+callback and not a comparison of consecutive ``now()`` values: the times the executor uses come from two threads (the
+control loop's ticks, the chunk and joint-state callbacks) and interleave, so a comparison would need a tolerance that
+misses small jumps or reports false ones under load, and it would notice a jump only at its next tick, after a chunk
+callback may already have met the old timeline on the new clock; rcl compares each ``/clock`` with the previous one
+and calls the pre-jump callback in the executor thread before any callback can see the new time. (The core's tick
+still checks its own times too, for a jump nobody announced, e.g. from a caller without rclpy.) Diagnostics:
+``time_jumps_back``, ``last_time_jump``; the log says it at WARN.
+
 Run: ``python -m para_ros.chunk_executor --ros-args --params-file config/executor.yaml -p backend:=i2rt_sdk``.
 """
 from __future__ import annotations
@@ -257,20 +272,27 @@ class JointStateWatch:
                 return None
             return min(self._heard[n] for n in self.names)
 
+    def clear(self) -> None:
+        """Forget every receipt time (the clock jumped back: they are on the old clock)."""
+        with self._lock:
+            self._heard.clear()
+
 
 def _make_node_class():
     """Define the node class lazily so ``--help`` works without starting the middleware."""
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
     from para_msgs.msg import ActionChunk
     from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.clock import JumpThreshold
+    from rclpy.duration import Duration
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from std_srvs.srv import Trigger
 
     from para_ros.execution.backends import I2rtSdkBackend
     from para_ros.execution.control_loop import FixedRateLoop
-    from para_ros.execution.executor_core import (JOINT_STATE_LOST, JOINT_STATE_PROBLEM, WAITING_FOR_CHUNK,
-                                                  ExecutorCore)
+    from para_ros.execution.executor_core import (JOINT_STATE_LOST, JOINT_STATE_PROBLEM, TIME_JUMP_BACK_MIN_S,
+                                                  WAITING_FOR_CHUNK, ExecutorCore)
     from para_ros.execution.limits import load_yam_config
     from para_ros.execution.yam_frames import YamFrames
     from para_ros.execution_ros.chunk_msg import chunk_from_msg
@@ -330,6 +352,11 @@ def _make_node_class():
             self.engage_srv = self.create_service(Trigger, "~/engage", self._on_engage)
             self.disengage_srv = self.create_service(Trigger, "~/disengage", self._on_disengage)
             self.diag_timer = self.create_timer(1.0 / p["diagnostics_rate_hz"], self._publish_diagnostics)
+            # A backward jump of the node's clock, and a change of time source (module docstring: Time jumps).
+            self._jump_handle = self.get_clock().create_jump_callback(
+                JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S),
+                              on_clock_change=True),
+                pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
             self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
                                       on_error=self._on_tick_error)
             self.loop.start()
@@ -406,6 +433,31 @@ def _make_node_class():
             self.get_logger().info(response.message)
             self._publish_diagnostics()
             return response
+
+        def _before_time_jump(self) -> None:
+            """rclpy pre-jump callback (executor thread, before the new time is set): drop everything on the old clock.
+            Never raises: an exception here would escape from the /clock subscription's callback."""
+            try:
+                self.core.clock_jumped_back("the clock jumped back (details in the log)")
+                if self.state_watch is not None:
+                    self.state_watch.clear()
+            except Exception as err:  # noqa: BLE001
+                self.get_logger().error(f"handling a clock jump failed: {type(err).__name__}: {err}")
+
+        def _after_time_jump(self, jump) -> None:
+            """rclpy post-jump callback: say what happened (log, diagnostics)."""
+            try:
+                change = getattr(jump.clock_change, "name", str(jump.clock_change))
+                if change in ("ROS_TIME_ACTIVATED", "ROS_TIME_DEACTIVATED"):
+                    what = f"time source changed ({change})"
+                else:
+                    what = f"clock jumped back by {-jump.delta.nanoseconds / 1e9:.3f} s to t={self.now_s():.3f} s"
+                self.core.describe_time_jump(what)
+                self.get_logger().warning(f"{what}: chunks dropped; sending nothing until a joint state on the new "
+                                          "clock, then holding there until a new chunk")
+                self._publish_diagnostics()
+            except Exception as err:  # noqa: BLE001
+                self.get_logger().error(f"reporting a clock jump failed: {type(err).__name__}: {err}")
 
         def _on_tick_error(self, err: BaseException) -> None:
             self.get_logger().error(f"control tick failed: {type(err).__name__}: {err}", throttle_duration_sec=1.0)
@@ -487,6 +539,7 @@ def _make_node_class():
                 "joint_state_timeout_s": self.params["joint_state_timeout_s"],
                 "joint_state_age_s": repr(s.joint_state_age_s), "last_joint_state_s": repr(s.last_joint_state_s),
                 "joint_state_losses": s.joint_state_losses, "chunks_ignored_no_state": s.chunks_ignored_no_state,
+                "time_jumps_back": s.time_jumps_back, "last_time_jump": s.last_time_jump,
                 "control_rate_hz": self.params["control_rate_hz"],
                 "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
                 "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),

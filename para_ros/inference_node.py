@@ -14,6 +14,21 @@ Timing rules (what belongs together):
   longer (or not yet) holds them, the oldest available position is repeated.
 * The gripper opening comes from ``/joint_states`` (``gripper_joint``), scaled by ``gripper_open_position``.
 
+Time jumps (``use_sim_time`` and a ``/clock`` that goes back: a simulator reset, a bag loop): the node registers an
+rclpy clock jump callback (a backward jump of :data:`TIME_JUMP_BACK_MIN_S` = 0.5 s or more, and a switch of time
+source) BEFORE its TF buffer, so it runs first. Smaller steps back are a clock publisher's jitter (``para-bag play``
+steps back by milliseconds; clearing on each dropped the TF history of the past EE positions), as in the executor.
+Before the new time is set it clears the TF buffer's history (dynamic transforms; static ones stay, as in tf2), the
+camera pairer (frames and the last pair used), the gripper and joint-state histories, and marks every observation in
+flight as void: a chunk of an observation taken before the jump is dropped (``dropped.time_jump``), never published.
+Without this the new, earlier stamps would be refused as out of order by the pairer and as too old by TF for as long
+as the old history lasts (30 s), and old frames could still pair. After the jump it counts ``time_jumps_back``, says
+what happened in ``last_time_jump`` on ``/diagnostics`` and logs a warning. A callback rather than comparing
+consecutive ``now()`` values: the node reads its clock in several threads (image callbacks, the inference thread),
+whose reads interleave, so a comparison needs a tolerance and catches a jump only at its next read, after an image on
+the new clock may already have met the old frames; rcl compares each ``/clock`` with the previous one and calls the
+pre-jump callback in the executor thread before any callback sees the new time.
+
 Bad input never crashes the node and never yields a chunk: every problem (unsupported encoding, size mismatch with
 CameraInfo, bad K, missing/extrapolated/refused TF, silent camera, out-of-order frames, missing CameraInfo, a policy
 error) is logged (throttled, per problem) and reported on ``/diagnostics``, and that observation is dropped. Every
@@ -35,6 +50,9 @@ from para_ros.health import ERROR
 from para_ros.observation_pairing import sample_and_hold
 
 
+# The clock stepping back at least this far is a jump (reset, loop) that clears the node's history; less is a clock
+# publisher's jitter. The executor's value (para_ros.execution.executor_core.TIME_JUMP_BACK_MIN_S, reasons there).
+TIME_JUMP_BACK_MIN_S = 0.5
 GRIPPER_HISTORY = 500  # joint-state samples kept for the gripper at an image stamp (10 s at 50 Hz)
 VIEW_TOPIC_DEFAULTS = {
     "scene": ("/scene_cam/image_raw", "/scene_cam/camera_info"),
@@ -53,6 +71,7 @@ class InferenceNode:
 
     def __init__(self, node_name: str = "inference_node", parameter_overrides=None):
         import rclpy.node
+        from rclpy.clock import JumpThreshold
         from rclpy.duration import Duration
         from rclpy.qos import QoSProfile, qos_profile_sensor_data
         from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
@@ -62,7 +81,6 @@ class InferenceNode:
 
         from para_ros.adapters.tf import Buffer, TransformListener
         from para_ros.health import HealthReporter
-        from para_ros.observation_pairing import ObservationPairer
 
         self.node = node = rclpy.node.Node(node_name, parameter_overrides=parameter_overrides or [])
         p = {}
@@ -122,13 +140,18 @@ class InferenceNode:
             p[f"{view}_info_topic"] = _declare(node, f"{view}_info_topic", info_default, f"{view} CameraInfo")
 
         self.health = HealthReporter(node, f"para: {node.get_name()}", hardware_id=self.policy.model_id)
+        self._lock = threading.Lock()
+        self._time_generation = 0  # +1 at every backward clock jump: observations from before it are void
+        # Before the TF buffer, so this runs first (an upstream tf2_ros Buffer registers a jump callback of its own,
+        # and rcl calls no callback registered after one that raised).
+        self._jump_handle = node.get_clock().create_jump_callback(
+            JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S), on_clock_change=True),
+            pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
         self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=node)
         self.tf_listener = TransformListener(self.tf_buffer, node)
         cfg = self.policy.config
         self.step_dt_s = cfg.frame_stride / cfg.dataset_fps
-        self.pairer = ObservationPairer(self.views, slop_ns=int(p["pair_slop_s"] * 1e9),
-                                        max_age_ns=int(p["max_observation_age_s"] * 1e9))
-        self._lock = threading.Lock()
+        self.pairer = self._new_pairer()
         self._camera_info: dict[str, object] = {}
         self._gripper: float | None = None  # newest opening (0..1); the history below gives it at a stamp
         self._gripper_stamps_ns: deque = deque(maxlen=GRIPPER_HISTORY)
@@ -177,7 +200,46 @@ class InferenceNode:
         return Policy.random_init(V4Config.preset(p["random_preset"]), device=device, dtype=p["dtype"],
                                   seed=int(p["random_seed"]))
 
+    def _new_pairer(self):
+        from para_ros.observation_pairing import ObservationPairer
+
+        return ObservationPairer(self.views, slop_ns=int(self.params["pair_slop_s"] * 1e9),
+                                 max_age_ns=int(self.params["max_observation_age_s"] * 1e9))
+
     # --------------------------------------------------------------------------------------------- callbacks
+    def _before_time_jump(self) -> None:
+        """rclpy pre-jump callback (executor thread, before the new time is set): forget everything on the old clock
+        (module docstring). Never raises: an exception here would escape from the /clock subscription's callback."""
+        try:
+            with self._lock:
+                self._time_generation += 1
+                self.pairer = self._new_pairer()
+                self._gripper_stamps_ns.clear()
+                self._gripper_values.clear()
+                if self.ee_from_joints is not None:
+                    old = self.ee_from_joints.history
+                    self.ee_from_joints.history = type(old)(old.joint_names, old.history_ns / 1e9)
+            self.tf_buffer.clear()
+        except Exception as exc:  # noqa: BLE001
+            self.node.get_logger().error(f"clearing after a clock jump failed: {type(exc).__name__}: {exc}")
+
+    def _after_time_jump(self, jump) -> None:
+        """rclpy post-jump callback: count it and say what happened (diagnostics, log)."""
+        try:
+            change = getattr(jump.clock_change, "name", str(jump.clock_change))
+            if change in ("ROS_TIME_ACTIVATED", "ROS_TIME_DEACTIVATED"):
+                what = f"time source changed ({change})"
+            else:
+                now_s = self.node.get_clock().now().nanoseconds / 1e9
+                what = f"clock jumped back by {-jump.delta.nanoseconds / 1e9:.3f} s to t={now_s:.3f} s"
+            self.health.count("time_jumps_back")
+            self.health.set_value("last_time_jump", what)
+            self.node.get_logger().warning(f"{what}: TF history, camera frames and joint-state history cleared; "
+                                           "observations from before the jump are dropped")
+            self.health.publish()
+        except Exception as exc:  # noqa: BLE001
+            self.node.get_logger().error(f"reporting a clock jump failed: {type(exc).__name__}: {exc}")
+
     def _on_image(self, view: str, msg) -> None:
         self.health.count(f"frames_in.{view}")
         stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
@@ -249,6 +311,7 @@ class InferenceNode:
     def _try_infer(self) -> None:
         now_ns = self.node.get_clock().now().nanoseconds
         with self._lock:
+            generation = self._time_generation
             pair = self.pairer.newest_pair(now_ns)
             if pair.frames is not None:
                 self.pairer.mark_used(pair)
@@ -268,7 +331,7 @@ class InferenceNode:
             self.health.count(f"dropped.{problem.key}")
             self.health.problem(problem.key, str(problem))
             return
-        self._infer_and_publish(pair.stamp_ns, *observation)
+        self._infer_and_publish(pair.stamp_ns, *observation, generation=generation)
 
     def _silent_camera(self, now_ns: int) -> str | None:
         """Under the lock: why no pair can come when the pairer saw no problem, or None. A camera whose newest frame
@@ -386,7 +449,9 @@ class InferenceNode:
 
         return past_positions(ee_xyz_at, stamp_ns, self.policy.config.mv_past_n, self.step_dt_s, current_xyz)
 
-    def _infer_and_publish(self, stamp_ns: int, cameras, state) -> None:
+    def _infer_and_publish(self, stamp_ns: int, cameras, state, generation: int | None = None) -> None:
+        """Run the policy and publish the chunk, its markers and voxels; ``generation``: the clock-jump count when the
+        observation was taken (a chunk of an observation from before a backward jump is dropped, not published)."""
         from para_ros.action_chunk_msg import action_chunk_msg
         from para_ros.viz import chunk_markers, voxel_cloud
 
@@ -405,6 +470,9 @@ class InferenceNode:
         msg = action_chunk_msg(out, stamp_ns, self.params["world_frame"], self.params["ee_frame"],
                                self.policy.model_id)
         header = msg.header
+        if generation is not None and generation != self._time_generation:
+            self.health.count("dropped.time_jump")  # the clock jumped back while the model ran: an old observation
+            return
         self.chunk_pub.publish(msg)
         voxel_size_m = self._voxel_size_m(out)
         self.marker_pub.publish(chunk_markers(header, out.positions_world, out.confidence, state.T_world_ee[:3, 3],

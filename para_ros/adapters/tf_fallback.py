@@ -236,9 +236,13 @@ class Buffer:
         return True
 
     def clear(self) -> None:
-        """Forget every transform (upstream does this on a backwards jump of time)."""
+        """Forget the history of every dynamic transform; static transforms stay (tf2's ``BufferCore::clear``: each
+        frame's cache is cleared, and ``StaticCache::clearList`` does nothing). Upstream does this on a backwards jump
+        of time: dropping the statics too would lose a ``/tf_static`` that was published once (transient local) for
+        good, and no camera on a static mount could be placed again."""
         with self._cond:
-            self._links.clear()
+            for child in [c for c, link in self._links.items() if not link.static]:
+                del self._links[child]
 
     # ------------------------------------------------------------------ looking up
     def lookup_transform(self, target_frame: str, source_frame: str, time, timeout: Duration = Duration()

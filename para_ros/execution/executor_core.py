@@ -26,6 +26,15 @@ Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
 known (from the backend): the first command equals the measured joints. Lost feedback (step 0) and the start
 disengaged (below) are the cases in which a tick with a known state sends nothing at all.
 
+Time going back (a simulator reset restarts its ``/clock``, a bag replay loops): every time the executor holds is on
+the old clock, so :meth:`ExecutorCore.clock_jumped_back` (the node calls it from rclpy's clock jump callback, before
+the new time is set) drops the timeline, the staleness and watchdog times and the measured state's time, and the
+executor then sends NOTHING until a joint state measured after the jump has come, from which it re-seeds (a reset
+simulator has moved the arm: the old command must not pull it back); from then on it holds there until a new chunk.
+The tick also catches a jump nobody announced: a tick :data:`TIME_JUMP_BACK_MIN_S` or more earlier than the previous
+one, or a measured state timed that much after the tick (measured before the jump, on the old clock) is treated the
+same way. A smaller step back is a clock publisher's jitter, not a jump (see the constant).
+
 Engaged or not: with ``start_engaged`` False (the node's ``auto_engage: false``) the executor starts DISENGAGED: it
 sends nothing (the arm stays with its driver, e.g. held by its own controller or moved by hand) and ignores chunks
 until :meth:`ExecutorCore.engage`, which hands the arm to the policy from the measured joints (the first command
@@ -62,6 +71,13 @@ STOPPED = "stopped"
 DISENGAGED = "disengaged"  # started with start_engaged False and not engaged yet: nothing is sent
 JOINT_STATE_LOST = "joint_state_lost"  # no fresh measured state: nothing is sent
 WAITING_FOR_CHUNK = "waiting_for_chunk"  # fresh state after a loss, no chunk since: nothing is sent
+
+# A step back of the clock at least this large is a jump (a simulator reset, a bag loop); a smaller one is a clock
+# publisher's jitter and is ignored: para-bag play's /clock steps back by up to milliseconds between its 100 Hz timer
+# and the stamps it sends before each message, and clearing on those dropped the TF history the inference node needs.
+# The same as the default max_chunk_future_s: after a jump this large, chunks of the old clock still on their way are
+# refused as from the future. Both nodes use it (the inference node has its own copy: it does not import the executor).
+TIME_JUMP_BACK_MIN_S = 0.5
 
 # Keys of ExecutorStatus.problems (active problems, removed when their condition is gone)
 JOINT_STATE_PROBLEM = "joint_state"  # the measured state is older than joint_state_timeout_s
@@ -160,7 +176,8 @@ class ExecutorStatus:
 
     ``problems`` holds the active problems by key (``joint_state`` while the measured state is stale); each is removed
     when its condition is gone. ``joint_state_age_s`` is the age of the measured state at the latest tick (NaN
-    without a watchdog), ``last_joint_state_s`` when it was measured.
+    without a watchdog), ``last_joint_state_s`` when it was measured. ``time_jumps_back`` counts the backward jumps of
+    the clock (module docstring), ``last_time_jump`` says what the latest one was.
     """
 
     state: str = WAITING_FOR_STATE
@@ -188,6 +205,8 @@ class ExecutorStatus:
     joint_state_age_s: float = float("nan")
     last_joint_state_s: float = float("nan")
     problems: dict = field(default_factory=dict)
+    time_jumps_back: int = 0
+    last_time_jump: str = ""
 
 
 class ExecutorCore:
@@ -221,6 +240,8 @@ class ExecutorCore:
         self._measured_s: float | None = None  # when self._measured was measured (caller's clock)
         self._suspended = False  # feedback was lost: nothing is sent until fresh state and a chunk after it
         self._chunk_since_loss = False
+        self._last_tick_s: float | None = None  # the previous tick's time (a tick earlier than it: time went back)
+        self._awaiting_state = False  # the clock jumped back: nothing is sent until a state measured after the jump
 
     # ---- inputs ---------------------------------------------------------------------------------------------------
 
@@ -249,6 +270,10 @@ class ExecutorCore:
                 self.status.last_joint_state_s = float(measured_s)
             if self._q_cmd is None:
                 self._reseed(q, float(gripper))
+                self.status.state = self._not_following_state() or IDLE
+            elif self._awaiting_state:  # the first state after a backward clock jump: hold where the arm is now
+                self._reseed(q, float(gripper) if np.isfinite(gripper) else self._g_cmd)
+                self._awaiting_state = False
                 self.status.state = self._not_following_state() or IDLE
 
     def _reseed(self, q: np.ndarray, gripper: float) -> None:
@@ -343,6 +368,35 @@ class ExecutorCore:
             self._last_accept_s = None
             self.status.state = IDLE if self._q_cmd is not None else WAITING_FOR_STATE
 
+    def clock_jumped_back(self, what: str = "the clock jumped back") -> None:
+        """The caller's clock went back (module docstring): drop the timeline and every time held on the old clock;
+        send nothing until a joint state measured after the jump, re-seed from it, then hold until a new chunk.
+
+        Call it before the new time is used (the node: rclpy's pre-jump callback), so that no tick or chunk on the new
+        clock meets the old timeline. ``what`` describes the jump for diagnostics (``last_time_jump``)."""
+        with self._lock:
+            self._forget_time(what)
+
+    def describe_time_jump(self, what: str) -> None:
+        """Replace the description of the latest clock jump (the node knows its size only after the jump)."""
+        with self._lock:
+            self.status.last_time_jump = what
+
+    def _forget_time(self, what: str) -> None:
+        """Under the lock: everything timed on the old clock goes (see :meth:`clock_jumped_back`)."""
+        self.timeline.clear()
+        self.status.chunks_in_force = 0
+        self._last_accept_s = None
+        self._measured_s = None
+        self._last_tick_s = None
+        self.status.last_joint_state_s = float("nan")
+        self.status.joint_state_age_s = float("nan")
+        self.status.time_jumps_back += 1
+        self.status.last_time_jump = what
+        if self._q_cmd is not None:
+            self._awaiting_state = True
+            self.status.state = WAITING_FOR_STATE
+
     def status_snapshot(self) -> ExecutorStatus:
         """A copy of :attr:`status` taken between ticks (its counters and times belong together)."""
         with self._lock:
@@ -392,10 +446,18 @@ class ExecutorCore:
         t_start = time.perf_counter()
         with self._lock:
             self.status.ticks += 1
-            if self._q_cmd is None:
+            cfg = self.config
+            if self._last_tick_s is not None and now_s <= self._last_tick_s - TIME_JUMP_BACK_MIN_S:
+                self._forget_time(f"tick at t={now_s:.3f} s after a tick at t={self._last_tick_s:.3f} s")
+            elif (cfg.joint_state_timeout_s is not None and self._measured_s is not None
+                  and self._measured_s >= now_s + TIME_JUMP_BACK_MIN_S):
+                # measured on the old clock, before a jump back (passed in as the jump was handled): not a fresh state
+                self._forget_time(f"joint state measured at t={self._measured_s:.3f} s, after the tick at "
+                                  f"t={now_s:.3f} s")
+            self._last_tick_s = now_s
+            if self._q_cmd is None or self._awaiting_state:
                 self.status.state = WAITING_FOR_STATE
                 return None
-            cfg = self.config
             if cfg.joint_state_timeout_s is not None and not self._feedback_ok(now_s):
                 self.status.last_tick_compute_s = time.perf_counter() - t_start
                 return None
