@@ -42,6 +42,7 @@ def main(argv=None) -> int:
     p.add_argument("--data", default="", help="the demonstrations folder (recorded in the recipe)")
     p.add_argument("--episodes", type=int, default=0, help="demonstrations recorded")
     p.add_argument("--trained-at", default="", help="git commit the training ran at (default: the current one)")
+    p.add_argument("--note", default="", help="a remark recorded in the recipe (e.g. why a run stopped early)")
     args = p.parse_args(argv)
     from para_core.training import plot_metrics, read_metrics, read_run
 
@@ -68,6 +69,7 @@ def main(argv=None) -> int:
         "preset": info["model_config"]["name"], "model_config": info["model_config"],
         "train_config": info["train_config"], "iterations": val[-1]["iter"] if val else None,
         "final_validation": val[-1] if val else None, "sim": sim_settings(), "trained_at_commit": args.trained_at or _git_commit(),
+        "note": args.note,
     }
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2))
     print(f"shipped {run / 'checkpoint'} -> {out} (recipe.json, metrics.jsonl, loss_curve.png)")
