@@ -106,3 +106,26 @@ def contact_sheet(frames: list[dict], view_names: tuple[str, ...], path, tile_px
     sheet = np.concatenate([np.pad(r, ((0, 0), (0, w - r.shape[1]), (0, 0))) for r in rows], axis=0)
     cv2.imwrite(str(path), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR))
     return report
+
+
+def overlay_image(image_rgb: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray, T_world_ee: np.ndarray,
+                  path_world: np.ndarray | None = None) -> np.ndarray:
+    """The live overlay of the inference node: the camera image with the tool frame (:func:`draw_tool`) and the
+    predicted path (yellow polyline from the tool, a dot per step), same size as the image."""
+    import cv2
+
+    img = np.asarray(image_rgb)
+    out = draw_tool(img, project_tool(T_world_ee, K, T_world_cam, img.shape[:2]))
+    if path_world is None or len(path_world) == 0:
+        return out
+    pts = np.vstack([np.asarray(T_world_ee, dtype=np.float64)[:3, 3], np.asarray(path_world, dtype=np.float64)])
+    uv, depth = project_points(pts, K, T_world_cam)
+    px = [(int(round(float(u) - 0.5)), int(round(float(v) - 0.5))) if d > 0 and np.all(np.isfinite([u, v]))
+          and max(abs(u), abs(v)) < 1e5 else None for (u, v), d in zip(uv, depth)]
+    for a, b in zip(px[:-1], px[1:]):
+        if a is not None and b is not None:
+            cv2.line(out, a, b, (255, 220, 0), 1, cv2.LINE_AA)
+    for p in px[1:]:
+        if p is not None:
+            cv2.circle(out, p, 2, (255, 220, 0), -1, cv2.LINE_AA)
+    return out

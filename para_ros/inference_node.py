@@ -114,6 +114,8 @@ class InferenceNode:
         p["chunk_topic"] = _declare(node, "chunk_topic", "/para/action_chunk", "ActionChunk output topic")
         p["markers_topic"] = _declare(node, "markers_topic", "/para/markers", "MarkerArray output topic")
         p["pointcloud_topic"] = _declare(node, "pointcloud_topic", "/para/voxels", "PointCloud2 output topic")
+        p["overlay_topic"] = _declare(node, "overlay_topic", "", "optional sensor_msgs/Image of the first view with "
+                                      "the tool frame (TF) and the predicted path drawn, for rviz; '' = off")
         p["joint_states_topic"] = _declare(node, "joint_states_topic", "/joint_states", "JointState input topic")
         if p["ee_source"] not in ("tf", "joint_states"):
             raise ValueError(f"ee_source={p['ee_source']!r}: use 'tf' (the EE frame is in TF) or 'joint_states' "
@@ -141,6 +143,7 @@ class InferenceNode:
 
         self.health = HealthReporter(node, f"para: {node.get_name()}", hardware_id=self.policy.model_id)
         self._lock = threading.Lock()
+        self._camera_frames: dict[str, str] = {}
         self._time_generation = 0  # +1 at every backward clock jump: observations from before it are void
         # Before the TF buffer, so this runs first (an upstream tf2_ros Buffer registers a jump callback of its own,
         # and rcl calls no callback registered after one that raised).
@@ -171,6 +174,10 @@ class InferenceNode:
         self.chunk_pub = node.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10))
         self.marker_pub = node.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10))
         self.cloud_pub = node.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2))
+        from sensor_msgs.msg import Image as ImageMsg
+
+        self.overlay_pub = node.create_publisher(ImageMsg, p["overlay_topic"], QoSProfile(depth=2)) \
+            if p["overlay_topic"] else None
         # Inference runs in its own thread, not in an executor callback: the executor (one thread) only moves
         # messages, so images, CameraInfo and TF keep flowing while the model runs, and a TF lookup that waits for
         # data (tf_timeout_s) is served by the executor meanwhile. (A MultiThreadedExecutor whose busy callback
@@ -381,6 +388,7 @@ class InferenceNode:
             else:
                 self.health.clear(f"distortion.{view}")
             camera_frame = info.header.frame_id or frame.message.header.frame_id
+            self._camera_frames[view] = camera_frame  # the overlay image's frame id
             T_world_cam = self._lookup(camera_frame, frame.stamp_ns, f"{view} camera pose")
             cameras.append(CameraObservation(image_rgb=rgb, K=K, T_world_cam=T_world_cam))
         T_world_ee = self._ee_pose(pair.stamp_ns)
@@ -479,6 +487,8 @@ class InferenceNode:
                                               voxel_size_m=voxel_size_m, color_by=self.params["marker_color_by"]))
         if self.params["publish_pointcloud"]:
             self.cloud_pub.publish(voxel_cloud(header, out.top_voxels_world, out.top_voxels_prob))
+        if self.overlay_pub is not None:
+            self._publish_overlay(header, cameras[0], state, out.positions_world)
         latency_s = (self.node.get_clock().now().nanoseconds - stamp_ns) / 1e9
         self.latencies_s.append(latency_s)
         self.health.count("chunks_out")
@@ -486,6 +496,23 @@ class InferenceNode:
         self.health.set_value("latency_median_s", f"{np.median(self.latencies_s):.4f}")
         self.health.set_value("latency_p99_s", f"{np.percentile(self.latencies_s, 99):.4f}")
         self.health.set_value("policy_total_s", f"{self.policy.last_timing_s.get('total', float('nan')):.4f}")
+
+    def _publish_overlay(self, header, camera, state, path_world) -> None:
+        """The first view with the tool frame and the predicted path (``para_core.calibration.overlay_image``)."""
+        import array
+
+        from sensor_msgs.msg import Image as ImageMsg
+
+        from para_core.calibration import overlay_image
+
+        rgb = overlay_image(camera.image_rgb, camera.K, camera.T_world_cam, state.T_world_ee, path_world)
+        img = ImageMsg()
+        img.header.stamp = header.stamp
+        img.header.frame_id = self._camera_frames.get(self.views[0], "")
+        img.height, img.width = rgb.shape[:2]
+        img.encoding, img.is_bigendian, img.step = "rgb8", 0, 3 * rgb.shape[1]
+        img.data = array.array("B", np.ascontiguousarray(rgb).tobytes())
+        self.overlay_pub.publish(img)
 
     def _voxel_size_m(self, out) -> float:
         span = out.voxel_bounds_world[1] - out.voxel_bounds_world[0]
