@@ -81,7 +81,9 @@ def test_process_group_sigint_then_kill_then_group_sweep(tmp_path):
 def test_launcher_runs_stops_and_reports(tmp_path, monkeypatch):
     monkeypatch.setattr(deploy, "graph_commands", stand_in_graph({"a": [POLITE], "b": [POLITE]}))
     out = tmp_path / "run"
-    status = deploy.main(["--duration", "1.5", "--out", str(out), "--shutdown-timeout", "3"])
+    # stand-in nodes: the untrained-model path, no pick-and-place driver (it would wait for chunks)
+    status = deploy.main(["--duration", "1.5", "--out", str(out), "--shutdown-timeout", "3", "--checkpoint", "none",
+                          "--no-task"])
     assert status == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"] == "duration reached"
@@ -99,7 +101,7 @@ def test_launcher_runs_stops_and_reports(tmp_path, monkeypatch):
 def test_launcher_stops_everything_when_a_node_dies(tmp_path, monkeypatch):
     monkeypatch.setattr(deploy, "graph_commands", stand_in_graph({"ok": [POLITE], "bad": [CRASHES]}))
     out = tmp_path / "run"
-    status = deploy.main(["--duration", "60", "--out", str(out), "--no-record"])
+    status = deploy.main(["--duration", "60", "--out", str(out), "--no-record", "--no-task"])
     assert status == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"] == "bad exited early with status 3"
