@@ -81,7 +81,7 @@ def test_factorised_logits_equal_a_brute_force_loop(cfg):
         key /= np.linalg.norm(key)
         f = F[0, :, v, u].double().numpy()
         assert np.linalg.norm(f) == pytest.approx(1.0, abs=1e-5)
-        want = math.exp(float(model.logit_log_scale)) * float(f @ key)
+        want = math.exp(float(model.logit_log_scale.detach())) * float(f @ key)
         assert float(out.volume_logits[0, t, idx]) == pytest.approx(want, abs=1e-4)
     # the helpers match the formula above too
     np.testing.assert_allclose(step_embedding(3, 4)[2].numpy(),
