@@ -291,12 +291,7 @@ class ParaV4Model(nn.Module):
 
     def param_groups(self) -> list[dict]:
         """Optimizer groups: backbone at lr * backbone_lr_mult, everything else at lr."""
-        cfg = self.config
-        bb = [p for p in self.backbone.parameters() if p.requires_grad]
-        bb_ids = {id(p) for p in bb}
-        head = [p for p in self.parameters() if p.requires_grad and id(p) not in bb_ids]
-        return [{"params": head, "lr": cfg.lr, "name": "head"},
-                {"params": bb, "lr": cfg.lr * cfg.backbone_lr_mult, "name": "backbone"}]
+        return backbone_and_head_groups(self, self.config)
 
 
 def training_head_voxel(logits: torch.Tensor, targets: V4Targets, fallback: torch.Tensor) -> torch.Tensor:
@@ -312,6 +307,15 @@ def training_head_voxel(logits: torch.Tensor, targets: V4Targets, fallback: torc
     cand = torch.where(seen, cand.clamp(min=torch.finfo(cand.dtype).min), torch.full_like(cand, float("-inf")))
     best = torch.gather(targets.voxel_index, -1, cand.argmax(-1, keepdim=True)).squeeze(-1)  # (B, T)
     return torch.where(seen.any(-1), best, fallback)
+
+
+def backbone_and_head_groups(model: nn.Module, config: V4Config) -> list[dict]:
+    """The optimizer groups every head uses: ``model.backbone`` at ``lr * backbone_lr_mult``, the rest at ``lr``."""
+    bb = [p for p in model.backbone.parameters() if p.requires_grad]
+    bb_ids = {id(p) for p in bb}
+    head = [p for p in model.parameters() if p.requires_grad and id(p) not in bb_ids]
+    return [{"params": head, "lr": config.lr, "name": "head"},
+            {"params": bb, "lr": config.lr * config.backbone_lr_mult, "name": "backbone"}]
 
 
 # ---------------------------------------------------------------------------------------------------------- losses

@@ -82,12 +82,9 @@ class CoordRegressionModel(nn.Module):
         return out
 
     def param_groups(self) -> list[dict]:
-        cfg = self.config
-        bb = [p for p in self.backbone.parameters() if p.requires_grad]
-        ids = {id(p) for p in bb}
-        head = [p for p in self.parameters() if p.requires_grad and id(p) not in ids]
-        return [{"params": head, "lr": cfg.lr, "name": "head"},
-                {"params": bb, "lr": cfg.lr * cfg.backbone_lr_mult, "name": "backbone"}]
+        from .model import backbone_and_head_groups
+
+        return backbone_and_head_groups(self, self.config)
 
     def decode(self, out: RegressionOutput, refine: bool = False) -> list:
         """Outputs -> one ``para_core.actions.DecodedChunk`` per batch element (``refine`` has no meaning here).

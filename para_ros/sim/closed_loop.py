@@ -275,29 +275,14 @@ class _Evaluator:
 
     # ---- calls
     def call(self, name: str, request=None, timeout_s: float = 10.0):
-        client = self.clients[name]
-        if not client.wait_for_service(timeout_sec=timeout_s):
-            raise RuntimeError(f"service for {name!r} ({client.srv_name}) is not available after {timeout_s} s")
-        if request is None:
-            request = client.srv_type.Request()
-        future = client.call_async(request)
-        deadline = time.monotonic() + timeout_s
-        while not future.done():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{client.srv_name} did not answer within {timeout_s} s")
-            time.sleep(0.01)
-        return future.result()
+        from para_ros.sim.task_services import call_service
 
-    def set_task_seed(self, seed: int) -> None:
-        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
-        from rcl_interfaces.srv import SetParameters
+        return call_service(self.clients[name], request, timeout_s)
 
-        req = SetParameters.Request()
-        req.parameters = [Parameter(name="task_seed", value=ParameterValue(type=ParameterType.PARAMETER_INTEGER,
-                                                                           integer_value=int(seed)))]
-        res = self.call("params", req)
-        if not res.results[0].successful:
-            raise RuntimeError(f"sim_node refused task_seed={seed}: {res.results[0].reason}")
+    def reset_task(self, seed: int) -> dict:
+        from para_ros.sim.task_services import reset_task
+
+        return reset_task(self.clients["params"], self.clients["reset"], seed)
 
 
 def draw_path(rgb: np.ndarray, path_world: np.ndarray | None, K: np.ndarray | None, T_world_cam: np.ndarray
@@ -486,11 +471,7 @@ def _wait_for_first_chunk(ev: _Evaluator, group, stop: threading.Event, timeout_
 def _run_episode(ev: _Evaluator, settings: EvalSettings, k: int, seed: int, stop: threading.Event,
                  record: bool) -> EpisodeRow:
     ev.call("stop")
-    ev.set_task_seed(seed)
-    res = ev.call("reset")
-    if not res.success:
-        raise RuntimeError(f"sim_node refused the reset: {res.message}")
-    layout = json.loads(res.message)
+    layout = ev.reset_task(seed)
     time.sleep(settings.settle_s)
     with ev.lock:
         ev.states.clear()

@@ -92,30 +92,10 @@ class _ExpertNode:
         with self.lock:
             self.last_state = json.loads(msg.data)
 
-    def call(self, client, request, timeout_s: float = 10.0):
-        if not client.wait_for_service(timeout_sec=timeout_s):
-            raise RuntimeError(f"{client.srv_name} is not available after {timeout_s} s (did sim_node start?)")
-        future = client.call_async(request)
-        deadline = time.monotonic() + timeout_s
-        while not future.done():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{client.srv_name} did not answer within {timeout_s} s")
-            time.sleep(0.01)
-        return future.result()
-
     def reset(self, seed: int) -> dict:
-        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
-        from rcl_interfaces.srv import SetParameters
-        from std_srvs.srv import Trigger
+        from para_ros.sim.task_services import reset_task
 
-        req = SetParameters.Request()
-        req.parameters = [Parameter(name="task_seed", value=ParameterValue(
-            type=ParameterType.PARAMETER_INTEGER, integer_value=int(seed)))]
-        self.call(self.param_client, req)
-        res = self.call(self.reset_client, Trigger.Request())
-        if not res.success:
-            raise RuntimeError(f"sim_node refused the reset: {res.message}")
-        return json.loads(res.message)
+        return reset_task(self.param_client, self.reset_client, seed)
 
     def send(self, q7: np.ndarray, dt_s: float) -> None:
         from builtin_interfaces.msg import Duration
