@@ -447,11 +447,9 @@ def _make_node_class():
         def _after_time_jump(self, jump) -> None:
             """rclpy post-jump callback: say what happened (log, diagnostics)."""
             try:
-                change = getattr(jump.clock_change, "name", str(jump.clock_change))
-                if change in ("ROS_TIME_ACTIVATED", "ROS_TIME_DEACTIVATED"):
-                    what = f"time source changed ({change})"
-                else:
-                    what = f"clock jumped back by {-jump.delta.nanoseconds / 1e9:.3f} s to t={self.now_s():.3f} s"
+                from para_ros.node_main import time_jump_text
+
+                what = time_jump_text(jump, self.now_s())
                 self.core.describe_time_jump(what)
                 self.get_logger().warning(f"{what}: chunks dropped; sending nothing until a joint state on the new "
                                           "clock, then holding there until a new chunk")

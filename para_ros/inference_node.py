@@ -233,12 +233,9 @@ class InferenceNode:
     def _after_time_jump(self, jump) -> None:
         """rclpy post-jump callback: count it and say what happened (diagnostics, log)."""
         try:
-            change = getattr(jump.clock_change, "name", str(jump.clock_change))
-            if change in ("ROS_TIME_ACTIVATED", "ROS_TIME_DEACTIVATED"):
-                what = f"time source changed ({change})"
-            else:
-                now_s = self.node.get_clock().now().nanoseconds / 1e9
-                what = f"clock jumped back by {-jump.delta.nanoseconds / 1e9:.3f} s to t={now_s:.3f} s"
+            from para_ros.node_main import time_jump_text
+
+            what = time_jump_text(jump, self.node.get_clock().now().nanoseconds / 1e9)
             self.health.count("time_jumps_back")
             self.health.set_value("last_time_jump", what)
             self.node.get_logger().warning(f"{what}: TF history, camera frames and joint-state history cleared; "

@@ -109,3 +109,11 @@ def run_node(build_node: Callable[[], object], *, prog: str, description: str, d
             getattr(built, "node", built).destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+def time_jump_text(jump, now_s: float) -> str:
+    """What an rclpy clock jump (``rclpy.time_source`` ``TimeJump``) was, for logs and diagnostics of every node."""
+    change = getattr(jump.clock_change, "name", str(jump.clock_change))
+    if change in ("ROS_TIME_ACTIVATED", "ROS_TIME_DEACTIVATED"):
+        return f"time source changed ({change})"
+    return f"clock jumped back by {-jump.delta.nanoseconds / 1e9:.3f} s to t={now_s:.3f} s"
