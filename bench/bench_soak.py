@@ -193,7 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args) -> int:
     from para_ros import deploy, graph
-    from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
 
     if not (args.duration > 0 and args.report_every > 0 and 0.5 <= args.camera_rate <= 120.0
             and args.shutdown_timeout > 0):
@@ -212,10 +211,7 @@ def run(args) -> int:
         return 2
     out = Path(args.out or Path("runs") / datetime.now().strftime("soak-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
-    env = loopback_dds_env()
-    env.setdefault("MUJOCO_GL", "egl")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    apply_loopback_dds_env(domain_id=int(env["ROS_DOMAIN_ID"]))  # the watch joins the graph's domain
+    env = deploy.graph_env()  # the watch joins the graph's domain
     plan = graph.plan(settings)
     topics = deploy.graph_topics(plan)
     stop = threading.Event()

@@ -68,6 +68,16 @@ def graph_commands(settings: graph.DeploySettings) -> list[tuple[graph.NodeSpec,
     return [(spec, node_command(spec, overrides)) for spec, overrides in graph.plan(settings)]
 
 
+def graph_env() -> dict[str, str]:
+    """The environment of the graph's node processes (a fresh loopback DDS domain, EGL rendering, unbuffered
+    output), also applied to this process, so that a monitor or evaluator node here joins the same domain."""
+    env = loopback_dds_env()
+    env.setdefault("MUJOCO_GL", "egl")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    apply_loopback_dds_env(domain_id=int(env["ROS_DOMAIN_ID"]))
+    return env
+
+
 def _die_with_parent() -> None:
     """In the child before exec: its own process group (Ctrl-C reaches it only through us) and SIGTERM when we die."""
     os.setpgid(0, 0)
@@ -374,10 +384,7 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    env = loopback_dds_env()
-    env.setdefault("MUJOCO_GL", "egl")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    apply_loopback_dds_env(domain_id=int(env["ROS_DOMAIN_ID"]))  # the monitor joins the same domain
+    env = graph_env()  # the monitor joins the same domain
     topics = graph_topics(graph.plan(settings))
 
     stop = threading.Event()

@@ -372,7 +372,6 @@ def run_eval(settings: EvalSettings) -> int:
     from datetime import datetime
 
     from para_ros import deploy, graph
-    from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
     from para_ros.sim.yam_scene import SimConfig
 
     try:
@@ -393,10 +392,7 @@ def run_eval(settings: EvalSettings) -> int:
         sim_over["light_scale"] = float(settings.light_scale)
     ds = graph.DeploySettings(backend="sim", checkpoint=str(Path(settings.checkpoint).resolve()),
                               device=settings.device)
-    env = loopback_dds_env()
-    env.setdefault("MUJOCO_GL", "egl")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    apply_loopback_dds_env(domain_id=int(env["ROS_DOMAIN_ID"]))
+    env = deploy.graph_env()
     group = deploy.ProcessGroup(out / "logs", env, echo=settings.echo)
     stop = threading.Event()
 

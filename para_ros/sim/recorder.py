@@ -123,7 +123,6 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
     from tqdm import tqdm
 
     from para_ros import deploy, graph
-    from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
     from para_ros.execution.yam_ik import YamKinematics
     from para_ros.recording import McapRecorder
     from para_ros.sim.expert import plan_pick_place
@@ -131,10 +130,7 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
     from para_ros.sim.yam_scene import SimConfig
 
     out.mkdir(parents=True, exist_ok=True)
-    env = loopback_dds_env()
-    env.setdefault("MUJOCO_GL", "egl")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    apply_loopback_dds_env(domain_id=int(env["ROS_DOMAIN_ID"]))
+    env = deploy.graph_env()
     group = deploy.ProcessGroup(out / "logs", env, echo=echo)
     spec = next(s for s in graph.NODES if s.name == "sim_node")
     group.start(spec, deploy.node_command(spec, dict(sim_overrides or {})))
