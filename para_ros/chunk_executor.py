@@ -291,8 +291,8 @@ def _make_node_class():
 
     from para_ros.execution.backends import I2rtSdkBackend
     from para_ros.execution.control_loop import FixedRateLoop
-    from para_ros.execution.executor_core import (JOINT_STATE_LOST, JOINT_STATE_PROBLEM, TIME_JUMP_BACK_MIN_S,
-                                                  WAITING_FOR_CHUNK, ExecutorCore)
+    from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOINT_STATE_PROBLEM, STOPPED,
+                                                  TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorCore)
     from para_ros.execution.limits import load_yam_config
     from para_ros.execution.yam_frames import YamFrames
     from para_ros.execution_ros.chunk_msg import chunk_from_msg
@@ -498,10 +498,12 @@ def _make_node_class():
             if previous is None or state == previous:
                 return
             lost = (JOINT_STATE_LOST, WAITING_FOR_CHUNK)
-            if previous == JOINT_STATE_LOST and state == WAITING_FOR_CHUNK:
+            idle = (DISENGAGED, STOPPED)  # not following chunks: nothing is sent whatever the feedback
+            if previous == JOINT_STATE_LOST and state in (WAITING_FOR_CHUNK, *idle):
+                until = "~/engage or ~/resume" if state in idle else "a new chunk is accepted"
                 self.get_logger().info(f"joint state from {self._state_source} is fresh again: sending nothing until "
-                                       "a new chunk is accepted")
-            elif previous in lost and state not in lost:
+                                       f"{until}")
+            elif previous in lost and state not in (*lost, *idle):
                 self.get_logger().info(f"new chunk after the joint state loss: commanding again ({state}) from the "
                                        "measured joints")
             if state in lost or previous in lost:

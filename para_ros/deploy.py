@@ -122,6 +122,8 @@ class ProcessGroup:
 
     A node started with ``respawn=True`` is watched by a thread of this group (every ``poll_s``): when it dies before
     :meth:`stop`, it is started again ``respawn_delay_s`` later, and :meth:`first_dead` never reports it.
+    ``pids_path``: a JSON file of each node's current pid, rewritten at every start and restart (by whoever starts
+    the process, so it never lags a restart).
     """
 
     log_dir: Path
@@ -130,6 +132,7 @@ class ProcessGroup:
     nodes: list[NodeProcess] = field(default_factory=list)
     respawn_delay_s: float = 2.0
     poll_s: float = 0.05
+    pids_path: Path | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _watcher: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -153,6 +156,7 @@ class ProcessGroup:
         node = NodeProcess(spec, cmd, self._popen(cmd, log_path, append=False), log_path, respawn=respawn)
         with self._lock:
             self.nodes.append(node)
+            self._write_pids()
             if respawn and self._watcher is None:
                 self._watcher = threading.Thread(target=self._watch, name="para_deploy_respawn", daemon=True)
                 self._watcher.start()
@@ -188,7 +192,13 @@ class ProcessGroup:
                         n.proc = self._popen(n.cmd, n.log_path, append=True)
                         n.restarts += 1
                         n.down_since = None
+                        self._write_pids()
                         self._log_line(n, f"{n.spec.name} restarted (restart {n.restarts}, pid {n.proc.pid})")
+
+    def _write_pids(self) -> None:
+        """Under the lock: ``pids_path`` gets ``{node name: current pid}``."""
+        if self.pids_path is not None:
+            self.pids_path.write_text(json.dumps({n.spec.name: n.proc.pid for n in self.nodes}))
 
     def restarts(self) -> int:
         """Restarts of all nodes so far."""
@@ -253,13 +263,6 @@ class ProcessGroup:
         except OSError:
             return ""
         return "\n".join(lines[-n_lines:])
-
-
-def write_pids(out: Path, group: ProcessGroup) -> None:
-    """``<out>/pids.json``: each node's current pid (rewritten after every restart)."""
-    with group._lock:
-        pids = {n.spec.name: n.proc.pid for n in group.nodes}
-    (out / "pids.json").write_text(json.dumps(pids))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -395,7 +398,8 @@ def run(args) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    group = ProcessGroup(out / "logs", env, echo=args.echo, respawn_delay_s=args.respawn_delay)
+    group = ProcessGroup(out / "logs", env, echo=args.echo, respawn_delay_s=args.respawn_delay,
+                         pids_path=out / "pids.json")
     monitor = recorder = driver = None
     t_start = time.monotonic()
     status = 0
@@ -407,7 +411,6 @@ def run(args) -> int:
             node = group.start(spec, cmd, respawn=respawns(spec.name, args.respawn, args.respawn_executor))
             print(f"  started {spec.name} (pid {node.proc.pid}{', respawned when it dies' if node.respawn else ''})"
                   f": {' '.join(cmd[1:])}", flush=True)
-        write_pids(out, group)
         restarts_seen = 0
 
         from para_ros.deploy_monitor import DeployMonitor, record_topics
@@ -437,7 +440,6 @@ def run(args) -> int:
                 break
             if group.restarts() != restarts_seen:
                 restarts_seen = group.restarts()
-                write_pids(out, group)
                 print("  restarts: " + ", ".join(f"{n.spec.name} {n.restarts} (pid {n.proc.pid}, exit statuses "
                                                  f"{n.exit_statuses})" for n in group.nodes if n.restarts), flush=True)
             if time.monotonic() - last_report >= 10.0:

@@ -434,6 +434,32 @@ def test_core_started_disengaged_sends_nothing_until_engaged_then_starts_at_the_
     np.testing.assert_array_equal(core.tick(0.3).q_rad, q0)
 
 
+def test_core_feedback_lost_while_disengaged_then_engage_starts_at_the_fresh_measured_joints(kin):
+    """The sequence CI met: a loaded machine delays the first joint states past the timeout while the executor waits
+    disengaged; once the state is fresh, ~/engage alone (no chunk yet) must start commanding from the measured joints,
+    while a stale state still blocks it."""
+    core = _core(kin, start_engaged=False, joint_state_timeout_s=0.2)
+    q0 = np.array([0, 1.6, 1.3, -1.2, 0, 0])
+    core.set_measured_joints(q0, 0.5, measured_s=0.0)
+    assert core.tick(0.01) is None and core.status.state == "disengaged"
+    assert core.tick(0.3) is None and core.status.state == "joint_state_lost"  # 0.3 s old: lost
+    q1 = q0 + np.array([0.01, 0, 0, 0, 0, 0])
+    core.set_measured_joints(q1, 0.5, measured_s=0.35)
+    assert core.tick(0.36) is None and core.status.state == "disengaged"  # fresh again, still not ours
+    core.engage()
+    first = core.tick(0.37)
+    assert first is not None, "engage after a feedback loss must start commanding once the state is fresh"
+    np.testing.assert_array_equal(first.q_rad, q1)
+    assert core.tick(0.38) is not None and core.status.problems == {}
+    # A stale state at engage time still blocks: the watchdog comes first.
+    core.disengage()
+    assert core.tick(0.9) is None and core.status.state == "joint_state_lost"
+    core.engage()
+    assert core.tick(0.91) is None and core.status.state == "joint_state_lost"
+    core.set_measured_joints(q0, 0.5, measured_s=0.95)
+    np.testing.assert_array_equal(core.tick(0.96).q_rad, q0)
+
+
 def test_core_watchdog_needs_measurement_times_and_a_positive_timeout(kin):
     from para_ros.execution.executor_core import ExecutorConfig
     core = _core(kin, joint_state_timeout_s=0.2)

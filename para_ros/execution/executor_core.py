@@ -7,9 +7,9 @@ Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
    Nothing, not a hold: a hold would be a command computed from a state nobody measured, and a real arm's watchdog
    (the YAM's motors time out after 400 ms without commands) can only see a silent executor; what the arm does
    without commands is its driver's rule (a joint trajectory controller keeps the end of its last trajectory).
-   Commands resume only when a fresh state has come AND a chunk was accepted after it (chunks that arrive while the
-   state is stale are ignored, counted): the first command then starts from the freshly measured joints, never from
-   an old target (the timeline was dropped). Until that chunk the tick still sends nothing (``waiting_for_chunk``);
+   Commands resume only when a fresh state has come AND a chunk was accepted after it, or ``resume``/``engage`` was
+   called (chunks that arrive while the state is stale are ignored, counted): the first command then starts from the
+   freshly measured joints, never from an old target (the timeline was dropped). Until that chunk the tick still sends nothing (``waiting_for_chunk``);
 1. stopped -> hold; no fresh chunk for ``stale_timeout_s`` -> drop the timeline and hold;
 2. sample the timeline at ``now + command_lookahead_s`` (the command sent at ``now`` is where the tool should be
    a lookahead later; a joint trajectory controller gets it as the point at ``time_from_start = lookahead`` of a
@@ -239,7 +239,7 @@ class ExecutorCore:
         self._last_accept_s: float | None = None
         self._measured_s: float | None = None  # when self._measured was measured (caller's clock)
         self._suspended = False  # feedback was lost: nothing is sent until fresh state and a chunk after it
-        self._chunk_since_loss = False
+        self._restart_since_loss = False
         self._last_tick_s: float | None = None  # the previous tick's time (a tick earlier than it: time went back)
         self._awaiting_state = False  # the clock jumped back: nothing is sent until a state measured after the jump
 
@@ -321,7 +321,7 @@ class ExecutorCore:
             self.status.chunks_accepted += 1
             self._last_accept_s = now_s
             if self._suspended:
-                self._chunk_since_loss = True
+                self._restart_since_loss = True
             self.status.last_chunk_accepted_s = now_s
             if warnings:
                 self.status.chunks_modified += 1
@@ -353,7 +353,7 @@ class ExecutorCore:
         """Stop: drop every chunk; from the next tick on, commands hold the last commanded position."""
         with self._lock:
             self._stopped = True
-            self._chunk_since_loss = False  # after a feedback loss, only a chunk accepted after ~/resume restarts
+            self._restart_since_loss = False  # after a feedback loss: only ~/resume or a chunk accepted after it restarts
             self.timeline.clear()
             self.status.state = STOPPED
 
@@ -366,6 +366,8 @@ class ExecutorCore:
                 q, g = self._measured
                 self._reseed(q, g if np.isfinite(g) else self._g_cmd)  # unmeasured gripper: keep its last command
             self._last_accept_s = None
+            if self._suspended:  # an explicit restart from the measured joints ends a feedback loss like a new chunk
+                self._restart_since_loss = True
             self.status.state = IDLE if self._q_cmd is not None else WAITING_FOR_STATE
 
     def clock_jumped_back(self, what: str = "the clock jumped back") -> None:
@@ -418,7 +420,7 @@ class ExecutorCore:
         self.status.joint_state_age_s = now_s - self._measured_s
         if self._state_stale(now_s):
             if not self._suspended or JOINT_STATE_PROBLEM not in self.status.problems:
-                self._suspended, self._chunk_since_loss = True, False
+                self._suspended, self._restart_since_loss = True, False
                 self.timeline.clear()  # never resume towards an old target
                 self.status.chunks_in_force = 0
                 self._last_accept_s = None
@@ -432,7 +434,7 @@ class ExecutorCore:
         self.status.problems.pop(JOINT_STATE_PROBLEM, None)  # fresh state: the loss is over
         if not self._suspended:
             return True
-        if not self._chunk_since_loss:
+        if not self._restart_since_loss:
             self.status.state = self._not_following_state() or WAITING_FOR_CHUNK
             return False
         q, g = self._measured  # fresh state and a chunk accepted after it: start from where the arm is
