@@ -29,12 +29,12 @@ setup(
     entry_points={
         "console_scripts": [
             "para-env = para_ros.dds_env:main",
-            "para-deploy = para_ros.deploy:main",
-            "inference_node = para_ros.inference_node:main",
-            "chunk_executor = para_ros.chunk_executor:main",
-            "sim_node = para_ros.sim_node:main",
-            "para-train = para_core.train_cli:main",
-            "para-bag = para_ros.bag_tools:main",
+            "para-deploy = para_ros.deploy.launcher:main",
+            "inference_node = para_ros.nodes.inference_node:main",
+            "chunk_executor = para_ros.nodes.chunk_executor:main",
+            "sim_node = para_ros.nodes.sim_node:main",
+            "para-train = para_core.train.cli:main",
+            "para-bag = para_ros.bag.cli:main",
             "para-sim = para_ros.sim.cli:main",
         ],
     },

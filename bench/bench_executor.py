@@ -45,9 +45,9 @@ def run_rate(rate_hz: float, duration_s: float, backend_name: str, blend: str, s
     from para_ros.execution.chunk import Chunk, ChunkChecks
     from para_ros.execution.control_loop import FixedRateLoop
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
-    from para_ros.execution.limits import load_yam_config
+    from para_ros.robot.yam import load_yam_config
     from para_ros.execution.timeline import BlendConfig
-    from para_core.rotations import make_matrix
+    from para_core.model.rotations import make_matrix
 
     yam = load_yam_config()
     checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)

@@ -2,7 +2,7 @@
 """Benchmark ``inference_node`` over DDS between processes: image stamp -> chunk latency and throughput.
 
 The node runs in its own process (as deployed); this process is a synthetic two-camera rig
-(``para_ros.synthetic_rig``) that publishes image pairs + CameraInfo + TF at ``--rate`` Hz, stamped with the time of
+(``para_ros.ros_io.synthetic_rig``) that publishes image pairs + CameraInfo + TF at ``--rate`` Hz, stamped with the time of
 publishing, and records every ``ActionChunk``. Latency = (receipt of the chunk here) - (its observation stamp), i.e.
 DDS in + decode + TF + policy + DDS out. Throughput = chunks received per second. Prints median / p99 / max with the
 machine and settings. Examples::
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from para_core.config import PRESET_NAMES
+from para_core.model.config import PRESET_NAMES
 
 
 def main(argv=None) -> int:
@@ -43,15 +43,15 @@ def main(argv=None) -> int:
     apply_loopback_dds_env()
     import rclpy
 
-    from para_core import synthetic as syn
-    from para_ros.synthetic_rig import SyntheticRig
+    from para_core.data import synthetic as syn
+    from para_ros.ros_io.synthetic_rig import SyntheticRig
 
     S = args.image_size
     K = syn.intrinsics_from_fovy(S, S, 60.0)
     T_ee = np.eye(4)
     T_ee[:3, 3] = [0.35, 0.0, 0.12]
     T_wrist = syn.wrist_camera_pose((0.35, 0.0, 0.12))
-    node_cmd = [sys.executable, "-m", "para_ros.inference_node", "--ros-args", "-p", f"device:={args.device}",
+    node_cmd = [sys.executable, "-m", "para_ros.nodes.inference_node", "--ros-args", "-p", f"device:={args.device}",
                 "-p", f"dtype:={args.dtype}", "-p", f"random_preset:={args.preset}", "-p", "publish_pointcloud:=false",
                 "-p", f"max_rate_hz:={max(100.0, 2 * args.rate)}"]
     if args.checkpoint:

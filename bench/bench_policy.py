@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark ``para_core.policy.Policy.predict`` latency (preprocessing + model + decoding) on synthetic inputs.
+"""Benchmark ``para_core.model.policy.Policy.predict`` latency (preprocessing + model + decoding) on synthetic inputs.
 
 Prints median / min / max / p99 over repeated runs with the settings and the machine (device, dtype, config name,
 torch version, CPU model, GPU name). Examples::
@@ -15,7 +15,7 @@ import platform
 import statistics
 import time
 
-from para_core.config import PRESET_NAMES
+from para_core.model.config import PRESET_NAMES
 
 
 def cpu_model() -> str:
@@ -49,9 +49,9 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from para_core import synthetic as syn
-    from para_core.config import V4Config
-    from para_core.policy import CameraObservation, Policy, RobotState
+    from para_core.data import synthetic as syn
+    from para_core.model.config import V4Config
+    from para_core.model.policy import CameraObservation, Policy, RobotState
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)

@@ -5,8 +5,8 @@ Usage (an hour with 30 Hz cameras; the shipped pick-and-place checkpoint, as par
     MUJOCO_GL=egl python bench/bench_soak.py --duration 3600 --report-every 60 --camera-rate 30
 Short and light (what the slow test runs): --duration 120 --report-every 20 --checkpoint none --camera-rate 10
 
-The graph is para-deploy's: the nodes of :func:`para_ros.graph.plan` for backend sim, each its own process through
-:class:`para_ros.deploy.ProcessGroup` (as ``para_ros/sim/closed_loop.py`` starts it), logs in ``<out>/logs``, with the
+The graph is para-deploy's: the nodes of :func:`para_ros.deploy.graph.plan` for backend sim, each its own process through
+:class:`para_ros.deploy.launcher.ProcessGroup` (as ``para_ros/deploy/closed_loop.py`` starts it), logs in ``<out>/logs``, with the
 cameras at --camera-rate (sim_node's ``scene_cam_rate_hz`` / ``wrist_cam_rate_hz``). By default pick-and-place
 attempts run back to back as in para-deploy (a task reset after each success or --episode-time-limit), so the reset
 path soaks too; --no-task leaves the arm to the policy.
@@ -192,7 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from para_ros import deploy, graph
+    from para_ros.deploy import launcher as deploy
+    from para_ros.deploy import graph
 
     if not (args.duration > 0 and args.report_every > 0 and 0.5 <= args.camera_rate <= 120.0
             and args.shutdown_timeout > 0):
@@ -238,7 +239,7 @@ def run(args) -> int:
             group.start(spec, deploy.node_command(spec, overrides))
         watch = GraphWatch("/para/action_chunk", topics.joint_trajectory)
         if not args.no_task:
-            from para_ros.sim.closed_loop import TaskDriver
+            from para_ros.deploy.closed_loop import TaskDriver
 
             driver = TaskDriver(time_limit_s=args.episode_time_limit)
             driver.start()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark one training step (forward + backward + AdamW) of the v4 model: time and peak memory.
 
-Runs ``para_core.training.Trainer.train_step`` on synthetic episodes (``para_core.synthetic.synthetic_episode``, the
+Runs ``para_core.train.trainer.Trainer.train_step`` on synthetic episodes (``para_core.data.synthetic.synthetic_episode``, the
 dataset's real preprocessing and target encoding) and prints median / min / max step time over repeated steps with the
 machine and settings, plus peak memory: CUDA ``max_memory_allocated`` on a GPU, the process's peak RSS on CPU. The
 seed says the paper config trains at batch 4 on a 24 GB RTX 3090: check it with ``--preset paper --device cuda``.
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from para_core.config import PRESET_NAMES
+from para_core.model.config import PRESET_NAMES
 
 
 def main(argv=None) -> int:
@@ -40,9 +40,9 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from para_core.config import V4Config
-    from para_core.synthetic import synthetic_episode
-    from para_core.training import TrainConfig, Trainer
+    from para_core.model.config import V4Config
+    from para_core.data.synthetic import synthetic_episode
+    from para_core.train.trainer import TrainConfig, Trainer
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)

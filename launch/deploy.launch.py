@@ -2,19 +2,19 @@
 
 Starts the inference node and the chunk executor, plus the simulated YAM (``sim_node``) when ``backend:=sim``, and
 rviz2 with ``config/para.rviz`` when ``rviz:=true``. Which nodes run, their executables, parameter files and the
-parameters set from the arguments all come from :mod:`para_ros.graph`, the description ``para-deploy`` uses too.
+parameters set from the arguments all come from :mod:`para_ros.deploy.graph`, the description ``para-deploy`` uses too.
 
 Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``backend``, ``device``, ``dtype``,
 ``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``, ``wrist_info_topic``, ``joint_trajectory_topic``,
 ``arm_joint_names``, ``engage``, ``rviz``, ``respawn``, ``respawn_executor``, ``respawn_delay``. An empty value keeps
 the node's parameter file value (``config/*.yaml``).
-Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay`` (rule: :func:`para_ros.deploy.respawns`):
+Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay`` (rule: :func:`para_ros.deploy.launcher.respawns`):
 ``respawn:=true`` gives inference_node and sim_node launch_ros' ``respawn=True`` with ``respawn_delay``
 (``respawn_delay`` seconds, default 2): a node that dies is started again. The executor commands the arm, so it comes
 back by itself only with ``respawn_executor:=true`` (default false: a person should look at why it died first).
 With ``backend:=topic`` (a ros2_control joint_trajectory_controller) the trajectory carries the arm joints only and
 the gripper goes out as ``std_msgs/Float64`` 0..1 on the executor's ``gripper_command_topic`` (see
-:mod:`para_ros.graph`), e.g. ``backend:=topic joint_trajectory_topic:=/arm_controller/joint_trajectory``.
+:mod:`para_ros.deploy.graph`), e.g. ``backend:=topic joint_trajectory_topic:=/arm_controller/joint_trajectory``.
 """
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
@@ -23,7 +23,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import Parameter
 
-from para_ros import graph
+from para_ros.deploy import graph
 from para_ros.paths import share_file
 
 ARGUMENTS = [
@@ -50,9 +50,9 @@ ARGUMENTS = [
                                   "commands the arm, so a person should look at why it died first)"),
     ("respawn_delay", "2.0", "seconds between a node's death and its restart (respawn, respawn_executor)"),
 ]
-# Arguments of this launch file alone, not of the graph (para_ros.graph.DeploySettings).
+# Arguments of this launch file alone, not of the graph (para_ros.deploy.graph.DeploySettings).
 LAUNCH_ONLY = ("rviz", "respawn", "respawn_executor", "respawn_delay")
-EXECUTOR_NODE = "chunk_executor"  # respawned only with respawn_executor (para_ros.deploy.respawns: the same rule)
+EXECUTOR_NODE = "chunk_executor"  # respawned only with respawn_executor (para_ros.deploy.launcher.respawns: the same rule)
 
 
 def _flag(name: str, text: str) -> bool:
@@ -74,7 +74,7 @@ def _respawn_delay(text: str) -> float:
 
 
 def _graph_nodes(context, *args, **kwargs):
-    """Resolve the arguments and build one launch_ros ``Node`` per node of :func:`para_ros.graph.plan`."""
+    """Resolve the arguments and build one launch_ros ``Node`` per node of :func:`para_ros.deploy.graph.plan`."""
     values = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
     settings = graph.DeploySettings(**{k: v for k, v in values.items() if k not in LAUNCH_ONLY})
     respawn = _flag("respawn", values["respawn"])

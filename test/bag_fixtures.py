@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
-from para_core.synthetic import intrinsics_from_fovy, scene_camera_pose, top_down_rotation, wrist_camera_pose
+from para_core.data.synthetic import intrinsics_from_fovy, scene_camera_pose, top_down_rotation, wrist_camera_pose
 
 T0_NS = 1_700_000_000_000_000_000  # a realistic wall-clock epoch
 NS = 1_000_000_000
@@ -39,6 +39,7 @@ class SyntheticBagSpec:
     scene_jitter_s: dict[int, float] = field(default_factory=dict)  # scene frame k stamped this much later
     skip_topics: tuple[str, ...] = ()
     ee_frame: str = "grasp_site"
+    wrist_distortion: tuple[float, ...] = (0.0,) * 5  # the wrist CameraInfo's d (plumb_bob)
 
 
 # ------------------------------------------------------------------------------------------------ ground truth
@@ -135,7 +136,7 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
     """
     from rosbags.rosbag2 import StoragePlugin, Writer
 
-    from para_ros.recording import make_typestore
+    from para_ros.bag.recording import make_typestore
 
     spec = spec or SyntheticBagSpec()
     path = Path(path)
@@ -168,11 +169,11 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
     K_ros[0, 2] -= 0.5
     K_ros[1, 2] -= 0.5
 
-    def info(stamp_ns, frame):
+    def info(stamp_ns, frame, d=(0.0,) * 5):
         P = np.zeros((3, 4))
         P[:, :3] = K_ros
         return Info(header=header(stamp_ns, frame), height=h, width=w, distortion_model="plumb_bob",
-                    d=np.zeros(5), k=K_ros.ravel(), r=np.eye(3).ravel(), p=P.ravel(), binning_x=0, binning_y=0,
+                    d=np.asarray(d, dtype=np.float64), k=K_ros.ravel(), r=np.eye(3).ravel(), p=P.ravel(), binning_x=0, binning_y=0,
                     roi=ROI(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False))
 
     events: list[tuple[int, str, object]] = []  # (log ns, topic, message)
@@ -214,7 +215,8 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
     for k, s in wrist.items():
         topic, msg = wrist_msg(k, s)
         events.append((s + lat, topic, msg))
-        events.append((s + lat, "/wrist_cam/camera_info", info(s, "wrist_cam_optical_frame")))
+        events.append((s + lat, "/wrist_cam/camera_info",
+                       info(s, "wrist_cam_optical_frame", spec.wrist_distortion)))
         if k in spec.out_of_order_after_wrist:
             late = s - int(0.05 * NS)
             topic, msg = wrist_msg(200 + k, late)

@@ -2,7 +2,7 @@
 an independent interpolation reference.
 
 The driver lives in the test process (its own rclpy context, spun in a thread); the executor runs as a child process
-(``python -m para_ros.chunk_executor``). The driver publishes chunks and ``/joint_states`` (the initial pose, then
+(``python -m para_ros.nodes.chunk_executor``). The driver publishes chunks and ``/joint_states`` (the initial pose, then
 every commanded position echoed back, like an arm that tracks perfectly; ``publish_states = False`` cuts them), and
 records every JointTrajectory, commanded pose and diagnostics message with its arrival time.
 
@@ -162,7 +162,7 @@ class ExecutorDriver:
              "joint_trajectory_topic": f"{self.prefix}/joint_trajectory",
              "commanded_pose_topic": f"{self.prefix}/commanded_pose", "diagnostics_rate_hz": 5.0,
              "auto_engage": "true", **params}  # these tests drive the executor directly: engaged from the start
-        args = ["para_ros.chunk_executor", "--ros-args", "-r", f"__node:={node_name}"]
+        args = ["para_ros.nodes.chunk_executor", "--ros-args", "-r", f"__node:={node_name}"]
         for k, v in p.items():
             args += ["-p", f"{k}:={v}"]
         fd, self.log_path = tempfile.mkstemp(prefix="chunk_executor_test_", suffix=".log")
@@ -191,7 +191,7 @@ class ExecutorDriver:
 
     def publish_chunk(self, stamp, t_from_stamp, positions, quats, gripper, confidence=None, frame_id="base",
                       tool_frame_id="grasp_site"):
-        from para_ros.execution_ros.chunk_msg import s_to_time_fields
+        from para_ros.ros_io.chunk_msg import s_to_time_fields
         from builtin_interfaces.msg import Duration
         from geometry_msgs.msg import Pose
         from para_msgs.msg import ActionChunk

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from para_ros.dds_env import loopback_dds_env
-from para_ros.synthetic_rig import wait_for  # noqa: F401 (re-exported for the tests)
+from para_ros.ros_io.synthetic_rig import wait_for  # noqa: F401 (re-exported for the tests)
 
 
 # Every child process the tests start, so the session can make sure none outlives it (see conftest.py).

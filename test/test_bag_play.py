@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from bag_fixtures import SyntheticBagSpec, write_synthetic_bag
-from para_ros import bag_tools
-from para_ros.bag_play import BagPlayer, PlayOptions, parse_remaps
+from para_ros.bag import cli as bag_tools
+from para_ros.bag.play import BagPlayer, PlayOptions, parse_remaps
 from ros_helpers import start_python, stop_process, wait_for
 
 pytestmark = pytest.mark.ros
@@ -19,7 +19,7 @@ def _read_chunks(path) -> dict[int, np.ndarray]:
     """stamp_ns -> (T, 3) positions of the ActionChunks in a bag written by ``para-bag eval --write-chunks``."""
     from rosbags.rosbag2 import Reader
 
-    from para_ros.recording import make_typestore
+    from para_ros.bag.recording import make_typestore
 
     store = make_typestore()
     out = {}
@@ -47,7 +47,7 @@ def _replay_matches_eval(tmp_path, bag, preset: str, rate: float) -> None:
                            "--overlay-every", "0", "--response-volume-every", "-1"]) == 0
     expected = _read_chunks(tmp_path / "chunks")
     assert len(expected) >= 20
-    node = start_python(["para_ros.inference_node", "--ros-args", "-p", f"random_preset:={preset}", "-p",
+    node = start_python(["para_ros.nodes.inference_node", "--ros-args", "-p", f"random_preset:={preset}", "-p",
                          f"random_seed:={SEED}", "-p", "use_sim_time:=true", "-p", "max_observation_age_s:=5.0"],
                         module=True)
     ctx = rclpy.Context()
@@ -94,7 +94,7 @@ def test_replay_through_the_inference_node_matches_para_bag_eval(tmp_path):
 @pytest.mark.slow
 def test_replay_of_a_simulator_recording_matches_para_bag_eval(tmp_path):
     """The same on an expert demonstration recorded through sim_node (para-sim record)."""
-    from para_ros.sim.recorder import record_episodes
+    from para_ros.bag.sim_recorder import record_episodes
 
     assert record_episodes(tmp_path / "bags", episodes=1, seed=9, progress=False) == {"success": 1}
     _replay_matches_eval(tmp_path, tmp_path / "bags" / "episode_000009", "tiny", rate=0.5)

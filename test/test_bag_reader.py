@@ -1,10 +1,10 @@
-"""para_ros.bag_reader on real rosbag2 files (mcap and sqlite3) written with rosbags; truth from bag_fixtures."""
+"""para_ros.bag.reader on real rosbag2 files (mcap and sqlite3) written with rosbags; truth from bag_fixtures."""
 import numpy as np
 import pytest
 
 from bag_fixtures import (NS, T0_NS, K_IMAGE, T_SCENE, SyntheticBagSpec, camera_stamps_ns, reference_ee_pose,
                           reference_gripper, reference_wrist_pose, write_synthetic_bag)
-from para_ros.bag_reader import BagError, BagReader, BagTopicConfig, select_by_fps
+from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, select_by_fps
 
 # Scene frame 5 missing, a stale wrist frame after wrist frame 8, scene frame 12 stamped 60 ms late (> 50 ms slop).
 ANOMALIES = dict(missing_scene_frames=(5,), out_of_order_after_wrist=(8,), scene_jitter_s={12: 0.06})

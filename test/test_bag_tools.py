@@ -10,9 +10,9 @@ from scipy.spatial.transform import Rotation
 
 from bag_fixtures import (NS, T0_NS, K_IMAGE, T_SCENE, SyntheticBagSpec, reference_ee_pose, reference_gripper,
                           reference_wrist_pose, write_synthetic_bag)
-from para_core.dataset import Episode
-from para_ros import bag_tools
-from para_ros.bag_reader import select_by_fps
+from para_core.data.dataset import Episode
+from para_ros.bag import cli as bag_tools
+from para_ros.bag.reader import select_by_fps
 from test_bag_reader import ANOMALIES, expected_pairs
 
 
@@ -43,8 +43,8 @@ def test_extract_writes_the_synchronised_episode(bag, tmp_path):
         assert int(ep.images["scene"][i, 0, 0, 0]) == (7 * k_scene) % 256
     assert ep.meta["source_bag"].endswith("bag") and ep.meta["world_frame"] == "base"
     # The training pipeline takes it as it is.
-    from para_core.config import V4Config
-    from para_core.dataset import EpisodeDataset
+    from para_core.model.config import V4Config
+    from para_core.data.dataset import EpisodeDataset
 
     item = EpisodeDataset([tmp_path / "ep"], V4Config.tiny())[0]
     np.testing.assert_allclose(item["T_world_ee"].numpy(), ep.T_world_ee[0], atol=1e-6)
@@ -67,8 +67,8 @@ def test_extract_stores_the_measured_rate_and_gaps_and_training_resamples(bag, t
     assert ep.fps == pytest.approx(10.0, rel=1e-6)
     assert ep.meta["requested_fps"] == 30.0 and ep.meta["measured_fps"] == pytest.approx(10.0, rel=1e-6)
     assert ep.meta["gaps"]["count"] == 2 and ep.meta["gaps"]["largest_s"] == pytest.approx(0.2, abs=1e-6)
-    from para_core.config import V4Config
-    from para_core.dataset import EpisodeDataset
+    from para_core.model.config import V4Config
+    from para_core.data.dataset import EpisodeDataset
 
     cfg = V4Config.tiny()  # frame_stride 4, dataset_fps 30, n_window 4
     ds = EpisodeDataset([tmp_path / "ep"], cfg)
@@ -94,7 +94,7 @@ def test_frame_timing_by_hand():
 def _read_chunks(bag_dir):
     from rosbags.rosbag2 import Reader
 
-    from para_ros.bag_reader import make_typestore
+    from para_ros.bag.reader import make_typestore
 
     store = make_typestore()
     chunks = []
@@ -184,10 +184,10 @@ def test_cli_errors_and_help(bag, tmp_path, capsys):
     assert bag_tools.main(["extract", str(tmp_path / "missing"), "--out", str(tmp_path / "y")]) == 2
     assert "does not exist" in capsys.readouterr().err
     for args in ([], ["extract"], ["eval"]):
-        r = subprocess.run([sys.executable, "-m", "para_ros.bag_tools", *args, "--help"], capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "para_ros.bag.cli", *args, "--help"], capture_output=True,
                            text=True, timeout=60)
         assert r.returncode == 0 and "usage: para-bag" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "para_ros.bag_tools", "eval", str(path)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "para_ros.bag.cli", "eval", str(path)], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "--checkpoint" in r.stderr
 

@@ -4,12 +4,12 @@ import pytest
 import torch
 from scipy.spatial.transform import Rotation
 
-from para_core.actions import (decode_gripper, decode_outputs, decode_rotation, encode_gripper, encode_rotation,
+from para_core.model.actions import (decode_gripper, decode_outputs, decode_rotation, encode_gripper, encode_rotation,
                                encode_targets, refine_positions, time_offsets)
-from para_core.config import V4Config
-from para_core.geometry import project
-from para_core.model import V4Output
-from para_core.voxels import build_voxel_grid
+from para_core.model.config import V4Config
+from para_core.model.geometry import project
+from para_core.model.v4 import V4Output
+from para_core.model.voxels import build_voxel_grid
 from core_fixtures import make_inputs, make_trajectory
 
 

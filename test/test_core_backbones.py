@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from para_core.backbones import (BACKBONE_REGISTRY, DINOv3Backbone, InternVLVisionBackbone, build_backbone,
+from para_core.model.backbones import (BACKBONE_REGISTRY, DINOv3Backbone, InternVLVisionBackbone, build_backbone,
                                  count_parameters)
-from para_core.checkpoint import load_checkpoint, save_checkpoint
-from para_core.config import DINOV3_TINY, INTERNVL25_1B_VISION, INTERNVL_VISION_TINY, V4Config
-from para_core.model import build_model
+from para_core.model.checkpoint import load_checkpoint, save_checkpoint
+from para_core.model.config import DINOV3_TINY, INTERNVL25_1B_VISION, INTERNVL_VISION_TINY, V4Config
+from para_core.model.v4 import build_model
 from core_fixtures import make_inputs, make_trajectory
 
 torch.set_num_threads(1)
@@ -110,8 +110,8 @@ def test_grid_cell_i_j_sees_pixel_block_i_j():
 
 
 def _sample(cfg, seed=0):
-    from para_core.actions import encode_targets
-    from para_core.voxels import build_voxel_grid
+    from para_core.model.actions import encode_targets
+    from para_core.model.voxels import build_voxel_grid
 
     inp = make_inputs(cfg, batch=1, seed=seed)
     grid = build_voxel_grid(cfg, inp.K_img, inp.T_world_cam)

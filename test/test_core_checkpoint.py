@@ -8,9 +8,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import para_core
-from para_core.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from para_core.config import V4Config
-from para_core.model import build_model
+from para_core.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from para_core.model.config import V4Config
+from para_core.model.v4 import build_model
 from core_fixtures import make_inputs
 
 torch.set_num_threads(1)

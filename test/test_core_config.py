@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from para_core.config import V4Config
+from para_core.model.config import V4Config
 
 
 def test_paper_preset_matches_seed_table():
@@ -79,7 +79,7 @@ def test_unknown_key_rejected():
 
 
 def test_presets_by_name():
-    from para_core.config import PRESET_NAMES
+    from para_core.model.config import PRESET_NAMES
 
     for name in PRESET_NAMES:
         assert V4Config.preset(name) == getattr(V4Config, name)()

@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from para_core import synthetic as syn
-from para_core.actions import encode_targets
-from para_core.config import V4Config
-from para_core.dataset import (Episode, EpisodeDataset, find_episode_dirs, future_frame_indices, make_batch,
+from para_core.data import synthetic as syn
+from para_core.model.actions import encode_targets
+from para_core.model.config import V4Config
+from para_core.data.dataset import (Episode, EpisodeDataset, find_episode_dirs, future_frame_indices, make_batch,
                                past_frame_indices)
-from para_core.policy import CameraObservation, Policy, RobotState
-from para_core.voxels import build_voxel_grid
+from para_core.model.policy import CameraObservation, Policy, RobotState
+from para_core.model.voxels import build_voxel_grid
 
 VIEWS = ("scene", "wrist")
 
@@ -170,7 +170,7 @@ def test_dataset_targets_at_hand_computed_frames(tmp_path):
 
 def test_dataset_preprocessing_and_targets_match_policy_and_actions(tmp_path):
     """The batch a trainer sees equals what Policy.preprocess makes of the same raw frame, and its targets equal
-    para_core.actions.encode_targets of the hand-picked future frames."""
+    para_core.model.actions.encode_targets of the hand-picked future frames."""
     cfg = V4Config.tiny()
     ep = syn.synthetic_episode(cfg, np.random.default_rng(3), n_frames=24)
     ds = EpisodeDataset([ep.save(tmp_path / "ep")], cfg)
@@ -303,7 +303,7 @@ def test_30hz_episode_with_dropped_frames_is_resampled_by_stamps(tmp_path):
 
 
 def test_auto_time_base_rule_by_hand(tmp_path):
-    from para_core.dataset import frame_indexing_matches_stamps
+    from para_core.data.dataset import frame_indexing_matches_stamps
 
     cfg = V4Config.tiny()
     rng = np.random.default_rng(0)

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from core_fixtures import make_inputs, make_trajectory
-from para_core.actions import decode_outputs, encode_targets
-from para_core.checkpoint import load_checkpoint, save_checkpoint
-from para_core.config import V4Config
-from para_core.dino_kv import ParaDinoKVModel, step_embedding
-from para_core.model import build_model, sincos_height_encoding
-from para_core.voxels import build_voxel_grid
+from para_core.model.actions import decode_outputs, encode_targets
+from para_core.model.checkpoint import load_checkpoint, save_checkpoint
+from para_core.model.config import V4Config
+from para_core.model.dino_kv import ParaDinoKVModel, step_embedding
+from para_core.model.v4 import build_model, sincos_height_encoding
+from para_core.model.voxels import build_voxel_grid
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_tiny_dino_kv_overfits_one_sample(cfg):
 
 
 def test_checkpoint_round_trip_and_policy_dispatch(cfg, tmp_path):
-    from para_core.policy import CameraObservation, Policy, RobotState
+    from para_core.model.policy import CameraObservation, Policy, RobotState
 
     torch.manual_seed(2)
     model = build_model(cfg).eval()

@@ -10,9 +10,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from para_core import synthetic as syn
-from para_core.config import V4Config
-from para_core.training import ResumableBatchSampler, TrainConfig, Trainer, read_metrics
+from para_core.data import synthetic as syn
+from para_core.model.config import V4Config
+from para_core.train.trainer import ResumableBatchSampler, TrainConfig, Trainer, read_metrics
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 
@@ -37,10 +37,10 @@ def _train(nproc: int, out: Path, episodes, *extra: str) -> subprocess.Completed
             "--batch-size", "4", "--val-fraction", "0", "--num-workers", "0", "--no-progress", "--device", "cpu",
             "--no-tensorboard", *extra]
     if nproc == 1:
-        cmd = [sys.executable, "-m", "para_core.train_cli", *args]
+        cmd = [sys.executable, "-m", "para_core.train.cli", *args]
     else:
         cmd = [str(TORCHRUN), "--standalone", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
-               "-m", "para_core.train_cli", *args]
+               "-m", "para_core.train.cli", *args]
     return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
 
 
@@ -67,7 +67,7 @@ def test_two_processes_equal_one_with_the_same_global_batch_and_resume_with_one(
     b = [r["loss"] for r in read_metrics(tmp_path / "ddp" / "metrics.jsonl") if r["split"] == "train"]
     np.testing.assert_allclose(a, b, rtol=1e-5)
     # resume the 2-process run with 1 process and compare with an uninterrupted 6-iteration single run
-    resumed = subprocess.run([sys.executable, "-m", "para_core.train_cli", "--out", str(tmp_path / "ddp"),
+    resumed = subprocess.run([sys.executable, "-m", "para_core.train.cli", "--out", str(tmp_path / "ddp"),
                               "--resume", "--max-iters", "6", "--no-progress"], env=_env(), capture_output=True,
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

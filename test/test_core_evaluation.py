@@ -1,10 +1,10 @@
-"""para_core.evaluation against hand-computed numbers."""
+"""para_core.eval.metrics against hand-computed numbers."""
 import math
 
 import numpy as np
 import pytest
 
-from para_core import evaluation as ev
+from para_core.eval import metrics as ev
 
 
 def rz(deg):

@@ -1,13 +1,13 @@
-"""para_core.figures: projection vs cv2.projectPoints, drawing at the right pixels, response volume vs brute force."""
+"""para_core.eval.figures: projection vs cv2.projectPoints, drawing at the right pixels, response volume vs brute force."""
 import cv2
 import numpy as np
 import pytest
 import torch
 
-from para_core import figures
-from para_core import synthetic as syn
-from para_core.config import V4Config
-from para_core.model import build_model
+from para_core.eval import figures
+from para_core.data import synthetic as syn
+from para_core.model.config import V4Config
+from para_core.model.v4 import build_model
 from core_fixtures import make_inputs
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from para_core.geometry import (adaptive_z_range, crop_intrinsics, look_at, pixel_centres, project,
+from para_core.model.geometry import (adaptive_z_range, crop_intrinsics, look_at, pixel_centres, project,
                                 resize_intrinsics, scale_intrinsics, unproject_to_height)
 
 

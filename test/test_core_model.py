@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from para_core.actions import encode_targets
-from para_core.backbones import DINOv3Backbone, count_parameters
-from para_core.config import V4Config
-from para_core.model import build_model, seed_joint_baseline, uniform_voxel_ce_baseline, volume_ce
+from para_core.model.actions import encode_targets
+from para_core.model.backbones import DINOv3Backbone, count_parameters
+from para_core.model.config import V4Config
+from para_core.model.v4 import build_model, seed_joint_baseline, uniform_voxel_ce_baseline, volume_ce
 from core_fixtures import make_inputs, make_trajectory
 
 torch.set_num_threads(1)
@@ -153,7 +153,7 @@ def test_soft_target_ce_by_hand():
 
 def _sample(cfg, seed=0):
     inp = make_inputs(cfg, batch=1, seed=seed)
-    from para_core.voxels import build_voxel_grid
+    from para_core.model.voxels import build_voxel_grid
 
     grid = build_voxel_grid(cfg, inp.K_img, inp.T_world_cam)
     pos, rot, grip = make_trajectory(cfg, batch=1, seed=seed)
@@ -253,8 +253,8 @@ def test_sampling_positions_stay_fp32_under_bf16_autocast():
     bf16 output rounding, and the test checks that quantised positions would be told apart from it."""
     import torch.nn.functional as Fn
 
-    from para_core.geometry import uv_to_grid_sample, unproject_to_height
-    from para_core.voxels import build_voxel_grid
+    from para_core.model.geometry import uv_to_grid_sample, unproject_to_height
+    from para_core.model.voxels import build_voxel_grid
 
     torch.manual_seed(0)
     cfg = V4Config.tiny(pred_size=64)
@@ -288,7 +288,7 @@ def test_sampling_positions_stay_fp32_under_bf16_autocast():
 def test_training_head_voxel_rule_by_hand():
     """Of the GT voxels (one per view that sees the point) the head trains at the one with the highest logit; unseen
     views never count, even with a higher logit; ties go to the earlier view; no view sees it: the argmax voxel."""
-    from para_core.model import V4Targets, training_head_voxel
+    from para_core.model.v4 import V4Targets, training_head_voxel
 
     ninf = float("-inf")
     V = 10

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from para_core import synthetic as syn
-from para_core.checkpoint import save_checkpoint
-from para_core.config import V4Config
-from para_core.policy import CameraObservation, Policy, PolicyOutput, RobotState
+from para_core.data import synthetic as syn
+from para_core.model.checkpoint import save_checkpoint
+from para_core.model.config import V4Config
+from para_core.model.policy import CameraObservation, Policy, PolicyOutput, RobotState
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""para_core.rotations against scipy's Rotation / Slerp / mean and numpy's general inverse; and that the ROS adapters,
+"""para_core.model.rotations against scipy's Rotation / Slerp / mean and numpy's general inverse; and that the ROS adapters,
 the executor and the simulated rig use this one implementation."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation, Slerp
 
-from para_core import rotations as rot
+from para_core.model import rotations as rot
 
 
 def hard_and_random_rotations(n, seed=0):
@@ -123,7 +123,8 @@ def test_one_implementation_everywhere():
     """The adapters re-export these functions (their public names keep working), the executor and the simulated rig
     call them; the rig's MuJoCo (w, x, y, z) quaternion is this module's (x, y, z, w) reordered."""
     from para_ros.adapters import transforms
-    from para_ros.execution import executor_core, interpolation, timeline, yam_ik
+    from para_ros.execution import executor_core, interpolation, timeline
+    from para_ros.robot import yam_ik
     from para_ros.sim import cameras
 
     assert transforms.quaternion_to_matrix is rot.quaternion_to_matrix

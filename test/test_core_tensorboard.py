@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from para_core import synthetic as syn
-from para_core.config import V4Config
-from para_core.training import TrainConfig, lr_factor, read_metrics, train
+from para_core.data import synthetic as syn
+from para_core.model.config import V4Config
+from para_core.train.trainer import TrainConfig, lr_factor, read_metrics, train
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 

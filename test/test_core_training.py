@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from para_core import synthetic as syn
-from para_core.checkpoint import load_checkpoint
-from para_core.config import V4Config
-from para_core.dataset import Episode, EpisodeDataset, make_batch
-from para_core.policy import CameraObservation, Policy, RobotState
-from para_core.training import (ResumableBatchSampler, TrainConfig, Trainer, load_optimizer, lr_factor, read_metrics,
+from para_core.data import synthetic as syn
+from para_core.model.checkpoint import load_checkpoint
+from para_core.model.config import V4Config
+from para_core.data.dataset import Episode, EpisodeDataset, make_batch
+from para_core.model.policy import CameraObservation, Policy, RobotState
+from para_core.train.trainer import (ResumableBatchSampler, TrainConfig, Trainer, load_optimizer, lr_factor, read_metrics,
                                 save_optimizer, train)
-from para_core.train_cli import main as cli_main
+from para_core.train.cli import main as cli_main
 
 
 @pytest.fixture(autouse=True)
@@ -236,7 +236,7 @@ def test_a_crash_inside_save_never_pairs_new_weights_with_old_optimizer_state(tm
     """A crash while the iteration-4 save is being written leaves the iteration-2 pair intact, and resuming from it
     ends bit-identical to an uninterrupted run, with every iteration logged once. A crash after the save was fully
     written (while moving it into place) is completed on resume. A mismatched pair (older para_core) is refused."""
-    import para_core.training as training
+    import para_core.train.trainer as training
     from safetensors.torch import load_file
 
     cfg = V4Config.tiny(max_iters=4, batch_size=2, lr_schedule="constant", lr_warmup=2, lr=1e-3)
@@ -350,7 +350,7 @@ def test_validation_reports_gripper_and_rotation_ce_at_the_argmax_voxel(tmp_path
 
 # ----------------------------------------------------------------------------------------------------------- CLI
 def test_cli_help():
-    out = subprocess.run([sys.executable, "-m", "para_core.train_cli", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "para_core.train.cli", "--help"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     for flag in ("--data", "--preset", "--config", "--out", "--max-iters", "--batch-size", "--device", "--resume"):

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from para_ros import deploy, graph
+from para_ros.deploy import launcher as deploy
+from para_ros.deploy import graph
 from para_ros.dds_env import loopback_dds_env
 
 # Stand-in nodes: print their pid, then wait; what they do on SIGINT is the point of each.
@@ -118,7 +119,7 @@ def test_ctrl_c_of_the_launcher_stops_every_node(tmp_path, sig):
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from para_ros import deploy
+        from para_ros.deploy import launcher as deploy
         from test_deploy_launcher import stand_in_graph, POLITE, STUBBORN
         deploy.graph_commands = stand_in_graph({{"a": [POLITE], "b": [STUBBORN]}})
         raise SystemExit(deploy.main(["--duration", "0", "--out", {str(out)!r}, "--no-record",
@@ -151,7 +152,7 @@ def test_children_die_with_a_killed_launcher(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from para_ros import deploy
+        from para_ros.deploy import launcher as deploy
         from test_deploy_launcher import stand_in_graph
         deploy.graph_commands = stand_in_graph({{"a": ["import time; print('up', flush=True); time.sleep(300)"]}})
         raise SystemExit(deploy.main(["--duration", "0", "--out", {str(out)!r}, "--no-record"]))

@@ -9,9 +9,9 @@ import cv2
 import numpy as np
 import pytest
 
-from para_ros.run_summary import (RunRecord, achieved_rate_hz, format_summary, joint_motion_rad, latencies_s,
+from para_ros.deploy.summary import (RunRecord, achieved_rate_hz, format_summary, joint_motion_rad, latencies_s,
                                   percentiles_ms, summary_dict)
-from para_ros.snapshot import SnapshotScene, draw_snapshot, project_points, scale_intrinsics
+from para_ros.deploy.snapshot import SnapshotScene, draw_snapshot, project_points, scale_intrinsics
 
 
 def look_at(position, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
@@ -128,7 +128,7 @@ def test_recording_round_trip(tmp_path):
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
     from para_msgs.msg import ActionChunk
-    from para_ros.recording import McapRecorder, make_typestore, ros_type_name
+    from para_ros.bag.recording import McapRecorder, make_typestore, ros_type_name
 
     topics = {"/joint_trajectory": ros_type_name(JointTrajectory), "/para/action_chunk": ros_type_name(ActionChunk),
               "/joint_states": ros_type_name(JointState)}
@@ -170,7 +170,7 @@ def test_monitor_hears_best_effort_sensor_publishers():
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import JointState
 
-    from para_ros.deploy_monitor import DeployMonitor
+    from para_ros.deploy.monitor import DeployMonitor
     from ros_helpers import wait_for
 
     monitor = DeployMonitor(recorder=None)

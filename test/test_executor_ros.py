@@ -256,7 +256,7 @@ def test_joint_states_are_heard_from_best_effort_and_reliable_publishers(reliabi
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
 
-    from para_ros.execution_ros.topic_backends import JointTrajectoryBackend
+    from para_ros.ros_io.topic_backends import JointTrajectoryBackend
     from ros_helpers import wait_for
 
     ctx = rclpy.Context()

@@ -36,8 +36,8 @@ def test_sdk_sim_backend_gets_the_same_joint_targets_as_the_topic_backend():
     from para_ros.execution.backends import I2rtSdkBackend
     from para_ros.execution.chunk import ChunkChecks
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
-    from para_ros.execution.limits import load_yam_config
-    from para_ros.execution_ros.topic_backends import JointTrajectoryBackend
+    from para_ros.robot.yam import load_yam_config
+    from para_ros.ros_io.topic_backends import JointTrajectoryBackend
 
     ref = ReferenceKinematics()
     q_init = ref.ik([0.30, 0.0, 0.12], TOP_DOWN_R)
@@ -112,12 +112,12 @@ def test_node_with_sdk_sim_backend_follows_a_chunk(tmp_path):
     from para_msgs.msg import ActionChunk
     from rclpy.executors import SingleThreadedExecutor
 
-    from para_ros.execution_ros.chunk_msg import chunk_to_msg
+    from para_ros.ros_io.chunk_msg import chunk_to_msg
 
     ref = ReferenceKinematics()
     T_home = ref.fk(np.zeros(6))  # the SDK's SimRobot starts at all-zero joints
     log = open(tmp_path / "executor.log", "w")
-    proc = start_python(["para_ros.chunk_executor", "--ros-args", "-r", "__node:=chunk_executor_sdk",
+    proc = start_python(["para_ros.nodes.chunk_executor", "--ros-args", "-r", "__node:=chunk_executor_sdk",
                          "-p", "backend:=i2rt_sdk", "-p", "sdk_sim:=true", "-p", "auto_engage:=true",
                          "-p", "chunk_topic:=/exec_sdk/chunks", "-p", "commanded_pose_topic:=/exec_sdk/pose"],
                         module=True, stdout=log)
@@ -166,8 +166,8 @@ def test_pose_backend_publishes_the_tool_pose_of_each_checked_command():
 
     from para_ros.execution.chunk import ChunkChecks
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
-    from para_ros.execution.limits import load_yam_config
-    from para_ros.execution_ros.topic_backends import PoseBackend
+    from para_ros.robot.yam import load_yam_config
+    from para_ros.ros_io.topic_backends import PoseBackend
 
     ref = ReferenceKinematics()
     q_init = ref.ik([0.32, 0.05, 0.10], TOP_DOWN_R)

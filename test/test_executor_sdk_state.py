@@ -77,8 +77,8 @@ def _compose(transforms, child):
 
 
 def test_yam_frames_match_the_sdk_station_model_and_sdk_fk():
-    from para_ros.execution.limits import load_yam_config
-    from para_ros.execution.yam_frames import YamFrames
+    from para_ros.robot.yam import load_yam_config
+    from para_ros.robot.yam_frames import YamFrames
 
     yam = load_yam_config()
     frames = YamFrames(yam.wrist_camera, yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site)
@@ -101,8 +101,8 @@ def test_yam_frames_match_the_sdk_station_model_and_sdk_fk():
 
 
 def test_a_mount_that_is_not_on_the_arm_is_refused():
-    from para_ros.execution.limits import WristCameraMount
-    from para_ros.execution.yam_frames import YamFrames
+    from para_ros.robot.yam import WristCameraMount
+    from para_ros.robot.yam_frames import YamFrames
 
     with pytest.raises(ValueError, match="parent_frame='table'"):
         YamFrames(WristCameraMount(parent_frame="table"))
@@ -121,11 +121,11 @@ def test_sdk_backend_publishes_joint_states_and_tf_and_a_chunk_moves_the_robot(t
     from para_ros.adapters.tf import Buffer, TransformListener
     from para_ros.adapters.transforms import transform_to_matrix
     from para_ros.execution.chunk import Chunk
-    from para_ros.execution_ros.chunk_msg import chunk_to_msg
+    from para_ros.ros_io.chunk_msg import chunk_to_msg
 
     ref, station = ReferenceKinematics(), StationReference()
     log = open(tmp_path / "executor.log", "w")
-    proc = start_python(["para_ros.chunk_executor", "--ros-args", "-r", "__node:=chunk_executor_sdk_state",
+    proc = start_python(["para_ros.nodes.chunk_executor", "--ros-args", "-r", "__node:=chunk_executor_sdk_state",
                          "-p", "backend:=i2rt_sdk", "-p", "sdk_sim:=true", "-p", "state_publish_rate_hz:=50.0", "-p", "auto_engage:=true",
                          "-p", "joint_states_topic:=/sdk_state/joint_states", "-p", "chunk_topic:=/sdk_state/chunks",
                          "-p", "commanded_pose_topic:=/sdk_state/pose"], module=True, stdout=log)

@@ -1,7 +1,7 @@
 """``backend:=topic`` (an arm behind a ros2_control joint_trajectory_controller) over real DDS.
 
 The executor is started with exactly the command line ``para-deploy --backend topic --joint-trajectory-topic ...
---arm-joint-names ...`` builds (``para_ros.deploy.graph_commands``), plus test topics for the chunks and joint states.
+--arm-joint-names ...`` builds (``para_ros.deploy.launcher.graph_commands``), plus test topics for the chunks and joint states.
 This process plays the controller: it publishes ``JointState`` the way a joint_state_broadcaster does (the
 controller's arm joint names and a finger joint in metres, no 0..1 ``gripper``), echoes every commanded position
 back, and records what arrives. Checked:
@@ -35,7 +35,7 @@ TRAJ_TOPIC = "/arm_controller/joint_trajectory"
 
 
 def _executor_command():
-    from para_ros import deploy
+    from para_ros.deploy import launcher as deploy
 
     args = deploy.build_parser().parse_args(["--backend", "topic", "--checkpoint", "/some/ckpt", "--engage",
                                              "--joint-trajectory-topic", TRAJ_TOPIC,
@@ -59,7 +59,7 @@ def test_topic_backend_sends_arm_joints_only_and_the_gripper_on_its_own_topic():
     from trajectory_msgs.msg import JointTrajectory
 
     from para_ros.execution.chunk import Chunk
-    from para_ros.execution_ros.chunk_msg import chunk_to_msg
+    from para_ros.ros_io.chunk_msg import chunk_to_msg
 
     ref = ReferenceKinematics()
     q_init = ref.ik([0.30, 0.0, 0.15], TOP_DOWN_R)

@@ -11,7 +11,8 @@ from scipy.spatial.transform import Rotation
 from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, trim_past_steps, validate_chunk
 from para_ros.execution.control_loop import FixedRateLoop
 from para_ros.execution.interpolation import sample_chunk
-from para_ros.execution.limits import SafetyFilter, YamLimits, check_command, load_yam_config
+from para_ros.robot.yam import YamLimits, load_yam_config
+from para_ros.execution.safety import SafetyFilter, check_command
 from para_ros.execution.timeline import BlendConfig, Timeline, ensemble_weights
 
 QI = np.array([0.0, 0.0, 0.0, 1.0])
@@ -212,7 +213,7 @@ def test_yam_config_loads_and_validates(tmp_path):
 
 @pytest.fixture(scope="module")
 def kin():
-    from para_ros.execution.yam_ik import YamKinematics
+    from para_ros.robot.yam_ik import YamKinematics
     return YamKinematics()
 
 
@@ -479,7 +480,7 @@ def test_joint_state_watch_dates_the_oldest_needed_joint():
     as old as its least recently heard joint; NaN and malformed messages do not count."""
     from sensor_msgs.msg import JointState
 
-    from para_ros.chunk_executor import JointStateWatch
+    from para_ros.nodes.chunk_executor import JointStateWatch
 
     class FakeNode:
         def create_subscription(self, *_a):
@@ -506,7 +507,7 @@ def test_joint_state_watch_dates_the_oldest_needed_joint():
 def test_every_node_parameter_has_a_default_in_executor_yaml_and_a_description():
     import yaml as _yaml
 
-    from para_ros.chunk_executor import PARAM_DESCRIPTIONS, build_executor_config, load_default_parameters
+    from para_ros.nodes.chunk_executor import PARAM_DESCRIPTIONS, build_executor_config, load_default_parameters
     from para_ros.paths import config_file
     data = _yaml.safe_load(config_file("executor.yaml").read_text())["chunk_executor"]["ros__parameters"]
     assert set(data) == set(PARAM_DESCRIPTIONS), set(data) ^ set(PARAM_DESCRIPTIONS)
@@ -523,7 +524,7 @@ def test_every_node_parameter_has_a_default_in_executor_yaml_and_a_description()
 def test_help_runs_without_middleware():
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-m", "para_ros.chunk_executor", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "para_ros.nodes.chunk_executor", "--help"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and "control_rate_hz" in out.stdout
     out = subprocess.run([sys.executable, "bench/bench_executor.py", "--help"], capture_output=True, text=True,

@@ -1,10 +1,10 @@
 """Diagnostics recover: every problem a node reports on /diagnostics clears once its condition is gone.
 
-``para_ros.health`` promises that a problem clears when its condition is gone; a problem that is set and never
+``para_ros.nodes.health`` promises that a problem clears when its condition is gone; a problem that is set and never
 cleared keeps ``/diagnostics`` at WARN forever (it happened with a wrist image stamped in the past). Two kinds of check:
 
-* static: every problem key the inference node's code sets (``health.problem(KEY, ...)``, ``_ObservationProblem(KEY,
-  ...)``) has a ``health.clear(KEY)`` somewhere in that code, and every keyed problem of the executor core
+* static: every problem key the inference node's code sets (``health.problem(KEY, ...)``, ``ObservationProblem(KEY,
+  ...)`` in the node or the observation builder it calls) has a ``health.clear(KEY)`` somewhere in that code, and every keyed problem of the executor core
   (``status.problems[KEY] = ...``) a ``problems.pop(KEY)``; keys must be literal strings, f-strings or module
   constants, so this test sees them all;
 * by exercise, ROS-free or in-process (no other process, no DDS peer): each inference-node problem is caused with bad
@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-INFERENCE_NODE = REPO / "para_ros" / "inference_node.py"
+INFERENCE_NODE = REPO / "para_ros" / "nodes" / "inference_node.py"
+OBSERVATION_BUILDER = REPO / "para_ros" / "observation" / "builder.py"  # raises the node's observation problems
 
 
 # ---- static: every key set has a clear -----------------------------------------------------------------------------
@@ -42,16 +43,15 @@ def _callee(call: ast.Call) -> str:
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
-def problem_keys(path: Path, set_names=("problem",), clear_names=("clear",), key_classes=("_ObservationProblem",)):
-    """(keys set, keys cleared, dynamic setter calls) in the source at ``path``.
+def problem_keys(*paths: Path, set_names=("problem",), clear_names=("clear",), key_classes=("ObservationProblem",)):
+    """(keys set, keys cleared, dynamic setter calls) in the sources at ``paths``.
 
-    A setter whose key is ``<x>.key`` (the inference node re-raising an ``_ObservationProblem``) is fine when the keys
+    A setter whose key is ``<x>.key`` (the inference node re-raising an ``ObservationProblem``) is fine when the keys
     come from ``key_classes`` constructors, which are collected as set keys; any other non-literal key is returned as
     a dynamic call (the test then fails: keep keys literal). ``for k in ("a", "b"): ....clear(k)`` clears a and b.
     """
-    tree = ast.parse(path.read_text())
     keys_set, cleared, dynamic = set(), set(), []
-    for node in ast.walk(tree):
+    for node in (n for path in paths for n in ast.walk(ast.parse(path.read_text()))):
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, (ast.Tuple,
                                                                                                       ast.List)):
             for sub in ast.walk(node):
@@ -74,7 +74,7 @@ def problem_keys(path: Path, set_names=("problem",), clear_names=("clear",), key
 
 
 def test_every_inference_node_problem_key_is_cleared_somewhere():
-    keys_set, cleared, dynamic = problem_keys(INFERENCE_NODE)
+    keys_set, cleared, dynamic = problem_keys(INFERENCE_NODE, OBSERVATION_BUILDER)
     assert not dynamic, f"problem keys the test cannot see (use a literal or an f-string): {dynamic}"
     assert {"image_stamp.{}", "pairing", "tf", "policy", "internal_error"} <= keys_set, keys_set  # the walk works
     never_cleared = sorted(keys_set - cleared)
@@ -89,7 +89,7 @@ def test_problem_key_walk_sees_what_it_must():
         "def f(self, view, k):\n"
         "    self.health.problem('a', 'x')\n"
         "    self.health.problem(f'b.{view}', 'x')\n"
-        "    raise _ObservationProblem('c', 'x')\n"
+        "    raise ObservationProblem('c', 'x')\n"
         "    self.health.problem(problem.key, 'x')\n"
         "    self.health.problem(k, 'x')\n"
         "    self.health.clear(f'b.{view}')\n"
@@ -111,7 +111,7 @@ def test_health_reporter_logs_warn_and_error_problems_and_clears_them():
     out of ``problem()``, i.e. out of the inference thread's error handler), and clearing brings the level back."""
     import rclpy.logging
 
-    from para_ros.health import ERROR, OK, WARN, HealthReporter
+    from para_ros.nodes.health import ERROR, OK, WARN, HealthReporter
 
     class FakeNode:  # what HealthReporter uses of a node; one logger object, like rclpy's Node.get_logger()
         logger = rclpy.logging.get_logger("health_reporter_test")
@@ -145,9 +145,9 @@ def test_health_reporter_logs_warn_and_error_problems_and_clears_them():
 # ---- the executor: event problems last one report, non-normal states clear when the state changes ---------------------
 
 def test_executor_event_problems_are_gone_from_the_next_report():
-    from para_ros.chunk_executor import EVENT_PROBLEMS, diagnostic_summary
+    from para_ros.nodes.chunk_executor import EVENT_PROBLEMS, diagnostic_summary
     from para_ros.execution.executor_core import ExecutorStatus
-    from para_ros.health import ERROR, OK, WARN
+    from para_ros.nodes.health import ERROR, OK, WARN
 
     s = ExecutorStatus(state="tracking")
     level, problems, prev = diagnostic_summary(s, None)
@@ -165,7 +165,7 @@ def test_executor_event_problems_are_gone_from_the_next_report():
 
 @pytest.fixture(scope="module")
 def kin():
-    from para_ros.execution.yam_ik import YamKinematics
+    from para_ros.robot.yam_ik import YamKinematics
     return YamKinematics()
 
 
@@ -189,11 +189,11 @@ def _chunk(stamp, p_start, R, v=(0.0, 0.0, 0.0), n=20, step=0.1):
 
 def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     """Drive the ROS-free core into each state that makes /diagnostics WARN and out of it again."""
-    from para_ros.chunk_executor import WARN_STATES, diagnostic_summary
+    from para_ros.nodes.chunk_executor import WARN_STATES, diagnostic_summary
     from para_ros.execution.chunk import ChunkChecks
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
-    from para_ros.execution.limits import load_yam_config
-    from para_ros.health import OK
+    from para_ros.robot.yam import load_yam_config
+    from para_ros.nodes.health import OK
 
     yam = load_yam_config()
     checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
@@ -313,7 +313,7 @@ class InProcessRig:
     """Feeds an in-process InferenceNode through its own callbacks (no DDS peer) and runs its inference step."""
 
     def __init__(self, node):
-        from para_ros.synthetic_rig import synthetic_images
+        from para_ros.ros_io.synthetic_rig import synthetic_images
 
         self.n = node
         self.images = synthetic_images(3, IMG)
@@ -339,7 +339,7 @@ class InProcessRig:
     def info(self, view, stamp_ns, k=None, d=None):
         from sensor_msgs.msg import CameraInfo
 
-        from para_ros.camera_model import camera_info_fields
+        from para_ros.observation.camera_model import camera_info_fields
 
         info = CameraInfo(width=IMG, height=IMG, **camera_info_fields(K))
         if k is not None:
@@ -389,7 +389,7 @@ def inference():
     import rclpy
     from rclpy.parameter import Parameter
 
-    from para_ros.inference_node import InferenceNode
+    from para_ros.nodes.inference_node import InferenceNode
 
     owns_init = not rclpy.ok()
     if owns_init:
@@ -409,7 +409,7 @@ def inference():
 
 def _assert_recovers(rig, key):
     """``key`` is active now (WARN or worse); after one clean observation the node is OK and publishes again."""
-    from para_ros.health import OK
+    from para_ros.nodes.health import OK
 
     level, keys, _ = rig.status()
     assert key in keys and level > OK, (key, level, keys)
@@ -497,7 +497,7 @@ def test_distortion_warning_clears_when_the_camera_info_has_none(inference):
 @exercises("gripper")
 def test_unknown_gripper_then_a_joint_state_is_ok_again(inference):
     inference.observe(infer=False)
-    inference.n._gripper = None  # as before the first /joint_states
+    inference.n._gripper_history.clear()  # as before the first /joint_states
     inference.n.try_infer()  # an observation with no gripper known: a chunk (gripper assumed open) and a warning
     _assert_recovers(inference, "gripper")
 
@@ -520,6 +520,6 @@ COVERED_STATICALLY = {"joint_states"}
 
 
 def test_every_problem_key_found_in_the_code_is_exercised_here():
-    keys_set, _, _ = problem_keys(INFERENCE_NODE)
+    keys_set, _, _ = problem_keys(INFERENCE_NODE, OBSERVATION_BUILDER)
     missing = sorted(keys_set - EXERCISED - COVERED_STATICALLY)
     assert not missing, f"problem keys with no recovery test in this file: {missing}"

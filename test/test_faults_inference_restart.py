@@ -59,7 +59,7 @@ class CameraStream:
 
 
 def start_inference_node():
-    return start_python(["para_ros.inference_node", "--ros-args", "-r", f"__node:={INFERENCE_NODE}",
+    return start_python(["para_ros.nodes.inference_node", "--ros-args", "-r", f"__node:={INFERENCE_NODE}",
                          "-p", f"random_seed:={SEED}", "-p", "tf_timeout_s:=0.2", "-p", "max_rate_hz:=10.0"],
                         module=True)
 
@@ -118,7 +118,7 @@ def test_inference_node_killed_then_restarted_and_a_silent_camera():
 
     kin = ReferenceKinematics()
     drv = ExecutorDriver(PREFIX, kin.ik([0.30, 0.0, 0.15], TOP_DOWN_R))
-    # the untrained random model's chunks: accepted and followed as in the untrained demo (para_ros/graph.py)
+    # the untrained random model's chunks: accepted and followed as in the untrained demo (para_ros/deploy/graph.py)
     drv.start_executor(EXEC_NODE, chunk_topic="/para/action_chunk", control_rate_hz=RATE_HZ,
                        command_lookahead_s=LOOKAHEAD_S, stale_timeout_s=STALE_S, max_implied_speed_m_s=100.0,
                        unreachable="best_effort", joint_state_timeout_s=0.5)

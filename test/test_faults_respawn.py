@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from para_ros import deploy, graph
+from para_ros.deploy import launcher as deploy
+from para_ros.deploy import graph
 from para_ros.dds_env import loopback_dds_env
 from test_deploy_graph import launch_module, launch_nodes  # noqa: F401 (the fixture, with the stand-in launch modules)
 from test_deploy_launcher import POLITE, pid_gone, stand_in_graph

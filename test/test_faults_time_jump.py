@@ -71,8 +71,8 @@ class SimClock:
 @pytest.fixture(scope="module")
 def core_parts():
     from para_ros.execution.chunk import ChunkChecks
-    from para_ros.execution.limits import load_yam_config
-    from para_ros.execution.yam_ik import YamKinematics
+    from para_ros.robot.yam import load_yam_config
+    from para_ros.robot.yam_ik import YamKinematics
 
     yam = load_yam_config()
     kin = YamKinematics()
@@ -239,7 +239,7 @@ def test_inference_node_clears_and_resumes_after_a_clock_jump_back():
     import rclpy
 
     name = "inference_node_time_jump"
-    proc = start_python(["para_ros.inference_node", "--ros-args", "-r", f"__node:={name}", "-p", "use_sim_time:=true",
+    proc = start_python(["para_ros.nodes.inference_node", "--ros-args", "-r", f"__node:={name}", "-p", "use_sim_time:=true",
                          "-p", f"random_seed:={SEED}", "-p", "tf_timeout_s:=0.2"], module=True)
     rclpy.init()
     rig = clock = None

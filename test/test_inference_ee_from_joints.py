@@ -8,7 +8,7 @@ import pytest
 from sensor_msgs.msg import JointState
 
 from executor_helpers import ReferenceKinematics
-from para_ros.ee_from_joints import JointStateHistory
+from para_ros.observation.ee_from_joints import JointStateHistory
 from ros_helpers import wait_for
 from test_inference_node import K, SEED, T_SCENE, T_WRIST, chunk_positions, running_inference_node, synthetic_images
 
@@ -32,8 +32,8 @@ def test_history_interpolates_between_bracketing_states_and_never_extrapolates()
 
 @pytest.mark.ros
 def test_node_takes_the_ee_pose_from_joint_states_at_the_image_stamp():
-    from para_core.config import V4Config
-    from para_core.policy import CameraObservation, Policy, RobotState
+    from para_core.model.config import V4Config
+    from para_core.model.policy import CameraObservation, Policy, RobotState
 
     q_a = np.array([0.1, 1.0, 0.9, -0.5, 0.2, 0.3])
     q_b = np.array([0.3, 1.3, 1.1, -0.3, 0.0, 0.1])

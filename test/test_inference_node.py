@@ -1,7 +1,7 @@
 """inference_node in its own process over real DDS: chunks, markers, TF-at-stamp, and every bad-input case.
 
 The test process plays the robot rig (two cameras, CameraInfo, TF, joint states). Expected chunks come from
-``para_core.policy.Policy`` run here on the same observation (same random weights by seed), and the geometry of the
+``para_core.model.policy.Policy`` run here on the same observation (same random weights by seed), and the geometry of the
 result is checked independently with ``cv2.projectPoints`` and the workspace box.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
-from para_ros.synthetic_rig import SyntheticRig, synthetic_images
+from para_ros.ros_io.synthetic_rig import SyntheticRig, synthetic_images
 from ros_helpers import start_python, stop_process, wait_for
 
 pytestmark = pytest.mark.ros
@@ -56,7 +56,7 @@ def running_inference_node(*params: str, rig_factory=None, output: list | None =
     ``output``: a list that receives the node's stdout/stderr once it stopped."""
     import rclpy
 
-    args = ["para_ros.inference_node", "--ros-args"]
+    args = ["para_ros.nodes.inference_node", "--ros-args"]
     for p in params:
         args += ["-p", p]
     proc = start_python(args, module=True)
@@ -87,8 +87,8 @@ def rig():
 
 
 def expected_output(T_scene=T_SCENE, T_wrist=T_WRIST):
-    from para_core.config import V4Config
-    from para_core.policy import CameraObservation, Policy, RobotState
+    from para_core.model.config import V4Config
+    from para_core.model.policy import CameraObservation, Policy, RobotState
 
     policy = Policy.random_init(V4Config.tiny(), seed=SEED)
     cams = [CameraObservation(r_img, K, T) for r_img, T in ((synthetic_images(SEED, IMG)["scene"], T_scene),

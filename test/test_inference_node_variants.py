@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from para_ros.synthetic_rig import SyntheticRig
+from para_ros.ros_io.synthetic_rig import SyntheticRig
 from ros_helpers import wait_for
 from test_inference_node import IMG, SEED, T_EE, T_SCENE, T_WRIST, chunk_positions, running_inference_node
 
@@ -44,9 +44,9 @@ def test_compressed_images_give_the_same_chunk_as_raw():
 
 def constant_feature_checkpoint(path):
     """A single-view (scene) tiny model whose per-pixel features are constant (1x1 projection weights zeroed)."""
-    from para_core.checkpoint import save_checkpoint
-    from para_core.config import V4Config
-    from para_core.model import build_model
+    from para_core.model.checkpoint import save_checkpoint
+    from para_core.model.config import V4Config
+    from para_core.model.v4 import build_model
 
     cfg = V4Config.tiny(view_names=("scene",))
     torch.manual_seed(SEED)

@@ -4,7 +4,7 @@ import cv2
 import numpy as np
 import pytest
 
-from para_ros.synthetic_rig import synthetic_images
+from para_ros.ros_io.synthetic_rig import synthetic_images
 from ros_helpers import wait_for
 from test_inference_node import IMG, K, SEED, T_EE, T_SCENE, chunk_positions, running_inference_node
 

@@ -7,10 +7,10 @@ import pytest
 from sensor_msgs.msg import CameraInfo
 from std_msgs.msg import Header
 
-from para_ros.camera_model import (camera_info_fields, distortion_ignored, intrinsics_from_camera_info,
+from para_ros.observation.camera_model import (camera_info_fields, distortion_ignored, intrinsics_from_camera_info,
                                    para_K_to_ros, ros_K_to_para)
-from para_ros.observation_pairing import ObservationPairer
-from para_ros.viz import chunk_markers, cloud_to_array, voxel_cloud
+from para_ros.observation.pairing import ObservationPairer
+from para_ros.ros_io.rviz import chunk_markers, cloud_to_array, voxel_cloud
 
 MS = 1_000_000
 

@@ -8,11 +8,11 @@ import sys
 import pytest
 
 from para_ros.dds_env import loopback_dds_env
-from para_ros.node_main import split_ros_args
+from para_ros.nodes.runtime import split_ros_args
 
 PROBE = """
 import os, sys, rclpy.node
-from para_ros.node_main import run_node
+from para_ros.nodes.runtime import run_node
 def build():
     node = rclpy.node.Node("inference_node")  # the node name used in config/inference.yaml
     node.declare_parameter("max_rate_hz", 0.0)
@@ -60,7 +60,7 @@ def test_node_keeps_the_callers_domain_and_never_picks_a_random_one():
     assert loopback_dds_env({}, pick_domain=False)["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
 
 
-@pytest.mark.parametrize("module", ["para_ros.inference_node", "para_ros.chunk_executor", "para_ros.sim_node"])
+@pytest.mark.parametrize("module", ["para_ros.nodes.inference_node", "para_ros.nodes.chunk_executor", "para_ros.nodes.sim_node"])
 def test_every_node_has_help(module):
     out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "MUJOCO_GL": "egl"})

@@ -21,4 +21,4 @@ def test_rviz_config_matches_the_node_parameters():
     for key in ("markers_topic", "pointcloud_topic", "scene_image_topic", "wrist_image_topic"):
         assert inference[key] in topics, f"rviz does not show {key} = {inference[key]}"
     cloud = displays["PointCloud2"]
-    assert cloud["Channel Name"] == "probability"  # the field para_ros.viz.voxel_cloud writes
+    assert cloud["Channel Name"] == "probability"  # the field para_ros.ros_io.rviz.voxel_cloud writes

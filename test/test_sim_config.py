@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from para_ros import sim_node
+from para_ros.nodes import sim_node
 from para_ros.sim.yam_scene import SimConfig
 
 REPO = Path(__file__).resolve().parent.parent

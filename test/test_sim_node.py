@@ -1,6 +1,6 @@
 """sim_node over real DDS in its own process: topics, stamps, camera model as published, trajectories, shutdown.
 
-The node runs as ``python -m para_ros.sim_node`` with the loopback DDS env; this process subscribes like any
+The node runs as ``python -m para_ros.nodes.sim_node`` with the loopback DDS env; this process subscribes like any
 consumer would. The camera check uses only what is published (CameraInfo K, /tf chain composed by hand with numpy,
 /tf_static) and ``cv2.projectPoints``, against where MuJoCo draws the grasp site for the published joint state.
 """
@@ -97,7 +97,7 @@ class Listener(Node):
 
 @pytest.fixture(scope="module")
 def rig():
-    args = ["para_ros.sim_node", "--ros-args",
+    args = ["para_ros.nodes.sim_node", "--ros-args",
             "-p", f"image_width:={WIDTH}", "-p", f"image_height:={HEIGHT}",
             "-p", "scene_cam_rate_hz:=10.0", "-p", "wrist_cam_rate_hz:=5.0",
             "-p", f"scene_cam_position_m:={SCENE_POS}", "-p", f"scene_cam_look_at_m:={SCENE_LOOK}",
@@ -286,7 +286,7 @@ def test_publish_clock_and_use_sim_time_stamp_everything_with_the_sim_clock():
     on that clock is followed."""
     from rosgraph_msgs.msg import Clock
 
-    proc = start_python(["para_ros.sim_node", "--ros-args", "-p", "publish_clock:=true", "-p", "use_sim_time:=true",
+    proc = start_python(["para_ros.nodes.sim_node", "--ros-args", "-p", "publish_clock:=true", "-p", "use_sim_time:=true",
                          "-p", "real_time_factor:=2.0", "-p", "image_width:=64", "-p", "image_height:=48"],
                         module=True)
     ctx = rclpy.Context()

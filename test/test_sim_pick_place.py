@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from para_ros.sim.closed_loop import moved_camera_pose, wilson_interval
+from para_ros.deploy.closed_loop import moved_camera_pose, wilson_interval
 from para_ros.sim.expert import ExpertConfig, min_jerk, plan_pick_place
 from para_ros.sim.pick_place import (EpisodeMonitor, Judgement, PickPlaceConfig, apply_layout, check_seed, judge,
                                      judge_state, sample_layout)
@@ -164,7 +164,7 @@ def test_expert_plan_is_continuous_and_top_down():
 
 
 def test_demo_frames_are_an_episode_with_the_cameras_seen_by_the_sim(sim_task, kinematics, tmp_path):
-    from para_core.dataset import Episode
+    from para_core.data.dataset import Episode
     from para_ros.sim.demonstrations import frames_to_episode, run_expert
 
     r = run_expert(sim_task, kinematics, sample_layout(11), record=True, fps=10.0, image_size=64)
@@ -219,6 +219,6 @@ def sim_task():
 
 @pytest.fixture(scope="module")
 def kinematics():
-    from para_ros.execution.yam_ik import YamKinematics
+    from para_ros.robot.yam_ik import YamKinematics
 
     return YamKinematics()

@@ -1,6 +1,6 @@
 """ROS pose messages <-> numpy 4x4 matrices: the only ROS <-> numpy pose conversions the nodes use.
 
-The maths (quaternions, rotation matrices, rigid transforms) lives in :mod:`para_core.rotations`; this module only
+The maths (quaternions, rotation matrices, rigid transforms) lives in :mod:`para_core.model.rotations`; this module only
 converts messages and re-exports those functions under the names the nodes already import
 (``quaternion_to_matrix``, ``matrix_to_quaternion``, ``quaternion_multiply``, ``quaternion_slerp``, ``make_matrix``,
 ``check_rigid_matrix``, ``invert_matrix``). Conventions (docs/contracts.md): quaternions in (x, y, z, w) order, like ROS
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from geometry_msgs.msg import Pose, PoseStamped, Transform, TransformStamped
 
-from para_core.rotations import (  # noqa: F401 - re-exported: the nodes import these names from here
+from para_core.model.rotations import (  # noqa: F401 - re-exported: the nodes import these names from here
     RIGID_TOLERANCE,
     make_matrix,
     matrix_to_quaternion,
@@ -21,8 +21,8 @@ from para_core.rotations import (  # noqa: F401 - re-exported: the nodes import 
     quaternion_slerp,
     quaternion_to_matrix,
 )
-from para_core.rotations import check_rigid as check_rigid_matrix
-from para_core.rotations import invert_rigid as invert_matrix
+from para_core.model.rotations import check_rigid as check_rigid_matrix
+from para_core.model.rotations import invert_rigid as invert_matrix
 
 __all__ = [
     "RIGID_TOLERANCE", "check_rigid_matrix", "invert_matrix", "make_matrix", "matrix_to_pose", "matrix_to_quaternion",

@@ -2,7 +2,7 @@
 
 * :class:`I2rtSdkBackend` (here, ROS-free): the I2RT SDK, ``get_yam_robot(channel=...)`` on CAN, or its MuJoCo
   ``SimRobot`` with ``sim=True`` (which teleports to each command). Reads the joints from the SDK.
-* ``JointTrajectoryBackend`` and ``PoseBackend`` (``para_ros.execution_ros.topic_backends``, they need rclpy):
+* ``JointTrajectoryBackend`` and ``PoseBackend`` (``para_ros.ros_io.topic_backends``, they need rclpy):
   ``trajectory_msgs/JointTrajectory`` for ros2_control / the simulated arm, and ``geometry_msgs/PoseStamped`` tool
   targets for a Cartesian controller. Both read the joints from ``/joint_states``.
 

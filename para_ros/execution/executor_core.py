@@ -51,12 +51,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from para_core.rotations import make_matrix, matrix_to_quaternion
+from para_core.model.rotations import make_matrix, matrix_to_quaternion
 from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, validate_chunk
-from para_ros.execution.limits import FilterReport, SafetyFilter, YamConfig, check_command
+from para_ros.robot.yam import YamConfig
+from para_ros.execution.safety import FilterReport, SafetyFilter, check_command
 from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
 from para_ros.execution.timeline import BlendConfig, Timeline
-from para_ros.execution.yam_ik import YamKinematics
+from para_ros.robot.yam_ik import YamKinematics
 
 UNREACHABLE_MODES = ("hold", "best_effort")
 SMOOTHING_MODES = ("none", "ruckig")
@@ -242,6 +243,20 @@ class ExecutorCore:
         self._restart_since_loss = False
         self._last_tick_s: float | None = None  # the previous tick's time (a tick earlier than it: time went back)
         self._awaiting_state = False  # the clock jumped back: nothing is sent until a state measured after the jump
+
+    # Fields of ExecutorConfig that can change while the executor runs (a new value takes effect at the next chunk or
+    # tick); the others shape objects built once (timeline, smoother, IK, control loop) and are fixed at start.
+    RECONFIGURABLE = ("stale_timeout_s", "checks", "unreachable")
+
+    def reconfigure(self, config: ExecutorConfig) -> None:
+        """Take ``config`` from now on; :class:`ValueError` if it differs in a field outside :data:`RECONFIGURABLE`."""
+        fixed = [f.name for f in dataclasses.fields(ExecutorConfig)
+                 if f.name not in self.RECONFIGURABLE and getattr(config, f.name) != getattr(self.config, f.name)]
+        if fixed:
+            raise ValueError(f"{', '.join(fixed)} cannot change while the executor runs: restart it with the new "
+                             "value")
+        with self._lock:
+            self.config = config
 
     # ---- inputs ---------------------------------------------------------------------------------------------------
 

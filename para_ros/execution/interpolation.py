@@ -1,6 +1,6 @@
 """Interpolation of a chunk's poses in time: positions linearly, orientations by slerp, gripper linearly.
 
-Quaternions are (x, y, z, w) everywhere (ROS and scipy order). The quaternion maths is :mod:`para_core.rotations`:
+Quaternions are (x, y, z, w) everywhere (ROS and scipy order). The quaternion maths is :mod:`para_core.model.rotations`:
 slerp takes the shorter arc (q and -q are the same rotation); the weighted mean of several orientations (temporal
 ensembling, :mod:`para_ros.execution.timeline`) is Markley's, as ``scipy.spatial.transform.Rotation.mean``.
 """
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from para_core.rotations import quaternion_slerp
+from para_core.model.rotations import quaternion_slerp
 from para_ros.execution.chunk import Chunk
 
 

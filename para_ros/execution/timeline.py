@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from para_core.rotations import quaternion_weighted_mean
+from para_core.model.rotations import quaternion_weighted_mean
 from para_ros.execution.chunk import Chunk, trim_past_steps
 from para_ros.execution.interpolation import PoseTarget, sample_chunk
 

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from para_core.rotations import matrix_to_quaternion
+from para_core.model.rotations import matrix_to_quaternion
 
 # Optical frame <-> MuJoCo camera frame: a 180-degree turn about X (its own inverse).
 R_MJCAM_OPTICAL = np.diag([1.0, -1.0, -1.0])  # (3, 3)
@@ -85,9 +85,9 @@ def mjcam_to_T_world_optical(cam_xpos, cam_xmat) -> np.ndarray:
 def rotation_matrix_to_quat_wxyz(R) -> np.ndarray:
     """MuJoCo's quaternion (w, x, y, z), w >= 0, of a 3x3 rotation matrix.
 
-    MuJoCo orders quaternions scalar FIRST; everywhere else in the project (ROS, scipy, :mod:`para_core.rotations`)
+    MuJoCo orders quaternions scalar FIRST; everywhere else in the project (ROS, scipy, :mod:`para_core.model.rotations`)
     the order is (x, y, z, w). This is the one conversion to MuJoCo's order: the maths is
-    :func:`para_core.rotations.matrix_to_quaternion`, reordered.
+    :func:`para_core.model.rotations.matrix_to_quaternion`, reordered.
     """
     x, y, z, w = matrix_to_quaternion(R)
     return np.array([w, x, y, z])

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="optional JSON report path")
     e.add_argument("--no-progress", action="store_true")
 
-    from para_ros.sim import closed_loop
+    from para_ros.deploy import closed_loop
     closed_loop.add_eval_arguments(sub.add_parser("eval", help="closed-loop evaluation of a checkpoint through "
                                                                 "sim_node + inference_node + chunk_executor"))
     return p
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _sim_and_kinematics():
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from para_ros.execution.yam_ik import YamKinematics
+    from para_ros.robot.yam_ik import YamKinematics
     from para_ros.sim.yam_scene import SimConfig, YamSim
 
     return YamSim(SimConfig()), YamKinematics()
@@ -139,7 +139,7 @@ def cmd_expert(args) -> int:
             r = run_expert(sim, kin, sample_layout(args.seed + k), record=False)
             rows.append({"seed": args.seed + k, "outcome": r.outcome, "place_error_m": r.place_error_m})
             bar.update(1)
-    from para_ros.sim.closed_loop import wilson_interval
+    from para_ros.deploy.closed_loop import wilson_interval
 
     n_ok = sum(r["outcome"] == "success" for r in rows)
     lo, hi = wilson_interval(n_ok, len(rows))
@@ -158,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "expert":
         rc = cmd_expert(args)
     elif args.command == "record":
-        from para_ros.sim.recorder import cmd_record
+        from para_ros.bag.sim_recorder import cmd_record
         rc = cmd_record(args)
     else:
-        from para_ros.sim.closed_loop import cmd_eval
+        from para_ros.deploy.closed_loop import cmd_eval
         rc = cmd_eval(args)
     print(f"para-sim {args.command}: {time.monotonic() - t0:.1f} s")
     return rc

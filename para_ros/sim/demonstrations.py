@@ -35,7 +35,7 @@ def run_expert(sim: YamSim, kinematics, layout: Layout, *, record: bool = True, 
                expert: ExpertConfig | None = None, epoch_ns: int = 0) -> DemoResult:
     """Reset ``sim`` to the home pose with ``layout``, run the expert to its end and judge the result.
 
-    :param kinematics: a ``para_ros.execution.yam_ik.YamKinematics`` (FK/IK of the same model).
+    :param kinematics: a ``para_ros.robot.yam_ik.YamKinematics`` (FK/IK of the same model).
     :param epoch_ns: stamp of simulated time 0 (frame stamps are ``epoch_ns + sim time``).
     """
     task = task or PickPlaceConfig()
@@ -78,8 +78,8 @@ def run_expert(sim: YamSim, kinematics, layout: Layout, *, record: bool = True, 
 
 
 def frames_to_episode(frames: dict, fps: float, meta: dict):
-    """The recorded frames as a ``para_core.dataset.Episode``."""
-    from para_core.dataset import Episode
+    """The recorded frames as a ``para_core.data.dataset.Episode``."""
+    from para_core.data.dataset import Episode
 
     return Episode(
         view_names=CAMERA_NAMES, stamps_ns=frames["stamps_ns"],

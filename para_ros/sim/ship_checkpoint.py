@@ -19,7 +19,7 @@ SIM_KEYS = ("image_width", "image_height", "scene_cam_rate_hz", "wrist_cam_rate_
 
 
 def sim_settings() -> dict:
-    from para_ros.deploy import _effective_params
+    from para_ros.deploy.launcher import _effective_params
 
     params = _effective_params("config/sim.yaml", "sim_node", {})
     return {k: params[k] for k in SIM_KEYS}
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     p.add_argument("--trained-at", default="", help="git commit the training ran at (default: the current one)")
     p.add_argument("--note", default="", help="a remark recorded in the recipe (e.g. why a run stopped early)")
     args = p.parse_args(argv)
-    from para_core.training import plot_metrics, read_metrics, read_run
+    from para_core.train.trainer import plot_metrics, read_metrics, read_run
 
     run = Path(args.run)
     out = Path(args.out)

@@ -74,7 +74,7 @@ SEGMENT_FROM_END_M = (0.028, 0.060)
 def _wrist_mount_from_yam_yaml() -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The D405 wrist mount (flange ``gripper`` -> optical frame) from ``config/yam.yaml``'s ``wrist_camera``, the
     single source the executor's TF uses too: (xyz metres, quaternion (w, x, y, z) as MuJoCo wants it)."""
-    from para_ros.execution.limits import load_yam_config
+    from para_ros.robot.yam import load_yam_config
 
     mount = load_yam_config().wrist_camera
     if mount.parent_frame != "gripper":

@@ -1,0 +1,2 @@
+"""Demonstrations on disk (``dataset``: ``Episode``, ``EpisodeDataset``) and synthetic episodes (``synthetic``).
+"""

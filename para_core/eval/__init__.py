@@ -1,0 +1,3 @@
+"""Offline evaluation: chunk ``metrics`` against a recording, PNG ``figures``, the seed's ``method_figure`` and the
+camera ``calibration`` check.
+"""

@@ -1,0 +1,260 @@
+"""Swappable image backbones behind one small interface.
+
+A backbone takes ImageNet-normalised images (B, 3, H, W) with H, W multiples of its patch size and returns the grid
+of patch tokens (B, C, H/p, W/p) -- token (i, j) describes pixels [p*j, p*(j+1)) x [p*i, p*(i+1)), i.e. the grid is
+the image resized by 1/p under the pixel-centre convention of ``para_core.model.geometry`` -- and one global token (B, C)
+(DINOv3: the CLS token after the final layer norm). Register tokens are dropped.
+
+Registered kinds (``V4Config.backbone_kind``):
+
+- ``"dinov3"``: ``transformers.DINOv3ViTModel``.
+- ``"internvl_vision"``: the vision TOWER of InternVL 2.5 (InternViT, ``transformers.InternVLVisionModel``; the seed's
+  v4_vlm variant). We take the raw tokens of its last layer -- what InternVL itself feeds on (vision_feature_layer
+  -1) -- with the CLS token dropped from the grid and BEFORE InternVL's pixel shuffle (which would merge 2 x 2 patches
+  and halve the grid) and its MLP projector into the LLM; InternViT has no register tokens. Global token: with
+  ``use_mean_pooling`` (InternVL 2.5's setting) the mean of the patch tokens, the pooled output that
+  ``InternVLVisionConfig`` defines (InternVL trains only the patch tokens; its CLS output feeds nothing), else the
+  CLS token after the model's final layer norm. With ``use_mean_pooling`` the model has no final norm (its last
+  hidden state is the raw residual stream), so we apply a parameter-free LayerNorm over C to every patch token and to
+  the mean token: the head then sees unit-scale tokens as it does from DINOv3's final norm (any affine part would be
+  absorbed by the head's first linear layers anyway).
+
+Depth-Anything-3 is not available: transformers 5.24 ships ``depth_anything`` (v1/v2, DPT head on a DINOv2 backbone)
+and ``prompt_depth_anything`` but no DA3 (multi-view ViT with camera tokens); it would be added here with the same
+interface.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import json
+
+import torch
+import torch.nn.functional as Fn
+from torch import nn
+
+from para_core.model.config import V4Config
+
+# DINOv3ViTConfig fields recorded in checkpoints (the architecture, not the training-time extras).
+_DINOV3_ARCH_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "hidden_act",
+                     "use_gated_mlp", "num_register_tokens", "patch_size", "layerscale_value", "rope_theta",
+                     "query_bias", "key_bias", "value_bias", "proj_bias", "mlp_bias", "layer_norm_eps",
+                     "pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale")
+
+
+@dataclass
+class BackboneOutput:
+    patch_grid: torch.Tensor  # (B, C, H/p, W/p)
+    cls: torch.Tensor  # (B, C)
+
+
+class Backbone(nn.Module):
+    """Interface: ``hidden_size`` (C), ``patch_size`` (p), ``forward(pixel_values) -> BackboneOutput``, and
+    ``arch_config()`` (a dict that rebuilds the same architecture with random weights)."""
+
+    hidden_size: int
+    patch_size: int
+
+    def forward(self, pixel_values: torch.Tensor) -> BackboneOutput:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def arch_config(self) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class DINOv3Backbone(Backbone):
+    """DINOv3 ViT through ``transformers``: real weights from a local directory (``from_pretrained``) when
+    ``config.backbone_pretrained_dir`` is set, otherwise random weights from ``config.backbone_config``."""
+
+    def __init__(self, config: V4Config):
+        super().__init__()
+        from transformers import DINOv3ViTConfig, DINOv3ViTModel
+
+        if config.backbone_pretrained_dir:
+            path = Path(config.backbone_pretrained_dir)
+            if not (path / "config.json").is_file():
+                raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
+                                 f"a local transformers DINOv3 checkpoint directory, or set it to '' for random "
+                                 f"weights")
+            if not any(path.glob("*.safetensors")):
+                raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
+                                 f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
+                                 f"with transformers' save_pretrained(..., safe_serialization=True)")
+            # use_safetensors=True: never fall back to unpickling a pytorch_model.bin the user handed us
+            # The RoPE train-time augmentations follow backbone_config (off in the presets), not the hub's config.
+            rope_aug = {k: config.backbone_config.get(k) for k in ("pos_embed_shift", "pos_embed_jitter",
+                                                                    "pos_embed_rescale")}
+            self.vit = DINOv3ViTModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True,
+                                                      **rope_aug)
+        else:
+            self.vit = DINOv3ViTModel(DINOv3ViTConfig(**config.backbone_config))
+        hf = self.vit.config
+        if hf.patch_size != config.patch_size:
+            raise ValueError(f"backbone patch_size {hf.patch_size} != V4Config.patch_size {config.patch_size}: "
+                             f"set patch_size to {hf.patch_size}")
+        self.hidden_size = int(hf.hidden_size)
+        self.patch_size = int(hf.patch_size)
+        self.n_prefix = 1 + int(hf.num_register_tokens)  # CLS + registers come before the patch tokens
+        # The mask token only serves masked-image pre-training; it never enters our forward, so it is frozen
+        # (kept in the state dict for from_pretrained compatibility).
+        mask_token = getattr(self.vit.embeddings, "mask_token", None)
+        if isinstance(mask_token, nn.Parameter):
+            mask_token.requires_grad_(False)
+
+    def arch_config(self) -> dict:
+        hf = self.vit.config
+        return {k: getattr(hf, k) for k in _DINOV3_ARCH_KEYS if hasattr(hf, k)}
+
+    def forward(self, pixel_values: torch.Tensor) -> BackboneOutput:
+        B, _, H, W = pixel_values.shape
+        h, w = H // self.patch_size, W // self.patch_size
+        tokens = self.vit(pixel_values=pixel_values).last_hidden_state  # (B, 1 + R + h*w, C), layer-normed
+        patches = tokens[:, self.n_prefix:]  # (B, h*w, C)
+        grid = patches.transpose(1, 2).reshape(B, self.hidden_size, h, w)  # (B, C, h, w)
+        return BackboneOutput(patch_grid=grid, cls=tokens[:, 0])
+
+
+# InternVLVisionConfig fields recorded in checkpoints (the architecture and its dropouts, not the init scale).
+_INTERNVL_ARCH_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "hidden_act",
+                       "attention_bias", "use_qk_norm", "norm_type", "layer_norm_eps", "image_size", "patch_size",
+                       "num_channels", "use_mask_token", "use_absolute_position_embeddings", "layer_scale_init_value",
+                       "use_mean_pooling", "hidden_dropout_prob", "attention_dropout", "projection_dropout")
+# Where a whole InternVL model's safetensors keep the vision tower (hub layout, and transformers 5's module layout).
+_INTERNVL_TOWER_PREFIXES = ("vision_tower.", "model.vision_tower.")
+
+
+def _check_pretrained_dir(path: Path, what: str) -> None:
+    """The same refusals as the DINOv3 backbone: a config.json and safetensors weights are required."""
+    if not (path / "config.json").is_file():
+        raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
+                         f"a local transformers {what} checkpoint directory, or set it to '' for random weights")
+    if not any(path.glob("*.safetensors")):
+        raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
+                         f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
+                         f"with transformers' save_pretrained(..., safe_serialization=True)")
+
+
+def _load_internvl_tower(path: Path) -> nn.Module:
+    """InternViT weights from a local directory, in fp32. Accepts a saved ``InternVLVisionModel``
+    (model_type "internvl_vision") or a whole transformers-format InternVL model (model_type "internvl", e.g. an
+    InternVL 2.5-1B "-hf" export), whose ``vision_tower.*`` tensors are read alone (the LLM is never loaded). Every
+    tower tensor must be present: a partial load would leave random weights behind silently."""
+    from safetensors import safe_open
+    from transformers import InternVLVisionConfig, InternVLVisionModel
+
+    _check_pretrained_dir(path, "InternVL")
+    try:
+        model_type = json.loads((path / "config.json").read_text()).get("model_type")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+        raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r}: config.json is not a JSON object "
+                         f"({exc}); re-export the checkpoint") from None
+    if model_type == "internvl_vision":
+        # use_safetensors=True: never fall back to unpickling a pytorch_model.bin the user handed us
+        vit, info = InternVLVisionModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True,
+                                                        dtype=torch.float32, output_loading_info=True)
+        if info.get("missing_keys"):
+            raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} lacks InternViT weights "
+                             f"{sorted(info['missing_keys'])[:5]}...; the checkpoint is incomplete, re-export it")
+        return vit
+    if model_type == "internvl":
+        hf_cfg = InternVLVisionConfig.from_pretrained(str(path), local_files_only=True)  # its vision_config
+        vit = InternVLVisionModel(hf_cfg)
+        state: dict[str, torch.Tensor] = {}
+        for shard in sorted(path.glob("*.safetensors")):
+            with safe_open(str(shard), framework="pt") as f:
+                for key in f.keys():
+                    for prefix in _INTERNVL_TOWER_PREFIXES:
+                        if key.startswith(prefix):
+                            state[key[len(prefix):]] = f.get_tensor(key).to(torch.float32)
+        result = vit.load_state_dict(state, strict=False)
+        if result.missing_keys or result.unexpected_keys:
+            raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r}: its vision tower does not match "
+                             f"its vision_config (missing {sorted(result.missing_keys)[:5]}, unexpected "
+                             f"{sorted(result.unexpected_keys)[:5]}); use a complete transformers-format InternVL "
+                             f"checkpoint")
+        return vit
+    if model_type == "internvl_chat":
+        raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} is an original OpenGVLab InternVL "
+                         f"checkpoint (model_type 'internvl_chat', trust_remote_code); convert it to the transformers "
+                         f"format (transformers' convert_internvl_weights_to_hf.py, or use the '-hf' export)")
+    raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} holds model_type {model_type!r}; "
+                     f"backbone_kind 'internvl_vision' loads 'internvl_vision' (a saved InternVLVisionModel) or "
+                     f"'internvl' (a whole transformers InternVL model)")
+
+
+def _int_side(value) -> int:
+    """transformers stores InternViT sizes as (h, w); our configs use one int for square sizes."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2 or value[0] != value[1]:
+            raise ValueError(f"InternViT size {value!r} is not square; para_core uses square images and patches")
+        return int(value[0])
+    return int(value)
+
+
+class InternVLVisionBackbone(Backbone):
+    """InternVL's vision tower (InternViT) through ``transformers.InternVLVisionModel``: real weights from a local
+    directory when ``config.backbone_pretrained_dir`` is set (see ``_load_internvl_tower``), otherwise random
+    weights from ``config.backbone_config``. Outputs: see the module docstring."""
+
+    def __init__(self, config: V4Config):
+        super().__init__()
+        from transformers import InternVLVisionConfig, InternVLVisionModel
+
+        if config.backbone_pretrained_dir:
+            self.vit = _load_internvl_tower(Path(config.backbone_pretrained_dir))
+        else:
+            self.vit = InternVLVisionModel(InternVLVisionConfig(**config.backbone_config))
+        hf = self.vit.config
+        patch = _int_side(hf.patch_size)
+        if patch != config.patch_size:
+            raise ValueError(f"backbone patch_size {patch} != V4Config.patch_size {config.patch_size}: "
+                             f"set patch_size to {patch} (and img_size to a multiple of it, e.g. 448)")
+        self.hidden_size = int(hf.hidden_size)
+        self.patch_size = patch
+        self.mean_pool = bool(hf.use_mean_pooling)
+        # No final norm in the model when it mean-pools (InternVL 2.5): add a parameter-free one (module docstring).
+        self.out_norm_eps = float(hf.layer_norm_eps)
+        mask_token = getattr(self.vit.embeddings, "mask_token", None)
+        if isinstance(mask_token, nn.Parameter):  # masked-image pre-training only; never in our forward
+            mask_token.requires_grad_(False)
+
+    def arch_config(self) -> dict:
+        hf = self.vit.config
+        out = {k: getattr(hf, k) for k in _INTERNVL_ARCH_KEYS if hasattr(hf, k)}
+        for k in ("image_size", "patch_size"):
+            if k in out:
+                out[k] = _int_side(out[k])
+        return out
+
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
+        return Fn.layer_norm(x, (self.hidden_size,), eps=self.out_norm_eps) if self.mean_pool else x
+
+    def forward(self, pixel_values: torch.Tensor) -> BackboneOutput:
+        B, _, H, W = pixel_values.shape
+        h, w = H // self.patch_size, W // self.patch_size
+        tokens = self.vit(pixel_values=pixel_values).last_hidden_state  # (B, 1 + h*w, C): CLS, then row-major patches
+        patches = tokens[:, 1:]  # (B, h*w, C)
+        glob = patches.mean(dim=1) if self.mean_pool else tokens[:, 0]  # (B, C)
+        grid = self._norm(patches).transpose(1, 2).reshape(B, self.hidden_size, h, w)  # (B, C, h, w)
+        return BackboneOutput(patch_grid=grid, cls=self._norm(glob))
+
+
+BACKBONE_REGISTRY: dict[str, Callable[[V4Config], Backbone]] = {
+    "dinov3": DINOv3Backbone,
+    "internvl_vision": InternVLVisionBackbone,
+}
+
+
+def build_backbone(config: V4Config) -> Backbone:
+    try:
+        factory = BACKBONE_REGISTRY[config.backbone_kind]
+    except KeyError:
+        raise ValueError(f"V4Config.backbone_kind = {config.backbone_kind!r} is not registered; use one of "
+                         f"{sorted(BACKBONE_REGISTRY)}") from None
+    return factory(config)
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())

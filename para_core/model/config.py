@@ -1,0 +1,514 @@
+"""``V4Config``: the single place where every number of the PARA v4 model lives.
+
+Presets:
+
+- ``V4Config.paper()``: the seed's paper table (DINOv3 ViT-S/16+, pred_size 64, 128 height bins per view, feat_dim 32,
+  height_enc_dim 16, T = n_window = 32, frame_stride 4, cam_margin 0.01 m, mv_past_n 8, lr 3e-4, backbone_lr_mult 0.1,
+  warm-up 500, cosine, 20000 iterations, batch 4) with ONE deliberate change: ``img_size = 512`` instead of the seed's
+  504. A ViT with 16-pixel patches needs the image side to be a multiple of 16; 504 = 31.5 * 16, so the last 8 pixels
+  would be dropped silently and every feature would be shifted by up to half a patch, which breaks pixel alignment.
+  Any ``img_size`` that is not a multiple of ``patch_size`` is rejected with an error that proposes the nearest valid
+  sizes.
+- ``V4Config.tiny()``: the same architecture at toy size (tiny DINOv3 ViT, 64 px images, 16 x 16 prediction grid, 8
+  height bins, T = 4) so that a forward + backward pass takes well under a second on 2 CPU cores. For tests and demos.
+  ``V4Config.tiny(backbone_kind="internvl_vision")`` swaps in a toy InternViT (14-pixel patches, 56 px images: the
+  same 4 x 4 patch grid).
+- ``V4Config.paper_internvl()``: the seed's backbone-experiment variant v4_vlm. Every head field is the paper
+  preset's; only the backbone (InternVL 2.5-1B's vision tower InternViT-300M-448px-V2.5, ``INTERNVL25_1B_VISION``:
+  304,012,288 parameters), ``patch_size`` 14 and ``img_size`` 448 (InternVL 2.5's native tile size, 32 x 32 patches)
+  differ. The head's layers are the same; the two that read backbone tokens (1x1 projection, global MLP input) take
+  C = 1024 channels instead of 384. Both backbones expect ImageNet-normalised RGB (InternVL uses the ImageNet mean and
+  std too), so the data pipeline is unchanged.
+
+Earlier-variant switches (ablations of the seed's version history):
+
+- ``height_encoding``: ``"sincos"`` (v4: sin/cos PE of metric height normalised by the GLOBAL span [z_lo, z_hi]) or
+  ``"learned"`` (v2: one learned embedding per (view, bin)).
+- ``z_range_mode``: ``"adaptive"`` (v4: ``z_hi_k = min(z_hi, cam_z_k - cam_margin_m)`` per view and frame) or
+  ``"fixed"`` (v2: every view uses [z_lo, z_hi]).
+
+Serialisation: ``to_dict`` / ``from_dict`` (JSON-safe, tuples become lists and back), ``to_json`` / ``from_json``,
+``to_yaml`` / ``from_yaml``, ``save`` / ``load`` (by file extension). Unknown keys are rejected by name.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The official DINOv3 ViT-S/16+ architecture (facebook/dinov3-vits16plus-pretrain-lvd1689m): 384 wide, 12 layers,
+# 6 heads, 4 register tokens, 16-pixel patches, gated SiLU ("SwiGLU") MLP of width 1536. 28.7 M parameters.
+DINOV3_VITS16PLUS: dict[str, Any] = {
+    "hidden_size": 384,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 6,
+    "hidden_act": "silu",
+    "use_gated_mlp": True,
+    "num_register_tokens": 4,
+    "patch_size": 16,
+    "layerscale_value": 1.0,
+    "rope_theta": 100.0,
+    "query_bias": True,
+    "key_bias": False,
+    "value_bias": True,
+    "proj_bias": True,
+    "mlp_bias": True,
+    "layer_norm_eps": 1e-5,
+    # transformers' DINOv3 rescales its RoPE coordinates at random in train mode (log-uniform in [1/2, 2] by
+    # default), so every training forward would see other positional encodings than inference does. PARA's head
+    # reads features at exact pixels; this augmentation is OFF in every preset (None) unless set here explicitly.
+    "pos_embed_rescale": None,
+}
+
+# A toy DINOv3 with the same structure (registers, gated MLP, RoPE), for tests.
+DINOV3_TINY: dict[str, Any] = {
+    **DINOV3_VITS16PLUS,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+}
+
+# InternVL 2.5-1B's vision tower, InternViT-300M-448px-V2.5 (OpenGVLab/InternVL2_5-1B), as keyword arguments of
+# ``transformers.InternVLVisionConfig``: 1024 wide, 24 layers, 16 heads, GELU MLP of width 4096, qkv bias, LayerNorm
+# (eps 1e-6), layer scale, a CLS token, learned absolute position embeddings for 448 x 448 images, 14-pixel patches,
+# no registers. 304,012,288 parameters (hand count in test/test_core_backbones.py).
+INTERNVL25_1B_VISION: dict[str, Any] = {
+    "hidden_size": 1024,
+    "intermediate_size": 4096,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 16,
+    "hidden_act": "gelu",
+    "attention_bias": True,
+    "use_qk_norm": False,
+    "norm_type": "layer_norm",
+    "layer_norm_eps": 1e-6,
+    "image_size": 448,
+    "patch_size": 14,
+    "layer_scale_init_value": 0.1,
+    "use_absolute_position_embeddings": True,
+    "use_mean_pooling": True,
+}
+
+# A toy InternViT with the same structure, for tests: 56 px images = 4 x 4 patches.
+INTERNVL_VISION_TINY: dict[str, Any] = {
+    **INTERNVL25_1B_VISION,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "image_size": 56,
+}
+
+# Every keyword ``transformers.InternVLVisionConfig`` takes (transformers 5.x). transformers accepts unknown keys
+# silently, so a DINOv3 config handed to the InternVL backbone would build a default-sized model; we reject it.
+INTERNVL_VISION_CONFIG_KEYS = frozenset({
+    "hidden_size", "num_hidden_layers", "num_attention_heads", "attention_bias", "use_qk_norm", "intermediate_size",
+    "hidden_act", "hidden_dropout_prob", "attention_dropout", "projection_dropout", "initializer_range", "norm_type",
+    "layer_norm_eps", "image_size", "patch_size", "num_channels", "use_mask_token",
+    "use_absolute_position_embeddings", "layer_scale_init_value", "use_mean_pooling",
+})
+
+HEIGHT_ENCODINGS = ("sincos", "learned")
+Z_RANGE_MODES = ("adaptive", "fixed")
+BACKBONE_KINDS = ("dinov3", "internvl_vision")
+# Patch size of each backbone family (the default when backbone_config does not set one).
+BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14}
+LR_SCHEDULES = ("cosine", "constant")
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+def _fail(field_name: str, value: Any, fix: str) -> None:
+    raise ValueError(f"V4Config.{field_name} = {value!r} is invalid: {fix}")
+
+
+def _square_size(value: Any) -> Any:
+    """A side given as an int or as a square (p, p) pair (how transformers stores InternViT sizes) -> the int;
+    anything else is returned unchanged (and then fails the equality checks)."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] == value[1]:
+        return value[0]
+    return value
+
+
+# A small DINOv3 trained from scratch for the simulator's pick-and-place task (``V4Config.pick_place``):
+# 8-pixel patches (16 x 16 tokens at 128 px: a 4 cm cube spans about one patch in the scene view), 96 wide, 4 layers.
+DINOV3_PICK_PLACE: dict[str, Any] = {
+    **DINOV3_VITS16PLUS,
+    "hidden_size": 96,
+    "intermediate_size": 192,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 3,
+    "patch_size": 8,
+}
+
+# Presets by name (each a V4Config classmethod): the choices of every tool's --preset / random_preset.
+PRESET_NAMES = ("tiny", "tiny_dino_kv", "pick_place", "pick_place_regression", "paper", "paper_internvl", "paper_v2",
+                "dino_kv")
+
+
+@dataclass
+class V4Config:
+    """All hyperparameters of the PARA v4 volumetric policy.
+
+    Args:
+        model_kind: key into ``para_core.model.v4.MODEL_REGISTRY`` (``"para_v4"``).
+        name: free-form preset name, printed by tools ("paper", "tiny", ...).
+        view_names: camera views, in the order the model receives them (``("scene", "wrist")``).
+        img_size: side of the square image fed to the backbone, pixels. Must be a multiple of ``patch_size``.
+        patch_size: backbone patch size in pixels (DINOv3: 16, InternViT: 14). Must equal
+            ``backbone_config["patch_size"]``.
+        pred_size: side P of each view's feature map after the bilinear upsample; the voxel grid has P x P rays a view.
+        feat_dim: F, channels of the per-pixel feature and of the voxel feature / query dot product.
+        n_height_bins: Z, height bins per view. Voxels V = len(view_names) * Z * P^2.
+        height_encoding: ``"sincos"`` (v4) or ``"learned"`` (v2 ablation), see the module docstring.
+        height_enc_dim: channels of the height encoding; for sin/cos it is 2 x octaves, so it must be even.
+        z_range_mode: ``"adaptive"`` (v4) or ``"fixed"`` (v2 ablation).
+        z_lo_m, z_hi_m: global height range of the workspace in the world frame, metres (z_lo shared by all views).
+        cam_margin_m: adaptive mode keeps each view's grid this far below its camera, metres.
+        min_z_span_m: smallest allowed per-view height span; a camera lower than z_lo + margin + this gets a grid of
+            this span (its voxels are then mostly behind it and masked) instead of an empty or inverted range.
+        workspace_x_m, workspace_y_m: (min, max) world x / y of the workspace box, metres; voxels outside are masked.
+        n_window: T, future steps predicted per chunk.
+        frame_stride: dataset frames between consecutive chunk steps.
+        dataset_fps: frame rate of the training data, Hz. Step i is at ``i * frame_stride / dataset_fps`` seconds.
+        mv_past_n: number of past end-effector positions fed to the query MLP.
+        voxel_mlp_hidden: hidden width of the 3-layer voxel fusion MLP.
+        global_mlp_hidden: hidden width of the global query MLP.
+        head_hidden: hidden width of the 4-layer gripper/rotation head.
+        learned_logit_scale: multiply ``q . voxel_feat`` by a learned scale (initialised to 1/sqrt(F)); if False the
+            scale is the fixed 1/sqrt(F).
+        voxel_chunk_size: voxels per chunk of the voxel MLP (0 = all at once). Bounds the activation memory of the
+            fusion MLP; in training each chunk is gradient-checkpointed.
+        n_gripper_bins: gripper classes; bin i stands for opening ``i / (n_gripper_bins - 1)`` (0 closed .. 1 open).
+        n_rotation_bins: bins per rotation-vector component.
+        rotation_range_rad: each component of the rotation vector of ``R_ref^T R`` is binned uniformly in
+            [-rotation_range_rad, +rotation_range_rad] (values outside are clipped to the end bins).
+        rotation_ref_quat_xyzw: the top-down reference orientation R_ref of the tool in the world frame, (x, y, z, w).
+            Default: the YAM's reachable top-down grasp, tool axes x=[-1,0,0], y=[0,1,0], z=[0,0,-1] (pi about y).
+        gripper_loss_weight, rotation_loss_weight: weights of the two CE terms next to the voxel CE.
+        confidence_radius_m: a step's confidence is the predicted probability mass within this distance of its
+            decoded point.
+        viz_top_k: number of most probable voxels returned for visualisation.
+        backbone_kind: key into ``para_core.model.backbones.BACKBONE_REGISTRY`` (``"dinov3"`` or ``"internvl_vision"``).
+        backbone_config: keyword arguments of ``transformers.DINOv3ViTConfig`` (dinov3) or
+            ``transformers.InternVLVisionConfig`` (internvl_vision) (random init; used when
+            ``backbone_pretrained_dir`` is empty).
+        backbone_pretrained_dir: local directory with a ``transformers`` checkpoint of the backbone
+            (``from_pretrained``, safetensors only; for internvl_vision also a whole InternVL model, whose vision tower
+            is taken); empty string = build from ``backbone_config`` with random weights.
+        lr, backbone_lr_mult: head learning rate and the factor applied to the backbone's learning rate.
+        lr_warmup, lr_schedule, max_iters, batch_size, weight_decay: training schedule (used by the trainer).
+    """
+
+    model_kind: str = "para_v4"
+    name: str = "custom"
+    view_names: tuple[str, ...] = ("scene", "wrist")
+    img_size: int = 512
+    patch_size: int = 16
+    pred_size: int = 64
+    feat_dim: int = 32
+    n_height_bins: int = 128
+    height_encoding: str = "sincos"
+    height_enc_dim: int = 16
+    z_range_mode: str = "adaptive"
+    z_lo_m: float = 0.0
+    z_hi_m: float = 0.4
+    cam_margin_m: float = 0.01
+    min_z_span_m: float = 0.01
+    workspace_x_m: tuple[float, float] = (-0.1, 0.7)
+    workspace_y_m: tuple[float, float] = (-0.4, 0.4)
+    n_window: int = 32
+    frame_stride: int = 4
+    dataset_fps: float = 30.0
+    mv_past_n: int = 8
+    voxel_mlp_hidden: int = 64
+    global_mlp_hidden: int = 512
+    head_hidden: int = 128
+    learned_logit_scale: bool = True
+    voxel_chunk_size: int = 262144
+    n_gripper_bins: int = 2
+    n_rotation_bins: int = 36
+    rotation_range_rad: float = math.pi
+    rotation_ref_quat_xyzw: tuple[float, float, float, float] = (0.0, 1.0, 0.0, 0.0)
+    gripper_loss_weight: float = 1.0
+    rotation_loss_weight: float = 1.0
+    confidence_radius_m: float = 0.02
+    viz_top_k: int = 256
+    backbone_kind: str = "dinov3"
+    backbone_config: dict[str, Any] = field(default_factory=lambda: dict(DINOV3_VITS16PLUS))
+    backbone_pretrained_dir: str = ""
+    lr: float = 3e-4
+    backbone_lr_mult: float = 0.1
+    lr_warmup: int = 500
+    lr_schedule: str = "cosine"
+    max_iters: int = 20000
+    batch_size: int = 4
+    weight_decay: float = 0.0
+
+    # ----------------------------------------------------------------------------------------------------- presets
+    @classmethod
+    def paper(cls, **overrides: Any) -> "V4Config":
+        """The seed's paper table, with img_size 512 (see the module docstring). V = 2 * 128 * 64^2 = 1,048,576."""
+        return cls(**{"name": "paper", **overrides})
+
+    @classmethod
+    def paper_internvl(cls, **overrides: Any) -> "V4Config":
+        """The seed's v4_vlm variant: the paper preset's head with InternVL 2.5-1B's vision tower (InternViT-300M,
+        14-pixel patches) at img_size 448 (32 x 32 patches). See the module docstring."""
+        base = dict(name="paper_internvl", backbone_kind="internvl_vision",
+                    backbone_config=dict(INTERNVL25_1B_VISION), patch_size=14, img_size=448)
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> "V4Config":
+        """Same architecture at toy size: forward + backward well under a second on 2 CPU cores.
+        ``tiny(backbone_kind="internvl_vision")`` uses a toy InternViT (patch 14, img_size 56)."""
+        base = dict(
+            name="tiny", img_size=64, pred_size=16, feat_dim=16, n_height_bins=8, height_enc_dim=8, n_window=4,
+            mv_past_n=2, voxel_mlp_hidden=32, global_mlp_hidden=64, head_hidden=32, voxel_chunk_size=0,
+            n_rotation_bins=12, viz_top_k=32, backbone_config=dict(DINOV3_TINY), lr_warmup=10, max_iters=300,
+            batch_size=2,
+        )
+        if overrides.get("backbone_kind") == "internvl_vision":
+            base.update(backbone_config=dict(INTERNVL_VISION_TINY), patch_size=14, img_size=56)
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def dino_kv(cls, **overrides: Any) -> "V4Config":
+        """The seed's single-view dino_kv head (``para_core.model.dino_kv``, figure script 000): one scene view, DINOv3
+        ViT-S/16+, 48-d pixel features and keys, a 56 x 56 grid, 32 height bins, T = 8. img_size 512 (the seed's 504
+        is not a multiple of 16; see the module docstring)."""
+        return cls.paper(**{"name": "dino_kv", "model_kind": "para_dino_kv", "view_names": ("scene",),
+                            "feat_dim": 48, "pred_size": 56, "n_height_bins": 32, "n_window": 8, **overrides})
+
+    @classmethod
+    def tiny_dino_kv(cls, **overrides: Any) -> "V4Config":
+        """The dino_kv head at the tiny preset's size (tests, demos)."""
+        return cls.tiny(**{"name": "tiny_dino_kv", "model_kind": "para_dino_kv", "view_names": ("scene",),
+                           **overrides})
+
+    @classmethod
+    def paper_v2(cls, **overrides: Any) -> "V4Config":
+        """The seed's v2 column of its parity table, for ablations against v4: a learned embedding per (view, height
+        bin) instead of the sin/cos PE, the fixed z range [z_lo, z_hi] in every view instead of the adaptive one,
+        32 height bins and P = 128; everything else is the paper preset. V = 2 * 32 * 128^2 = 1,048,576."""
+        return cls.paper(**{"name": "paper_v2", "height_encoding": "learned", "z_range_mode": "fixed",
+                            "n_height_bins": 32, "pred_size": 128, **overrides})
+
+    @classmethod
+    def pick_place(cls, **overrides: Any) -> "V4Config":
+        """Sized for the simulator's pick-and-place task and for training from scratch on 2 CPU cores
+        (``scripts/train_pick_place``; recipe in ``checkpoints/pick_place/recipe.json``): 128 px images with 8-pixel
+        patches, a 32 x 32 grid per view, 12 height bins over 0..0.16 m (1.3 cm), a workspace box around the table area
+        the task uses, T = 6 steps of 0.2 s (10 Hz cameras, frame_stride 2), the backbone at the head's learning rate
+        (no pretrained weights), 9 rotation bins (the top-down pose is the centre bin). V = 2 * 12 * 32^2 = 24,576."""
+        base = dict(
+            name="pick_place", img_size=128, patch_size=8, pred_size=32, feat_dim=32, n_height_bins=12,
+            height_enc_dim=16, z_lo_m=0.0, z_hi_m=0.16, workspace_x_m=(0.15, 0.5), workspace_y_m=(-0.25, 0.25),
+            n_window=6, frame_stride=2, dataset_fps=10.0, mv_past_n=4, voxel_mlp_hidden=48, global_mlp_hidden=256,
+            head_hidden=64, voxel_chunk_size=0, n_rotation_bins=9, rotation_range_rad=math.pi / 2, viz_top_k=64,
+            backbone_config=dict(DINOV3_PICK_PLACE), lr=1e-3, backbone_lr_mult=1.0, lr_warmup=200,
+            max_iters=5000, batch_size=8, weight_decay=0.01,
+        )
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def pick_place_regression(cls, **overrides: Any) -> "V4Config":
+        """The paper's coordinate-regression baseline for the pick-and-place task: ``pick_place``'s backbone, data and
+        schedule, with a head that regresses the future EE positions (``para_core.model.regression``)."""
+        return cls.pick_place(**{"model_kind": "coord_regression", "name": "pick_place_regression", **overrides})
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "V4Config":
+        """The preset called ``name`` (one of :data:`PRESET_NAMES`): what ``--preset`` options of the tools take."""
+        if name not in PRESET_NAMES:
+            raise ValueError(f"unknown V4Config preset {name!r}: use one of {list(PRESET_NAMES)}")
+        return getattr(cls, name)(**overrides)
+
+    # -------------------------------------------------------------------------------------------------- validation
+    def __post_init__(self) -> None:
+        # Normalise containers coming from JSON/YAML (lists) to the declared tuple types.
+        self.view_names = tuple(str(v) for v in self.view_names)
+        self.workspace_x_m = tuple(float(v) for v in self.workspace_x_m)
+        self.workspace_y_m = tuple(float(v) for v in self.workspace_y_m)
+        self.rotation_ref_quat_xyzw = tuple(float(v) for v in self.rotation_ref_quat_xyzw)
+        self.backbone_config = dict(self.backbone_config)
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the field, the value and the fix for the first invalid field."""
+        for name in ("img_size", "patch_size", "pred_size", "feat_dim", "n_height_bins", "height_enc_dim",
+                     "n_window", "frame_stride", "mv_past_n", "voxel_mlp_hidden", "global_mlp_hidden",
+                     "head_hidden", "n_rotation_bins", "viz_top_k", "max_iters", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                _fail(name, value, "use a positive integer")
+        if not self.model_kind:
+            _fail("model_kind", self.model_kind, 'use a registered model kind, e.g. "para_v4"')
+        if len(self.view_names) < 1 or len(set(self.view_names)) != len(self.view_names):
+            _fail("view_names", self.view_names, 'use one or more distinct names, e.g. ("scene", "wrist")')
+        if self.backbone_kind not in BACKBONE_KINDS:
+            _fail("backbone_kind", self.backbone_kind, f"use one of {BACKBONE_KINDS}")
+        if self.backbone_kind == "internvl_vision":
+            self._validate_internvl_backbone()
+        if self.img_size % self.patch_size != 0:
+            lo = (self.img_size // self.patch_size) * self.patch_size
+            hi = lo + self.patch_size
+            choices = f"{lo} or {hi}" if lo > 0 else f"{hi}"
+            if self.backbone_kind == "internvl_vision":
+                choices += " (InternVL 2.5's native size is 448 = 32 x 14)"
+            _fail("img_size", self.img_size,
+                  f"must be a multiple of patch_size={self.patch_size} (a ViT drops the remainder pixels and shifts "
+                  f"every feature, breaking pixel alignment); use {choices}")
+        if _square_size(self.backbone_config.get("patch_size", self.patch_size)) != self.patch_size:
+            _fail("backbone_config", {"patch_size": self.backbone_config.get("patch_size")},
+                  f"backbone_config['patch_size'] must equal patch_size={self.patch_size}")
+        if self.height_encoding not in HEIGHT_ENCODINGS:
+            _fail("height_encoding", self.height_encoding, f"use one of {HEIGHT_ENCODINGS}")
+        if self.height_encoding == "sincos" and self.height_enc_dim % 2 != 0:
+            _fail("height_enc_dim", self.height_enc_dim,
+                  "sin/cos encoding needs an even size (2 x octaves), e.g. 16")
+        if self.z_range_mode not in Z_RANGE_MODES:
+            _fail("z_range_mode", self.z_range_mode, f"use one of {Z_RANGE_MODES}")
+        for name in ("z_lo_m", "z_hi_m", "cam_margin_m", "min_z_span_m", "dataset_fps", "rotation_range_rad",
+                     "confidence_radius_m", "lr", "backbone_lr_mult", "gripper_loss_weight", "rotation_loss_weight",
+                     "weight_decay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                _fail(name, value, "use a finite number")
+            setattr(self, name, float(value))
+        if not self.z_hi_m > self.z_lo_m:
+            _fail("z_hi_m", self.z_hi_m, f"must be greater than z_lo_m={self.z_lo_m}")
+        for name in ("cam_margin_m", "gripper_loss_weight", "rotation_loss_weight", "weight_decay",
+                     "backbone_lr_mult"):
+            if getattr(self, name) < 0:
+                _fail(name, getattr(self, name), "use a value >= 0")
+        for name in ("min_z_span_m", "dataset_fps", "rotation_range_rad", "confidence_radius_m", "lr"):
+            if getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "use a value > 0")
+        if self.rotation_range_rad > math.pi + 1e-9:
+            _fail("rotation_range_rad", self.rotation_range_rad, "a rotation vector never exceeds pi; use <= pi")
+        for name in ("workspace_x_m", "workspace_y_m"):
+            box = getattr(self, name)
+            if len(box) != 2 or not all(math.isfinite(b) for b in box) or not box[1] > box[0]:
+                _fail(name, box, "use a (min, max) pair of finite metres with min < max")
+        if len(self.rotation_ref_quat_xyzw) != 4 or not all(math.isfinite(q) for q in self.rotation_ref_quat_xyzw):
+            _fail("rotation_ref_quat_xyzw", self.rotation_ref_quat_xyzw, "use 4 finite numbers (x, y, z, w)")
+        norm = math.sqrt(sum(q * q for q in self.rotation_ref_quat_xyzw))
+        if abs(norm - 1.0) > 1e-3:
+            _fail("rotation_ref_quat_xyzw", self.rotation_ref_quat_xyzw,
+                  f"must be a unit quaternion (norm is {norm:.6f}); normalise it")
+        if isinstance(self.n_gripper_bins, bool) or not isinstance(self.n_gripper_bins, int) \
+                or self.n_gripper_bins < 2:
+            _fail("n_gripper_bins", self.n_gripper_bins, "use an integer >= 2 (closed .. open)")
+        if isinstance(self.voxel_chunk_size, bool) or not isinstance(self.voxel_chunk_size, int) \
+                or self.voxel_chunk_size < 0:
+            _fail("voxel_chunk_size", self.voxel_chunk_size, "use 0 (no chunking) or a positive integer")
+        if not isinstance(self.learned_logit_scale, bool):
+            _fail("learned_logit_scale", self.learned_logit_scale, "use true or false")
+        if not isinstance(self.backbone_pretrained_dir, str):
+            _fail("backbone_pretrained_dir", self.backbone_pretrained_dir, 'use a directory path or ""')
+        if self.lr_schedule not in LR_SCHEDULES:
+            _fail("lr_schedule", self.lr_schedule, f"use one of {LR_SCHEDULES}")
+        if isinstance(self.lr_warmup, bool) or not isinstance(self.lr_warmup, int) or self.lr_warmup < 0:
+            _fail("lr_warmup", self.lr_warmup, "use an integer >= 0")
+
+    def _validate_internvl_backbone(self) -> None:
+        """backbone_kind "internvl_vision": backbone_config must be InternVLVisionConfig keywords (transformers would
+        silently ignore DINOv3 keys and build a default 300 M model) and the patch size must be the backbone's."""
+        unknown = sorted(set(self.backbone_config) - INTERNVL_VISION_CONFIG_KEYS)
+        if unknown:
+            _fail("backbone_config", {k: self.backbone_config[k] for k in unknown},
+                  f"keys {unknown} are not transformers.InternVLVisionConfig fields (a DINOv3 config?); for "
+                  f'backbone_kind "internvl_vision" use para_core.model.config.INTERNVL25_1B_VISION '
+                  f'(V4Config.paper_internvl()) or INTERNVL_VISION_TINY '
+                  f'(V4Config.tiny(backbone_kind="internvl_vision"))')
+        patch = _square_size(self.backbone_config.get("patch_size", BACKBONE_DEFAULT_PATCH["internvl_vision"]))
+        if patch != self.patch_size:
+            _fail("patch_size", self.patch_size,
+                  f'backbone_kind "internvl_vision" has {patch}-pixel patches (backbone_config); '
+                  f"set patch_size={patch} and an img_size that is a multiple of it"
+                  + (", e.g. 448" if patch == 14 else ""))
+
+    # ---------------------------------------------------------------------------------------------- derived sizes
+    @property
+    def n_views(self) -> int:
+        return len(self.view_names)
+
+    @property
+    def n_voxels(self) -> int:
+        """V = n_views * n_height_bins * pred_size^2."""
+        return self.n_views * self.n_height_bins * self.pred_size * self.pred_size
+
+    @property
+    def patch_grid(self) -> int:
+        """Patch tokens per image side (img_size / patch_size)."""
+        return self.img_size // self.patch_size
+
+    @property
+    def step_dt_s(self) -> float:
+        """Seconds between consecutive chunk steps: frame_stride / dataset_fps."""
+        return self.frame_stride / self.dataset_fps
+
+    # ------------------------------------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (tuples become lists)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else (
+                dict(value) if isinstance(value, dict) else value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "V4Config":
+        """Inverse of ``to_dict``; unknown keys raise ValueError naming them."""
+        if not isinstance(data, dict):
+            raise ValueError(f"V4Config.from_dict expects a mapping, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"V4Config: unknown field(s) {unknown}; remove them or check the spelling "
+                             f"(known fields: {sorted(known)})")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "V4Config":
+        return cls.from_dict(json.loads(text))
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> "V4Config":
+        import yaml
+
+        return cls.from_dict(yaml.safe_load(text))
+
+    def save(self, path: str | Path) -> None:
+        """Write to ``path``; ``.yaml``/``.yml`` -> YAML, anything else JSON."""
+        path = Path(path)
+        text = self.to_yaml() if path.suffix in (".yaml", ".yml") else self.to_json()
+        path.write_text(text)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "V4Config":
+        path = Path(path)
+        text = path.read_text()
+        return cls.from_yaml(text) if path.suffix in (".yaml", ".yml") else cls.from_json(text)
+
+    def replace(self, **changes: Any) -> "V4Config":
+        """A validated copy with some fields changed."""
+        return dataclasses.replace(self, **changes)

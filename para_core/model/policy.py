@@ -1,0 +1,214 @@
+"""``Policy``: the single inference entry point (ROS node, offline evaluation, demo). API: docs/contracts.md.
+
+``predict`` takes raw RGB images of any size with their own intrinsics and camera poses, resizes each to
+img_size x img_size (bilinear; ``cv2.INTER_AREA`` when shrinking) with the exact intrinsics rescale
+``K' = diag(S/W, S/H, 1) @ K`` (pixel-centre convention, see ``para_core.model.geometry``), applies ImageNet normalisation,
+runs the model (geometry always in float32; the network in ``dtype`` through autocast) and decodes the chunk
+(argmax voxel refined by a local soft-argmax, see ``para_core.model.actions``).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import cv2
+import numpy as np
+import torch
+
+from para_core.model.actions import decode_outputs
+from para_core.model.config import DTYPES, V4Config
+from para_core.model.v4 import V4Inputs, V4Output, build_model
+from para_core.model.rotations import check_rigid
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class CameraObservation:
+    image_rgb: np.ndarray  # (H, W, 3) uint8, RGB, any size
+    K: np.ndarray  # (3, 3) float64 intrinsics of THIS image (pixels)
+    T_world_cam: np.ndarray  # (4, 4) float64, OpenCV optical frame -> world
+
+
+@dataclass
+class RobotState:
+    T_world_ee: np.ndarray  # (4, 4) current end-effector pose in world
+    gripper: float  # 0 closed .. 1 open
+    past_positions_world: np.ndarray  # (mv_past_n, 3) previous EE positions, oldest first (repeat current if unknown)
+
+
+@dataclass
+class PolicyOutput:
+    positions_world: np.ndarray  # (T, 3) metres
+    quaternions_xyzw: np.ndarray  # (T, 4) EE orientation in world
+    gripper: np.ndarray  # (T,) 0..1
+    confidence: np.ndarray  # (T,) 0..1
+    time_offsets_s: np.ndarray  # (T,) seconds after the observation stamp
+    top_voxels_world: np.ndarray  # (K, 3) most probable voxels (union over steps) for rviz
+    top_voxels_prob: np.ndarray  # (K,)
+    voxel_bounds_world: np.ndarray  # (2, 3) min/max corner of all valid voxels of this observation
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resize_to_model_input(image_rgb: np.ndarray, K: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One camera image + its intrinsics -> the (size, size, 3) uint8 model input and the exactly rescaled K.
+
+    Bilinear resize (``cv2.INTER_AREA`` when shrinking both sides); ``K' = diag(size/W, size/H, 1) @ K`` (pixel-centre
+    convention: u -> (size / W) u). Shared by ``Policy.preprocess`` and ``para_core.data.dataset`` so that training and
+    inference see identical pixels.
+    """
+    img = np.asarray(image_rgb)
+    H, W = img.shape[:2]
+    if (H, W) != (size, size):
+        interp = cv2.INTER_AREA if (H > size and W > size) else cv2.INTER_LINEAR
+        img = cv2.resize(img, (size, size), interpolation=interp)
+    K = np.asarray(K, dtype=np.float64).copy()
+    K[0] *= size / W  # exact: u -> (size / W) u
+    K[1] *= size / H
+    return np.ascontiguousarray(img), K
+
+
+# Poses reach the policy through float32 ROS messages and TF interpolation: a looser rotation tolerance than
+# para_core.model.rotations' default, and an exact last row.
+POSE_ROTATION_TOLERANCE = 1e-3
+POSE_LAST_ROW_TOLERANCE = 1e-9
+
+
+def _check_rigid(name: str, T: np.ndarray) -> np.ndarray:
+    try:
+        return check_rigid(T, name, rotation_tolerance=POSE_ROTATION_TOLERANCE,
+                           last_row_tolerance=POSE_LAST_ROW_TOLERANCE)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (pass a finite rigid pose; from ROS: is TF available for that frame?)") from None
+
+
+class Policy:
+    """Inference wrapper around a v4 model: preprocessing, forward, decoding. See docs/contracts.md."""
+
+    def __init__(self, model: torch.nn.Module, config: V4Config, device: torch.device, dtype: str = "fp32",
+                 model_id: str = "", refine: bool = True):
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype={dtype!r}; use one of {DTYPES}")
+        self.config = config
+        self.device = device
+        self.dtype = dtype
+        self.model = model.to(device).eval()
+        self.model_id = model_id or f"{config.model_kind}:{config.name}:untrained"
+        self.view_names: tuple[str, ...] = tuple(config.view_names)
+        self.refine = refine
+        self.last_output: V4Output | None = None
+        self.last_timing_s: dict[str, float] = {}
+        self._warned_low_scene_camera = False
+        self._mean = torch.tensor(IMAGENET_MEAN, device=device).view(3, 1, 1)
+        self._std = torch.tensor(IMAGENET_STD, device=device).view(3, 1, 1)
+
+    # ------------------------------------------------------------------------------------------- constructors
+    @classmethod
+    def from_checkpoint(cls, path, device=None, dtype: str = "fp32") -> "Policy":
+        """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
+        from para_core.model.checkpoint import load_checkpoint
+
+        model, config, meta = load_checkpoint(path)
+        model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"
+        return cls(model, config, resolve_device(device), dtype=dtype, model_id=model_id)
+
+    @classmethod
+    def random_init(cls, config: V4Config, device=None, dtype: str = "fp32", seed: int = 0) -> "Policy":
+        """An untrained policy (random weights, deterministic in ``seed``) for demos and tests."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = build_model(config)
+        return cls(model, config, resolve_device(device), dtype=dtype,
+                   model_id=f"{config.model_kind}:{config.name}:random-seed{seed}")
+
+    # ---------------------------------------------------------------------------------------- preprocessing
+    def _validate(self, cameras: Sequence[CameraObservation], state: RobotState) -> None:
+        cfg = self.config
+        if len(cameras) != cfg.n_views:
+            raise ValueError(f"predict got {len(cameras)} cameras; this policy needs {cfg.n_views} in the order "
+                             f"{self.view_names}")
+        for name, cam in zip(self.view_names, cameras):
+            img = np.asarray(cam.image_rgb)
+            if img.ndim != 3 or img.shape[2] != 3 or img.shape[0] < 2 or img.shape[1] < 2:
+                raise ValueError(f"camera '{name}': image_rgb has shape {img.shape}; pass (H, W, 3) RGB")
+            if img.dtype != np.uint8:
+                raise ValueError(f"camera '{name}': image_rgb has dtype {img.dtype}; pass uint8 RGB (0..255)")
+            K = np.asarray(cam.K, dtype=np.float64)
+            if K.shape != (3, 3) or not np.all(np.isfinite(K)):
+                raise ValueError(f"camera '{name}': K must be a finite (3, 3) matrix, got {np.asarray(cam.K)!r}")
+            if K[0, 0] <= 0 or K[1, 1] <= 0 or np.abs(K[2] - [0, 0, 1]).max() > 1e-9:
+                raise ValueError(f"camera '{name}': K={K.tolist()} is not a pinhole intrinsics matrix "
+                                 f"(need fx, fy > 0 and last row [0, 0, 1]); check the CameraInfo")
+            T_world_cam = _check_rigid(f"camera '{name}': T_world_cam", cam.T_world_cam)
+            if name == "scene" and T_world_cam[2, 3] <= cfg.z_hi_m and not self._warned_low_scene_camera:
+                # The seed's sanity check: the static scene camera should look down on the whole height range.
+                # Below z_hi its adaptive range is clipped (z_hi_k = cam_z - margin); that works, but usually means
+                # a wrong TF frame (e.g. the camera link instead of the optical frame, or a flipped z).
+                self._warned_low_scene_camera = True
+                warnings.warn(f"scene camera is at z = {T_world_cam[2, 3]:.3f} m, not above z_hi_m = {cfg.z_hi_m} m: "
+                              f"its voxel grid is clipped below the camera; check the camera's TF", stacklevel=3)
+        _check_rigid("state.T_world_ee", state.T_world_ee)
+        g = float(state.gripper)
+        if not np.isfinite(g):
+            raise ValueError(f"state.gripper = {state.gripper!r}; pass a finite value in [0, 1]")
+        past = np.asarray(state.past_positions_world, dtype=np.float64)
+        if past.shape != (cfg.mv_past_n, 3) or not np.all(np.isfinite(past)):
+            raise ValueError(f"state.past_positions_world has shape {past.shape} (finite: "
+                             f"{bool(np.all(np.isfinite(past)))}); pass finite ({cfg.mv_past_n}, 3) positions, "
+                             f"oldest first (repeat the current position if unknown)")
+
+    def preprocess(self, cameras: Sequence[CameraObservation], state: RobotState) -> V4Inputs:
+        """Validated raw observations -> batched model inputs (B = 1) on the policy's device."""
+        self._validate(cameras, state)
+        S = self.config.img_size
+        images, Ks, Ts = [], [], []
+        for cam in cameras:
+            img, K = resize_to_model_input(cam.image_rgb, cam.K, S)
+            images.append(torch.from_numpy(img))
+            Ks.append(K)
+            Ts.append(np.asarray(cam.T_world_cam, dtype=np.float64))
+        x = torch.stack(images).to(self.device).permute(0, 3, 1, 2).float() / 255.0  # (N, 3, S, S)
+        x = (x - self._mean) / self._std
+        dev = self.device
+        return V4Inputs(
+            images=x.unsqueeze(0),  # (1, N, 3, S, S)
+            K_img=torch.tensor(np.stack(Ks), dtype=torch.float32, device=dev).unsqueeze(0),  # (1, N, 3, 3)
+            T_world_cam=torch.tensor(np.stack(Ts), dtype=torch.float32, device=dev).unsqueeze(0),  # (1, N, 4, 4)
+            T_world_ee=torch.tensor(np.asarray(state.T_world_ee), dtype=torch.float32, device=dev).unsqueeze(0),
+            gripper=torch.tensor([float(state.gripper)], dtype=torch.float32, device=dev),
+            past_positions_world=torch.tensor(np.asarray(state.past_positions_world), dtype=torch.float32,
+                                              device=dev).unsqueeze(0),
+        )
+
+    # ---------------------------------------------------------------------------------------------- predict
+    @torch.inference_mode()
+    def predict(self, cameras: Sequence[CameraObservation], state: RobotState) -> PolicyOutput:
+        """Observation -> decoded action chunk + visualisation data. Raises ValueError on bad input."""
+        t0 = time.perf_counter()
+        inputs = self.preprocess(cameras, state)
+        t1 = time.perf_counter()
+        use_amp = self.dtype != "fp32"
+        with torch.autocast(device_type=self.device.type, dtype=_TORCH_DTYPES[self.dtype], enabled=use_amp):
+            out = self.model(inputs)
+        chunk = self.model.decode(out, refine=self.refine)[0]  # model-specific (v4: argmax voxel)
+        top_xyz, top_p, bounds = self.model.visualisation(out, self.config.viz_top_k)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        t2 = time.perf_counter()
+        self.last_output = out
+        self.last_timing_s = {"preprocess": t1 - t0, "model_and_decode": t2 - t1, "total": t2 - t0}
+        return PolicyOutput(
+            positions_world=chunk.positions_world, quaternions_xyzw=chunk.quaternions_xyzw, gripper=chunk.gripper,
+            confidence=chunk.confidence, time_offsets_s=chunk.time_offsets_s,
+            top_voxels_world=top_xyz, top_voxels_prob=top_p, voxel_bounds_world=bounds,
+        )

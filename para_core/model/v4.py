@@ -1,0 +1,387 @@
+"""The PARA v4 volumetric model (``model_kind = "para_v4"``), its losses and the model registry.
+
+Pipeline (seed 001; shapes with B batch, N views, S img_size, P pred_size, Z bins, V = N*Z*P^2, T steps, F feat_dim):
+
+1. Backbone per view (shared weights): images (B*N, 3, S, S) -> patch grid (B*N, C, S/p, S/p) + global token (B*N, C)
+   (p = patch_size: DINOv3 16, InternVL 2.5's InternViT 14; see ``para_core.model.backbones``).
+2. 1x1 projection to F and bilinear upsample (align_corners=False, i.e. pixel-centre aligned) to (B*N, F, P, P).
+3. Voxel grid (``para_core.model.voxels``): per-view adaptive z range, closed-form ray/plane intersection of every pixel
+   centre at every bin height; voxels behind the camera or outside the workspace box are invalid.
+4. Fusion: every voxel is projected into every view and that view's feature map is bilinearly sampled there
+   (``grid_sample``, border padding; the projection and the sampling positions stay fp32 under autocast); samples
+   outside the frustum (depth <= 0 or outside [0, P)^2) are zeroed and a visibility flag 0/1 is appended. Input per
+   voxel: [feat_0 * vis_0, vis_0, ..., feat_{N-1} * vis_{N-1}, vis_{N-1}, height_enc] -> 3-layer MLP -> voxel
+   feature (F). Height encoding: sin/cos of 2^k * pi * z_norm for k < height_enc_dim/2 with z_norm = (z - z_lo) /
+   (z_hi - z_lo) over the GLOBAL span (same basis in every view), or a learned embedding per (view, bin) (v2
+   ablation). The MLP runs over chunks of ``voxel_chunk_size`` voxels (gradient-checkpointed in training) so
+   activation memory stays bounded for the paper's 1,048,576 voxels.
+5. Query: global MLP over [EE state (position normalised to the workspace box, first two columns of R_ref^T R,
+   gripper), CLS of every view, past EE positions relative to the current one / 0.1 m] -> q_head -> (B, T, F).
+6. ``volume_logits = scale * q . voxel_feat`` (B, T, V); invalid voxels -inf. ``scale`` = exp(learned log scale)
+   initialised at 1/sqrt(F), or the fixed 1/sqrt(F).
+7. Gripper/rotation head: 4-layer MLP on [voxel_feat at the chosen voxel, q_t] -> gripper logits (G) and rotation
+   logits (3 x R). The chosen voxel is the argmax voxel at inference. In training (``training_head_voxel``) it is, of
+   the GT point's voxels (one per view that sees it: the soft target's voxels), the one with the highest current
+   logit, and the argmax voxel for steps whose point no view sees. Why: the soft target spreads the voxel CE evenly
+   over the views, so which view's copy of the point the inference argmax lands in is the model's own preference,
+   not a fixed view; training the head at the first visible view's voxel (``V4Targets.teacher_voxel``, the rule
+   before) taught it on voxels that inference, picking the other view's, never shows it. With this rule the head
+   reads, for every step the model localises correctly, exactly the voxel inference will read. The choice is made on
+   detached logits (no gradient through it); ties go to the earlier view. q_t is included so that two steps choosing
+   the same voxel can still differ in gripper/rotation.
+
+Loss (``compute_losses``), reported per step: voxel CE with a SOFT target -- the GT point's containing voxel in every
+view where it is visible (``para_core.model.voxels.locate_points``), each with weight 1/(number of such views) --, averaged
+over the steps whose point is visible in at least one view; plus ``gripper_loss_weight`` * CE over gripper bins plus
+``rotation_loss_weight`` * mean CE over the 3 rotation components. Baseline: uniform logits give a voxel CE of
+log(V) per step = 13.86 for the paper's V = 1,048,576 (``uniform_voxel_ce_baseline``); the seed's log(V*T) = 17.33 is
+the same number for a single softmax over all T*V (step, voxel) pairs and is given by ``seed_joint_baseline``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as Fn
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from para_core.model.backbones import build_backbone
+from para_core.model.config import V4Config
+from para_core.model.geometry import project, uv_to_grid_sample
+from para_core.model.voxels import VoxelGrid, build_voxel_grid
+
+
+@dataclass
+class V4Inputs:
+    """One batch of model inputs (float tensors on the model's device)."""
+
+    images: torch.Tensor  # (B, N, 3, S, S) ImageNet-normalised RGB at img_size
+    K_img: torch.Tensor  # (B, N, 3, 3) intrinsics of those S x S images, pixels
+    T_world_cam: torch.Tensor  # (B, N, 4, 4) camera (OpenCV optical) -> world
+    T_world_ee: torch.Tensor  # (B, 4, 4) current end-effector pose
+    gripper: torch.Tensor  # (B,) 0 closed .. 1 open
+    past_positions_world: torch.Tensor  # (B, mv_past_n, 3) oldest first
+
+
+@dataclass
+class V4Targets:
+    """Training targets (built by ``para_core.model.actions.encode_targets``)."""
+
+    voxel_index: torch.Tensor  # (B, T, N) long: the GT point's voxel in each view (0 where not visible)
+    voxel_weight: torch.Tensor  # (B, T, N) float: soft-target weights, rows sum to 1 (or 0: no visible view)
+    teacher_voxel: torch.Tensor  # (B, T) long: the first visible view's voxel, -1 = none visible (a fixed GT voxel;
+    # the head's training voxel is chosen among all visible views' voxels, see ``training_head_voxel``)
+    gripper_bin: torch.Tensor  # (B, T) long
+    rotation_bins: torch.Tensor  # (B, T, 3) long
+    positions_world: torch.Tensor  # (B, T, 3) the GT points (for metrics)
+
+    def to(self, device) -> "V4Targets":
+        return V4Targets(**{k: getattr(self, k).to(device) for k in self.__dataclass_fields__})
+
+
+@dataclass
+class V4Output:
+    """Named outputs of ``ParaV4Model.forward``."""
+
+    volume_logits: torch.Tensor  # (B, T, V), -inf at invalid voxels
+    voxel_xyz: torch.Tensor  # (B, V, 3) world coordinates of voxel centres
+    voxel_valid: torch.Tensor  # (B, V) bool
+    voxel_feat: torch.Tensor  # (B, V, F)
+    query: torch.Tensor  # (B, T, F)
+    chosen_voxel: torch.Tensor  # (B, T) long: voxel the gripper/rotation head looked at
+    gripper_logits: torch.Tensor  # (B, T, G)
+    rotation_logits: torch.Tensor  # (B, T, 3, R)
+    grid: VoxelGrid
+    cls: torch.Tensor  # (B, N, C)
+    losses: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def sincos_height_encoding(z_m: torch.Tensor, z_lo_m: float, z_hi_m: float, dim: int) -> torch.Tensor:
+    """sin/cos PE of metric height over the GLOBAL span: [sin(2^k pi zn), cos(2^k pi zn)]_k, zn = (z-z_lo)/(z_hi-z_lo).
+    (...,) -> (..., dim); order: all sines (k ascending) then all cosines."""
+    zn = (z_m - z_lo_m) / (z_hi_m - z_lo_m)  # (...,)
+    freqs = math.pi * (2.0 ** torch.arange(dim // 2, dtype=z_m.dtype, device=z_m.device))  # (dim/2,)
+    ang = zn.unsqueeze(-1) * freqs  # (..., dim/2)
+    return torch.cat([torch.sin(ang), torch.cos(ang)], dim=-1)  # (..., dim)
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.GELU())
+    return nn.Sequential(*layers)
+
+
+def ee_state_features(config: V4Config, T_world_ee: torch.Tensor, gripper: torch.Tensor,
+                      past_positions_world: torch.Tensor) -> torch.Tensor:
+    """End-effector state -> (B, 10 + 3 * mv_past_n) features (see module docstring, step 5)."""
+    pos = T_world_ee[:, :3, 3]  # (B, 3)
+    lo = pos.new_tensor([config.workspace_x_m[0], config.workspace_y_m[0], config.z_lo_m])
+    hi = pos.new_tensor([config.workspace_x_m[1], config.workspace_y_m[1], config.z_hi_m])
+    pos_n = 2.0 * (pos - lo) / (hi - lo) - 1.0  # (B, 3) ~[-1, 1] inside the box
+    R_ref = _quat_xyzw_to_matrix(pos.new_tensor(config.rotation_ref_quat_xyzw))  # (3, 3)
+    R_rel = R_ref.transpose(0, 1) @ T_world_ee[:, :3, :3]  # (B, 3, 3)
+    rot6 = R_rel[:, :, :2].transpose(1, 2).reshape(-1, 6)  # (B, 6)
+    grip = (2.0 * gripper.to(pos.dtype) - 1.0).unsqueeze(-1)  # (B, 1)
+    past = ((past_positions_world - pos.unsqueeze(1)) / 0.1).reshape(pos.shape[0], -1)  # (B, 3 * mv_past_n)
+    return torch.cat([pos_n, rot6, grip, past], dim=-1)
+
+
+def _quat_xyzw_to_matrix(q: torch.Tensor) -> torch.Tensor:
+    x, y, z, w = (q / q.norm()).unbind(-1)
+    return torch.stack([
+        torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)]),
+        torch.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)]),
+        torch.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]),
+    ])
+
+
+class ParaV4Model(nn.Module):
+    """PARA v4: DINOv3 features -> adaptive per-view voxel grids -> cross-view MLP fusion -> query dot product."""
+
+    kind = "para_v4"
+
+    def __init__(self, config: V4Config):
+        super().__init__()
+        self.config = config
+        N, F, Z = config.n_views, config.feat_dim, config.n_height_bins
+        self.backbone = build_backbone(config)
+        C = self.backbone.hidden_size
+        self.proj = nn.Conv2d(C, F, kernel_size=1)
+        self.voxel_in_dim = N * (F + 1) + config.height_enc_dim
+        H = config.voxel_mlp_hidden
+        self.voxel_mlp = _mlp([self.voxel_in_dim, H, H, F])  # 3 layers
+        if config.height_encoding == "learned":
+            self.height_emb = nn.Embedding(N * Z, config.height_enc_dim)
+        self.state_dim = 10 + 3 * config.mv_past_n
+        G = config.global_mlp_hidden
+        self.global_mlp = _mlp([self.state_dim + N * C, G, G])
+        self.global_act = nn.GELU()
+        self.q_head = nn.Linear(G, config.n_window * F)
+        init_log_scale = torch.tensor(math.log(1.0 / math.sqrt(F)))
+        if config.learned_logit_scale:
+            self.logit_log_scale = nn.Parameter(init_log_scale)
+        else:
+            self.register_buffer("logit_log_scale", init_log_scale, persistent=False)
+        Hh = config.head_hidden
+        self.n_grip, self.n_rot = config.n_gripper_bins, config.n_rotation_bins
+        self.grip_rot_head = _mlp([2 * F, Hh, Hh, Hh, self.n_grip + 3 * self.n_rot])  # 4 layers
+
+    # ------------------------------------------------------------------------------------------------- parts
+    def image_features(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, N, 3, S, S) -> per-view feature maps (B, N, F, P, P) and CLS tokens (B, N, C)."""
+        B, N = images.shape[:2]
+        out = self.backbone(images.flatten(0, 1))  # patch grid (B*N, C, h, w), cls (B*N, C)
+        feat = self.proj(out.patch_grid)  # (B*N, F, h, w)
+        P = self.config.pred_size
+        feat = Fn.interpolate(feat, size=(P, P), mode="bilinear", align_corners=False)  # (B*N, F, P, P)
+        return feat.reshape(B, N, *feat.shape[1:]), out.cls.reshape(B, N, -1)
+
+    def height_encoding(self, voxel_xyz: torch.Tensor, voxel_ids: torch.Tensor) -> torch.Tensor:
+        """(B, v, 3) voxel centres + (v,) flat voxel indices -> (B, v, height_enc_dim)."""
+        cfg = self.config
+        if cfg.height_encoding == "learned":
+            table_idx = voxel_ids // (cfg.pred_size * cfg.pred_size)  # (v,) = view * Z + bin
+            emb = self.height_emb(table_idx)  # (v, h)
+            return emb.unsqueeze(0).expand(voxel_xyz.shape[0], -1, -1)
+        return sincos_height_encoding(voxel_xyz[..., 2], cfg.z_lo_m, cfg.z_hi_m, cfg.height_enc_dim)
+
+    def fusion_inputs(self, feat_maps: torch.Tensor, grid: VoxelGrid, voxel_xyz: torch.Tensor,
+                      voxel_ids: torch.Tensor) -> torch.Tensor:
+        """Per-voxel MLP input for a chunk of voxels.
+
+        :param feat_maps: (B, N, F, P, P); ``voxel_xyz``: (B, v, 3); ``voxel_ids``: (v,) flat indices.
+        :return: (B, v, N * (F + 1) + height_enc_dim).
+        """
+        B, N, F, P, _ = feat_maps.shape
+        parts = []
+        for k in range(N):
+            # Projection AND sampling stay in fp32: a bf16 grid would quantise the sampling positions (bf16 keeps 8
+            # significant bits: steps of up to 1/8 pixel, errors of up to 1/16 pixel at P = 64). The (possibly bf16)
+            # feature map is sampled as stored at the exact positions and only the sampled features are cast back to
+            # its dtype, which is what the voxel MLP's autocast would cast them to anyway.
+            with torch.autocast(device_type=voxel_xyz.device.type, enabled=False):
+                uv, depth = project(voxel_xyz.float(), grid.K_pred[:, k].float(),
+                                    grid.T_world_cam[:, k].float())  # (B, v, 2), (B, v)
+                g = uv_to_grid_sample(uv, P, P).unsqueeze(2)  # (B, v, 1, 2) fp32
+                sampled = Fn.grid_sample(feat_maps[:, k].float(), g, mode="bilinear", padding_mode="border",
+                                         align_corners=False).to(feat_maps.dtype)  # (B, F, v, 1)
+            vis = (depth > 0) & (uv[..., 0] >= 0) & (uv[..., 0] < P) & (uv[..., 1] >= 0) & (uv[..., 1] < P)  # (B, v)
+            vis_f = vis.to(feat_maps.dtype).unsqueeze(-1)  # (B, v, 1)
+            parts.append(sampled.squeeze(-1).transpose(1, 2) * vis_f)  # (B, v, F)
+            parts.append(vis_f)
+        parts.append(self.height_encoding(voxel_xyz, voxel_ids).to(feat_maps.dtype))  # (B, v, h)
+        return torch.cat(parts, dim=-1)
+
+    def _voxel_chunk(self, feat_maps, grid, voxel_xyz, voxel_ids):
+        return self.voxel_mlp(self.fusion_inputs(feat_maps, grid, voxel_xyz, voxel_ids))  # (B, v, F)
+
+    def voxel_features(self, feat_maps: torch.Tensor, grid: VoxelGrid) -> torch.Tensor:
+        """(B, N, F, P, P) -> (B, V, F), over chunks of ``voxel_chunk_size`` voxels."""
+        V = grid.voxel_xyz.shape[1]
+        chunk = self.config.voxel_chunk_size or V
+        use_ckpt = self.training and torch.is_grad_enabled() and chunk < V
+        outs = []
+        for start in range(0, V, chunk):
+            ids = torch.arange(start, min(start + chunk, V), device=feat_maps.device)  # (v,)
+            xyz = grid.voxel_xyz[:, start:start + chunk]  # (B, v, 3)
+            if use_ckpt:
+                outs.append(checkpoint(self._voxel_chunk, feat_maps, grid, xyz, ids, use_reentrant=False))
+            else:
+                outs.append(self._voxel_chunk(feat_maps, grid, xyz, ids))
+        return torch.cat(outs, dim=1)  # (B, V, F)
+
+    def queries(self, cls: torch.Tensor, inputs: V4Inputs) -> torch.Tensor:
+        """CLS (B, N, C) + EE state -> queries (B, T, F)."""
+        state = ee_state_features(self.config, inputs.T_world_ee.float(), inputs.gripper.float(),
+                                  inputs.past_positions_world.float()).to(cls.dtype)  # (B, state_dim)
+        h = self.global_act(self.global_mlp(torch.cat([state, cls.flatten(1)], dim=-1)))  # (B, G)
+        return self.q_head(h).reshape(cls.shape[0], self.config.n_window, self.config.feat_dim)  # (B, T, F)
+
+    # ------------------------------------------------------------------------------------------------ forward
+    def forward(self, inputs: V4Inputs, targets: V4Targets | None = None) -> V4Output:
+        cfg = self.config
+        with torch.autocast(device_type=inputs.K_img.device.type, enabled=False):
+            grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float())  # geometry in fp32
+        feat_maps, cls = self.image_features(inputs.images)  # (B, N, F, P, P), (B, N, C)
+        voxel_feat = self.voxel_features(feat_maps, grid)  # (B, V, F)
+        q = self.queries(cls, inputs)  # (B, T, F)
+        scale = self.logit_log_scale.exp()
+        logits = torch.einsum("btf,bvf->btv", q, voxel_feat) * scale  # (B, T, V)
+        logits = logits.float().masked_fill(~grid.valid.unsqueeze(1), float("-inf"))  # (B, T, V)
+        chosen = logits.detach().argmax(dim=-1)  # (B, T) inference: the argmax voxel
+        if targets is not None:
+            chosen = training_head_voxel(logits.detach(), targets, chosen)  # (B, T)
+        at = torch.gather(voxel_feat, 1, chosen.unsqueeze(-1).expand(-1, -1, voxel_feat.shape[-1]))  # (B, T, F)
+        head = self.grip_rot_head(torch.cat([at, q.to(at.dtype)], dim=-1)).float()  # (B, T, G + 3R)
+        out = V4Output(
+            volume_logits=logits, voxel_xyz=grid.voxel_xyz, voxel_valid=grid.valid, voxel_feat=voxel_feat,
+            query=q, chosen_voxel=chosen, gripper_logits=head[..., :self.n_grip],
+            rotation_logits=head[..., self.n_grip:].reshape(*head.shape[:2], 3, self.n_rot), grid=grid, cls=cls,
+        )
+        if targets is not None:
+            out.losses = compute_losses(out, targets, cfg)
+        return out
+
+    def decode(self, out: V4Output, refine: bool = False) -> list:
+        """Outputs -> one ``para_core.model.actions.DecodedChunk`` per batch element (argmax voxel, optional refinement).
+        Raises ValueError when an observation has no valid voxel (no camera ray meets the workspace box)."""
+        from para_core.model.actions import decode_outputs
+
+        if not bool(out.voxel_valid.any(dim=-1).all()):
+            raise ValueError("no valid voxel for this observation: no camera ray meets the workspace box in front of "
+                             "its camera; check T_world_cam (OpenCV optical frame -> world) and the workspace box")
+        return decode_outputs(self.config, out, refine=refine)
+
+    def visualisation(self, out: V4Output, top_k: int):
+        """(top-k most probable voxels (k, 3), their max-over-steps probability (k,), bounds of the valid voxels
+        (2, 3)) of batch element 0, numpy float64."""
+        probs = torch.softmax(out.volume_logits[0].float(), dim=-1).amax(0)  # (V,) max over steps
+        k = min(top_k, int(out.voxel_valid[0].sum()))
+        top_p, top_i = torch.topk(probs, k)
+        xyz_valid = out.voxel_xyz[0][out.voxel_valid[0]]  # (n_valid, 3)
+        bounds = torch.stack([xyz_valid.amin(0), xyz_valid.amax(0)])  # (2, 3)
+        return (out.voxel_xyz[0, top_i].double().cpu().numpy(), top_p.double().cpu().numpy(),
+                bounds.double().cpu().numpy())
+
+    def param_groups(self) -> list[dict]:
+        """Optimizer groups: backbone at lr * backbone_lr_mult, everything else at lr."""
+        return backbone_and_head_groups(self, self.config)
+
+
+def training_head_voxel(logits: torch.Tensor, targets: V4Targets, fallback: torch.Tensor) -> torch.Tensor:
+    """The voxel the gripper/rotation head reads in training (module docstring, step 7): of each step's GT voxels
+    (``targets.voxel_index`` where ``voxel_weight > 0``) the one with the highest logit, ``fallback`` (the argmax
+    voxel) where no view sees the point. Ties go to the earlier view.
+
+    :param logits: (B, T, V) (detached); ``fallback``: (B, T) long. :return: (B, T) long.
+    """
+    cand = torch.gather(logits, -1, targets.voxel_index)  # (B, T, N) logit of each view's GT voxel
+    seen = targets.voxel_weight > 0  # (B, T, N)
+    # a seen voxel always beats an unseen one, even at -inf (a GT voxel the model's own grid masks at its edge)
+    cand = torch.where(seen, cand.clamp(min=torch.finfo(cand.dtype).min), torch.full_like(cand, float("-inf")))
+    best = torch.gather(targets.voxel_index, -1, cand.argmax(-1, keepdim=True)).squeeze(-1)  # (B, T)
+    return torch.where(seen.any(-1), best, fallback)
+
+
+def backbone_and_head_groups(model: nn.Module, config: V4Config) -> list[dict]:
+    """The optimizer groups every head uses: ``model.backbone`` at ``lr * backbone_lr_mult``, the rest at ``lr``."""
+    bb = [p for p in model.backbone.parameters() if p.requires_grad]
+    bb_ids = {id(p) for p in bb}
+    head = [p for p in model.parameters() if p.requires_grad and id(p) not in bb_ids]
+    return [{"params": head, "lr": config.lr, "name": "head"},
+            {"params": bb, "lr": config.lr * config.backbone_lr_mult, "name": "backbone"}]
+
+
+# ---------------------------------------------------------------------------------------------------------- losses
+def volume_ce(logits: torch.Tensor, target_index: torch.Tensor, target_weight: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Soft-target cross-entropy over voxels, per step.
+
+    :param logits: (B, T, V) (-inf allowed at invalid voxels, never at a target voxel with weight > 0).
+    :param target_index: (B, T, K) voxel indices; ``target_weight``: (B, T, K), rows summing to 1 or 0.
+    :return: mean CE over steps with a target (scalar) and the per-step CE (B, T) (0 where there is no target).
+    """
+    lse = torch.logsumexp(logits, dim=-1)  # (B, T)
+    picked = torch.gather(logits, -1, target_index)  # (B, T, K)
+    picked = torch.where(target_weight > 0, picked, torch.zeros_like(picked))  # avoid 0 * -inf
+    has = target_weight.sum(-1) > 0  # (B, T)
+    per_step = torch.where(has, lse - (target_weight * picked).sum(-1), torch.zeros_like(lse))  # (B, T)
+    mean = per_step.sum() / has.sum().clamp(min=1)
+    return mean, per_step
+
+
+def uniform_voxel_ce_baseline(n_voxels: int) -> float:
+    """The voxel CE per step of uniform logits over all V voxels: log(V) (paper: 13.86)."""
+    return math.log(n_voxels)
+
+
+def seed_joint_baseline(n_voxels: int, n_steps: int) -> float:
+    """The seed's normalisation, one softmax over all (step, voxel) pairs: log(V * T) (paper: 17.33)."""
+    return math.log(n_voxels * n_steps)
+
+
+def compute_losses(out: V4Output, targets: V4Targets, config: V4Config) -> dict[str, torch.Tensor]:
+    voxel, _ = volume_ce(out.volume_logits, targets.voxel_index, targets.voxel_weight)
+    grip = Fn.cross_entropy(out.gripper_logits.reshape(-1, out.gripper_logits.shape[-1]),
+                            targets.gripper_bin.reshape(-1))
+    rot = Fn.cross_entropy(out.rotation_logits.reshape(-1, out.rotation_logits.shape[-1]),
+                           targets.rotation_bins.reshape(-1))
+    total = voxel + config.gripper_loss_weight * grip + config.rotation_loss_weight * rot
+    return {"loss": total, "voxel_ce": voxel, "gripper_ce": grip, "rotation_ce": rot}
+
+
+# -------------------------------------------------------------------------------------------------------- registry
+MODEL_REGISTRY: dict[str, Callable[[V4Config], nn.Module]] = {"para_v4": ParaV4Model}
+
+
+def _coord_regression(config: V4Config) -> nn.Module:
+    from para_core.model.regression import CoordRegressionModel
+
+    return CoordRegressionModel(config)
+
+
+MODEL_REGISTRY["coord_regression"] = _coord_regression
+
+
+def _dino_kv(config: V4Config) -> nn.Module:
+    from para_core.model.dino_kv import ParaDinoKVModel
+
+    return ParaDinoKVModel(config)
+
+
+MODEL_REGISTRY["para_dino_kv"] = _dino_kv
+
+
+def build_model(config: V4Config) -> nn.Module:
+    try:
+        factory = MODEL_REGISTRY[config.model_kind]
+    except KeyError:
+        raise ValueError(f"V4Config.model_kind = {config.model_kind!r} is not registered; use one of "
+                         f"{sorted(MODEL_REGISTRY)}") from None
+    return factory(config)

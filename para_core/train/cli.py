@@ -1,0 +1,221 @@
+"""``para-train``: train a PARA v4 policy from demonstration episodes and print how to deploy it.
+
+Examples::
+
+    para-train --data episodes/ --preset tiny --out runs/try --max-iters 300
+    para-train --data episodes/ --preset paper --config my_model.yaml --out runs/pick_v1 --device cuda --amp bf16
+    para-train --out runs/pick_v1 --resume --max-iters 40000      # continue (and extend) an interrupted run
+
+``--config`` is a YAML (or JSON) file of ``V4Config`` fields that override the preset, plus an optional ``train:``
+mapping of ``TrainConfig`` fields::
+
+    n_window: 16
+    backbone_pretrained_dir: /models/dinov3-vits16plus-pretrain-lvd1689m
+    train:
+      eval_interval: 250
+      augment: true
+
+Command-line flags override both.
+
+Several processes (GPUs, or CPU processes with gloo), PyTorch's torchrun + DistributedDataParallel::
+
+    torchrun --standalone --nproc_per_node 4 -m para_core.train.cli --data episodes/ --preset paper --out runs/p4
+    torchrun --nnodes 2 --node_rank K --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \
+        -m para_core.train.cli ...            # on each of 2 machines
+
+``--batch-size`` is the GLOBAL batch (split over the processes and ``--grad-accum-steps`` micro-batches), so the
+learning rate and the results do not depend on the process count, and ``--resume`` works with another one. Only rank
+0 writes the run directory (see ``para_core.train.distributed``). Episodes: ``--data`` takes episode directories (``meta.json`` + ``arrays.npz``, see
+``para_core.data.dataset``) or folders that contain them (searched recursively).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from para_core.model.config import PRESET_NAMES
+
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="para-train", description=__doc__.split("\n\n")[0],
+        epilog="Output: RUN/checkpoint (deployable), RUN/metrics.jsonl, RUN/loss_curve.png, RUN/train_state "
+               "(resume). See para_core.train.trainer for the schedule and the run directory layout.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", nargs="+", metavar="DIR", default=None,
+                   help="episode directories or parent folders of episodes (required unless --resume)")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory, e.g. runs/pick_v1")
+    p.add_argument("--preset", choices=PRESET_NAMES, default="paper",
+                   help="model preset: 'paper' (DINOv3 ViT-S/16+, 512 px, 2x128x64^2 voxels), 'paper_internvl' (the "
+                        "same head on InternVL 2.5-1B's vision tower, 448 px) or 'tiny' (toy size, CPU tests/demos); "
+                        "default: paper")
+    p.add_argument("--config", metavar="FILE", default=None,
+                   help="YAML/JSON of V4Config fields overriding the preset, plus an optional 'train:' mapping of "
+                        "TrainConfig fields")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its last checkpoint (configs and episodes come from the run; "
+                        "--max-iters/--batch-size/--lr/--device/--amp/--num-workers may change; the data stream "
+                        "continues at the samples already consumed, whatever the batch size)")
+    g = p.add_argument_group("overrides")
+    g.add_argument("--max-iters", type=int, default=None, help="total training iterations (V4Config.max_iters)")
+    g.add_argument("--batch-size", type=int, default=None, help="samples per iteration (V4Config.batch_size)")
+    g.add_argument("--lr", type=float, default=None, help="head learning rate (V4Config.lr)")
+    g.add_argument("--backbone-pretrained-dir", default=None, metavar="DIR",
+                   help="local transformers DINOv3 checkpoint to start the backbone from")
+    g.add_argument("--device", default=None, help="'auto' (default), 'cpu', 'cuda', 'cuda:N'")
+    g.add_argument("--amp", choices=("fp32", "bf16", "fp16"), default=None, help="autocast dtype (default fp32)")
+    g.add_argument("--num-workers", type=int, default=None, help="DataLoader workers (default 2)")
+    g.add_argument("--val-fraction", type=float, default=None, help="fraction of episodes held out (default 0.1)")
+    g.add_argument("--val-episodes", nargs="+", default=None, metavar="DIR", help="explicit validation episodes")
+    g.add_argument("--eval-interval", type=int, default=None, help="iterations between validation passes")
+    g.add_argument("--ckpt-interval", type=int, default=None, help="iterations between checkpoints")
+    g.add_argument("--augment", action="store_true", default=None, help="colour jitter on training images")
+    g.add_argument("--cache-dir", default=None, help="memory-map resized images from here (large datasets)")
+    g.add_argument("--seed", type=int, default=None, help="seed of init, split and data order (default 0)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
+    g.add_argument("--grad-accum-steps", type=int, default=None,
+                   help="micro-batches per process and iteration (gradient accumulation); --batch-size stays the "
+                        "global batch (all processes, all micro-batches)")
+    g.add_argument("--no-tensorboard", action="store_true",
+                   help="do not write TensorBoard event files (default: RUN/tensorboard; watch with "
+                        "'tensorboard --logdir RUN/tensorboard')")
+    g.add_argument("--print-config", action="store_true", help="print the resolved configs and exit")
+    return p
+
+
+def _read_mapping(path: str) -> dict[str, Any]:
+    import yaml
+
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"--config {path}: no such file")
+    text = file.read_text()
+    data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}: expected a mapping of V4Config fields (and an optional 'train:' "
+                         f"mapping), got {type(data).__name__}")
+    return data
+
+
+def resolve_configs(args: argparse.Namespace):
+    """-> (V4Config, TrainConfig, episode dirs) from the preset / --config / flags, or from the run on --resume."""
+    from para_core.model.config import V4Config
+    from para_core.data.dataset import find_episode_dirs
+    from para_core.train.trainer import TrainConfig, read_run
+
+    if args.resume:
+        run = read_run(args.out)
+        model = V4Config.from_dict(run["model_config"])
+        train = TrainConfig.from_dict(run["train_config"])
+        episodes = [Path(p) for p in run["train_episodes"]]
+        if args.data:
+            print("[para-train] --resume: --data is ignored; the run's own episode lists are used", file=sys.stderr)
+    else:
+        if not args.data:
+            raise ValueError("--data is required (episode directories or folders of episodes) unless --resume")
+        model_over: dict[str, Any] = {}
+        train_over: dict[str, Any] = {}
+        if args.config:
+            data = _read_mapping(args.config)
+            train_over = data.pop("train", None) or {}
+            if not isinstance(train_over, dict):
+                raise ValueError(f"--config {args.config}: 'train' must be a mapping of TrainConfig fields")
+            model_over = data
+        base = V4Config.preset(args.preset).to_dict()
+        unknown = sorted(set(model_over) - set(base))
+        if unknown:
+            raise ValueError(f"--config {args.config}: unknown V4Config field(s) {unknown}; check the spelling "
+                             f"(put TrainConfig fields under 'train:')")
+        model = V4Config.from_dict({**base, **model_over})
+        train = TrainConfig.from_dict(train_over)
+        episodes = find_episode_dirs(args.data)
+    model_changes = {k: v for k, v in (("max_iters", args.max_iters), ("batch_size", args.batch_size),
+                                       ("lr", args.lr)) if v is not None}
+    if args.backbone_pretrained_dir is not None:
+        if args.resume:
+            raise ValueError("--backbone-pretrained-dir cannot change on --resume (the weights come from the run)")
+        model_changes["backbone_pretrained_dir"] = args.backbone_pretrained_dir
+    if model_changes:
+        model = model.replace(**model_changes)
+    train_changes = {k: v for k, v in (
+        ("device", args.device), ("amp_dtype", args.amp), ("num_workers", args.num_workers),
+        ("val_fraction", args.val_fraction), ("eval_interval", args.eval_interval),
+        ("ckpt_interval", args.ckpt_interval), ("augment", args.augment), ("cache_dir", args.cache_dir),
+        ("seed", args.seed), ("grad_accum_steps", args.grad_accum_steps)) if v is not None}
+    if args.val_episodes:
+        train_changes["val_episodes"] = tuple(str(p) for p in find_episode_dirs(args.val_episodes))
+    if args.no_progress:
+        train_changes["progress"] = False
+    if args.no_tensorboard:
+        train_changes["tensorboard"] = False
+    if args.resume:
+        frozen = sorted(set(train_changes) & {"val_fraction", "val_episodes", "seed", "augment"})
+        if frozen:
+            raise ValueError(f"--resume cannot change {frozen} (they define the run); start a new --out instead")
+    if train_changes:
+        train = train.replace(**train_changes)
+    return model, train, episodes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        model_config, train_config, episodes = resolve_configs(args)
+    except (ValueError, FileNotFoundError) as exc:
+        parser.error(str(exc))
+    if args.print_config:
+        print(json.dumps({"model": model_config.to_dict(), "train": train_config.to_dict(),
+                          "episodes": [str(p) for p in episodes]}, indent=2))
+        return 0
+    import os
+
+    from para_core.train.distributed import shutdown
+    from para_core.train.trainer import train
+
+    rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if rank == 0:
+        print(f"[para-train] {'resuming' if args.resume else 'training'} {model_config.name} "
+              f"({model_config.n_voxels:,} voxels, T={model_config.n_window}) on {len(episodes)} episode(s) -> "
+              f"{args.out}" + (f" with {world} processes (global batch {model_config.batch_size})"
+                               if world > 1 else ""), flush=True)
+    try:
+        result = train(model_config, train_config, episodes, args.out, resume=args.resume)
+    except (ValueError, FileNotFoundError, FileExistsError) as exc:
+        print(f"para-train: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        shutdown()
+    if rank != 0:
+        return 0
+    ckpt = result.checkpoint_dir
+    print(f"\n[para-train] done at iteration {result.iterations}")
+    if result.final_val:
+        v = result.final_val
+        from para_core.train.trainer import main_loss_term
+
+        key = main_loss_term(v)
+        print(f"  validation: {key} {v[key]:.3f}, position error {v['pos_err_m'] * 100:.1f} cm "
+              f"(last step {v['pos_err_last_m'] * 100:.1f} cm)")
+    print(f"  checkpoint:  {ckpt}")
+    print(f"  metrics:     {result.run_dir / 'metrics.jsonl'}  (curve: {result.run_dir / 'loss_curve.png'})")
+    if (result.run_dir / "tensorboard").is_dir():
+        print(f"  tensorboard: tensorboard --logdir {shlex.quote(str(result.run_dir / 'tensorboard'))}")
+    print("  deploy on the simulated YAM:")
+    print(f"    scripts/demo --checkpoint {shlex.quote(str(ckpt))}")
+    print("  deploy with ROS 2:")
+    print(f"    ros2 launch para_ros deploy.launch.py checkpoint:={shlex.quote(str(ckpt.resolve()))}")
+    print(f"  continue training:  para-train --out {shlex.quote(str(result.run_dir))} --resume --max-iters N")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""``para-sim record``: expert demonstrations through the sim node, recorded as rosbag2 (MCAP) bags with the topics
+a real rig records, so the training data path is the one a user follows: bag -> ``para-bag extract`` ->
+``para-train``.
+
+The sim node runs as its own process (the deploy graph's ``sim_node`` with its shipped parameters); this process
+holds an expert node that, per episode, sets ``task_seed``, calls ``/sim_node/reset_task``, opens a new bag, streams
+the scripted expert's joint targets as one-point ``JointTrajectory`` commands at ``control_rate_hz`` (tool pose from
+:mod:`para_ros.sim.expert` through the YAM's IK, seeded with the previous solution) and records, as the CDR bytes
+DDS delivered: both cameras' ``image_raw`` + ``camera_info``, ``/tf``, ``/tf_static`` (latched, written at the start of
+every bag) and ``/joint_states``. ``/sim_node/task_state`` tells the outcome; failed demonstrations are deleted
+unless ``--keep-failures``.
+
+Not bit-identical to ``para-sim demos`` (the ROS-free fast path): here the expert runs on the wall clock over DDS, so
+command timing jitters by milliseconds; the layouts of a seed are the same.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+RECORDED = {
+    "/scene_cam/image_raw": "sensor_msgs/msg/Image",
+    "/scene_cam/camera_info": "sensor_msgs/msg/CameraInfo",
+    "/wrist_cam/image_raw": "sensor_msgs/msg/Image",
+    "/wrist_cam/camera_info": "sensor_msgs/msg/CameraInfo",
+    "/tf": "tf2_msgs/msg/TFMessage",
+    "/tf_static": "tf2_msgs/msg/TFMessage",
+    "/joint_states": "sensor_msgs/msg/JointState",
+}
+
+
+class _ExpertNode:
+    def __init__(self):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.node import Node
+        from rclpy.qos import DurabilityPolicy, QoSProfile
+        from rcl_interfaces.srv import SetParameters
+        from sensor_msgs.msg import CameraInfo, Image, JointState
+        from std_msgs.msg import String
+        from std_srvs.srv import Trigger
+        from tf2_msgs.msg import TFMessage
+        from trajectory_msgs.msg import JointTrajectory
+
+        rclpy.init()
+        self.rclpy = rclpy
+        self.node = n = Node("para_sim_expert")
+        self.lock = threading.Lock()
+        self.recorder = None
+        self.static_raw: bytes | None = None
+        self.last_state: dict | None = None
+        types = {"sensor_msgs/msg/Image": Image, "sensor_msgs/msg/CameraInfo": CameraInfo,
+                 "tf2_msgs/msg/TFMessage": TFMessage, "sensor_msgs/msg/JointState": JointState}
+        for topic, type_name in RECORDED.items():
+            qos = QoSProfile(depth=50)
+            if topic == "/tf_static":
+                qos = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            n.create_subscription(types[type_name], topic, lambda data, t=topic: self._on_raw(t, data), qos,
+                                  raw=True)
+        n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=10))
+        self.traj_pub = n.create_publisher(JointTrajectory, "/joint_trajectory", QoSProfile(depth=10))
+        self.reset_client = n.create_client(Trigger, "/sim_node/reset_task")
+        self.param_client = n.create_client(SetParameters, "/sim_node/set_parameters")
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(n)
+        self._running = True
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self):
+        while self._running:
+            try:
+                self.executor.spin_once(timeout_sec=0.02)
+            except Exception:
+                if not self._running:
+                    return
+
+    def _on_raw(self, topic: str, data: bytes) -> None:
+        with self.lock:
+            if topic == "/tf_static":
+                self.static_raw = bytes(data)
+            if self.recorder is not None:
+                self.recorder.write(topic, time.time_ns(), data)
+
+    def _on_state(self, msg) -> None:
+        with self.lock:
+            self.last_state = json.loads(msg.data)
+
+    def reset(self, seed: int) -> dict:
+        from para_ros.ros_io.task_services import reset_task
+
+        return reset_task(self.param_client, self.reset_client, seed)
+
+    def send(self, q7: np.ndarray, dt_s: float) -> None:
+        from builtin_interfaces.msg import Duration
+        from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+        from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES
+
+        msg = JointTrajectory()
+        msg.joint_names = list(COMMAND_JOINT_NAMES)
+        ns = int(round(dt_s * 1e9))
+        msg.points = [JointTrajectoryPoint(positions=[float(v) for v in q7],
+                                           time_from_start=Duration(sec=ns // 10**9, nanosec=ns % 10**9))]
+        self.traj_pub.publish(msg)
+
+    def close(self):
+        self._running = False
+        self._thread.join(timeout=2.0)
+        self.node.destroy_node()
+        self.rclpy.try_shutdown()
+
+
+def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float = 50.0, keep_failures: bool = False,
+                    progress: bool = True, echo: bool = False, sim_overrides: dict | None = None) -> dict:
+    """Record ``episodes`` expert bags under ``out`` (``episode_<seed>/``); returns the outcome counts."""
+    from tqdm import tqdm
+
+    from para_ros.deploy import launcher as deploy
+    from para_ros.deploy import graph
+    from para_ros.robot.yam_ik import YamKinematics
+    from para_ros.bag.recording import McapRecorder
+    from para_ros.sim.expert import plan_pick_place
+    from para_ros.sim.pick_place import Layout
+    from para_ros.sim.yam_scene import SimConfig
+
+    out.mkdir(parents=True, exist_ok=True)
+    env = deploy.graph_env()
+    group = deploy.ProcessGroup(out / "logs", env, echo=echo)
+    spec = next(s for s in graph.NODES if s.name == "sim_node")
+    group.start(spec, deploy.node_command(spec, dict(sim_overrides or {})))
+    kin = YamKinematics()
+    home = np.asarray(SimConfig().home_q7, dtype=np.float64)
+    start_xyz = kin.fk(home[:6])[:3, 3]
+    counts: dict[str, int] = {}
+    expert = _ExpertNode()
+    period = 1.0 / control_rate_hz
+    try:
+        for k in tqdm(range(episodes), disable=not progress, desc="para-sim record", unit="ep"):
+            s = seed + k
+            bag = out / f"episode_{s:06d}"
+            if bag.exists():
+                shutil.rmtree(bag)
+            lay = expert.reset(s)
+            layout = Layout(s, tuple(lay["cube_xy_m"]), lay["cube_yaw_rad"], tuple(lay["target_xy_m"]))
+            time.sleep(0.6)  # the sim's reset hold-off (0.5 s) is over: commands are followed again
+            with expert.lock:
+                expert.recorder = McapRecorder(bag, RECORDED)
+                if expert.static_raw is not None:
+                    expert.recorder.write("/tf_static", time.time_ns(), expert.static_raw)
+            plan = plan_pick_place(start_xyz, layout, SimConfig().cube_half_size_m)
+            q = home.copy()
+            t0 = time.monotonic()
+            while True:
+                t = time.monotonic() - t0
+                if t > plan.duration_s + 0.5:
+                    break
+                T, g = plan.command_at(t + period)
+                q = np.concatenate([kin.ik(T, q[:6]).q_rad, [g]])
+                expert.send(q, period)
+                time.sleep(max(0.0, t0 + (int(t / period) + 1) * period - time.monotonic()))
+            time.sleep(0.3)
+            with expert.lock:
+                rec, expert.recorder = expert.recorder, None
+                state = dict(expert.last_state or {})
+            rec.close()
+            outcome = "success" if state.get("success") and state.get("seed") == s else "failure"
+            counts[outcome] = counts.get(outcome, 0) + 1
+            (bag / "para_task.json").write_text(json.dumps({"layout": lay, "final_state": state}, indent=2))
+            if outcome != "success" and not keep_failures:
+                shutil.rmtree(bag)
+            dead = group.first_dead()
+            if dead is not None:
+                raise RuntimeError(f"sim_node exited with status {dead.returncode}:\n{group.log_tail(dead)}")
+    finally:
+        expert.close()
+        group.stop(timeout_s=5.0)
+    return counts
+
+
+def cmd_record(args) -> int:
+    try:
+        counts = record_episodes(Path(args.out), args.episodes, args.seed, keep_failures=args.keep_failures,
+                                 progress=not args.no_progress, echo=args.echo)
+    except RuntimeError as exc:
+        print(f"para-sim record: {exc}", file=sys.stderr)
+        return 1
+    print(f"para-sim record: {counts.get('success', 0)} successful bags in {args.out} (outcomes {counts}); "
+          f"next: para-bag extract {args.out}/episode_XXXXXX --out data/episode_XXXXXX --fps 10")
+    return 0

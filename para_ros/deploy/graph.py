@@ -1,0 +1,226 @@
+"""The deploy graph, described once: which nodes run for which robot backend, and what each one is told.
+
+Both launchers read this module and nothing else for that: ``launch/deploy.launch.py`` (``ros2 launch`` on a robot
+PC) and ``para-deploy`` (:mod:`para_ros.deploy.launcher`, the same graph as plain processes where ``ros2 launch`` is not
+installed). A test runs both against each other, so they cannot drift.
+
+Robot backends (``--backend`` / ``backend:=``):
+
+* ``sim``: the embedded simulated YAM (``sim_node``) + inference + executor sending ``JointTrajectory`` to the sim.
+* ``i2rt``: a real YAM on CAN through the I2RT SDK: inference + executor (``backend: i2rt_sdk``). The executor owns
+  the CAN bus, so it also publishes ``/joint_states`` and the arm's TF (``base`` .. ``gripper``, ``grasp_site``, the
+  wrist camera's optical frame at the mount of ``config/yam.yaml``); the cameras (and the scene camera's static TF)
+  come from their drivers.
+* ``topic``: an arm behind a ros2_control ``joint_trajectory_controller``: inference + executor (``backend:
+  joint_trajectory``) with ``gripper_joint_name: ""`` (:data:`TOPIC_EXECUTOR_OVERRIDES`): a real controller rejects
+  the whole trajectory when it names a joint it does not own, so the trajectory carries the 6 arm joints only
+  (``arm_joint_names``, on ``joint_trajectory_topic``, e.g. ``/arm_controller/joint_trajectory``) and the gripper goes
+  out as ``std_msgs/Float64`` 0 closed .. 1 open on the executor's ``gripper_command_topic`` (``config/executor.yaml``,
+  default ``/gripper_command``), for the gripper controller's adapter. Cameras, TF and joint states come from the
+  robot's drivers. ``joint_trajectory_topic`` and ``arm_joint_names`` apply to this backend only (the simulated arm
+  and the SDK have fixed joint names and no trajectory topic to choose).
+
+Overrides: only what the user set on the command line is passed as ``-p name:=value`` after the node's parameter
+file (an empty setting keeps the file's value), so ``config/*.yaml`` stay the single place of every default.
+One deliberate exception, for the untrained random model (no checkpoint on the command line nor in
+``config/inference.yaml``): its chunks jump tens of centimetres between steps, which the executor's chunk plausibility
+check (``max_implied_speed_m_s``) would reject whole, and their orientation is arbitrary, so IK finds no exact
+solution and ``unreachable: hold`` would keep the arm still: the demo would show nothing of the executor. The executor
+is then given :data:`UNTRAINED_EXECUTOR_OVERRIDES` (accept such chunks; move to the closest IK solution) so the chunks
+reach the safety filter, which still clamps every pose into the workspace and checks every command against the joint
+range, joint speed, tool speed and workspace of ``config/yam.yaml`` (unchanged). With a checkpoint nothing is relaxed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PACKAGE = "para_ros"
+BACKENDS = ("sim", "i2rt", "topic")
+RVIZ_CONFIG = "config/para.rviz"
+
+# Executor output backend (parameter ``backend`` of chunk_executor) per robot backend.
+EXECUTOR_BACKEND = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}
+
+# Executor parameters of the topic backend (a real joint_trajectory_controller): gripper not in the trajectory.
+TOPIC_EXECUTOR_OVERRIDES = {"gripper_joint_name": ""}
+# Launcher settings that only the topic backend takes -> chunk_executor parameter names.
+TOPIC_EXECUTOR_SETTINGS = ("joint_trajectory_topic", "arm_joint_names")
+N_ARM_JOINTS = 6
+
+# Executor parameters while the untrained random model runs (see the module docstring); limits stay untouched.
+UNTRAINED_EXECUTOR_OVERRIDES = {"max_implied_speed_m_s": 100.0, "unreachable": "best_effort"}
+INFERENCE_PARAMS_FILE = "config/inference.yaml"
+
+# Camera-topic settings of the launchers -> inference_node parameter names.
+CAMERA_TOPIC_PARAMETERS = ("scene_image_topic", "scene_info_topic", "wrist_image_topic", "wrist_info_topic")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of the deploy graph.
+
+    Args:
+        name: ROS node name (``__node:=``); also the key of its parameter file (``<name>: ros__parameters:``).
+        executable: console script of package ``para_ros`` (what ``ros2 run`` / launch_ros ``Node`` start).
+        module: Python module with ``main()`` (what ``python -m`` starts, same code as ``executable``).
+        params_file: the node's parameter file, relative to the package share directory (``config/...``).
+        backends: the robot backends whose graph includes this node.
+    """
+
+    name: str
+    executable: str
+    module: str
+    params_file: str
+    backends: tuple[str, ...] = field(default=BACKENDS)
+
+
+NODES: tuple[NodeSpec, ...] = (
+    NodeSpec("sim_node", "sim_node", "para_ros.nodes.sim_node", "config/sim.yaml", ("sim",)),
+    NodeSpec("inference_node", "inference_node", "para_ros.nodes.inference_node", INFERENCE_PARAMS_FILE),
+    NodeSpec("chunk_executor", "chunk_executor", "para_ros.nodes.chunk_executor", "config/executor.yaml"),
+)
+
+
+# The checkpoint shipped with the package (trained on the simulator's pick-and-place task: scripts/train_pick_place).
+# It is the sim backend's default only: its images are the simulator's, never a real camera's.
+SIM_CHECKPOINT = "checkpoints/pick_place"
+UNTRAINED = "none"
+
+
+def shipped_checkpoint(relative: str = SIM_CHECKPOINT) -> str:
+    """Absolute path of a shipped checkpoint directory, or "" when this installation has none."""
+    from para_ros.paths import share_file
+
+    try:
+        return str(share_file(f"{relative}/config.json").parent)
+    except FileNotFoundError:
+        return ""
+
+
+def effective_checkpoint(settings: "DeploySettings") -> str:
+    """The checkpoint the inference node gets from the launcher: "" = none set (its file's value applies)."""
+    if settings.checkpoint == UNTRAINED:
+        return ""
+    if settings.checkpoint:
+        return settings.checkpoint
+    return shipped_checkpoint() if settings.backend == "sim" else ""
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    """What a user chooses when starting the graph (both launchers take exactly these).
+
+    Args:
+        backend: robot backend, one of :data:`BACKENDS`.
+        checkpoint: policy checkpoint directory; "" = the default: for backend ``sim`` the shipped pick-and-place
+            checkpoint (:data:`SIM_CHECKPOINT`, trained on this simulator), for a real robot
+            ``config/inference.yaml``'s (untrained random model unless set there); :data:`UNTRAINED` ("none") =
+            the untrained random model on any backend.
+        device: torch device (``auto``, ``cpu``, ``cuda``, ``cuda:N``); "" = keep the file's value.
+        dtype: ``fp32`` | ``bf16`` | ``fp16``; "" = keep the file's value.
+        scene_image_topic, scene_info_topic, wrist_image_topic, wrist_info_topic: camera topics; "" = keep.
+        joint_trajectory_topic: backend ``topic`` only: the controller's trajectory topic (absolute, e.g.
+            ``/arm_controller/joint_trajectory``); "" = keep ``config/executor.yaml`` (``/joint_trajectory``).
+        arm_joint_names: backend ``topic`` only: the controller's 6 arm joint names, comma-separated, in YAM order
+            joint1..joint6; "" = the YAM's (``config/yam.yaml``: joint1..joint6).
+        engage: hand the arm to the policy at start (the executor's ``auto_engage``). The executor otherwise starts
+            disengaged (``config/executor.yaml``) until ``/chunk_executor/engage`` is called. Always on for backend
+            ``sim``; for a real arm only when asked (``--engage`` / ``engage:=true``). Takes a bool or "true"/"false".
+    """
+
+    backend: str = "sim"
+    checkpoint: str = ""
+    device: str = ""
+    dtype: str = ""
+    scene_image_topic: str = ""
+    scene_info_topic: str = ""
+    wrist_image_topic: str = ""
+    wrist_info_topic: str = ""
+    joint_trajectory_topic: str = ""
+    arm_joint_names: str = ""
+    engage: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.engage, str):
+            if self.engage.strip().lower() not in ("true", "false", ""):
+                raise ValueError(f"engage={self.engage!r}: use true or false")
+            object.__setattr__(self, "engage", self.engage.strip().lower() == "true")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
+        if self.dtype not in ("", "fp32", "bf16", "fp16"):
+            raise ValueError(f"dtype={self.dtype!r}: use fp32, bf16 or fp16 (or leave empty for the file's value)")
+        for name in CAMERA_TOPIC_PARAMETERS:
+            topic = getattr(self, name)
+            if topic and not topic.startswith("/"):
+                raise ValueError(f"{name}={topic!r}: give an absolute topic name, e.g. '/{topic}'")
+        for name in TOPIC_EXECUTOR_SETTINGS:
+            if getattr(self, name) and self.backend != "topic":
+                raise ValueError(f"{name}={getattr(self, name)!r} applies to backend topic only (backend is "
+                                 f"{self.backend!r}: its joint names and command path are fixed); drop it or use "
+                                 "backend topic")
+        topic = self.joint_trajectory_topic
+        if topic and (not topic.startswith("/") or " " in topic):
+            raise ValueError(f"joint_trajectory_topic={topic!r}: give an absolute topic name without spaces, e.g. "
+                             f"'/{topic.strip().lstrip('/')}' (a joint_trajectory_controller named arm_controller "
+                             "listens on '/arm_controller/joint_trajectory')")
+        if self.arm_joint_names:
+            names = [n.strip() for n in self.arm_joint_names.split(",")]
+            if len(names) != N_ARM_JOINTS or not all(names) or len(set(names)) != N_ARM_JOINTS or \
+                    any(" " in n for n in names):
+                raise ValueError(f"arm_joint_names={self.arm_joint_names!r}: give the controller's {N_ARM_JOINTS} "
+                                 "distinct arm joint names, comma-separated, in YAM order joint1..joint6, e.g. "
+                                 "'joint1,joint2,joint3,joint4,joint5,joint6'")
+            # normalised (no spaces) so both launchers pass exactly the same value
+            object.__setattr__(self, "arm_joint_names", ",".join(names))
+
+
+def nodes_for(backend: str) -> list[NodeSpec]:
+    """The nodes of the graph for ``backend``, in start order."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
+    return [spec for spec in NODES if backend in spec.backends]
+
+
+def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object]:
+    """Parameters set on top of ``spec.params_file`` for ``settings`` (only what the user chose, plus the backend)."""
+    out: dict[str, object] = {}
+    if spec.name == "inference_node":
+        checkpoint = effective_checkpoint(settings)
+        if checkpoint or settings.checkpoint == UNTRAINED:
+            out["checkpoint"] = checkpoint
+        for name in ("device", "dtype", *CAMERA_TOPIC_PARAMETERS):
+            value = getattr(settings, name)
+            if value:
+                out[name] = value
+    elif spec.name == "chunk_executor":
+        out["backend"] = EXECUTOR_BACKEND[settings.backend]
+        if settings.backend == "sim" or settings.engage:
+            out["auto_engage"] = True
+        if settings.backend == "topic":
+            out.update(TOPIC_EXECUTOR_OVERRIDES)
+            for name in TOPIC_EXECUTOR_SETTINGS:
+                value = getattr(settings, name)
+                if value:
+                    out[name] = value
+        if uses_untrained_model(settings):
+            out.update(UNTRAINED_EXECUTOR_OVERRIDES)
+    return out
+
+
+def uses_untrained_model(settings: DeploySettings) -> bool:
+    """True when the inference node will run the random-weights model: no checkpoint given here nor in its file."""
+    if settings.checkpoint == UNTRAINED:
+        return True
+    if effective_checkpoint(settings):
+        return False
+    import yaml
+
+    from para_ros.paths import share_file
+
+    params = yaml.safe_load(share_file(INFERENCE_PARAMS_FILE).read_text())["inference_node"]["ros__parameters"]
+    return not params.get("checkpoint")
+
+
+def plan(settings: DeploySettings) -> list[tuple[NodeSpec, dict[str, object]]]:
+    """The graph for ``settings``: every node with its parameter overrides, in start order."""
+    return [(spec, node_overrides(spec, settings)) for spec in nodes_for(settings.backend)]

@@ -1,0 +1,586 @@
+"""The chunk executor node: PARA action chunks in, safe joint (or tool pose) commands for the YAM out.
+
+Subscribes to ``para_msgs/ActionChunk`` (``chunk_topic``), runs :class:`para_ros.execution.executor_core.ExecutorCore`
+at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunks cannot starve it) on the ROS clock
+(``use_sim_time`` honoured; ticks wait until the clock is non-zero), and sends each command through one backend:
+
+* ``joint_trajectory``: ``trajectory_msgs/JointTrajectory`` on ``joint_trajectory_topic`` (ros2_control's joint
+  trajectory controller, the project's simulated arm); joints read from ``joint_states_topic``. The gripper goes
+  inside the trajectory under ``gripper_joint_name`` (the simulated arm), or, with ``gripper_joint_name: ""``, as
+  ``std_msgs/Float64`` (0 closed .. 1 open) on ``gripper_command_topic`` (a real joint_trajectory_controller rejects a
+  trajectory naming a joint it does not own, so the arm's trajectory carries the arm joints only);
+* ``i2rt_sdk``: the I2RT SDK (``get_yam_robot(channel=sdk_channel)``, or its MuJoCo sim with ``sdk_sim``). The
+  executor then owns the arm, so it also publishes ``/joint_states`` (on ``joint_states_topic``) at
+  ``state_publish_rate_hz`` and, with ``publish_tf``, the arm's ``/tf`` (``base`` .. ``gripper``, ``grasp_site``,
+  the wrist camera's optical frame at the mount of ``config/yam.yaml``) by forward kinematics of the joints read;
+* ``pose``: ``geometry_msgs/PoseStamped`` tool targets on ``pose_command_topic`` (+ ``std_msgs/Float64`` gripper).
+
+Services ``~/stop`` and ``~/resume`` (``std_srvs/Trigger``): stop drops every chunk and, from the next tick on, every
+command holds the last commanded position; resume accepts chunks again from the measured joints. ``~/engage`` and
+``~/disengage`` (``std_srvs/Trigger``) are the same two actions under the names of a hand-over: with ``auto_engage:
+false`` the node starts DISENGAGED and publishes NOTHING on its command topics (the arm stays with its driver) until
+``~/engage``, which hands the arm to the policy from the measured joints (no jump); ``~/disengage`` holds at once.
+``auto_engage: true`` (config/executor.yaml for now, so every launcher and test that expects commands as soon as a
+chunk arrives keeps working) follows chunks from the start.
+Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: state, counters, the latest problem named, the tick
+time of the latest command and when the latest chunk was accepted, on the node's clock) and the
+commanded tool pose (``PoseStamped``, FK of each command, stamped with the time it is meant for: tick +
+``command_lookahead_s``) on ``commanded_pose_topic`` for rviz.
+
+A bad chunk never crashes the node and never moves the arm: it is rejected whole, with a throttled warning and a
+diagnostics status naming the problem. Parameter defaults: ``config/executor.yaml``; limits: ``config/yam.yaml``.
+
+Lost feedback: when the arm's state is older than ``joint_state_timeout_s`` (default 0.2 s, well under the real
+YAM's 400 ms motor timeout), the node sends NO command at all (not a hold: see
+:mod:`para_ros.execution.executor_core`, step 0), drops its chunks, logs an error (throttled, 1 s) and reports the
+problem ``joint_state`` on ``/diagnostics`` (ERROR) until a fresh state comes; commands resume only after that AND a
+new chunk, from the freshly measured joints. The state's time is when the last complete ``JointState`` (every arm
+joint, and the gripper when ``gripper_joint_name`` is set, merged by name as the backends read it) arrived on
+``joint_states_topic`` (topic backends, the node's clock), or when the SDK read last succeeded (``i2rt_sdk``: the
+SDK's own reading, which this node cannot date further).
+
+Time jumps (``use_sim_time`` and a ``/clock`` that goes back: a simulator reset, a bag loop): the node registers an
+rclpy clock jump callback (a backward jump of ``TIME_JUMP_BACK_MIN_S`` = 0.5 s or more, and a switch of time source;
+smaller steps back are a clock publisher's jitter, see :mod:`para_ros.execution.executor_core`). Before the new time is
+set it tells the
+core (:meth:`ExecutorCore.clock_jumped_back`: the timeline and every old-clock time dropped) and forgets when the joint
+states were heard; the executor then sends nothing until a complete joint state arrives on the new clock, re-seeds
+from it and holds there until a new chunk (chunks stamped on the old clock are refused as from the future). Why the
+callback and not a comparison of consecutive ``now()`` values: the times the executor uses come from two threads (the
+control loop's ticks, the chunk and joint-state callbacks) and interleave, so a comparison would need a tolerance that
+misses small jumps or reports false ones under load, and it would notice a jump only at its next tick, after a chunk
+callback may already have met the old timeline on the new clock; rcl compares each ``/clock`` with the previous one
+and calls the pre-jump callback in the executor thread before any callback can see the new time. (The core's tick
+still checks its own times too, for a jump nobody announced, e.g. from a caller without rclpy.) Diagnostics:
+``time_jumps_back``, ``last_time_jump``; the log says it at WARN.
+
+Run: ``python -m para_ros.nodes.chunk_executor --ros-args --params-file config/executor.yaml -p backend:=i2rt_sdk``.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import yaml
+
+
+NODE_NAME = "chunk_executor"
+BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
+
+PARAM_DESCRIPTIONS = {
+    "control_rate_hz": "Commands per second (Hz).",
+    "command_lookahead_s": "The command sent at tick t targets the chunk pose due at t + this (s); also the "
+                           "JointTrajectory point's time_from_start (the trajectory is stamped 0: start on "
+                           "receipt). > 0; see config/executor.yaml for the choice of 0.05.",
+    "stale_timeout_s": "Hold position when no chunk was accepted for this long (s).",
+    "auto_engage": "true: follow chunks from the start; false: start disengaged, publishing nothing on the command "
+                   "topics and ignoring chunks until ~/engage (which starts from the measured joints).",
+    "joint_state_timeout_s": "Send NO commands while the arm's measured state is older than this (s): the last "
+                             "complete JointState on joint_states_topic, or the last successful SDK read; chunks are "
+                             "dropped, and commands resume only with a fresh state and a new chunk, from the measured "
+                             "joints. > 0; default 0.2, well under the real YAM's 400 ms motor timeout.",
+    "blend_mode": "How overlapping chunks combine: 'latest' (newest covering chunk wins) or 'ensemble' (ACT temporal "
+                  "ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",
+    "ensemble_k": "Decay of the ensembling weight per chunk (> 0 favours older chunks like ACT, < 0 newer).",
+    "max_chunks": "Most chunks kept on the timeline at once; the oldest are dropped beyond it.",
+    "max_chunk_age_s": "Reject chunks whose header.stamp is older than this (s).",
+    "max_chunk_future_s": "Reject chunks whose header.stamp is further in the future than this (s).",
+    "max_chunk_steps": "Reject chunks with more steps than this.",
+    "max_implied_speed_m_s": "Reject chunks whose consecutive steps imply a faster tool motion (m/s).",
+    "out_of_workspace": "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or 'reject' the chunk.",
+    "unreachable": "When IK cannot reach the target: 'hold' the previous command or take the 'best_effort' solution.",
+    "ik_position_tol_m": "IK success threshold on the position error (m), checked by FK.",
+    "ik_rotation_tol_rad": "IK success threshold on the rotation error (rad), checked by FK.",
+    "ik_max_iters": "IK iteration cap per tick (bounds the time spent on unreachable targets).",
+    "smoothing": "Joint-space smoothing of the IK targets: 'none' or 'ruckig' (jerk-limited).",
+    "smoothing_max_velocity_rad_s": "ruckig smoothing: joint velocity limit (rad/s).",
+    "smoothing_max_acceleration_rad_s2": "ruckig smoothing: joint acceleration limit (rad/s^2).",
+    "smoothing_max_jerk_rad_s3": "ruckig smoothing: joint jerk limit (rad/s^3).",
+    "yam_config": "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml.",
+    "chunk_topic": "para_msgs/ActionChunk input topic.",
+    "joint_states_topic": "sensor_msgs/JointState topic the arm's joints are read from (topic backends), or "
+                          "published on (i2rt_sdk backend).",
+    "commanded_pose_topic": "geometry_msgs/PoseStamped of every command's tool pose (FK), for rviz; "
+                            "stamped with its target time (tick + command_lookahead_s).",
+    "diagnostics_rate_hz": "Rate of the /diagnostics status (Hz); problems are also reported at once.",
+    "backend": "Where commands go: 'joint_trajectory', 'i2rt_sdk' or 'pose'.",
+    "joint_trajectory_topic": "trajectory_msgs/JointTrajectory output topic (joint_trajectory backend), e.g. "
+                              "/<controller>/joint_trajectory for a ros2_control joint_trajectory_controller.",
+    "arm_joint_names": "Names of the 6 arm joints in JointTrajectory and JointState, comma-separated (or a string "
+                       "list), in SDK order joint1..joint6; empty = config/yam.yaml's model.joint_names.",
+    "gripper_joint_name": "Name of the gripper (0 closed .. 1 open) in JointTrajectory and JointState; empty = the "
+                          "gripper is not in the trajectory (joint_trajectory backend: it goes to "
+                          "gripper_command_topic) and not read from JointState.",
+    "pose_command_topic": "geometry_msgs/PoseStamped tool target output topic (pose backend); "
+                          "stamped with the time the pose is meant for (tick + command_lookahead_s).",
+    "gripper_command_topic": "std_msgs/Float64 gripper output topic, 0 closed .. 1 open (pose backend; "
+                             "joint_trajectory backend when gripper_joint_name is empty); empty = none.",
+    "sdk_channel": "CAN interface of the real arm (i2rt_sdk backend), e.g. can0.",
+    "sdk_sim": "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real arm.",
+    "sdk_zero_gravity_mode": "i2rt_sdk backend: start the real arm in gravity compensation (true) or holding its "
+                             "pose with PD gains (false).",
+    "state_publish_rate_hz": "i2rt_sdk backend: rate of /joint_states (and /tf) read from the SDK (Hz, > 0).",
+    "publish_tf": "i2rt_sdk backend: also broadcast the arm's /tf (base .. gripper, grasp_site, the wrist camera "
+                  "optical frame of config/yam.yaml's wrist_camera) from the joints read.",
+}
+
+
+def load_default_parameters() -> dict:
+    """The defaults of every parameter, from the shipped ``config/executor.yaml`` (``chunk_executor.ros__parameters``)."""
+    from para_ros.paths import config_file
+    path = config_file("executor.yaml")
+    data = yaml.safe_load(path.read_text()) or {}
+    params = (data.get(NODE_NAME) or {}).get("ros__parameters") or {}
+    missing = sorted(set(PARAM_DESCRIPTIONS) - set(params))
+    if missing:
+        raise ValueError(f"{path}: no default for parameter(s) {missing} under {NODE_NAME}.ros__parameters")
+    return {name: params[name] for name in PARAM_DESCRIPTIONS}
+
+
+def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
+    """``arm_joint_names`` as 6 names: a comma-separated string or a list; empty = ``default``.
+
+    :raises ValueError: naming the value, unless there are exactly 6 distinct non-empty names.
+    """
+    if isinstance(value, str):
+        names = tuple(n.strip() for n in value.split(",")) if value.strip() else ()
+    else:
+        names = tuple(str(n).strip() for n in (value or ()))
+    if not names:
+        return tuple(default)
+    if len(names) != 6 or not all(names) or len(set(names)) != 6:
+        raise ValueError(f"parameter arm_joint_names={value!r}: give the 6 distinct arm joint names in order "
+                         f"joint1..joint6, comma-separated, e.g. {','.join(default)}")
+    return names
+
+
+def _coerce(name: str, value, default):
+    """Cast a parameter to its default's type (so ``-p control_rate_hz:=500`` works as well as ``500.0``)."""
+    if name == "arm_joint_names" and isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, str):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"parameter {name}={value!r}: expected a {type(default).__name__} like {default!r}") from None
+
+
+def build_executor_config(p: dict, yam):
+    """ExecutorConfig from the node's parameter values and the YAM config (limits give the workspace box)."""
+    from para_ros.execution.chunk import ChunkChecks
+    from para_ros.execution.executor_core import ExecutorConfig
+    from para_ros.execution.smoothing import JerkLimits
+    from para_ros.execution.timeline import BlendConfig
+
+    checks = ChunkChecks(
+        world_frame=yam.model.world_frame, tool_frames=(yam.model.tool_site,), max_age_s=p["max_chunk_age_s"],
+        max_future_s=p["max_chunk_future_s"], max_steps=p["max_chunk_steps"],
+        max_implied_speed_m_s=p["max_implied_speed_m_s"], out_of_workspace=p["out_of_workspace"],
+        workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
+    return ExecutorConfig(
+        control_rate_hz=p["control_rate_hz"], command_lookahead_s=p["command_lookahead_s"],
+        stale_timeout_s=p["stale_timeout_s"],
+        blend=BlendConfig(p["blend_mode"], p["ensemble_k"], p["max_chunks"]), checks=checks,
+        unreachable=p["unreachable"], smoothing=p["smoothing"],
+        jerk_limits=JerkLimits(p["smoothing_max_velocity_rad_s"], p["smoothing_max_acceleration_rad_s2"],
+                               p["smoothing_max_jerk_rad_s3"]),
+        ik_position_tol_m=p["ik_position_tol_m"], ik_rotation_tol_rad=p["ik_rotation_tol_rad"],
+        ik_max_iters=p["ik_max_iters"], joint_state_timeout_s=p["joint_state_timeout_s"],
+        start_engaged=p["auto_engage"])
+
+
+# Executor problems that are events, counted in ExecutorStatus: (counter, ERROR rather than WARN, its message from the
+# status). Each is reported in the first /diagnostics after it happened and is gone from the next one unless it
+# happened again (its condition is the event itself), see diagnostic_summary.
+EVENT_PROBLEMS = (
+    ("check_failures", True, lambda s: f"command failed the final limit check (not sent): {s.last_check_failure}"),
+    ("chunks_rejected", False, lambda s: f"chunk rejected: {s.last_rejection}"),
+    ("ik_failures", False, lambda s: f"unreachable target: {s.last_ik_error}"),
+    ("limit_events", False, lambda s: f"limits applied: {s.last_limit_event}"),
+    ("chunks_modified", False, lambda s: f"chunk modified: {s.last_warning}"),
+)
+# Executor states that are not normal operation: /diagnostics is at least WARN while the state lasts.
+WARN_STATES = ("hold_stale", "hold_unreachable", "stopped", "waiting_for_joint_state", "joint_state_lost",
+               "waiting_for_chunk", "disengaged")
+
+
+def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], dict]:
+    """Level, problem texts and the counters to keep, for one ``/diagnostics`` report of an ``ExecutorStatus``.
+
+    ROS-free, so the rule is unit-testable: an active problem of ``status.problems`` (``joint_state``: lost feedback)
+    is reported, at ERROR, for as long as the core keeps it (it removes it when the condition is gone); an event
+    problem (:data:`EVENT_PROBLEMS`) is reported when its counter grew since the ``previous`` report's counters (None:
+    the first report, every non-zero counter) and is gone from the next report if it did not happen again; a state of
+    :data:`WARN_STATES` raises the level to WARN while it lasts.
+
+    :returns: (level: ``para_ros.nodes.health`` OK / WARN / ERROR, problem texts, the counters to pass as ``previous`` next)
+    """
+    from para_ros.nodes.health import ERROR, OK, WARN
+
+    counters = {name: getattr(status, name) for name, _, _ in EVENT_PROBLEMS}
+    problems = [f"{key}: {message}" for key, message in status.problems.items()]
+    level = ERROR if problems else OK
+    for name, is_error, describe in EVENT_PROBLEMS:
+        if counters[name] - (previous or {}).get(name, 0) > 0:
+            problems.append(describe(status))
+            level = max(level, ERROR if is_error else WARN)
+    if status.state in WARN_STATES:
+        level = max(level, WARN)
+    return level, problems, counters
+
+
+class JointStateWatch:
+    """When every joint the executor reads was last heard on a ``JointState`` topic (receipt time, node clock).
+
+    A subscription of its own next to the backend's reader (``JointStateReader`` keeps values, not times), with the
+    reader's rule: joints may come split over several messages and are merged by name, so the state is as old as its
+    least recently heard joint (:meth:`last_complete_s`). Receipt time, not ``header.stamp``: a driver's clock may
+    differ from this node's, and what the watchdog needs is whether the state still arrives.
+    """
+
+    def __init__(self, node, topic: str, names: tuple[str, ...], now_s):
+        from sensor_msgs.msg import JointState
+
+        from para_ros.ros_io.topic_backends import JOINT_STATE_QOS
+
+        self.names = tuple(names)
+        self._now_s = now_s
+        self._heard: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self.sub = node.create_subscription(JointState, topic, self._on_joint_state, JOINT_STATE_QOS)
+
+    def _on_joint_state(self, msg) -> None:
+        if len(msg.position) != len(msg.name):  # the reader ignores these too
+            return
+        t = self._now_s()
+        with self._lock:
+            for name, position in zip(msg.name, msg.position):
+                if name in self.names and position == position and abs(position) != float("inf"):
+                    self._heard[name] = t
+
+    def last_complete_s(self) -> float | None:
+        """Receipt time of the oldest of the needed joints' latest values; None until each was heard once."""
+        with self._lock:
+            if not all(n in self._heard for n in self.names):
+                return None
+            return min(self._heard[n] for n in self.names)
+
+    def clear(self) -> None:
+        """Forget every receipt time (the clock jumped back: they are on the old clock)."""
+        with self._lock:
+            self._heard.clear()
+
+
+def _make_node_class():
+    """Define the node class lazily so ``--help`` works without starting the middleware."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from para_msgs.msg import ActionChunk
+    from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.clock import JumpThreshold
+    from rclpy.duration import Duration
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from std_srvs.srv import Trigger
+
+    from para_ros.execution.backends import I2rtSdkBackend
+    from para_ros.execution.control_loop import FixedRateLoop
+    from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOINT_STATE_PROBLEM, STOPPED,
+                                                  TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorCore)
+    from para_ros.robot.yam import load_yam_config
+    from para_ros.robot.yam_frames import YamFrames
+    from para_ros.ros_io.chunk_msg import chunk_from_msg
+    from para_ros.ros_io.sdk_state import SdkStatePublisher
+    from para_ros.ros_io.topic_backends import JointTrajectoryBackend, PoseBackend, pose_stamped
+
+    class ChunkExecutorNode(Node):
+        """See the module docstring."""
+
+        def __init__(self, **kwargs):
+            super().__init__(NODE_NAME, **kwargs)
+            defaults = load_default_parameters()
+            p = {}
+            for name, description in PARAM_DESCRIPTIONS.items():
+                self.declare_parameter(name, defaults[name],
+                                       ParameterDescriptor(description=description, dynamic_typing=True))
+                p[name] = _coerce(name, self.get_parameter(name).value, defaults[name])
+            if p["backend"] not in BACKENDS:
+                raise ValueError(f"parameter backend={p['backend']!r}: use one of {BACKENDS}")
+            if not p["diagnostics_rate_hz"] > 0:
+                raise ValueError(f"parameter diagnostics_rate_hz={p['diagnostics_rate_hz']!r}: must be > 0")
+            self.params = p
+            self.yam = load_yam_config(p["yam_config"] or None)
+            self.arm_joint_names = parse_joint_names(p["arm_joint_names"], self.yam.model.joint_names)
+            self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
+            self.world_frame = self.yam.model.world_frame
+            self.backend = self._make_backend(p)
+            self.state_watch = None  # topic backends: when the joint state last arrived (the SDK read is dated here)
+            if p["backend"] != "i2rt_sdk":
+                gripper = (p["gripper_joint_name"],) if p["gripper_joint_name"] else ()
+                self.state_watch = JointStateWatch(self, p["joint_states_topic"], self.arm_joint_names + gripper,
+                                                   self.now_s)
+            self._state_source = (f"{p['joint_states_topic']}" if self.state_watch is not None
+                                  else "the I2RT SDK read")
+            self._last_state = None  # executor state at the previous tick (feedback-loss log lines on changes)
+            self.state_publisher = None
+            if p["backend"] == "i2rt_sdk":  # the executor owns the arm: nobody else can publish its state
+                frames = None
+                if p["publish_tf"]:
+                    m = self.yam.model
+                    frames = YamFrames(self.yam.wrist_camera, m.arm_type, m.gripper_type, m.tool_site)
+                self.state_publisher = SdkStatePublisher(
+                    self, self.backend.read_joints, p["joint_states_topic"], self.arm_joint_names,
+                    p["gripper_joint_name"], p["state_publish_rate_hz"], frames)
+            self._diag_lock = threading.Lock()
+            self._last_report = None
+            self._last_problem_diag_s = 0.0
+            self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+            from geometry_msgs.msg import PoseStamped
+            # Depth 100 (1 s at 100 Hz): a recorder or a briefly busy subscriber still gets every command.
+            self.pose_pub = self.create_publisher(PoseStamped, p["commanded_pose_topic"], 100)
+            self.chunk_sub = self.create_subscription(
+                ActionChunk, p["chunk_topic"], self._on_chunk,
+                QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            self.stop_srv = self.create_service(Trigger, "~/stop", self._on_stop)
+            self.resume_srv = self.create_service(Trigger, "~/resume", self._on_resume)
+            self.engage_srv = self.create_service(Trigger, "~/engage", self._on_engage)
+            self.disengage_srv = self.create_service(Trigger, "~/disengage", self._on_disengage)
+            self.diag_timer = self.create_timer(1.0 / p["diagnostics_rate_hz"], self._publish_diagnostics)
+            # A backward jump of the node's clock, and a change of time source (module docstring: Time jumps).
+            self._jump_handle = self.get_clock().create_jump_callback(
+                JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S),
+                              on_clock_change=True),
+                pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
+            self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
+                                      on_error=self._on_tick_error)
+            self.loop.start()
+            self.get_logger().info(
+                f"chunk executor up: backend={self.backend.name}, {p['control_rate_hz']:.0f} Hz, blend="
+                f"{p['blend_mode']}, chunks on {p['chunk_topic']}, {self.backend.describe()}"
+                + (f"; publishing {p['joint_states_topic']} at {p['state_publish_rate_hz']:g} Hz"
+                   + (" and /tf" if p["publish_tf"] else "") if self.state_publisher else ""))
+
+        def _make_backend(self, p):
+            names = self.arm_joint_names
+            if p["backend"] == "i2rt_sdk":
+                return I2rtSdkBackend(channel=p["sdk_channel"], sim=p["sdk_sim"],
+                                      zero_gravity_mode=p["sdk_zero_gravity_mode"],
+                                      arm_type=self.yam.model.arm_type, gripper_type=self.yam.model.gripper_type)
+            if p["backend"] == "pose":
+                return PoseBackend(self, p["pose_command_topic"], p["gripper_command_topic"],
+                                   p["joint_states_topic"], names, p["gripper_joint_name"], self.world_frame)
+            return JointTrajectoryBackend(self, p["joint_trajectory_topic"], p["joint_states_topic"], names,
+                                          p["gripper_joint_name"], p["gripper_command_topic"])
+
+        def now_s(self) -> float:
+            return self.get_clock().now().nanoseconds * 1e-9
+
+        # ---- callbacks ------------------------------------------------------------------------------------------
+
+        def _on_chunk(self, msg) -> None:
+            try:
+                chunk = chunk_from_msg(msg)
+                accepted, text = self.core.add_chunk(chunk, self.now_s())
+            except Exception as err:  # noqa: BLE001 - a bad message must never take the node down
+                accepted, text = False, f"chunk could not be read: {type(err).__name__}: {err}"
+                self.core.status.chunks_rejected += 1
+                self.core.status.last_rejection = text
+            if not accepted:
+                self.get_logger().warn(f"chunk rejected: {text}", throttle_duration_sec=1.0)
+                self._problem_diagnostics()
+            elif text:
+                self.get_logger().warn(f"chunk accepted with changes: {text}", throttle_duration_sec=1.0)
+
+        def _on_stop(self, request, response):
+            self.core.stop()
+            response.success = True
+            response.message = "stopped: holding the last commanded position; call ~/resume to continue"
+            self.get_logger().info(response.message)
+            self._publish_diagnostics()
+            return response
+
+        def _on_resume(self, request, response):
+            self.core.resume()
+            response.success = True
+            response.message = "resumed: accepting chunks"
+            self.get_logger().info(response.message)
+            self._publish_diagnostics()
+            return response
+
+        def _on_engage(self, request, response):
+            self.core.engage()
+            s = self.core.status_snapshot()
+            response.success = True
+            response.message = "engaged: the policy has the arm, from the measured joints; chunks accepted"
+            if s.state == "waiting_for_joint_state":
+                response.message += " (no joint state yet: commands start once it arrives)"
+            elif s.problems:
+                response.message += f" (commands start with a fresh joint state and a new chunk: {s.state})"
+            self.get_logger().info(response.message)
+            self._publish_diagnostics()
+            return response
+
+        def _on_disengage(self, request, response):
+            self.core.disengage()
+            response.success = True
+            response.message = "disengaged: holding the last commanded position, chunks ignored; call ~/engage"
+            self.get_logger().info(response.message)
+            self._publish_diagnostics()
+            return response
+
+        def _before_time_jump(self) -> None:
+            """rclpy pre-jump callback (executor thread, before the new time is set): drop everything on the old clock.
+            Never raises: an exception here would escape from the /clock subscription's callback."""
+            try:
+                self.core.clock_jumped_back("the clock jumped back (details in the log)")
+                if self.state_watch is not None:
+                    self.state_watch.clear()
+            except Exception as err:  # noqa: BLE001
+                self.get_logger().error(f"handling a clock jump failed: {type(err).__name__}: {err}")
+
+        def _after_time_jump(self, jump) -> None:
+            """rclpy post-jump callback: say what happened (log, diagnostics)."""
+            try:
+                from para_ros.nodes.runtime import time_jump_text
+
+                what = time_jump_text(jump, self.now_s())
+                self.core.describe_time_jump(what)
+                self.get_logger().warning(f"{what}: chunks dropped; sending nothing until a joint state on the new "
+                                          "clock, then holding there until a new chunk")
+                self._publish_diagnostics()
+            except Exception as err:  # noqa: BLE001
+                self.get_logger().error(f"reporting a clock jump failed: {type(err).__name__}: {err}")
+
+        def _on_tick_error(self, err: BaseException) -> None:
+            self.get_logger().error(f"control tick failed: {type(err).__name__}: {err}", throttle_duration_sec=1.0)
+
+        def _tick(self) -> None:
+            now = self.now_s()
+            if now <= 0.0:  # use_sim_time and no /clock yet
+                return
+            measured, measured_s = self._read_state(now)
+            if measured is not None and measured_s is not None:
+                self.core.set_measured_joints(*measured, measured_s=measured_s)
+            command = self.core.tick(now)
+            self._report_feedback()
+            if command is None:
+                return
+            self.backend.send(command)
+            self.pose_pub.publish(pose_stamped(command, self.world_frame))
+
+        def _read_state(self, now: float):
+            """(measured joints or None, when they were measured or None) from the backend (see module docstring)."""
+            try:
+                measured = self.backend.read_joints()
+            except Exception as err:  # noqa: BLE001 - a failing read is lost feedback, not a dead control loop
+                self.get_logger().error(f"reading the arm's joints failed: {type(err).__name__}: {err}",
+                                        throttle_duration_sec=1.0)
+                return None, None
+            if measured is None:
+                return None, None
+            return measured, (self.state_watch.last_complete_s() if self.state_watch is not None else now)
+
+        def _report_feedback(self) -> None:
+            """Log lost feedback (error, throttled) and its end (info, at the change); publish diagnostics at once
+            when the executor enters or leaves a feedback-loss state (the control thread calls this every tick)."""
+            s = self.core.status
+            state, problem = s.state, s.problems.get(JOINT_STATE_PROBLEM)
+            if problem is not None:
+                self.get_logger().error(f"{problem} (now {s.joint_state_age_s:.3f} s old; state from "
+                                        f"{self._state_source})", throttle_duration_sec=1.0)
+            previous, self._last_state = self._last_state, state
+            if previous is None or state == previous:
+                return
+            lost = (JOINT_STATE_LOST, WAITING_FOR_CHUNK)
+            idle = (DISENGAGED, STOPPED)  # not following chunks: nothing is sent whatever the feedback
+            if previous == JOINT_STATE_LOST and state in (WAITING_FOR_CHUNK, *idle):
+                until = "~/engage or ~/resume" if state in idle else "a new chunk is accepted"
+                self.get_logger().info(f"joint state from {self._state_source} is fresh again: sending nothing until "
+                                       f"{until}")
+            elif previous in lost and state not in (*lost, *idle):
+                self.get_logger().info(f"new chunk after the joint state loss: commanding again ({state}) from the "
+                                       "measured joints")
+            if state in lost or previous in lost:
+                self._problem_diagnostics()
+
+        # ---- diagnostics ----------------------------------------------------------------------------------------
+
+        def _problem_diagnostics(self) -> None:
+            now = time.monotonic()
+            if now - self._last_problem_diag_s >= 0.1:  # throttle: at most 10 Hz under a flood of bad chunks
+                self._last_problem_diag_s = now
+                self._publish_diagnostics()
+
+        def diagnostic_status(self) -> DiagnosticStatus:
+            s = self.core.status_snapshot()
+            level, problems, self._last_report = diagnostic_summary(s, self._last_report)
+            status = DiagnosticStatus()
+            status.level = level
+            status.name = f"{NODE_NAME}: {self.get_name()}"
+            status.hardware_id = f"yam ({self.backend.name})"
+            status.message = f"{s.state}" + (f"; {'; '.join(problems)}" if problems else "")
+            stats = self.loop.stats()
+            values = {
+                "state": s.state, "backend": self.backend.name, "chunks_received": s.chunks_received,
+                "chunks_accepted": s.chunks_accepted, "chunks_rejected": s.chunks_rejected,
+                "chunks_ignored_stopped": s.chunks_ignored_stopped, "chunks_modified": s.chunks_modified,
+                "chunks_in_force": s.chunks_in_force,
+                "last_rejection": s.last_rejection, "last_warning": s.last_warning, "ik_failures": s.ik_failures,
+                "last_ik_error": s.last_ik_error, "limit_events": s.limit_events,
+                "last_limit_event": s.last_limit_event, "check_failures": s.check_failures,
+                "ticks": s.ticks, "commands": s.commands, "last_command_stamp_s": repr(s.last_command_stamp_s),
+                "last_chunk_accepted_s": repr(s.last_chunk_accepted_s), "engaged": self.core.engaged,
+                "joint_state_timeout_s": self.params["joint_state_timeout_s"],
+                "joint_state_age_s": repr(s.joint_state_age_s), "last_joint_state_s": repr(s.last_joint_state_s),
+                "joint_state_losses": s.joint_state_losses, "chunks_ignored_no_state": s.chunks_ignored_no_state,
+                "time_jumps_back": s.time_jumps_back, "last_time_jump": s.last_time_jump,
+                "control_rate_hz": self.params["control_rate_hz"],
+                "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
+                "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
+                "overruns": int(stats.get("overruns", 0)),
+            }
+            if self.state_publisher is not None:
+                values["joint_states_published"] = self.state_publisher.published
+                values["state_publish_failures"] = self.state_publisher.failures
+                values["last_state_publish_error"] = self.state_publisher.last_error
+            values.update({f"problem.{key}": message for key, message in s.problems.items()})
+            status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+            return status
+
+        def _publish_diagnostics(self) -> None:
+            with self._diag_lock:
+                msg = DiagnosticArray()
+                msg.header.stamp = self.get_clock().now().to_msg()
+                msg.status = [self.diagnostic_status()]
+                self.diag_pub.publish(msg)
+
+        def shutdown(self) -> None:
+            self.loop.stop()
+            if self.state_publisher is not None:
+                self.state_publisher.close()
+            try:
+                self.backend.close()
+            except Exception as err:  # noqa: BLE001
+                self.get_logger().warn(f"backend close failed: {err}")
+
+    return ChunkExecutorNode
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``chunk_executor [--params-file FILE] [--ros-args ...]``."""
+    from para_ros.nodes.runtime import run_node
+
+    return run_node(lambda: _make_node_class()(), prog="chunk_executor", description=__doc__.split("\n\n")[0],
+                    default_params_file="executor.yaml", argv=argv,
+                    epilog="ROS parameters (set with --ros-args -p name:=value or --params-file FILE):\n" +
+                           "\n".join(f"  {k}: {v}" for k, v in PARAM_DESCRIPTIONS.items()))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,491 @@
+"""``inference_node``: scene + wrist camera images and TF in, ``para_msgs/ActionChunk`` and rviz markers out.
+
+Timing rules (what belongs together):
+
+* Images are paired by stamp within ``pair_slop_s``; only the newest pair is used (frames are never queued), and a pair
+  older than ``max_observation_age_s`` is stale and skipped (one camera silent).
+* Each camera's pose is looked up in TF (``world_frame`` <- the frame id of that camera's CameraInfo header) at THAT
+  image's stamp, so a moving wrist camera is placed where it was when the frame was taken.
+* The observation time is the newer stamp of the pair; the chunk is stamped with it. The end-effector pose comes from
+  TF (``world_frame`` <- ``ee_frame``) at that time (``ee_source: tf``, the default: the simulator, the executor's
+  i2rt backend and robot_state_publisher publish ``grasp_site``), or from ``/joint_states`` interpolated at that time
+  and the YAM's forward kinematics (``ee_source: joint_states``, for drivers without a tool frame in TF); the past
+  ``mv_past_n`` EE positions come from the same source at ``stamp - k * frame_stride / dataset_fps``; where it no
+  longer (or not yet) holds them, the oldest available position is repeated.
+* The gripper opening comes from ``/joint_states`` (``gripper_joint``), scaled by ``gripper_open_position``.
+
+Time jumps (``use_sim_time`` and a ``/clock`` that goes back: a simulator reset, a bag loop): the node registers an
+rclpy clock jump callback (a backward jump of :data:`TIME_JUMP_BACK_MIN_S` = 0.5 s or more, and a switch of time
+source) BEFORE its TF buffer, so it runs first. Smaller steps back are a clock publisher's jitter (``para-bag play``
+steps back by milliseconds; clearing on each dropped the TF history of the past EE positions), as in the executor.
+Before the new time is set it clears the TF buffer's history (dynamic transforms; static ones stay, as in tf2), the
+camera pairer (frames and the last pair used), the gripper and joint-state histories, and marks every observation in
+flight as void: a chunk of an observation taken before the jump is dropped (``dropped.time_jump``), never published.
+Without this the new, earlier stamps would be refused as out of order by the pairer and as too old by TF for as long
+as the old history lasts (30 s), and old frames could still pair. After the jump it counts ``time_jumps_back``, says
+what happened in ``last_time_jump`` on ``/diagnostics`` and logs a warning. A callback rather than comparing
+consecutive ``now()`` values: the node reads its clock in several threads (image callbacks, the inference thread),
+whose reads interleave, so a comparison needs a tolerance and catches a jump only at its next read, after an image on
+the new clock may already have met the old frames; rcl compares each ``/clock`` with the previous one and calls the
+pre-jump callback in the executor thread before any callback sees the new time.
+
+Bad input never crashes the node and never yields a chunk: every problem (unsupported encoding, size mismatch with
+CameraInfo, bad K, missing/extrapolated/refused TF, silent camera, out-of-order frames, missing CameraInfo, a policy
+error) is logged (throttled, per problem) and reported on ``/diagnostics``, and that observation is dropped. Every
+problem also clears once its condition is gone (``para_ros.nodes.health``): a bad image stamp (``image_stamp.<view>``) at
+that camera's next frame with a valid stamp, the pairing problem at the next pair, the observation problems
+(``image``, ``camera_info``, ``tf``, ``joint_states``) and ``distortion.<view>`` at the next observation built without
+them, ``policy`` and ``internal_error`` at the next chunk published; ``test/test_faults_diagnostics.py`` checks that
+every key set has such a path.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+import numpy as np
+
+from para_ros.nodes.health import ERROR
+from para_ros.observation.builder import (GripperHistory, ObservationProblem, ObservationSettings, build_observation,
+                                          gripper_opening, matrix_is_finite)
+from para_ros.stamps import stamp_to_ns
+
+
+# The clock stepping back at least this far is a jump (reset, loop) that clears the node's history; less is a clock
+# publisher's jitter. The executor's value (para_ros.execution.executor_core.TIME_JUMP_BACK_MIN_S, reasons there).
+TIME_JUMP_BACK_MIN_S = 0.5
+GRIPPER_HISTORY = 500  # joint-state samples kept for the gripper at an image stamp (10 s at 50 Hz)
+VIEW_TOPIC_DEFAULTS = {
+    "scene": ("/scene_cam/image_raw", "/scene_cam/camera_info"),
+    "wrist": ("/wrist_cam/image_raw", "/wrist_cam/camera_info"),
+}
+
+
+def _declare(node, name, default, description):
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    return node.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+
+
+class InferenceNode:
+    """Builds the rclpy node; kept as a plain class around ``self.node`` so the policy loads before any callback."""
+
+    def __init__(self, node_name: str = "inference_node", parameter_overrides=None):
+        import rclpy.node
+        from rclpy.clock import JumpThreshold
+        from rclpy.duration import Duration
+        from rclpy.qos import QoSProfile, qos_profile_sensor_data
+        from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
+        from visualization_msgs.msg import MarkerArray
+        from sensor_msgs.msg import PointCloud2
+        from para_msgs.msg import ActionChunk
+
+        from para_ros.adapters.tf import Buffer, TransformListener
+        from para_ros.nodes.health import HealthReporter
+
+        self.node = node = rclpy.node.Node(node_name, parameter_overrides=parameter_overrides or [])
+        p = {}
+        p["checkpoint"] = _declare(node, "checkpoint", "", "checkpoint directory (model.safetensors + config.json); "
+                                   "empty: an UNTRAINED model with random weights (demo/tests)")
+        p["random_preset"] = _declare(node, "random_preset", "tiny", "config preset of the random model when "
+                                      "checkpoint is empty: tiny | paper")
+        p["random_seed"] = _declare(node, "random_seed", 0, "seed of the random model when checkpoint is empty")
+        p["device"] = _declare(node, "device", "auto", "torch device: auto (cuda if available, else cpu) | cpu | cuda:N")
+        p["dtype"] = _declare(node, "dtype", "fp32", "inference precision: fp32 | bf16 | fp16")
+        p["world_frame"] = _declare(node, "world_frame", "base", "frame of the chunk poses (the policy's world)")
+        p["ee_frame"] = _declare(node, "ee_frame", "grasp_site", "TF frame of the end-effector (tool) point")
+        p["ee_source"] = _declare(node, "ee_source", "tf", "where the EE pose comes from: tf (world <- ee_frame) | "
+                                  "joint_states (/joint_states + YAM forward kinematics)")
+        p["yam_config"] = _declare(node, "yam_config", "", "YAM model YAML for ee_source joint_states (joint names, "
+                                   "tool site); empty = the shipped config/yam.yaml")
+        p["image_transport"] = _declare(node, "image_transport", "raw", "raw (sensor_msgs/Image) | compressed "
+                                        "(sensor_msgs/CompressedImage on <image_topic>/compressed)")
+        p["pair_slop_s"] = _declare(node, "pair_slop_s", 0.05, "max stamp difference of a scene/wrist pair, s")
+        p["max_observation_age_s"] = _declare(node, "max_observation_age_s", 1.0, "pairs older than this are stale, s")
+        p["tf_timeout_s"] = _declare(node, "tf_timeout_s", 0.1, "how long a TF lookup may wait for data, s")
+        p["max_rate_hz"] = _declare(node, "max_rate_hz", 30.0, "most inferences per second, Hz (the inference thread "
+                                    "wakes on every image, at most this often)")
+        p["gripper_joint"] = _declare(node, "gripper_joint", "gripper", "joint in /joint_states with the gripper")
+        p["gripper_open_position"] = _declare(node, "gripper_open_position", 1.0, "gripper joint position that "
+                                              "means fully open (closed = 0)")
+        p["camera_matrix"] = _declare(node, "camera_matrix", "k", "intrinsics from CameraInfo: k (raw images; "
+                                      "distortion is not corrected and is reported) | p (rectified images)")
+        p["publish_pointcloud"] = _declare(node, "publish_pointcloud", True, "publish the most probable voxels")
+        p["marker_color_by"] = _declare(node, "marker_color_by", "step", "colour of step markers: step | confidence")
+        p["chunk_topic"] = _declare(node, "chunk_topic", "/para/action_chunk", "ActionChunk output topic")
+        p["markers_topic"] = _declare(node, "markers_topic", "/para/markers", "MarkerArray output topic")
+        p["pointcloud_topic"] = _declare(node, "pointcloud_topic", "/para/voxels", "PointCloud2 output topic")
+        p["overlay_topic"] = _declare(node, "overlay_topic", "", "optional sensor_msgs/Image of the first view with "
+                                      "the tool frame (TF) and the predicted path drawn, for rviz; '' = off")
+        p["joint_states_topic"] = _declare(node, "joint_states_topic", "/joint_states", "JointState input topic")
+        if p["ee_source"] not in ("tf", "joint_states"):
+            raise ValueError(f"ee_source={p['ee_source']!r}: use 'tf' (the EE frame is in TF) or 'joint_states' "
+                             "(forward kinematics of /joint_states)")
+        self.ee_from_joints = None
+        if p["ee_source"] == "joint_states":
+            from para_ros.observation.ee_from_joints import EeFromJoints
+
+            self.ee_from_joints = EeFromJoints(p["yam_config"] or None)
+        if p["image_transport"] not in ("raw", "compressed"):
+            raise ValueError(f"image_transport={p['image_transport']!r}: use 'raw' or 'compressed'")
+        if p["marker_color_by"] not in ("step", "confidence"):
+            raise ValueError(f"marker_color_by={p['marker_color_by']!r}: use 'step' or 'confidence'")
+        if p["camera_matrix"] not in ("k", "p"):
+            raise ValueError(f"camera_matrix={p['camera_matrix']!r}: use 'k' (raw images) or 'p' (rectified)")
+        self.params = p
+
+        self.policy = self._load_policy(p)
+        self.views = tuple(self.policy.view_names)
+        for view in self.views:
+            image_default, info_default = VIEW_TOPIC_DEFAULTS.get(view, (f"/{view}_cam/image_raw",
+                                                                         f"/{view}_cam/camera_info"))
+            p[f"{view}_image_topic"] = _declare(node, f"{view}_image_topic", image_default, f"{view} camera images")
+            p[f"{view}_info_topic"] = _declare(node, f"{view}_info_topic", info_default, f"{view} CameraInfo")
+
+        self.health = HealthReporter(node, f"para: {node.get_name()}", hardware_id=self.policy.model_id)
+        self._lock = threading.Lock()
+        self._camera_frames: dict[str, str] = {}
+        self._time_generation = 0  # +1 at every backward clock jump: observations from before it are void
+        # Before the TF buffer, so this runs first (an upstream tf2_ros Buffer registers a jump callback of its own,
+        # and rcl calls no callback registered after one that raised).
+        self._jump_handle = node.get_clock().create_jump_callback(
+            JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S), on_clock_change=True),
+            pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
+        self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=node)
+        self.tf_listener = TransformListener(self.tf_buffer, node)
+        cfg = self.policy.config
+        self.step_dt_s = cfg.step_dt_s
+        self.pairer = self._new_pairer()
+        self._camera_info: dict[str, object] = {}
+        self.observation_settings = ObservationSettings(
+            view_names=self.views, camera_matrix=p["camera_matrix"], gripper_joint=p["gripper_joint"],
+            gripper_open_position=float(p["gripper_open_position"]), past_n=cfg.mv_past_n, step_dt_s=self.step_dt_s)
+        self._gripper_history = GripperHistory(on_time_back="clear", max_len=GRIPPER_HISTORY)  # openings by stamp
+        self.latencies_s: deque[float] = deque(maxlen=500)
+
+        for view in self.views:
+            if p["image_transport"] == "compressed":
+                node.create_subscription(CompressedImage, p[f"{view}_image_topic"] + "/compressed",
+                                         lambda m, v=view: self._on_image(v, m), qos_profile_sensor_data)
+            else:
+                node.create_subscription(Image, p[f"{view}_image_topic"], lambda m, v=view: self._on_image(v, m),
+                                         qos_profile_sensor_data)
+            node.create_subscription(CameraInfo, p[f"{view}_info_topic"], lambda m, v=view: self._on_info(v, m),
+                                     qos_profile_sensor_data)
+        node.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data)
+        self.chunk_pub = node.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10))
+        self.marker_pub = node.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10))
+        self.cloud_pub = node.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2))
+        from sensor_msgs.msg import Image as ImageMsg
+
+        self.overlay_pub = node.create_publisher(ImageMsg, p["overlay_topic"], QoSProfile(depth=2)) \
+            if p["overlay_topic"] else None
+        # Inference runs in its own thread, not in an executor callback: the executor (one thread) only moves
+        # messages, so images, CameraInfo and TF keep flowing while the model runs, and a TF lookup that waits for
+        # data (tf_timeout_s) is served by the executor meanwhile. (A MultiThreadedExecutor whose busy callback
+        # group blocks a ready timer spins hot on the GIL and starves both; measured here.)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._inference_loop, name="para_inference", daemon=True)
+        self._thread.start()
+        node.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}), "
+                               f"views {self.views}, world frame '{p['world_frame']}'")
+
+    # ------------------------------------------------------------------------------------------------ set-up
+    def _load_policy(self, p):
+        from para_core.model.config import V4Config
+        from para_core.model.policy import Policy
+
+        device = None if p["device"] == "auto" else p["device"]
+        if p["checkpoint"]:
+            return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"])
+        from para_core.model.config import PRESET_NAMES
+
+        if p["random_preset"] not in PRESET_NAMES:
+            raise ValueError(f"random_preset={p['random_preset']!r}: use one of {list(PRESET_NAMES)}")
+        self.node.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
+                                       f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
+                                       "nothing. Pass checkpoint:=<dir> for a trained one.")
+        return Policy.random_init(V4Config.preset(p["random_preset"]), device=device, dtype=p["dtype"],
+                                  seed=int(p["random_seed"]))
+
+    def _new_pairer(self):
+        from para_ros.observation.pairing import ObservationPairer
+
+        return ObservationPairer(self.views, slop_ns=int(self.params["pair_slop_s"] * 1e9),
+                                 max_age_ns=int(self.params["max_observation_age_s"] * 1e9))
+
+    # --------------------------------------------------------------------------------------------- callbacks
+    def _before_time_jump(self) -> None:
+        """rclpy pre-jump callback (executor thread, before the new time is set): forget everything on the old clock
+        (module docstring). Never raises: an exception here would escape from the /clock subscription's callback."""
+        try:
+            with self._lock:
+                self._time_generation += 1
+                self.pairer = self._new_pairer()
+                self._gripper_history.clear()
+                if self.ee_from_joints is not None:
+                    old = self.ee_from_joints.history
+                    self.ee_from_joints.history = type(old)(old.joint_names, old.history_ns / 1e9)
+            self.tf_buffer.clear()
+        except Exception as exc:  # noqa: BLE001
+            self.node.get_logger().error(f"clearing after a clock jump failed: {type(exc).__name__}: {exc}")
+
+    def _after_time_jump(self, jump) -> None:
+        """rclpy post-jump callback: count it and say what happened (diagnostics, log)."""
+        try:
+            from para_ros.nodes.runtime import time_jump_text
+
+            what = time_jump_text(jump, self.node.get_clock().now().nanoseconds / 1e9)
+            self.health.count("time_jumps_back")
+            self.health.set_value("last_time_jump", what)
+            self.node.get_logger().warning(f"{what}: TF history, camera frames and joint-state history cleared; "
+                                           "observations from before the jump are dropped")
+            self.health.publish()
+        except Exception as exc:  # noqa: BLE001
+            self.node.get_logger().error(f"reporting a clock jump failed: {type(exc).__name__}: {exc}")
+
+    def _on_image(self, view: str, msg) -> None:
+        self.health.count(f"frames_in.{view}")
+        stamp_ns = stamp_to_ns(msg.header.stamp)
+        with self._lock:
+            dropped = self.pairer.add(view, stamp_ns, msg, now_ns=self.node.get_clock().now().nanoseconds)
+        if dropped:
+            self.health.count("dropped.image_stamp")
+            self.health.problem(f"image_stamp.{view}", dropped)
+        else:
+            # A frame of this camera that is newer than the last one and not from the future: the bad stamp (a clock
+            # jump, a reordering) is over. One key per camera, so one camera with a wrong clock does not flap the
+            # problem of the other on and off.
+            self.health.clear(f"image_stamp.{view}")
+            self._wake.set()
+
+    def _inference_loop(self) -> None:
+        """Infer on the newest pair whenever images arrived (at most ``max_rate_hz``); check pairing twice a second
+        even without images, so a silent camera is reported."""
+        min_period_s = 1.0 / max(self.params["max_rate_hz"], 0.1)
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            self._wake.wait(timeout=0.5)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            self.try_infer()
+            spare = min_period_s - (time.monotonic() - t0)
+            if spare > 0:
+                self._stop.wait(spare)
+
+    def shutdown(self) -> None:
+        """Stop the inference thread (``run_node`` calls this before the node and context go away)."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=5.0)
+
+    def _on_info(self, view: str, msg) -> None:
+        with self._lock:
+            self._camera_info[view] = msg
+
+    def _on_joint_states(self, msg) -> None:
+        if self.ee_from_joints is not None:
+            stamp_ns = stamp_to_ns(msg.header.stamp)
+            self.ee_from_joints.history.add(stamp_ns, list(msg.name), list(msg.position))
+        value = gripper_opening(msg.name, msg.position, self.observation_settings)
+        if value is not None:
+            with self._lock:  # a stamp older than the newest: time went back (a replay loop, a sim reset): cleared
+                self._gripper_history.add(stamp_to_ns(msg.header.stamp), value)
+
+    # ------------------------------------------------------------------------------------------ inference
+    def try_infer(self) -> None:
+        """Infer on the newest unused pair, or report why there is none. Never raises."""
+        try:
+            self._try_infer()
+        except Exception as exc:  # noqa: BLE001 - an unexpected error (CUDA OOM, a driver bug) must not kill the node
+            self.health.count("dropped.internal_error")
+            self.health.problem("internal_error", f"observation dropped after an unexpected "
+                                f"{type(exc).__name__}: {exc}", level=ERROR)
+
+    def _try_infer(self) -> None:
+        now_ns = self.node.get_clock().now().nanoseconds
+        with self._lock:
+            generation = self._time_generation
+            pair = self.pairer.newest_pair(now_ns)
+            if pair.frames is not None:
+                self.pairer.mark_used(pair)
+            elif pair.problem is None:
+                pair.problem = self._silent_camera(now_ns)
+            infos = dict(self._camera_info)
+        if pair.problem:
+            self.health.count("dropped.no_pair")
+            self.health.problem("pairing", pair.problem)
+            return
+        if pair.frames is None:
+            return  # nothing new since the last chunk
+        self.health.clear("pairing")
+        try:
+            observation = self._build_observation(pair, infos)
+        except ObservationProblem as problem:
+            self.health.count(f"dropped.{problem.key}")
+            self.health.problem(problem.key, str(problem))
+            return
+        self._infer_and_publish(pair.stamp_ns, *observation, generation=generation)
+
+    def _silent_camera(self, now_ns: int) -> str | None:
+        """Under the lock: why no pair can come when the pairer saw no problem, or None. A camera whose newest frame
+        is older than ``max_observation_age_s`` while another camera's is not lags or is silent.
+
+        Why here: the pairer says "a partner is still on its way" whenever its short history (4 frames a camera) holds
+        no pair and the newest frame's partner is not overdue yet at the time of asking. This node asks right after
+        each frame, so while one camera streams faster than 1 / (slop + partner grace) (about 7 Hz) and the other is
+        silent, that is all it ever said once the last pair had left the history: a silent wrist camera was not
+        reported at all (test_faults_inference_restart). A frame older than max_observation_age_s could only make a
+        stale pair, so this is the pairer's stale-pair rule applied to the pair that is no longer in its history."""
+        newest = {view: self.pairer.newest_stamp_ns(view) for view in self.views}
+        if len(newest) < 2 or any(t is None for t in newest.values()):
+            return None  # the pairer reports a camera that never sent anything
+        max_age_ns = int(self.params["max_observation_age_s"] * 1e9)
+        old = {view: now_ns - t for view, t in newest.items() if now_ns - t > max_age_ns}
+        if not old or len(old) == len(newest):
+            return None  # every camera fresh (a partner on its way), or all silent (the pairer's stale pair)
+        ages = ", ".join(f"{view} {(now_ns - t) / 1e9:.3f} s" for view, t in newest.items())
+        silent = " and ".join(f"the {view}" for view in old)
+        verb = "cameras lag or are silent" if len(old) > 1 else "camera lags or is silent"
+        return (f"no matching pair: the newest frames are {ages} old (> max_age {max_age_ns / 1e9:.3f} s for "
+                f"{', '.join(old)}); {silent} {verb}")
+
+    def _build_observation(self, pair, infos):
+        """(cameras, state) of ``pair`` by the shared builder (para_ros.observation.builder), its notes as
+        diagnostics; raises ``ObservationProblem``."""
+        with self._lock:  # the opening at the image stamp, by the bag tools' rule (sample and hold)
+            gripper = self._gripper_history.at(pair.stamp_ns)
+        p = self.params
+        obs = build_observation(
+            self.observation_settings, pair.stamp_ns, [(f.message, f.stamp_ns) for f in pair.frames],
+            [infos.get(view) for view in self.views], lookup=self._lookup, ee_pose=self._ee_pose, gripper=gripper,
+            info_sources=[p[f"{view}_info_topic"] for view in self.views],
+            gripper_source=p["joint_states_topic"])
+        for view, frame in zip(self.views, obs.camera_frames):
+            self._camera_frames[view] = frame  # the overlay image's frame id
+        for view in self.views:  # notes: warnings that did not stop the observation, active while they last
+            if f"distortion.{view}" in obs.notes:
+                self.health.problem(f"distortion.{view}", obs.notes[f"distortion.{view}"])
+            else:
+                self.health.clear(f"distortion.{view}")
+        if "gripper" in obs.notes:
+            self.health.problem("gripper", obs.notes["gripper"])
+        else:
+            self.health.clear("gripper")
+        for key in ("image", "camera_info", "tf", "joint_states"):  # every view and the EE made it: problems gone
+            self.health.clear(key)
+        return obs.cameras, obs.state
+
+    def _lookup(self, frame: str, stamp_ns: int, wait: bool = True, what: str | None = None) -> np.ndarray:
+        """(4, 4) ``T_world_frame`` at ``stamp_ns`` from TF, waiting up to ``tf_timeout_s`` when ``wait``; raises
+        ``ObservationProblem`` (``tf``), its message prefixed with ``what`` when given."""
+        from rclpy.duration import Duration
+        from rclpy.time import Time
+
+        from para_ros.adapters.tf import TransformException
+        from para_ros.adapters.transforms import transform_to_matrix
+
+        world = self.params["world_frame"]
+        prefix = f"{what}: " if what else ""
+        try:
+            timeout_ns = int(self.params["tf_timeout_s"] * 1e9) if wait else 0
+            tf = self.tf_buffer.lookup_transform(world, frame, Time(nanoseconds=stamp_ns),
+                                                 Duration(nanoseconds=timeout_ns))
+        except TransformException as exc:
+            refused = getattr(self.tf_buffer, "rejections_by_child", {})
+            detail = "; ".join(f"refused {child}: {why}" for child, why in refused.items())
+            raise ObservationProblem("tf", f"{prefix}no TF {world} <- {frame} at t={stamp_ns / 1e9:.3f} s "
+                                     f"({type(exc).__name__}: {exc}){'; ' + detail if detail else ''}") from None
+        return matrix_is_finite(transform_to_matrix(tf), f"{prefix}TF {world} <- {frame}")
+
+    def _ee_pose(self, stamp_ns: int, wait: bool = True) -> np.ndarray:
+        """(4, 4) ``T_world_ee`` at ``stamp_ns`` from the configured ``ee_source``; raises ``ObservationProblem``."""
+        if self.ee_from_joints is None:
+            return self._lookup(self.params["ee_frame"], stamp_ns, wait, what="end-effector pose")
+        T_base_ee = self.ee_from_joints.pose_at(stamp_ns)
+        if T_base_ee is None:
+            span = self.ee_from_joints.history.span_s()
+            have = f"joint states cover {span[0]:.3f} .. {span[1]:.3f} s" if span else "no joint states yet"
+            raise ObservationProblem("joint_states", f"end-effector pose: no {self.params['joint_states_topic']} "
+                                     f"brackets t={stamp_ns / 1e9:.3f} s ({have}; arm joints "
+                                     f"{list(self.ee_from_joints.history.joint_names)})")
+        base = self.ee_from_joints.base_frame
+        if base == self.params["world_frame"]:
+            return T_base_ee
+        return self._lookup(base, stamp_ns, wait, what="arm base pose") @ T_base_ee
+
+    def _infer_and_publish(self, stamp_ns: int, cameras, state, generation: int | None = None) -> None:
+        """Run the policy and publish the chunk, its markers and voxels; ``generation``: the clock-jump count when the
+        observation was taken (a chunk of an observation from before a backward jump is dropped, not published)."""
+        from para_ros.ros_io.chunk_msg import action_chunk_msg
+        from para_ros.ros_io.rviz import chunk_markers, voxel_cloud
+
+        try:
+            out = self.policy.predict(cameras, state)
+        except ValueError as exc:
+            self.health.count("dropped.policy")
+            self.health.problem("policy", f"policy refused the observation: {exc}")
+            return
+        arrays = (out.positions_world, out.quaternions_xyzw, out.gripper, out.confidence, out.time_offsets_s)
+        if not all(np.all(np.isfinite(a)) for a in arrays):
+            self.health.count("dropped.policy")
+            self.health.problem("policy", "policy output is not finite: chunk dropped", level=ERROR)
+            return
+        self.health.clear("policy")
+        msg = action_chunk_msg(out, stamp_ns, self.params["world_frame"], self.params["ee_frame"],
+                               self.policy.model_id)
+        header = msg.header
+        if generation is not None and generation != self._time_generation:
+            self.health.count("dropped.time_jump")  # the clock jumped back while the model ran: an old observation
+            return
+        self.chunk_pub.publish(msg)
+        voxel_size_m = self._voxel_size_m(out)
+        self.marker_pub.publish(chunk_markers(header, out.positions_world, out.confidence, state.T_world_ee[:3, 3],
+                                              voxel_size_m=voxel_size_m, color_by=self.params["marker_color_by"]))
+        if self.params["publish_pointcloud"]:
+            self.cloud_pub.publish(voxel_cloud(header, out.top_voxels_world, out.top_voxels_prob))
+        if self.overlay_pub is not None:
+            self._publish_overlay(header, cameras[0], state, out.positions_world)
+        latency_s = (self.node.get_clock().now().nanoseconds - stamp_ns) / 1e9
+        self.latencies_s.append(latency_s)
+        self.health.count("chunks_out")
+        self.health.clear("internal_error")  # a whole observation went through: the unexpected error is gone
+        self.health.set_value("latency_median_s", f"{np.median(self.latencies_s):.4f}")
+        self.health.set_value("latency_p99_s", f"{np.percentile(self.latencies_s, 99):.4f}")
+        self.health.set_value("policy_total_s", f"{self.policy.last_timing_s.get('total', float('nan')):.4f}")
+
+    def _publish_overlay(self, header, camera, state, path_world) -> None:
+        """The first view with the tool frame and the predicted path (``para_core.eval.calibration.overlay_image``)."""
+        import array
+
+        from sensor_msgs.msg import Image as ImageMsg
+
+        from para_core.eval.calibration import overlay_image
+
+        rgb = overlay_image(camera.image_rgb, camera.K, camera.T_world_cam, state.T_world_ee, path_world)
+        img = ImageMsg()
+        img.header.stamp = header.stamp
+        img.header.frame_id = self._camera_frames.get(self.views[0], "")
+        img.height, img.width = rgb.shape[:2]
+        img.encoding, img.is_bigendian, img.step = "rgb8", 0, 3 * rgb.shape[1]
+        img.data = array.array("B", np.ascontiguousarray(rgb).tobytes())
+        self.overlay_pub.publish(img)
+
+    def _voxel_size_m(self, out) -> float:
+        span = out.voxel_bounds_world[1] - out.voxel_bounds_world[0]
+        return float(np.clip(np.max(span) / max(self.policy.config.pred_size, 1), 0.004, 0.05))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the inference node (``ros2 run para_ros inference_node --ros-args -p checkpoint:=DIR``)."""
+    from para_ros.nodes.runtime import run_node
+
+    return run_node(InferenceNode, prog="inference_node", description=__doc__.split("\n\n")[0],
+                    default_params_file="inference.yaml", argv=argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

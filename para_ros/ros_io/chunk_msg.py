@@ -1,0 +1,97 @@
+"""``para_msgs/ActionChunk`` in and out: the one place its fields are read and filled.
+
+* :func:`action_chunk_msg`: a ``para_core`` ``PolicyOutput`` -> ActionChunk, used by the inference node (live) and by
+  ``para-bag eval --write-chunks`` (offline), so a chunk written to a bag is byte-for-byte the chunk the node would
+  have published for the same observation;
+* :func:`chunk_from_msg` / :func:`chunk_to_msg`: ActionChunk <-> :class:`para_ros.execution.chunk.Chunk` (numbers
+  only; validation is elsewhere).
+
+Conversion never raises on odd content (NaN, mismatched lengths...): it copies what is there, and
+:func:`para_ros.execution.chunk.validate_chunk` decides. Times become float seconds (``sec + nanosec * 1e-9``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from para_ros.execution.chunk import Chunk
+
+
+def time_to_s(t) -> float:
+    """``builtin_interfaces/Time`` or ``Duration`` -> float seconds."""
+    return float(t.sec) + float(t.nanosec) * 1e-9
+
+
+def s_to_time_fields(t_s: float) -> tuple[int, int]:
+    """Float seconds -> (sec, nanosec) with 0 <= nanosec < 1e9."""
+    total_ns = int(round(t_s * 1e9))
+    return total_ns // 1_000_000_000, total_ns % 1_000_000_000
+
+
+def poses_to_arrays(poses) -> tuple[np.ndarray, np.ndarray]:
+    """``geometry_msgs/Pose`` list -> positions (N, 3) and quaternions (N, 4) x, y, z, w."""
+    positions = np.array([[p.position.x, p.position.y, p.position.z] for p in poses], dtype=float).reshape(-1, 3)
+    quats = np.array([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w] for p in poses],
+                     dtype=float).reshape(-1, 4)
+    return positions, quats
+
+
+def chunk_from_msg(msg) -> Chunk:
+    """Copy an ActionChunk message into numpy arrays (shapes may disagree; validation checks)."""
+    positions, quats = poses_to_arrays(msg.poses)
+    return Chunk(
+        stamp_s=time_to_s(msg.header.stamp),
+        time_from_stamp_s=np.array([time_to_s(d) for d in msg.time_from_stamp], dtype=float),
+        positions_m=positions,
+        quats_xyzw=quats,
+        gripper=np.asarray(msg.gripper, dtype=float).reshape(-1),
+        confidence=np.asarray(msg.confidence, dtype=float).reshape(-1),
+        frame_id=msg.header.frame_id,
+        tool_frame_id=msg.tool_frame_id,
+        model_id=msg.model_id,
+    )
+
+
+def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None):
+    """Build an ActionChunk message from numpy arrays; ``stamp_ns`` (exact nanoseconds) replaces ``chunk.stamp_s``."""
+    from builtin_interfaces.msg import Duration
+    from geometry_msgs.msg import Pose
+    from para_msgs.msg import ActionChunk
+
+    msg = ActionChunk()
+    if stamp_ns is None:
+        msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(chunk.stamp_s)
+    else:
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    msg.header.frame_id = chunk.frame_id
+    msg.tool_frame_id = chunk.tool_frame_id
+    msg.model_id = chunk.model_id
+    for dt in chunk.time_from_stamp_s:
+        d = Duration()
+        d.sec, d.nanosec = s_to_time_fields(float(dt))
+        msg.time_from_stamp.append(d)
+    for p, q in zip(chunk.positions_m, chunk.quats_xyzw):
+        pose = Pose()
+        pose.position.x, pose.position.y, pose.position.z = (float(v) for v in p)
+        pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = (float(v) for v in q)
+        msg.poses.append(pose)
+    msg.gripper = [float(g) for g in chunk.gripper]
+    msg.confidence = [float(c) for c in chunk.confidence]
+    return msg
+
+
+def action_chunk_msg(out, stamp_ns: int, world_frame: str, tool_frame: str, model_id: str):
+    """ActionChunk stamped ``stamp_ns`` (the observation time) in ``world_frame``, one pose per step of ``out``.
+
+    :param out: a ``PolicyOutput`` (positions_world (T, 3), quaternions_xyzw (T, 4), gripper, confidence,
+        time_offsets_s).
+    """
+    from para_ros.adapters.transforms import make_matrix, matrix_to_pose
+
+    # each step's pose through its matrix: a unit quaternion, as TF would give
+    positions, quats = poses_to_arrays([matrix_to_pose(make_matrix(xyz, q))
+                                        for xyz, q in zip(out.positions_world, out.quaternions_xyzw)])
+    return chunk_to_msg(Chunk(
+        stamp_s=0.0, time_from_stamp_s=np.asarray(out.time_offsets_s, dtype=float),
+        positions_m=positions, quats_xyzw=quats,
+        gripper=np.asarray(out.gripper, dtype=float), confidence=np.asarray(out.confidence, dtype=float),
+        frame_id=world_frame, tool_frame_id=tool_frame, model_id=model_id), stamp_ns=stamp_ns)
