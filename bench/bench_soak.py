@@ -162,6 +162,37 @@ def growth(reports: list[dict]) -> dict[str, dict]:
             for name in a if name in b}
 
 
+def plot_reports(reports: list[dict], path: Path, title: str = "") -> Path:
+    """``path`` (PNG): RSS per node, camera -> chunk latency p50/p99 and the chunk/command rates over the run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t_min = np.array([r["t_s"] for r in reports]) / 60.0
+    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    for name in reports[0]["nodes"]:
+        axes[0].plot(t_min, [r["nodes"][name]["rss_mib"] for r in reports], marker=".", label=name)
+    axes[0].set_ylabel("RSS (MiB)")
+    axes[0].legend(fontsize=8)
+    for key, label in (("latency_p50_ms", "p50"), ("latency_p99_ms", "p99")):
+        axes[1].plot(t_min, [r[key] for r in reports], marker=".", label=label)
+    axes[1].set_ylabel("camera -> chunk (ms)")
+    axes[1].legend(fontsize=8)
+    axes[2].plot(t_min, [r["command_rate_hz"] for r in reports], marker=".", label="commands")
+    axes[2].plot(t_min, [r["chunk_rate_hz"] for r in reports], marker=".", label="chunks")
+    axes[2].set_ylabel("rate (Hz)")
+    axes[2].set_xlabel("time since start (min)")
+    axes[2].legend(fontsize=8)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.suptitle(title or "bench_soak", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def format_report(report: dict) -> str:
     nodes = "  ".join(f"{name} {v['rss_mib'] or float('nan'):6.1f} MiB {v['cpu_pct'] or float('nan'):5.1f} %"
                       for name, v in report["nodes"].items())
@@ -307,6 +338,11 @@ def run(args) -> int:
                         for n in group.nodes}}
     json_path = Path(args.json) if args.json else out / "soak.json"
     json_path.write_text(json.dumps(result, indent=2, default=str))
+    if reports:
+        plot = plot_reports(reports, json_path.with_suffix(".png"),
+                            f"bench_soak: {args.duration:.0f} s, cameras {args.camera_rate:g} Hz, {platform.machine()}, "
+                            f"{os.cpu_count()} cpus")
+        print(f"bench_soak: plot {plot}", flush=True)
     print(f"bench_soak: {why['stop']}; {len(reports)} reports in {json_path}", flush=True)
     return status
 
