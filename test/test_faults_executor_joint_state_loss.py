@@ -94,7 +94,11 @@ def test_commands_stop_within_one_timeout_after_joint_states_are_cut_and_resume_
         ticks, p_cmd, _ = pose_arrays(poses)
         resumed = np.flatnonzero(ticks - LOOKAHEAD_S >= t_resume - 0.05)
         assert len(resumed) > 20, "no commands after the new chunk"
-        assert np.linalg.norm(p_cmd[resumed[0]] - p_arm) < 0.003, "the first command jumped away from the arm"
+        # One limited step from the measured joints (the tool moves at most max_ee_speed_m_s for one period; how far
+        # towards the chunk depends on how late the chunk arrived on a loaded machine), never a jump to an old target.
+        from para_ros.robot.yam import load_yam_config
+        one_step_m = load_yam_config().limits.max_ee_speed_m_s / 100.0  # control_rate_hz 100
+        assert np.linalg.norm(p_cmd[resumed[0]] - p_arm) <= one_step_m + 1e-4, "the first command jumped away"
         assert np.any(np.diff(p_cmd[resumed], axis=0) != 0), "no motion after the new chunk"
         assert "tracking" in _latest(drv).message
         assert drv.proc.poll() is None
