@@ -41,6 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+from para_ros.stamps import stamp_to_ns
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -97,7 +99,7 @@ class GraphWatch:
 
     def _on_chunk(self, msg) -> None:
         received_ns = time.time_ns()
-        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        stamp_ns = stamp_to_ns(msg.header.stamp)
         with self._lock:
             self._latencies_s.append((received_ns - stamp_ns) / 1e9)
 

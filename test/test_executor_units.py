@@ -504,21 +504,22 @@ def test_joint_state_watch_dates_the_oldest_needed_joint():
 
 # ---- node configuration (no middleware needed) -----------------------------------------------------------------------
 
-def test_every_node_parameter_has_a_default_in_executor_yaml_and_a_description():
-    import yaml as _yaml
+def test_executor_defaults_build_a_valid_config_and_bad_values_are_refused():
+    from para_ros.nodes.chunk_executor import PARAMETERS, build_executor_config
 
-    from para_ros.nodes.chunk_executor import PARAM_DESCRIPTIONS, build_executor_config, load_default_parameters
-    from para_ros.paths import config_file
-    data = _yaml.safe_load(config_file("executor.yaml").read_text())["chunk_executor"]["ros__parameters"]
-    assert set(data) == set(PARAM_DESCRIPTIONS), set(data) ^ set(PARAM_DESCRIPTIONS)
-    assert all(len(d) > 10 for d in PARAM_DESCRIPTIONS.values())
-    defaults = load_default_parameters()
+    defaults = PARAMETERS.defaults()
     cfg = build_executor_config(defaults, load_yam_config())
     assert cfg.control_rate_hz == 100.0 and cfg.blend.mode == "latest"
     with pytest.raises(ValueError, match="average.*latest"):
         build_executor_config({**defaults, "blend_mode": "average"}, load_yam_config())
     with pytest.raises(ValueError, match="control_rate_hz"):
         build_executor_config({**defaults, "control_rate_hz": 0.0}, load_yam_config())
+    # the table refuses the same before the node is built: names the parameter and the allowed values
+    with pytest.raises(ValueError, match=r"blend_mode='average': use one of \['latest', 'ensemble'\]"):
+        PARAMETERS.coerce_all({"blend_mode": "average"})
+    with pytest.raises(ValueError, match=r"control_rate_hz=0.0: must be within \[1, 2000\]"):
+        PARAMETERS.coerce_all({"control_rate_hz": 0.0})
+    assert PARAMETERS.coerce_all({"control_rate_hz": 500})["control_rate_hz"] == 500.0  # an int for a double
 
 
 def test_help_runs_without_middleware():

@@ -319,7 +319,7 @@ class InProcessRig:
         self.images = synthetic_images(3, IMG)
 
     def now_ns(self) -> int:
-        return self.n.node.get_clock().now().nanoseconds
+        return self.n.get_clock().now().nanoseconds
 
     @staticmethod
     def _stamp(msg, stamp_ns):
@@ -402,7 +402,7 @@ def inference():
     try:
         yield rig
     finally:
-        node.node.destroy_node()
+        node.destroy_node()
         if owns_init:
             rclpy.shutdown()
 

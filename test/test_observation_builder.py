@@ -51,7 +51,7 @@ def node():
     try:
         yield n
     finally:
-        n.node.destroy_node()
+        n.destroy_node()
         if owns_init:
             rclpy.shutdown()
 

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_sim_yaml_lists_every_parameter_with_the_declared_default_and_type():
     doc = yaml.safe_load((REPO / "config" / "sim.yaml").read_text())
     params = doc["sim_node"]["ros__parameters"]
-    declared = {name: default for name, default, _ in sim_node.PARAMETERS}
+    declared = {p.name: p.default for p in sim_node.PARAMETERS.params if not p.optional}
     assert set(params) == set(declared), set(params) ^ set(declared)
     for name, default in declared.items():
         value = params[name]
@@ -25,7 +25,7 @@ def test_sim_yaml_lists_every_parameter_with_the_declared_default_and_type():
         if isinstance(default, list):
             assert [type(v) for v in value] == [type(v) for v in default], name
         assert value == default, f"{name}: yaml {value!r} != declared default {default!r}"
-    assert all(description for _, _, description in sim_node.PARAMETERS)
+    assert all(p.description for p in sim_node.PARAMETERS.params)
 
 
 def test_yaml_scene_camera_matches_the_ros_free_default():

@@ -365,16 +365,13 @@ def past_frame_indices(t: int, mv_past_n: int, frame_stride: int) -> np.ndarray:
 def _interp_poses(stamps_ns: np.ndarray, T_world_ee: np.ndarray, gripper: np.ndarray, query_ns: np.ndarray):
     """Poses at arbitrary times (clamped to the episode's time span): positions and gripper linear, rotations slerp.
     -> positions (M, 3), rotations (M, 3, 3), gripper (M,)."""
-    from scipy.spatial.transform import Rotation, Slerp
+    from para_core.model.rotations import slerp_rotations
 
     t = (stamps_ns - stamps_ns[0]).astype(np.float64) * 1e-9  # (N,) seconds
     q = np.clip((np.asarray(query_ns) - stamps_ns[0]).astype(np.float64) * 1e-9, t[0], t[-1])  # (M,)
     pos = np.stack([np.interp(q, t, T_world_ee[:, k, 3]) for k in range(3)], axis=-1)  # (M, 3)
     grip = np.interp(q, t, gripper)  # (M,)
-    if len(t) == 1:
-        rot = np.repeat(T_world_ee[:1, :3, :3], len(q), axis=0)
-    else:
-        rot = Slerp(t, Rotation.from_matrix(T_world_ee[:, :3, :3]))(q).as_matrix()  # (M, 3, 3)
+    rot = slerp_rotations(t, T_world_ee[:, :3, :3], q)  # (M, 3, 3)
     return pos, rot, grip
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
+
+from para_core.model.rotations import rotation_angles_between, slerp_rotations
 
 
 def interpolate_positions(stamps_ns: np.ndarray, positions: np.ndarray, query_ns: np.ndarray) -> np.ndarray:
@@ -56,7 +57,7 @@ def interpolate_rotations(stamps_ns: np.ndarray, rotations: np.ndarray, query_ns
         out[inside] = rots[0]
     elif inside.any():
         ts = (stamps - stamps[0]).astype(np.float64)
-        out[inside] = Slerp(ts, Rotation.from_matrix(rots))((flat[inside] - stamps[0]).astype(np.float64)).as_matrix()
+        out[inside] = slerp_rotations(ts, rots, (flat[inside] - stamps[0]).astype(np.float64))
     return out.reshape(*q.shape, 3, 3)
 
 
@@ -82,8 +83,7 @@ def rotation_errors_deg(pred_rotations: np.ndarray, gt_rotations: np.ndarray) ->
     Rg = np.asarray(gt_rotations, dtype=np.float64)
     if Rp.shape != Rg.shape or Rp.shape[-2:] != (3, 3):
         raise ValueError(f"rotation arrays must have the same (..., 3, 3) shape; got {Rp.shape} and {Rg.shape}")
-    trace = np.einsum("...ji,...ji->...", Rp, Rg)  # trace(Rp^T Rg)
-    return np.degrees(np.arccos(np.clip((trace - 1.0) / 2.0, -1.0, 1.0)))
+    return np.degrees(rotation_angles_between(Rp, Rg))
 
 
 def gripper_accuracy(pred_gripper: np.ndarray, gt_gripper: np.ndarray, threshold: float = 0.5) -> float:

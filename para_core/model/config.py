@@ -119,7 +119,17 @@ BACKBONE_KINDS = ("dinov3", "internvl_vision")
 # Patch size of each backbone family (the default when backbone_config does not set one).
 BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14}
 LR_SCHEDULES = ("cosine", "constant")
-DTYPES = ("fp32", "bf16", "fp16")
+DTYPES = ("fp32", "bf16", "fp16")  # precision names of every command, node and config (one table)
+
+
+def torch_dtype(name: str):
+    """The torch dtype of a precision name of :data:`DTYPES` (autocast for bf16 / fp16; fp32 = none)."""
+    import torch
+
+    table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    if name not in table:
+        raise ValueError(f"dtype {name!r}: use one of {list(DTYPES)}")
+    return table[name]
 
 
 def _fail(field_name: str, value: Any, fix: str) -> None:

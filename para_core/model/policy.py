@@ -19,13 +19,12 @@ import numpy as np
 import torch
 
 from para_core.model.actions import decode_outputs
-from para_core.model.config import DTYPES, V4Config
+from para_core.model.config import DTYPES, V4Config, torch_dtype
 from para_core.model.v4 import V4Inputs, V4Output, build_model
 from para_core.model.rotations import check_rigid
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -198,7 +197,7 @@ class Policy:
         inputs = self.preprocess(cameras, state)
         t1 = time.perf_counter()
         use_amp = self.dtype != "fp32"
-        with torch.autocast(device_type=self.device.type, dtype=_TORCH_DTYPES[self.dtype], enabled=use_amp):
+        with torch.autocast(device_type=self.device.type, dtype=torch_dtype(self.dtype), enabled=use_amp):
             out = self.model(inputs)
         chunk = self.model.decode(out, refine=self.refine)[0]  # model-specific (v4: argmax voxel)
         top_xyz, top_p, bounds = self.model.visualisation(out, self.config.viz_top_k)

@@ -118,10 +118,41 @@ def quaternion_weighted_mean(quats_xyzw, weights) -> np.ndarray:
     return mean / np.linalg.norm(mean)
 
 
+def rotation_angles_between(R_a, R_b) -> np.ndarray:
+    """(..., 3, 3), (..., 3, 3) -> (...) geodesic angle (rad, in [0, pi]) of the rotation taking ``R_a`` to ``R_b``:
+    ``arccos((trace(R_a^T R_b) - 1) / 2)``."""
+    trace = np.einsum("...ji,...ji->...", np.asarray(R_a, dtype=np.float64), np.asarray(R_b, dtype=np.float64))
+    return np.arccos(np.clip((trace - 1.0) / 2.0, -1.0, 1.0))
+
+
 def rotation_angle_between(R_a, R_b) -> float:
     """Angle (rad, in [0, pi]) of the rotation taking ``R_a`` to ``R_b`` (both (3, 3))."""
-    cos = (np.trace(np.asarray(R_a, dtype=np.float64).T @ np.asarray(R_b, dtype=np.float64)) - 1.0) / 2.0
-    return float(np.arccos(np.clip(cos, -1.0, 1.0)))
+    return float(rotation_angles_between(R_a, R_b))
+
+
+def slerp_rotations(times, rotations, query_times) -> np.ndarray:
+    """Rotation matrices (M, 3, 3) at ``query_times`` (M,), slerped between ``rotations`` (N, 3, 3) at increasing
+    ``times`` (N,); every query must lie within [times[0], times[-1]] (callers clamp or mask). One sample: itself."""
+    from scipy.spatial.transform import Rotation, Slerp
+
+    rots = np.asarray(rotations, dtype=np.float64).reshape(-1, 3, 3)
+    q = np.asarray(query_times, dtype=np.float64).reshape(-1)
+    if rots.shape[0] == 1:
+        return np.repeat(rots, q.size, axis=0)
+    return Slerp(np.asarray(times, dtype=np.float64), Rotation.from_matrix(rots))(q).as_matrix()
+
+
+def quaternion_to_matrix_torch(q_xyzw):
+    """A torch (4,) quaternion (x, y, z, w; normalised here) -> (3, 3) rotation matrix, differentiable, on its device
+    and dtype (the model's reference rotation)."""
+    import torch
+
+    x, y, z, w = (q_xyzw / q_xyzw.norm()).unbind(-1)
+    return torch.stack([
+        torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)]),
+        torch.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)]),
+        torch.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]),
+    ])
 
 
 def make_matrix(translation_xyz, q_xyzw) -> np.ndarray:

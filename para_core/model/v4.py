@@ -51,6 +51,7 @@ from torch.utils.checkpoint import checkpoint
 from para_core.model.backbones import build_backbone
 from para_core.model.config import V4Config
 from para_core.model.geometry import project, uv_to_grid_sample
+from para_core.model.rotations import quaternion_to_matrix_torch
 from para_core.model.voxels import VoxelGrid, build_voxel_grid
 
 
@@ -124,21 +125,12 @@ def ee_state_features(config: V4Config, T_world_ee: torch.Tensor, gripper: torch
     lo = pos.new_tensor([config.workspace_x_m[0], config.workspace_y_m[0], config.z_lo_m])
     hi = pos.new_tensor([config.workspace_x_m[1], config.workspace_y_m[1], config.z_hi_m])
     pos_n = 2.0 * (pos - lo) / (hi - lo) - 1.0  # (B, 3) ~[-1, 1] inside the box
-    R_ref = _quat_xyzw_to_matrix(pos.new_tensor(config.rotation_ref_quat_xyzw))  # (3, 3)
+    R_ref = quaternion_to_matrix_torch(pos.new_tensor(config.rotation_ref_quat_xyzw))  # (3, 3)
     R_rel = R_ref.transpose(0, 1) @ T_world_ee[:, :3, :3]  # (B, 3, 3)
     rot6 = R_rel[:, :, :2].transpose(1, 2).reshape(-1, 6)  # (B, 6)
     grip = (2.0 * gripper.to(pos.dtype) - 1.0).unsqueeze(-1)  # (B, 1)
     past = ((past_positions_world - pos.unsqueeze(1)) / 0.1).reshape(pos.shape[0], -1)  # (B, 3 * mv_past_n)
     return torch.cat([pos_n, rot6, grip, past], dim=-1)
-
-
-def _quat_xyzw_to_matrix(q: torch.Tensor) -> torch.Tensor:
-    x, y, z, w = (q / q.norm()).unbind(-1)
-    return torch.stack([
-        torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)]),
-        torch.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)]),
-        torch.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]),
-    ])
 
 
 class ParaV4Model(nn.Module):

@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from para_core.model.config import PRESET_NAMES
+from para_core.model.config import DTYPES, PRESET_NAMES
 
 
 
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--backbone-pretrained-dir", default=None, metavar="DIR",
                    help="local transformers DINOv3 checkpoint to start the backbone from")
     g.add_argument("--device", default=None, help="'auto' (default), 'cpu', 'cuda', 'cuda:N'")
-    g.add_argument("--amp", choices=("fp32", "bf16", "fp16"), default=None, help="autocast dtype (default fp32)")
+    g.add_argument("--amp", choices=DTYPES, default=None, help="autocast dtype (default fp32)")
     g.add_argument("--num-workers", type=int, default=None, help="DataLoader workers (default 2)")
     g.add_argument("--val-fraction", type=float, default=None, help="fraction of episodes held out (default 0.1)")
     g.add_argument("--val-episodes", nargs="+", default=None, metavar="DIR", help="explicit validation episodes")

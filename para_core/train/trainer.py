@@ -56,10 +56,9 @@ import numpy as np
 import torch
 
 from para_core.model.checkpoint import save_checkpoint
-from para_core.model.config import DTYPES, V4Config
+from para_core.model.config import DTYPES, V4Config, torch_dtype
 from para_core.data.dataset import EpisodeDataset, make_batch
 
-_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "loss_curve.png"
@@ -522,7 +521,7 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------------ steps
     def _autocast(self):
-        dtype = _TORCH_DTYPES[self.tc.amp_dtype]
+        dtype = torch_dtype(self.tc.amp_dtype)
         return torch.autocast(device_type=self.device.type, dtype=dtype, enabled=self.tc.amp_dtype != "fp32")
 
     def _set_lr(self) -> float:

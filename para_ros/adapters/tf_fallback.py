@@ -51,6 +51,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.time import Time
 
 from para_ros.adapters.transforms import (invert_matrix, make_matrix, matrix_to_quaternion, quaternion_slerp)
+from para_ros.stamps import set_stamp, stamp_to_ns
 
 DEFAULT_TF_TOPIC = "/tf"
 DEFAULT_STATIC_TF_TOPIC = "/tf_static"
@@ -123,7 +124,7 @@ def time_to_ns(time) -> int:
     if isinstance(time, Time):
         return time.nanoseconds
     if isinstance(time, TimeMsg):
-        return time.sec * 1_000_000_000 + time.nanosec
+        return stamp_to_ns(time)
     raise InvalidArgumentException(f"time must be rclpy.time.Time or builtin_interfaces.msg.Time, got {type(time)!r}")
 
 
@@ -132,7 +133,7 @@ def duration_to_ns(duration) -> int:
     if isinstance(duration, Duration):
         return duration.nanoseconds
     if isinstance(duration, DurationMsg):
-        return duration.sec * 1_000_000_000 + duration.nanosec
+        return stamp_to_ns(duration)
     if isinstance(duration, (int, float)):
         return int(round(float(duration) * 1e9))
     raise InvalidArgumentException(f"timeout must be rclpy.duration.Duration, got {type(duration)!r}")
@@ -373,7 +374,7 @@ def _make_stamped(T: np.ndarray, target: str, source: str, stamp_ns: int) -> Tra
     msg = TransformStamped()
     msg.header.frame_id = target
     msg.child_frame_id = source
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    set_stamp(msg.header.stamp, stamp_ns)
     msg.transform.translation.x, msg.transform.translation.y, msg.transform.translation.z = (
         float(v) for v in T[:3, 3])
     q = matrix_to_quaternion(T[:3, :3])

@@ -37,8 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from para_core.model.config import PRESET_NAMES
+from para_core.model.config import DTYPES, PRESET_NAMES
 from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, select_by_fps
+from para_ros.stamps import stamp_to_ns, stamp_to_s
 
 CHUNK_TOPIC = "/para/action_chunk"
 MARKER_TOPIC = "/para/markers"
@@ -505,11 +506,11 @@ def _recorded(args) -> tuple[dict, str, dict]:
             if chunk.header.frame_id and chunk.header.frame_id != cfg.world_frame:
                 raise BagError(f"recorded chunks are in frame {chunk.header.frame_id!r}, the evaluation world frame "
                                f"is {cfg.world_frame!r}: pass --world-frame {chunk.header.frame_id}")
-            stamp = int(chunk.header.stamp.sec) * 1_000_000_000 + int(chunk.header.stamp.nanosec)
+            stamp = stamp_to_ns(chunk.header.stamp)
             pos = np.array([[p.position.x, p.position.y, p.position.z] for p in chunk.poses])
             quat = np.array([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w]
                              for p in chunk.poses])
-            offsets = np.array([d.sec + d.nanosec * 1e-9 for d in chunk.time_from_stamp])
+            offsets = np.array([stamp_to_s(d) for d in chunk.time_from_stamp])
             grip = np.asarray(chunk.gripper, dtype=np.float64)
             conf = np.asarray(chunk.confidence, dtype=np.float64)
             grip = grip if grip.size == n else np.full(n, np.nan)
@@ -624,7 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--step", type=int, default=-1, help="chunk step to show (-1: the last)")
     fg.add_argument("--out", required=True, help="output directory")
     fg.add_argument("--device", default="auto")
-    fg.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"))
+    fg.add_argument("--dtype", default="fp32", choices=DTYPES)
     _add_topic_args(fg)
     ab = sub.add_parser("ablate", help="evaluate several checkpoints on the same recordings: one table of the "
                                        "offline metrics side by side (stdout, CSV, Markdown)")
@@ -654,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
                           f"{CHUNK_TOPIC}) against its TF; needs only TF (+ joint states)")
     ev.add_argument("--random-seed", type=int, default=0)
     ev.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    ev.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"))
+    ev.add_argument("--dtype", default="fp32", choices=DTYPES)
     ev.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     ev.add_argument("--out", default=None, help="output directory (default ./para_eval_<bag name>)")
     ev.add_argument("--max-frames", type=int, default=0, help="evaluate at most this many observations (0: all)")

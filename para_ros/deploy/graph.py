@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from para_core.model.config import DTYPES
+
 PACKAGE = "para_ros"
 BACKENDS = ("sim", "i2rt", "topic")
 RVIZ_CONFIG = "config/para.rviz"
@@ -147,7 +149,7 @@ class DeploySettings:
             object.__setattr__(self, "engage", self.engage.strip().lower() == "true")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
-        if self.dtype not in ("", "fp32", "bf16", "fp16"):
+        if self.dtype not in ("", *DTYPES):
             raise ValueError(f"dtype={self.dtype!r}: use fp32, bf16 or fp16 (or leave empty for the file's value)")
         for name in CAMERA_TOPIC_PARAMETERS:
             topic = getattr(self, name)

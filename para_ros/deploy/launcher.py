@@ -37,6 +37,7 @@ from pathlib import Path
 
 import yaml
 
+from para_core.model.config import DTYPES
 from para_ros.deploy import graph
 from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
 from para_ros.paths import share_file
@@ -290,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task-seed", type=int, default=100000,
                         help="backend sim: layout seed of the first attempt (default 100000, held out from training)")
     parser.add_argument("--device", default="", help="torch device: auto | cpu | cuda | cuda:N (default: file's)")
-    parser.add_argument("--dtype", default="", choices=["", "fp32", "bf16", "fp16"], help="inference precision")
+    parser.add_argument("--dtype", default="", choices=["", *DTYPES], help="inference precision")
     for view in ("scene", "wrist"):
         parser.add_argument(f"--{view}-image-topic", default="", help=f"{view} camera image topic")
         parser.add_argument(f"--{view}-info-topic", default="", help=f"{view} camera CameraInfo topic")

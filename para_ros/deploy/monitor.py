@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from para_ros.deploy.summary import RunRecord
+from para_ros.stamps import stamp_to_ns
 
 NODE_NAME = "para_deploy_monitor"
 RECENT = 60  # scene images / chunks / markers kept for the snapshot (6 s at 10 Hz)
@@ -56,7 +57,7 @@ def record_topics(topics: GraphTopics) -> dict[str, type]:
 
 
 def _stamp_ns(header) -> int:
-    return header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
+    return stamp_to_ns(header.stamp)
 
 
 class DeployMonitor:

@@ -210,6 +210,16 @@ class ExecutorStatus:
     last_time_jump: str = ""
 
 
+def _same(a, b) -> bool:
+    """Equality of config values that may hold numpy arrays (dataclasses compared field by field)."""
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name))
+                                          for f in dataclasses.fields(a))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    return a == b
+
+
 class ExecutorCore:
     """Chunks in (:meth:`add_chunk`), one safe :class:`JointCommand` per :meth:`tick` out. Thread-safe.
 
@@ -251,7 +261,8 @@ class ExecutorCore:
     def reconfigure(self, config: ExecutorConfig) -> None:
         """Take ``config`` from now on; :class:`ValueError` if it differs in a field outside :data:`RECONFIGURABLE`."""
         fixed = [f.name for f in dataclasses.fields(ExecutorConfig)
-                 if f.name not in self.RECONFIGURABLE and getattr(config, f.name) != getattr(self.config, f.name)]
+                 if f.name not in self.RECONFIGURABLE
+                 and not _same(getattr(config, f.name), getattr(self.config, f.name))]
         if fixed:
             raise ValueError(f"{', '.join(fixed)} cannot change while the executor runs: restart it with the new "
                              "value")
@@ -368,7 +379,7 @@ class ExecutorCore:
         """Stop: drop every chunk; from the next tick on, commands hold the last commanded position."""
         with self._lock:
             self._stopped = True
-            self._restart_since_loss = False  # after a feedback loss: only ~/resume or a chunk accepted after it restarts
+            self._restart_since_loss = False  # after a feedback loss: ~/resume or a chunk accepted after it restarts
             self.timeline.clear()
             self.status.state = STOPPED
 
@@ -459,23 +470,16 @@ class ExecutorCore:
 
     def tick(self, now_s: float) -> JointCommand | None:
         """Compute the command for time ``now_s``; None (send nothing) while the arm's joint state is unknown or stale
-        (and after that until a new chunk), and while disengaged since the start."""
+        (and after that until a new chunk), and while disengaged since the start. The steps, in order: notice a
+        clock jump, the watchdog, the target of the timeline, smoothing, the safety filter, the final check."""
         t_start = time.perf_counter()
         with self._lock:
             self.status.ticks += 1
-            cfg = self.config
-            if self._last_tick_s is not None and now_s <= self._last_tick_s - TIME_JUMP_BACK_MIN_S:
-                self._forget_time(f"tick at t={now_s:.3f} s after a tick at t={self._last_tick_s:.3f} s")
-            elif (cfg.joint_state_timeout_s is not None and self._measured_s is not None
-                  and self._measured_s >= now_s + TIME_JUMP_BACK_MIN_S):
-                # measured on the old clock, before a jump back (passed in as the jump was handled): not a fresh state
-                self._forget_time(f"joint state measured at t={self._measured_s:.3f} s, after the tick at "
-                                  f"t={now_s:.3f} s")
-            self._last_tick_s = now_s
+            self._notice_time_jump(now_s)
             if self._q_cmd is None or self._awaiting_state:
                 self.status.state = WAITING_FOR_STATE
                 return None
-            if cfg.joint_state_timeout_s is not None and not self._feedback_ok(now_s):
+            if self.config.joint_state_timeout_s is not None and not self._feedback_ok(now_s):
                 self.status.last_tick_compute_s = time.perf_counter() - t_start
                 return None
             if self._never_engaged:  # disengaged since the start: the arm is not ours, send nothing
@@ -483,39 +487,7 @@ class ExecutorCore:
                 self.status.last_tick_compute_s = time.perf_counter() - t_start
                 return None
             q_prev, g_prev = self._q_cmd, self._g_cmd
-            q_des, g_des, state = q_prev, g_prev, self.status.state
-            if self._stopped:
-                state = STOPPED
-            else:
-                if self._last_accept_s is not None and now_s - self._last_accept_s > cfg.stale_timeout_s:
-                    if len(self.timeline):
-                        self.timeline.clear()
-                    state = HOLD_STALE
-                self.timeline.prune(now_s)
-                sampled = self.timeline.sample(now_s + cfg.command_lookahead_s)
-                self.status.chunks_in_force = len(self.timeline)
-                if sampled is None:
-                    if state not in (HOLD_STALE,):
-                        state = IDLE
-                else:
-                    target, _ = sampled
-                    T_target = make_matrix(target.position_m, target.quat_xyzw)
-                    ik = self.kin.ik(T_target, self._q_seed if self._q_seed is not None else q_prev)
-                    g_des = target.gripper
-                    if ik.ok:
-                        q_des, state = ik.q_rad, TRACKING
-                        self._q_seed = ik.q_rad
-                    else:
-                        self.status.ik_failures += 1
-                        self.status.last_ik_error = (
-                            f"target {np.round(target.position_m, 4).tolist()} unreachable: IK error "
-                            f"{ik.position_error_m * 1000:.1f} mm / {np.degrees(ik.rotation_error_rad):.1f} deg "
-                            f"({cfg.unreachable})")
-                        if cfg.unreachable == "best_effort":
-                            q_des, state = ik.q_rad, TRACKING
-                            self._q_seed = ik.q_rad
-                        else:
-                            q_des, state = q_prev, HOLD_UNREACHABLE
+            q_des, g_des, state = self._target(now_s, q_prev, g_prev)
             holding = state != TRACKING
             if self.smoother is not None:
                 if holding:
@@ -523,36 +495,94 @@ class ExecutorCore:
                     q_des = q_prev
                 else:
                     q_des = self.smoother.step(q_des)
-            # An unmeasured gripper (NaN) takes the first chunk target as its first command; until then the filter and
-            # the check run on a placeholder and the command carries NaN (no gripper command).
-            gripper_known = bool(np.isfinite(g_prev))
-            if not gripper_known and np.isfinite(g_des):
-                g_prev = float(np.clip(g_des, self.limits.gripper_min, self.limits.gripper_max))
-                gripper_known = True
-            if not gripper_known:
-                g_prev = g_des = self.limits.gripper_min
-            if holding and state != HOLD_UNREACHABLE:
-                q_new, g_new, report = q_prev.copy(), g_prev, FilterReport()
-            else:
-                q_new, g_new, report = self.safety.apply(q_des, g_des, q_prev, g_prev, cfg.period_s)
-            if report.any:
-                self.status.limit_events += 1
-                self.status.last_limit_event = ", ".join(
-                    name for name in ("joint_clipped", "joint_speed_limited", "ee_limited", "gripper_limited")
-                    if getattr(report, name))
-            problems = check_command(self.limits, q_new, g_new, q_prev, g_prev, cfg.period_s, self.kin.fk_position)
-            if problems:
-                self.status.check_failures += 1
-                self.status.last_check_failure = "; ".join(problems)
-                q_new, g_new = q_prev.copy(), g_prev
-            moving = bool(np.any(q_new != q_prev) or g_new != g_prev)
-            if not gripper_known:
-                g_new = float("nan")
-            self._q_cmd, self._g_cmd = q_new, g_new
-            self.status.state = state
-            self.status.commands += 1
-            self.status.last_command_stamp_s = now_s
-            command = JointCommand(now_s, cfg.command_lookahead_s, q_new.copy(),
-                                   float(g_new), self.kin.fk(q_new), moving)
+            q_new, g_new, g_prev, gripper_known = self._limited(q_des, g_des, q_prev, g_prev,
+                                                                hold=holding and state != HOLD_UNREACHABLE)
+            command = self._emit(now_s, q_new, g_new, q_prev, g_prev, gripper_known, state)
             self.status.last_tick_compute_s = time.perf_counter() - t_start
             return command
+
+    def _notice_time_jump(self, now_s: float) -> None:
+        """Under the lock: a clock jump nobody announced (module docstring) drops everything timed on the old clock."""
+        cfg = self.config
+        if self._last_tick_s is not None and now_s <= self._last_tick_s - TIME_JUMP_BACK_MIN_S:
+            self._forget_time(f"tick at t={now_s:.3f} s after a tick at t={self._last_tick_s:.3f} s")
+        elif (cfg.joint_state_timeout_s is not None and self._measured_s is not None
+              and self._measured_s >= now_s + TIME_JUMP_BACK_MIN_S):
+            # measured on the old clock, before a jump back (passed in as the jump was handled): not a fresh state
+            self._forget_time(f"joint state measured at t={self._measured_s:.3f} s, after the tick at "
+                              f"t={now_s:.3f} s")
+        self._last_tick_s = now_s
+
+    def _target(self, now_s: float, q_prev: np.ndarray, g_prev: float) -> tuple[np.ndarray, float, str]:
+        """Under the lock: the desired (joints, gripper) and state of this tick: the timeline's pose due at
+        ``now + lookahead`` through IK, or a hold (stopped, stale, nothing due, unreachable)."""
+        cfg = self.config
+        if self._stopped:
+            return q_prev, g_prev, STOPPED
+        state = self.status.state
+        if self._last_accept_s is not None and now_s - self._last_accept_s > cfg.stale_timeout_s:
+            if len(self.timeline):
+                self.timeline.clear()
+            state = HOLD_STALE
+        self.timeline.prune(now_s)
+        sampled = self.timeline.sample(now_s + cfg.command_lookahead_s)
+        self.status.chunks_in_force = len(self.timeline)
+        if sampled is None:
+            return q_prev, g_prev, state if state == HOLD_STALE else IDLE
+        target, _ = sampled
+        ik = self.kin.ik(make_matrix(target.position_m, target.quat_xyzw),
+                         self._q_seed if self._q_seed is not None else q_prev)
+        if ik.ok:
+            self._q_seed = ik.q_rad
+            return ik.q_rad, target.gripper, TRACKING
+        self.status.ik_failures += 1
+        self.status.last_ik_error = (
+            f"target {np.round(target.position_m, 4).tolist()} unreachable: IK error "
+            f"{ik.position_error_m * 1000:.1f} mm / {np.degrees(ik.rotation_error_rad):.1f} deg ({cfg.unreachable})")
+        if cfg.unreachable == "best_effort":
+            self._q_seed = ik.q_rad
+            return ik.q_rad, target.gripper, TRACKING
+        return q_prev, target.gripper, HOLD_UNREACHABLE
+
+    def _limited(self, q_des: np.ndarray, g_des: float, q_prev: np.ndarray, g_prev: float,
+                 hold: bool) -> tuple[np.ndarray, float, float, bool]:
+        """Under the lock: the command after the safety filter and the final independent check (a hold repeats the
+        previous command) -> (joints, gripper, the previous gripper it was limited against, gripper known).
+
+        An unmeasured gripper (NaN) takes the first chunk target as its first command; until then the filter and the
+        check run on a placeholder (the command carries NaN then: no gripper command)."""
+        gripper_known = bool(np.isfinite(g_prev))
+        if not gripper_known and np.isfinite(g_des):
+            g_prev = float(np.clip(g_des, self.limits.gripper_min, self.limits.gripper_max))
+            gripper_known = True
+        if not gripper_known:
+            g_prev = g_des = self.limits.gripper_min
+        if hold:
+            q_new, g_new, report = q_prev.copy(), g_prev, FilterReport()
+        else:
+            q_new, g_new, report = self.safety.apply(q_des, g_des, q_prev, g_prev, self.config.period_s)
+        if report.any:
+            self.status.limit_events += 1
+            self.status.last_limit_event = ", ".join(
+                name for name in ("joint_clipped", "joint_speed_limited", "ee_limited", "gripper_limited")
+                if getattr(report, name))
+        problems = check_command(self.limits, q_new, g_new, q_prev, g_prev, self.config.period_s,
+                                 self.kin.fk_position)
+        if problems:
+            self.status.check_failures += 1
+            self.status.last_check_failure = "; ".join(problems)
+            q_new, g_new = q_prev.copy(), g_prev
+        return q_new, g_new, g_prev, gripper_known
+
+    def _emit(self, now_s: float, q_new: np.ndarray, g_new: float, q_prev: np.ndarray, g_prev: float,
+              gripper_known: bool, state: str) -> JointCommand:
+        """Under the lock: record the command as sent and build it (NaN gripper while the gripper is unknown)."""
+        moving = bool(np.any(q_new != q_prev) or g_new != g_prev)
+        if not gripper_known:
+            g_new = float("nan")
+        self._q_cmd, self._g_cmd = q_new, g_new
+        self.status.state = state
+        self.status.commands += 1
+        self.status.last_command_stamp_s = now_s
+        return JointCommand(now_s, self.config.command_lookahead_s, q_new.copy(), float(g_new), self.kin.fk(q_new),
+                            moving)

@@ -61,80 +61,120 @@ from __future__ import annotations
 import threading
 import time
 
-import yaml
+from geometry_msgs.msg import PoseStamped
+from para_msgs.msg import ActionChunk
+from rclpy.clock import JumpThreshold
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from std_srvs.srv import Trigger
+
+from para_ros.execution.backends import I2rtSdkBackend
+from para_ros.execution.control_loop import FixedRateLoop
+from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOINT_STATE_PROBLEM, STOPPED,
+                                              TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorCore)
+from para_ros.nodes.health import HealthReporter
+from para_ros.nodes.parameters import Param, ParameterTable
+from para_ros.robot.yam import load_yam_config
+from para_ros.robot.yam_frames import YamFrames
+from para_ros.ros_io.chunk_msg import chunk_from_msg
+from para_ros.ros_io.sdk_state import SdkStatePublisher
+from para_ros.ros_io.topic_backends import JointTrajectoryBackend, PoseBackend, pose_stamped
 
 
 NODE_NAME = "chunk_executor"
 BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
 
-PARAM_DESCRIPTIONS = {
-    "control_rate_hz": "Commands per second (Hz).",
-    "command_lookahead_s": "The command sent at tick t targets the chunk pose due at t + this (s); also the "
-                           "JointTrajectory point's time_from_start (the trajectory is stamped 0: start on "
-                           "receipt). > 0; see config/executor.yaml for the choice of 0.05.",
-    "stale_timeout_s": "Hold position when no chunk was accepted for this long (s).",
-    "auto_engage": "true: follow chunks from the start; false: start disengaged, publishing nothing on the command "
-                   "topics and ignoring chunks until ~/engage (which starts from the measured joints).",
-    "joint_state_timeout_s": "Send NO commands while the arm's measured state is older than this (s): the last "
-                             "complete JointState on joint_states_topic, or the last successful SDK read; chunks are "
-                             "dropped, and commands resume only with a fresh state and a new chunk, from the measured "
-                             "joints. > 0; default 0.2, well under the real YAM's 400 ms motor timeout.",
-    "blend_mode": "How overlapping chunks combine: 'latest' (newest covering chunk wins) or 'ensemble' (ACT temporal "
-                  "ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",
-    "ensemble_k": "Decay of the ensembling weight per chunk (> 0 favours older chunks like ACT, < 0 newer).",
-    "max_chunks": "Most chunks kept on the timeline at once; the oldest are dropped beyond it.",
-    "max_chunk_age_s": "Reject chunks whose header.stamp is older than this (s).",
-    "max_chunk_future_s": "Reject chunks whose header.stamp is further in the future than this (s).",
-    "max_chunk_steps": "Reject chunks with more steps than this.",
-    "max_implied_speed_m_s": "Reject chunks whose consecutive steps imply a faster tool motion (m/s).",
-    "out_of_workspace": "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or 'reject' the chunk.",
-    "unreachable": "When IK cannot reach the target: 'hold' the previous command or take the 'best_effort' solution.",
-    "ik_position_tol_m": "IK success threshold on the position error (m), checked by FK.",
-    "ik_rotation_tol_rad": "IK success threshold on the rotation error (rad), checked by FK.",
-    "ik_max_iters": "IK iteration cap per tick (bounds the time spent on unreachable targets).",
-    "smoothing": "Joint-space smoothing of the IK targets: 'none' or 'ruckig' (jerk-limited).",
-    "smoothing_max_velocity_rad_s": "ruckig smoothing: joint velocity limit (rad/s).",
-    "smoothing_max_acceleration_rad_s2": "ruckig smoothing: joint acceleration limit (rad/s^2).",
-    "smoothing_max_jerk_rad_s3": "ruckig smoothing: joint jerk limit (rad/s^3).",
-    "yam_config": "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml.",
-    "chunk_topic": "para_msgs/ActionChunk input topic.",
-    "joint_states_topic": "sensor_msgs/JointState topic the arm's joints are read from (topic backends), or "
-                          "published on (i2rt_sdk backend).",
-    "commanded_pose_topic": "geometry_msgs/PoseStamped of every command's tool pose (FK), for rviz; "
-                            "stamped with its target time (tick + command_lookahead_s).",
-    "diagnostics_rate_hz": "Rate of the /diagnostics status (Hz); problems are also reported at once.",
-    "backend": "Where commands go: 'joint_trajectory', 'i2rt_sdk' or 'pose'.",
-    "joint_trajectory_topic": "trajectory_msgs/JointTrajectory output topic (joint_trajectory backend), e.g. "
-                              "/<controller>/joint_trajectory for a ros2_control joint_trajectory_controller.",
-    "arm_joint_names": "Names of the 6 arm joints in JointTrajectory and JointState, comma-separated (or a string "
-                       "list), in SDK order joint1..joint6; empty = config/yam.yaml's model.joint_names.",
-    "gripper_joint_name": "Name of the gripper (0 closed .. 1 open) in JointTrajectory and JointState; empty = the "
-                          "gripper is not in the trajectory (joint_trajectory backend: it goes to "
-                          "gripper_command_topic) and not read from JointState.",
-    "pose_command_topic": "geometry_msgs/PoseStamped tool target output topic (pose backend); "
-                          "stamped with the time the pose is meant for (tick + command_lookahead_s).",
-    "gripper_command_topic": "std_msgs/Float64 gripper output topic, 0 closed .. 1 open (pose backend; "
-                             "joint_trajectory backend when gripper_joint_name is empty); empty = none.",
-    "sdk_channel": "CAN interface of the real arm (i2rt_sdk backend), e.g. can0.",
-    "sdk_sim": "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real arm.",
-    "sdk_zero_gravity_mode": "i2rt_sdk backend: start the real arm in gravity compensation (true) or holding its "
-                             "pose with PD gains (false).",
-    "state_publish_rate_hz": "i2rt_sdk backend: rate of /joint_states (and /tf) read from the SDK (Hz, > 0).",
-    "publish_tf": "i2rt_sdk backend: also broadcast the arm's /tf (base .. gripper, grasp_site, the wrist camera "
-                  "optical frame of config/yam.yaml's wrist_camera) from the joints read.",
-}
-
-
-def load_default_parameters() -> dict:
-    """The defaults of every parameter, from the shipped ``config/executor.yaml`` (``chunk_executor.ros__parameters``)."""
-    from para_ros.paths import config_file
-    path = config_file("executor.yaml")
-    data = yaml.safe_load(path.read_text()) or {}
-    params = (data.get(NODE_NAME) or {}).get("ros__parameters") or {}
-    missing = sorted(set(PARAM_DESCRIPTIONS) - set(params))
-    if missing:
-        raise ValueError(f"{path}: no default for parameter(s) {missing} under {NODE_NAME}.ros__parameters")
-    return {name: params[name] for name in PARAM_DESCRIPTIONS}
+PARAMETERS = ParameterTable(NODE_NAME, [
+    Param("control_rate_hz", 100.0, "Commands per second (Hz).", range=(1.0, 2000.0), section="timing"),
+    Param("command_lookahead_s", 0.05,
+          "The command sent at tick t targets the chunk pose due at t + this (s); a JointTrajectory carries it as "
+          "one point, stamp 0 (start on receipt), time_from_start = lookahead. 0.05 s (5 periods), not one period: "
+          "with 0.01 s each point is reached just as the next command is due, so any late command (DDS delivery, a "
+          "busy machine) parks the controller at the old point: stop-and-go motion; with 0.05 s up to ~40 ms of "
+          "jitter passes without a stop, at the price of smoothing a step in the chunk over ~50 ms. The i2rt_sdk "
+          "backend sends positions straight to the servos: there it is a lead over the servo lag (lower it, e.g. "
+          "0.01, if the real arm runs ahead of the chunks).", range=(0.001, 1.0)),
+    Param("stale_timeout_s", 0.5, "Hold position when no chunk was accepted for this long (s).",
+          range=(0.001, 3600.0), dynamic=True),
+    Param("auto_engage", False,
+          "Hand-over: false = start DISENGAGED (nothing published on the command topics, chunks ignored) until "
+          "~/engage (std_srvs/Trigger), which starts from the measured joints; ~/disengage holds at once. true = "
+          "follow chunks from the start. The launchers set true for the simulator, and for a real arm only with "
+          "--engage / engage:=true."),
+    Param("joint_state_timeout_s", 0.2,
+          "Lost feedback: while the arm's state (the last complete JointState on joint_states_topic, or the last "
+          "SDK read) is older than this (s), the executor sends NO commands (the real YAM's motors time out after "
+          "400 ms), drops its chunks and reports joint_state on /diagnostics; it commands again only with a fresh "
+          "state and a new chunk (or ~/engage, ~/resume), from the measured joints.", range=(0.001, 10.0)),
+    Param("blend_mode", "latest", "How overlapping chunks combine: 'latest' (the newest covering chunk wins) or "
+          "'ensemble' (ACT temporal ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",
+          choices=("latest", "ensemble"), section="blending of overlapping chunks"),
+    Param("ensemble_k", 0.01, "Decay of the ensembling weight per chunk (> 0 favours older chunks like ACT, < 0 "
+          "newer).", range=(-100.0, 100.0)),
+    Param("max_chunks", 32, "Most chunks kept on the timeline at once; the oldest are dropped beyond it.",
+          range=(1, 100000)),
+    Param("max_chunk_age_s", 1.0, "Reject chunks whose header.stamp is older than this (s).", range=(0.0, 3600.0),
+          dynamic=True, section="chunk acceptance (a failing chunk is rejected whole)"),
+    Param("max_chunk_future_s", 0.5, "Reject chunks whose header.stamp is further in the future than this (s; a "
+          "clock mismatch).", range=(0.0, 3600.0), dynamic=True),
+    Param("max_chunk_steps", 1024, "Reject chunks with more steps than this.", range=(1, 1000000), dynamic=True),
+    Param("max_implied_speed_m_s", 1.0, "Reject chunks whose consecutive steps imply a faster tool motion (m/s).",
+          range=(0.001, 100.0), dynamic=True),
+    Param("out_of_workspace", "clamp", "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or "
+          "'reject' the chunk.", choices=("clamp", "reject"), dynamic=True),
+    Param("unreachable", "hold", "When IK cannot reach the target: 'hold' the previous command or take the "
+          "'best_effort' solution.", choices=("hold", "best_effort"), dynamic=True, section="IK"),
+    Param("ik_position_tol_m", 0.0005, "IK success threshold on the position error (m), checked by FK.",
+          range=(1e-7, 0.1)),
+    Param("ik_rotation_tol_rad", 0.005, "IK success threshold on the rotation error (rad), checked by FK.",
+          range=(1e-7, 1.0)),
+    Param("ik_max_iters", 40, "IK iteration cap per tick (bounds the time spent on unreachable targets).",
+          range=(1, 10000)),
+    Param("smoothing", "none", "Joint-space smoothing of the IK targets: 'none' or 'ruckig' (jerk-limited).",
+          choices=("none", "ruckig"), section="optional jerk-limited smoothing (ruckig), joint space"),
+    Param("smoothing_max_velocity_rad_s", 2.0, "ruckig smoothing: joint velocity limit (rad/s).",
+          range=(1e-6, 1000.0)),
+    Param("smoothing_max_acceleration_rad_s2", 10.0, "ruckig smoothing: joint acceleration limit (rad/s^2).",
+          range=(1e-6, 1e5)),
+    Param("smoothing_max_jerk_rad_s3", 100.0, "ruckig smoothing: joint jerk limit (rad/s^3).", range=(1e-6, 1e7)),
+    Param("yam_config", "", "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml (the safety "
+          "limits live there, not here).", section="model and limits"),
+    Param("chunk_topic", "/para/action_chunk", "para_msgs/ActionChunk input topic.", section="topics"),
+    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic the arm's joints are read from "
+          "(topic backends), or published on (i2rt_sdk backend)."),
+    Param("commanded_pose_topic", "~/commanded_pose", "geometry_msgs/PoseStamped of every command's tool pose (FK), "
+          "for rviz; stamped with its target time (tick + command_lookahead_s)."),
+    Param("diagnostics_rate_hz", 2.0, "Rate of the /diagnostics status (Hz); problems are also reported at once.",
+          range=(0.01, 100.0)),
+    Param("backend", "joint_trajectory", "Where commands go: 'joint_trajectory' (a ros2_control "
+          "joint_trajectory_controller, the simulated YAM), 'i2rt_sdk' (the arm over CAN) or 'pose' (PoseStamped "
+          "tool targets).", choices=BACKENDS, section="output backend"),
+    Param("joint_trajectory_topic", "/joint_trajectory", "trajectory_msgs/JointTrajectory output topic "
+          "(joint_trajectory backend), e.g. /<controller>/joint_trajectory for a ros2_control "
+          "joint_trajectory_controller; the simulated YAM listens on /joint_trajectory."),
+    Param("arm_joint_names", "", "Names of the 6 arm joints in JointTrajectory and JointState, comma-separated (a "
+          "string list is joined), in SDK order joint1..joint6; empty = config/yam.yaml's model.joint_names."),
+    Param("gripper_joint_name", "gripper", "Name of the gripper (0 closed .. 1 open) in JointTrajectory and "
+          "JointState; empty = the trajectory carries the arm joints only (a real joint_trajectory_controller "
+          "rejects a trajectory that names a joint it does not own) and the gripper goes out as std_msgs/Float64 "
+          "on gripper_command_topic."),
+    Param("pose_command_topic", "/ee_target_pose", "geometry_msgs/PoseStamped tool target output topic (pose "
+          "backend); stamped with the time the pose is meant for (tick + command_lookahead_s)."),
+    Param("gripper_command_topic", "/gripper_command", "std_msgs/Float64 gripper output topic, 0 closed .. 1 open "
+          "(pose backend; joint_trajectory backend when gripper_joint_name is empty); empty = none."),
+    Param("sdk_channel", "can0", "CAN interface of the real arm (i2rt_sdk backend), e.g. can0."),
+    Param("sdk_sim", False, "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real "
+          "arm."),
+    Param("sdk_zero_gravity_mode", False, "i2rt_sdk backend: start the real arm in gravity compensation (true) or "
+          "holding its pose with PD gains (false)."),
+    Param("state_publish_rate_hz", 100.0, "i2rt_sdk backend: the executor owns the CAN bus, so it publishes the "
+          "arm's state itself: /joint_states (and /tf) read from the SDK at this rate (Hz).", range=(0.1, 1000.0)),
+    Param("publish_tf", True, "i2rt_sdk backend: also broadcast the arm's /tf (base .. gripper, grasp_site, the "
+          "wrist camera optical frame of config/yam.yaml's wrist_camera) from the joints read."),
+], header="""Parameters of the chunk executor node (para_ros.nodes.chunk_executor); `ros2 param describe /chunk_executor
+<name>` says the same. Safety limits (joint range, speeds, workspace box, gripper range) are NOT here: they live in
+config/yam.yaml.""")
 
 
 def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -152,24 +192,6 @@ def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
         raise ValueError(f"parameter arm_joint_names={value!r}: give the 6 distinct arm joint names in order "
                          f"joint1..joint6, comma-separated, e.g. {','.join(default)}")
     return names
-
-
-def _coerce(name: str, value, default):
-    """Cast a parameter to its default's type (so ``-p control_rate_hz:=500`` works as well as ``500.0``)."""
-    if name == "arm_joint_names" and isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    try:
-        if isinstance(default, bool):
-            if isinstance(value, str):
-                return value.strip().lower() in ("1", "true", "yes", "on")
-            return bool(value)
-        if isinstance(default, int):
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"parameter {name}={value!r}: expected a {type(default).__name__} like {default!r}") from None
 
 
 def build_executor_config(p: dict, yam):
@@ -278,308 +300,271 @@ class JointStateWatch:
             self._heard.clear()
 
 
-def _make_node_class():
-    """Define the node class lazily so ``--help`` works without starting the middleware."""
-    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-    from para_msgs.msg import ActionChunk
-    from rcl_interfaces.msg import ParameterDescriptor
-    from rclpy.clock import JumpThreshold
-    from rclpy.duration import Duration
-    from rclpy.node import Node
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from std_srvs.srv import Trigger
+class ChunkExecutorNode(Node):
+    """See the module docstring."""
 
-    from para_ros.execution.backends import I2rtSdkBackend
-    from para_ros.execution.control_loop import FixedRateLoop
-    from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOINT_STATE_PROBLEM, STOPPED,
-                                                  TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorCore)
-    from para_ros.robot.yam import load_yam_config
-    from para_ros.robot.yam_frames import YamFrames
-    from para_ros.ros_io.chunk_msg import chunk_from_msg
-    from para_ros.ros_io.sdk_state import SdkStatePublisher
-    from para_ros.ros_io.topic_backends import JointTrajectoryBackend, PoseBackend, pose_stamped
+    def __init__(self, node_name: str = NODE_NAME, **kwargs):
+        super().__init__(node_name, **kwargs)
+        self.params = p = PARAMETERS.declare(self)
+        self.yam = load_yam_config(p["yam_config"] or None)
+        self.arm_joint_names = parse_joint_names(p["arm_joint_names"], self.yam.model.joint_names)
+        self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
+        self.world_frame = self.yam.model.world_frame
+        self.backend = self._make_backend(p)
+        self.state_watch = None  # topic backends: when the joint state last arrived (the SDK read is dated here)
+        if p["backend"] != "i2rt_sdk":
+            gripper = (p["gripper_joint_name"],) if p["gripper_joint_name"] else ()
+            self.state_watch = JointStateWatch(self, p["joint_states_topic"], self.arm_joint_names + gripper,
+                                               self.now_s)
+        self._state_source = (f"{p['joint_states_topic']}" if self.state_watch is not None
+                              else "the I2RT SDK read")
+        self._last_state = None  # executor state at the previous tick (feedback-loss log lines on changes)
+        self.state_publisher = None
+        if p["backend"] == "i2rt_sdk":  # the executor owns the arm: nobody else can publish its state
+            frames = None
+            if p["publish_tf"]:
+                m = self.yam.model
+                frames = YamFrames(self.yam.wrist_camera, m.arm_type, m.gripper_type, m.tool_site)
+            self.state_publisher = SdkStatePublisher(
+                self, self.backend.read_joints, p["joint_states_topic"], self.arm_joint_names,
+                p["gripper_joint_name"], p["state_publish_rate_hz"], frames)
+        self._last_report = None
+        self._last_problem_diag_s = 0.0
+        self.health = HealthReporter(self, f"{NODE_NAME}: {self.get_name()}", hardware_id=f"yam ({self.backend.name})",
+                                     period_s=1.0 / p["diagnostics_rate_hz"], source=self._diagnostic_source)
+        # Depth 100 (1 s at 100 Hz): a recorder or a briefly busy subscriber still gets every command.
+        self.pose_pub = self.create_publisher(PoseStamped, p["commanded_pose_topic"], 100)
+        self.chunk_sub = self.create_subscription(
+            ActionChunk, p["chunk_topic"], self._on_chunk,
+            QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+        self.stop_srv = self.create_service(Trigger, "~/stop", self._on_stop)
+        self.resume_srv = self.create_service(Trigger, "~/resume", self._on_resume)
+        self.engage_srv = self.create_service(Trigger, "~/engage", self._on_engage)
+        self.disengage_srv = self.create_service(Trigger, "~/disengage", self._on_disengage)
+        PARAMETERS.on_set(self, self._apply_parameters)
+        # A backward jump of the node's clock, and a change of time source (module docstring: Time jumps).
+        self._jump_handle = self.get_clock().create_jump_callback(
+            JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S),
+                          on_clock_change=True),
+            pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
+        self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
+                                  on_error=self._on_tick_error)
+        self.loop.start()
+        self.get_logger().info(
+            f"chunk executor up: backend={self.backend.name}, {p['control_rate_hz']:.0f} Hz, blend="
+            f"{p['blend_mode']}, chunks on {p['chunk_topic']}, {self.backend.describe()}"
+            + (f"; publishing {p['joint_states_topic']} at {p['state_publish_rate_hz']:g} Hz"
+               + (" and /tf" if p["publish_tf"] else "") if self.state_publisher else ""))
 
-    class ChunkExecutorNode(Node):
-        """See the module docstring."""
+    def _make_backend(self, p):
+        names = self.arm_joint_names
+        if p["backend"] == "i2rt_sdk":
+            return I2rtSdkBackend(channel=p["sdk_channel"], sim=p["sdk_sim"],
+                                  zero_gravity_mode=p["sdk_zero_gravity_mode"],
+                                  arm_type=self.yam.model.arm_type, gripper_type=self.yam.model.gripper_type)
+        if p["backend"] == "pose":
+            return PoseBackend(self, p["pose_command_topic"], p["gripper_command_topic"],
+                               p["joint_states_topic"], names, p["gripper_joint_name"], self.world_frame)
+        return JointTrajectoryBackend(self, p["joint_trajectory_topic"], p["joint_states_topic"], names,
+                                      p["gripper_joint_name"], p["gripper_command_topic"])
 
-        def __init__(self, **kwargs):
-            super().__init__(NODE_NAME, **kwargs)
-            defaults = load_default_parameters()
-            p = {}
-            for name, description in PARAM_DESCRIPTIONS.items():
-                self.declare_parameter(name, defaults[name],
-                                       ParameterDescriptor(description=description, dynamic_typing=True))
-                p[name] = _coerce(name, self.get_parameter(name).value, defaults[name])
-            if p["backend"] not in BACKENDS:
-                raise ValueError(f"parameter backend={p['backend']!r}: use one of {BACKENDS}")
-            if not p["diagnostics_rate_hz"] > 0:
-                raise ValueError(f"parameter diagnostics_rate_hz={p['diagnostics_rate_hz']!r}: must be > 0")
-            self.params = p
-            self.yam = load_yam_config(p["yam_config"] or None)
-            self.arm_joint_names = parse_joint_names(p["arm_joint_names"], self.yam.model.joint_names)
-            self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
-            self.world_frame = self.yam.model.world_frame
-            self.backend = self._make_backend(p)
-            self.state_watch = None  # topic backends: when the joint state last arrived (the SDK read is dated here)
-            if p["backend"] != "i2rt_sdk":
-                gripper = (p["gripper_joint_name"],) if p["gripper_joint_name"] else ()
-                self.state_watch = JointStateWatch(self, p["joint_states_topic"], self.arm_joint_names + gripper,
-                                                   self.now_s)
-            self._state_source = (f"{p['joint_states_topic']}" if self.state_watch is not None
-                                  else "the I2RT SDK read")
-            self._last_state = None  # executor state at the previous tick (feedback-loss log lines on changes)
-            self.state_publisher = None
-            if p["backend"] == "i2rt_sdk":  # the executor owns the arm: nobody else can publish its state
-                frames = None
-                if p["publish_tf"]:
-                    m = self.yam.model
-                    frames = YamFrames(self.yam.wrist_camera, m.arm_type, m.gripper_type, m.tool_site)
-                self.state_publisher = SdkStatePublisher(
-                    self, self.backend.read_joints, p["joint_states_topic"], self.arm_joint_names,
-                    p["gripper_joint_name"], p["state_publish_rate_hz"], frames)
-            self._diag_lock = threading.Lock()
-            self._last_report = None
-            self._last_problem_diag_s = 0.0
-            self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-            from geometry_msgs.msg import PoseStamped
-            # Depth 100 (1 s at 100 Hz): a recorder or a briefly busy subscriber still gets every command.
-            self.pose_pub = self.create_publisher(PoseStamped, p["commanded_pose_topic"], 100)
-            self.chunk_sub = self.create_subscription(
-                ActionChunk, p["chunk_topic"], self._on_chunk,
-                QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
-            self.stop_srv = self.create_service(Trigger, "~/stop", self._on_stop)
-            self.resume_srv = self.create_service(Trigger, "~/resume", self._on_resume)
-            self.engage_srv = self.create_service(Trigger, "~/engage", self._on_engage)
-            self.disengage_srv = self.create_service(Trigger, "~/disengage", self._on_disengage)
-            self.diag_timer = self.create_timer(1.0 / p["diagnostics_rate_hz"], self._publish_diagnostics)
-            # A backward jump of the node's clock, and a change of time source (module docstring: Time jumps).
-            self._jump_handle = self.get_clock().create_jump_callback(
-                JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S),
-                              on_clock_change=True),
-                pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
-            self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
-                                      on_error=self._on_tick_error)
-            self.loop.start()
-            self.get_logger().info(
-                f"chunk executor up: backend={self.backend.name}, {p['control_rate_hz']:.0f} Hz, blend="
-                f"{p['blend_mode']}, chunks on {p['chunk_topic']}, {self.backend.describe()}"
-                + (f"; publishing {p['joint_states_topic']} at {p['state_publish_rate_hz']:g} Hz"
-                   + (" and /tf" if p["publish_tf"] else "") if self.state_publisher else ""))
+    def now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
 
-        def _make_backend(self, p):
-            names = self.arm_joint_names
-            if p["backend"] == "i2rt_sdk":
-                return I2rtSdkBackend(channel=p["sdk_channel"], sim=p["sdk_sim"],
-                                      zero_gravity_mode=p["sdk_zero_gravity_mode"],
-                                      arm_type=self.yam.model.arm_type, gripper_type=self.yam.model.gripper_type)
-            if p["backend"] == "pose":
-                return PoseBackend(self, p["pose_command_topic"], p["gripper_command_topic"],
-                                   p["joint_states_topic"], names, p["gripper_joint_name"], self.world_frame)
-            return JointTrajectoryBackend(self, p["joint_trajectory_topic"], p["joint_states_topic"], names,
-                                          p["gripper_joint_name"], p["gripper_command_topic"])
+    # ---- callbacks ------------------------------------------------------------------------------------------
 
-        def now_s(self) -> float:
-            return self.get_clock().now().nanoseconds * 1e-9
+    def _on_chunk(self, msg) -> None:
+        try:
+            chunk = chunk_from_msg(msg)
+            accepted, text = self.core.add_chunk(chunk, self.now_s())
+        except Exception as err:  # noqa: BLE001 - a bad message must never take the node down
+            accepted, text = False, f"chunk could not be read: {type(err).__name__}: {err}"
+            self.core.status.chunks_rejected += 1
+            self.core.status.last_rejection = text
+        if not accepted:
+            self.get_logger().warn(f"chunk rejected: {text}", throttle_duration_sec=1.0)
+            self._problem_diagnostics()
+        elif text:
+            self.get_logger().warn(f"chunk accepted with changes: {text}", throttle_duration_sec=1.0)
 
-        # ---- callbacks ------------------------------------------------------------------------------------------
+    def _on_stop(self, request, response):
+        self.core.stop()
+        response.success = True
+        response.message = "stopped: holding the last commanded position; call ~/resume to continue"
+        self.get_logger().info(response.message)
+        self._publish_diagnostics()
+        return response
 
-        def _on_chunk(self, msg) -> None:
-            try:
-                chunk = chunk_from_msg(msg)
-                accepted, text = self.core.add_chunk(chunk, self.now_s())
-            except Exception as err:  # noqa: BLE001 - a bad message must never take the node down
-                accepted, text = False, f"chunk could not be read: {type(err).__name__}: {err}"
-                self.core.status.chunks_rejected += 1
-                self.core.status.last_rejection = text
-            if not accepted:
-                self.get_logger().warn(f"chunk rejected: {text}", throttle_duration_sec=1.0)
-                self._problem_diagnostics()
-            elif text:
-                self.get_logger().warn(f"chunk accepted with changes: {text}", throttle_duration_sec=1.0)
+    def _on_resume(self, request, response):
+        self.core.resume()
+        response.success = True
+        response.message = "resumed: accepting chunks"
+        self.get_logger().info(response.message)
+        self._publish_diagnostics()
+        return response
 
-        def _on_stop(self, request, response):
-            self.core.stop()
-            response.success = True
-            response.message = "stopped: holding the last commanded position; call ~/resume to continue"
-            self.get_logger().info(response.message)
+    def _on_engage(self, request, response):
+        self.core.engage()
+        s = self.core.status_snapshot()
+        response.success = True
+        response.message = "engaged: the policy has the arm, from the measured joints; chunks accepted"
+        if s.state == "waiting_for_joint_state":
+            response.message += " (no joint state yet: commands start once it arrives)"
+        elif s.problems:
+            response.message += f" (commands start with a fresh joint state and a new chunk: {s.state})"
+        self.get_logger().info(response.message)
+        self._publish_diagnostics()
+        return response
+
+    def _on_disengage(self, request, response):
+        self.core.disengage()
+        response.success = True
+        response.message = "disengaged: holding the last commanded position, chunks ignored; call ~/engage"
+        self.get_logger().info(response.message)
+        self._publish_diagnostics()
+        return response
+
+    def _before_time_jump(self) -> None:
+        """rclpy pre-jump callback (executor thread, before the new time is set): drop everything on the old clock.
+        Never raises: an exception here would escape from the /clock subscription's callback."""
+        try:
+            self.core.clock_jumped_back("the clock jumped back (details in the log)")
+            if self.state_watch is not None:
+                self.state_watch.clear()
+        except Exception as err:  # noqa: BLE001
+            self.get_logger().error(f"handling a clock jump failed: {type(err).__name__}: {err}")
+
+    def _after_time_jump(self, jump) -> None:
+        """rclpy post-jump callback: say what happened (log, diagnostics)."""
+        try:
+            from para_ros.nodes.runtime import time_jump_text
+
+            what = time_jump_text(jump, self.now_s())
+            self.core.describe_time_jump(what)
+            self.get_logger().warning(f"{what}: chunks dropped; sending nothing until a joint state on the new "
+                                      "clock, then holding there until a new chunk")
             self._publish_diagnostics()
-            return response
+        except Exception as err:  # noqa: BLE001
+            self.get_logger().error(f"reporting a clock jump failed: {type(err).__name__}: {err}")
 
-        def _on_resume(self, request, response):
-            self.core.resume()
-            response.success = True
-            response.message = "resumed: accepting chunks"
-            self.get_logger().info(response.message)
+    def _on_tick_error(self, err: BaseException) -> None:
+        self.get_logger().error(f"control tick failed: {type(err).__name__}: {err}", throttle_duration_sec=1.0)
+
+    def _tick(self) -> None:
+        now = self.now_s()
+        if now <= 0.0:  # use_sim_time and no /clock yet
+            return
+        measured, measured_s = self._read_state(now)
+        if measured is not None and measured_s is not None:
+            self.core.set_measured_joints(*measured, measured_s=measured_s)
+        command = self.core.tick(now)
+        self._report_feedback()
+        if command is None:
+            return
+        self.backend.send(command)
+        self.pose_pub.publish(pose_stamped(command, self.world_frame))
+
+    def _read_state(self, now: float):
+        """(measured joints or None, when they were measured or None) from the backend (see module docstring)."""
+        try:
+            measured = self.backend.read_joints()
+        except Exception as err:  # noqa: BLE001 - a failing read is lost feedback, not a dead control loop
+            self.get_logger().error(f"reading the arm's joints failed: {type(err).__name__}: {err}",
+                                    throttle_duration_sec=1.0)
+            return None, None
+        if measured is None:
+            return None, None
+        return measured, (self.state_watch.last_complete_s() if self.state_watch is not None else now)
+
+    def _report_feedback(self) -> None:
+        """Log lost feedback (error, throttled) and its end (info, at the change); publish diagnostics at once
+        when the executor enters or leaves a feedback-loss state (the control thread calls this every tick)."""
+        s = self.core.status
+        state, problem = s.state, s.problems.get(JOINT_STATE_PROBLEM)
+        if problem is not None:
+            self.get_logger().error(f"{problem} (now {s.joint_state_age_s:.3f} s old; state from "
+                                    f"{self._state_source})", throttle_duration_sec=1.0)
+        previous, self._last_state = self._last_state, state
+        if previous is None or state == previous:
+            return
+        lost = (JOINT_STATE_LOST, WAITING_FOR_CHUNK)
+        idle = (DISENGAGED, STOPPED)  # not following chunks: nothing is sent whatever the feedback
+        if previous == JOINT_STATE_LOST and state in (WAITING_FOR_CHUNK, *idle):
+            until = "~/engage or ~/resume" if state in idle else "a new chunk is accepted"
+            self.get_logger().info(f"joint state from {self._state_source} is fresh again: sending nothing until "
+                                   f"{until}")
+        elif previous in lost and state not in (*lost, *idle):
+            self.get_logger().info(f"new chunk after the joint state loss: commanding again ({state}) from the "
+                                   "measured joints")
+        if state in lost or previous in lost:
+            self._problem_diagnostics()
+
+    # ---- diagnostics ----------------------------------------------------------------------------------------
+
+    def _problem_diagnostics(self) -> None:
+        now = time.monotonic()
+        if now - self._last_problem_diag_s >= 0.1:  # throttle: at most 10 Hz under a flood of bad chunks
+            self._last_problem_diag_s = now
             self._publish_diagnostics()
-            return response
 
-        def _on_engage(self, request, response):
-            self.core.engage()
-            s = self.core.status_snapshot()
-            response.success = True
-            response.message = "engaged: the policy has the arm, from the measured joints; chunks accepted"
-            if s.state == "waiting_for_joint_state":
-                response.message += " (no joint state yet: commands start once it arrives)"
-            elif s.problems:
-                response.message += f" (commands start with a fresh joint state and a new chunk: {s.state})"
-            self.get_logger().info(response.message)
-            self._publish_diagnostics()
-            return response
+    def _apply_parameters(self, changes: dict) -> None:
+        """On-set callback (after the table's checks): the dynamic parameters go to the core; ValueError refuses."""
+        params = {**self.params, **changes}
+        self.core.reconfigure(build_executor_config(params, self.yam))
+        self.params = params
+        self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 
-        def _on_disengage(self, request, response):
-            self.core.disengage()
-            response.success = True
-            response.message = "disengaged: holding the last commanded position, chunks ignored; call ~/engage"
-            self.get_logger().info(response.message)
-            self._publish_diagnostics()
-            return response
+    def _diagnostic_source(self) -> tuple[int, str, dict]:
+        """The status the health reporter publishes: (level, message, values) of the core's state now."""
+        s = self.core.status_snapshot()
+        level, problems, self._last_report = diagnostic_summary(s, self._last_report)
+        message = f"{s.state}" + (f"; {'; '.join(problems)}" if problems else "")
+        stats = self.loop.stats()
+        values = {
+            "state": s.state, "backend": self.backend.name, "chunks_received": s.chunks_received,
+            "chunks_accepted": s.chunks_accepted, "chunks_rejected": s.chunks_rejected,
+            "chunks_ignored_stopped": s.chunks_ignored_stopped, "chunks_modified": s.chunks_modified,
+            "chunks_in_force": s.chunks_in_force,
+            "last_rejection": s.last_rejection, "last_warning": s.last_warning, "ik_failures": s.ik_failures,
+            "last_ik_error": s.last_ik_error, "limit_events": s.limit_events,
+            "last_limit_event": s.last_limit_event, "check_failures": s.check_failures,
+            "ticks": s.ticks, "commands": s.commands, "last_command_stamp_s": repr(s.last_command_stamp_s),
+            "last_chunk_accepted_s": repr(s.last_chunk_accepted_s), "engaged": self.core.engaged,
+            "joint_state_timeout_s": self.params["joint_state_timeout_s"],
+            "joint_state_age_s": repr(s.joint_state_age_s), "last_joint_state_s": repr(s.last_joint_state_s),
+            "joint_state_losses": s.joint_state_losses, "chunks_ignored_no_state": s.chunks_ignored_no_state,
+            "time_jumps_back": s.time_jumps_back, "last_time_jump": s.last_time_jump,
+            "control_rate_hz": self.params["control_rate_hz"],
+            "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
+            "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
+            "overruns": int(stats.get("overruns", 0)),
+        }
+        if self.state_publisher is not None:
+            values["joint_states_published"] = self.state_publisher.published
+            values["state_publish_failures"] = self.state_publisher.failures
+            values["last_state_publish_error"] = self.state_publisher.last_error
+        values.update({f"problem.{key}": text for key, text in s.problems.items()})
+        return level, message, values
 
-        def _before_time_jump(self) -> None:
-            """rclpy pre-jump callback (executor thread, before the new time is set): drop everything on the old clock.
-            Never raises: an exception here would escape from the /clock subscription's callback."""
-            try:
-                self.core.clock_jumped_back("the clock jumped back (details in the log)")
-                if self.state_watch is not None:
-                    self.state_watch.clear()
-            except Exception as err:  # noqa: BLE001
-                self.get_logger().error(f"handling a clock jump failed: {type(err).__name__}: {err}")
+    def _publish_diagnostics(self) -> None:
+        self.health.publish()
 
-        def _after_time_jump(self, jump) -> None:
-            """rclpy post-jump callback: say what happened (log, diagnostics)."""
-            try:
-                from para_ros.nodes.runtime import time_jump_text
-
-                what = time_jump_text(jump, self.now_s())
-                self.core.describe_time_jump(what)
-                self.get_logger().warning(f"{what}: chunks dropped; sending nothing until a joint state on the new "
-                                          "clock, then holding there until a new chunk")
-                self._publish_diagnostics()
-            except Exception as err:  # noqa: BLE001
-                self.get_logger().error(f"reporting a clock jump failed: {type(err).__name__}: {err}")
-
-        def _on_tick_error(self, err: BaseException) -> None:
-            self.get_logger().error(f"control tick failed: {type(err).__name__}: {err}", throttle_duration_sec=1.0)
-
-        def _tick(self) -> None:
-            now = self.now_s()
-            if now <= 0.0:  # use_sim_time and no /clock yet
-                return
-            measured, measured_s = self._read_state(now)
-            if measured is not None and measured_s is not None:
-                self.core.set_measured_joints(*measured, measured_s=measured_s)
-            command = self.core.tick(now)
-            self._report_feedback()
-            if command is None:
-                return
-            self.backend.send(command)
-            self.pose_pub.publish(pose_stamped(command, self.world_frame))
-
-        def _read_state(self, now: float):
-            """(measured joints or None, when they were measured or None) from the backend (see module docstring)."""
-            try:
-                measured = self.backend.read_joints()
-            except Exception as err:  # noqa: BLE001 - a failing read is lost feedback, not a dead control loop
-                self.get_logger().error(f"reading the arm's joints failed: {type(err).__name__}: {err}",
-                                        throttle_duration_sec=1.0)
-                return None, None
-            if measured is None:
-                return None, None
-            return measured, (self.state_watch.last_complete_s() if self.state_watch is not None else now)
-
-        def _report_feedback(self) -> None:
-            """Log lost feedback (error, throttled) and its end (info, at the change); publish diagnostics at once
-            when the executor enters or leaves a feedback-loss state (the control thread calls this every tick)."""
-            s = self.core.status
-            state, problem = s.state, s.problems.get(JOINT_STATE_PROBLEM)
-            if problem is not None:
-                self.get_logger().error(f"{problem} (now {s.joint_state_age_s:.3f} s old; state from "
-                                        f"{self._state_source})", throttle_duration_sec=1.0)
-            previous, self._last_state = self._last_state, state
-            if previous is None or state == previous:
-                return
-            lost = (JOINT_STATE_LOST, WAITING_FOR_CHUNK)
-            idle = (DISENGAGED, STOPPED)  # not following chunks: nothing is sent whatever the feedback
-            if previous == JOINT_STATE_LOST and state in (WAITING_FOR_CHUNK, *idle):
-                until = "~/engage or ~/resume" if state in idle else "a new chunk is accepted"
-                self.get_logger().info(f"joint state from {self._state_source} is fresh again: sending nothing until "
-                                       f"{until}")
-            elif previous in lost and state not in (*lost, *idle):
-                self.get_logger().info(f"new chunk after the joint state loss: commanding again ({state}) from the "
-                                       "measured joints")
-            if state in lost or previous in lost:
-                self._problem_diagnostics()
-
-        # ---- diagnostics ----------------------------------------------------------------------------------------
-
-        def _problem_diagnostics(self) -> None:
-            now = time.monotonic()
-            if now - self._last_problem_diag_s >= 0.1:  # throttle: at most 10 Hz under a flood of bad chunks
-                self._last_problem_diag_s = now
-                self._publish_diagnostics()
-
-        def diagnostic_status(self) -> DiagnosticStatus:
-            s = self.core.status_snapshot()
-            level, problems, self._last_report = diagnostic_summary(s, self._last_report)
-            status = DiagnosticStatus()
-            status.level = level
-            status.name = f"{NODE_NAME}: {self.get_name()}"
-            status.hardware_id = f"yam ({self.backend.name})"
-            status.message = f"{s.state}" + (f"; {'; '.join(problems)}" if problems else "")
-            stats = self.loop.stats()
-            values = {
-                "state": s.state, "backend": self.backend.name, "chunks_received": s.chunks_received,
-                "chunks_accepted": s.chunks_accepted, "chunks_rejected": s.chunks_rejected,
-                "chunks_ignored_stopped": s.chunks_ignored_stopped, "chunks_modified": s.chunks_modified,
-                "chunks_in_force": s.chunks_in_force,
-                "last_rejection": s.last_rejection, "last_warning": s.last_warning, "ik_failures": s.ik_failures,
-                "last_ik_error": s.last_ik_error, "limit_events": s.limit_events,
-                "last_limit_event": s.last_limit_event, "check_failures": s.check_failures,
-                "ticks": s.ticks, "commands": s.commands, "last_command_stamp_s": repr(s.last_command_stamp_s),
-                "last_chunk_accepted_s": repr(s.last_chunk_accepted_s), "engaged": self.core.engaged,
-                "joint_state_timeout_s": self.params["joint_state_timeout_s"],
-                "joint_state_age_s": repr(s.joint_state_age_s), "last_joint_state_s": repr(s.last_joint_state_s),
-                "joint_state_losses": s.joint_state_losses, "chunks_ignored_no_state": s.chunks_ignored_no_state,
-                "time_jumps_back": s.time_jumps_back, "last_time_jump": s.last_time_jump,
-                "control_rate_hz": self.params["control_rate_hz"],
-                "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
-                "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
-                "overruns": int(stats.get("overruns", 0)),
-            }
-            if self.state_publisher is not None:
-                values["joint_states_published"] = self.state_publisher.published
-                values["state_publish_failures"] = self.state_publisher.failures
-                values["last_state_publish_error"] = self.state_publisher.last_error
-            values.update({f"problem.{key}": message for key, message in s.problems.items()})
-            status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
-            return status
-
-        def _publish_diagnostics(self) -> None:
-            with self._diag_lock:
-                msg = DiagnosticArray()
-                msg.header.stamp = self.get_clock().now().to_msg()
-                msg.status = [self.diagnostic_status()]
-                self.diag_pub.publish(msg)
-
-        def shutdown(self) -> None:
-            self.loop.stop()
-            if self.state_publisher is not None:
-                self.state_publisher.close()
-            try:
-                self.backend.close()
-            except Exception as err:  # noqa: BLE001
-                self.get_logger().warn(f"backend close failed: {err}")
-
-    return ChunkExecutorNode
+    def shutdown(self) -> None:
+        self.loop.stop()
+        if self.state_publisher is not None:
+            self.state_publisher.close()
+        try:
+            self.backend.close()
+        except Exception as err:  # noqa: BLE001
+            self.get_logger().warn(f"backend close failed: {err}")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``chunk_executor [--params-file FILE] [--ros-args ...]``."""
     from para_ros.nodes.runtime import run_node
 
-    return run_node(lambda: _make_node_class()(), prog="chunk_executor", description=__doc__.split("\n\n")[0],
-                    default_params_file="executor.yaml", argv=argv,
-                    epilog="ROS parameters (set with --ros-args -p name:=value or --params-file FILE):\n" +
-                           "\n".join(f"  {k}: {v}" for k, v in PARAM_DESCRIPTIONS.items()))
+    return run_node(ChunkExecutorNode, prog="chunk_executor", description=__doc__.split("\n\n")[0],
+                    default_params_file="executor.yaml", argv=argv, epilog=PARAMETERS.help_text())
 
 
 if __name__ == "__main__":

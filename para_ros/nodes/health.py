@@ -1,13 +1,20 @@
 """A node's health: counters, current problems and their throttled log lines, published as ``/diagnostics``.
 
-One ``DiagnosticStatus`` per node: level = worst active problem, message = the newest problem (or "ok"), values =
-counters, their rates over the last period (``rate_hz.<counter>``), figures and every active problem by key. A problem is logged at most once per ``log_throttle_s`` per key
-(so two different problems are both logged, but one repeated at 30 Hz is not), and clears when the condition is gone.
+The one diagnostics helper of every node (inference_node, chunk_executor, sim_node). One ``DiagnosticStatus`` per
+node: level = worst active problem, message = the newest problem (or "ok"), values = counters, their rates over the
+last period (``rate_hz.<counter>``), figures and every active problem by key. A problem is logged at most once per
+``log_throttle_s`` per key (so two different problems are both logged, but one repeated at 30 Hz is not), and clears
+when the condition is gone.
+
+A node whose health is a snapshot of its own state machine (the executor: its state, counters and problems live in
+``ExecutorCore``) passes ``source``: a function returning (level, message, values) that the status starts from; the
+reporter's own problems and counters are added to it.
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
@@ -18,8 +25,13 @@ OK, WARN, ERROR, STALE = (DiagnosticStatus.OK, DiagnosticStatus.WARN, Diagnostic
 class HealthReporter:
     """Collects a node's counters and problems and publishes them on ``/diagnostics`` (1 Hz and on every change)."""
 
-    def __init__(self, node, name: str, hardware_id: str = "", period_s: float = 1.0, log_throttle_s: float = 2.0):
+    def __init__(self, node, name: str, hardware_id: str = "", period_s: float = 1.0, log_throttle_s: float = 2.0,
+                 source: Callable[[], tuple[int, str, dict]] | None = None):
+        if not period_s > 0:
+            raise ValueError(f"diagnostics period {period_s!r} s must be > 0")
         self._node = node
+        self._source = source
+        self._publish_lock = threading.Lock()  # one status at a time: a source may keep state between reports
         self._name = name
         self._hardware_id = hardware_id
         self._log_throttle_s = log_throttle_s
@@ -72,15 +84,20 @@ class HealthReporter:
             self.publish()
 
     def status(self) -> DiagnosticStatus:
+        base_level, base_message, base_values = self._source() if self._source is not None else (OK, "", {})
         with self._lock:
-            level = max((lvl for lvl, _ in self._problems.values()), default=OK)
+            level = max([base_level] + [lvl for lvl, _ in self._problems.values()])
             newest = next(reversed(self._problems.items()), None)
             message = f"{newest[0]}: {newest[1][1]}" if newest else "ok"
-            values = [KeyValue(key=k, value=str(v)) for k, v in sorted(self._counters.items())]
+            if self._source is not None:
+                message = base_message + (f"; {message}" if newest else "")
+            values = [KeyValue(key=k, value=str(v)) for k, v in base_values.items()]
+            values += [KeyValue(key=k, value=str(v)) for k, v in sorted(self._counters.items())]
             values += [KeyValue(key=f"rate_hz.{k}", value=f"{r:.2f}") for k, r in sorted(self._rates_hz.items())]
             values += [KeyValue(key=k, value=v) for k, v in sorted(self._values.items())]
             values += [KeyValue(key=f"problem.{k}", value=m) for k, (_, m) in self._problems.items()]
-            values.append(KeyValue(key="last_error", value=self.last_error))
+            if self._source is None or self.last_error:
+                values.append(KeyValue(key="last_error", value=self.last_error))
         return DiagnosticStatus(level=level, name=self._name, message=message, hardware_id=self._hardware_id, values=values)
 
     def update_rates(self) -> None:
@@ -98,7 +115,8 @@ class HealthReporter:
         self.publish()
 
     def publish(self) -> None:
-        msg = DiagnosticArray()
-        msg.header.stamp = self._node.get_clock().now().to_msg()
-        msg.status = [self.status()]
-        self._pub.publish(msg)
+        with self._publish_lock:
+            msg = DiagnosticArray()
+            msg.header.stamp = self._node.get_clock().now().to_msg()
+            msg.status = [self.status()]
+            self._pub.publish(msg)

@@ -46,7 +46,18 @@ from collections import deque
 
 import numpy as np
 
-from para_ros.nodes.health import ERROR
+from para_msgs.msg import ActionChunk
+from rclpy.clock import JumpThreshold
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState, PointCloud2
+from visualization_msgs.msg import MarkerArray
+
+from para_core.model.config import DTYPES, PRESET_NAMES
+from para_ros.adapters.tf import Buffer, TransformListener
+from para_ros.nodes.health import ERROR, HealthReporter
+from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.observation.builder import (GripperHistory, ObservationProblem, ObservationSettings, build_observation,
                                           gripper_opening, matrix_is_finite)
 from para_ros.stamps import stamp_to_ns
@@ -62,63 +73,67 @@ VIEW_TOPIC_DEFAULTS = {
 }
 
 
-def _declare(node, name, default, description):
-    from rcl_interfaces.msg import ParameterDescriptor
+PARAMETERS = ParameterTable("inference_node", [
+    Param("checkpoint", "", "Checkpoint directory (model.safetensors + config.json); empty: an UNTRAINED model with "
+          "random weights (demos, tests).", section="policy"),
+    Param("random_preset", "tiny", "Config preset of the random model when checkpoint is empty.",
+          choices=PRESET_NAMES),
+    Param("random_seed", 0, "Seed of the random model when checkpoint is empty.", range=(0, 2**31 - 1)),
+    Param("device", "auto", "Torch device: auto (cuda if available, else cpu) | cpu | cuda | cuda:N."),
+    Param("dtype", "fp32", "Inference precision (the geometry stays fp32).", choices=DTYPES),
+    Param("world_frame", "base", "Frame of the chunk poses (the policy's world).", section="frames and state"),
+    Param("ee_frame", "grasp_site", "TF frame of the end-effector (tool) point."),
+    Param("ee_source", "tf", "Where the EE pose comes from: tf (world <- ee_frame) | joint_states (/joint_states + "
+          "the YAM's forward kinematics).", choices=("tf", "joint_states")),
+    Param("yam_config", "", "YAM model YAML for ee_source joint_states (joint names, tool site); empty = the shipped "
+          "config/yam.yaml."),
+    Param("image_transport", "raw", "raw (sensor_msgs/Image) | compressed (sensor_msgs/CompressedImage on "
+          "<image_topic>/compressed).", choices=("raw", "compressed"), section="observations"),
+    Param("pair_slop_s", 0.05, "Largest stamp difference of a scene/wrist pair (s).", range=(0.0, 10.0),
+          dynamic=True),
+    Param("max_observation_age_s", 1.0, "Pairs older than this are stale (one camera silent) (s).",
+          range=(0.001, 3600.0), dynamic=True),
+    Param("tf_timeout_s", 0.1, "How long a TF lookup may wait for data (s).", range=(0.0, 10.0), dynamic=True),
+    Param("max_rate_hz", 30.0, "Most inferences per second (Hz): the inference thread wakes on every image, at most "
+          "this often.", range=(0.1, 1000.0), dynamic=True),
+    Param("gripper_joint", "gripper", "Joint in /joint_states that holds the gripper."),
+    Param("gripper_open_position", 1.0, "Gripper joint position that means fully open (closed = 0); the opening is "
+          "position / this, clipped to 0..1.", range=(1e-9, 1e9)),
+    Param("camera_matrix", "k", "Intrinsics from CameraInfo: k (raw images; distortion is not corrected and is "
+          "reported) | p (rectified images).", choices=("k", "p")),
+    Param("publish_pointcloud", True, "Publish the most probable voxels (PointCloud2).", dynamic=True,
+          section="outputs"),
+    Param("marker_color_by", "step", "Colour of the step markers.", choices=("step", "confidence"), dynamic=True),
+    Param("chunk_topic", "/para/action_chunk", "para_msgs/ActionChunk output topic."),
+    Param("markers_topic", "/para/markers", "visualization_msgs/MarkerArray output topic."),
+    Param("pointcloud_topic", "/para/voxels", "sensor_msgs/PointCloud2 output topic."),
+    Param("overlay_topic", "", "Optional sensor_msgs/Image of the first view with the tool frame (TF) and the "
+          "predicted path drawn, for rviz (e.g. /para/overlay); empty = off."),
+    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState input topic.", section="inputs"),
+    *(Param(f"{view}_{kind}_topic", topic, f"{view} camera {what} topic.")
+      for view, (image, info) in VIEW_TOPIC_DEFAULTS.items()
+      for kind, topic, what in (("image", image, "image"), ("info", info, "CameraInfo"))),
+], header="""Parameters of para_ros inference_node (`ros2 param describe /inference_node <name>` says the same).
+A policy with other view names gets <view>_image_topic / <view>_info_topic parameters for each of its views.""")
 
-    return node.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+
+def view_topic_params(views) -> list[Param]:
+    """The image / CameraInfo topic parameters of the views that the table does not hold already."""
+    extra = []
+    for view in views:
+        image, info = VIEW_TOPIC_DEFAULTS.get(view, (f"/{view}_cam/image_raw", f"/{view}_cam/camera_info"))
+        for name, topic, what in ((f"{view}_image_topic", image, "image"), (f"{view}_info_topic", info, "CameraInfo")):
+            if name not in PARAMETERS.by_name:
+                extra.append(Param(name, topic, f"{view} camera {what} topic."))
+    return extra
 
 
-class InferenceNode:
-    """Builds the rclpy node; kept as a plain class around ``self.node`` so the policy loads before any callback."""
+class InferenceNode(Node):
+    """See the module docstring. The policy loads in ``__init__``, before any callback can run."""
 
-    def __init__(self, node_name: str = "inference_node", parameter_overrides=None):
-        import rclpy.node
-        from rclpy.clock import JumpThreshold
-        from rclpy.duration import Duration
-        from rclpy.qos import QoSProfile, qos_profile_sensor_data
-        from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
-        from visualization_msgs.msg import MarkerArray
-        from sensor_msgs.msg import PointCloud2
-        from para_msgs.msg import ActionChunk
-
-        from para_ros.adapters.tf import Buffer, TransformListener
-        from para_ros.nodes.health import HealthReporter
-
-        self.node = node = rclpy.node.Node(node_name, parameter_overrides=parameter_overrides or [])
-        p = {}
-        p["checkpoint"] = _declare(node, "checkpoint", "", "checkpoint directory (model.safetensors + config.json); "
-                                   "empty: an UNTRAINED model with random weights (demo/tests)")
-        p["random_preset"] = _declare(node, "random_preset", "tiny", "config preset of the random model when "
-                                      "checkpoint is empty: tiny | paper")
-        p["random_seed"] = _declare(node, "random_seed", 0, "seed of the random model when checkpoint is empty")
-        p["device"] = _declare(node, "device", "auto", "torch device: auto (cuda if available, else cpu) | cpu | cuda:N")
-        p["dtype"] = _declare(node, "dtype", "fp32", "inference precision: fp32 | bf16 | fp16")
-        p["world_frame"] = _declare(node, "world_frame", "base", "frame of the chunk poses (the policy's world)")
-        p["ee_frame"] = _declare(node, "ee_frame", "grasp_site", "TF frame of the end-effector (tool) point")
-        p["ee_source"] = _declare(node, "ee_source", "tf", "where the EE pose comes from: tf (world <- ee_frame) | "
-                                  "joint_states (/joint_states + YAM forward kinematics)")
-        p["yam_config"] = _declare(node, "yam_config", "", "YAM model YAML for ee_source joint_states (joint names, "
-                                   "tool site); empty = the shipped config/yam.yaml")
-        p["image_transport"] = _declare(node, "image_transport", "raw", "raw (sensor_msgs/Image) | compressed "
-                                        "(sensor_msgs/CompressedImage on <image_topic>/compressed)")
-        p["pair_slop_s"] = _declare(node, "pair_slop_s", 0.05, "max stamp difference of a scene/wrist pair, s")
-        p["max_observation_age_s"] = _declare(node, "max_observation_age_s", 1.0, "pairs older than this are stale, s")
-        p["tf_timeout_s"] = _declare(node, "tf_timeout_s", 0.1, "how long a TF lookup may wait for data, s")
-        p["max_rate_hz"] = _declare(node, "max_rate_hz", 30.0, "most inferences per second, Hz (the inference thread "
-                                    "wakes on every image, at most this often)")
-        p["gripper_joint"] = _declare(node, "gripper_joint", "gripper", "joint in /joint_states with the gripper")
-        p["gripper_open_position"] = _declare(node, "gripper_open_position", 1.0, "gripper joint position that "
-                                              "means fully open (closed = 0)")
-        p["camera_matrix"] = _declare(node, "camera_matrix", "k", "intrinsics from CameraInfo: k (raw images; "
-                                      "distortion is not corrected and is reported) | p (rectified images)")
-        p["publish_pointcloud"] = _declare(node, "publish_pointcloud", True, "publish the most probable voxels")
-        p["marker_color_by"] = _declare(node, "marker_color_by", "step", "colour of step markers: step | confidence")
-        p["chunk_topic"] = _declare(node, "chunk_topic", "/para/action_chunk", "ActionChunk output topic")
-        p["markers_topic"] = _declare(node, "markers_topic", "/para/markers", "MarkerArray output topic")
-        p["pointcloud_topic"] = _declare(node, "pointcloud_topic", "/para/voxels", "PointCloud2 output topic")
-        p["overlay_topic"] = _declare(node, "overlay_topic", "", "optional sensor_msgs/Image of the first view with "
-                                      "the tool frame (TF) and the predicted path drawn, for rviz; '' = off")
-        p["joint_states_topic"] = _declare(node, "joint_states_topic", "/joint_states", "JointState input topic")
+    def __init__(self, node_name: str = "inference_node", parameter_overrides=None, **kwargs):
+        super().__init__(node_name, parameter_overrides=parameter_overrides or [], **kwargs)
+        self.params = p = PARAMETERS.declare(self)
         if p["ee_source"] not in ("tf", "joint_states"):
             raise ValueError(f"ee_source={p['ee_source']!r}: use 'tf' (the EE frame is in TF) or 'joint_states' "
                              "(forward kinematics of /joint_states)")
@@ -127,33 +142,23 @@ class InferenceNode:
             from para_ros.observation.ee_from_joints import EeFromJoints
 
             self.ee_from_joints = EeFromJoints(p["yam_config"] or None)
-        if p["image_transport"] not in ("raw", "compressed"):
-            raise ValueError(f"image_transport={p['image_transport']!r}: use 'raw' or 'compressed'")
-        if p["marker_color_by"] not in ("step", "confidence"):
-            raise ValueError(f"marker_color_by={p['marker_color_by']!r}: use 'step' or 'confidence'")
-        if p["camera_matrix"] not in ("k", "p"):
-            raise ValueError(f"camera_matrix={p['camera_matrix']!r}: use 'k' (raw images) or 'p' (rectified)")
-        self.params = p
-
         self.policy = self._load_policy(p)
         self.views = tuple(self.policy.view_names)
-        for view in self.views:
-            image_default, info_default = VIEW_TOPIC_DEFAULTS.get(view, (f"/{view}_cam/image_raw",
-                                                                         f"/{view}_cam/camera_info"))
-            p[f"{view}_image_topic"] = _declare(node, f"{view}_image_topic", image_default, f"{view} camera images")
-            p[f"{view}_info_topic"] = _declare(node, f"{view}_info_topic", info_default, f"{view} CameraInfo")
+        extra = view_topic_params(self.views)
+        p.update(PARAMETERS.declare(self, extra))
+        PARAMETERS.on_set(self, self._apply_parameters, extra)
 
-        self.health = HealthReporter(node, f"para: {node.get_name()}", hardware_id=self.policy.model_id)
+        self.health = HealthReporter(self, f"para: {self.get_name()}", hardware_id=self.policy.model_id)
         self._lock = threading.Lock()
         self._camera_frames: dict[str, str] = {}
         self._time_generation = 0  # +1 at every backward clock jump: observations from before it are void
         # Before the TF buffer, so this runs first (an upstream tf2_ros Buffer registers a jump callback of its own,
         # and rcl calls no callback registered after one that raised).
-        self._jump_handle = node.get_clock().create_jump_callback(
+        self._jump_handle = self.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S), on_clock_change=True),
             pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
-        self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=node)
-        self.tf_listener = TransformListener(self.tf_buffer, node)
+        self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=self)
+        self.tf_listener = TransformListener(self.tf_buffer, self)
         cfg = self.policy.config
         self.step_dt_s = cfg.step_dt_s
         self.pairer = self._new_pairer()
@@ -166,20 +171,18 @@ class InferenceNode:
 
         for view in self.views:
             if p["image_transport"] == "compressed":
-                node.create_subscription(CompressedImage, p[f"{view}_image_topic"] + "/compressed",
+                self.create_subscription(CompressedImage, p[f"{view}_image_topic"] + "/compressed",
                                          lambda m, v=view: self._on_image(v, m), qos_profile_sensor_data)
             else:
-                node.create_subscription(Image, p[f"{view}_image_topic"], lambda m, v=view: self._on_image(v, m),
+                self.create_subscription(Image, p[f"{view}_image_topic"], lambda m, v=view: self._on_image(v, m),
                                          qos_profile_sensor_data)
-            node.create_subscription(CameraInfo, p[f"{view}_info_topic"], lambda m, v=view: self._on_info(v, m),
+            self.create_subscription(CameraInfo, p[f"{view}_info_topic"], lambda m, v=view: self._on_info(v, m),
                                      qos_profile_sensor_data)
-        node.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data)
-        self.chunk_pub = node.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10))
-        self.marker_pub = node.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10))
-        self.cloud_pub = node.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2))
-        from sensor_msgs.msg import Image as ImageMsg
-
-        self.overlay_pub = node.create_publisher(ImageMsg, p["overlay_topic"], QoSProfile(depth=2)) \
+        self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data)
+        self.chunk_pub = self.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10))
+        self.marker_pub = self.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10))
+        self.cloud_pub = self.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2))
+        self.overlay_pub = self.create_publisher(Image, p["overlay_topic"], QoSProfile(depth=2)) \
             if p["overlay_topic"] else None
         # Inference runs in its own thread, not in an executor callback: the executor (one thread) only moves
         # messages, so images, CameraInfo and TF keep flowing while the model runs, and a TF lookup that waits for
@@ -189,10 +192,19 @@ class InferenceNode:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._inference_loop, name="para_inference", daemon=True)
         self._thread.start()
-        node.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}), "
+        self.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}), "
                                f"views {self.views}, world frame '{p['world_frame']}'")
 
     # ------------------------------------------------------------------------------------------------ set-up
+    def _apply_parameters(self, changes: dict) -> None:
+        """On-set callback (after the table's checks): the dynamic parameters take effect from the next frame."""
+        with self._lock:
+            self.params = {**self.params, **changes}
+            if "pair_slop_s" in changes or "max_observation_age_s" in changes:
+                self.pairer = self._new_pairer()  # the pairing rule changed: start pairing afresh
+        self._wake.set()  # the inference loop re-reads max_rate_hz
+        self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
+
     def _load_policy(self, p):
         from para_core.model.config import V4Config
         from para_core.model.policy import Policy
@@ -200,11 +212,7 @@ class InferenceNode:
         device = None if p["device"] == "auto" else p["device"]
         if p["checkpoint"]:
             return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"])
-        from para_core.model.config import PRESET_NAMES
-
-        if p["random_preset"] not in PRESET_NAMES:
-            raise ValueError(f"random_preset={p['random_preset']!r}: use one of {list(PRESET_NAMES)}")
-        self.node.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
+        self.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
                                        f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
                                        "nothing. Pass checkpoint:=<dir> for a trained one.")
         return Policy.random_init(V4Config.preset(p["random_preset"]), device=device, dtype=p["dtype"],
@@ -230,27 +238,27 @@ class InferenceNode:
                     self.ee_from_joints.history = type(old)(old.joint_names, old.history_ns / 1e9)
             self.tf_buffer.clear()
         except Exception as exc:  # noqa: BLE001
-            self.node.get_logger().error(f"clearing after a clock jump failed: {type(exc).__name__}: {exc}")
+            self.get_logger().error(f"clearing after a clock jump failed: {type(exc).__name__}: {exc}")
 
     def _after_time_jump(self, jump) -> None:
         """rclpy post-jump callback: count it and say what happened (diagnostics, log)."""
         try:
             from para_ros.nodes.runtime import time_jump_text
 
-            what = time_jump_text(jump, self.node.get_clock().now().nanoseconds / 1e9)
+            what = time_jump_text(jump, self.get_clock().now().nanoseconds / 1e9)
             self.health.count("time_jumps_back")
             self.health.set_value("last_time_jump", what)
-            self.node.get_logger().warning(f"{what}: TF history, camera frames and joint-state history cleared; "
+            self.get_logger().warning(f"{what}: TF history, camera frames and joint-state history cleared; "
                                            "observations from before the jump are dropped")
             self.health.publish()
         except Exception as exc:  # noqa: BLE001
-            self.node.get_logger().error(f"reporting a clock jump failed: {type(exc).__name__}: {exc}")
+            self.get_logger().error(f"reporting a clock jump failed: {type(exc).__name__}: {exc}")
 
     def _on_image(self, view: str, msg) -> None:
         self.health.count(f"frames_in.{view}")
         stamp_ns = stamp_to_ns(msg.header.stamp)
         with self._lock:
-            dropped = self.pairer.add(view, stamp_ns, msg, now_ns=self.node.get_clock().now().nanoseconds)
+            dropped = self.pairer.add(view, stamp_ns, msg, now_ns=self.get_clock().now().nanoseconds)
         if dropped:
             self.health.count("dropped.image_stamp")
             self.health.problem(f"image_stamp.{view}", dropped)
@@ -264,8 +272,8 @@ class InferenceNode:
     def _inference_loop(self) -> None:
         """Infer on the newest pair whenever images arrived (at most ``max_rate_hz``); check pairing twice a second
         even without images, so a silent camera is reported."""
-        min_period_s = 1.0 / max(self.params["max_rate_hz"], 0.1)
         while not self._stop.is_set():
+            min_period_s = 1.0 / self.params["max_rate_hz"]
             t0 = time.monotonic()
             self._wake.wait(timeout=0.5)
             self._wake.clear()
@@ -306,7 +314,7 @@ class InferenceNode:
                                 f"{type(exc).__name__}: {exc}", level=ERROR)
 
     def _try_infer(self) -> None:
-        now_ns = self.node.get_clock().now().nanoseconds
+        now_ns = self.get_clock().now().nanoseconds
         with self._lock:
             generation = self._time_generation
             pair = self.pairer.newest_pair(now_ns)
@@ -449,7 +457,7 @@ class InferenceNode:
             self.cloud_pub.publish(voxel_cloud(header, out.top_voxels_world, out.top_voxels_prob))
         if self.overlay_pub is not None:
             self._publish_overlay(header, cameras[0], state, out.positions_world)
-        latency_s = (self.node.get_clock().now().nanoseconds - stamp_ns) / 1e9
+        latency_s = (self.get_clock().now().nanoseconds - stamp_ns) / 1e9
         self.latencies_s.append(latency_s)
         self.health.count("chunks_out")
         self.health.clear("internal_error")  # a whole observation went through: the unexpected error is gone
@@ -484,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     from para_ros.nodes.runtime import run_node
 
     return run_node(InferenceNode, prog="inference_node", description=__doc__.split("\n\n")[0],
-                    default_params_file="inference.yaml", argv=argv)
+                    default_params_file="inference.yaml", argv=argv, epilog=PARAMETERS.help_text())
 
 
 if __name__ == "__main__":

@@ -28,25 +28,6 @@ def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _parameters_epilog(params_file: str) -> str:
-    """``--help`` text listing the node's parameters with the defaults of its shipped file (and its comments)."""
-    from para_ros.paths import config_file
-
-    try:
-        path = config_file(params_file)
-    except FileNotFoundError:
-        return ""
-    lines = [f"ROS parameters and their defaults ({path}; set with --ros-args -p name:=value):"]
-    in_params = False
-    for line in path.read_text().splitlines():
-        if line.strip() == "ros__parameters:":
-            in_params = True
-            continue
-        if in_params and line.strip() and not line.strip().startswith("#"):
-            lines.append("  " + line.strip())
-    return "\n".join(lines)
-
-
 def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
     raise KeyboardInterrupt
 
@@ -59,12 +40,11 @@ def run_node(build_node: Callable[[], object], *, prog: str, description: str, d
     :param build_node: returns an ``rclpy.node.Node``, or an object with a ``.node`` attribute holding one; an optional
         ``shutdown()`` method on either runs before the node is destroyed.
     :param default_params_file: file name in ``config/`` loaded before the caller's ROS arguments.
+    :param epilog: the ``--help`` text after the options: the node's parameter table (``ParameterTable.help_text``).
     :returns: the process exit status (0, or 2 for a configuration error the node raised as ``ValueError``).
     """
     apply_loopback_dds_env(pick_domain=False)
     own, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
-    if epilog is None:
-        epilog = _parameters_epilog(default_params_file)
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params-file", default=None,

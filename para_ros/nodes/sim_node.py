@@ -35,337 +35,330 @@ The world frame of everything published is ``base``: the SDK model puts the arm'
 from __future__ import annotations
 
 import array
+import json
 import time
 
 import numpy as np
+from builtin_interfaces.msg import Time as TimeMsg
+from geometry_msgs.msg import TransformStamped
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
+from para_ros.adapters.transforms import matrix_to_transform
+from para_ros.nodes.health import ERROR, HealthReporter
+from para_ros.nodes.parameters import Param, ParameterTable
+from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
+from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
+from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim
+from para_ros.stamps import ns_to_fields, stamp_to_ns, stamp_to_s
 
 
 NODE_NAME = "sim_node"
 MAX_TICK_SIM_S = 0.1  # most simulated time one tick may advance (after a stall the sim falls behind, not races)
 SUBSTEP_S = 0.005  # servo setpoints are refreshed from the trajectory every this many simulated seconds
 
-# Every parameter: (name, default, description). config/sim.yaml holds the same defaults (a test checks it).
-PARAMETERS = [
-    ("base_frame_id", "base", "world frame of everything published (the arm's base)"),
-    ("scene_cam_frame_id", "scene_cam_optical_frame", "scene camera OpenCV optical frame id"),
-    ("wrist_cam_frame_id", "wrist_cam_optical_frame", "wrist camera OpenCV optical frame id"),
-    ("grasp_site_frame_id", "grasp_site", "tool-centre frame id (under `gripper`)"),
-    ("image_width", 256, "rendered image width, pixels (both cameras)"),
-    ("image_height", 256, "rendered image height, pixels (both cameras)"),
-    ("scene_cam_rate_hz", 10.0, "scene camera frame rate in sim time, Hz"),
-    ("wrist_cam_rate_hz", 10.0, "wrist camera frame rate in sim time, Hz"),
-    ("scene_cam_fovy_deg", 38.0, "scene camera vertical field of view, degrees"),
-    ("wrist_cam_fovy_deg", 58.0, "wrist camera vertical field of view, degrees"),
-    ("scene_cam_position_m", [0.33, -0.5, 0.6], "scene camera centre in base, metres"),
-    ("scene_cam_look_at_m", [0.33, 0.0, 0.03], "point in base the scene camera looks at, metres"),
-    ("scene_cam_up_hint", [0.0, 0.0, 1.0], "base direction shown upwards in the scene image"),
-    ("scene_cam_namespace", "/scene_cam", "scene camera topics: <ns>/image_raw, <ns>/camera_info"),
-    ("wrist_cam_namespace", "/wrist_cam", "wrist camera topics: <ns>/image_raw, <ns>/camera_info"),
-    ("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic"),
-    ("joint_trajectory_topic", "/joint_trajectory", "trajectory_msgs/JointTrajectory command topic"),
-    ("state_rate_hz", 50.0, "physics tick rate; joint_states, /tf and /clock go out every tick, Hz"),
-    ("real_time_factor", 1.0, "simulated seconds per wall-clock second"),
-    ("publish_clock", False, "publish /clock from the sim and stamp everything with the sim clock"),
-    ("timestep_s", 0.002, "MuJoCo physics timestep, seconds"),
-    ("n_cubes", 1, "number of free cubes on the table (cube_0 is the pick-and-place task's cube)"),
-    ("seed", 0, "seed of the initial object layout"),
-    ("initial_joint_positions", [0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0],
-     "start pose: joint1..joint6 (rad), gripper (0 closed .. 1 open)"),
-    ("task_seed", 0, "layout seed ~/reset_task uses (read at each reset: set it, then call the service)"),
-    ("task_state_rate_hz", 10.0, "rate of ~/task_state (JSON), Hz"),
-    ("reset_hold_off_s", 0.5, "after ~/reset_task, incoming trajectories are ignored this long, seconds"),
-    ("cube_rgba", [0.85, 0.15, 0.15, 1.0], "colour of the task's cube (r, g, b, a in 0..1)"),
-    ("light_scale", 1.0, "scale of the lamps' diffuse light (1 = the training scene)"),
-]
-# Declared without a default (absent unless given): 16 numbers, row-major 4x4 OpenCV-optical T_world_cam.
-OPTIONAL_PARAMETERS = {"scene_cam_T_world_cam": "optional scene camera pose, 16 numbers row-major 4x4 "
-                       "OpenCV-optical T_world_cam in base; overrides position/look-at"}
+PARAMETERS = ParameterTable(NODE_NAME, [
+    Param("base_frame_id", "base", "World frame of everything published (the arm's base, z up, table top at z = 0).",
+          section="frames"),
+    Param("scene_cam_frame_id", "scene_cam_optical_frame", "Scene camera OpenCV optical frame id (x right, y down, z "
+          "forward)."),
+    Param("wrist_cam_frame_id", "wrist_cam_optical_frame", "Wrist camera optical frame id (under gripper on /tf, at "
+          "the D405 mount)."),
+    Param("grasp_site_frame_id", "grasp_site", "Tool-centre frame id between the finger tips (under gripper)."),
+    Param("image_width", 256, "Rendered image width, pixels (both cameras).", range=(1, 4096), section="cameras"),
+    Param("image_height", 256, "Rendered image height, pixels (both cameras).", range=(1, 4096)),
+    Param("scene_cam_rate_hz", 10.0, "Scene camera frame rate in sim time (Hz).", range=(0.01, 1000.0)),
+    Param("wrist_cam_rate_hz", 10.0, "Wrist camera frame rate in sim time (Hz).", range=(0.01, 1000.0)),
+    Param("scene_cam_fovy_deg", 38.0, "Scene camera vertical field of view (degrees).", range=(1.0, 179.0)),
+    Param("wrist_cam_fovy_deg", 58.0, "Wrist camera vertical field of view (degrees).", range=(1.0, 179.0)),
+    Param("scene_cam_position_m", [0.33, -0.5, 0.6], "Scene camera centre in base (m): beside the workspace, looking "
+          "across the table.", length=3),
+    Param("scene_cam_look_at_m", [0.33, 0.0, 0.03], "Point in base the scene camera looks at (m).", length=3),
+    Param("scene_cam_up_hint", [0.0, 0.0, 1.0], "Base direction shown upwards in the scene image.", length=3),
+    Param("scene_cam_T_world_cam", None, "Optional scene camera pose: 16 numbers, row-major 4x4 OpenCV-optical "
+          "T_world_cam in base; when set it wins over position + look-at.", optional=True, length=16,
+          kind_override="float_list"),
+    Param("scene_cam_namespace", "/scene_cam", "Scene camera topics: <ns>/image_raw and <ns>/camera_info.",
+          section="topics"),
+    Param("wrist_cam_namespace", "/wrist_cam", "Wrist camera topics: <ns>/image_raw and <ns>/camera_info."),
+    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic."),
+    Param("joint_trajectory_topic", "/joint_trajectory", "trajectory_msgs/JointTrajectory command topic."),
+    Param("state_rate_hz", 50.0, "Physics tick rate (Hz); /joint_states, /tf (and /clock) go out every tick.",
+          range=(1.0, 1000.0), section="simulation"),
+    Param("real_time_factor", 1.0, "Simulated seconds per wall-clock second.", range=(0.01, 100.0)),
+    Param("publish_clock", False, "Publish /clock (rosgraph_msgs/Clock) from the sim and stamp everything with the "
+          "sim clock (run the consumers with use_sim_time)."),
+    Param("timestep_s", 0.002, "MuJoCo physics timestep (s).", range=(1e-5, 0.1)),
+    Param("n_cubes", 1, "Free cubes on the table (cube_0 is the pick-and-place task's cube).", range=(0, 16)),
+    Param("seed", 0, "Seed of the initial object layout; ~/reset_objects draws fresh ones.", range=(0, 2**31 - 1)),
+    Param("initial_joint_positions", [0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0], "Start pose: joint1..joint6 (rad), "
+          "gripper (0 closed .. 1 open).", length=7),
+    Param("task_seed", 0, "Layout that ~/reset_task applies (set it, then call the service).", range=(0, 2**31 - 1),
+          dynamic=True, section="pick-and-place task (para_ros/sim/pick_place.py)"),
+    Param("task_state_rate_hz", 10.0, "Rate of ~/task_state (std_msgs/String, JSON) for evaluators (Hz; 0 = off).",
+          range=(0.0, 1000.0)),
+    Param("reset_hold_off_s", 0.5, "After ~/reset_task, incoming trajectories are ignored this long (s).",
+          range=(0.0, 60.0), dynamic=True),
+    Param("cube_rgba", [0.85, 0.15, 0.15, 1.0], "Colour of the task's cube (r, g, b, a in 0..1).", range=(0.0, 1.0),
+          length=4),
+    Param("light_scale", 1.0, "Scale of the lamps' diffuse light (1 = the training scene).", range=(0.0, 10.0)),
+], header="""sim_node: the embedded simulated I2RT YAM (MuJoCo) with a scene and a wrist camera. It publishes what the
+real rig publishes (images + CameraInfo, /tf, /tf_static, /joint_states) and follows trajectory_msgs/JointTrajectory
+like a ros2_control joint trajectory controller. Units: metres, radians, seconds, Hz.""")
 
 
-def _describe(node, name, default, description, type_=None):
-    from rcl_interfaces.msg import ParameterDescriptor
-    from rclpy.exceptions import ParameterUninitializedException
+def to_time_msg(ns: int) -> TimeMsg:
+    sec, nanosec = ns_to_fields(ns)
+    return TimeMsg(sec=sec, nanosec=nanosec)
 
-    descriptor = ParameterDescriptor(description=description)
-    if default is None:
-        node.declare_parameter(name, type_, descriptor)
+
+class SimNode(Node):
+    """The simulated rig as a ROS node (see the module docstring)."""
+
+    def __init__(self, node_name: str = NODE_NAME, **kwargs):
+        super().__init__(node_name, **kwargs)
+        self.params = p = PARAMETERS.declare(self)
+        T = p["scene_cam_T_world_cam"]
+        config = SimConfig(
+            scene_cam_pos_m=p["scene_cam_position_m"], scene_cam_look_at_m=p["scene_cam_look_at_m"],
+            scene_cam_up_hint=p["scene_cam_up_hint"],
+            scene_T_world_cam=None if T is None or len(T) == 0 else np.asarray(T, dtype=np.float64),
+            scene_cam_fovy_deg=p["scene_cam_fovy_deg"], wrist_cam_fovy_deg=p["wrist_cam_fovy_deg"],
+            n_cubes=p["n_cubes"], timestep_s=p["timestep_s"], home_q7=p["initial_joint_positions"],
+            seed=p["seed"], cube_rgba=p["cube_rgba"], light_scale=p["light_scale"],
+            max_render_size=max(1024, p["image_width"], p["image_height"]))
+        self.sim = YamSim(config)  # cube 0 and the target pad start in the task layout of `seed`
+        self.width, self.height = p["image_width"], p["image_height"]
+        self.follower = TrajectoryFollower(self.sim.joint_targets())
+        self._seed_rng = np.random.default_rng(p["seed"] + 1)
+        self.rejected_trajectories = 0
+        self.frame_of_link = {WRIST_CAM_BODY: p["wrist_cam_frame_id"], GRASP_SITE: p["grasp_site_frame_id"],
+                              "base": p["base_frame_id"]}
+
+        # Publishers. Cameras publish RELIABLE (depth 5): that matches both reliable and best-effort
+        # (sensor-data) subscribers, like a camera driver's default, while a best-effort publisher would not.
+        camera_qos = QoSProfile(depth=5)
+        self.cameras = {}
+        for cam, ns_key, rate_key, frame_key in (
+                ("scene", "scene_cam_namespace", "scene_cam_rate_hz", "scene_cam_frame_id"),
+                ("wrist", "wrist_cam_namespace", "wrist_cam_rate_hz", "wrist_cam_frame_id")):
+            ns = p[ns_key].rstrip("/")
+            self.cameras[cam] = {
+                "image_pub": self.create_publisher(Image, f"{ns}/image_raw", camera_qos),
+                "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", camera_qos),
+                "period_s": 1.0 / p[rate_key], "next_due_s": 0.0, "frame_id": p[frame_key],
+                "info": self._camera_info(cam, p[frame_key])}
+        self.joint_state_pub = self.create_publisher(JointState, p["joint_states_topic"], QoSProfile(depth=10))
+        self.tf_broadcaster = TransformBroadcaster(self)
+        self.static_broadcaster = StaticTransformBroadcaster(self)
+        self.clock_pub = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10)) \
+            if p["publish_clock"] else None
+        self.create_subscription(JointTrajectory, p["joint_trajectory_topic"], self._on_trajectory,
+                                 QoSProfile(depth=10))
+        self.create_service(Trigger, "~/reset_objects", self._on_reset_objects)
+        self.create_service(Trigger, "~/reset_task", self._on_reset_task)
+        self.task_state_pub = self.create_publisher(String, "~/task_state", QoSProfile(depth=10))
+        self._task_seed: int | None = None
+        self._hold_off_until_s = -1.0
+        self._task_state_period_s = 1.0 / p["task_state_rate_hz"] if p["task_state_rate_hz"] > 0 else None
+        self._next_task_state_s = 0.0
+
+        self.health = HealthReporter(self, f"{NODE_NAME}: {self.get_name()}", hardware_id="mujoco yam")
+        PARAMETERS.on_set(self, self._apply_parameters)
+        self._epoch_ns = Clock(clock_type=ClockType.SYSTEM_TIME).now().nanoseconds
+        self._sim_goal_s = self.sim.time_s
+        self._last_wall = time.monotonic()
+        self._publish_static()
+        self._timer = self.create_timer(1.0 / p["state_rate_hz"], self._tick,
+                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.get_logger().info(
+            f"simulated YAM up: cameras {self.width}x{self.height} at {p['scene_cam_rate_hz']}/"
+            f"{p['wrist_cam_rate_hz']} Hz, physics tick {p['state_rate_hz']} Hz, real_time_factor "
+            f"{p['real_time_factor']}, publish_clock {p['publish_clock']}")
+
+    # ---- parameters -------------------------------------------------------------------------------------
+    def _apply_parameters(self, changes: dict) -> None:
+        """On-set callback (after the table's checks): task_seed and reset_hold_off_s apply at the next reset."""
+        self.params = {**self.params, **changes}
+        self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
+
+    # ---- time -------------------------------------------------------------------------------------------
+    def now_ns(self) -> int:
+        """Current time in the stamps' time base (sim clock with publish_clock, else the node clock)."""
+        if self.clock_pub is not None:
+            return self._epoch_ns + int(round(self.sim.time_s * 1e9))
+        return self.get_clock().now().nanoseconds
+
+    # ---- periodic work ----------------------------------------------------------------------------------
+    def _tick(self) -> None:
         try:
-            return node.get_parameter(name).value
-        except ParameterUninitializedException:
-            return None
-    return node.declare_parameter(name, default, descriptor).value
+            self._tick_inner()
+        except Exception as exc:  # noqa: BLE001 - never let one bad tick kill the node
+            self.health.count("tick_errors")
+            self.health.problem("tick", f"sim tick failed: {type(exc).__name__}: {exc}", level=ERROR)
+        else:
+            self.health.clear("tick")
 
+    def _tick_inner(self) -> None:
+        wall = time.monotonic()
+        dt_wall, self._last_wall = wall - self._last_wall, wall
+        self._sim_goal_s += min(dt_wall * self.params["real_time_factor"], MAX_TICK_SIM_S)
+        tick_now_ns = None if self.clock_pub is not None else self.get_clock().now().nanoseconds
+        ts = self.sim.model.opt.timestep
+        while self.sim.time_s + 0.5 * ts < self._sim_goal_s:
+            chunk = min(SUBSTEP_S, self._sim_goal_s - self.sim.time_s)
+            t_ns = self._stamp_for(self.sim.time_s, tick_now_ns)
+            self.sim.set_joint_targets(self.follower.setpoint_at(t_ns))
+            if self.sim.step(chunk) == 0:
+                break
+        stamp_ns = self._stamp_for(self.sim.time_s, tick_now_ns)
+        stamp = to_time_msg(stamp_ns)
+        if self.clock_pub is not None:
+            self.clock_pub.publish(ClockMsg(clock=stamp))
+        self._publish_state(stamp)
+        if self._task_state_period_s is not None and self.sim.time_s + 1e-9 >= self._next_task_state_s:
+            self._publish_task_state(stamp_ns)
+            self._next_task_state_s = max(self._next_task_state_s + self._task_state_period_s, self.sim.time_s)
+        for cam, c in self.cameras.items():
+            if self.sim.time_s + 1e-9 >= c["next_due_s"]:
+                self._publish_camera(cam, c, stamp)
+                c["next_due_s"] += c["period_s"]
+                if c["next_due_s"] < self.sim.time_s:  # fell behind: skip, do not burst
+                    c["next_due_s"] = self.sim.time_s + c["period_s"]
 
-def _make_node_class():
-    """Build the Node subclass lazily so ``--help`` works without importing rclpy."""
-    import rclpy
-    from builtin_interfaces.msg import Time as TimeMsg
-    from geometry_msgs.msg import TransformStamped
-    from rclpy.clock import Clock, ClockType
-    from rclpy.node import Node
-    from rclpy.parameter import Parameter
-    from rclpy.qos import QoSProfile
-    from rosgraph_msgs.msg import Clock as ClockMsg
-    from sensor_msgs.msg import CameraInfo, Image, JointState
-    from std_msgs.msg import String
-    from std_srvs.srv import Trigger
-    from trajectory_msgs.msg import JointTrajectory
+    def _stamp_for(self, sim_time_s: float, tick_now_ns: int | None) -> int:
+        """Stamp of the state at ``sim_time_s``: the sim clock, or the tick's now minus what is still to run."""
+        if tick_now_ns is None:
+            return self._epoch_ns + int(round(sim_time_s * 1e9))
+        return tick_now_ns - int(round((self._sim_goal_s - sim_time_s) * 1e9))
 
-    from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
-    from para_ros.adapters.transforms import matrix_to_transform
-    from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
-    from para_ros.sim.yam_scene import (COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim)
+    # ---- publishing -------------------------------------------------------------------------------------
+    def _camera_info(self, cam: str, frame_id: str) -> CameraInfo:
+        from para_ros.observation.camera_model import camera_info_fields
 
-    def to_time_msg(ns: int) -> TimeMsg:
-        return TimeMsg(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+        K = self.sim.intrinsics(cam, self.width, self.height)  # (3, 3), para_core pixel-centre convention
+        info = CameraInfo(**camera_info_fields(K))  # ROS/OpenCV convention: cx, cy 0.5 px lower
+        info.header.frame_id = frame_id
+        info.width, info.height = self.width, self.height
+        return info
 
-    class SimNode(Node):
-        """The simulated rig as a ROS node (see the module docstring)."""
+    def _publish_camera(self, cam: str, c: dict, stamp) -> None:
+        rgb = self.sim.render(cam, self.width, self.height)  # (H, W, 3) uint8
+        img = Image()
+        img.header.stamp = stamp
+        img.header.frame_id = c["frame_id"]
+        img.height, img.width = rgb.shape[:2]
+        img.encoding = "rgb8"
+        img.is_bigendian = 0
+        img.step = 3 * rgb.shape[1]
+        img.data = array.array("B", rgb.tobytes())
+        info = c["info"]
+        info.header.stamp = stamp
+        c["image_pub"].publish(img)
+        c["info_pub"].publish(info)
 
-        def __init__(self, **kwargs):
-            super().__init__(NODE_NAME, **kwargs)
-            p = self._declare_parameters()
-            self.params = p
-            T = p["scene_cam_T_world_cam"]
-            config = SimConfig(
-                scene_cam_pos_m=p["scene_cam_position_m"], scene_cam_look_at_m=p["scene_cam_look_at_m"],
-                scene_cam_up_hint=p["scene_cam_up_hint"],
-                scene_T_world_cam=None if T is None or len(T) == 0 else np.asarray(T, dtype=np.float64),
-                scene_cam_fovy_deg=p["scene_cam_fovy_deg"], wrist_cam_fovy_deg=p["wrist_cam_fovy_deg"],
-                n_cubes=p["n_cubes"], timestep_s=p["timestep_s"], home_q7=p["initial_joint_positions"],
-                seed=p["seed"], cube_rgba=p["cube_rgba"], light_scale=p["light_scale"],
-                max_render_size=max(1024, p["image_width"], p["image_height"]))
-            self.sim = YamSim(config)  # cube 0 and the target pad start in the task layout of `seed`
-            self.width, self.height = p["image_width"], p["image_height"]
-            if not (1 <= self.width <= 4096 and 1 <= self.height <= 4096):
-                raise ValueError(f"image_width x image_height = {self.width} x {self.height} must be 1..4096 each")
-            for name in ("state_rate_hz", "scene_cam_rate_hz", "wrist_cam_rate_hz", "real_time_factor"):
-                if not p[name] > 0:
-                    raise ValueError(f"parameter {name}={p[name]} must be > 0")
-            self.follower = TrajectoryFollower(self.sim.joint_targets())
-            self._seed_rng = np.random.default_rng(p["seed"] + 1)
-            self.rejected_trajectories = 0
-            self.frame_of_link = {WRIST_CAM_BODY: p["wrist_cam_frame_id"], GRASP_SITE: p["grasp_site_frame_id"],
-                                  "base": p["base_frame_id"]}
+    def _transform(self, parent: str, child: str, T: np.ndarray, stamp) -> TransformStamped:
+        msg = TransformStamped()
+        msg.header.stamp = stamp
+        msg.header.frame_id = self.frame_of_link.get(parent, parent)
+        msg.child_frame_id = self.frame_of_link.get(child, child)
+        msg.transform = matrix_to_transform(T)
+        return msg
 
-            # Publishers. Cameras publish RELIABLE (depth 5): that matches both reliable and best-effort
-            # (sensor-data) subscribers, like a camera driver's default, while a best-effort publisher would not.
-            camera_qos = QoSProfile(depth=5)
-            self.cameras = {}
-            for cam, ns_key, rate_key, frame_key in (
-                    ("scene", "scene_cam_namespace", "scene_cam_rate_hz", "scene_cam_frame_id"),
-                    ("wrist", "wrist_cam_namespace", "wrist_cam_rate_hz", "wrist_cam_frame_id")):
-                ns = p[ns_key].rstrip("/")
-                self.cameras[cam] = {
-                    "image_pub": self.create_publisher(Image, f"{ns}/image_raw", camera_qos),
-                    "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", camera_qos),
-                    "period_s": 1.0 / p[rate_key], "next_due_s": 0.0, "frame_id": p[frame_key],
-                    "info": self._camera_info(cam, p[frame_key])}
-            self.joint_state_pub = self.create_publisher(JointState, p["joint_states_topic"], QoSProfile(depth=10))
-            self.tf_broadcaster = TransformBroadcaster(self)
-            self.static_broadcaster = StaticTransformBroadcaster(self)
-            self.clock_pub = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10)) \
-                if p["publish_clock"] else None
-            self.create_subscription(JointTrajectory, p["joint_trajectory_topic"], self._on_trajectory,
-                                     QoSProfile(depth=10))
-            self.create_service(Trigger, "~/reset_objects", self._on_reset_objects)
-            self.create_service(Trigger, "~/reset_task", self._on_reset_task)
-            self.task_state_pub = self.create_publisher(String, "~/task_state", QoSProfile(depth=10))
-            self._task_seed: int | None = None
-            self._hold_off_until_s = -1.0
-            self._task_state_period_s = 1.0 / p["task_state_rate_hz"] if p["task_state_rate_hz"] > 0 else None
-            self._next_task_state_s = 0.0
+    def _publish_state(self, stamp) -> None:
+        js = JointState()
+        js.header.stamp = stamp
+        js.name = list(COMMAND_JOINT_NAMES)
+        js.position = [float(v) for v in self.sim.joint_positions()]
+        js.velocity = [float(v) for v in self.sim.joint_velocities()]
+        self.joint_state_pub.publish(js)
+        self.tf_broadcaster.sendTransform(
+            [self._transform(parent, child, T, stamp) for parent, child, T in self.sim.link_transforms()])
 
-            self._epoch_ns = Clock(clock_type=ClockType.SYSTEM_TIME).now().nanoseconds
-            self._sim_goal_s = self.sim.time_s
-            self._last_wall = time.monotonic()
-            self._publish_static()
-            self._timer = self.create_timer(1.0 / p["state_rate_hz"], self._tick,
-                                            clock=Clock(clock_type=ClockType.STEADY_TIME))
-            self.get_logger().info(
-                f"simulated YAM up: cameras {self.width}x{self.height} at {p['scene_cam_rate_hz']}/"
-                f"{p['wrist_cam_rate_hz']} Hz, physics tick {p['state_rate_hz']} Hz, real_time_factor "
-                f"{p['real_time_factor']}, publish_clock {p['publish_clock']}")
+    def _publish_static(self) -> None:
+        stamp = to_time_msg(self.now_ns())
+        self.static_broadcaster.sendTransform(
+            self._transform("base", self.params["scene_cam_frame_id"], self.sim.T_world_cam("scene"), stamp))
 
-        # ---- parameters -------------------------------------------------------------------------------------
-        def _declare_parameters(self) -> dict:
-            d = {}
-            for name, default, description in PARAMETERS:
-                d[name] = _describe(self, name, default, description)
-            for name, description in OPTIONAL_PARAMETERS.items():
-                d[name] = _describe(self, name, None, description, Parameter.Type.DOUBLE_ARRAY)
-            return d
+    # ---- commands ---------------------------------------------------------------------------------------
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        if self.sim.time_s < self._hold_off_until_s:
+            return  # just reset: commands sent for the previous scene are not followed
+        now_ns = self.now_ns()
+        start_ns = stamp_to_ns(msg.header.stamp)
+        try:
+            plan, warnings = plan_trajectory(
+                list(msg.joint_names),
+                [stamp_to_s(p.time_from_start) for p in msg.points],
+                [list(p.positions) for p in msg.points],
+                command_joint_names=COMMAND_JOINT_NAMES, q_lower=self.sim.q_lower, q_upper=self.sim.q_upper,
+                setpoint_now=self.follower.setpoint_at(now_ns), now_ns=now_ns, start_ns=start_ns)
+        except TrajectoryRejected as exc:
+            self.rejected_trajectories += 1
+            self.health.count("trajectories_rejected")
+            self.health.problem("trajectory", f"rejected JointTrajectory: {exc}")
+            return
+        for text in warnings:
+            self.get_logger().warning(f"JointTrajectory: {text}", throttle_duration_sec=1.0)
+        self.follower.replace(plan, now_ns)
+        self.health.count("trajectories_followed")
+        self.health.clear("trajectory")  # a trajectory was followed: the rejection is over
 
-        # ---- time -------------------------------------------------------------------------------------------
-        def now_ns(self) -> int:
-            """Current time in the stamps' time base (sim clock with publish_clock, else the node clock)."""
-            if self.clock_pub is not None:
-                return self._epoch_ns + int(round(self.sim.time_s * 1e9))
-            return self.get_clock().now().nanoseconds
+    def _on_reset_objects(self, request, response):
+        seed = int(self._seed_rng.integers(0, 2**31 - 1))
+        positions = self.sim.reset_objects(seed)
+        response.success = True
+        response.message = f"objects reset (seed {seed}): " + "; ".join(
+            f"({x:.3f}, {y:.3f}, {z:.3f})" for x, y, z in positions)
+        return response
 
-        # ---- periodic work ----------------------------------------------------------------------------------
-        def _tick(self) -> None:
-            try:
-                self._tick_inner()
-            except Exception as exc:  # never let one bad tick kill the node
-                self.get_logger().error(f"sim tick failed: {exc!r}", throttle_duration_sec=5.0)
-
-        def _tick_inner(self) -> None:
-            wall = time.monotonic()
-            dt_wall, self._last_wall = wall - self._last_wall, wall
-            self._sim_goal_s += min(dt_wall * self.params["real_time_factor"], MAX_TICK_SIM_S)
-            tick_now_ns = None if self.clock_pub is not None else self.get_clock().now().nanoseconds
-            ts = self.sim.model.opt.timestep
-            while self.sim.time_s + 0.5 * ts < self._sim_goal_s:
-                chunk = min(SUBSTEP_S, self._sim_goal_s - self.sim.time_s)
-                t_ns = self._stamp_for(self.sim.time_s, tick_now_ns)
-                self.sim.set_joint_targets(self.follower.setpoint_at(t_ns))
-                if self.sim.step(chunk) == 0:
-                    break
-            stamp_ns = self._stamp_for(self.sim.time_s, tick_now_ns)
-            stamp = to_time_msg(stamp_ns)
-            if self.clock_pub is not None:
-                self.clock_pub.publish(ClockMsg(clock=stamp))
-            self._publish_state(stamp)
-            if self._task_state_period_s is not None and self.sim.time_s + 1e-9 >= self._next_task_state_s:
-                self._publish_task_state(stamp_ns)
-                self._next_task_state_s = max(self._next_task_state_s + self._task_state_period_s, self.sim.time_s)
-            for cam, c in self.cameras.items():
-                if self.sim.time_s + 1e-9 >= c["next_due_s"]:
-                    self._publish_camera(cam, c, stamp)
-                    c["next_due_s"] += c["period_s"]
-                    if c["next_due_s"] < self.sim.time_s:  # fell behind: skip, do not burst
-                        c["next_due_s"] = self.sim.time_s + c["period_s"]
-
-        def _stamp_for(self, sim_time_s: float, tick_now_ns: int | None) -> int:
-            """Stamp of the state at ``sim_time_s``: the sim clock, or the tick's now minus what is still to run."""
-            if tick_now_ns is None:
-                return self._epoch_ns + int(round(sim_time_s * 1e9))
-            return tick_now_ns - int(round((self._sim_goal_s - sim_time_s) * 1e9))
-
-        # ---- publishing -------------------------------------------------------------------------------------
-        def _camera_info(self, cam: str, frame_id: str) -> CameraInfo:
-            from para_ros.observation.camera_model import camera_info_fields
-
-            K = self.sim.intrinsics(cam, self.width, self.height)  # (3, 3), para_core pixel-centre convention
-            info = CameraInfo(**camera_info_fields(K))  # ROS/OpenCV convention: cx, cy 0.5 px lower
-            info.header.frame_id = frame_id
-            info.width, info.height = self.width, self.height
-            return info
-
-        def _publish_camera(self, cam: str, c: dict, stamp) -> None:
-            rgb = self.sim.render(cam, self.width, self.height)  # (H, W, 3) uint8
-            img = Image()
-            img.header.stamp = stamp
-            img.header.frame_id = c["frame_id"]
-            img.height, img.width = rgb.shape[:2]
-            img.encoding = "rgb8"
-            img.is_bigendian = 0
-            img.step = 3 * rgb.shape[1]
-            img.data = array.array("B", rgb.tobytes())
-            info = c["info"]
-            info.header.stamp = stamp
-            c["image_pub"].publish(img)
-            c["info_pub"].publish(info)
-
-        def _transform(self, parent: str, child: str, T: np.ndarray, stamp) -> TransformStamped:
-            msg = TransformStamped()
-            msg.header.stamp = stamp
-            msg.header.frame_id = self.frame_of_link.get(parent, parent)
-            msg.child_frame_id = self.frame_of_link.get(child, child)
-            msg.transform = matrix_to_transform(T)
-            return msg
-
-        def _publish_state(self, stamp) -> None:
-            js = JointState()
-            js.header.stamp = stamp
-            js.name = list(COMMAND_JOINT_NAMES)
-            js.position = [float(v) for v in self.sim.joint_positions()]
-            js.velocity = [float(v) for v in self.sim.joint_velocities()]
-            self.joint_state_pub.publish(js)
-            self.tf_broadcaster.sendTransform(
-                [self._transform(parent, child, T, stamp) for parent, child, T in self.sim.link_transforms()])
-
-        def _publish_static(self) -> None:
-            stamp = to_time_msg(self.now_ns())
-            self.static_broadcaster.sendTransform(
-                self._transform("base", self.params["scene_cam_frame_id"], self.sim.T_world_cam("scene"), stamp))
-
-        # ---- commands ---------------------------------------------------------------------------------------
-        def _on_trajectory(self, msg: JointTrajectory) -> None:
-            if self.sim.time_s < self._hold_off_until_s:
-                return  # just reset: commands sent for the previous scene are not followed
-            now_ns = self.now_ns()
-            start_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-            try:
-                plan, warnings = plan_trajectory(
-                    list(msg.joint_names),
-                    [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points],
-                    [list(p.positions) for p in msg.points],
-                    command_joint_names=COMMAND_JOINT_NAMES, q_lower=self.sim.q_lower, q_upper=self.sim.q_upper,
-                    setpoint_now=self.follower.setpoint_at(now_ns), now_ns=now_ns, start_ns=start_ns)
-            except TrajectoryRejected as exc:
-                self.rejected_trajectories += 1
-                self.get_logger().warning(f"rejected JointTrajectory: {exc}", throttle_duration_sec=1.0)
-                return
-            for text in warnings:
-                self.get_logger().warning(f"JointTrajectory: {text}", throttle_duration_sec=1.0)
-            self.follower.replace(plan, now_ns)
-
-        def _on_reset_objects(self, request, response):
-            seed = int(self._seed_rng.integers(0, 2**31 - 1))
-            positions = self.sim.reset_objects(seed)
-            response.success = True
-            response.message = f"objects reset (seed {seed}): " + "; ".join(
-                f"({x:.3f}, {y:.3f}, {z:.3f})" for x, y, z in positions)
+    def _on_reset_task(self, request, response):
+        try:
+            seed = check_seed(self.params["task_seed"])
+        except ValueError as exc:
+            response.success = False
+            response.message = str(exc)
             return response
+        layout = sample_layout(seed)
+        self.sim.reset()
+        apply_layout(self.sim, layout)
+        self.follower = TrajectoryFollower(self.sim.joint_targets())
+        self._sim_goal_s = self.sim.time_s
+        self._last_wall = time.monotonic()
+        self._hold_off_until_s = self.sim.time_s + self.params["reset_hold_off_s"]
+        self._next_task_state_s = 0.0
+        for c in self.cameras.values():
+            c["next_due_s"] = 0.0
+        self._task_seed = seed
+        self.health.count("task_resets")
+        self.health.set_value("task_seed", seed)
+        response.success = True
+        response.message = json.dumps(layout.to_dict())
+        self.get_logger().info(f"task reset: {response.message}")
+        return response
 
-        def _on_reset_task(self, request, response):
-            import json
+    def _publish_task_state(self, stamp_ns: int) -> None:
+        if not self.sim.has_target_pad() or self.sim.config.n_cubes < 1:
+            return
+        j = judge(self.sim)
+        T = self.sim.cube_pose(0)
+        state = {"stamp_ns": int(stamp_ns), "sim_time_s": self.sim.time_s, "seed": self._task_seed,
+                 "cube_xyz_m": T[:3, 3].tolist(), "target_xyz_m": self.sim.target_position().tolist(),
+                 "state": j.state, "success": j.success, "held": j.held, "place_error_m": j.place_error_m,
+                 "cube_height_m": j.cube_height_m, "tool_xyz_m": self.sim.site_pose()[:3, 3].tolist(),
+                 "gripper": float(self.sim.joint_positions()[6])}
+        self.task_state_pub.publish(String(data=json.dumps(state)))
 
-            from para_ros.sim.pick_place import apply_layout, check_seed, sample_layout
-            try:
-                seed = check_seed(self.get_parameter("task_seed").value)
-            except ValueError as exc:
-                response.success = False
-                response.message = str(exc)
-                return response
-            layout = sample_layout(seed)
-            self.sim.reset()
-            apply_layout(self.sim, layout)
-            self.follower = TrajectoryFollower(self.sim.joint_targets())
-            self._sim_goal_s = self.sim.time_s
-            self._last_wall = time.monotonic()
-            self._hold_off_until_s = self.sim.time_s + self.params["reset_hold_off_s"]
-            self._next_task_state_s = 0.0
-            for c in self.cameras.values():
-                c["next_due_s"] = 0.0
-            self._task_seed = seed
-            response.success = True
-            response.message = json.dumps(layout.to_dict())
-            self.get_logger().info(f"task reset: {response.message}")
-            return response
-
-        def _publish_task_state(self, stamp_ns: int) -> None:
-            import json
-
-            from para_ros.sim.pick_place import judge
-            if not self.sim.has_target_pad() or self.sim.config.n_cubes < 1:
-                return
-            j = judge(self.sim)
-            T = self.sim.cube_pose(0)
-            state = {"stamp_ns": int(stamp_ns), "sim_time_s": self.sim.time_s, "seed": self._task_seed,
-                     "cube_xyz_m": T[:3, 3].tolist(), "target_xyz_m": self.sim.target_position().tolist(),
-                     "state": j.state, "success": j.success, "held": j.held, "place_error_m": j.place_error_m,
-                     "cube_height_m": j.cube_height_m, "tool_xyz_m": self.sim.site_pose()[:3, 3].tolist(),
-                     "gripper": float(self.sim.joint_positions()[6])}
-            self.task_state_pub.publish(String(data=json.dumps(state)))
-
-        def destroy_node(self):
-            self.sim.close()
-            return super().destroy_node()
-
-    return SimNode, rclpy
+    def destroy_node(self):
+        self.sim.close()
+        return super().destroy_node()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -376,12 +369,8 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("MUJOCO_GL", "egl")
 
-    def build():
-        SimNode, _ = _make_node_class()
-        return SimNode()
-
-    return run_node(build, prog="sim_node", description="Simulated I2RT YAM (MuJoCo) with a scene and a wrist "
-                    "camera, on ROS 2.", default_params_file="sim.yaml", argv=argv)
+    return run_node(SimNode, prog="sim_node", description="Simulated I2RT YAM (MuJoCo) with a scene and a wrist "
+                    "camera, on ROS 2.", default_params_file="sim.yaml", argv=argv, epilog=PARAMETERS.help_text())
 
 
 if __name__ == "__main__":

@@ -14,17 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from para_ros.execution.chunk import Chunk
+from para_ros.stamps import s_to_fields, set_stamp, stamp_to_s
 
 
-def time_to_s(t) -> float:
-    """``builtin_interfaces/Time`` or ``Duration`` -> float seconds."""
-    return float(t.sec) + float(t.nanosec) * 1e-9
-
-
-def s_to_time_fields(t_s: float) -> tuple[int, int]:
-    """Float seconds -> (sec, nanosec) with 0 <= nanosec < 1e9."""
-    total_ns = int(round(t_s * 1e9))
-    return total_ns // 1_000_000_000, total_ns % 1_000_000_000
+time_to_s = stamp_to_s  # the names this module's callers know (para_ros.stamps holds the conversions)
+s_to_time_fields = s_to_fields
 
 
 def poses_to_arrays(poses) -> tuple[np.ndarray, np.ndarray]:
@@ -61,7 +55,7 @@ def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None):
     if stamp_ns is None:
         msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(chunk.stamp_s)
     else:
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+        set_stamp(msg.header.stamp, stamp_ns)
     msg.header.frame_id = chunk.frame_id
     msg.tool_frame_id = chunk.tool_frame_id
     msg.model_id = chunk.model_id

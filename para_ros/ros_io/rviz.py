@@ -10,6 +10,8 @@ from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
+from para_ros.stamps import ns_to_fields
+
 MARKER_NS_STEPS = "para_steps"
 MARKER_NS_PATH = "para_path"
 MARKER_NS_EE = "para_ee"
@@ -81,4 +83,5 @@ def _duration(seconds: float):
     from builtin_interfaces.msg import Duration
 
     ns = int(round(seconds * 1e9))
-    return Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+    sec, nanosec = ns_to_fields(ns)
+    return Duration(sec=sec, nanosec=nanosec)

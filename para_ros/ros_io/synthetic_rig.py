@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+from para_ros.stamps import set_stamp, stamp_to_ns
+
 DEFAULT_IMAGE_SIZE = 64
 DEFAULT_K = np.array([[60.0, 0, 32.0], [0, 60.0, 32.0], [0, 0, 1.0]])
 
@@ -63,7 +65,7 @@ class SyntheticRig:
 
         t = TransformStamped()
         t.header.frame_id, t.child_frame_id = parent, child
-        t.header.stamp.sec, t.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        set_stamp(t.header.stamp, stamp_ns)
         t.transform = matrix_to_transform(T)
         return t
 
@@ -79,7 +81,7 @@ class SyntheticRig:
         if K_ros is not None:
             info.k = [float(v) for v in np.asarray(K_ros, dtype=np.float64).ravel()]
         info.header.frame_id = f"{view}_cam_optical_frame"
-        info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        set_stamp(info.header.stamp, stamp_ns)
         return info
 
     def image(self, view, stamp_ns, rgb=None, encoding="rgb8"):
@@ -89,7 +91,7 @@ class SyntheticRig:
         msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, is_bigendian=0,
                     step=rgb.shape[1] * (rgb.shape[2] if rgb.ndim == 3 else 1), data=rgb.tobytes())
         msg.header.frame_id = f"{view}_cam_optical_frame"
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        set_stamp(msg.header.stamp, stamp_ns)
         return msg
 
     def compressed(self, view, stamp_ns, rgb=None, fmt="png"):
@@ -102,7 +104,7 @@ class SyntheticRig:
         assert ok, f"cv2 could not encode {fmt}"
         msg = CompressedImage(format=f"rgb8; {fmt} compressed bgr8", data=data.tobytes())
         msg.header.frame_id = f"{view}_cam_optical_frame"
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        set_stamp(msg.header.stamp, stamp_ns)
         return msg
 
     def publish_static_scene(self, T_scene=None):
@@ -128,7 +130,7 @@ class SyntheticRig:
                 tfs.append(self.transform("base", "grasp_site", T_ee, t_ns))
             self.tf.sendTransform(tfs + list(tf_extra))
         js = JointState(name=["gripper"], position=[0.8])
-        js.header.stamp.sec, js.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+        set_stamp(js.header.stamp, stamp_ns)
         self.pub["joints"].publish(js)
         time.sleep(tf_lead_s)  # TF before images, as on a rig where TF runs ahead of the cameras
         for view in ("scene", "wrist"):
@@ -139,10 +141,10 @@ class SyntheticRig:
 
     def wait_chunk_with_stamp(self, stamp_ns, timeout_s=10.0):
         def found():
-            return any(c.header.stamp.sec * 1_000_000_000 + c.header.stamp.nanosec == stamp_ns for c in self.chunks)
+            return any(stamp_to_ns(c.header.stamp) == stamp_ns for c in self.chunks)
 
         wait_for(found, timeout_s, what=f"a chunk stamped {stamp_ns}")
-        return next(c for c in self.chunks if c.header.stamp.sec * 1_000_000_000 + c.header.stamp.nanosec == stamp_ns)
+        return next(c for c in self.chunks if stamp_to_ns(c.header.stamp) == stamp_ns)
 
     def diagnostics_mention(self, text) -> bool:
         return any(text in s.message or any(text in kv.value for kv in s.values)
