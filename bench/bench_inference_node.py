@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from para_core.model.config import PRESET_NAMES
+from para_core.model.config import DTYPES, PRESET_NAMES
 
 
 def main(argv=None) -> int:
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     parser.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="random model preset")
     parser.add_argument("--checkpoint", default="", help="checkpoint directory instead of a random model")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
-    parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
     parser.add_argument("--image-size", type=int, default=64, help="square camera image side, px (default 64)")
     parser.add_argument("--rate", type=float, default=20.0, help="camera rate, Hz (default 20)")
     parser.add_argument("--duration", type=float, default=15.0, help="measured seconds (default 15)")
@@ -119,6 +119,16 @@ def main(argv=None) -> int:
         print(f"  node's own counters: {drops}")
     print(f"  stamp -> chunk latency [ms]: median {np.median(lat_ms):.2f}  p99 {np.percentile(lat_ms, 99):.2f}  "
           f"min {lat_ms.min():.2f}  max {lat_ms.max():.2f}")
+    if node_status is not None:
+        stages = {kv.key[len("stage_median_ms."):]: float(kv.value) for kv in node_status.values
+                  if kv.key.startswith("stage_median_ms.")}
+        if stages:
+            print("  where it goes (the node's own stage medians, ms; its clock, receipt -> publish):")
+            for name, ms in stages.items():
+                print(f"    {name:<20} {ms:8.3f}")
+            model_ms = stages.get("model", 0.0) + stages.get("preprocess", 0.0) + stages.get("decode", 0.0)
+            print(f"  overhead around the policy (latency median - preprocess - model - decode): "
+                  f"{np.median(lat_ms) - model_ms:.2f} ms")
     return 0
 
 

@@ -92,7 +92,8 @@ def test_summary_figures_against_hand_computation():
         joint_positions_first={"joint1": 0.0, "joint2": 1.7, "gripper": 1.0},
         joint_positions_last={"joint1": 0.25, "joint2": 1.2, "gripper": 0.0},
         joint_state_count=50,
-        diagnostics={"para: inference_node": {"frames_in.scene": "11", "chunks_out": "5"},
+        diagnostics={"para: inference_node": {"frames_in.scene": "11", "chunks_out": "5",
+                                              "stage_median_ms.receive": "21.5", "stage_median_ms.model": "5.25"},
                      "chunk_executor: chunk_executor": {"commands": "101", "limit_events": "7",
                                                         "chunks_modified": "4", "control_rate_hz": "100.0"}},
         model_id="para_v4:tiny:random-seed0", untrained=True)
@@ -105,8 +106,10 @@ def test_summary_figures_against_hand_computation():
     assert s["max_joint_motion_rad"] == pytest.approx(0.5)  # joint2; the gripper is not an arm joint
     assert s["gripper_change"] == pytest.approx(1.0)
     assert (s["commands_limited"], s["chunks_clamped"], s["chunks_out_node"]) == (7, 4, 5)
+    assert s["latency_stages_median_ms"] == {"receive": 21.5, "model": 5.25}
     text = format_summary(record, ["  snapshot              /tmp/x.png"])
     assert "UNTRAINED" in text and "median 100.0 ms" in text and "/tmp/x.png" in text
+    assert "latency stages        receive 21.5, model 5.2 ms" in text
 
 
 def test_summary_helpers_with_no_data():

@@ -523,3 +523,23 @@ def test_every_problem_key_found_in_the_code_is_exercised_here():
     keys_set, _, _ = problem_keys(INFERENCE_NODE, OBSERVATION_BUILDER)
     missing = sorted(keys_set - EXERCISED - COVERED_STATICALLY)
     assert not missing, f"problem keys with no recovery test in this file: {missing}"
+
+
+def test_latency_stages_on_diagnostics_are_measured_and_add_up(inference):
+    """The per-chunk latency breakdown (stage_median_ms.*): an image stamped 80 ms before it is received shows up as
+    >= 80 ms in ``receive``; the policy's own stage times are reported as measured; the stages add up to the
+    stamp -> publish latency (``other`` is the remainder, small)."""
+    n = inference.n
+    n._stage_ms.clear()
+    before = len(n.latencies_s)
+    inference.observe(inference.now_ns() - 80_000_000)
+    assert len(n.latencies_s) == before + 1, "no chunk"
+    values = {kv.key: kv.value for kv in n.health.status().values}
+    stages = {k[len("stage_median_ms."):]: float(v) for k, v in values.items() if k.startswith("stage_median_ms.")}
+    assert set(stages) == {"receive", "wait", "observation_decode", "observation_tf", "preprocess", "model", "decode",
+                           "publish", "other"}
+    assert stages["receive"] >= 80.0
+    assert stages["model"] == pytest.approx(1e3 * n.policy.last_timing_s["model"], abs=1e-3)
+    assert all(v >= 0.0 for k, v in stages.items() if k != "other")
+    assert sum(stages.values()) == pytest.approx(1e3 * n.latencies_s[-1], abs=1e-3)
+    assert abs(stages["other"]) < 0.5 * 1e3 * n.latencies_s[-1]

@@ -359,109 +359,77 @@ def graph_topics(plan):
         world_frame=inference.get("world_frame", default.world_frame))
 
 
-def run(args) -> int:
-    """Run the graph for ``args`` (parsed :func:`build_parser` arguments); return the exit status."""
-    try:
-        settings = _settings(args)
-    except ValueError as exc:
-        print(f"para-deploy: {exc}", file=sys.stderr)
-        return 2
+def _argument_problem(args) -> str | None:
+    """Why ``args`` cannot run (a bad value, an existing recording), or None."""
     if args.duration < 0 or args.shutdown_timeout <= 0 or args.record_image_period < 0:
-        print("para-deploy: --duration must be >= 0, --shutdown-timeout > 0, --record-image-period >= 0",
-              file=sys.stderr)
-        return 2
+        return "--duration must be >= 0, --shutdown-timeout > 0, --record-image-period >= 0"
     if not 0.0 <= args.respawn_delay <= 600.0:
-        print(f"para-deploy: --respawn-delay {args.respawn_delay} must be within 0..600 s", file=sys.stderr)
-        return 2
+        return f"--respawn-delay {args.respawn_delay} must be within 0..600 s"
     if not 1.0 <= args.episode_time_limit <= 600.0:
-        print(f"para-deploy: --episode-time-limit {args.episode_time_limit} must be within 1..600 s", file=sys.stderr)
-        return 2
+        return f"--episode-time-limit {args.episode_time_limit} must be within 1..600 s"
+    from para_ros.sim.pick_place import check_seed
     try:
-        from para_ros.sim.pick_place import check_seed
         check_seed(args.task_seed)
     except ValueError as exc:
-        print(f"para-deploy: --task-seed: {exc}", file=sys.stderr)
-        return 2
-    out = Path(args.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"))
-    if not args.no_record and (out / "recording").exists():
-        print(f"para-deploy: {out / 'recording'} exists already: choose another --out (or --no-record)",
-              file=sys.stderr)
-        return 2
-    out.mkdir(parents=True, exist_ok=True)
-    env = graph_env()  # the monitor joins the same domain
-    topics = graph_topics(graph.plan(settings))
+        return f"--task-seed: {exc}"
+    return None
 
-    stop = threading.Event()
-    reason = {"why": "duration reached"}
 
-    def on_signal(signum, frame):
-        reason["why"] = f"{signal.Signals(signum).name} received"
-        stop.set()
+def _output_dir(args) -> Path:
+    return Path(args.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"))
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    group = ProcessGroup(out / "logs", env, echo=args.echo, respawn_delay_s=args.respawn_delay,
-                         pids_path=out / "pids.json")
-    monitor = recorder = driver = None
-    t_start = time.monotonic()
-    status = 0
-    try:
-        print(f"para-deploy: backend {settings.backend}, ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, output {out}",
-              flush=True)
-        graph_start_ns = time.time_ns()
-        for spec, cmd in graph_commands(settings):
-            node = group.start(spec, cmd, respawn=respawns(spec.name, args.respawn, args.respawn_executor))
-            print(f"  started {spec.name} (pid {node.proc.pid}{', respawned when it dies' if node.respawn else ''})"
-                  f": {' '.join(cmd[1:])}", flush=True)
-        restarts_seen = 0
 
-        from para_ros.deploy.monitor import DeployMonitor, record_topics
-        from para_ros.bag.recording import McapRecorder, ros_type_name
+def _start_graph(args, settings, group: ProcessGroup, out: Path, topics):
+    """Start the nodes, the monitor (and its recorder) and, against the simulator, the task driver."""
+    from para_ros.bag.recording import McapRecorder, ros_type_name
+    from para_ros.deploy.monitor import DeployMonitor, record_topics
 
-        if not args.no_record:
-            recorded = {t: ros_type_name(c) for t, c in record_topics(topics).items()}
-            recorder = McapRecorder(out / "recording", recorded)
-        monitor = DeployMonitor(recorder, image_period_s=args.record_image_period, topics=topics)
-        monitor.data.graph_start_ns = graph_start_ns
-        if settings.backend == "sim" and not args.no_task:
-            from para_ros.deploy.closed_loop import TaskDriver
+    graph_start_ns = time.time_ns()
+    for spec, cmd in graph_commands(settings):
+        node = group.start(spec, cmd, respawn=respawns(spec.name, args.respawn, args.respawn_executor))
+        print(f"  started {spec.name} (pid {node.proc.pid}{', respawned when it dies' if node.respawn else ''})"
+              f": {' '.join(cmd[1:])}", flush=True)
+    recorder = driver = None
+    if not args.no_record:
+        recorder = McapRecorder(out / "recording",
+                                {t: ros_type_name(c) for t, c in record_topics(topics).items()})
+    monitor = DeployMonitor(recorder, image_period_s=args.record_image_period, topics=topics)
+    monitor.data.graph_start_ns = graph_start_ns
+    if settings.backend == "sim" and not args.no_task:
+        from para_ros.deploy.closed_loop import TaskDriver
 
-            driver = TaskDriver(seed=args.task_seed, time_limit_s=args.episode_time_limit)
-            driver.start()
-        limit = f"for {args.duration:.0f} s" if args.duration > 0 else "until Ctrl-C"
-        print(f"para-deploy: running {limit} (logs in {out / 'logs'})", flush=True)
-        last_report = time.monotonic()
-        while not stop.is_set():
-            elapsed = time.monotonic() - t_start
-            if args.duration > 0 and elapsed >= args.duration:
-                break
-            dead = group.first_dead()
-            if dead is not None:
-                reason["why"] = f"{dead.spec.name} exited early with status {dead.returncode}"
-                status = 1
-                break
-            if group.restarts() != restarts_seen:
-                restarts_seen = group.restarts()
-                print("  restarts: " + ", ".join(f"{n.spec.name} {n.restarts} (pid {n.proc.pid}, exit statuses "
-                                                 f"{n.exit_statuses})" for n in group.nodes if n.restarts), flush=True)
-            if time.monotonic() - last_report >= 10.0:
-                last_report = time.monotonic()
-                frames, chunks, commands = monitor.counts()
-                print(f"  t={elapsed:5.1f} s: {frames} scene frames, {chunks} chunks, {commands} commands", flush=True)
-            stop.wait(0.2)
-    finally:
-        duration_s = time.monotonic() - t_start
-        print(f"para-deploy: stopping ({reason['why']})", flush=True)
-        if driver is not None:
-            driver.stop_event.set()
-            driver.join(timeout=5.0)
-        group.stop(timeout_s=args.shutdown_timeout)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if monitor is not None:
-            time.sleep(0.2)  # the last diagnostics the nodes sent on shutdown
-            monitor.stop()
-    if recorder is not None:
-        recorder.close()
+        driver = TaskDriver(seed=args.task_seed, time_limit_s=args.episode_time_limit)
+        driver.start()
+    return monitor, recorder, driver
+
+
+def _watch(args, group: ProcessGroup, monitor, stop: threading.Event, reason: dict, t_start: float) -> int:
+    """Until the duration, a signal or a node's death (not respawned): report restarts and progress. -> status."""
+    restarts_seen, last_report = 0, time.monotonic()
+    while not stop.is_set():
+        elapsed = time.monotonic() - t_start
+        if args.duration > 0 and elapsed >= args.duration:
+            return 0
+        dead = group.first_dead()
+        if dead is not None:
+            reason["why"] = f"{dead.spec.name} exited early with status {dead.returncode}"
+            return 1
+        if group.restarts() != restarts_seen:
+            restarts_seen = group.restarts()
+            print("  restarts: " + ", ".join(f"{n.spec.name} {n.restarts} (pid {n.proc.pid}, exit statuses "
+                                             f"{n.exit_statuses})" for n in group.nodes if n.restarts), flush=True)
+        if time.monotonic() - last_report >= 10.0:
+            last_report = time.monotonic()
+            frames, chunks, commands = monitor.counts()
+            print(f"  t={elapsed:5.1f} s: {frames} scene frames, {chunks} chunks, {commands} commands", flush=True)
+        stop.wait(0.2)
+    return 0
+
+
+def _report(out: Path, settings, group: ProcessGroup, monitor, recorder, driver, reason: dict,
+            duration_s: float, status: int) -> int:
+    """The summary (printed, summary.txt, summary.json), the snapshot and the recording's line. -> exit status."""
+    from para_ros.deploy.summary import format_summary, summary_dict
 
     record = monitor.record()
     record.duration_s = duration_s
@@ -484,8 +452,6 @@ def run(args) -> int:
         lines.append(f"  node {n.spec.name:<16} {how}  (log {n.log_path})")
         if n.killed or n.exited_early:
             status = 1
-    from para_ros.deploy.summary import format_summary, summary_dict
-
     text = format_summary(record, lines)
     print(text, flush=True)
     (out / "summary.txt").write_text(text + "\n")
@@ -508,6 +474,63 @@ def run(args) -> int:
         if n.exited_early or n.killed:
             print(f"--- last lines of {n.log_path}:\n{group.log_tail(n)}", file=sys.stderr)
     return status
+
+
+def run(args) -> int:
+    """Run the graph for ``args`` (parsed :func:`build_parser` arguments); return the exit status.
+
+    Steps: check the arguments, start the graph (:func:`_start_graph`), watch it (:func:`_watch`), stop it (task
+    driver, nodes, monitor, recording), report (:func:`_report`)."""
+    try:
+        settings = _settings(args)
+    except ValueError as exc:
+        print(f"para-deploy: {exc}", file=sys.stderr)
+        return 2
+    out = _output_dir(args)
+    problem = _argument_problem(args)
+    if problem is None and not args.no_record and (out / "recording").exists():
+        problem = f"{out / 'recording'} exists already: choose another --out (or --no-record)"
+    if problem is not None:
+        print(f"para-deploy: {problem}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    env = graph_env()  # the monitor joins the same domain
+    topics = graph_topics(graph.plan(settings))
+    stop = threading.Event()
+    reason = {"why": "duration reached"}
+
+    def on_signal(signum, frame):
+        reason["why"] = f"{signal.Signals(signum).name} received"
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    group = ProcessGroup(out / "logs", env, echo=args.echo, respawn_delay_s=args.respawn_delay,
+                         pids_path=out / "pids.json")
+    monitor = recorder = driver = None
+    t_start = time.monotonic()
+    status = 0
+    try:
+        print(f"para-deploy: backend {settings.backend}, ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, output {out}",
+              flush=True)
+        monitor, recorder, driver = _start_graph(args, settings, group, out, topics)
+        limit = f"for {args.duration:.0f} s" if args.duration > 0 else "until Ctrl-C"
+        print(f"para-deploy: running {limit} (logs in {out / 'logs'})", flush=True)
+        status = _watch(args, group, monitor, stop, reason, t_start)
+    finally:
+        duration_s = time.monotonic() - t_start
+        print(f"para-deploy: stopping ({reason['why']})", flush=True)
+        if driver is not None:
+            driver.stop_event.set()
+            driver.join(timeout=5.0)
+        group.stop(timeout_s=args.shutdown_timeout)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if monitor is not None:
+            time.sleep(0.2)  # the last diagnostics the nodes sent on shutdown
+            monitor.stop()
+    if recorder is not None:
+        recorder.close()
+    return _report(out, settings, group, monitor, recorder, driver, reason, duration_s, status)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,6 +113,8 @@ def summary_dict(record: RunRecord) -> dict:
         "first_chunk_after_s": first_chunk_s,
         "latency_median_ms": lat_p50,
         "latency_p99_ms": lat_p99,
+        "latency_stages_median_ms": {k[len("stage_median_ms."):]: float(v) for k, v in inference.items()
+                                     if k.startswith("stage_median_ms.")},
         "commands_seen": len(record.command_recv_ns),
         "commands_node": as_int(executor, "commands"),
         "control_rate_hz": achieved_rate_hz(record.command_recv_ns),
@@ -155,6 +157,10 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
         f"{node(s['chunks_out_node'])}; first after {_fmt(s['first_chunk_after_s'], ' s')}",
         f"  camera->chunk latency median {_fmt(s['latency_median_ms'], ' ms')}, p99 {_fmt(s['latency_p99_ms'], ' ms')} "
         "(chunk arrival minus image stamp)",
+        "  latency stages        " + (", ".join(f"{k} {v:.1f}" for k, v in s["latency_stages_median_ms"].items())
+                                      + " ms (the inference node's medians; 'receive' holds the camera's own stamp ->"
+                                      " publish delay, the simulator's render)" if s["latency_stages_median_ms"]
+                                      else "n/a"),
         f"  executor              {s['commands_seen']} commands seen, achieved {_fmt(s['control_rate_hz'], ' Hz')} "
         f"(set {_fmt(s['control_rate_set_hz'], ' Hz', 0)}); node counted {node(s['commands_node'])}; "
         f"state {s['executor_state'] or 'n/a'}",

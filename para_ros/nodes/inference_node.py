@@ -29,6 +29,13 @@ whose reads interleave, so a comparison needs a tolerance and catches a jump onl
 the new clock may already have met the old frames; rcl compares each ``/clock`` with the previous one and calls the
 pre-jump callback in the executor thread before any callback sees the new time.
 
+Latency stages: for every chunk the node measures where its time went and reports the medians on ``/diagnostics``
+(``stage_median_ms.<stage>``): ``receive`` (image stamp -> the newest frame of the pair received), ``wait`` (received
+-> the inference thread took the pair), ``observation_decode`` and ``observation_tf`` (the shared observation builder:
+images decoded; TF look-ups, EE history and intrinsics), ``preprocess``, ``model`` and ``decode`` (the policy),
+``publish`` (chunk, markers, voxel cloud, overlay) and ``other`` (the rest of the stamp -> publish latency).
+``bench/bench_inference_node.py`` prints them.
+
 Bad input never crashes the node and never yields a chunk: every problem (unsupported encoding, size mismatch with
 CameraInfo, bad K, missing/extrapolated/refused TF, silent camera, out-of-order frames, missing CameraInfo, a policy
 error) is logged (throttled, per problem) and reported on ``/diagnostics``, and that observation is dropped. Every
@@ -168,6 +175,9 @@ class InferenceNode(Node):
             gripper_open_position=float(p["gripper_open_position"]), past_n=cfg.mv_past_n, step_dt_s=self.step_dt_s)
         self._gripper_history = GripperHistory(on_time_back="clear", max_len=GRIPPER_HISTORY)  # openings by stamp
         self.latencies_s: deque[float] = deque(maxlen=500)
+        self._received_ns: dict[tuple[str, int], int] = {}  # (view, image stamp) -> receipt time, the newest few
+        self._stage_ms: dict[str, deque] = {}  # latency stage -> its last 500 values, ms
+        self._last_observation_timing_s: dict[str, float] = {}
 
         for view in self.views:
             if p["image_transport"] == "compressed":
@@ -257,8 +267,12 @@ class InferenceNode(Node):
     def _on_image(self, view: str, msg) -> None:
         self.health.count(f"frames_in.{view}")
         stamp_ns = stamp_to_ns(msg.header.stamp)
+        now_ns = self.get_clock().now().nanoseconds
         with self._lock:
-            dropped = self.pairer.add(view, stamp_ns, msg, now_ns=self.get_clock().now().nanoseconds)
+            dropped = self.pairer.add(view, stamp_ns, msg, now_ns=now_ns)
+            self._received_ns[(view, stamp_ns)] = now_ns  # the receive stage of the latency breakdown
+            while len(self._received_ns) > 8 * len(self.views):
+                self._received_ns.pop(next(iter(self._received_ns)))
         if dropped:
             self.health.count("dropped.image_stamp")
             self.health.problem(f"image_stamp.{view}", dropped)
@@ -330,13 +344,18 @@ class InferenceNode(Node):
         if pair.frames is None:
             return  # nothing new since the last chunk
         self.health.clear("pairing")
+        with self._lock:
+            received_ns = max(self._received_ns.get((view, f.stamp_ns), now_ns)
+                              for view, f in zip(self.views, pair.frames))
+        stages_ms = {"receive": (received_ns - pair.stamp_ns) / 1e6, "wait": (now_ns - received_ns) / 1e6}
         try:
             observation = self._build_observation(pair, infos)
         except ObservationProblem as problem:
             self.health.count(f"dropped.{problem.key}")
             self.health.problem(problem.key, str(problem))
             return
-        self._infer_and_publish(pair.stamp_ns, *observation, generation=generation)
+        stages_ms.update({f"observation_{k}": 1e3 * v for k, v in self._last_observation_timing_s.items()})
+        self._infer_and_publish(pair.stamp_ns, *observation, generation=generation, stages_ms=stages_ms)
 
     def _silent_camera(self, now_ns: int) -> str | None:
         """Under the lock: why no pair can come when the pairer saw no problem, or None. A camera whose newest frame
@@ -372,6 +391,7 @@ class InferenceNode(Node):
             [infos.get(view) for view in self.views], lookup=self._lookup, ee_pose=self._ee_pose, gripper=gripper,
             info_sources=[p[f"{view}_info_topic"] for view in self.views],
             gripper_source=p["joint_states_topic"])
+        self._last_observation_timing_s = obs.timing_s
         for view, frame in zip(self.views, obs.camera_frames):
             self._camera_frames[view] = frame  # the overlay image's frame id
         for view in self.views:  # notes: warnings that did not stop the observation, active while they last
@@ -425,14 +445,17 @@ class InferenceNode(Node):
             return T_base_ee
         return self._lookup(base, stamp_ns, wait, what="arm base pose") @ T_base_ee
 
-    def _infer_and_publish(self, stamp_ns: int, cameras, state, generation: int | None = None) -> None:
+    def _infer_and_publish(self, stamp_ns: int, cameras, state, generation: int | None = None,
+                           stages_ms: dict[str, float] | None = None) -> None:
         """Run the policy and publish the chunk, its markers and voxels; ``generation``: the clock-jump count when the
-        observation was taken (a chunk of an observation from before a backward jump is dropped, not published)."""
+        observation was taken (a chunk of an observation from before a backward jump is dropped, not published);
+        ``stages_ms``: the latency stages so far (receive, wait, observation_*), completed here and reported."""
         from para_ros.ros_io.chunk_msg import action_chunk_msg
         from para_ros.ros_io.rviz import chunk_markers, voxel_cloud
 
         try:
             out = self.policy.predict(cameras, state)
+            t_predicted = time.perf_counter()
         except ValueError as exc:
             self.health.count("dropped.policy")
             self.health.problem("policy", f"policy refused the observation: {exc}")
@@ -459,11 +482,27 @@ class InferenceNode(Node):
             self._publish_overlay(header, cameras[0], state, out.positions_world)
         latency_s = (self.get_clock().now().nanoseconds - stamp_ns) / 1e9
         self.latencies_s.append(latency_s)
+        self._report_stages(stages_ms or {}, latency_s, t_predicted)
         self.health.count("chunks_out")
         self.health.clear("internal_error")  # a whole observation went through: the unexpected error is gone
         self.health.set_value("latency_median_s", f"{np.median(self.latencies_s):.4f}")
         self.health.set_value("latency_p99_s", f"{np.percentile(self.latencies_s, 99):.4f}")
         self.health.set_value("policy_total_s", f"{self.policy.last_timing_s.get('total', float('nan')):.4f}")
+
+    def _report_stages(self, stages_ms: dict[str, float], latency_s: float, t_predicted: float) -> None:
+        """Where the milliseconds of one chunk went (module docstring: latency stages), as medians on /diagnostics
+        (``stage_median_ms.<stage>``): receive (image stamp -> receipt), wait (receipt -> the inference thread took
+        the pair), observation_decode / observation_tf (the builder), preprocess / model / decode (the policy),
+        publish (chunk, markers, cloud, overlay), and ``other`` (what the stages do not account for)."""
+        timing = self.policy.last_timing_s
+        stages = {**stages_ms, "preprocess": 1e3 * timing.get("preprocess", 0.0),
+                  "model": 1e3 * timing.get("model", 0.0), "decode": 1e3 * timing.get("decode", 0.0),
+                  "publish": 1e3 * (time.perf_counter() - t_predicted)}
+        stages["other"] = 1e3 * latency_s - sum(stages.values())
+        for name, ms in stages.items():
+            history = self._stage_ms.setdefault(name, deque(maxlen=500))
+            history.append(ms)
+            self.health.set_value(f"stage_median_ms.{name}", f"{np.median(history):.3f}")
 
     def _publish_overlay(self, header, camera, state, path_world) -> None:
         """The first view with the tool frame and the predicted path (``para_core.eval.calibration.overlay_image``)."""

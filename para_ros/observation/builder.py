@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -77,6 +78,7 @@ class Observation:
     state: RobotState
     camera_frames: tuple[str, ...]  # the TF frame of each camera
     notes: dict[str, str] = field(default_factory=dict)  # warnings that did not stop it (distortion.<view>, gripper)
+    timing_s: dict[str, float] = field(default_factory=dict)  # "decode" (images), "tf" (every pose look-up), seconds
 
     @property
     def T_world_ee(self) -> np.ndarray:  # noqa: N802 - T is the standard name
@@ -167,13 +169,17 @@ def build_observation(settings: ObservationSettings, stamp_ns: int, images: Sequ
         raise ValueError(f"build_observation: {len(images)} images and {len(infos)} CameraInfos for views {views}")
     notes: dict[str, str] = {}
     cameras, frames = [], []
+    decode_s = 0.0
+    t_start = time.perf_counter()
     for k, (view, (image, image_stamp_ns), info) in enumerate(zip(views, images, infos)):
         if info is None:
             source = f" on {info_sources[k]}" if info_sources else ""
             raise ObservationProblem("camera_info", f"no CameraInfo received{source} yet: cannot place the {view} "
                                      "camera")
+        t0 = time.perf_counter()
         try:
             rgb = image_msg_to_rgb(image)
+            decode_s += time.perf_counter() - t0
         except (CvBridgeError, ValueError) as exc:
             raise ObservationProblem("image", f"{view} image at t={image_stamp_ns / 1e9:.6f} s rejected: "
                                      f"{exc}") from None
@@ -204,9 +210,11 @@ def build_observation(settings: ObservationSettings, stamp_ns: int, images: Sequ
         notes["gripper"] = (f"no '{settings.gripper_joint}' in {gripper_source} yet: assuming the gripper is open")
     state = RobotState(T_world_ee=T_world_ee, gripper=1.0 if gripper is None else float(gripper),
                        past_positions_world=past)
+    total_s = time.perf_counter() - t_start
     return Observation(stamp_ns=int(stamp_ns), view_names=tuple(views),
                        image_stamps_ns=tuple(int(s) for _, s in images), cameras=tuple(cameras), state=state,
-                       camera_frames=tuple(frames), notes=notes)
+                       camera_frames=tuple(frames), notes=notes,
+                       timing_s={"decode": decode_s, "tf": total_s - decode_s})
 
 
 def matrix_is_finite(T: np.ndarray, what: str) -> np.ndarray:
