@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Benchmark ``para_core.model.policy.Policy.predict`` latency (preprocessing + model + decoding) on synthetic inputs.
+"""Benchmark ``para_core.model.policy.Policy.predict`` (preprocessing + model + decoding): the reference path and the
+fast path (``Policy(fast=True)``, ``para_core.model.v4_fast``) in ONE run, on the same synthetic inputs.
 
-Prints median / min / max / p99 over repeated runs with the settings and the machine (device, dtype, config name,
-torch version, CPU model, GPU name). Examples::
+Prints, per path: median / p10 / p90 / max over the timed runs (after warm-up), the per-stage medians (preprocess,
+model, decode), peak memory, the forward's FLOPs (``torch.utils.flop_counter``) and achieved TFLOP/s (against
+``--peak-tflops`` when given), then the fast/reference ratio and whether both chose the same voxels. Examples::
 
-    python bench/bench_policy.py                       # tiny config on CPU
-    python bench/bench_policy.py --config paper        # paper config on cuda if present, else CPU
-    python bench/bench_policy.py --config paper --dtype bf16 --runs 20
+    python bench/bench_policy.py                                   # tiny config on CPU, both paths
+    python bench/bench_policy.py --config paper --runs 50          # paper config on cuda if present, else CPU
+    python bench/bench_policy.py --config paper --dtype bf16 --device cuda --peak-tflops 989
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import platform
 import statistics
 import time
 
-from para_core.model.config import PRESET_NAMES
+from para_core.model.config import DTYPES, PRESET_NAMES
 
 
 def cpu_model() -> str:
@@ -36,8 +38,12 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoint", default="", help="load this checkpoint directory instead of random weights")
     parser.add_argument("--device", default=None, help="cpu / cuda / cuda:1 (default: cuda if available else cpu; "
                                                        "tiny defaults to cpu)")
-    parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
-    parser.add_argument("--runs", type=int, default=20, help="timed runs (default 20)")
+    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
+    parser.add_argument("--paths", nargs="+", choices=("reference", "fast"), default=("reference", "fast"),
+                        help="which inference paths to time (default both, in one run)")
+    parser.add_argument("--peak-tflops", type=float, default=0.0,
+                        help="the device's peak TFLOP/s at this dtype, to report the achieved fraction")
+    parser.add_argument("--runs", type=int, default=50, help="timed runs per path (default 50)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs (default 3)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
     parser.add_argument("--image-hw", type=int, nargs=2, default=(480, 640), metavar=("H", "W"),
@@ -56,11 +62,13 @@ def main(argv=None) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = args.device or ("cpu" if args.config == "tiny" else None)
-    if args.checkpoint:
-        policy = Policy.from_checkpoint(args.checkpoint, device=device, dtype=args.dtype)
-    else:
-        cfg = V4Config.preset(args.config)
-        policy = Policy.random_init(cfg, device=device, dtype=args.dtype)
+    def make(fast: bool):
+        if args.checkpoint:
+            return Policy.from_checkpoint(args.checkpoint, device=device, dtype=args.dtype, fast=fast)
+        return Policy.random_init(V4Config.preset(args.config), device=device, dtype=args.dtype, fast=fast)
+
+    policies = {name: make(name == "fast") for name in args.paths}
+    policy = next(iter(policies.values()))
     cfg = policy.config
 
     rng = np.random.default_rng(0)
@@ -75,35 +83,67 @@ def main(argv=None) -> int:
     T_ee[:3, 3] = ee
     state = RobotState(T_ee, 1.0, np.tile(ee, (cfg.mv_past_n, 1)))
 
-    for _ in range(args.warmup):
-        policy.predict(cams, state)
-    if policy.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(policy.device)
-    times_ms = []
-    for _ in range(args.runs):
-        t0 = time.perf_counter()
-        policy.predict(cams, state)  # synchronises the GPU before returning
-        times_ms.append(1e3 * (time.perf_counter() - t0))
-    times_ms.sort()
-    p99 = times_ms[min(len(times_ms) - 1, int(round(0.99 * (len(times_ms) - 1))))]
-
     n_params = sum(p.numel() for p in policy.model.parameters())
-    print(f"policy latency  config={cfg.name} model_id={policy.model_id}")
-    print(f"  median {statistics.median(times_ms):.2f} ms  min {times_ms[0]:.2f} ms  max {times_ms[-1]:.2f} ms  "
-          f"p99 {p99:.2f} ms  over {args.runs} runs (+{args.warmup} warm-up)")
+    print(f"policy latency  config={cfg.name} model_id={policy.model_id}  paths={' + '.join(args.paths)}")
     print(f"  device={policy.device} dtype={args.dtype} torch={torch.__version__} threads={torch.get_num_threads()}")
     print(f"  cpu={cpu_model()} ({platform.machine()}, {__import__('os').cpu_count()} logical cores)")
-    if policy.device.type == "cuda":
-        print(f"  gpu={torch.cuda.get_device_name(policy.device)}  "
-              f"peak_mem={torch.cuda.max_memory_allocated(policy.device) / 2**30:.2f} GiB")
-    else:
-        import resource
-
-        print(f"  peak_rss={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (whole process)")
     print(f"  img_size={cfg.img_size} pred_size={cfg.pred_size} bins={cfg.n_height_bins} views={cfg.n_views} "
           f"V={cfg.n_voxels:,} T={cfg.n_window} params={n_params / 1e6:.1f} M raw_image={H}x{W} "
-          f"voxel_chunk={cfg.voxel_chunk_size}")
+          f"voxel_chunk={cfg.voxel_chunk_size}; {args.runs} timed runs per path after {args.warmup} warm-up")
+    flops = {name: forward_flops(pol, cams, state) for name, pol in policies.items()}
+    for _ in range(args.warmup):
+        for pol in policies.values():
+            pol.predict(cams, state)
+    for pol in policies.values():
+        if pol.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(pol.device)
+    times_ms = {name: [] for name in policies}
+    stages = {name: {"preprocess": [], "model": [], "decode": []} for name in policies}
+    for _ in range(args.runs):  # the paths alternate, so a change in the machine's load hits both alike
+        for name, pol in policies.items():
+            t0 = time.perf_counter()
+            pol.predict(cams, state)  # synchronises the GPU before returning
+            times_ms[name].append(1e3 * (time.perf_counter() - t0))
+            for k in stages[name]:
+                stages[name][k].append(1e3 * pol.last_timing_s[k])
+    medians, chosen = {}, {}
+    for name, pol in policies.items():
+        chosen[name] = pol.last_output.chosen_voxel.cpu()
+        t = np.asarray(times_ms[name])
+        medians[name] = float(np.median(t))
+        if pol.device.type == "cuda":
+            mem = f"peak_mem={torch.cuda.max_memory_allocated(pol.device) / 2**30:.2f} GiB"
+        else:
+            import resource
+
+            mem = f"peak_rss={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (whole process)"
+        tflops = flops[name] / (medians[name] * 1e-3) / 1e12 if flops[name] else float("nan")
+        peak = f" = {100 * tflops / args.peak_tflops:.1f} % of {args.peak_tflops:g}" if args.peak_tflops else ""
+        st = {k: float(np.median(v)) for k, v in stages[name].items()}
+        print(f"  {name:<9} median {medians[name]:9.2f} ms  p10 {np.percentile(t, 10):9.2f}  p90 "
+              f"{np.percentile(t, 90):9.2f}  min {t.min():9.2f}  max {t.max():9.2f}  | preprocess "
+              f"{st['preprocess']:.2f}  model {st['model']:.2f}  decode {st['decode']:.2f} ms  | {mem}  | "
+              f"{flops[name] / 1e9:.3f} GFLOP/forward, {tflops:.4f} TFLOP/s{peak}")
+    if len(medians) == 2:
+        same = bool(torch.equal(chosen["reference"], chosen["fast"]))
+        print(f"  fast / reference: {medians['reference'] / medians['fast']:.2f}x faster (median); "
+              f"same argmax voxels: {same}")
     return 0
+
+
+def forward_flops(policy, cams, state) -> float:
+    """FLOPs of one model forward on these inputs (torch's own counter; 0 when it cannot count)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        inputs = policy.preprocess(cams, state)
+        counter = FlopCounterMode(display=False)
+        with torch.inference_mode(), counter:
+            policy.model(inputs)
+        return float(counter.get_total_flops())
+    except Exception:  # noqa: BLE001 - informative only
+        return 0.0
 
 
 if __name__ == "__main__":

@@ -95,13 +95,18 @@ class Policy:
     """Inference wrapper around a v4 model: preprocessing, forward, decoding. See docs/contracts.md."""
 
     def __init__(self, model: torch.nn.Module, config: V4Config, device: torch.device, dtype: str = "fp32",
-                 model_id: str = "", refine: bool = True):
+                 model_id: str = "", refine: bool = True, fast: bool = False):
+        """``fast``: the model's fast inference path where it has one (v4: ``para_core.model.v4_fast``), the same
+        outputs within float tolerance; False keeps the reference path (the oracle the fast one is tested against)."""
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r}; use one of {DTYPES}")
         self.config = config
         self.device = device
         self.dtype = dtype
         self.model = model.to(device).eval()
+        self.fast = bool(fast) and hasattr(self.model, "fast_inference")
+        if self.fast:
+            self.model.fast_inference = True
         self.model_id = model_id or f"{config.model_kind}:{config.name}:untrained"
         self.view_names: tuple[str, ...] = tuple(config.view_names)
         self.refine = refine
@@ -113,22 +118,23 @@ class Policy:
 
     # ------------------------------------------------------------------------------------------- constructors
     @classmethod
-    def from_checkpoint(cls, path, device=None, dtype: str = "fp32") -> "Policy":
+    def from_checkpoint(cls, path, device=None, dtype: str = "fp32", fast: bool = False) -> "Policy":
         """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
         from para_core.model.checkpoint import load_checkpoint
 
         model, config, meta = load_checkpoint(path)
         model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"
-        return cls(model, config, resolve_device(device), dtype=dtype, model_id=model_id)
+        return cls(model, config, resolve_device(device), dtype=dtype, model_id=model_id, fast=fast)
 
     @classmethod
-    def random_init(cls, config: V4Config, device=None, dtype: str = "fp32", seed: int = 0) -> "Policy":
+    def random_init(cls, config: V4Config, device=None, dtype: str = "fp32", seed: int = 0,
+                    fast: bool = False) -> "Policy":
         """An untrained policy (random weights, deterministic in ``seed``) for demos and tests."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = build_model(config)
         return cls(model, config, resolve_device(device), dtype=dtype,
-                   model_id=f"{config.model_kind}:{config.name}:random-seed{seed}")
+                   model_id=f"{config.model_kind}:{config.name}:random-seed{seed}", fast=fast)
 
     # ---------------------------------------------------------------------------------------- preprocessing
     def _validate(self, cameras: Sequence[CameraObservation], state: RobotState) -> None:

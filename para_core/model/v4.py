@@ -141,6 +141,7 @@ class ParaV4Model(nn.Module):
     def __init__(self, config: V4Config):
         super().__init__()
         self.config = config
+        self.fast_inference = False  # Policy(fast=True): para_core.model.v4_fast at inference (eval, no targets)
         N, F, Z = config.n_views, config.feat_dim, config.n_height_bins
         self.backbone = build_backbone(config)
         C = self.backbone.hidden_size
@@ -241,7 +242,12 @@ class ParaV4Model(nn.Module):
         with torch.autocast(device_type=inputs.K_img.device.type, enabled=False):
             grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float())  # geometry in fp32
         feat_maps, cls = self.image_features(inputs.images)  # (B, N, F, P, P), (B, N, C)
-        voxel_feat = self.voxel_features(feat_maps, grid)  # (B, V, F)
+        if self.fast_inference and targets is None and not self.training:
+            from para_core.model.v4_fast import voxel_features_fast
+
+            voxel_feat = voxel_features_fast(self, feat_maps, grid)  # (B, V, F), the same numbers
+        else:
+            voxel_feat = self.voxel_features(feat_maps, grid)  # (B, V, F)
         q = self.queries(cls, inputs)  # (B, T, F)
         scale = self.logit_log_scale.exp()
         logits = torch.einsum("btf,bvf->btv", q, voxel_feat) * scale  # (B, T, V)
@@ -273,9 +279,14 @@ class ParaV4Model(nn.Module):
     def visualisation(self, out: V4Output, top_k: int):
         """(top-k most probable voxels (k, 3), their max-over-steps probability (k,), bounds of the valid voxels
         (2, 3)) of batch element 0, numpy float64."""
-        probs = torch.softmax(out.volume_logits[0].float(), dim=-1).amax(0)  # (V,) max over steps
+        logits = out.volume_logits[0].float()  # (T, V)
         k = min(top_k, int(out.voxel_valid[0].sum()))
-        top_p, top_i = torch.topk(probs, k)
+        if self.fast_inference:  # the same top-k without the (T, V) softmax: log p = logit - logsumexp per step
+            top_logp, top_i = torch.topk((logits - torch.logsumexp(logits, dim=-1, keepdim=True)).amax(0), k)
+            top_p = top_logp.exp()
+        else:
+            probs = torch.softmax(logits, dim=-1).amax(0)  # (V,) max over steps
+            top_p, top_i = torch.topk(probs, k)
         xyz_valid = out.voxel_xyz[0][out.voxel_valid[0]]  # (n_valid, 3)
         bounds = torch.stack([xyz_valid.amin(0), xyz_valid.amax(0)])  # (2, 3)
         return (out.voxel_xyz[0, top_i].double().cpu().numpy(), top_p.double().cpu().numpy(),

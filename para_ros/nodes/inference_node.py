@@ -88,6 +88,8 @@ PARAMETERS = ParameterTable("inference_node", [
     Param("random_seed", 0, "Seed of the random model when checkpoint is empty.", range=(0, 2**31 - 1)),
     Param("device", "auto", "Torch device: auto (cuda if available, else cpu) | cpu | cuda | cuda:N."),
     Param("dtype", "fp32", "Inference precision (the geometry stays fp32).", choices=DTYPES),
+    Param("fast_path", False, "The model's fast inference path (v4: para_core.model.v4_fast; the same argmax voxels "
+          "and logits within float tolerance, tested against the reference path) instead of the reference path."),
     Param("world_frame", "base", "Frame of the chunk poses (the policy's world).", section="frames and state"),
     Param("ee_frame", "grasp_site", "TF frame of the end-effector (tool) point."),
     Param("ee_source", "tf", "Where the EE pose comes from: tf (world <- ee_frame) | joint_states (/joint_states + "
@@ -221,12 +223,12 @@ class InferenceNode(Node):
 
         device = None if p["device"] == "auto" else p["device"]
         if p["checkpoint"]:
-            return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"])
+            return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"], fast=p["fast_path"])
         self.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
                                        f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
                                        "nothing. Pass checkpoint:=<dir> for a trained one.")
         return Policy.random_init(V4Config.preset(p["random_preset"]), device=device, dtype=p["dtype"],
-                                  seed=int(p["random_seed"]))
+                                  seed=int(p["random_seed"]), fast=p["fast_path"])
 
     def _new_pairer(self):
         from para_ros.observation.pairing import ObservationPairer

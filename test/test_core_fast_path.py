@@ -1,0 +1,96 @@
+"""The fast v4 inference path (``para_core.model.v4_fast``) against the reference path, its oracle (issue 12): the
+same argmax voxels, logits within float tolerance, decoded poses within a tenth of a voxel, the same rviz voxels, for
+the tiny config, the mid-size pick-and-place config and a learned height encoding, and with a chunked voxel MLP."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from para_core.data import synthetic as syn
+from para_core.model.config import V4Config
+from para_core.model.policy import CameraObservation, Policy, RobotState
+
+
+def observation(cfg: V4Config, seed: int):
+    """Two synthetic views of a scene (random images), the EE above the table: cameras, state."""
+    rng = np.random.default_rng(seed)
+    T_ee = np.eye(4)
+    T_ee[:3, :3] = syn.top_down_rotation()
+    T_ee[:3, 3] = [0.32 + 0.05 * rng.standard_normal(), 0.03 * rng.standard_normal(), 0.12]
+    K = np.array([[300.0, 0, 160.0], [0, 300.0, 120.0], [0, 0, 1.0]])
+    cams = [CameraObservation(image_rgb=rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), K=K,
+                              T_world_cam=syn.scene_camera_pose()),
+            CameraObservation(image_rgb=rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), K=K,
+                              T_world_cam=syn.wrist_camera_pose(T_ee[:3, 3]))]
+    past = T_ee[:3, 3] + 0.01 * rng.standard_normal((cfg.mv_past_n, 3))
+    return cams, RobotState(T_world_ee=T_ee, gripper=0.7, past_positions_world=past)
+
+
+CONFIGS = {
+    "tiny": V4Config.tiny(),
+    "tiny_learned_height_chunked": V4Config.tiny(height_encoding="learned", voxel_chunk_size=300),
+    "pick_place": V4Config.pick_place(),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_fast_path_gives_the_reference_outputs(name):
+    cfg = CONFIGS[name]
+    ref = Policy.random_init(cfg, device="cpu", seed=3)
+    fast = Policy.random_init(cfg, device="cpu", seed=3, fast=True)
+    assert fast.fast and not ref.fast
+    for seed in range(3):
+        cams, state = observation(cfg, seed)
+        out_ref, out_fast = ref.predict(cams, state), fast.predict(cams, state)
+        lr, lf = ref.last_output.volume_logits, fast.last_output.volume_logits  # (1, T, V)
+        valid = ref.last_output.voxel_valid[0]  # (V,)
+        assert torch.equal(valid, fast.last_output.voxel_valid[0])
+        assert torch.isinf(lf[0][:, ~valid]).all()
+        scale = lr[0][:, valid].abs().max().item()
+        assert (lf[0][:, valid] - lr[0][:, valid]).abs().max().item() <= 1e-4 * max(scale, 1.0), name
+        # The same argmax voxel in every step, unless two voxels tie within the logit tolerance (random weights make
+        # neighbours nearly equal): then the fast choice must be a maximum of the reference logits too.
+        c_ref, c_fast = ref.last_output.chosen_voxel[0], fast.last_output.chosen_voxel[0]  # (T,)
+        same = (c_ref == c_fast).numpy()
+        for t in np.flatnonzero(~same):
+            gap = (lr[0, t, c_ref[t]] - lr[0, t, c_fast[t]]).item()
+            assert 0 <= gap <= 1e-4 * max(scale, 1.0), (name, t, gap)
+        assert same.sum() >= len(same) - 1, f"{name}: argmax differs in {np.flatnonzero(~same)}"
+        voxel_m = (cfg.z_hi_m - cfg.z_lo_m) / cfg.n_height_bins
+        np.testing.assert_allclose(out_fast.positions_world[same], out_ref.positions_world[same], atol=0.1 * voxel_m)
+        np.testing.assert_allclose(out_fast.gripper[same], out_ref.gripper[same])
+        np.testing.assert_allclose(out_fast.quaternions_xyzw[same], out_ref.quaternions_xyzw[same], atol=1e-9)
+        np.testing.assert_allclose(out_fast.confidence[same], out_ref.confidence[same], atol=1e-5)
+        # rviz voxels: the same probabilities; the same voxels except where near-equal probabilities swap places
+        np.testing.assert_allclose(np.sort(out_fast.top_voxels_prob), np.sort(out_ref.top_voxels_prob),
+                                   rtol=1e-4, atol=1e-7)
+        kth = out_ref.top_voxels_prob.min()
+        clear = out_ref.top_voxels_prob > kth * (1 + 1e-3)  # not tied with the last one in
+        ref_set = {tuple(np.round(x, 9)) for x in out_ref.top_voxels_world[clear]}
+        assert ref_set <= {tuple(np.round(x, 9)) for x in out_fast.top_voxels_world}
+
+
+def test_the_comparison_can_fail():
+    """A fast path that dropped the other views' features (the only per-voxel sampling it keeps) differs."""
+    import para_core.model.v4_fast as fast_mod
+
+    cfg = V4Config.tiny()
+    ref = Policy.random_init(cfg, device="cpu", seed=3)
+    broken = Policy.random_init(cfg, device="cpu", seed=3, fast=True)
+    cams, state = observation(cfg, 0)
+    ref.predict(cams, state)
+    original = fast_mod.first_layer_blocks
+
+    def no_cross(model, k):
+        W, w = original(model, k)
+        return (torch.zeros_like(W), torch.zeros_like(w)) if k == 1 else (W, w)
+
+    fast_mod.first_layer_blocks = no_cross
+    try:
+        broken.predict(cams, state)
+    finally:
+        fast_mod.first_layer_blocks = original
+    valid = ref.last_output.voxel_valid[0]
+    diff = (broken.last_output.volume_logits[0][:, valid] - ref.last_output.volume_logits[0][:, valid]).abs().max()
+    assert diff.item() > 1e-3
