@@ -85,6 +85,10 @@ class GraphWatch:
         self._commands = 0
         self.node.create_subscription(ActionChunk, chunk_topic, self._on_chunk, QoSProfile(depth=50))
         self.node.create_subscription(JointTrajectory, trajectory_topic, self._on_command, QoSProfile(depth=200))
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.executor_values: dict[str, str] = {}  # the chunk executor's newest /diagnostics values
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, QoSProfile(depth=50))
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, name="para_soak_watch", daemon=True)
@@ -107,6 +111,16 @@ class GraphWatch:
         with self._lock:
             self._commands += 1
 
+    def _on_diagnostics(self, msg) -> None:
+        for status in msg.status:
+            if status.name.startswith("chunk_executor"):
+                with self._lock:
+                    self.executor_values = {kv.key: kv.value for kv in status.values}
+
+    def executor(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self.executor_values)
+
     def take(self) -> tuple[list[float], int]:
         """(the latencies of the chunks since the last call, the number of commands since then)."""
         with self._lock:
@@ -119,6 +133,20 @@ class GraphWatch:
         self.node.destroy_node()
         self.context.try_shutdown()
         self._thread.join(timeout=2.0)
+
+
+def parse_node_params(rules: list[str]) -> dict[str, dict[str, object]]:
+    """``NODE:NAME:=VALUE`` rules -> {node: {name: value}} (values read as YAML). :raises ValueError: a bad rule."""
+    import yaml
+
+    out: dict[str, dict[str, object]] = {}
+    for rule in rules:
+        head, sep, value = rule.partition(":=")
+        node, _, name = head.partition(":")
+        if not (sep and node and name):
+            raise ValueError(f"--node-param {rule!r}: write NODE:NAME:=VALUE, e.g. chunk_executor:control_rate_hz:=100")
+        out.setdefault(node, {})[name] = yaml.safe_load(value)
+    return out
 
 
 def window_report(t_s: float, window_s: float, nodes, cpu_before: dict, latencies_s: list[float],
@@ -198,9 +226,13 @@ def plot_reports(reports: list[dict], path: Path, title: str = "") -> Path:
 def format_report(report: dict) -> str:
     nodes = "  ".join(f"{name} {v['rss_mib'] or float('nan'):6.1f} MiB {v['cpu_pct'] or float('nan'):5.1f} %"
                       for name, v in report["nodes"].items())
+    executor = ""
+    if "executor_tick_rate_hz" in report:
+        executor = (f"  |  executor ticks {report['executor_tick_rate_hz']:6.2f} Hz, period error p99 "
+                    f"{report['executor_tick_period_error_p99_ms']:.2f} ms ({report['executor_scheduler'] or '?'})")
     return (f"  t={report['t_s']:7.1f} s  chunks {report['chunk_rate_hz']:5.1f} Hz  commands "
             f"{report['command_rate_hz']:5.1f} Hz  latency p50 {report['latency_p50_ms']:6.1f} ms p99 "
-            f"{report['latency_p99_ms']:6.1f} ms  |  {nodes}")
+            f"{report['latency_p99_ms']:6.1f} ms  |  {nodes}{executor}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shutdown-timeout", type=float, default=10.0,
                         help="seconds the nodes get to stop after SIGINT before they are killed (default 10)")
     parser.add_argument("--out", default=None, help="output directory (default runs/soak-<timestamp>)")
+    parser.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
+                        help="a parameter for one node, e.g. chunk_executor:control_thread_priority:=50 (repeatable)")
     parser.add_argument("--json", default=None, help="write the reports and the growth here (default <out>/soak.json)")
     return parser
 
@@ -239,6 +273,7 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     try:
+        node_params = parse_node_params(args.node_param)
         settings = graph.DeploySettings(backend="sim", checkpoint=args.checkpoint, device=args.device)
     except ValueError as exc:
         print(f"bench_soak: {exc}", file=sys.stderr)
@@ -269,6 +304,7 @@ def run(args) -> int:
             if spec.name == "sim_node":
                 overrides = {**overrides, "scene_cam_rate_hz": float(args.camera_rate),
                              "wrist_cam_rate_hz": float(args.camera_rate)}
+            overrides = {**overrides, **node_params.get(spec.name, {})}
             group.start(spec, deploy.node_command(spec, overrides))
         watch = GraphWatch("/para/action_chunk", topics.joint_trajectory)
         if not args.no_task:
@@ -277,6 +313,7 @@ def run(args) -> int:
             driver = TaskDriver(time_limit_s=args.episode_time_limit)
             driver.start()
         t0 = time.monotonic()
+        ticks_before = float("nan")
         cpu_before = {n.spec.name: cpu_time_s(n.proc.pid) for n in group.nodes}
         t_last = t0
         while not stop.is_set():
@@ -296,6 +333,14 @@ def run(args) -> int:
                 break  # stopped early: no full window left to report
             latencies, commands = watch.take()
             report = window_report(now - t0, now - t_last, group.nodes, cpu_before, latencies, commands)
+            ex = watch.executor()
+            ticks = float(ex.get("ticks", "nan"))
+            report["executor_tick_rate_hz"] = (ticks - ticks_before) / (now - t_last) if ticks_before == ticks_before \
+                else float("nan")  # NaN before the first diagnostics
+            ticks_before = ticks
+            for key in ("tick_period_error_p99_ms", "tick_start_error_p99_ms", "overruns"):
+                report[f"executor_{key}"] = float(ex.get(key, "nan"))
+            report["executor_scheduler"] = ex.get("control_scheduler", "")
             t_last = now
             reports.append(report)
             print(format_report(report), flush=True)

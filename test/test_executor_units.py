@@ -531,3 +531,34 @@ def test_help_runs_without_middleware():
     out = subprocess.run([sys.executable, "bench/bench_executor.py", "--help"], capture_output=True, text=True,
                          timeout=60, cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
     assert out.returncode == 0 and "--rates" in out.stdout
+
+
+def test_control_loop_priority_is_applied_in_its_thread_or_reported():
+    """priority 1..99 asks for SCHED_FIFO in the loop's own thread; what it got is in ``scheduler`` either way."""
+    import os
+
+    from para_ros.execution.control_loop import FixedRateLoop
+
+    for bad in (-1, 100):
+        with pytest.raises(ValueError, match="priority"):
+            FixedRateLoop(100.0, lambda: None, priority=bad)
+    seen = {}
+
+    def tick():
+        seen["policy"] = os.sched_getscheduler(0)  # the calling thread's scheduler
+
+    loop = FixedRateLoop(100.0, tick, priority=10)
+    loop.start()
+    import time as _time
+    deadline = _time.monotonic() + 5.0
+    while "policy" not in seen and _time.monotonic() < deadline:
+        _time.sleep(0.01)
+    loop.stop()
+    if loop.scheduler == "SCHED_FIFO 10":
+        assert seen["policy"] == os.SCHED_FIFO
+    else:  # not allowed here: the loop still ran, on the normal scheduler, and says why
+        assert loop.scheduler.startswith("normal (SCHED_FIFO 10 refused") and seen["policy"] == os.SCHED_OTHER
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the test's own thread is untouched
+    plain = FixedRateLoop(100.0, lambda: None)
+    plain.run(max_ticks=2)
+    assert plain.scheduler == "normal"

@@ -8,6 +8,7 @@ its deadline) and its compute time.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -25,13 +26,21 @@ class FixedRateLoop:
     :param clock: monotonic time source in seconds (tests pass a simulated one).
     :param wait: ``wait(timeout_s)`` sleeps until the next deadline (default: an interruptible wait that
         :meth:`stop` ends early); a simulated clock's ``wait`` advances that clock.
+    :param priority: 1..99: the loop's thread asks Linux for the real-time ``SCHED_FIFO`` scheduler at this priority
+        (needs root, ``CAP_SYS_NICE`` or an ``rtprio`` limit), so a busy machine (the simulator and the model on the
+        same cores) cannot delay its wake-ups; 0 (default): the normal scheduler. :attr:`scheduler` says what it got.
     """
 
     def __init__(self, rate_hz: float, tick: Callable[[], None], name: str = "control_loop",
                  stats_window: int = 10000, on_error: Callable[[BaseException], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, wait: Callable[[float], object] | None = None):
+                 clock: Callable[[], float] = time.monotonic, wait: Callable[[float], object] | None = None,
+                 priority: int = 0):
         if not (np.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f"FixedRateLoop rate_hz={rate_hz!r}: must be a finite number > 0")
+        if not 0 <= int(priority) <= 99:
+            raise ValueError(f"FixedRateLoop priority={priority!r}: use 0 (normal) or a SCHED_FIFO priority 1..99")
+        self.priority = int(priority)
+        self.scheduler = "normal"
         self.period_s = 1.0 / rate_hz
         self._tick = tick
         self._on_error = on_error
@@ -64,9 +73,20 @@ class FixedRateLoop:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def _apply_priority(self) -> None:
+        """In the loop's thread: the real-time scheduler it asked for, or a note why not (it runs either way)."""
+        if self.priority <= 0:
+            return
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))  # 0: this thread (Linux)
+            self.scheduler = f"SCHED_FIFO {self.priority}"
+        except (OSError, AttributeError) as err:
+            self.scheduler = f"normal (SCHED_FIFO {self.priority} refused: {err})"
+
     def run(self, max_ticks: int | None = None) -> None:
         """The loop itself, in the calling thread, until :meth:`stop` (or ``max_ticks`` ticks); :meth:`start` runs
         it in a daemon thread."""
+        self._apply_priority()
         deadline = self._clock()
         n = 0
         while not self._stop.is_set() and (max_ticks is None or n < max_ticks):

@@ -58,6 +58,7 @@ Run: ``python -m para_ros.nodes.chunk_executor --ros-args --params-file config/e
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -95,6 +96,11 @@ PARAMETERS = ParameterTable(NODE_NAME, [
           "jitter passes without a stop, at the price of smoothing a step in the chunk over ~50 ms. The i2rt_sdk "
           "backend sends positions straight to the servos: there it is a lead over the servo lag (lower it, e.g. "
           "0.01, if the real arm runs ahead of the chunks).", range=(0.001, 1.0)),
+    Param("control_thread_priority", 0,
+          "Linux real-time priority of the control thread: 1..99 asks for SCHED_FIFO at that priority (needs root, "
+          "CAP_SYS_NICE or an rtprio limit in /etc/security/limits.conf; the Python thread switch interval drops to 1 "
+          "ms too), so a busy machine cannot delay the ticks; 0 = the normal scheduler. What it got is on "
+          "/diagnostics (control_scheduler).", range=(0, 99)),
     Param("stale_timeout_s", 0.5, "Hold position when no chunk was accepted for this long (s).",
           range=(0.001, 3600.0), dynamic=True),
     Param("auto_engage", False,
@@ -347,8 +353,10 @@ class ChunkExecutorNode(Node):
             JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S),
                           on_clock_change=True),
             pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
+        if p["control_thread_priority"] > 0:
+            sys.setswitchinterval(0.001)  # the GIL changes hands within 1 ms when the control thread wakes
         self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
-                                  on_error=self._on_tick_error)
+                                  on_error=self._on_tick_error, priority=p["control_thread_priority"])
         self.loop.start()
         self.get_logger().info(
             f"chunk executor up: backend={self.backend.name}, {p['control_rate_hz']:.0f} Hz, blend="
@@ -537,6 +545,8 @@ class ChunkExecutorNode(Node):
             "control_rate_hz": self.params["control_rate_hz"],
             "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
             "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
+            "tick_period_error_p99_ms": 1e3 * stats.get("period_error_p99_s", float("nan")),
+            "control_scheduler": self.loop.scheduler,
             "overruns": int(stats.get("overruns", 0)),
         }
         if self.state_publisher is not None:
