@@ -68,3 +68,24 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 5.0) -> tuple[int | 
         out, _ = proc.communicate()
         return None, out or ""
     return proc.returncode, out or ""
+
+
+def in_process_inference_node(name: str, **params):
+    """An ``InferenceNode`` in this process with its inference thread stopped (the test runs the steps itself):
+    a generator for a pytest fixture (yields the node, destroys it and rclpy's default context after)."""
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from para_ros.nodes.inference_node import InferenceNode
+
+    owns_init = not rclpy.ok()
+    if owns_init:
+        rclpy.init()
+    node = InferenceNode(name, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+    node.shutdown()
+    try:
+        yield node
+    finally:
+        node.destroy_node()
+        if owns_init:
+            rclpy.shutdown()

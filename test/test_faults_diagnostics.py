@@ -386,25 +386,12 @@ class InProcessRig:
 
 @pytest.fixture(scope="module")
 def inference():
-    import rclpy
-    from rclpy.parameter import Parameter
+    from ros_helpers import in_process_inference_node
 
-    from para_ros.nodes.inference_node import InferenceNode
-
-    owns_init = not rclpy.ok()
-    if owns_init:
-        rclpy.init()
-    node = InferenceNode("inference_faults_test", parameter_overrides=[
-        Parameter("random_seed", value=3), Parameter("publish_pointcloud", value=False)])
-    node.shutdown()  # stop the inference thread: this test runs the inference step itself
-    rig = InProcessRig(node)
-    node.tf_buffer.set_transform_static(rig.transform("base", "scene_cam_optical_frame", T_SCENE, 0), "t")
-    try:
+    for node in in_process_inference_node("inference_faults_test", random_seed=3, publish_pointcloud=False):
+        rig = InProcessRig(node)
+        node.tf_buffer.set_transform_static(rig.transform("base", "scene_cam_optical_frame", T_SCENE, 0), "t")
         yield rig
-    finally:
-        node.destroy_node()
-        if owns_init:
-            rclpy.shutdown()
 
 
 def _assert_recovers(rig, key):

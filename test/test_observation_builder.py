@@ -36,24 +36,11 @@ def _rclpy_messages(bag_dir):
 
 @pytest.fixture(scope="module")
 def node():
-    import rclpy
-    from rclpy.parameter import Parameter
+    from ros_helpers import in_process_inference_node
 
-    from para_ros.nodes.inference_node import InferenceNode
-
-    owns_init = not rclpy.ok()
-    if owns_init:
-        rclpy.init()
-    n = InferenceNode("observation_builder_test", parameter_overrides=[
-        Parameter("random_seed", value=1), Parameter("publish_pointcloud", value=False),
-        Parameter("image_transport", value="compressed")])  # the fixture's wrist camera is jpeg
-    n.shutdown()  # no inference thread: this test calls the observation step itself
-    try:
-        yield n
-    finally:
-        n.destroy_node()
-        if owns_init:
-            rclpy.shutdown()
+    # the fixture bag's wrist camera is jpeg: compressed transport
+    yield from in_process_inference_node("observation_builder_test", random_seed=1, publish_pointcloud=False,
+                                         image_transport="compressed")
 
 
 def test_node_and_bag_reader_build_identical_observations_from_the_same_messages(tmp_path, node):
