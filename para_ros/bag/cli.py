@@ -345,12 +345,13 @@ def load_policy(args):
     from para_core.model.policy import Policy
 
     device = None if args.device == "auto" else args.device
+    fast = bool(getattr(args, "fast", False))
     if args.checkpoint:
-        return Policy.from_checkpoint(args.checkpoint, device=device, dtype=args.dtype)
+        return Policy.from_checkpoint(args.checkpoint, device=device, dtype=args.dtype, fast=fast)
     print(f"warning: no --checkpoint: evaluating an UNTRAINED policy (preset {args.random_preset}, seed "
           f"{args.random_seed}); its numbers are a baseline, not a result", file=sys.stderr)
     return Policy.random_init(V4Config.preset(args.random_preset), device=device, dtype=args.dtype,
-                              seed=args.random_seed)
+                              seed=args.random_seed, fast=fast)
 
 
 class ChunkBagWriter:
@@ -656,6 +657,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--random-seed", type=int, default=0)
     ev.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ev.add_argument("--dtype", default="fp32", choices=DTYPES)
+    ev.add_argument("--fast", action="store_true", help="the model's fast inference path (para_core.model.v4_fast; "
+                    "the same voxels as the reference path, tested), as the node's fast_path parameter")
     ev.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     ev.add_argument("--out", default=None, help="output directory (default ./para_eval_<bag name>)")
     ev.add_argument("--max-frames", type=int, default=0, help="evaluate at most this many observations (0: all)")
