@@ -281,7 +281,7 @@ class ParaV4Model(nn.Module):
         (2, 3)) of batch element 0, numpy float64."""
         logits = out.volume_logits[0].float()  # (T, V)
         k = min(top_k, int(out.voxel_valid[0].sum()))
-        if self.fast_inference:  # the same top-k without the (T, V) softmax: log p = logit - logsumexp per step
+        if getattr(self, "fast_inference", False):  # the same top-k without the (T, V) softmax: log p = l - lse
             top_logp, top_i = torch.topk((logits - torch.logsumexp(logits, dim=-1, keepdim=True)).amax(0), k)
             top_p = top_logp.exp()
         else:
