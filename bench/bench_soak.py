@@ -117,7 +117,7 @@ class GraphWatch:
                 with self._lock:
                     self.executor_values = {kv.key: kv.value for kv in status.values}
 
-    def executor(self) -> dict[str, str]:
+    def executor_diagnostics(self) -> dict[str, str]:
         with self._lock:
             return dict(self.executor_values)
 
@@ -333,7 +333,7 @@ def run(args) -> int:
                 break  # stopped early: no full window left to report
             latencies, commands = watch.take()
             report = window_report(now - t0, now - t_last, group.nodes, cpu_before, latencies, commands)
-            ex = watch.executor()
+            ex = watch.executor_diagnostics()
             ticks = float(ex.get("ticks", "nan"))
             report["executor_tick_rate_hz"] = (ticks - ticks_before) / (now - t_last) if ticks_before == ticks_before \
                 else float("nan")  # NaN before the first diagnostics

@@ -147,7 +147,9 @@ def test_every_parameter_set_over_dds_is_applied_or_refused_with_a_reason():
     executor = SingleThreadedExecutor(context=ctx)
     executor.add_node(client)
     try:
-        drv.start_executor("params_executor")
+        # joint_state_timeout_s 5 s: this test is about parameters; on a loaded machine the driver's joint states can
+        # pause past the default 0.2 s, after which the executor (rightly) waits for a new chunk to command again
+        drv.start_executor("params_executor", joint_state_timeout_s=5.0)
         procs.append(start_python(["para_ros.nodes.inference_node", "--ros-args", "-r", "__node:=params_inference",
                                    "-p", "publish_pointcloud:=false"], module=True))
         procs.append(start_python(["para_ros.nodes.sim_node", "--ros-args", "-r", "__node:=params_sim",

@@ -302,12 +302,17 @@ def test_publish_clock_and_use_sim_time_stamp_everything_with_the_sim_clock():
     executor.add_node(node)
     spin = lambda: executor.spin_once(timeout_sec=0.05)  # noqa: E731
     try:
-        wait_for(lambda: len(imgs) >= 3 and len(clocks) >= 20 or proc.poll() is not None, 60.0, spin,
+        wait_for(lambda: len(imgs) >= 5 and len(clocks) >= 40 or proc.poll() is not None, 60.0, spin,
                  "/clock and images")
         assert proc.poll() is None
         clock_set = set(clocks)
-        assert all(s in clock_set for s in imgs[:-1]), "an image stamp is not a /clock value"
-        assert all(stamp_ns(m.header) in clock_set for m in js[:-1])
+        # Only what was published after this listener heard its first /clock can be checked against the /clock values
+        # it heard: the image topic may be matched before /clock on a loaded machine (DDS discovers them apart).
+        later_imgs = [s for s in imgs[:-1] if s >= clocks[0]]
+        later_js = [stamp_ns(m.header) for m in js[:-1] if stamp_ns(m.header) >= clocks[0]]
+        assert len(later_imgs) >= 2 and len(later_js) >= 10
+        assert all(s in clock_set for s in later_imgs), "an image stamp is not a /clock value"
+        assert all(s in clock_set for s in later_js)
         assert clocks == sorted(clocks)
         msg = JointTrajectory()
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(clocks[-1] + 10**9 // 2, 10**9)  # sim clock
