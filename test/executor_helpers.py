@@ -191,18 +191,18 @@ class ExecutorDriver:
 
     def publish_chunk(self, stamp, t_from_stamp, positions, quats, gripper, confidence=None, frame_id="base",
                       tool_frame_id="grasp_site"):
-        from para_ros.ros_io.chunk_msg import s_to_time_fields
+        from para_ros.stamps import s_to_fields
         from builtin_interfaces.msg import Duration
         from geometry_msgs.msg import Pose
         from para_msgs.msg import ActionChunk
         msg = ActionChunk()
-        msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(stamp)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_fields(stamp)
         msg.header.frame_id = frame_id
         msg.tool_frame_id = tool_frame_id
         msg.model_id = "test@0"
         for dt in t_from_stamp:
             d = Duration()
-            d.sec, d.nanosec = s_to_time_fields(float(dt))
+            d.sec, d.nanosec = s_to_fields(float(dt))
             msg.time_from_stamp.append(d)
         for p, q in zip(positions, quats):
             pose = Pose()

@@ -406,8 +406,6 @@ class BagReader:
                     self.gripper_history.add(stamp_to_ns(msg.header.stamp) or log_ns, value)
         if self.tf_stamp_range_ns:
             self.tf_stamp_range_ns = [min(self.tf_stamp_range_ns), max(self.tf_stamp_range_ns)]
-        self.gripper_stamps_ns = np.asarray(self.gripper_history.stamps_ns, dtype=np.int64)  # (G,) ascending
-        self.gripper_values = np.asarray(self.gripper_history.values, dtype=np.float64)  # (G,)
         self.has_gripper = len(self.gripper_history) > 0
 
         # Frames: world <- EE and world <- each camera must be connected somewhere in the bag.

@@ -138,7 +138,6 @@ class SimNode(Node):
         self.width, self.height = p["image_width"], p["image_height"]
         self.follower = TrajectoryFollower(self.sim.joint_targets())
         self._seed_rng = np.random.default_rng(p["seed"] + 1)
-        self.rejected_trajectories = 0
         self.frame_of_link = {WRIST_CAM_BODY: p["wrist_cam_frame_id"], GRASP_SITE: p["grasp_site_frame_id"],
                               "base": p["base_frame_id"]}
 
@@ -301,7 +300,6 @@ class SimNode(Node):
                 command_joint_names=COMMAND_JOINT_NAMES, q_lower=self.sim.q_lower, q_upper=self.sim.q_upper,
                 setpoint_now=self.follower.setpoint_at(now_ns), now_ns=now_ns, start_ns=start_ns)
         except TrajectoryRejected as exc:
-            self.rejected_trajectories += 1
             self.health.count("trajectories_rejected")
             self.health.problem("trajectory", f"rejected JointTrajectory: {exc}")
             return

@@ -17,8 +17,6 @@ from para_ros.execution.chunk import Chunk
 from para_ros.stamps import s_to_fields, set_stamp, stamp_to_s
 
 
-time_to_s = stamp_to_s  # the names this module's callers know (para_ros.stamps holds the conversions)
-s_to_time_fields = s_to_fields
 
 
 def poses_to_arrays(poses) -> tuple[np.ndarray, np.ndarray]:
@@ -33,8 +31,8 @@ def chunk_from_msg(msg) -> Chunk:
     """Copy an ActionChunk message into numpy arrays (shapes may disagree; validation checks)."""
     positions, quats = poses_to_arrays(msg.poses)
     return Chunk(
-        stamp_s=time_to_s(msg.header.stamp),
-        time_from_stamp_s=np.array([time_to_s(d) for d in msg.time_from_stamp], dtype=float),
+        stamp_s=stamp_to_s(msg.header.stamp),
+        time_from_stamp_s=np.array([stamp_to_s(d) for d in msg.time_from_stamp], dtype=float),
         positions_m=positions,
         quats_xyzw=quats,
         gripper=np.asarray(msg.gripper, dtype=float).reshape(-1),
@@ -53,7 +51,7 @@ def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None):
 
     msg = ActionChunk()
     if stamp_ns is None:
-        msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(chunk.stamp_s)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_fields(chunk.stamp_s)
     else:
         set_stamp(msg.header.stamp, stamp_ns)
     msg.header.frame_id = chunk.frame_id
@@ -61,7 +59,7 @@ def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None):
     msg.model_id = chunk.model_id
     for dt in chunk.time_from_stamp_s:
         d = Duration()
-        d.sec, d.nanosec = s_to_time_fields(float(dt))
+        d.sec, d.nanosec = s_to_fields(float(dt))
         msg.time_from_stamp.append(d)
     for p, q in zip(chunk.positions_m, chunk.quats_xyzw):
         pose = Pose()

@@ -36,7 +36,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from para_ros.execution.backends import CommandBackend
 from para_ros.execution.executor_core import JointCommand
-from para_ros.ros_io.chunk_msg import s_to_time_fields
+from para_ros.stamps import s_to_fields
 
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 # Sensor-data QoS (best effort, keep last 5): it matches both reliable and best-effort JointState publishers (a
@@ -114,7 +114,7 @@ class JointTrajectoryBackend(CommandBackend):
         if self.gripper_joint_name:
             positions.append(float(command.gripper))
         point.positions = positions
-        point.time_from_start.sec, point.time_from_start.nanosec = s_to_time_fields(command.time_from_start_s)
+        point.time_from_start.sec, point.time_from_start.nanosec = s_to_fields(command.time_from_start_s)
         msg.points = [point]
         return msg
 
@@ -152,7 +152,7 @@ def pose_stamped(command: JointCommand, frame_id: str) -> PoseStamped:
     time: the pose is where the tool should be at its stamp.
     """
     msg = PoseStamped()
-    msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_time_fields(command.target_time_s)
+    msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_fields(command.target_time_s)
     msg.header.frame_id = frame_id
     p = command.T_base_tool[:3, 3]
     q = command.quat_xyzw
