@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import sys
 import threading
 import time
@@ -283,14 +282,8 @@ def run(args) -> int:
     env = deploy.graph_env()  # the watch joins the graph's domain
     plan = graph.plan(settings)
     topics = deploy.graph_topics(plan)
-    stop = threading.Event()
-    why = {"stop": "duration reached"}
-
-    def on_signal(signum, frame):
-        why["stop"] = f"{signal.Signals(signum).name} received"
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    signals = deploy.SignalStop()  # its ``why`` is the run's stop reason
+    stop = signals.event
     group = deploy.ProcessGroup(out / "logs", env)
     watch = driver = None
     reports: list[dict] = []
@@ -321,8 +314,8 @@ def run(args) -> int:
             while not stop.is_set() and time.monotonic() < t_next:
                 dead = group.first_dead()
                 if dead is not None:
-                    why["stop"] = f"{dead.spec.name} exited with status {dead.returncode}"
-                    print(f"bench_soak: {why['stop']}; last lines of its log:\n{group.log_tail(dead)}",
+                    signals.why = f"{dead.spec.name} exited with status {dead.returncode}"
+                    print(f"bench_soak: {signals.why}; last lines of its log:\n{group.log_tail(dead)}",
                           file=sys.stderr)
                     status = 1
                     stop.set()
@@ -356,8 +349,7 @@ def run(args) -> int:
         if watch is not None:
             watch.close()
         group.stop(timeout_s=args.shutdown_timeout)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        signals.restore()
 
     killed = [n.spec.name for n in group.nodes if n.killed]
     if killed:
@@ -378,7 +370,7 @@ def run(args) -> int:
         if over:
             print(f"bench_soak: RSS grew more than {args.max_rss_growth_mib:g} MiB: {over}", file=sys.stderr)
             status = 1
-    result = {"settings": {k: v for k, v in vars(args).items()}, "stop_reason": why["stop"], "reports": reports,
+    result = {"settings": {k: v for k, v in vars(args).items()}, "stop_reason": signals.why, "reports": reports,
               "growth": grown, "task": ({"attempts": len(driver.rows), "error": driver.error}
                                         if driver is not None else None),
               "nodes": {n.spec.name: {"returncode": n.returncode, "killed": n.killed, "exited_early": n.exited_early}
@@ -390,7 +382,7 @@ def run(args) -> int:
                             f"bench_soak: {args.duration:.0f} s, cameras {args.camera_rate:g} Hz, {platform.machine()}, "
                             f"{os.cpu_count()} cpus")
         print(f"bench_soak: plot {plot}", flush=True)
-    print(f"bench_soak: {why['stop']}; {len(reports)} reports in {json_path}", flush=True)
+    print(f"bench_soak: {signals.why}; {len(reports)} reports in {json_path}", flush=True)
     return status
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import signal
 import sys
 import threading
 import time
@@ -395,12 +394,8 @@ def run_eval(settings: EvalSettings) -> int:
                               device=settings.device)
     env = deploy.graph_env()
     group = deploy.ProcessGroup(out / "logs", env, echo=settings.echo)
-    stop = threading.Event()
-
-    def on_signal(signum, frame):
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    signals = deploy.SignalStop()
+    stop = signals.event
     rows: list[EpisodeRow] = []
     videos: dict[str, str] = {}
     ev = None
@@ -444,8 +439,7 @@ def run_eval(settings: EvalSettings) -> int:
         if ev is not None:
             ev.close()
         group.stop(timeout_s=5.0)
-        for s_, handler in previous.items():
-            signal.signal(s_, handler)
+        signals.restore()
     summary = write_report(out, settings, rows, extra)
     lo, hi = summary["wilson95"]
     print(f"para-sim eval: {summary['successes']}/{summary['episodes']} successes "

@@ -111,6 +111,24 @@ class NodeProcess:
 EXECUTOR_NODE = "chunk_executor"
 
 
+class SignalStop:
+    """While alive: SIGINT and SIGTERM set :attr:`event` and say which signal in :attr:`why` (the run's stop
+    reason, ``why`` until then); :meth:`restore` puts the previous handlers back."""
+
+    def __init__(self, why: str = "duration reached"):
+        self.event = threading.Event()
+        self.why = why
+        self._previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _on_signal(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
+        self.why = f"{signal.Signals(signum).name} received"
+        self.event.set()
+
+    def restore(self) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+
+
 def respawns(spec_name: str, respawn: bool, respawn_executor: bool) -> bool:
     """Whether the launchers restart node ``spec_name`` when it dies: the executor with ``respawn_executor`` only
     (it commands the arm: off by default, see the module docstring), every other node with ``respawn``."""
@@ -403,16 +421,16 @@ def _start_graph(args, settings, group: ProcessGroup, out: Path, topics):
     return monitor, recorder, driver
 
 
-def _watch(args, group: ProcessGroup, monitor, stop: threading.Event, reason: dict, t_start: float) -> int:
+def _watch(args, group: ProcessGroup, monitor, stop: SignalStop, t_start: float) -> int:
     """Until the duration, a signal or a node's death (not respawned): report restarts and progress. -> status."""
     restarts_seen, last_report = 0, time.monotonic()
-    while not stop.is_set():
+    while not stop.event.is_set():
         elapsed = time.monotonic() - t_start
         if args.duration > 0 and elapsed >= args.duration:
             return 0
         dead = group.first_dead()
         if dead is not None:
-            reason["why"] = f"{dead.spec.name} exited early with status {dead.returncode}"
+            stop.why = f"{dead.spec.name} exited early with status {dead.returncode}"
             return 1
         if group.restarts() != restarts_seen:
             restarts_seen = group.restarts()
@@ -422,11 +440,11 @@ def _watch(args, group: ProcessGroup, monitor, stop: threading.Event, reason: di
             last_report = time.monotonic()
             frames, chunks, commands = monitor.counts()
             print(f"  t={elapsed:5.1f} s: {frames} scene frames, {chunks} chunks, {commands} commands", flush=True)
-        stop.wait(0.2)
+        stop.event.wait(0.2)
     return 0
 
 
-def _report(out: Path, settings, group: ProcessGroup, monitor, recorder, driver, reason: dict,
+def _report(out: Path, settings, group: ProcessGroup, monitor, recorder, driver, stop_reason: str,
             duration_s: float, status: int) -> int:
     """The summary (printed, summary.txt, summary.json), the snapshot and the recording's line. -> exit status."""
     from para_ros.deploy.summary import format_summary, summary_dict
@@ -468,7 +486,7 @@ def _report(out: Path, settings, group: ProcessGroup, monitor, recorder, driver,
                                             "restarts": n.restarts, "exit_statuses": list(n.exit_statuses)}
                               for n in group.nodes},
                     "restarts": sum(n.restarts for n in group.nodes),
-                    "stop_reason": reason["why"]})
+                    "stop_reason": stop_reason})
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     for n in group.nodes:
         if n.exited_early or n.killed:
@@ -496,14 +514,7 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     env = graph_env()  # the monitor joins the same domain
     topics = graph_topics(graph.plan(settings))
-    stop = threading.Event()
-    reason = {"why": "duration reached"}
-
-    def on_signal(signum, frame):
-        reason["why"] = f"{signal.Signals(signum).name} received"
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    stop = SignalStop()
     group = ProcessGroup(out / "logs", env, echo=args.echo, respawn_delay_s=args.respawn_delay,
                          pids_path=out / "pids.json")
     monitor = recorder = driver = None
@@ -515,22 +526,21 @@ def run(args) -> int:
         monitor, recorder, driver = _start_graph(args, settings, group, out, topics)
         limit = f"for {args.duration:.0f} s" if args.duration > 0 else "until Ctrl-C"
         print(f"para-deploy: running {limit} (logs in {out / 'logs'})", flush=True)
-        status = _watch(args, group, monitor, stop, reason, t_start)
+        status = _watch(args, group, monitor, stop, t_start)
     finally:
         duration_s = time.monotonic() - t_start
-        print(f"para-deploy: stopping ({reason['why']})", flush=True)
+        print(f"para-deploy: stopping ({stop.why})", flush=True)
         if driver is not None:
             driver.stop_event.set()
             driver.join(timeout=5.0)
         group.stop(timeout_s=args.shutdown_timeout)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        stop.restore()
         if monitor is not None:
             time.sleep(0.2)  # the last diagnostics the nodes sent on shutdown
             monitor.stop()
     if recorder is not None:
         recorder.close()
-    return _report(out, settings, group, monitor, recorder, driver, reason, duration_s, status)
+    return _report(out, settings, group, monitor, recorder, driver, stop.why, duration_s, status)
 
 
 def main(argv: list[str] | None = None) -> int:
