@@ -147,22 +147,52 @@ def test_bad_inputs_raise_clear_errors(which, fragment):
     assert fragment in str(exc.value)
 
 
+def _predict_with_scene_camera_at(cfg, scene_z_m, policy=None):
+    policy = policy or Policy.random_init(cfg, device="cpu")
+    rng = np.random.default_rng(0)
+    K = syn.intrinsics_from_fovy(32, 32, 60.0)
+    scene = syn.scene_camera_pose(eye=(0.3, -0.55, scene_z_m))
+    cams = [CameraObservation(syn.random_image(rng, 32, 32), K, scene),
+            CameraObservation(syn.random_image(rng, 32, 32), K, syn.wrist_camera_pose())]
+    T_ee = np.eye(4)
+    T_ee[:3, 3] = (0.3, 0.0, 0.15)
+    policy.predict(cams, RobotState(T_ee, 1.0, np.tile(T_ee[:3, 3], (cfg.mv_past_n, 1))))
+    return policy
+
+
 def test_scene_camera_below_the_height_range_is_warned_once():
     """The seed's sanity check: the scene camera should sit above z_hi (else its grid is clipped; likely a bad TF)."""
     import warnings
 
     cfg = V4Config.tiny()
-    policy = Policy.random_init(cfg, device="cpu")
-    rng = np.random.default_rng(0)
-    K = syn.intrinsics_from_fovy(32, 32, 60.0)
-    low_scene = syn.scene_camera_pose(eye=(0.3, -0.55, cfg.z_hi_m - 0.05))
-    cams = [CameraObservation(syn.random_image(rng, 32, 32), K, low_scene),
-            CameraObservation(syn.random_image(rng, 32, 32), K, syn.wrist_camera_pose())]
-    T_ee = np.eye(4)
-    T_ee[:3, 3] = (0.3, 0.0, 0.15)
-    state = RobotState(T_ee, 1.0, np.tile(T_ee[:3, 3], (cfg.mv_past_n, 1)))
-    with pytest.warns(UserWarning, match="not above z_hi_m"):
-        policy.predict(cams, state)
+    with pytest.warns(UserWarning, match="height range is clipped"):
+        policy = _predict_with_scene_camera_at(cfg, cfg.z_hi_m - 0.05)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        policy.predict(cams, state)  # once per policy, not at every frame
+        _predict_with_scene_camera_at(cfg, cfg.z_hi_m - 0.05, policy)  # once per policy, not at every frame
+
+
+@pytest.mark.parametrize("mode, margins_above_z_hi, clipped", [
+    ("adaptive", 0.5, True),    # above z_hi but within the margin: z_hi_k = cam_z - margin < z_hi (the old check missed it)
+    ("adaptive", 1.5, False),   # the whole range fits below the camera
+    ("fixed", 0.5, False),      # fixed mode never clips: the camera is above every bin
+    ("fixed", -2.0, True),      # ... but a camera below z_hi has bins above it
+])
+def test_scene_camera_warning_fires_exactly_when_the_range_is_clipped(mode, margins_above_z_hi, clipped):
+    import dataclasses
+    import warnings
+
+    from para_core.model.geometry import adaptive_z_range
+
+    cfg = dataclasses.replace(V4Config.tiny(), z_range_mode=mode, cam_margin_m=0.05)
+    cam_z = cfg.z_hi_m + margins_above_z_hi * cfg.cam_margin_m
+    z_hi_k, _ = adaptive_z_range(torch.tensor([cam_z], dtype=torch.float64), cfg.z_lo_m, cfg.z_hi_m,
+                                 cfg.cam_margin_m, cfg.n_height_bins, mode, cfg.min_z_span_m)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _predict_with_scene_camera_at(cfg, cam_z)
+    messages = [str(w.message) for w in caught if "scene camera" in str(w.message)]
+    assert (len(messages) == 1) == clipped, messages
+    if clipped and mode == "adaptive":
+        assert float(z_hi_k) < cfg.z_hi_m  # the reference says clipped too
+        assert f"{float(z_hi_k):.3f}] m instead of" in messages[0]

@@ -155,13 +155,8 @@ class Policy:
                 raise ValueError(f"camera '{name}': K={K.tolist()} is not a pinhole intrinsics matrix "
                                  f"(need fx, fy > 0 and last row [0, 0, 1]); check the CameraInfo")
             T_world_cam = _check_rigid(f"camera '{name}': T_world_cam", cam.T_world_cam)
-            if name == "scene" and T_world_cam[2, 3] <= cfg.z_hi_m and not self._warned_low_scene_camera:
-                # The seed's sanity check: the static scene camera should look down on the whole height range.
-                # Below z_hi its adaptive range is clipped (z_hi_k = cam_z - margin); that works, but usually means
-                # a wrong TF frame (e.g. the camera link instead of the optical frame, or a flipped z).
-                self._warned_low_scene_camera = True
-                warnings.warn(f"scene camera is at z = {T_world_cam[2, 3]:.3f} m, not above z_hi_m = {cfg.z_hi_m} m: "
-                              f"its voxel grid is clipped below the camera; check the camera's TF", stacklevel=3)
+            if name == "scene" and not self._warned_low_scene_camera:
+                self._warn_if_scene_range_clipped(float(T_world_cam[2, 3]))
         _check_rigid("state.T_world_ee", state.T_world_ee)
         g = float(state.gripper)
         if not np.isfinite(g):
@@ -171,6 +166,27 @@ class Policy:
             raise ValueError(f"state.past_positions_world has shape {past.shape} (finite: "
                              f"{bool(np.all(np.isfinite(past)))}); pass finite ({cfg.mv_past_n}, 3) positions, "
                              f"oldest first (repeat the current position if unknown)")
+
+    def _warn_if_scene_range_clipped(self, cam_z_m: float) -> None:
+        """The seed's sanity check: the static scene camera should look down on the whole height range.
+
+        In adaptive mode the range is clipped as soon as ``cam_z - cam_margin_m < z_hi`` (``z_hi_k = cam_z -
+        margin``), so that is the condition, not ``cam_z <= z_hi``. It works, but usually means a wrong TF frame (the
+        camera link instead of the optical frame, a flipped z). In fixed mode nothing is clipped (voxels above the
+        camera are masked), so the warning asks for the camera to be above ``z_hi`` itself. Once per policy.
+        """
+        cfg = self.config
+        ceiling_m = cfg.z_hi_m + (cfg.cam_margin_m if cfg.z_range_mode == "adaptive" else 0.0)
+        if cam_z_m >= ceiling_m:
+            return
+        self._warned_low_scene_camera = True
+        if cfg.z_range_mode == "adaptive":
+            z_hi_k = max(cam_z_m - cfg.cam_margin_m, cfg.z_lo_m + cfg.min_z_span_m)
+            what = (f"below z_hi_m + cam_margin_m = {ceiling_m:.3f} m: its height range is clipped to "
+                    f"[{cfg.z_lo_m:.3f}, {z_hi_k:.3f}] m instead of [{cfg.z_lo_m:.3f}, {cfg.z_hi_m:.3f}] m")
+        else:
+            what = f"not above z_hi_m = {cfg.z_hi_m:.3f} m: the upper height bins lie above it and are masked"
+        warnings.warn(f"scene camera is at z = {cam_z_m:.3f} m, {what}; check the camera's TF", stacklevel=4)
 
     def preprocess(self, cameras: Sequence[CameraObservation], state: RobotState) -> V4Inputs:
         """Validated raw observations -> batched model inputs (B = 1) on the policy's device."""
