@@ -129,3 +129,41 @@ def test_reference_orientation_is_a_bin_centre(n_bins):
     for _ in range(20):
         noise = Rotation.from_rotvec(rng.normal(scale=1e-3, size=3)).as_matrix()
         assert encode_rotation(cfg, R_ref @ noise).tolist() == [n_bins // 2] * 3
+
+
+def _confidence_brute_force(cfg, logits, voxel_xyz, positions):
+    """Every voxel, one by one in vectorised form: sum of softmax(logits) over voxels within the radius."""
+    probs = torch.softmax(logits.double(), dim=-1)  # (B, T, V)
+    B, T, _ = logits.shape
+    out = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        for t in range(T):
+            near = (voxel_xyz[b].double() - positions[b, t].double()).norm(dim=-1) <= cfg.confidence_radius_m
+            out[b, t] = probs[b, t][near].sum()
+    return out
+
+
+@pytest.mark.parametrize("cfg", [V4Config.tiny(), V4Config.tiny(pred_size=24, n_height_bins=48, n_window=6),
+                                 V4Config.tiny(z_range_mode="fixed", confidence_radius_m=0.05),
+                                 V4Config.tiny(n_height_bins=1)], ids=["tiny", "many_bins", "fixed_z", "one_bin"])
+def test_ball_confidence_equals_the_sum_over_every_voxel(cfg):
+    """The windowed confidence visits only the bins near each point; a brute-force sum over all V voxels must agree,
+    for points at voxel centres (many voxels on the sphere's edge), between them and off the grid, with peaked and
+    flat logits. Catches a window too narrow (a bin of the ball skipped), a wrong bin -> voxel index, or mass from
+    outside the radius."""
+    from para_core.model.actions import ball_confidence
+
+    B = 2
+    inp = make_inputs(cfg, batch=B)
+    grid = build_voxel_grid(cfg, inp.K_img.float(), inp.T_world_cam.float())
+    V, T = grid.voxel_xyz.shape[1], cfg.n_window
+    gen = torch.Generator().manual_seed(5)
+    logits = torch.randn(B, T, V, generator=gen) * 3.0
+    logits[~grid.valid.unsqueeze(1).expand_as(logits)] = float("-inf")
+    at_voxel = torch.gather(grid.voxel_xyz, 1, torch.randint(0, V, (B, T), generator=gen).unsqueeze(-1).expand(-1, -1, 3))
+    positions = at_voxel + torch.randn(B, T, 3, generator=gen) * 0.01 * (torch.arange(T) % 2).view(1, T, 1)
+    out = _fake_output(cfg, grid, logits, torch.zeros(B, T, dtype=torch.long), torch.zeros(B, T, 3, dtype=torch.long))
+    got = ball_confidence(cfg, out, positions)
+    ref = _confidence_brute_force(cfg, logits, grid.voxel_xyz, positions)
+    assert ref.max() > 0.01  # the test has mass to find
+    torch.testing.assert_close(got.double(), ref, atol=1e-5, rtol=1e-4)

@@ -155,6 +155,48 @@ def refine_positions(config: V4Config, logits: torch.Tensor, voxel_xyz: torch.Te
     return (w.unsqueeze(-1) * xyz.float()).sum(-2)  # (B, T, 3)
 
 
+def step_log_normaliser(out: V4Output) -> torch.Tensor:
+    """(B, T) ``logsumexp`` of each step's logits over all voxels: log p(voxel) = logit - this. Computed once per
+    output (decoding and the visualisation share it) instead of a (T, V) softmax for each."""
+    if out.volume_lse is None:
+        out.volume_lse = torch.logsumexp(out.volume_logits.float(), dim=-1)  # (B, T)
+    return out.volume_lse
+
+
+def ball_confidence(config: V4Config, out: V4Output, positions: torch.Tensor) -> torch.Tensor:
+    """(B, T) probability mass of the voxels within ``confidence_radius_m`` of each step's ``positions`` (B, T, 3).
+
+    Exact, and it never forms the (T, V) probabilities: every voxel of bin i of view k lies on the plane at
+    ``z_bin_centres[k, i]``, so only the few bins whose plane is within the radius of a point can hold voxels of its
+    ball (for the paper grid, 2 cm covers 14 of 128 bins). Those bins are gathered as a fixed-width window per
+    (step, view), so the whole computation is a handful of batched tensor operations (no host sync per step), and the
+    distance test is the same ``|xyz - p| <= r`` on the same voxel centres as a brute-force sum over all voxels.
+    """
+    grid, r = out.grid, float(config.confidence_radius_m)
+    logits = out.volume_logits.float()  # (B, T, V)
+    B, T, V = logits.shape
+    N, Z = grid.n_views, grid.n_bins
+    P2 = V // (N * Z)
+    z_bins = grid.z_bin_centres.float()  # (B, N, Z), increasing along Z
+    if Z > 1:  # bins whose centre lies in an interval of length 2r: at most floor(2r / dz) + 1; one more of slack
+        dz_min_m = float((z_bins[..., 1:] - z_bins[..., :-1]).amin())
+        width = Z if dz_min_m <= 0 else min(Z, int(2 * r / dz_min_m) + 2)
+    else:
+        width = 1
+    z_query = (positions[..., 2] - r).reshape(B, T, 1, 1).expand(B, T, N, 1).contiguous()  # (B, T, N, 1)
+    first = torch.searchsorted(z_bins.unsqueeze(1).expand(B, T, N, Z).contiguous(), z_query)  # (B, T, N, 1)
+    bins = first.clamp(max=Z - width) + torch.arange(width, device=logits.device)  # (B, T, N, W)
+    view_base = (torch.arange(N, device=logits.device) * Z).view(1, 1, N, 1)  # first bin of each view
+    voxel_ids = ((view_base + bins) * P2).unsqueeze(-1) + torch.arange(P2, device=logits.device)  # (B, T, N, W, P2)
+    voxel_ids = voxel_ids.reshape(B, T, -1)  # (B, T, M)
+    near_logits = torch.gather(logits, -1, voxel_ids)  # (B, T, M)
+    xyz = out.voxel_xyz.float()  # (B, V, 3)
+    near_xyz = torch.gather(xyz, 1, voxel_ids.reshape(B, -1, 1).expand(-1, -1, 3)).reshape(B, T, -1, 3)  # (B, T, M, 3)
+    inside = (near_xyz - positions.float().unsqueeze(2)).norm(dim=-1) <= r  # (B, T, M)
+    near_logits = near_logits.masked_fill(~inside, float("-inf"))
+    return (torch.logsumexp(near_logits, dim=-1) - step_log_normaliser(out)).exp()  # (B, T)
+
+
 def decode_outputs(config: V4Config, out: V4Output, refine: bool = False) -> list[DecodedChunk]:
     """Model outputs -> one ``DecodedChunk`` per batch element (argmax voxel, optional sub-voxel refinement)."""
     logits = out.volume_logits.float()  # (B, T, V)
@@ -163,10 +205,7 @@ def decode_outputs(config: V4Config, out: V4Output, refine: bool = False) -> lis
     pos = torch.gather(out.voxel_xyz.float(), 1, argmax.unsqueeze(-1).expand(-1, -1, 3))  # (B, T, 3)
     if refine:
         pos = refine_positions(config, logits, out.voxel_xyz, argmax)
-    probs = torch.softmax(logits, dim=-1)  # (B, T, V)
-    confidence = torch.stack([
-        (probs[:, t] * ((out.voxel_xyz.float() - pos[:, t:t + 1]).norm(dim=-1) <= config.confidence_radius_m)).sum(-1)
-        for t in range(T)], dim=1)  # (B, T)
+    confidence = ball_confidence(config, out, pos)  # (B, T)
     grip_bins = out.gripper_logits.argmax(-1).cpu().numpy()  # (B, T)
     rot_bins = out.rotation_logits.argmax(-1).cpu().numpy()  # (B, T, 3)
     pos_np, conf_np, arg_np = pos.cpu().double().numpy(), confidence.clamp(0, 1).cpu().double().numpy(), \

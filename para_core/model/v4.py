@@ -98,6 +98,7 @@ class V4Output:
     grid: VoxelGrid
     cls: torch.Tensor  # (B, N, C)
     losses: dict[str, torch.Tensor] = field(default_factory=dict)
+    volume_lse: torch.Tensor | None = None  # (B, T) logsumexp of each step's logits, filled on first use
 
 
 def sincos_height_encoding(z_m: torch.Tensor, z_lo_m: float, z_hi_m: float, dim: int) -> torch.Tensor:
@@ -282,7 +283,9 @@ class ParaV4Model(nn.Module):
         logits = out.volume_logits[0].float()  # (T, V)
         k = min(top_k, int(out.voxel_valid[0].sum()))
         if getattr(self, "fast_inference", False):  # the same top-k without the (T, V) softmax: log p = l - lse
-            top_logp, top_i = torch.topk((logits - torch.logsumexp(logits, dim=-1, keepdim=True)).amax(0), k)
+            from para_core.model.actions import step_log_normaliser
+
+            top_logp, top_i = torch.topk((logits - step_log_normaliser(out)[0].unsqueeze(-1)).amax(0), k)
             top_p = top_logp.exp()
         else:
             probs = torch.softmax(logits, dim=-1).amax(0)  # (V,) max over steps
