@@ -95,7 +95,8 @@ def test_summary_figures_against_hand_computation():
         diagnostics={"para: inference_node": {"frames_in.scene": "11", "chunks_out": "5",
                                               "stage_median_ms.receive": "21.5", "stage_median_ms.model": "5.25"},
                      "chunk_executor: chunk_executor": {"commands": "101", "limit_events": "7",
-                                                        "chunks_modified": "4", "control_rate_hz": "100.0"}},
+                                                        "chunks_modified": "4", "control_rate_hz": "100.0"},
+                     "sim_node: sim_node": {"publish_delay_median_ms.scene": "12.25", "tick_errors": "0"}},
         model_id="para_v4:tiny:random-seed0", untrained=True)
     s = summary_dict(record)
     assert s["scene_frames_seen"] == 11 and s["scene_frame_rate_hz"] == pytest.approx(10.0)
@@ -110,6 +111,8 @@ def test_summary_figures_against_hand_computation():
     text = format_summary(record, ["  snapshot              /tmp/x.png"])
     assert "UNTRAINED" in text and "median 100.0 ms" in text and "/tmp/x.png" in text
     assert "latency stages        receive 21.5, model 5.2 ms" in text
+    assert s["sim_publish_delay_median_ms"] == {"scene": 12.25}
+    assert "of which the camera's  scene 12.2 ms" in text
 
 
 def test_summary_helpers_with_no_data():

@@ -272,6 +272,41 @@ def test_bad_trajectories_rejected_node_survives(rig):
     assert future.result().success and "objects reset" in future.result().message
 
 
+def test_publish_delay_on_diagnostics_is_the_stamp_to_publish_time_in_ms(rig):
+    """Each camera's stamp -> publish delay (the simulator's share of the graph's camera-to-chunk latency) is on
+    /diagnostics in ms: positive, and no more than what this subscriber sees as stamp -> receive (which adds the DDS
+    delivery to it). Catches ns/s units, the wrong sign, or a delay measured before rendering (zero)."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    import time as _time
+
+    proc, listener, spin = rig
+    seen = {}
+    received = {"scene": [], "wrist": []}
+
+    def on_diag(msg):
+        for st in msg.status:
+            if st.name.split(":")[-1].strip() == "sim_node":
+                seen.update({kv.key: kv.value for kv in st.values})
+
+    def on_image(cam):
+        return lambda msg: received[cam].append(_time.time_ns() - stamp_ns(msg.header))
+
+    subs = [listener.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10),
+            listener.create_subscription(Image, "/scene_cam/image_raw", on_image("scene"), qos_profile_sensor_data),
+            listener.create_subscription(Image, "/wrist_cam/image_raw", on_image("wrist"), qos_profile_sensor_data)]
+    try:
+        wait_for(lambda: all(f"publish_delay_median_ms.{c}" in seen for c in received)
+                 and all(len(v) >= 10 for v in received.values()), 30.0, spin, "sim_node's publish delays")
+    finally:
+        for sub in subs:
+            listener.destroy_subscription(sub)
+    for cam, delays_ns in received.items():
+        node_ms = float(seen[f"publish_delay_median_ms.{cam}"])
+        listener_ms = float(np.median(delays_ns)) / 1e6
+        assert 0.05 < node_ms < 2000.0, (cam, node_ms)  # rendering a 160 px frame takes some time, never 0
+        assert node_ms <= 3.0 * listener_ms + 20.0, (cam, node_ms, listener_ms)
+
+
 def test_sigint_shuts_down(rig):
     proc, listener, spin = rig
     rc, out = stop_process(proc, timeout_s=5.0)

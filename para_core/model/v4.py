@@ -243,16 +243,15 @@ class ParaV4Model(nn.Module):
         with torch.autocast(device_type=inputs.K_img.device.type, enabled=False):
             grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float())  # geometry in fp32
         feat_maps, cls = self.image_features(inputs.images)  # (B, N, F, P, P), (B, N, C)
+        q = self.queries(cls, inputs)  # (B, T, F)
         if self.fast_inference and targets is None and not self.training:
             from para_core.model.v4_fast import voxel_features_fast
 
-            voxel_feat = voxel_features_fast(self, feat_maps, grid)  # (B, V, F), the same numbers
+            voxel_feat, logits = voxel_features_fast(self, feat_maps, grid, q)  # the same numbers, far less work
         else:
             voxel_feat = self.voxel_features(feat_maps, grid)  # (B, V, F)
-        q = self.queries(cls, inputs)  # (B, T, F)
-        scale = self.logit_log_scale.exp()
-        logits = torch.einsum("btf,bvf->btv", q, voxel_feat) * scale  # (B, T, V)
-        logits = logits.float().masked_fill(~grid.valid.unsqueeze(1), float("-inf"))  # (B, T, V)
+            logits = torch.einsum("btf,bvf->btv", q, voxel_feat) * self.logit_log_scale.exp()  # (B, T, V)
+            logits = logits.float().masked_fill(~grid.valid.unsqueeze(1), float("-inf"))  # (B, T, V)
         chosen = logits.detach().argmax(dim=-1)  # (B, T) inference: the argmax voxel
         if targets is not None:
             chosen = training_head_voxel(logits.detach(), targets, chosen)  # (B, T)

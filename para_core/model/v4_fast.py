@@ -52,17 +52,26 @@ def height_term(model, grid: VoxelGrid, k: int) -> torch.Tensor:
     return enc.to(W_h.dtype) @ W_h.T  # (B, Z, H)
 
 
-def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid) -> torch.Tensor:
+def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: torch.Tensor | None = None,
+                        chunk_voxels: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(B, N, F, P, P) feature maps -> (B, V, F) voxel features, equal to ``model.voxel_features`` (module docstring).
 
-    ``model`` is a ``ParaV4Model``; inference only (no gradient path is kept cheap here)."""
+    With ``query`` (B, T, F) it also returns the masked volume logits (B, T, V) fp32, each chunk's dot products taken
+    while its features are still in cache (the reference reads the whole (V, F) tensor again in one einsum and then
+    copies the (T, V) logits once more to mask them). ``chunk_voxels`` (default ``voxel_chunk_size``) is rounded to
+    whole bins. ``model`` is a ``ParaV4Model``; inference only (no gradient path is kept cheap here)."""
     cfg = model.config
     B, N, F, P, _ = feat_maps.shape
-    Z = cfg.n_height_bins
+    Z, PP = cfg.n_height_bins, P * P
     first, rest = model.voxel_mlp[0], model.voxel_mlp[1:]  # Linear, then GELU, Linear, GELU, Linear
     b1 = first.bias  # (H,)
-    bins_per_chunk = max(1, (cfg.voxel_chunk_size or Z * P * P) // (P * P))
-    out = []
+    bins_per_chunk = max(1, (chunk_voxels or cfg.voxel_chunk_size or Z * PP) // PP)
+    V = N * Z * PP
+    voxel_feat = feat_maps.new_empty(B, V, cfg.feat_dim)  # (B, V, F)
+    logits = None
+    if query is not None:
+        scale = model.logit_log_scale.exp()
+        logits = torch.empty(B, query.shape[1], V, dtype=torch.float32, device=feat_maps.device)  # (B, T, V)
     for k in range(N):
         W_fk, w_vk = first_layer_blocks(model, k)
         own = feat_maps[:, k].flatten(2).transpose(1, 2).to(W_fk.dtype) @ W_fk.T  # (B, P*P, H) once per pixel
@@ -71,7 +80,7 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid) -> torc
         for i0 in range(0, Z, bins_per_chunk):
             i1 = min(Z, i0 + bins_per_chunk)
             pre = base.unsqueeze(1) + heights[:, i0:i1].unsqueeze(2)  # (B, z, P*P, H)
-            start, stop = ((k * Z + i0) * P * P, (k * Z + i1) * P * P)
+            start, stop = ((k * Z + i0) * PP, (k * Z + i1) * PP)
             xyz = grid.voxel_xyz[:, start:stop]  # (B, z*P*P, 3)
             for j in range(N):
                 if j == k:
@@ -85,6 +94,10 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid) -> torc
                 vis = ((depth > 0) & (uv[..., 0] >= 0) & (uv[..., 0] < P) & (uv[..., 1] >= 0)
                        & (uv[..., 1] < P)).to(W_fj.dtype).unsqueeze(-1)  # (B, v, 1)
                 cross = (sampled.to(W_fj.dtype) * vis) @ W_fj.T + vis * w_vj  # (B, v, H)
-                pre = pre + cross.reshape(B, i1 - i0, P * P, -1)
-            out.append(rest(pre.reshape(B, (i1 - i0) * P * P, -1)))  # (B, z*P*P, F)
-    return torch.cat(out, dim=1)  # (B, V, F)
+                pre = pre + cross.reshape(B, i1 - i0, PP, -1)
+            feat = rest(pre.reshape(B, (i1 - i0) * PP, -1))  # (B, v, F)
+            voxel_feat[:, start:stop] = feat
+            if logits is not None:
+                chunk = torch.matmul(query, feat.transpose(1, 2)).float() * scale  # (B, T, v)
+                logits[:, :, start:stop] = chunk.masked_fill_(~grid.valid[:, None, start:stop], float("-inf"))
+    return voxel_feat, logits

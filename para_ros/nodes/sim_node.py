@@ -37,6 +37,7 @@ from __future__ import annotations
 import array
 import json
 import time
+from collections import deque
 
 import numpy as np
 from builtin_interfaces.msg import Time as TimeMsg
@@ -170,6 +171,7 @@ class SimNode(Node):
         self._next_task_state_s = 0.0
 
         self.health = HealthReporter(self, f"{NODE_NAME}: {self.get_name()}", hardware_id="mujoco yam")
+        self._publish_delay_ms: dict[str, deque] = {}  # camera -> its last 500 stamp -> publish delays, ms
         PARAMETERS.on_set(self, self._apply_parameters)
         self._epoch_ns = Clock(clock_type=ClockType.SYSTEM_TIME).now().nanoseconds
         self._sim_goal_s = self.sim.time_s
@@ -228,9 +230,23 @@ class SimNode(Node):
         for cam, c in self.cameras.items():
             if self.sim.time_s + 1e-9 >= c["next_due_s"]:
                 self._publish_camera(cam, c, stamp)
+                self._report_publish_delay(cam, stamp_ns, tick_now_ns, wall)
                 c["next_due_s"] += c["period_s"]
                 if c["next_due_s"] < self.sim.time_s:  # fell behind: skip, do not burst
                     c["next_due_s"] = self.sim.time_s + c["period_s"]
+
+    def _report_publish_delay(self, cam: str, stamp_ns: int, tick_now_ns: int | None, tick_wall_s: float) -> None:
+        """How long after its stamp (the simulated exposure) an image left this node: ``publish_delay_median_ms.<cam>``
+        on /diagnostics, the simulator's own share of the inference node's ``receive`` stage (stepping, rendering,
+        serialising; a real driver's share is its readout and transfer). On the node clock it is now minus the stamp;
+        with ``publish_clock`` (stamps in sim time) it is the wall time since the tick began (stepping + rendering)."""
+        if tick_now_ns is not None:
+            delay_ms = (self.get_clock().now().nanoseconds - stamp_ns) / 1e6
+        else:
+            delay_ms = (time.monotonic() - tick_wall_s) * 1e3
+        history = self._publish_delay_ms.setdefault(cam, deque(maxlen=500))
+        history.append(delay_ms)
+        self.health.set_value(f"publish_delay_median_ms.{cam}", f"{float(np.median(history)):.3f}")
 
     def _stamp_for(self, sim_time_s: float, tick_now_ns: int | None) -> int:
         """Stamp of the state at ``sim_time_s``: the sim clock, or the tick's now minus what is still to run."""
