@@ -62,6 +62,8 @@ def test_fast_path_gives_the_reference_outputs(name):
         np.testing.assert_allclose(out_fast.gripper[same], out_ref.gripper[same])
         np.testing.assert_allclose(out_fast.quaternions_xyzw[same], out_ref.quaternions_xyzw[same], atol=1e-9)
         np.testing.assert_allclose(out_fast.confidence[same], out_ref.confidence[same], atol=1e-5)
+        lse_ref = torch.logsumexp(lr.float(), dim=-1)  # the normaliser the fast path accumulated chunk by chunk
+        torch.testing.assert_close(fast.last_output.volume_lse, lse_ref, atol=1e-4, rtol=1e-5)
         # rviz voxels: the same probabilities; the same voxels except where near-equal probabilities swap places
         np.testing.assert_allclose(np.sort(out_fast.top_voxels_prob), np.sort(out_ref.top_voxels_prob),
                                    rtol=1e-4, atol=1e-7)
@@ -69,6 +71,33 @@ def test_fast_path_gives_the_reference_outputs(name):
         clear = out_ref.top_voxels_prob > kth * (1 + 1e-3)  # not tied with the last one in
         ref_set = {tuple(np.round(x, 9)) for x in out_ref.top_voxels_world[clear]}
         assert ref_set <= {tuple(np.round(x, 9)) for x in out_fast.top_voxels_world}
+
+
+@pytest.mark.parametrize("bins_per_chunk", [1, 3, 1000])
+def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_per_chunk):
+    """Chunks of one bin, of a count that does not divide Z (a short last chunk), and one chunk for everything."""
+    from para_core.model.v4_fast import voxel_features_fast
+    from para_core.model.voxels import build_voxel_grid
+
+    cfg = V4Config.tiny(n_height_bins=7)
+    policy = Policy.random_init(cfg, device="cpu", seed=4)
+    cams, state = observation(cfg, 0)
+    inputs = policy.preprocess(cams, state)
+    model = policy.model
+    with torch.no_grad():
+        grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float())
+        feat_maps, cls = model.image_features(inputs.images)
+        q = model.queries(cls, inputs)
+        ref_feat = model.voxel_features(feat_maps, grid)  # (1, V, F)
+        ref_logits = (torch.einsum("btf,bvf->btv", q, ref_feat) * model.logit_log_scale.exp()).masked_fill(
+            ~grid.valid.unsqueeze(1), float("-inf"))
+        fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=bins_per_chunk * cfg.pred_size ** 2)
+    valid = grid.valid[0]
+    torch.testing.assert_close(fast.voxel_feat[:, valid], ref_feat[:, valid], atol=1e-5, rtol=1e-4)
+    assert torch.isinf(fast.logits[0][:, ~valid]).all()
+    torch.testing.assert_close(fast.logits[0][:, valid], ref_logits[0][:, valid], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(fast.log_normaliser, torch.logsumexp(ref_logits, dim=-1), atol=1e-5, rtol=1e-5)
+    assert torch.equal(fast.argmax, ref_logits.argmax(dim=-1))  # the running argmax keeps each chunk's offset
 
 
 def test_the_comparison_can_fail():

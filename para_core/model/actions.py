@@ -163,17 +163,28 @@ def step_log_normaliser(out: V4Output) -> torch.Tensor:
     return out.volume_lse
 
 
+def max_step_log_prob(out: V4Output) -> torch.Tensor:
+    """(B, V) each voxel's largest log-probability over the steps, ``max_t (logit[t] - lse[t])``: what rviz ranks the
+    voxels by, one step at a time into one (V,) buffer instead of a (T, V) temporary."""
+    logits, lse = out.volume_logits, step_log_normaliser(out)  # (B, T, V), (B, T)
+    best = logits[:, 0].float() - lse[:, :1]  # (B, V)
+    for t in range(1, logits.shape[1]):
+        torch.maximum(best, logits[:, t].float() - lse[:, t:t + 1], out=best)
+    return best
+
+
 def ball_confidence(config: V4Config, out: V4Output, positions: torch.Tensor) -> torch.Tensor:
     """(B, T) probability mass of the voxels within ``confidence_radius_m`` of each step's ``positions`` (B, T, 3).
 
     Exact, and it never forms the (T, V) probabilities: every voxel of bin i of view k lies on the plane at
     ``z_bin_centres[k, i]``, so only the few bins whose plane is within the radius of a point can hold voxels of its
-    ball (for the paper grid, 2 cm covers 14 of 128 bins). Those bins are gathered as a fixed-width window per
-    (step, view), so the whole computation is a handful of batched tensor operations (no host sync per step), and the
-    distance test is the same ``|xyz - p| <= r`` on the same voxel centres as a brute-force sum over all voxels.
+    ball (for the paper grid, 2 cm covers 14 of 128 bins). Those bins are a contiguous block of the voxel index
+    (view, bin, row, col), so each (step, view) reads one slice of the logits and voxel centres, found with one
+    host transfer for the whole batch; the distance test is the same ``|xyz - p| <= r`` on the same voxel centres as a
+    brute-force sum over all voxels.
     """
     grid, r = out.grid, float(config.confidence_radius_m)
-    logits = out.volume_logits.float()  # (B, T, V)
+    logits = out.volume_logits  # (B, T, V)
     B, T, V = logits.shape
     N, Z = grid.n_views, grid.n_bins
     P2 = V // (N * Z)
@@ -183,24 +194,32 @@ def ball_confidence(config: V4Config, out: V4Output, positions: torch.Tensor) ->
         width = Z if dz_min_m <= 0 else min(Z, int(2 * r / dz_min_m) + 2)
     else:
         width = 1
-    z_query = (positions[..., 2] - r).reshape(B, T, 1, 1).expand(B, T, N, 1).contiguous()  # (B, T, N, 1)
+    z_query = (positions[..., 2].float() - r).reshape(B, T, 1, 1).expand(B, T, N, 1).contiguous()  # (B, T, N, 1)
     first = torch.searchsorted(z_bins.unsqueeze(1).expand(B, T, N, Z).contiguous(), z_query)  # (B, T, N, 1)
-    bins = first.clamp(max=Z - width) + torch.arange(width, device=logits.device)  # (B, T, N, W)
-    view_base = (torch.arange(N, device=logits.device) * Z).view(1, 1, N, 1)  # first bin of each view
-    voxel_ids = ((view_base + bins) * P2).unsqueeze(-1) + torch.arange(P2, device=logits.device)  # (B, T, N, W, P2)
-    voxel_ids = voxel_ids.reshape(B, T, -1)  # (B, T, M)
-    near_logits = torch.gather(logits, -1, voxel_ids)  # (B, T, M)
-    xyz = out.voxel_xyz.float()  # (B, V, 3)
-    near_xyz = torch.gather(xyz, 1, voxel_ids.reshape(B, -1, 1).expand(-1, -1, 3)).reshape(B, T, -1, 3)  # (B, T, M, 3)
-    inside = (near_xyz - positions.float().unsqueeze(2)).norm(dim=-1) <= r  # (B, T, M)
-    near_logits = near_logits.masked_fill(~inside, float("-inf"))
-    return (torch.logsumexp(near_logits, dim=-1) - step_log_normaliser(out)).exp()  # (B, T)
+    first_bins = first.clamp(max=Z - width).reshape(B, T, N).tolist()  # the one host transfer
+    # |x - p|^2 = |x|^2 - 2 x.p + |p|^2 with |x|^2 once per voxel: one matrix-vector product per slice instead of a
+    # (W P2, 3) difference; in float64, so the test at the sphere's edge is the brute force's to ~1e-12 m^2
+    xyz = out.voxel_xyz.double()  # (B, V, 3)
+    sq_norm = (xyz * xyz).sum(-1)  # (B, V)
+    pos64 = positions.double()  # (B, T, 3)
+    log_mass = torch.full((B, T), float("-inf"), device=logits.device)
+    for b in range(B):
+        for t in range(T):
+            point = pos64[b, t]
+            parts = []
+            for k in range(N):
+                lo = (k * Z + first_bins[b][t][k]) * P2
+                hi = lo + width * P2
+                d2 = sq_norm[b, lo:hi] - 2.0 * (xyz[b, lo:hi] @ point) + point @ point  # (W * P2,)
+                parts.append(logits[b, t, lo:hi].float().masked_fill(d2 > r * r, float("-inf")))
+            log_mass[b, t] = torch.logsumexp(torch.cat(parts), dim=0)
+    return (log_mass - step_log_normaliser(out)).exp()  # (B, T)
 
 
 def decode_outputs(config: V4Config, out: V4Output, refine: bool = False) -> list[DecodedChunk]:
     """Model outputs -> one ``DecodedChunk`` per batch element (argmax voxel, optional sub-voxel refinement)."""
     logits = out.volume_logits.float()  # (B, T, V)
-    argmax = logits.argmax(-1)  # (B, T)
+    argmax = out.argmax_voxel if out.argmax_voxel is not None else logits.argmax(-1)  # (B, T)
     B, T = argmax.shape
     pos = torch.gather(out.voxel_xyz.float(), 1, argmax.unsqueeze(-1).expand(-1, -1, 3))  # (B, T, 3)
     if refine:

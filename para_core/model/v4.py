@@ -99,6 +99,7 @@ class V4Output:
     cls: torch.Tensor  # (B, N, C)
     losses: dict[str, torch.Tensor] = field(default_factory=dict)
     volume_lse: torch.Tensor | None = None  # (B, T) logsumexp of each step's logits, filled on first use
+    argmax_voxel: torch.Tensor | None = None  # (B, T) long: each step's most probable voxel (None: take the argmax)
 
 
 def sincos_height_encoding(z_m: torch.Tensor, z_lo_m: float, z_hi_m: float, dim: int) -> torch.Tensor:
@@ -247,12 +248,15 @@ class ParaV4Model(nn.Module):
         if self.fast_inference and targets is None and not self.training:
             from para_core.model.v4_fast import voxel_features_fast
 
-            voxel_feat, logits = voxel_features_fast(self, feat_maps, grid, q)  # the same numbers, far less work
+            voxel_feat, logits, lse, argmax = voxel_features_fast(self, feat_maps, grid, q)  # the same, less work
         else:
+            lse = argmax = None  # the normaliser is computed on first use (actions.step_log_normaliser)
             voxel_feat = self.voxel_features(feat_maps, grid)  # (B, V, F)
             logits = torch.einsum("btf,bvf->btv", q, voxel_feat) * self.logit_log_scale.exp()  # (B, T, V)
             logits = logits.float().masked_fill(~grid.valid.unsqueeze(1), float("-inf"))  # (B, T, V)
-        chosen = logits.detach().argmax(dim=-1)  # (B, T) inference: the argmax voxel
+        if argmax is None:
+            argmax = logits.detach().argmax(dim=-1)  # (B, T)
+        chosen = argmax  # (B, T) inference: the argmax voxel
         if targets is not None:
             chosen = training_head_voxel(logits.detach(), targets, chosen)  # (B, T)
         at = torch.gather(voxel_feat, 1, chosen.unsqueeze(-1).expand(-1, -1, voxel_feat.shape[-1]))  # (B, T, F)
@@ -261,6 +265,7 @@ class ParaV4Model(nn.Module):
             volume_logits=logits, voxel_xyz=grid.voxel_xyz, voxel_valid=grid.valid, voxel_feat=voxel_feat,
             query=q, chosen_voxel=chosen, gripper_logits=head[..., :self.n_grip],
             rotation_logits=head[..., self.n_grip:].reshape(*head.shape[:2], 3, self.n_rot), grid=grid, cls=cls,
+            volume_lse=lse, argmax_voxel=argmax,
         )
         if targets is not None:
             out.losses = compute_losses(out, targets, cfg)
@@ -282,9 +287,9 @@ class ParaV4Model(nn.Module):
         logits = out.volume_logits[0].float()  # (T, V)
         k = min(top_k, int(out.voxel_valid[0].sum()))
         if getattr(self, "fast_inference", False):  # the same top-k without the (T, V) softmax: log p = l - lse
-            from para_core.model.actions import step_log_normaliser
+            from para_core.model.actions import max_step_log_prob
 
-            top_logp, top_i = torch.topk((logits - step_log_normaliser(out)[0].unsqueeze(-1)).amax(0), k)
+            top_logp, top_i = torch.topk(max_step_log_prob(out)[0], k)
             top_p = top_logp.exp()
         else:
             probs = torch.softmax(logits, dim=-1).amax(0)  # (V,) max over steps
