@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark ``para_core.model.policy.Policy.predict`` (preprocessing + model + decoding): the reference path and the
-fast path (``Policy(fast=True)``, ``para_core.model.v4_fast``) in ONE run, on the same synthetic inputs.
+fast path (``Policy(fast=True)``, ``para_core.model.v4_fast``) and optionally the fast path with a ``torch.compile``'d
+backbone, in ONE run, on the same synthetic inputs, the paths alternating.
 
 Prints, per path: median / p10 / p90 / max over the timed runs (after warm-up), the per-stage medians (preprocess,
 model, decode), peak memory, the forward's FLOPs (``torch.utils.flop_counter``) and achieved TFLOP/s (against
@@ -9,6 +10,7 @@ model, decode), peak memory, the forward's FLOPs (``torch.utils.flop_counter``) 
     python bench/bench_policy.py                                   # tiny config on CPU, both paths
     python bench/bench_policy.py --config paper --runs 50          # paper config on cuda if present, else CPU
     python bench/bench_policy.py --config paper --dtype bf16 --device cuda --peak-tflops 989
+    python bench/bench_policy.py --config paper --paths reference fast compiled   # + torch.compile'd backbone
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import platform
 import statistics
 import time
 
-from para_core.model.config import DTYPES, PRESET_NAMES
+from para_core.model.config import COMPILE_MODES, DTYPES, PRESET_NAMES
 
 
 def cpu_model() -> str:
@@ -39,8 +41,12 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default=None, help="cpu / cuda / cuda:1 (default: cuda if available else cpu; "
                                                        "tiny defaults to cpu)")
     parser.add_argument("--dtype", choices=DTYPES, default="fp32")
-    parser.add_argument("--paths", nargs="+", choices=("reference", "fast"), default=("reference", "fast"),
-                        help="which inference paths to time (default both, in one run)")
+    parser.add_argument("--paths", nargs="+", choices=("reference", "fast", "compiled"), default=("reference", "fast"),
+                        help="which inference paths to time, in one run (default reference fast; compiled = the fast "
+                             "path with the backbone under torch.compile --compile-mode, compiled before timing)")
+    parser.add_argument("--compile-mode", choices=[m for m in COMPILE_MODES if m != "off"], default="default",
+                        help="torch.compile mode of the compiled path (default: default; reduce-overhead = CUDA "
+                             "graphs on a GPU)")
     parser.add_argument("--peak-tflops", type=float, default=0.0,
                         help="the device's peak TFLOP/s at this dtype, to report the achieved fraction")
     parser.add_argument("--runs", type=int, default=50, help="timed runs per path (default 50)")
@@ -62,12 +68,14 @@ def main(argv=None) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = args.device or ("cpu" if args.config == "tiny" else None)
-    def make(fast: bool):
+    def make(path: str):
+        options = dict(device=device, dtype=args.dtype, fast=path != "reference",
+                       compile_mode=args.compile_mode if path == "compiled" else "off")
         if args.checkpoint:
-            return Policy.from_checkpoint(args.checkpoint, device=device, dtype=args.dtype, fast=fast)
-        return Policy.random_init(V4Config.preset(args.config), device=device, dtype=args.dtype, fast=fast)
+            return Policy.from_checkpoint(args.checkpoint, **options)
+        return Policy.random_init(V4Config.preset(args.config), **options)
 
-    policies = {name: make(name == "fast") for name in args.paths}
+    policies = {name: make(name) for name in args.paths}
     policy = next(iter(policies.values()))
     cfg = policy.config
 
@@ -90,7 +98,14 @@ def main(argv=None) -> int:
     print(f"  img_size={cfg.img_size} pred_size={cfg.pred_size} bins={cfg.n_height_bins} views={cfg.n_views} "
           f"V={cfg.n_voxels:,} T={cfg.n_window} params={n_params / 1e6:.1f} M raw_image={H}x{W} "
           f"voxel_chunk={cfg.voxel_chunk_size}; {args.runs} timed runs per path after {args.warmup} warm-up")
-    flops = {name: forward_flops(pol, cams, state) for name, pol in policies.items()}
+    # the compiled path runs the fast path's operations: count them eagerly (the counter does not trace compiled code)
+    flops = {name: forward_flops(pol if name != "compiled" else make("fast"), cams, state)
+             for name, pol in policies.items()}
+    if "compiled" in policies:
+        t0 = time.perf_counter()
+        policies["compiled"].predict(cams, state)
+        print(f"  compiled path: torch.compile(mode={args.compile_mode}) of the backbone took "
+              f"{time.perf_counter() - t0:.1f} s (first prediction)")
     for _ in range(args.warmup):
         for pol in policies.values():
             pol.predict(cams, state)
@@ -124,10 +139,12 @@ def main(argv=None) -> int:
               f"{np.percentile(t, 90):9.2f}  min {t.min():9.2f}  max {t.max():9.2f}  | preprocess "
               f"{st['preprocess']:.2f}  model {st['model']:.2f}  decode {st['decode']:.2f} ms  | {mem}  | "
               f"{flops[name] / 1e9:.3f} GFLOP/forward, {tflops:.4f} TFLOP/s{peak}")
-    if len(medians) == 2:
-        same = bool(torch.equal(chosen["reference"], chosen["fast"]))
-        print(f"  fast / reference: {medians['reference'] / medians['fast']:.2f}x faster (median); "
-              f"same argmax voxels: {same}")
+    if "reference" in medians:
+        for name in medians:
+            if name != "reference":
+                same = bool(torch.equal(chosen["reference"], chosen[name]))
+                print(f"  {name} / reference: {medians['reference'] / medians[name]:.2f}x faster (median); "
+                      f"same argmax voxels: {same}")
     return 0
 
 

@@ -123,3 +123,28 @@ def test_the_comparison_can_fail():
     valid = ref.last_output.voxel_valid[0]
     diff = (broken.last_output.volume_logits[0][:, valid] - ref.last_output.volume_logits[0][:, valid]).abs().max()
     assert diff.item() > 1e-3
+
+
+def test_compile_mode_is_validated():
+    with pytest.raises(ValueError, match="compile_mode"):
+        Policy.random_init(V4Config.tiny(), device="cpu", compile_mode="fastest")
+
+
+@pytest.mark.slow
+def test_compiled_backbone_gives_the_eager_outputs():
+    """``compile_mode``: the torch.compile'd backbone (inductor: a C++ compiler on CPU) predicts what eager does,
+    and its state_dict keys are the eager ones (compiled in place, so checkpoints are unchanged)."""
+    import shutil
+
+    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        pytest.skip("torch.compile on CPU needs a C++ compiler")
+    cfg = V4Config.tiny()
+    eager = Policy.random_init(cfg, device="cpu", seed=3, fast=True)
+    compiled = Policy.random_init(cfg, device="cpu", seed=3, fast=True, compile_mode="default")
+    assert list(compiled.model.state_dict()) == list(eager.model.state_dict())
+    for seed in range(2):
+        cams, state = observation(cfg, seed)
+        a, b = eager.predict(cams, state), compiled.predict(cams, state)
+        torch.testing.assert_close(compiled.last_output.volume_logits, eager.last_output.volume_logits,
+                                   atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(b.positions_world, a.positions_world, atol=1e-6)

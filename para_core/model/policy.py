@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from para_core.model.actions import decode_outputs
-from para_core.model.config import DTYPES, V4Config, torch_dtype
+from para_core.model.config import COMPILE_MODES, DTYPES, V4Config, torch_dtype
 from para_core.model.v4 import V4Inputs, V4Output, build_model
 from para_core.model.rotations import check_rigid
 
@@ -95,11 +95,18 @@ class Policy:
     """Inference wrapper around a v4 model: preprocessing, forward, decoding. See docs/contracts.md."""
 
     def __init__(self, model: torch.nn.Module, config: V4Config, device: torch.device, dtype: str = "fp32",
-                 model_id: str = "", refine: bool = True, fast: bool = False):
+                 model_id: str = "", refine: bool = True, fast: bool = False, compile_mode: str = "off"):
         """``fast``: the model's fast inference path where it has one (v4: ``para_core.model.v4_fast``), the same
-        outputs within float tolerance; False keeps the reference path (the oracle the fast one is tested against)."""
+        outputs within float tolerance; False keeps the reference path (the oracle the fast one is tested against).
+
+        ``compile_mode``: ``torch.compile`` the backbone (most of the FLOPs; static shapes: the views are always
+        ``img_size`` squares) in this mode (``COMPILE_MODES``), "off" = eager. The first prediction compiles (tens of
+        seconds; it needs a C++ compiler on CPU); the numbers stay within float tolerance of eager. Measured on the
+        paper config, 2 Xeon cores: the backbone 1.30x faster."""
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r}; use one of {DTYPES}")
+        if compile_mode not in COMPILE_MODES:
+            raise ValueError(f"compile_mode={compile_mode!r}; use one of {COMPILE_MODES}")
         self.config = config
         self.device = device
         self.dtype = dtype
@@ -107,6 +114,9 @@ class Policy:
         self.fast = bool(fast) and hasattr(self.model, "fast_inference")
         if self.fast:
             self.model.fast_inference = True
+        self.compile_mode = compile_mode
+        if compile_mode != "off":
+            self.model.backbone.compile(mode=compile_mode, dynamic=False)  # in place: state_dict keys unchanged
         self.model_id = model_id or f"{config.model_kind}:{config.name}:untrained"
         self.view_names: tuple[str, ...] = tuple(config.view_names)
         self.refine = refine
@@ -118,23 +128,26 @@ class Policy:
 
     # ------------------------------------------------------------------------------------------- constructors
     @classmethod
-    def from_checkpoint(cls, path, device=None, dtype: str = "fp32", fast: bool = False) -> "Policy":
+    def from_checkpoint(cls, path, device=None, dtype: str = "fp32", fast: bool = False,
+                        compile_mode: str = "off") -> "Policy":
         """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
         from para_core.model.checkpoint import load_checkpoint
 
         model, config, meta = load_checkpoint(path)
         model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"
-        return cls(model, config, resolve_device(device), dtype=dtype, model_id=model_id, fast=fast)
+        return cls(model, config, resolve_device(device), dtype=dtype, model_id=model_id, fast=fast,
+                   compile_mode=compile_mode)
 
     @classmethod
     def random_init(cls, config: V4Config, device=None, dtype: str = "fp32", seed: int = 0,
-                    fast: bool = False) -> "Policy":
+                    fast: bool = False, compile_mode: str = "off") -> "Policy":
         """An untrained policy (random weights, deterministic in ``seed``) for demos and tests."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = build_model(config)
         return cls(model, config, resolve_device(device), dtype=dtype,
-                   model_id=f"{config.model_kind}:{config.name}:random-seed{seed}", fast=fast)
+                   model_id=f"{config.model_kind}:{config.name}:random-seed{seed}", fast=fast,
+                   compile_mode=compile_mode)
 
     # ---------------------------------------------------------------------------------------- preprocessing
     def _validate(self, cameras: Sequence[CameraObservation], state: RobotState) -> None:

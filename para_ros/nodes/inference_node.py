@@ -33,8 +33,9 @@ Latency stages: for every chunk the node measures where its time went and report
 (``stage_median_ms.<stage>``): ``receive`` (image stamp -> the newest frame of the pair received), ``wait`` (received
 -> the inference thread took the pair), ``observation_decode`` and ``observation_tf`` (the shared observation builder:
 images decoded; TF look-ups, EE history and intrinsics), ``preprocess``, ``model`` and ``decode`` (the policy),
-``publish`` (chunk, markers, voxel cloud, overlay) and ``other`` (the rest of the stamp -> publish latency).
-``bench/bench_inference_node.py`` prints them.
+``publish`` (the chunk) and ``other`` (the rest of the stamp -> chunk latency). Markers, voxel cloud and overlay go
+out after the chunk and never delay it (their time: ``viz_publish_median_ms``). ``bench/bench_inference_node.py``
+prints them.
 
 Bad input never crashes the node and never yields a chunk: every problem (unsupported encoding, size mismatch with
 CameraInfo, bad K, missing/extrapolated/refused TF, silent camera, out-of-order frames, missing CameraInfo, a policy
@@ -61,7 +62,7 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from para_core.model.config import DTYPES, PRESET_NAMES
+from para_core.model.config import COMPILE_MODES, DTYPES, PRESET_NAMES
 from para_ros.adapters.tf import Buffer, TransformListener
 from para_ros.nodes.health import ERROR, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
@@ -90,6 +91,9 @@ PARAMETERS = ParameterTable("inference_node", [
     Param("dtype", "fp32", "Inference precision (the geometry stays fp32).", choices=DTYPES),
     Param("fast_path", False, "The model's fast inference path (v4: para_core.model.v4_fast; the same argmax voxels "
           "and logits within float tolerance, tested against the reference path) instead of the reference path."),
+    Param("compile_mode", "off", "torch.compile the backbone: off | default | reduce-overhead (CUDA graphs) | "
+          "max-autotune. The first inference compiles (tens of seconds; a C++ compiler on CPU).",
+          choices=COMPILE_MODES),
     Param("world_frame", "base", "Frame of the chunk poses (the policy's world).", section="frames and state"),
     Param("ee_frame", "grasp_site", "TF frame of the end-effector (tool) point."),
     Param("ee_source", "tf", "Where the EE pose comes from: tf (world <- ee_frame) | joint_states (/joint_states + "
@@ -223,12 +227,13 @@ class InferenceNode(Node):
 
         device = None if p["device"] == "auto" else p["device"]
         if p["checkpoint"]:
-            return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"], fast=p["fast_path"])
+            return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"], fast=p["fast_path"],
+                                          compile_mode=p["compile_mode"])
         self.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
                                        f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
                                        "nothing. Pass checkpoint:=<dir> for a trained one.")
         return Policy.random_init(V4Config.preset(p["random_preset"]), device=device, dtype=p["dtype"],
-                                  seed=int(p["random_seed"]), fast=p["fast_path"])
+                                  seed=int(p["random_seed"]), fast=p["fast_path"], compile_mode=p["compile_mode"])
 
     def _new_pairer(self):
         from para_ros.observation.pairing import ObservationPairer
@@ -475,6 +480,9 @@ class InferenceNode(Node):
             self.health.count("dropped.time_jump")  # the clock jumped back while the model ran: an old observation
             return
         self.chunk_pub.publish(msg)
+        # camera -> chunk ends here: rviz outputs go out after the chunk, so they never delay the executor
+        latency_s = (self.get_clock().now().nanoseconds - stamp_ns) / 1e9
+        t_chunk_published = time.perf_counter()
         voxel_size_m = self._voxel_size_m(out)
         self.marker_pub.publish(chunk_markers(header, out.positions_world, out.confidence, state.T_world_ee[:3, 3],
                                               voxel_size_m=voxel_size_m, color_by=self.params["marker_color_by"]))
@@ -482,29 +490,33 @@ class InferenceNode(Node):
             self.cloud_pub.publish(voxel_cloud(header, out.top_voxels_world, out.top_voxels_prob))
         if self.overlay_pub is not None:
             self._publish_overlay(header, cameras[0], state, out.positions_world)
-        latency_s = (self.get_clock().now().nanoseconds - stamp_ns) / 1e9
         self.latencies_s.append(latency_s)
-        self._report_stages(stages_ms or {}, latency_s, t_predicted)
+        self._report_stages(stages_ms or {}, latency_s, t_predicted, t_chunk_published)
         self.health.count("chunks_out")
         self.health.clear("internal_error")  # a whole observation went through: the unexpected error is gone
         self.health.set_value("latency_median_s", f"{np.median(self.latencies_s):.4f}")
         self.health.set_value("latency_p99_s", f"{np.percentile(self.latencies_s, 99):.4f}")
         self.health.set_value("policy_total_s", f"{self.policy.last_timing_s.get('total', float('nan')):.4f}")
 
-    def _report_stages(self, stages_ms: dict[str, float], latency_s: float, t_predicted: float) -> None:
+    def _report_stages(self, stages_ms: dict[str, float], latency_s: float, t_predicted: float,
+                       t_chunk_published: float) -> None:
         """Where the milliseconds of one chunk went (module docstring: latency stages), as medians on /diagnostics
         (``stage_median_ms.<stage>``): receive (image stamp -> receipt), wait (receipt -> the inference thread took
         the pair), observation_decode / observation_tf (the builder), preprocess / model / decode (the policy),
-        publish (chunk, markers, cloud, overlay), and ``other`` (what the stages do not account for)."""
+        publish (the chunk message built and sent), and ``other`` (what the stages do not account for); they sum to
+        the camera -> chunk latency. The rviz outputs after the chunk (markers, cloud, overlay) are not part of it:
+        ``viz_publish_median_ms``."""
         timing = self.policy.last_timing_s
         stages = {**stages_ms, "preprocess": 1e3 * timing.get("preprocess", 0.0),
                   "model": 1e3 * timing.get("model", 0.0), "decode": 1e3 * timing.get("decode", 0.0),
-                  "publish": 1e3 * (time.perf_counter() - t_predicted)}
+                  "publish": 1e3 * (t_chunk_published - t_predicted)}
         stages["other"] = 1e3 * latency_s - sum(stages.values())
-        for name, ms in stages.items():
-            history = self._stage_ms.setdefault(name, deque(maxlen=500))
+        stages_and_viz = {**{f"stage_median_ms.{k}": v for k, v in stages.items()},
+                          "viz_publish_median_ms": 1e3 * (time.perf_counter() - t_chunk_published)}
+        for key, ms in stages_and_viz.items():
+            history = self._stage_ms.setdefault(key, deque(maxlen=500))
             history.append(ms)
-            self.health.set_value(f"stage_median_ms.{name}", f"{np.median(history):.3f}")
+            self.health.set_value(key, f"{np.median(history):.3f}")
 
     def _publish_overlay(self, header, camera, state, path_world) -> None:
         """The first view with the tool frame and the predicted path (``para_core.eval.calibration.overlay_image``)."""
