@@ -73,9 +73,11 @@ def test_fast_path_gives_the_reference_outputs(name):
         assert ref_set <= {tuple(np.round(x, 9)) for x in out_fast.top_voxels_world}
 
 
+@pytest.mark.parametrize("skip_invalid", [True, False], ids=["valid_only", "dense"])
 @pytest.mark.parametrize("bins_per_chunk", [1, 3, 1000])
-def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_per_chunk):
-    """Chunks of one bin, of a count that does not divide Z (a short last chunk), and one chunk for everything."""
+def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_per_chunk, skip_invalid):
+    """Chunks of one bin, of a count that does not divide Z (a short last chunk), and one chunk for everything;
+    only the valid voxels computed (CPU default) or every voxel (the GPU's sync-free default)."""
     from para_core.model.v4_fast import voxel_features_fast
     from para_core.model.voxels import build_voxel_grid
 
@@ -91,7 +93,9 @@ def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_pe
         ref_feat = model.voxel_features(feat_maps, grid)  # (1, V, F)
         ref_logits = (torch.einsum("btf,bvf->btv", q, ref_feat) * model.logit_log_scale.exp()).masked_fill(
             ~grid.valid.unsqueeze(1), float("-inf"))
-        fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=bins_per_chunk * cfg.pred_size ** 2)
+        fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=bins_per_chunk * cfg.pred_size ** 2,
+                                   skip_invalid=skip_invalid)
+    assert 0 < int(grid.valid.sum()) < grid.valid.numel()  # the case has voxels to skip
     valid = grid.valid[0]
     torch.testing.assert_close(fast.voxel_feat[:, valid], ref_feat[:, valid], atol=1e-5, rtol=1e-4)
     assert torch.isinf(fast.logits[0][:, ~valid]).all()

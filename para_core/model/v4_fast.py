@@ -13,11 +13,14 @@ Split ``W1`` by the input's blocks and three of them turn out not to depend on t
   ``z_bin_centres[k, i]``): ``W1_h @ h(z)`` is computed once per (view, bin);
 * only the other views' features need the projection and ``grid_sample`` (N - 1 of N, half for the paper's two views).
 
-The sums are then added per voxel (a broadcast), and the rest of the MLP runs as in the reference. Voxels behind view
-k's camera or outside the workspace are invalid and masked to -inf by the caller, as in the reference, so what this
-path computes for them (their own view taken as visible) never reaches a logit. Geometry stays fp32; bins are
-processed in chunks of ``voxel_chunk_size`` voxels so memory stays bounded. Equivalence with the reference (argmax,
-logits within float tolerance) is tested in ``test/test_core_fast_path.py``.
+The sums are then added per voxel, and the rest of the MLP runs as in the reference. Invalid voxels (behind their
+view's camera or outside the workspace box; -inf logits in the reference) are skipped on CPU: only the valid ones are
+gathered and computed (69 % of the paper grid, 43 % of pick_place's for the benchmark's cameras); their features are
+left 0 and their logits -inf. On a GPU every voxel is computed, in fixed-size slices, so the forward needs no host
+synchronisation (finding the valid ones would). Voxels are processed in chunks of ``FAST_CHUNK_VOXELS`` that stay in
+cache, and each chunk's logits, their logsumexp and a running argmax are taken while its features are there. Geometry
+stays fp32. Equivalence with the reference (argmax, logits within float tolerance) is tested in
+``test/test_core_fast_path.py``.
 """
 from __future__ import annotations
 
@@ -56,74 +59,88 @@ def height_term(model, grid: VoxelGrid, k: int) -> torch.Tensor:
 
 FAST_CHUNK_VOXELS = 16384
 """Voxels per chunk of the fast path: small enough that a chunk's (v, H) activations stay in the CPU's cache between
-the MLP's layers. Measured on the paper config (2 Xeon cores, fp32): 1.53 s at the config's 262,144-voxel chunks,
-0.80 s at 65,536, 0.58 s at 16,384, 0.60 s at 4,096 (per-chunk overhead starts to show)."""
+the MLP's layers. Measured on the paper config (2 Xeon cores, fp32, dense bins): 1.53 s at the config's 262,144-voxel
+chunks, 0.80 s at 65,536, 0.58 s at 16,384, 0.60 s at 4,096 (per-chunk overhead starts to show)."""
 
 
 class FastVolume(NamedTuple):
-    voxel_feat: torch.Tensor  # (B, V, F)
+    voxel_feat: torch.Tensor  # (B, V, F); 0 at skipped (invalid) voxels
     logits: torch.Tensor | None  # (B, T, V) fp32, -inf at invalid voxels (None without a query)
     log_normaliser: torch.Tensor | None  # (B, T) logsumexp of each step's logits, accumulated chunk by chunk
     argmax: torch.Tensor | None  # (B, T) long: each step's argmax voxel (the first of equal maxima, as torch.argmax)
 
 
 def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: torch.Tensor | None = None,
-                        chunk_voxels: int = FAST_CHUNK_VOXELS) -> FastVolume:
-    """(B, N, F, P, P) feature maps -> (B, V, F) voxel features, equal to ``model.voxel_features`` (module docstring).
+                        chunk_voxels: int = FAST_CHUNK_VOXELS, skip_invalid: bool | None = None) -> FastVolume:
+    """(B, N, F, P, P) feature maps -> (B, V, F) voxel features, equal to ``model.voxel_features`` at every valid
+    voxel (module docstring).
 
-    With ``query`` (B, T, F) it also returns the masked volume logits (B, T, V) fp32, their per-step logsumexp and argmax,
-    each chunk's dot products and exponentials taken while its features are still in cache (the reference reads the
-    whole (V, F) tensor again in one einsum, copies the (T, V) logits once more to mask them, and decoding then reads
-    them twice more for a softmax). ``chunk_voxels`` is rounded to whole bins. ``model`` is a ``ParaV4Model``;
-    inference only (no gradient path is kept cheap here)."""
+    With ``query`` (B, T, F) it also returns the masked volume logits (B, T, V) fp32, their per-step logsumexp and
+    argmax, each chunk's dot products and exponentials taken while its features are still in cache (the reference
+    reads the whole (V, F) tensor again in one einsum, copies the (T, V) logits once more to mask them, and decoding
+    then reads them twice more for a softmax). ``skip_invalid`` (default: on CPU) computes only the valid voxels.
+    ``model`` is a ``ParaV4Model``; inference only (no gradient path is kept cheap here)."""
     cfg = model.config
     B, N, F, P, _ = feat_maps.shape
     Z, PP = cfg.n_height_bins, P * P
+    V, device = N * Z * PP, feat_maps.device
+    skip_invalid = device.type == "cpu" if skip_invalid is None else skip_invalid
     first, rest = model.voxel_mlp[0], model.voxel_mlp[1:]  # Linear, then GELU, Linear, GELU, Linear
-    H = first.out_features
-    bins_per_chunk = max(1, chunk_voxels // PP)
-    V = N * Z * PP
-    voxel_feat = feat_maps.new_empty(B, V, cfg.feat_dim)  # (B, V, F)
+    chunk_voxels = max(1, int(chunk_voxels))
+    voxel_feat = feat_maps.new_zeros(B, V, cfg.feat_dim)  # (B, V, F)
     logits = lse = best = argmax = None
     if query is not None:
+        T = query.shape[1]
         q_scaled = query * model.logit_log_scale.exp()  # (B, T, F): the scale on T x F numbers, not T x V
-        logits = torch.empty(B, query.shape[1], V, dtype=torch.float32, device=feat_maps.device)  # (B, T, V)
-        lse = torch.full((B, query.shape[1]), float("-inf"), dtype=torch.float32, device=feat_maps.device)
+        logits = torch.full((B, T, V), float("-inf"), dtype=torch.float32, device=device)  # (B, T, V)
+        lse = torch.full((B, T), float("-inf"), dtype=torch.float32, device=device)
         best = lse.clone()  # (B, T) the largest logit so far
-        argmax = torch.zeros(B, query.shape[1], dtype=torch.long, device=feat_maps.device)
-    for k in range(N):
-        W_fk, w_vk = first_layer_blocks(model, k)
-        own = feat_maps[:, k].flatten(2).transpose(1, 2).to(W_fk.dtype) @ W_fk.T  # (B, P*P, H) once per pixel
-        base = own + (first.bias + w_vk)  # (B, P*P, H): own features, own visibility (1), bias
-        heights = height_term(model, grid, k)  # (B, Z, H)
-        for i0 in range(0, Z, bins_per_chunk):
-            i1 = min(Z, i0 + bins_per_chunk)
-            v = (i1 - i0) * PP
-            pre = (base.unsqueeze(1) + heights[:, i0:i1].unsqueeze(2)).view(B, v, H)  # (B, v, H)
-            start, stop = ((k * Z + i0) * PP, (k * Z + i1) * PP)
-            xyz = grid.voxel_xyz[:, start:stop]  # (B, v, 3)
-            for j in range(N):
-                if j == k:
+        argmax = torch.zeros(B, T, dtype=torch.long, device=device)
+    for b in range(B):
+        for k in range(N):
+            W_fk, w_vk = first_layer_blocks(model, k)
+            own = feat_maps[b, k].flatten(1).T.to(W_fk.dtype) @ W_fk.T  # (P*P, H) once per pixel
+            base = own + (first.bias + w_vk)  # (P*P, H): own features, own visibility (1), bias
+            heights = height_term(model, grid, k)[b]  # (Z, H)
+            view_start = k * Z * PP
+            view_valid = grid.valid[b, view_start:view_start + Z * PP]  # (Z*P*P,)
+            local = (view_valid.nonzero().squeeze(1) if skip_invalid
+                     else torch.arange(Z * PP, device=device))  # (n,) voxel indices within the view, ascending
+            for c0 in range(0, local.shape[0], chunk_voxels):
+                ids = local[c0:c0 + chunk_voxels]  # (v,)
+                pre = base[ids % PP] + heights[ids // PP]  # (v, H)
+                voxel_ids = ids + view_start  # (v,) into V
+                xyz = grid.voxel_xyz[b, voxel_ids]  # (v, 3)
+                for j in range(N):
+                    if j != k:
+                        _add_other_view(model, pre, xyz, feat_maps[b, j], grid.K_pred[b, j], grid.T_world_cam[b, j], j)
+                feat = rest(pre)  # (v, F)
+                voxel_feat[b, voxel_ids] = feat
+                if logits is None:
                     continue
-                W_fj, w_vj = first_layer_blocks(model, j)
-                with torch.autocast(device_type=xyz.device.type, enabled=False):  # geometry and sampling in fp32
-                    uv, depth = project(xyz.float(), grid.K_pred[:, j].float(), grid.T_world_cam[:, j].float())
-                    g = uv_to_grid_sample(uv, P, P).unsqueeze(2)  # (B, v, 1, 2)
-                    sampled = Fn.grid_sample(feat_maps[:, j].float(), g, mode="bilinear", padding_mode="border",
-                                             align_corners=False).squeeze(-1).transpose(1, 2)  # (B, v, F)
-                vis = ((depth > 0) & (uv[..., 0] >= 0) & (uv[..., 0] < P) & (uv[..., 1] >= 0)
-                       & (uv[..., 1] < P)).to(W_fj.dtype).unsqueeze(-1)  # (B, v, 1), 0 or 1
-                # vis * (W_fj f + w_vj) == W_fj (vis f) + vis w_vj (vis is 0 or 1): one matmul, one fused add
-                pre.addcmul_(torch.matmul(sampled.to(W_fj.dtype), W_fj.T) + w_vj, vis)
-            feat = rest(pre)  # (B, v, F)
-            voxel_feat[:, start:stop] = feat
-            if logits is not None:
-                chunk = torch.matmul(q_scaled, feat.transpose(1, 2)).float()  # (B, T, v)
-                chunk.masked_fill_(~grid.valid[:, None, start:stop], float("-inf"))
-                logits[:, :, start:stop] = chunk
-                lse = torch.logaddexp(lse, torch.logsumexp(chunk, dim=-1))  # (B, T)
-                chunk_best, chunk_arg = chunk.max(dim=-1)  # (B, T): the first maximum within the chunk
-                better = chunk_best > best  # strict: an equal maximum in a later chunk is not the first one
-                best = torch.where(better, chunk_best, best)
-                argmax = torch.where(better, chunk_arg + start, argmax)
+                chunk = (q_scaled[b] @ feat.T).float()  # (T, v)
+                if not skip_invalid:
+                    chunk.masked_fill_(~grid.valid[b, voxel_ids].unsqueeze(0), float("-inf"))
+                logits[b].index_copy_(1, voxel_ids, chunk)
+                lse[b] = torch.logaddexp(lse[b], torch.logsumexp(chunk, dim=-1))  # (T,)
+                chunk_best, chunk_arg = chunk.max(dim=-1)  # (T,): the first maximum within the chunk
+                better = chunk_best > best[b]  # strict: an equal maximum in a later chunk is not the first one
+                best[b] = torch.where(better, chunk_best, best[b])
+                argmax[b] = torch.where(better, voxel_ids[chunk_arg], argmax[b])
     return FastVolume(voxel_feat, logits, lse, argmax)
+
+
+def _add_other_view(model, pre: torch.Tensor, xyz: torch.Tensor, feat_map: torch.Tensor, K: torch.Tensor,
+                    T_world_cam: torch.Tensor, j: int) -> None:
+    """``pre += vis * (W_fj f_j(uv) + w_vj)`` for voxels ``xyz`` (v, 3) seen in view j: (v, H) in place. vis is 0 or 1,
+    so this equals the reference's ``W_fj (vis f) + vis w_vj``: one matmul and one fused multiply-add."""
+    F, P, _ = feat_map.shape
+    W_fj, w_vj = first_layer_blocks(model, j)
+    with torch.autocast(device_type=xyz.device.type, enabled=False):  # geometry and sampling in fp32
+        uv, depth = project(xyz.float(), K.float(), T_world_cam.float())  # (v, 2), (v,)
+        g = uv_to_grid_sample(uv, P, P).view(1, -1, 1, 2)  # (1, v, 1, 2)
+        sampled = Fn.grid_sample(feat_map.float().unsqueeze(0), g, mode="bilinear", padding_mode="border",
+                                 align_corners=False).view(F, -1).T  # (v, F)
+    vis = ((depth > 0) & (uv[:, 0] >= 0) & (uv[:, 0] < P) & (uv[:, 1] >= 0)
+           & (uv[:, 1] < P)).to(W_fj.dtype).unsqueeze(-1)  # (v, 1)
+    pre.addcmul_(torch.matmul(sampled.to(W_fj.dtype), W_fj.T) + w_vj, vis)
