@@ -5,7 +5,7 @@ rviz2 with ``config/para.rviz`` when ``rviz:=true``. Which nodes run, their exec
 parameters set from the arguments all come from :mod:`para_ros.deploy.graph`, the description ``para-deploy`` uses too.
 
 Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``backend``, ``device``, ``dtype``,
-``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``, ``wrist_info_topic``, ``joint_trajectory_topic``,
+``fast_path``, ``compile_mode``, ``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``, ``wrist_info_topic``, ``joint_trajectory_topic``,
 ``arm_joint_names``, ``engage``, ``rviz``, ``respawn``, ``respawn_executor``, ``respawn_delay``. An empty value keeps
 the node's parameter file value (``config/*.yaml``).
 Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay`` (rule: :func:`para_ros.deploy.launcher.respawns`):
@@ -34,6 +34,9 @@ ARGUMENTS = [
                        "(an UNTRAINED random model unless set there); none = the UNTRAINED random model"),
     ("device", "", "torch device: auto | cpu | cuda | cuda:N; empty = config/inference.yaml"),
     ("dtype", "", "inference precision: fp32 | bf16 | fp16; empty = config/inference.yaml"),
+    ("fast_path", "", "the inference node's fast path: true | false; empty = config/inference.yaml (false)"),
+    ("compile_mode", "", "torch.compile the backbone: off | default | reduce-overhead | max-autotune; empty = "
+                         "config/inference.yaml (off)"),
     ("scene_image_topic", "", "scene camera images (sensor_msgs/Image); empty = config/inference.yaml"),
     ("scene_info_topic", "", "scene camera CameraInfo; empty = config/inference.yaml"),
     ("wrist_image_topic", "", "wrist camera images (sensor_msgs/Image); empty = config/inference.yaml"),

@@ -342,7 +342,9 @@ def test_dinov3_train_mode_sees_the_inference_positional_encodings():
     with torch.no_grad():
         a, b = model.train()(inp), model.eval()(inp)
     assert torch.equal(a.volume_logits, b.volume_logits) and torch.equal(a.gripper_logits, b.gripper_logits)
+    torch.manual_seed(1)  # its own weights and rescale draws: independent of how many numbers the model above took
     rescaled = build_backbone(_dinov3(pos_embed_rescale=2.0))
     with torch.no_grad():
-        a, b = rescaled.train()(x), rescaled.eval()(x)
-    assert (a.patch_grid - b.patch_grid).abs().max() > 1e-3
+        b = rescaled.eval()(x)
+        gaps = [(rescaled.train()(x).patch_grid - b.patch_grid).abs().max().item() for _ in range(3)]
+    assert max(gaps) > 1e-3, gaps

@@ -170,6 +170,8 @@ SETTINGS = [
      "scene_image_topic": "/cam_a/image", "scene_info_topic": "/cam_a/info",
      "wrist_image_topic": "/cam_b/image", "wrist_info_topic": "/cam_b/info"},
     {"backend": "i2rt", "checkpoint": "123", "device": "cpu"},  # a numeric-looking path must stay a string
+    {"backend": "sim", "fast_path": "true", "compile_mode": "reduce-overhead"},
+    {"backend": "i2rt", "fast_path": "false"},
     {"backend": "topic", "joint_trajectory_topic": "/arm_controller/joint_trajectory",
      "arm_joint_names": "shoulder_pan, shoulder_lift,elbow,wrist_1,wrist_2,wrist_3", "checkpoint": "/ckpt"},
     {"backend": "topic", "arm_joint_names": "1,2,3,4,5,6"},  # numeric-looking names must stay one string
@@ -204,6 +206,12 @@ def test_launch_file_and_para_deploy_start_the_same_graph(launch_module, chosen)
         # relaxed only for the untrained model
         assert set(executor["overrides"]) - {"gripper_joint_name", *graph.TOPIC_EXECUTOR_SETTINGS} == (
             {"backend", "auto_engage"} if chosen["backend"] == "sim" else {"backend"})  # the sim engages at once
+    inference = next(d for d in deploy_side if d["name"] == "inference_node")
+    if "fast_path" in chosen:  # a bool parameter, not the string typed
+        assert inference["overrides"]["fast_path"] is (chosen["fast_path"] == "true")
+    else:
+        assert "fast_path" not in inference["overrides"]
+    assert inference["overrides"].get("compile_mode") == chosen.get("compile_mode")
     expected_backend = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}[chosen["backend"]]
     executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
     assert executor["overrides"]["backend"] == expected_backend
@@ -283,6 +291,7 @@ def test_sim_backend_defaults_to_the_shipped_checkpoint_and_a_robot_never_does()
 
 @pytest.mark.parametrize("kwargs, fix", [
     ({"backend": "real"}, "sim, i2rt, topic"), ({"dtype": "fp64"}, "fp32"),
+    ({"fast_path": "yes"}, "true or false"), ({"compile_mode": "fastest"}, "off, default, reduce-overhead"),
     ({"scene_image_topic": "cam/image"}, "/cam/image"),
     ({"backend": "topic", "joint_trajectory_topic": "arm_controller/joint_trajectory"},
      "'/arm_controller/joint_trajectory'"),

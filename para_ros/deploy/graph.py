@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from para_core.model.config import DTYPES
+from para_core.model.config import COMPILE_MODES, DTYPES
 
 PACKAGE = "para_ros"
 BACKENDS = ("sim", "i2rt", "topic")
@@ -120,6 +120,9 @@ class DeploySettings:
             the untrained random model on any backend.
         device: torch device (``auto``, ``cpu``, ``cuda``, ``cuda:N``); "" = keep the file's value.
         dtype: ``fp32`` | ``bf16`` | ``fp16``; "" = keep the file's value.
+        fast_path: the inference node's fast path (``para_core.model.v4_fast``: the reference's argmax voxels, tested),
+            "true" | "false"; "" = keep the file's value (false).
+        compile_mode: ``torch.compile`` the backbone (``para_core.model.config.COMPILE_MODES``); "" = keep (off).
         scene_image_topic, scene_info_topic, wrist_image_topic, wrist_info_topic: camera topics; "" = keep.
         joint_trajectory_topic: backend ``topic`` only: the controller's trajectory topic (absolute, e.g.
             ``/arm_controller/joint_trajectory``); "" = keep ``config/executor.yaml`` (``/joint_trajectory``).
@@ -134,6 +137,8 @@ class DeploySettings:
     checkpoint: str = ""
     device: str = ""
     dtype: str = ""
+    fast_path: str = ""
+    compile_mode: str = ""
     scene_image_topic: str = ""
     scene_info_topic: str = ""
     wrist_image_topic: str = ""
@@ -151,6 +156,14 @@ class DeploySettings:
             raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
         if self.dtype not in ("", *DTYPES):
             raise ValueError(f"dtype={self.dtype!r}: use fp32, bf16 or fp16 (or leave empty for the file's value)")
+        if isinstance(self.fast_path, bool):
+            object.__setattr__(self, "fast_path", "true" if self.fast_path else "false")
+        object.__setattr__(self, "fast_path", self.fast_path.strip().lower())
+        if self.fast_path not in ("", "true", "false"):
+            raise ValueError(f"fast_path={self.fast_path!r}: use true or false (or leave empty for the file's value)")
+        if self.compile_mode not in ("", *COMPILE_MODES):
+            raise ValueError(f"compile_mode={self.compile_mode!r}: use one of {', '.join(COMPILE_MODES)} (or leave "
+                             "empty for the file's value)")
         for name in CAMERA_TOPIC_PARAMETERS:
             topic = getattr(self, name)
             if topic and not topic.startswith("/"):
@@ -190,10 +203,12 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
         checkpoint = effective_checkpoint(settings)
         if checkpoint or settings.checkpoint == UNTRAINED:
             out["checkpoint"] = checkpoint
-        for name in ("device", "dtype", *CAMERA_TOPIC_PARAMETERS):
+        for name in ("device", "dtype", "compile_mode", *CAMERA_TOPIC_PARAMETERS):
             value = getattr(settings, name)
             if value:
                 out[name] = value
+        if settings.fast_path:
+            out["fast_path"] = settings.fast_path == "true"
     elif spec.name == "chunk_executor":
         out["backend"] = EXECUTOR_BACKEND[settings.backend]
         if settings.backend == "sim" or settings.engage:
