@@ -85,18 +85,30 @@ def quaternion_slerp(q0_xyzw, q1_xyzw, fraction: float) -> np.ndarray:
     """Spherical linear interpolation along the shorter arc; ``fraction`` 0 -> q0, 1 -> q1. Returns a unit (4,).
 
     The inputs are normalised first; q1 is flipped when it is on the far side of q0 (q and -q are the same rotation),
-    so the rotation turns the short way round.
+    so the rotation turns the short way round. One pair of :func:`quaternion_slerp_many`.
     """
     q0 = _as_quaternion(q0_xyzw, "q0")  # (4,)
     q1 = _as_quaternion(q1_xyzw, "q1")  # (4,)
-    dot = float(np.dot(q0, q1))
-    if dot < 0.0:
-        q1, dot = -q1, -dot
-    if dot > 0.9995:  # nearly parallel: normalised lerp is exact to ~1e-8 and avoids 0/0
-        q = q0 + fraction * (q1 - q0)
-        return q / np.linalg.norm(q)
-    theta = np.arccos(min(dot, 1.0))  # angle between the quaternions (half the rotation angle)
-    return (np.sin((1.0 - fraction) * theta) * q0 + np.sin(fraction * theta) * q1) / np.sin(theta)
+    return quaternion_slerp_many(q0[None], q1[None], np.array([float(fraction)]))[0]
+
+
+def quaternion_slerp_many(q0_xyzw: np.ndarray, q1_xyzw: np.ndarray, fractions: np.ndarray) -> np.ndarray:
+    """(n, 4) slerps of n pairs of UNIT quaternions (x, y, z, w) at (n,) fractions, in one vectorised pass: the
+    executor interpolates every chunk in force at every tick. Shorter arc (q1 flipped where q0 . q1 < 0); nearly
+    parallel pairs (dot > 0.9995) use the normalised lerp, exact to ~1e-8, which avoids 0 / 0."""
+    q0 = np.asarray(q0_xyzw, dtype=np.float64)  # (n, 4)
+    q1 = np.asarray(q1_xyzw, dtype=np.float64)  # (n, 4)
+    f = np.asarray(fractions, dtype=np.float64)[:, None]  # (n, 1)
+    dot = np.einsum("nd,nd->n", q0, q1)[:, None]  # (n, 1)
+    q1 = np.where(dot < 0.0, -q1, q1)
+    dot = np.abs(dot)
+    near = dot > 0.9995  # (n, 1)
+    lerp = q0 + f * (q1 - q0)
+    lerp = lerp / np.linalg.norm(lerp, axis=1, keepdims=True)
+    theta = np.arccos(np.minimum(dot, 1.0))  # (n, 1) half the rotation angle between them
+    sin_theta = np.where(near, 1.0, np.sin(theta))  # no 0 / 0 where the lerp is used
+    arc = (np.sin((1.0 - f) * theta) * q0 + np.sin(f * theta) * q1) / sin_theta
+    return np.where(near, lerp, arc)  # (n, 4)
 
 
 def quaternion_weighted_mean(quats_xyzw, weights) -> np.ndarray:

@@ -6,11 +6,12 @@ ensembling, :mod:`para_ros.execution.timeline`) is Markley's, as ``scipy.spatial
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
 
-from para_core.model.rotations import quaternion_slerp
+from para_core.model.rotations import quaternion_slerp_many
 from para_ros.execution.chunk import Chunk
 
 
@@ -28,16 +29,47 @@ def sample_chunk(chunk: Chunk, t_s: float) -> PoseTarget | None:
 
     Between steps i and i+1 (due times d_i <= t <= d_{i+1}) with s = (t - d_i) / (d_{i+1} - d_i): position and
     gripper are ``(1 - s) * a_i + s * a_{i+1}``, orientation is ``quaternion_slerp(q_i, q_{i+1}, s)``. A one-step chunk is
-    defined only at its due time (to within 1 us).
+    defined only at its due time (to within 1 us). One chunk of :func:`sample_chunks`.
     """
-    due = chunk.due_s  # (T,)
-    if t_s < due[0] - 1e-6 or t_s > due[-1] + 1e-6:
+    sampled = sample_chunks([chunk], t_s)
+    if sampled is None:
         return None
-    if len(due) == 1:
-        return PoseTarget(chunk.positions_m[0].copy(), chunk.quats_xyzw[0].copy(), float(chunk.gripper[0]))
-    i = int(np.clip(np.searchsorted(due, t_s, side="right") - 1, 0, len(due) - 2))
-    s = float(np.clip((t_s - due[i]) / (due[i + 1] - due[i]), 0.0, 1.0))
-    pos = (1.0 - s) * chunk.positions_m[i] + s * chunk.positions_m[i + 1]  # (3,)
-    grip = (1.0 - s) * chunk.gripper[i] + s * chunk.gripper[i + 1]
-    quat = quaternion_slerp(chunk.quats_xyzw[i], chunk.quats_xyzw[i + 1], s)  # (4,)
-    return PoseTarget(pos, quat, float(grip))
+    positions, quats, gripper, _ = sampled
+    return PoseTarget(positions[0], quats[0], float(gripper[0]))
+
+
+def sample_chunks(chunks, t_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
+    """:func:`sample_chunk` of several chunks at once: positions (n, 3), quaternions (n, 4), gripper (n,) of the n
+    chunks that cover ``t_s``, and their indices in ``chunks`` (order kept); None when none covers it. The step search
+    is a short loop over the chunks, the arithmetic and the slerps one vectorised pass (the executor samples every
+    chunk in force, dozens with ensembling, at every tick)."""
+    covering, lo, hi, frac = [], [], [], []
+    for n, chunk in enumerate(chunks):
+        due = chunk.due_s.tolist()  # (T,) as Python floats: the search below is scalar work
+        if t_s < due[0] - 1e-6 or t_s > due[-1] + 1e-6:
+            continue
+        if len(due) == 1:
+            i, j, s = 0, 0, 0.0
+        else:
+            i = min(max(bisect.bisect_right(due, t_s) - 1, 0), len(due) - 2)
+            j = i + 1
+            s = min(max((t_s - due[i]) / (due[j] - due[i]), 0.0), 1.0)
+        covering.append(n)
+        lo.append(i)
+        hi.append(j)
+        frac.append(s)
+    if not covering:
+        return None
+    picked = [chunks[n] for n in covering]
+    s = np.asarray(frac)  # (n,)
+    p0 = np.stack([c.positions_m[i] for c, i in zip(picked, lo)])  # (n, 3)
+    p1 = np.stack([c.positions_m[j] for c, j in zip(picked, hi)])
+    g0 = np.array([c.gripper[i] for c, i in zip(picked, lo)], dtype=np.float64)  # (n,)
+    g1 = np.array([c.gripper[j] for c, j in zip(picked, hi)], dtype=np.float64)
+    q0 = np.stack([c.quats_xyzw[i] for c, i in zip(picked, lo)]).astype(np.float64)  # (n, 4)
+    q1 = np.stack([c.quats_xyzw[j] for c, j in zip(picked, hi)]).astype(np.float64)
+    q0 /= np.linalg.norm(q0, axis=1, keepdims=True)
+    q1 /= np.linalg.norm(q1, axis=1, keepdims=True)
+    positions = (1.0 - s)[:, None] * p0 + s[:, None] * p1  # (n, 3)
+    gripper = (1.0 - s) * g0 + s * g1  # (n,)
+    return positions, quaternion_slerp_many(q0, q1, s), gripper, covering

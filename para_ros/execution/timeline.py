@@ -20,7 +20,7 @@ import numpy as np
 
 from para_core.model.rotations import quaternion_weighted_mean
 from para_ros.execution.chunk import Chunk, trim_past_steps
-from para_ros.execution.interpolation import PoseTarget, sample_chunk
+from para_ros.execution.interpolation import PoseTarget, sample_chunks
 
 BLEND_MODES = ("latest", "ensemble")
 
@@ -87,6 +87,10 @@ class Timeline:
         """Forget chunks whose last step is due before ``now_s`` and the past steps of the others."""
         kept = []
         for chunk in self._chunks:
+            t = chunk.time_from_stamp_s
+            if len(t) > 1 and chunk.stamp_s + float(t[1]) >= now_s:
+                kept.append(chunk)  # nothing to trim: step 1 is still ahead (trim keeps the step before the next)
+                continue
             trimmed = trim_past_steps(chunk, now_s)
             if trimmed is not None:
                 kept.append(trimmed)
@@ -98,13 +102,14 @@ class Timeline:
 
     def sample(self, t_s: float) -> tuple[PoseTarget, int] | None:
         """The blended target at ``t_s`` and how many chunks contributed; None if no chunk covers ``t_s``."""
-        samples = [s for s in (sample_chunk(c, t_s) for c in self._chunks) if s is not None]  # oldest first
-        if not samples:
+        sampled = sample_chunks(self._chunks, t_s)  # the covering chunks, oldest first
+        if sampled is None:
             return None
-        if self.blend.mode == "latest" or len(samples) == 1:
-            return samples[-1], len(samples)
-        w = ensemble_weights(len(samples), self.blend.ensemble_k)  # (n,)
-        pos = np.einsum("n,nd->d", w, np.stack([s.position_m for s in samples]))  # (3,)
-        quat = quaternion_weighted_mean(np.stack([s.quat_xyzw for s in samples]), w)  # (4,)
-        grip = float(np.dot(w, [s.gripper for s in samples]))
-        return PoseTarget(pos, quat, grip), len(samples)
+        positions, quats, gripper, covering = sampled  # (n, 3), (n, 4), (n,)
+        n = len(covering)
+        if self.blend.mode == "latest" or n == 1:
+            return PoseTarget(positions[-1], quats[-1], float(gripper[-1])), n
+        w = ensemble_weights(n, self.blend.ensemble_k)  # (n,)
+        pos = w @ positions  # (3,)
+        quat = quaternion_weighted_mean(quats, w)  # (4,)
+        return PoseTarget(pos, quat, float(w @ gripper)), n
