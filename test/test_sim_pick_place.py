@@ -222,3 +222,19 @@ def kinematics():
     from para_ros.robot.yam_ik import YamKinematics
 
     return YamKinematics()
+
+
+def test_eval_fast_path_option_reaches_the_inference_node():
+    """``para-sim eval --fast-path`` runs the inference node with fast_path true; without it the file's value."""
+    import argparse
+
+    from para_ros.deploy import closed_loop, graph
+
+    parser = argparse.ArgumentParser()
+    closed_loop.add_eval_arguments(parser)
+    inference = next(s for s in graph.NODES if s.name == "inference_node")
+    for argv, expected in ((["--checkpoint", "ckpt", "--fast-path"], True), (["--checkpoint", "ckpt"], None)):
+        args = parser.parse_args(argv)
+        settings = closed_loop.EvalSettings(checkpoint=args.checkpoint, fast_path=args.fast_path)
+        overrides = graph.node_overrides(inference, closed_loop.deploy_settings(settings))
+        assert overrides.get("fast_path") is expected

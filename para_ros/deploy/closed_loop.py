@@ -70,6 +70,7 @@ class EvalSettings:
     cube_rgba: tuple = ()
     light_scale: float = 1.0
     device: str = ""
+    fast_path: bool = False
     videos: bool = True
     echo: bool = False
 
@@ -143,6 +144,8 @@ def add_eval_arguments(p) -> None:
                    help="another cube colour (0..1 each)")
     p.add_argument("--light-scale", type=float, default=1.0, help="scale of the lamps' light (default 1)")
     p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
+    p.add_argument("--fast-path", action="store_true",
+                   help="the inference node's fast path (para_core.model.v4_fast; default: the reference path)")
     p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
 
@@ -356,7 +359,9 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
              f"- successes: {summary['successes']} = {100 * summary['success_rate']:.1f} % "
              f"(95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %)",
              f"- scene camera moved by {list(settings.camera_shift_m)} m, turned by {list(settings.camera_rotate_deg)}"
-             " deg", "", "| outcome | episodes |", "|---|---|"]
+             " deg",
+             f"- inference path: {'fast (para_core.model.v4_fast)' if settings.fast_path else 'reference'}",
+             "", "| outcome | episodes |", "|---|---|"]
     lines += [f"| {o} | {n} |" for o, n in summary["outcomes"].items()]
     lines += ["", "| episode | seed | outcome | time s | place error cm | max lift cm |", "|---|---|---|---|---|---|"]
     lines += [f"| {r.episode} | {r.seed} | {r.outcome} | {r.duration_s:.1f} | {100 * r.place_error_m:.1f} | "
@@ -365,6 +370,15 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
     if rows:
         plot_outcomes(rows, summary, out / "outcomes.png", Path(settings.checkpoint).name)
     return summary
+
+
+def deploy_settings(settings: EvalSettings):
+    """The graph an evaluation runs (``graph.DeploySettings``): the simulator backend with the checkpoint, device and
+    inference path chosen."""
+    from para_ros.deploy import graph
+
+    return graph.DeploySettings(backend="sim", checkpoint=str(Path(settings.checkpoint).resolve()),
+                                device=settings.device, fast_path="true" if settings.fast_path else "")
 
 
 def run_eval(settings: EvalSettings) -> int:
@@ -390,8 +404,7 @@ def run_eval(settings: EvalSettings) -> int:
         sim_over["cube_rgba"] = [float(v) for v in settings.cube_rgba]
     if settings.light_scale != 1.0:
         sim_over["light_scale"] = float(settings.light_scale)
-    ds = graph.DeploySettings(backend="sim", checkpoint=str(Path(settings.checkpoint).resolve()),
-                              device=settings.device)
+    ds = deploy_settings(settings)
     env = deploy.graph_env()
     group = deploy.ProcessGroup(out / "logs", env, echo=settings.echo)
     signals = deploy.SignalStop()
@@ -552,7 +565,8 @@ def cmd_eval(args) -> int:
             checkpoint=args.checkpoint, episodes=args.episodes, seed=args.seed, out=args.out,
             time_limit_s=args.time_limit_s, settle_s=args.settle_s, camera_shift_m=tuple(args.camera_shift_m),
             camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
-            light_scale=args.light_scale, device=args.device, videos=args.videos, echo=args.echo)
+            light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
+            echo=args.echo)
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2
