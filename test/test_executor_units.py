@@ -533,6 +533,34 @@ def test_help_runs_without_middleware():
     assert out.returncode == 0 and "--rates" in out.stdout
 
 
+def test_ros_thread_priority_is_one_below_the_control_thread_or_reported():
+    """With control_thread_priority, the thread that spins the executor node (the likely GIL holder) asks for SCHED_FIFO
+    one level below the control thread (priority inversion otherwise); priority 1 gives 1, never 0. Run in a helper
+    thread, so this test's own thread keeps the normal scheduler."""
+    import os
+    import threading
+
+    from para_ros.nodes.chunk_executor import raise_ros_thread_priority
+
+    seen = {}
+
+    def in_thread(priority):
+        seen[priority] = (raise_ros_thread_priority(priority), os.sched_getscheduler(0),
+                          os.sched_getparam(0).sched_priority)
+
+    for priority in (50, 1):
+        worker = threading.Thread(target=in_thread, args=(priority,))
+        worker.start()
+        worker.join(10)
+        text, policy, level = seen[priority]
+        expected = max(1, priority - 1)
+        if text == f"SCHED_FIFO {expected}":
+            assert policy == os.SCHED_FIFO and level == expected
+        else:
+            assert text.startswith(f"normal (SCHED_FIFO {expected} refused") and policy == os.SCHED_OTHER
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
 def test_control_loop_priority_is_applied_in_its_thread_or_reported():
     """priority 1..99 asks for SCHED_FIFO in the loop's own thread; what it got is in ``scheduler`` either way."""
     import os

@@ -99,8 +99,9 @@ PARAMETERS = ParameterTable(NODE_NAME, [
     Param("control_thread_priority", 0,
           "Linux real-time priority of the control thread: 1..99 asks for SCHED_FIFO at that priority (needs root, "
           "CAP_SYS_NICE or an rtprio limit in /etc/security/limits.conf; the Python thread switch interval drops to 1 "
-          "ms too), so a busy machine cannot delay the ticks; 0 = the normal scheduler. What it got is on "
-          "/diagnostics (control_scheduler).", range=(0, 99)),
+          "ms, and the node's ROS thread, which the control thread waits for when it holds the GIL, gets SCHED_FIFO "
+          "one level lower), so a busy machine cannot delay the ticks; 0 = the normal scheduler. What they got is on "
+          "/diagnostics (control_scheduler, ros_thread_scheduler).", range=(0, 99)),
     Param("stale_timeout_s", 0.5, "Hold position when no chunk was accepted for this long (s).",
           range=(0.001, 3600.0), dynamic=True),
     Param("auto_engage", False,
@@ -264,6 +265,23 @@ def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], d
     return level, problems, counters
 
 
+
+def raise_ros_thread_priority(control_priority: int) -> str:
+    """In the thread that will spin the node: SCHED_FIFO one level below the control thread, or why not.
+
+    The control thread needs the GIL, and the thread most likely to hold it is this one (callbacks: joint states at
+    the arm's rate, chunks). At normal priority the OS may preempt it for the simulator or the model while it holds
+    the GIL, and the real-time control thread then waits behind it (priority inversion); one level below, it runs
+    its callbacks to the end, and rclpy's wait releases the GIL between them."""
+    import os
+
+    priority = max(1, int(control_priority) - 1)
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # 0: the calling thread (Linux)
+    except (AttributeError, OSError) as err:
+        return f"normal (SCHED_FIFO {priority} refused: {err})"
+    return f"SCHED_FIFO {priority}"
+
 class JointStateWatch:
     """When every joint the executor reads was last heard on a ``JointState`` topic (receipt time, node clock).
 
@@ -353,8 +371,10 @@ class ChunkExecutorNode(Node):
             JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S),
                           on_clock_change=True),
             pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
+        self.ros_thread_scheduler = "normal"
         if p["control_thread_priority"] > 0:
             sys.setswitchinterval(0.001)  # the GIL changes hands within 1 ms when the control thread wakes
+            self.ros_thread_scheduler = raise_ros_thread_priority(p["control_thread_priority"])
         self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
                                   on_error=self._on_tick_error, priority=p["control_thread_priority"])
         self.loop.start()
@@ -547,6 +567,7 @@ class ChunkExecutorNode(Node):
             "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
             "tick_period_error_p99_ms": 1e3 * stats.get("period_error_p99_s", float("nan")),
             "control_scheduler": self.loop.scheduler,
+            "ros_thread_scheduler": self.ros_thread_scheduler,
             "overruns": int(stats.get("overruns", 0)),
         }
         if self.state_publisher is not None:
