@@ -137,9 +137,10 @@ def main(argv=None) -> int:
                 print(f"    {name:<20} {ms:8.3f}")
             model_ms = stages.get("model", 0.0) + stages.get("preprocess", 0.0) + stages.get("decode", 0.0)
             rig_ms = float(np.median(rig_delay_ms))
-            print(f"  overhead around the policy (latency median - preprocess - model - decode): "
-                  f"{np.median(lat_ms) - model_ms:.2f} ms, of which the rig's own stamp -> last image published "
-                  f"{rig_ms:.2f} ms (a camera driver's readout); the graph's: {np.median(lat_ms) - model_ms - rig_ms:.2f} ms")
+            overhead_ms = float(np.median(lat_ms)) - model_ms
+            print(f"  overhead around the policy (latency median - preprocess - model - decode): {overhead_ms:.2f} ms, "
+                  f"of which the rig's own stamp -> last image published {rig_ms:.2f} ms (a camera driver's "
+                  f"readout); the graph's: {overhead_ms - rig_ms:.2f} ms")
     return 0
 
 

@@ -160,7 +160,8 @@ def test_ball_confidence_equals_the_sum_over_every_voxel(cfg):
     gen = torch.Generator().manual_seed(5)
     logits = torch.randn(B, T, V, generator=gen) * 3.0
     logits[~grid.valid.unsqueeze(1).expand_as(logits)] = float("-inf")
-    at_voxel = torch.gather(grid.voxel_xyz, 1, torch.randint(0, V, (B, T), generator=gen).unsqueeze(-1).expand(-1, -1, 3))
+    picked = torch.randint(0, V, (B, T), generator=gen)  # (B, T) voxels to put the points at
+    at_voxel = torch.gather(grid.voxel_xyz, 1, picked.unsqueeze(-1).expand(-1, -1, 3))
     positions = at_voxel + torch.randn(B, T, 3, generator=gen) * 0.01 * (torch.arange(T) % 2).view(1, T, 1)
     out = _fake_output(cfg, grid, logits, torch.zeros(B, T, dtype=torch.long), torch.zeros(B, T, 3, dtype=torch.long))
     got = ball_confidence(cfg, out, positions)

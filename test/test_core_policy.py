@@ -173,7 +173,7 @@ def test_scene_camera_below_the_height_range_is_warned_once():
 
 
 @pytest.mark.parametrize("mode, margins_above_z_hi, clipped", [
-    ("adaptive", 0.5, True),    # above z_hi but within the margin: z_hi_k = cam_z - margin < z_hi (the old check missed it)
+    ("adaptive", 0.5, True),    # above z_hi, within the margin: clipped (the old check missed it)
     ("adaptive", 1.5, False),   # the whole range fits below the camera
     ("fixed", 0.5, False),      # fixed mode never clips: the camera is above every bin
     ("fixed", -2.0, True),      # ... but a camera below z_hi has bins above it

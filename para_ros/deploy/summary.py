@@ -140,6 +140,14 @@ def summary_dict(record: RunRecord) -> dict:
     }
 
 
+def _camera_delay_text(delays_ms: dict[str, float]) -> str:
+    """The simulator's stamp -> publish delay per camera: the part of 'receive' that is the camera's own."""
+    if not delays_ms:
+        return "n/a (no simulator diagnostics)"
+    return (", ".join(f"{cam} {v:.1f}" for cam, v in delays_ms.items()) + " ms (the simulator's stamp -> publish: "
+            "stepping and rendering after the simulated exposure; a real driver stamps at exposure too)")
+
+
 def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> str:
     """The human-readable summary printed at the end of ``para-deploy``."""
     s = summary_dict(record)
@@ -163,10 +171,7 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
         "  latency stages        " + (", ".join(f"{k} {v:.1f}" for k, v in s["latency_stages_median_ms"].items())
                                       + " ms (the inference node's medians; 'receive' holds the camera's own stamp ->"
                                       " publish delay)" if s["latency_stages_median_ms"] else "n/a"),
-        "  of which the camera's  " + (", ".join(f"{cam} {v:.1f}" for cam, v in s["sim_publish_delay_median_ms"].items())
-                                       + " ms (the simulator's stamp -> publish: stepping and rendering after the "
-                                       "simulated exposure; a real driver stamps at exposure too)"
-                                       if s["sim_publish_delay_median_ms"] else "n/a (no simulator diagnostics)"),
+        "  of which the camera's  " + _camera_delay_text(s["sim_publish_delay_median_ms"]),
         f"  executor              {s['commands_seen']} commands seen, achieved {_fmt(s['control_rate_hz'], ' Hz')} "
         f"(set {_fmt(s['control_rate_set_hz'], ' Hz', 0)}); node counted {node(s['commands_node'])}; "
         f"state {s['executor_state'] or 'n/a'}",
