@@ -152,3 +152,26 @@ def test_compiled_backbone_gives_the_eager_outputs():
         torch.testing.assert_close(compiled.last_output.volume_logits, eager.last_output.volume_logits,
                                    atol=1e-4, rtol=1e-4)
         np.testing.assert_allclose(b.positions_world, a.positions_world, atol=1e-6)
+
+
+def test_a_nan_logit_is_chosen_as_torch_argmax_chooses_it():
+    """A NaN in the volume (an fp16 overflow, a bad weight) is torch.argmax's pick; the running argmax must agree,
+    not skip the chunk that holds it."""
+    from para_core.model.v4_fast import voxel_features_fast
+    from para_core.model.voxels import build_voxel_grid
+
+    cfg = V4Config.tiny()
+    policy = Policy.random_init(cfg, device="cpu", seed=4)
+    cams, state = observation(cfg, 0)
+    inputs = policy.preprocess(cams, state)
+    model = policy.model
+    with torch.no_grad():
+        grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float())
+        feat_maps, cls = model.image_features(inputs.images)
+        feat_maps[0, 1, :, 9, 7] = float("nan")  # one wrist pixel: its voxels, and scene voxels sampling it
+        q = model.queries(cls, inputs)
+        ref = (torch.einsum("btf,bvf->btv", q, model.voxel_features(feat_maps, grid))
+               * model.logit_log_scale.exp()).masked_fill(~grid.valid.unsqueeze(1), float("-inf"))
+        fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=cfg.pred_size ** 2)
+    assert torch.isnan(ref).any()
+    assert torch.equal(fast.argmax, ref.argmax(dim=-1))

@@ -179,9 +179,9 @@ def ball_confidence(config: V4Config, out: V4Output, positions: torch.Tensor) ->
     Exact, and it never forms the (T, V) probabilities: every voxel of bin i of view k lies on the plane at
     ``z_bin_centres[k, i]``, so only the few bins whose plane is within the radius of a point can hold voxels of its
     ball (for the paper grid, 2 cm covers 14 of 128 bins). Those bins are a contiguous block of the voxel index
-    (view, bin, row, col), so each (step, view) reads one slice of the logits and voxel centres, found with one
-    host transfer for the whole batch; the distance test is the same ``|xyz - p| <= r`` on the same voxel centres as a
-    brute-force sum over all voxels.
+    (view, bin, row, col), so each (step, view) reads one slice of the logits and voxel centres; the window and the
+    slices' starts cost two small host transfers for the whole batch (after the forward, in decoding). The distance
+    test is the same ``|xyz - p| <= r`` on the same voxel centres as a brute-force sum over all voxels.
     """
     grid, r = out.grid, float(config.confidence_radius_m)
     logits = out.volume_logits  # (B, T, V)
@@ -196,7 +196,7 @@ def ball_confidence(config: V4Config, out: V4Output, positions: torch.Tensor) ->
         width = 1
     z_query = (positions[..., 2].float() - r).reshape(B, T, 1, 1).expand(B, T, N, 1).contiguous()  # (B, T, N, 1)
     first = torch.searchsorted(z_bins.unsqueeze(1).expand(B, T, N, Z).contiguous(), z_query)  # (B, T, N, 1)
-    first_bins = first.clamp(max=Z - width).reshape(B, T, N).tolist()  # the one host transfer
+    first_bins = first.clamp(max=Z - width).reshape(B, T, N).tolist()  # host transfer: the slices' starts
     # |x - p|^2 = |x|^2 - 2 x.p + |p|^2 with |x|^2 once per voxel: one matrix-vector product per slice instead of a
     # (W P2, 3) difference; in float64, so the test at the sphere's edge is the brute force's to ~1e-12 m^2
     xyz = out.voxel_xyz.double()  # (B, V, 3)

@@ -97,7 +97,8 @@ class Policy:
     def __init__(self, model: torch.nn.Module, config: V4Config, device: torch.device, dtype: str = "fp32",
                  model_id: str = "", refine: bool = True, fast: bool = False, compile_mode: str = "off"):
         """``fast``: the model's fast inference path where it has one (v4: ``para_core.model.v4_fast``), the same
-        outputs within float tolerance; False keeps the reference path (the oracle the fast one is tested against).
+        predictions and logits within float tolerance (the per-voxel features only at valid voxels); False keeps the
+        reference path (the oracle the fast one is tested against).
 
         ``compile_mode``: ``torch.compile`` the backbone (most of the FLOPs; static shapes: the views are always
         ``img_size`` squares) in this mode (``COMPILE_MODES``), "off" = eager. The first prediction compiles (tens of

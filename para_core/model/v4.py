@@ -90,7 +90,7 @@ class V4Output:
     volume_logits: torch.Tensor  # (B, T, V), -inf at invalid voxels
     voxel_xyz: torch.Tensor  # (B, V, 3) world coordinates of voxel centres
     voxel_valid: torch.Tensor  # (B, V) bool
-    voxel_feat: torch.Tensor  # (B, V, F)
+    voxel_feat: torch.Tensor  # (B, V, F); only valid voxels are meaningful (the CPU fast path leaves the others 0)
     query: torch.Tensor  # (B, T, F)
     chosen_voxel: torch.Tensor  # (B, T) long: voxel the gripper/rotation head looked at
     gripper_logits: torch.Tensor  # (B, T, G)

@@ -71,20 +71,24 @@ class FastVolume(NamedTuple):
 
 
 def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: torch.Tensor | None = None,
-                        chunk_voxels: int = FAST_CHUNK_VOXELS, skip_invalid: bool | None = None) -> FastVolume:
+                        chunk_voxels: int | None = None, skip_invalid: bool | None = None) -> FastVolume:
     """(B, N, F, P, P) feature maps -> (B, V, F) voxel features, equal to ``model.voxel_features`` at every valid
     voxel (module docstring).
 
     With ``query`` (B, T, F) it also returns the masked volume logits (B, T, V) fp32, their per-step logsumexp and
     argmax, each chunk's dot products and exponentials taken while its features are still in cache (the reference
     reads the whole (V, F) tensor again in one einsum, copies the (T, V) logits once more to mask them, and decoding
-    then reads them twice more for a softmax). ``skip_invalid`` (default: on CPU) computes only the valid voxels.
+    then reads them twice more for a softmax). ``chunk_voxels``: default ``FAST_CHUNK_VOXELS`` on CPU, the config's
+    ``voxel_chunk_size`` on a GPU. ``skip_invalid`` (default: on CPU) computes only the valid voxels.
     ``model`` is a ``ParaV4Model``; inference only (no gradient path is kept cheap here)."""
     cfg = model.config
     B, N, F, P, _ = feat_maps.shape
     Z, PP = cfg.n_height_bins, P * P
     V, device = N * Z * PP, feat_maps.device
-    skip_invalid = device.type == "cpu" if skip_invalid is None else skip_invalid
+    on_cpu = device.type == "cpu"
+    skip_invalid = on_cpu if skip_invalid is None else skip_invalid
+    if chunk_voxels is None:  # CPU: cache-sized; a GPU wants few large launches (the config's chunk, else everything)
+        chunk_voxels = FAST_CHUNK_VOXELS if on_cpu else (cfg.voxel_chunk_size or V)
     first, rest = model.voxel_mlp[0], model.voxel_mlp[1:]  # Linear, then GELU, Linear, GELU, Linear
     chunk_voxels = max(1, int(chunk_voxels))
     voxel_feat = feat_maps.new_zeros(B, V, cfg.feat_dim)  # (B, V, F)
@@ -124,7 +128,8 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
                 logits[b].index_copy_(1, voxel_ids, chunk)
                 lse[b] = torch.logaddexp(lse[b], torch.logsumexp(chunk, dim=-1))  # (T,)
                 chunk_best, chunk_arg = chunk.max(dim=-1)  # (T,): the first maximum within the chunk
-                better = chunk_best > best[b]  # strict: an equal maximum in a later chunk is not the first one
+                # strict: an equal maximum in a later chunk is not the first one; a NaN wins, as in torch.argmax
+                better = (chunk_best > best[b]) | (chunk_best.isnan() & ~best[b].isnan())
                 best[b] = torch.where(better, chunk_best, best[b])
                 argmax[b] = torch.where(better, voxel_ids[chunk_arg], argmax[b])
     return FastVolume(voxel_feat, logits, lse, argmax)

@@ -378,7 +378,7 @@ def deploy_settings(settings: EvalSettings):
     from para_ros.deploy import graph
 
     return graph.DeploySettings(backend="sim", checkpoint=str(Path(settings.checkpoint).resolve()),
-                                device=settings.device, fast_path="true" if settings.fast_path else "")
+                                device=settings.device, fast_path="true" if settings.fast_path else "false")
 
 
 def run_eval(settings: EvalSettings) -> int:

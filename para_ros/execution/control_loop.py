@@ -41,6 +41,7 @@ class FixedRateLoop:
             raise ValueError(f"FixedRateLoop priority={priority!r}: use 0 (normal) or a SCHED_FIFO priority 1..99")
         self.priority = int(priority)
         self.scheduler = "normal"
+        self.scheduler_applied = threading.Event()  # set once the loop's thread has asked for its scheduler
         self.period_s = 1.0 / rate_hz
         self._tick = tick
         self._on_error = on_error
@@ -75,13 +76,16 @@ class FixedRateLoop:
 
     def _apply_priority(self) -> None:
         """In the loop's thread: the real-time scheduler it asked for, or a note why not (it runs either way)."""
-        if self.priority <= 0:
-            return
         try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))  # 0: this thread (Linux)
-            self.scheduler = f"SCHED_FIFO {self.priority}"
-        except (OSError, AttributeError) as err:
-            self.scheduler = f"normal (SCHED_FIFO {self.priority} refused: {err})"
+            if self.priority <= 0:
+                return
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))  # 0: this thread (Linux)
+                self.scheduler = f"SCHED_FIFO {self.priority}"
+            except (OSError, AttributeError) as err:
+                self.scheduler = f"normal (SCHED_FIFO {self.priority} refused: {err})"
+        finally:
+            self.scheduler_applied.set()
 
     def run(self, max_ticks: int | None = None) -> None:
         """The loop itself, in the calling thread, until :meth:`stop` (or ``max_ticks`` ticks); :meth:`start` runs

@@ -53,7 +53,8 @@ def sample_chunks(chunks, t_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarra
         else:
             i = min(max(bisect.bisect_right(due, t_s) - 1, 0), len(due) - 2)
             j = i + 1
-            s = min(max((t_s - due[i]) / (due[j] - due[i]), 0.0), 1.0)
+            gap = due[j] - due[i]  # > 0 for valid offsets, but two due times can round to one float at large stamps
+            s = 1.0 if gap <= 0.0 else min(max((t_s - due[i]) / gap, 0.0), 1.0)
         covering.append(n)
         lo.append(i)
         hi.append(j)

@@ -266,16 +266,24 @@ def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], d
 
 
 
-def raise_ros_thread_priority(control_priority: int) -> str:
+def raise_ros_thread_priority(control_priority: int, control_scheduler: str) -> str:
     """In the thread that will spin the node: SCHED_FIFO one level below the control thread, or why not.
 
     The control thread needs the GIL, and the thread most likely to hold it is this one (callbacks: joint states at
     the arm's rate, chunks). At normal priority the OS may preempt it for the simulator or the model while it holds
     the GIL, and the real-time control thread then waits behind it (priority inversion); one level below, it runs
-    its callbacks to the end, and rclpy's wait releases the GIL between them."""
+    its callbacks to the end, and rclpy's wait releases the GIL between them. Only when the control thread did get
+    ``SCHED_FIFO control_priority`` (``control_scheduler``, what :class:`FixedRateLoop` reports) and there is a level
+    below it (priority >= 2). Threads this thread starts later inherit the level (Linux)."""
     import os
 
-    priority = max(1, int(control_priority) - 1)
+    if control_priority <= 0:
+        return "normal"
+    if control_scheduler != f"SCHED_FIFO {control_priority}":
+        return "normal (the control thread is not real-time)"
+    if control_priority < 2:
+        return "normal (control_thread_priority 1 has no real-time level below it)"
+    priority = int(control_priority) - 1
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # 0: the calling thread (Linux)
     except (AttributeError, OSError) as err:
@@ -371,13 +379,13 @@ class ChunkExecutorNode(Node):
             JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S),
                           on_clock_change=True),
             pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
-        self.ros_thread_scheduler = "normal"
         if p["control_thread_priority"] > 0:
             sys.setswitchinterval(0.001)  # the GIL changes hands within 1 ms when the control thread wakes
-            self.ros_thread_scheduler = raise_ros_thread_priority(p["control_thread_priority"])
         self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
                                   on_error=self._on_tick_error, priority=p["control_thread_priority"])
-        self.loop.start()
+        self.loop.start()  # before the ROS thread's own change: a new thread inherits its creator's scheduler
+        self.loop.scheduler_applied.wait(5.0)
+        self.ros_thread_scheduler = raise_ros_thread_priority(p["control_thread_priority"], self.loop.scheduler)
         self.get_logger().info(
             f"chunk executor up: backend={self.backend.name}, {p['control_rate_hz']:.0f} Hz, blend="
             f"{p['blend_mode']}, chunks on {p['chunk_topic']}, {self.backend.describe()}"
