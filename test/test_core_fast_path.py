@@ -73,15 +73,10 @@ def test_fast_path_gives_the_reference_outputs(name):
         assert ref_set <= {tuple(np.round(x, 9)) for x in out_fast.top_voxels_world}
 
 
-@pytest.mark.parametrize("skip_invalid", [True, False], ids=["valid_only", "dense"])
-@pytest.mark.parametrize("bins_per_chunk", [1, 3, 1000])
-def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_per_chunk, skip_invalid):
-    """Chunks of one bin, of a count that does not divide Z (a short last chunk), and one chunk for everything;
-    only the valid voxels computed (CPU default) or every voxel (the GPU's sync-free default)."""
-    from para_core.model.v4_fast import voxel_features_fast
+def _forward_parts(cfg: V4Config):
+    """A random model's pieces of one forward on a synthetic observation: model, voxel grid, feature maps, queries."""
     from para_core.model.voxels import build_voxel_grid
 
-    cfg = V4Config.tiny(n_height_bins=7)
     policy = Policy.random_init(cfg, device="cpu", seed=4)
     cams, state = observation(cfg, 0)
     inputs = policy.preprocess(cams, state)
@@ -89,10 +84,28 @@ def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_pe
     with torch.no_grad():
         grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float())
         feat_maps, cls = model.image_features(inputs.images)
-        q = model.queries(cls, inputs)
-        ref_feat = model.voxel_features(feat_maps, grid)  # (1, V, F)
-        ref_logits = (torch.einsum("btf,bvf->btv", q, ref_feat) * model.logit_log_scale.exp()).masked_fill(
-            ~grid.valid.unsqueeze(1), float("-inf"))
+        return model, grid, feat_maps, model.queries(cls, inputs)
+
+
+def _reference_volume(model, feat_maps, grid, q):
+    """The reference path's voxel features (B, V, F) and masked logits (B, T, V), written out as in the seed."""
+    feat = model.voxel_features(feat_maps, grid)
+    logits = (torch.einsum("btf,bvf->btv", q, feat) * model.logit_log_scale.exp()).masked_fill(
+        ~grid.valid.unsqueeze(1), float("-inf"))
+    return feat, logits
+
+
+@pytest.mark.parametrize("skip_invalid", [True, False], ids=["valid_only", "dense"])
+@pytest.mark.parametrize("bins_per_chunk", [1, 3, 1000])
+def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_per_chunk, skip_invalid):
+    """Chunks of one bin, of a count that does not divide Z (a short last chunk), and one chunk for everything;
+    only the valid voxels computed (CPU default) or every voxel (the GPU's sync-free default)."""
+    from para_core.model.v4_fast import voxel_features_fast
+
+    cfg = V4Config.tiny(n_height_bins=7)
+    model, grid, feat_maps, q = _forward_parts(cfg)
+    with torch.no_grad():
+        ref_feat, ref_logits = _reference_volume(model, feat_maps, grid, q)  # (1, V, F), (1, T, V)
         fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=bins_per_chunk * cfg.pred_size ** 2,
                                    skip_invalid=skip_invalid)
     assert 0 < int(grid.valid.sum()) < grid.valid.numel()  # the case has voxels to skip
@@ -158,20 +171,12 @@ def test_a_nan_logit_is_chosen_as_torch_argmax_chooses_it():
     """A NaN in the volume (an fp16 overflow, a bad weight) is torch.argmax's pick; the running argmax must agree,
     not skip the chunk that holds it."""
     from para_core.model.v4_fast import voxel_features_fast
-    from para_core.model.voxels import build_voxel_grid
 
     cfg = V4Config.tiny()
-    policy = Policy.random_init(cfg, device="cpu", seed=4)
-    cams, state = observation(cfg, 0)
-    inputs = policy.preprocess(cams, state)
-    model = policy.model
+    model, grid, feat_maps, q = _forward_parts(cfg)
+    feat_maps[0, 1, :, 9, 7] = float("nan")  # one wrist pixel: its voxels, and scene voxels sampling it
     with torch.no_grad():
-        grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float())
-        feat_maps, cls = model.image_features(inputs.images)
-        feat_maps[0, 1, :, 9, 7] = float("nan")  # one wrist pixel: its voxels, and scene voxels sampling it
-        q = model.queries(cls, inputs)
-        ref = (torch.einsum("btf,bvf->btv", q, model.voxel_features(feat_maps, grid))
-               * model.logit_log_scale.exp()).masked_fill(~grid.valid.unsqueeze(1), float("-inf"))
+        _, ref = _reference_volume(model, feat_maps, grid, q)
         fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=cfg.pred_size ** 2)
     assert torch.isnan(ref).any()
     assert torch.equal(fast.argmax, ref.argmax(dim=-1))
