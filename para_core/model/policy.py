@@ -233,6 +233,11 @@ class Policy:
         inputs = self.preprocess(cameras, state)
         t1 = time.perf_counter()
         use_amp = self.dtype != "fp32"
+        if self.compile_mode == "reduce-overhead":
+            # CUDA graphs reuse their output memory from one replay to the next; torch asks inference loops to mark
+            # each step. The previous prediction's backbone outputs (e.g. ``last_output.cls``) are invalid after it.
+            # (Never run here: no GPU was lent.)
+            torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast(device_type=self.device.type, dtype=torch_dtype(self.dtype), enabled=use_amp):
             out = self.model(inputs)
         t_model = time.perf_counter()  # on CUDA the kernels may still run: their wait lands in "decode"
