@@ -16,10 +16,10 @@ Split ``W1`` by the input's blocks and three of them turn out not to depend on t
 The sums are then added per voxel, and the rest of the MLP runs as in the reference. Invalid voxels (behind their
 view's camera or outside the workspace box; -inf logits in the reference) are skipped on CPU: only the valid ones are
 gathered and computed (69 % of the paper grid, 43 % of pick_place's for the benchmark's cameras); their features are
-left 0 and their logits -inf. On a GPU every voxel is computed, in fixed-size slices, so the forward needs no host
-synchronisation (finding the valid ones would). Voxels are processed in chunks of ``FAST_CHUNK_VOXELS`` that stay in
-cache, and each chunk's logits, their logsumexp and a running argmax are taken while its features are there. Geometry
-stays fp32. Equivalence with the reference (argmax, logits within float tolerance) is tested in
+left 0 and their logits -inf. On a GPU every voxel is computed, in fixed-size slices of the config's
+``voxel_chunk_size``, so the forward needs no host synchronisation (finding the valid ones would). On CPU voxels are
+processed in chunks of ``FAST_CHUNK_VOXELS`` that stay in cache. Each chunk's logits, their logsumexp and a running
+argmax are taken while its features are there. Geometry stays fp32. Equivalence with the reference (argmax, logits within float tolerance) is tested in
 ``test/test_core_fast_path.py``.
 """
 from __future__ import annotations
@@ -100,12 +100,13 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
         lse = torch.full((B, T), float("-inf"), dtype=torch.float32, device=device)
         best = lse.clone()  # (B, T) the largest logit so far
         argmax = torch.zeros(B, T, dtype=torch.long, device=device)
+    heights_of_view = [height_term(model, grid, k) for k in range(N)]  # N x (B, Z, H), for the whole batch at once
     for b in range(B):
         for k in range(N):
             W_fk, w_vk = first_layer_blocks(model, k)
             own = feat_maps[b, k].flatten(1).T.to(W_fk.dtype) @ W_fk.T  # (P*P, H) once per pixel
             base = own + (first.bias + w_vk)  # (P*P, H): own features, own visibility (1), bias
-            heights = height_term(model, grid, k)[b]  # (Z, H)
+            heights = heights_of_view[k][b]  # (Z, H)
             view_start = k * Z * PP
             view_valid = grid.valid[b, view_start:view_start + Z * PP]  # (Z*P*P,)
             local = (view_valid.nonzero().squeeze(1) if skip_invalid

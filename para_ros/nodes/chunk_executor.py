@@ -265,7 +265,6 @@ def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], d
     return level, problems, counters
 
 
-
 def raise_ros_thread_priority(control_priority: int, control_scheduler: str) -> str:
     """In the thread that will spin the node: SCHED_FIFO one level below the control thread, or why not.
 
@@ -289,6 +288,7 @@ def raise_ros_thread_priority(control_priority: int, control_scheduler: str) -> 
     except (AttributeError, OSError) as err:
         return f"normal (SCHED_FIFO {priority} refused: {err})"
     return f"SCHED_FIFO {priority}"
+
 
 class JointStateWatch:
     """When every joint the executor reads was last heard on a ``JointState`` topic (receipt time, node clock).

@@ -17,8 +17,6 @@ from para_ros.execution.chunk import Chunk
 from para_ros.stamps import s_to_fields, set_stamp, stamp_to_s
 
 
-
-
 def poses_to_arrays(poses) -> tuple[np.ndarray, np.ndarray]:
     """``geometry_msgs/Pose`` list -> positions (N, 3) and quaternions (N, 4) x, y, z, w."""
     positions = np.array([[p.position.x, p.position.y, p.position.z] for p in poses], dtype=float).reshape(-1, 3)
