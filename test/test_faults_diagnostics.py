@@ -539,3 +539,18 @@ def test_latency_stages_on_diagnostics_are_measured_and_add_up(inference):
     assert abs(stages["other"]) < 0.5 * 1e3 * n.latencies_s[-1]
     # the rviz outputs go out after the chunk: timed on their own, outside the camera -> chunk latency
     assert float(values["viz_publish_median_ms"]) >= 0.0
+
+
+def test_rolling_medians_are_numpy_medians_of_each_keys_last_window():
+    """The figures reported as medians (latency stages, publish delays): per key, over its last ``window`` samples
+    only, as np.median computes it (an even count averages the middle two)."""
+    from para_ros.nodes.health import RollingMedians
+
+    rng = np.random.default_rng(3)
+    medians = RollingMedians(window=7)
+    samples = {"a": rng.normal(size=20), "b": rng.exponential(size=4)}
+    for i in range(20):
+        for key, values in samples.items():
+            if i < len(values):
+                got = medians.add(key, float(values[i]))
+                assert got == pytest.approx(float(np.median(values[max(0, i - 6):i + 1])), abs=1e-12), (key, i)

@@ -12,14 +12,31 @@ reporter's own problems and counters are added to it.
 """
 from __future__ import annotations
 
+import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
 # Levels as the message defines them (single bytes in rclpy: b'\x00' OK .. b'\x03' STALE; they compare in order).
 OK, WARN, ERROR, STALE = (DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR, DiagnosticStatus.STALE)
+
+
+class RollingMedians(dict):
+    """Per key, the median of its last ``window`` samples: the figures a node reports as medians on /diagnostics
+    (the inference node's latency stages, the simulator's publish delays). A dict of key -> deque of samples."""
+
+    def __init__(self, window: int = 500):
+        super().__init__()
+        self.window = window
+
+    def add(self, key: str, sample: float) -> float:
+        """Record ``sample`` under ``key``; the median of that key's window, now."""
+        history = self.setdefault(key, deque(maxlen=self.window))
+        history.append(sample)
+        return float(statistics.median(history))
 
 
 class HealthReporter:
