@@ -108,6 +108,17 @@ def effective_checkpoint(settings: "DeploySettings") -> str:
     return shipped_checkpoint() if settings.backend == "sim" else ""
 
 
+def _true_false(name: str, value, hint: str = "") -> str:
+    """A true/false setting given as a bool or as text (a launch argument, a CLI option): "true", "false" or ""
+    (not given). ValueError naming the value otherwise."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value).strip().lower()
+    if text not in ("", "true", "false"):
+        raise ValueError(f"{name}={value!r}: use true or false{hint}")
+    return text
+
+
 @dataclass(frozen=True)
 class DeploySettings:
     """What a user chooses when starting the graph (both launchers take exactly these).
@@ -148,19 +159,13 @@ class DeploySettings:
     engage: bool = False
 
     def __post_init__(self):
-        if isinstance(self.engage, str):
-            if self.engage.strip().lower() not in ("true", "false", ""):
-                raise ValueError(f"engage={self.engage!r}: use true or false")
-            object.__setattr__(self, "engage", self.engage.strip().lower() == "true")
+        object.__setattr__(self, "engage", _true_false("engage", self.engage) == "true")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
         if self.dtype not in ("", *DTYPES):
             raise ValueError(f"dtype={self.dtype!r}: use fp32, bf16 or fp16 (or leave empty for the file's value)")
-        if isinstance(self.fast_path, bool):
-            object.__setattr__(self, "fast_path", "true" if self.fast_path else "false")
-        object.__setattr__(self, "fast_path", self.fast_path.strip().lower())
-        if self.fast_path not in ("", "true", "false"):
-            raise ValueError(f"fast_path={self.fast_path!r}: use true or false (or leave empty for the file's value)")
+        object.__setattr__(self, "fast_path", _true_false("fast_path", self.fast_path,
+                                                          " (or leave empty for the file's value)"))
         if self.compile_mode not in ("", *COMPILE_MODES):
             raise ValueError(f"compile_mode={self.compile_mode!r}: use one of {', '.join(COMPILE_MODES)} (or leave "
                              "empty for the file's value)")
