@@ -107,7 +107,7 @@ def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_pe
     with torch.no_grad():
         ref_feat, ref_logits = _reference_volume(model, feat_maps, grid, q)  # (1, V, F), (1, T, V)
         fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=bins_per_chunk * cfg.pred_size ** 2,
-                                   skip_invalid=skip_invalid)
+                                   skip_invalid=skip_invalid, keep_voxel_feat=True)
     assert 0 < int(grid.valid.sum()) < grid.valid.numel()  # the case has voxels to skip
     valid = grid.valid[0]
     torch.testing.assert_close(fast.voxel_feat[:, valid], ref_feat[:, valid], atol=1e-5, rtol=1e-4)
@@ -115,6 +115,60 @@ def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_pe
     torch.testing.assert_close(fast.logits[0][:, valid], ref_logits[0][:, valid], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(fast.log_normaliser, torch.logsumexp(ref_logits, dim=-1), atol=1e-5, rtol=1e-5)
     assert torch.equal(fast.argmax, ref_logits.argmax(dim=-1))  # the running argmax keeps each chunk's offset
+    at_argmax = torch.gather(ref_feat, 1, fast.argmax.unsqueeze(-1).expand(-1, -1, ref_feat.shape[-1]))  # (1, T, F)
+    torch.testing.assert_close(fast.argmax_feat, at_argmax, atol=1e-5, rtol=1e-4)  # what the head reads
+
+
+def _brute_force_cover(blocks, Z: int, P: int) -> np.ndarray:
+    """How many blocks contain each voxel (Z, P, P), by looping over every voxel of every block."""
+    count = np.zeros((Z, P, P), dtype=int)
+    for blk in blocks:
+        for i in range(blk.bin0, blk.bin1):
+            for r in range(blk.row0, blk.row1):
+                for c in range(blk.col0, blk.col1):
+                    count[i, r, c] += 1
+    return count
+
+
+@pytest.mark.parametrize("kind", ["convex", "scattered", "empty_bins", "dense"])
+@pytest.mark.parametrize("chunk_voxels", [1, 7, 40, 10_000])
+def test_block_plan_covers_every_valid_voxel_once_in_voxel_order(kind, chunk_voxels):
+    """Every valid voxel in exactly one box, the boxes in flat voxel order and within the size budget (at least one
+    row of a box), for a workspace-like convex mask, a scattered one, bins with nothing valid, and the dense plan."""
+    from para_core.model.v4_fast import plan_blocks
+
+    Z, P = 9, 8
+    rng = np.random.default_rng(len(kind) + chunk_voxels)
+    if kind == "convex":  # a disc that shrinks with the bin, as a plane's footprint of the workspace box does
+        r, c = np.mgrid[:P, :P]
+        valid = np.stack([(r - 3.5) ** 2 + (c - 4.2) ** 2 <= (4.5 - 0.4 * i) ** 2 for i in range(Z)])
+    else:
+        valid = rng.random((Z, P, P)) < 0.2
+        if kind == "empty_bins":
+            valid[[0, 3, 4, 8]] = False
+        if kind == "dense":
+            valid = np.ones((Z, P, P), dtype=bool)
+    blocks = plan_blocks(None if kind == "dense" else valid, Z, P, chunk_voxels)
+    count = _brute_force_cover(blocks, Z, P)
+    assert (count[valid] == 1).all() and (count <= 1).all()
+    starts = [(b.bin0 * P + b.row0) * P + b.col0 for b in blocks]
+    assert starts == sorted(starts)
+    for b in blocks:
+        assert b.n_voxels <= max(chunk_voxels, b.col1 - b.col0)
+        assert valid[b.bin0:b.bin1, b.row0:b.row1, b.col0:b.col1].any()  # no box without a valid voxel
+    if kind == "dense":
+        assert sum(b.n_voxels for b in blocks) == Z * P * P
+
+
+def test_the_box_logsumexp_is_torchs_with_empty_and_nan_rows():
+    from para_core.model.v4_fast import _logsumexp_given_max
+
+    x = torch.randn(5, 300) * 30
+    x[1] = float("-inf")  # a box with no valid voxel of a step
+    x[2, :250] = float("-inf")
+    x[3, 17] = float("nan")
+    row_max = x.max(dim=-1).values
+    torch.testing.assert_close(_logsumexp_given_max(x, row_max), torch.logsumexp(x, dim=-1), equal_nan=True)
 
 
 def test_the_comparison_can_fail():

@@ -90,7 +90,7 @@ class V4Output:
     volume_logits: torch.Tensor  # (B, T, V), -inf at invalid voxels
     voxel_xyz: torch.Tensor  # (B, V, 3) world coordinates of voxel centres
     voxel_valid: torch.Tensor  # (B, V) bool
-    voxel_feat: torch.Tensor  # (B, V, F); only valid voxels are meaningful (the CPU fast path leaves the others 0)
+    voxel_feat: torch.Tensor | None  # (B, V, F); only valid voxels are meaningful; None on the fast path
     query: torch.Tensor  # (B, T, F)
     chosen_voxel: torch.Tensor  # (B, T) long: voxel the gripper/rotation head looked at
     gripper_logits: torch.Tensor  # (B, T, G)
@@ -248,9 +248,9 @@ class ParaV4Model(nn.Module):
         if self.fast_inference and targets is None and not self.training:
             from para_core.model.v4_fast import voxel_features_fast
 
-            voxel_feat, logits, lse, argmax = voxel_features_fast(self, feat_maps, grid, q)  # the same, less work
+            voxel_feat, at, logits, lse, argmax = voxel_features_fast(self, feat_maps, grid, q)  # the same, less work
         else:
-            lse = argmax = None  # the normaliser is computed on first use (actions.step_log_normaliser)
+            at = lse = argmax = None  # the normaliser is computed on first use (actions.step_log_normaliser)
             voxel_feat = self.voxel_features(feat_maps, grid)  # (B, V, F)
             logits = torch.einsum("btf,bvf->btv", q, voxel_feat) * self.logit_log_scale.exp()  # (B, T, V)
             logits = logits.float().masked_fill(~grid.valid.unsqueeze(1), float("-inf"))  # (B, T, V)
@@ -259,7 +259,8 @@ class ParaV4Model(nn.Module):
         chosen = argmax  # (B, T) inference: the argmax voxel
         if targets is not None:
             chosen = training_head_voxel(logits.detach(), targets, chosen)  # (B, T)
-        at = torch.gather(voxel_feat, 1, chosen.unsqueeze(-1).expand(-1, -1, voxel_feat.shape[-1]))  # (B, T, F)
+        if at is None:  # the features at the chosen voxels (the fast path kept only those)
+            at = torch.gather(voxel_feat, 1, chosen.unsqueeze(-1).expand(-1, -1, voxel_feat.shape[-1]))  # (B, T, F)
         head = self.grip_rot_head(torch.cat([at, q.to(at.dtype)], dim=-1)).float()  # (B, T, G + 3R)
         out = V4Output(
             volume_logits=logits, voxel_xyz=grid.voxel_xyz, voxel_valid=grid.valid, voxel_feat=voxel_feat,

@@ -13,19 +13,21 @@ Split ``W1`` by the input's blocks and three of them turn out not to depend on t
   ``z_bin_centres[k, i]``): ``W1_h @ h(z)`` is computed once per (view, bin);
 * only the other views' features need the projection and ``grid_sample`` (N - 1 of N, half for the paper's two views).
 
-The sums are then added per voxel, and the rest of the MLP runs as in the reference. Invalid voxels (behind their
-view's camera or outside the workspace box; -inf logits in the reference) are skipped on CPU: only the valid ones are
-gathered and computed (69 % of the paper grid, 43 % of pick_place's for the benchmark's cameras); their features are
-left 0 and their logits -inf. On a GPU every voxel is computed, in fixed-size slices of the config's
-``voxel_chunk_size``, so the forward needs no host synchronisation (finding the valid ones would). On CPU voxels are
-processed in chunks of ``FAST_CHUNK_VOXELS`` that stay in cache. Each chunk's logits, their logsumexp and a running
-argmax are taken while its features are there. Geometry stays fp32. Equivalence with the reference (argmax, logits within float tolerance) is tested in
-``test/test_core_fast_path.py``.
+The sums are then added per voxel, and the rest of the MLP runs as in the reference. Voxels are processed in boxes
+(``plan_blocks``: a few bins x a band of rows x a band of columns of one view), so every per-pixel and per-bin term
+is a slice and a broadcast, never a gather. On CPU the boxes bound each bin's valid voxels (outside the workspace box
+or behind the camera: -inf logits in the reference) and hold ``FAST_CHUNK_VOXELS``, so they stay in cache; for the
+benchmark's paper cameras they cover 788 k voxels where 727 k are valid, of 1,048 k. On a GPU every voxel is computed,
+in boxes of the config's ``voxel_chunk_size``, so the forward needs no host synchronisation (bounding the valid ones
+would). Each box's logits, their maximum, argmax and logsumexp, and the features at a new argmax, are taken while its
+features are in cache; the (V, F) features themselves are not kept. Geometry stays fp32. Equivalence with the
+reference (argmax, logits within float tolerance) is tested in ``test/test_core_fast_path.py``.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as Fn
 
@@ -58,29 +60,93 @@ def height_term(model, grid: VoxelGrid, k: int) -> torch.Tensor:
 
 
 FAST_CHUNK_VOXELS = 16384
-"""Voxels per chunk of the fast path: small enough that a chunk's (v, H) activations stay in the CPU's cache between
-the MLP's layers. Measured on the paper config (2 Xeon cores, fp32, dense bins): 1.53 s at the config's 262,144-voxel
-chunks, 0.80 s at 65,536, 0.58 s at 16,384, 0.60 s at 4,096 (per-chunk overhead starts to show)."""
+"""Voxels per block of the fast path on CPU: small enough that a block's (v, H) activations stay in the CPU's cache
+between the MLP's layers. Measured on the paper config (2 Xeon cores, fp32, dense bins): 1.53 s at the config's
+262,144-voxel chunks, 0.80 s at 65,536, 0.58 s at 16,384, 0.60 s at 4,096 (per-chunk overhead starts to show)."""
+
+
+class Block(NamedTuple):
+    """A box of one view's voxels: bins [bin0, bin1) x rows [row0, row1) x columns [col0, col1). In the flat voxel
+    order (view, bin, row, col) a box's voxels come in ascending order, and so do the boxes of ``plan_blocks``."""
+
+    bin0: int
+    bin1: int
+    row0: int
+    row1: int
+    col0: int
+    col1: int
+
+    @property
+    def n_voxels(self) -> int:
+        return (self.bin1 - self.bin0) * (self.row1 - self.row0) * (self.col1 - self.col0)
+
+
+def _band(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Z, P) bool -> per bin: any (Z,), the first True index (Z,) and one past the last (Z,)."""
+    P = mask.shape[1]
+    return mask.any(axis=1), mask.argmax(axis=1), P - mask[:, ::-1].argmax(axis=1)
+
+
+def plan_blocks(valid: np.ndarray | None, n_bins: int, P: int, chunk_voxels: int) -> list[Block]:
+    """Cover every valid voxel of one view with boxes of at most ``max(chunk_voxels, box width)`` voxels, in voxel
+    order.
+
+    :param valid: (Z, P, P) bool validity of the view's voxels on the host, or None: every voxel (a GPU's dense plan,
+        decided from the shapes alone, so no host synchronisation).
+    Each bin's valid voxels are bounded by the box of its first and last valid row and column (a plane's valid region,
+    the workspace box seen through a pinhole, is convex, so the box wastes little); consecutive non-empty bins share a
+    box, the union of theirs, while it fits ``chunk_voxels``; a bin too large for one box is split by rows.
+    """
+    Z = n_bins
+    if valid is None:
+        any_bin, r0s, r1s, c0s, c1s = np.ones(Z, bool), np.zeros(Z, int), np.full(Z, P), np.zeros(Z, int), np.full(Z, P)
+    else:
+        any_bin, r0s, r1s = _band(valid.any(axis=2))  # (Z,) each: rows that hold a valid voxel
+        _, c0s, c1s = _band(valid.any(axis=1))  # columns that do
+    blocks: list[Block] = []
+    i = 0
+    while i < Z:
+        if not any_bin[i]:
+            i += 1
+            continue
+        box, j = [int(r0s[i]), int(r1s[i]), int(c0s[i]), int(c1s[i])], i + 1
+        while j < Z and any_bin[j]:
+            grown = [min(box[0], int(r0s[j])), max(box[1], int(r1s[j])), min(box[2], int(c0s[j])),
+                     max(box[3], int(c1s[j]))]
+            if (j + 1 - i) * (grown[1] - grown[0]) * (grown[3] - grown[2]) > chunk_voxels:
+                break
+            box, j = grown, j + 1
+        r0, r1, c0, c1 = box
+        rows_per_box = max(1, chunk_voxels // (c1 - c0)) if j == i + 1 else r1 - r0  # one bin: split by rows
+        for a in range(r0, r1, rows_per_box):
+            blk = Block(i, j, a, min(a + rows_per_box, r1), c0, c1)
+            if valid is None or valid[i:j, blk.row0:blk.row1, c0:c1].any():  # rows of a split bin may hold none
+                blocks.append(blk)
+        i = j
+    return blocks
 
 
 class FastVolume(NamedTuple):
-    voxel_feat: torch.Tensor  # (B, V, F); 0 at skipped (invalid) voxels
+    voxel_feat: torch.Tensor | None  # (B, V, F) with ``keep_voxel_feat`` (unspecified at invalid voxels), else None
+    argmax_feat: torch.Tensor | None  # (B, T, F) the features at each step's argmax voxel (None without a query)
     logits: torch.Tensor | None  # (B, T, V) fp32, -inf at invalid voxels (None without a query)
-    log_normaliser: torch.Tensor | None  # (B, T) logsumexp of each step's logits, accumulated chunk by chunk
+    log_normaliser: torch.Tensor | None  # (B, T) logsumexp of each step's logits, accumulated block by block
     argmax: torch.Tensor | None  # (B, T) long: each step's argmax voxel (the first of equal maxima, as torch.argmax)
 
 
 def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: torch.Tensor | None = None,
-                        chunk_voxels: int | None = None, skip_invalid: bool | None = None) -> FastVolume:
-    """(B, N, F, P, P) feature maps -> (B, V, F) voxel features, equal to ``model.voxel_features`` at every valid
-    voxel (module docstring).
+                        chunk_voxels: int | None = None, skip_invalid: bool | None = None,
+                        keep_voxel_feat: bool = False) -> FastVolume:
+    """(B, N, F, P, P) feature maps -> the volume logits of queries ``query`` (B, T, F), equal to the reference's at
+    every valid voxel (module docstring), with their per-step logsumexp and argmax and the features at that argmax.
 
-    With ``query`` (B, T, F) it also returns the masked volume logits (B, T, V) fp32, their per-step logsumexp and
-    argmax, each chunk's dot products and exponentials taken while its features are still in cache (the reference
-    reads the whole (V, F) tensor again in one einsum, copies the (T, V) logits once more to mask them, and decoding
-    then reads them twice more for a softmax). ``chunk_voxels``: default ``FAST_CHUNK_VOXELS`` on CPU, the config's
-    ``voxel_chunk_size`` on a GPU. ``skip_invalid`` (default: on CPU) computes only the valid voxels.
-    ``model`` is a ``ParaV4Model``; inference only (no gradient path is kept cheap here)."""
+    Each block's dot products, maximum and exponentials are taken while its features are still in cache (the
+    reference reads the whole (V, F) tensor again in one einsum, copies the (T, V) logits once more to mask them, and
+    decoding then reads them twice more for a softmax). The (B, V, F) features themselves are kept only with
+    ``keep_voxel_feat`` (always without a query): the head reads one voxel per step. ``chunk_voxels``: voxels per
+    block, default ``FAST_CHUNK_VOXELS`` on CPU, the config's ``voxel_chunk_size`` on a GPU. ``skip_invalid``
+    (default: on CPU) computes only the row bands of each bin that hold valid voxels; that needs the validity mask on
+    the host, so a GPU computes every voxel. ``model`` is a ``ParaV4Model``; inference only."""
     cfg = model.config
     B, N, F, P, _ = feat_maps.shape
     Z, PP = cfg.n_height_bins, P * P
@@ -89,57 +155,72 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
     skip_invalid = on_cpu if skip_invalid is None else skip_invalid
     if chunk_voxels is None:  # CPU: cache-sized; a GPU wants few large launches (the config's chunk, else everything)
         chunk_voxels = FAST_CHUNK_VOXELS if on_cpu else (cfg.voxel_chunk_size or V)
-    first, rest = model.voxel_mlp[0], model.voxel_mlp[1:]  # Linear, then GELU, Linear, GELU, Linear
     chunk_voxels = max(1, int(chunk_voxels))
-    voxel_feat = feat_maps.new_zeros(B, V, cfg.feat_dim)  # (B, V, F)
-    logits = lse = best = argmax = None
+    keep_voxel_feat = keep_voxel_feat or query is None
+    first, rest = model.voxel_mlp[0], model.voxel_mlp[1:]  # Linear, then GELU, Linear, GELU, Linear
+    H = first.out_features
+    valid6 = grid.valid.view(B, N, Z, P, P)
+    xyz6 = grid.voxel_xyz.view(B, N, Z, P, P, 3)
+    voxel_feat = feat_maps.new_zeros(B, V, cfg.feat_dim) if keep_voxel_feat else None  # (B, V, F)
+    feat6 = voxel_feat.view(B, N, Z, P, P, -1) if keep_voxel_feat else None
+    logits = lse = best = argmax = argmax_feat = None
     if query is not None:
         T = query.shape[1]
         q_scaled = query * model.logit_log_scale.exp()  # (B, T, F): the scale on T x F numbers, not T x V
         logits = torch.full((B, T, V), float("-inf"), dtype=torch.float32, device=device)  # (B, T, V)
+        logits6 = logits.view(B, T, N, Z, P, P)
         lse = torch.full((B, T), float("-inf"), dtype=torch.float32, device=device)
         best = lse.clone()  # (B, T) the largest logit so far
         argmax = torch.zeros(B, T, dtype=torch.long, device=device)
+        argmax_feat = torch.zeros(B, T, cfg.feat_dim, dtype=q_scaled.dtype, device=device)  # (B, T, F)
+    valid_host = valid6.cpu().numpy() if skip_invalid else None  # (B, N, Z, P, P): one host copy per forward
     heights_of_view = [height_term(model, grid, k) for k in range(N)]  # N x (B, Z, H), for the whole batch at once
     for b in range(B):
         for k in range(N):
             W_fk, w_vk = first_layer_blocks(model, k)
             own = feat_maps[b, k].flatten(1).T.to(W_fk.dtype) @ W_fk.T  # (P*P, H) once per pixel
-            base = own + (first.bias + w_vk)  # (P*P, H): own features, own visibility (1), bias
+            base = (own + (first.bias + w_vk)).view(P, P, H)  # own features, own visibility (1), bias
             heights = heights_of_view[k][b]  # (Z, H)
-            view_start = k * Z * PP
-            view_valid = grid.valid[b, view_start:view_start + Z * PP]  # (Z*P*P,)
-            local = (view_valid.nonzero().squeeze(1) if skip_invalid
-                     else torch.arange(Z * PP, device=device))  # (n,) voxel indices within the view, ascending
-            for c0 in range(0, local.shape[0], chunk_voxels):
-                ids = local[c0:c0 + chunk_voxels]  # (v,)
-                pre = base[ids % PP] + heights[ids // PP]  # (v, H)
-                voxel_ids = ids + view_start  # (v,) into V
-                xyz = grid.voxel_xyz[b, voxel_ids]  # (v, 3)
+            for blk in plan_blocks(None if valid_host is None else valid_host[b, k], Z, P, chunk_voxels):
+                box = (slice(blk.bin0, blk.bin1), slice(blk.row0, blk.row1), slice(blk.col0, blk.col1))
+                nb, nr, nc = blk.bin1 - blk.bin0, blk.row1 - blk.row0, blk.col1 - blk.col0
+                pre = (base[box[1:]].unsqueeze(0) + heights[box[0]].view(nb, 1, 1, H)).view(-1, H)  # (v, H)
+                xyz = xyz6[b, k][box].reshape(-1, 3)  # (v, 3), v = nb * nr * nc
                 for j in range(N):
                     if j != k:
                         _add_other_view(model, pre, xyz, feat_maps[b, j], grid.K_pred[b, j], grid.T_world_cam[b, j], j)
                 feat = rest(pre)  # (v, F)
-                voxel_feat[b, voxel_ids] = feat
+                if feat6 is not None:
+                    feat6[b, k][box] = feat.view(nb, nr, nc, -1)
                 if logits is None:
                     continue
                 chunk = (q_scaled[b] @ feat.T).float()  # (T, v)
-                if not skip_invalid:
-                    chunk.masked_fill_(~grid.valid[b, voxel_ids].unsqueeze(0), float("-inf"))
-                logits[b].index_copy_(1, voxel_ids, chunk)
-                lse[b] = torch.logaddexp(lse[b], torch.logsumexp(chunk, dim=-1))  # (T,)
-                chunk_best, chunk_arg = chunk.max(dim=-1)  # (T,): the first maximum within the chunk
-                # strict: an equal maximum in a later chunk is not the first one; a NaN wins, as in torch.argmax
-                better = (chunk_best > best[b]) | (chunk_best.isnan() & ~best[b].isnan())
+                chunk.masked_fill_(~valid6[b, k][box].reshape(1, -1), float("-inf"))
+                logits6[b, :, k][(slice(None),) + box] = chunk.view(-1, nb, nr, nc)
+                chunk_best, chunk_arg = chunk.max(dim=-1)  # (T,): the first maximum within the box
+                lse[b] = torch.logaddexp(lse[b], _logsumexp_given_max(chunk, chunk_best))  # (T,)
+                # strict: an equal maximum in a later box is not the first one; a NaN wins, as in torch.argmax
+                better = (chunk_best > best[b]) | (chunk_best.isnan() & ~best[b].isnan())  # (T,)
                 best[b] = torch.where(better, chunk_best, best[b])
-                argmax[b] = torch.where(better, voxel_ids[chunk_arg], argmax[b])
-    return FastVolume(voxel_feat, logits, lse, argmax)
+                bin_i = blk.bin0 + chunk_arg // (nr * nc)  # (T,) flat index = ((k Z + bin) P + row) P + col
+                row, col = blk.row0 + (chunk_arg // nc) % nr, blk.col0 + chunk_arg % nc
+                argmax[b] = torch.where(better, ((k * Z + bin_i) * P + row) * P + col, argmax[b])
+                argmax_feat[b] = torch.where(better.unsqueeze(-1), feat[chunk_arg].to(argmax_feat.dtype),
+                                             argmax_feat[b])
+    return FastVolume(voxel_feat, argmax_feat, logits, lse, argmax)
+
+
+def _logsumexp_given_max(x: torch.Tensor, row_max: torch.Tensor) -> torch.Tensor:
+    """``torch.logsumexp(x, -1)`` of (T, v) ``x`` whose row maxima (T,) are already known (the argmax needed them):
+    one pass over ``x`` fewer. Rows of -inf give -inf, a NaN gives NaN, as logsumexp does."""
+    shift = torch.where(row_max.isinf(), torch.zeros_like(row_max), row_max)  # (T,) +-inf rows: shift by 0
+    return (x - shift.unsqueeze(-1)).exp_().sum(-1).log_() + shift
 
 
 def _add_other_view(model, pre: torch.Tensor, xyz: torch.Tensor, feat_map: torch.Tensor, K: torch.Tensor,
                     T_world_cam: torch.Tensor, j: int) -> None:
-    """``pre += vis * (W_fj f_j(uv) + w_vj)`` for voxels ``xyz`` (v, 3) seen in view j: (v, H) in place. vis is 0 or 1,
-    so this equals the reference's ``W_fj (vis f) + vis w_vj``: one matmul and one fused multiply-add."""
+    """``pre += W_fj (vis f_j(uv)) + vis w_vj`` for voxels ``xyz`` (v, 3), vis = 1 where view j sees them, else 0:
+    (v, H) in place, as one matrix product accumulated into ``pre`` (no (v, H) temporary)."""
     F, P, _ = feat_map.shape
     W_fj, w_vj = first_layer_blocks(model, j)
     with torch.autocast(device_type=xyz.device.type, enabled=False):  # geometry and sampling in fp32
@@ -149,4 +230,5 @@ def _add_other_view(model, pre: torch.Tensor, xyz: torch.Tensor, feat_map: torch
                                  align_corners=False).view(F, -1).T  # (v, F)
     vis = ((depth > 0) & (uv[:, 0] >= 0) & (uv[:, 0] < P) & (uv[:, 1] >= 0)
            & (uv[:, 1] < P)).to(W_fj.dtype).unsqueeze(-1)  # (v, 1)
-    pre.addcmul_(torch.matmul(sampled.to(W_fj.dtype), W_fj.T) + w_vj, vis)
+    seen = torch.cat([sampled.to(W_fj.dtype) * vis, vis], dim=1)  # (v, F + 1): the reference's input block of view j
+    pre.addmm_(seen, torch.cat([W_fj, w_vj.unsqueeze(1)], dim=1).T)  # (v, H) += (v, F + 1) @ (F + 1, H), in place
