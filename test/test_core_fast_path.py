@@ -256,3 +256,34 @@ def test_fast_path_under_autocast_agrees_to_the_dtype_precision(dtype, mantissa_
         c_ref, c_fast = ref.last_output.chosen_voxel[0], fast.last_output.chosen_voxel[0]
         for t in torch.nonzero(c_ref != c_fast).flatten().tolist():
             assert 0 <= (lr[t, c_ref[t]] - lr[t, c_fast[t]]).item() <= tol, (dtype, seed, t)
+
+
+def test_a_static_camera_reuses_its_voxels_and_a_moved_one_does_not():
+    """``StaticViewCache``: the fast path's grid with a still scene camera and a moving wrist camera is the grid built
+    from scratch, frame after frame; the scene view hits, the wrist view misses; moving the scene camera by 1 mm
+    misses (a stale cache would keep the old voxels); an earlier output's voxels stay as they were (no aliasing)."""
+    from para_core.model.voxels import build_voxel_grid
+
+    cfg = V4Config.tiny()
+    fast = Policy.random_init(cfg, device="cpu", seed=3, fast=True)
+    cache = fast.model.grid_cache
+    cams, state = observation(cfg, 0)
+    fast.predict(cams, state)
+    first = fast.last_output.grid
+    first_xyz = first.voxel_xyz.clone()
+    for i in range(1, 4):
+        cams[1].T_world_cam = cams[1].T_world_cam.copy()
+        cams[1].T_world_cam[:3, 3] += [0.004, -0.002, 0.001]  # the wrist moves every frame
+        if i == 3:
+            cams[0].T_world_cam = cams[0].T_world_cam.copy()
+            cams[0].T_world_cam[0, 3] += 0.001  # the scene camera is bumped
+        hits = cache.hits
+        fast.predict(cams, state)
+        inputs = fast.preprocess(cams, state)
+        fresh = build_voxel_grid(cfg, inputs.K_img, inputs.T_world_cam)
+        grid = fast.last_output.grid
+        assert torch.equal(grid.voxel_xyz, fresh.voxel_xyz) and torch.equal(grid.valid, fresh.valid)
+        assert cache.hits - hits == (1 if i < 3 else 0)
+        brute = fresh.voxel_xyz[0][fresh.valid[0]]  # (n, 3) every valid voxel, by boolean indexing
+        torch.testing.assert_close(grid.bounds(0), torch.stack([brute.min(0).values, brute.max(0).values]))
+    assert torch.equal(first.voxel_xyz, first_xyz)

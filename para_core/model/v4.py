@@ -52,7 +52,7 @@ from para_core.model.backbones import build_backbone
 from para_core.model.config import V4Config
 from para_core.model.geometry import project, uv_to_grid_sample
 from para_core.model.rotations import quaternion_to_matrix_torch
-from para_core.model.voxels import VoxelGrid, build_voxel_grid
+from para_core.model.voxels import StaticViewCache, VoxelGrid, build_voxel_grid
 
 
 @dataclass
@@ -144,6 +144,7 @@ class ParaV4Model(nn.Module):
         super().__init__()
         self.config = config
         self.fast_inference = False  # Policy(fast=True): para_core.model.v4_fast at inference (eval, no targets)
+        self.grid_cache = StaticViewCache()  # the fast path reuses the voxels of a camera that did not move
         N, F, Z = config.n_views, config.feat_dim, config.n_height_bins
         self.backbone = build_backbone(config)
         C = self.backbone.hidden_size
@@ -242,7 +243,8 @@ class ParaV4Model(nn.Module):
     def forward(self, inputs: V4Inputs, targets: V4Targets | None = None) -> V4Output:
         cfg = self.config
         with torch.autocast(device_type=inputs.K_img.device.type, enabled=False):
-            grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float())  # geometry in fp32
+            grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float(),
+                                    cache=self.grid_cache if self.fast_inference and not self.training else None)
         feat_maps, cls = self.image_features(inputs.images)  # (B, N, F, P, P), (B, N, C)
         q = self.queries(cls, inputs)  # (B, T, F)
         if self.fast_inference and targets is None and not self.training:
@@ -295,8 +297,7 @@ class ParaV4Model(nn.Module):
         else:
             probs = torch.softmax(logits, dim=-1).amax(0)  # (V,) max over steps
             top_p, top_i = torch.topk(probs, k)
-        xyz_valid = out.voxel_xyz[0][out.voxel_valid[0]]  # (n_valid, 3)
-        bounds = torch.stack([xyz_valid.amin(0), xyz_valid.amax(0)])  # (2, 3)
+        bounds = out.grid.bounds(0)  # (2, 3): min, max corner of the valid voxels
         return (out.voxel_xyz[0, top_i].double().cpu().numpy(), top_p.double().cpu().numpy(),
                 bounds.double().cpu().numpy())
 

@@ -35,6 +35,13 @@ class VoxelGrid:
     z_bin_centres: torch.Tensor  # (B, N, Z) metres
     z_lo_m: float
     pred_size: int
+    view_bounds: torch.Tensor | None = None  # (B, N, 2, 3) each view's valid-voxel bounds, when the cache had them
+
+    def bounds(self, b: int = 0) -> torch.Tensor:
+        """(2, 3) min and max corner of batch element b's valid voxel centres (+inf / -inf when none is valid)."""
+        if self.view_bounds is not None:
+            return torch.stack([self.view_bounds[b, :, 0].amin(0), self.view_bounds[b, :, 1].amax(0)])
+        return valid_bounds(self.voxel_xyz[b], self.valid[b])
 
     @property
     def n_views(self) -> int:
@@ -51,11 +58,53 @@ def pred_intrinsics(config: V4Config, K_img: torch.Tensor) -> torch.Tensor:
     return scale_intrinsics(K_img, s, s)
 
 
-def build_voxel_grid(config: V4Config, K_img: torch.Tensor, T_world_cam: torch.Tensor) -> VoxelGrid:
+def _view_voxels(config: V4Config, K_pred: torch.Tensor, T_world_cam: torch.Tensor, centres: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Voxel centres (..., Z, P*P, 3) and validity (..., Z, P*P) of views with prediction-grid intrinsics ``K_pred``
+    (..., 3, 3), poses (..., 4, 4) and bin-centre heights ``centres`` (..., Z)."""
+    P = config.pred_size
+    uv = pixel_centres(P, P, dtype=K_pred.dtype, device=K_pred.device)  # (P*P, 2)
+    points, front = unproject_to_height(uv, centres.unsqueeze(-1), K_pred.unsqueeze(-3),
+                                        T_world_cam.unsqueeze(-3))  # (..., Z, P*P, 3), (..., Z, P*P)
+    x0, x1 = config.workspace_x_m
+    y0, y1 = config.workspace_y_m
+    inside = (points[..., 0] >= x0) & (points[..., 0] <= x1) & (points[..., 1] >= y0) & (points[..., 1] <= y1)
+    return points, front & inside
+
+
+class StaticViewCache:
+    """The voxel centres and validity of each view of the last observation, reused for a view whose intrinsics and
+    pose are exactly those of the previous call (a static scene camera: its half of the grid is the same every
+    frame; a wrist camera's never is). Batch size 1 only (the inference path); ``hits`` / ``misses`` count views."""
+
+    def __init__(self):
+        self._views: dict[int, tuple[torch.Tensor, ...]] = {}  # view -> (key, centres, validity, bounds)
+        self.hits = 0
+        self.misses = 0
+
+    def view(self, config: V4Config, k: int, K_pred: torch.Tensor, T_world_cam: torch.Tensor,
+             centres: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """View k's (Z, P*P, 3) centres, (Z, P*P) validity and (2, 3) valid-voxel bounds for (3, 3) ``K_pred``,
+        (4, 4) pose and (Z,) bin heights."""
+        key = torch.cat([K_pred.reshape(-1), T_world_cam.reshape(-1), centres.reshape(-1)])  # what the voxels depend on
+        hit = self._views.get(k)
+        same = hit is not None and hit[0].device == key.device and hit[0].shape == key.shape
+        if same and torch.equal(hit[0], key):
+            self.hits += 1
+            return hit[1:]
+        self.misses += 1
+        points, valid = _view_voxels(config, K_pred, T_world_cam, centres)
+        self._views[k] = (key, points, valid, valid_bounds(points, valid))
+        return self._views[k][1:]
+
+
+def build_voxel_grid(config: V4Config, K_img: torch.Tensor, T_world_cam: torch.Tensor,
+                     cache: StaticViewCache | None = None) -> VoxelGrid:
     """Closed-form voxel grid for a batch.
 
     :param K_img: (B, N, 3, 3) intrinsics of the img_size x img_size images the model sees.
     :param T_world_cam: (B, N, 4, 4) camera -> world poses.
+    :param cache: reuse the voxels of views that did not move since the last call (B = 1; see ``StaticViewCache``).
     """
     B, N = K_img.shape[:2]
     P, Z = config.pred_size, config.n_height_bins
@@ -63,19 +112,30 @@ def build_voxel_grid(config: V4Config, K_img: torch.Tensor, T_world_cam: torch.T
     cam_z = T_world_cam[..., 2, 3]  # (B, N)
     z_hi_k, centres = adaptive_z_range(cam_z, config.z_lo_m, config.z_hi_m, config.cam_margin_m, Z,
                                        mode=config.z_range_mode, min_span_m=config.min_z_span_m)  # (B,N), (B,N,Z)
-    uv = pixel_centres(P, P, dtype=K_img.dtype, device=K_img.device)  # (P*P, 2)
-    points, front = unproject_to_height(uv, centres.unsqueeze(-1), K_pred.unsqueeze(2),
-                                        T_world_cam.unsqueeze(2))  # (B, N, Z, P*P, 3), (B, N, Z, P*P)
-    x0, x1 = config.workspace_x_m
-    y0, y1 = config.workspace_y_m
-    inside = (points[..., 0] >= x0) & (points[..., 0] <= x1) & (points[..., 1] >= y0) & (points[..., 1] <= y1)
-    valid = front & inside  # (B, N, Z, P*P)
+    if cache is not None and B == 1:
+        views = [cache.view(config, k, K_pred[0, k], T_world_cam[0, k], centres[0, k]) for k in range(N)]
+        points = torch.stack([v[0] for v in views]).unsqueeze(0)  # (1, N, Z, P*P, 3): a copy, never the cache's
+        valid = torch.stack([v[1] for v in views]).unsqueeze(0)  # (1, N, Z, P*P)
+        view_bounds = torch.stack([v[2] for v in views]).unsqueeze(0)  # (1, N, 2, 3)
+    else:
+        points, valid = _view_voxels(config, K_pred, T_world_cam, centres)  # (B, N, Z, P*P, 3), (B, N, Z, P*P)
+        view_bounds = None
     return VoxelGrid(
         voxel_xyz=points.reshape(B, N * Z * P * P, 3),  # (B, V, 3)
         valid=valid.reshape(B, N * Z * P * P),  # (B, V)
         K_pred=K_pred, T_world_cam=T_world_cam, z_hi_per_view=z_hi_k, z_bin_centres=centres,
-        z_lo_m=config.z_lo_m, pred_size=P,
+        z_lo_m=config.z_lo_m, pred_size=P, view_bounds=view_bounds,
     )
+
+
+def valid_bounds(points: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(2, 3) min and max corner of the voxel centres ``points`` (..., 3) where ``valid`` (...); +inf / -inf when
+    none is valid."""
+    inside = points[valid]  # (n, 3)
+    if inside.shape[0] == 0:
+        inf = torch.full((3,), float("inf"), dtype=points.dtype, device=points.device)
+        return torch.stack([inf, -inf])
+    return torch.stack(torch.aminmax(inside, dim=0))
 
 
 def locate_points(grid: VoxelGrid, points_world: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
