@@ -159,3 +159,17 @@ def test_slerp_of_many_pairs_equals_scipy_pair_by_pair():
         ref = Slerp([0.0, 1.0], Rotation.from_quat([q0[i], q1[i]]))([f[i]]).as_quat()[0]
         assert min(np.abs(got[i] - ref).max(), np.abs(got[i] + ref).max()) < 1e-7, i
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-12)
+
+
+def test_unit_quaternions_are_the_matrix_round_trip_of_each_row():
+    """The vectorised normalisation (the chunk message's quaternions) against the per-row round trip through the
+    rotation matrix: non-unit lengths, negative w, near-identity; a zero or NaN quaternion is refused."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((200, 4)) * rng.uniform(0.1, 10.0, (200, 1))
+    q[:5] = [[0, 0, 0, 1], [0, 0, 0, -3], [1e-9, 0, 0, -1], [0.3, -0.2, 0.1, -0.9], [1, 2, 3, 4]]
+    got = rot.unit_quaternions(q)
+    want = np.stack([rot.matrix_to_quaternion(rot.quaternion_to_matrix(row)) for row in q])
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    for bad in ([[0, 0, 0, 0]], [[np.nan, 0, 0, 1]]):
+        with pytest.raises(ValueError, match="finite and non-zero"):
+            rot.unit_quaternions(bad)

@@ -69,6 +69,17 @@ def matrix_to_quaternion(R) -> np.ndarray:
     return -q if q[3] < 0 else q
 
 
+def unit_quaternions(q_xyzw) -> np.ndarray:
+    """(N, 4) quaternions (x, y, z, w) -> the same rotations as unit quaternions with w >= 0, what
+    ``matrix_to_quaternion(quaternion_to_matrix(q))`` gives (to rounding; at w = 0 the sign is left as given), for a
+    whole array at once. :raises ValueError: a zero-length or non-finite quaternion."""
+    q = np.asarray(q_xyzw, dtype=np.float64).reshape(-1, 4)
+    norm = np.linalg.norm(q, axis=1, keepdims=True)  # (N, 1)
+    if not (np.all(np.isfinite(q)) and np.all(norm > 1e-12)):
+        raise ValueError(f"quaternions must be finite and non-zero, got {q.tolist()}")
+    return np.where(q[:, 3:] < 0, -q, q) / norm  # (N, 4)
+
+
 def quaternion_multiply(q1_xyzw, q2_xyzw) -> np.ndarray:
     """Hamilton product ``q1 * q2`` (rotation q2 first, then q1), (x, y, z, w); not normalised."""
     x1, y1, z1, w1 = np.asarray(q1_xyzw, dtype=np.float64).reshape(4)

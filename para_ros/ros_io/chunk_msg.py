@@ -75,13 +75,11 @@ def action_chunk_msg(out, stamp_ns: int, world_frame: str, tool_frame: str, mode
     :param out: a ``PolicyOutput`` (positions_world (T, 3), quaternions_xyzw (T, 4), gripper, confidence,
         time_offsets_s).
     """
-    from para_ros.adapters.transforms import make_matrix, matrix_to_pose
+    from para_core.model.rotations import unit_quaternions
 
-    # each step's pose through its matrix: a unit quaternion, as TF would give
-    positions, quats = poses_to_arrays([matrix_to_pose(make_matrix(xyz, q))
-                                        for xyz, q in zip(out.positions_world, out.quaternions_xyzw)])
     return chunk_to_msg(Chunk(
         stamp_s=0.0, time_from_stamp_s=np.asarray(out.time_offsets_s, dtype=float),
-        positions_m=positions, quats_xyzw=quats,
+        positions_m=np.asarray(out.positions_world, dtype=float).reshape(-1, 3),
+        quats_xyzw=unit_quaternions(out.quaternions_xyzw),  # unit, w >= 0: as TF would give
         gripper=np.asarray(out.gripper, dtype=float), confidence=np.asarray(out.confidence, dtype=float),
         frame_id=world_frame, tool_frame_id=tool_frame, model_id=model_id), stamp_ns=stamp_ns)
