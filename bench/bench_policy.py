@@ -93,7 +93,8 @@ def main(argv=None) -> int:
 
     n_params = sum(p.numel() for p in policy.model.parameters())
     print(f"policy latency  config={cfg.name} model_id={policy.model_id}  paths={' + '.join(args.paths)}")
-    print(f"  device={policy.device} dtype={args.dtype} torch={torch.__version__} threads={torch.get_num_threads()}")
+    print(f"  device={policy.device} dtype={args.dtype} torch={torch.__version__} threads={torch.get_num_threads()} "
+          f"device_preprocess={ {n: p.device_preprocess for n, p in policies.items()} }")
     print(f"  cpu={cpu_model()} ({platform.machine()}, {__import__('os').cpu_count()} logical cores)")
     print(f"  img_size={cfg.img_size} pred_size={cfg.pred_size} bins={cfg.n_height_bins} views={cfg.n_views} "
           f"V={cfg.n_voxels:,} T={cfg.n_window} params={n_params / 1e6:.1f} M raw_image={H}x{W} "

@@ -71,10 +71,37 @@ def resize_to_model_input(image_rgb: np.ndarray, K: np.ndarray, size: int) -> tu
     if (H, W) != (size, size):
         interp = cv2.INTER_AREA if (H > size and W > size) else cv2.INTER_LINEAR
         img = cv2.resize(img, (size, size), interpolation=interp)
+    return np.ascontiguousarray(img), rescaled_intrinsics(K, (H, W), size)
+
+
+def rescaled_intrinsics(K: np.ndarray, image_hw: tuple[int, int], size: int) -> np.ndarray:
+    """``K' = diag(size / W, size / H, 1) @ K`` (float64): the intrinsics of an (H, W) image resized to a square."""
+    H, W = image_hw
     K = np.asarray(K, dtype=np.float64).copy()
     K[0] *= size / W  # exact: u -> (size / W) u
     K[1] *= size / H
-    return np.ascontiguousarray(img), K
+    return K
+
+
+def resize_on_device(image_rgb: np.ndarray, size: int, device: torch.device) -> torch.Tensor:
+    """``resize_to_model_input``'s pixels, computed on ``device``: (H, W, 3) uint8 -> (3, size, size) float32 0..255.
+
+    The uint8 image is uploaded as it is (a third of the float bytes), then resized with the kernels OpenCV uses:
+    ``area`` when shrinking both sides, else bilinear (half-pixel centres, as ``cv2.INTER_LINEAR``), and rounded to
+    integers as OpenCV's uint8 output is. OpenCV's fixed-point weights and its area weights for non-integer factors
+    round differently: at most one grey level apart, 0.1 on average (``test_core_fast_path``)."""
+    import torch.nn.functional as Fn
+
+    img = torch.from_numpy(np.ascontiguousarray(image_rgb)).to(device)  # (H, W, 3) uint8
+    x = img.permute(2, 0, 1).unsqueeze(0).float()  # (1, 3, H, W)
+    H, W = img.shape[:2]
+    if (H, W) != (size, size):
+        if H > size and W > size:
+            x = Fn.interpolate(x, size=(size, size), mode="area")
+        else:
+            x = Fn.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+        x = x.round_().clamp_(0.0, 255.0)
+    return x[0]  # (3, size, size)
 
 
 # Poses reach the policy through float32 ROS messages and TF interpolation: a looser rotation tolerance than
@@ -95,7 +122,8 @@ class Policy:
     """Inference wrapper around a v4 model: preprocessing, forward, decoding. See docs/contracts.md."""
 
     def __init__(self, model: torch.nn.Module, config: V4Config, device: torch.device, dtype: str = "fp32",
-                 model_id: str = "", refine: bool = True, fast: bool = False, compile_mode: str = "off"):
+                 model_id: str = "", refine: bool = True, fast: bool = False, compile_mode: str = "off",
+                 device_preprocess: bool | None = None):
         """``fast``: the model's fast inference path where it has one (v4: ``para_core.model.v4_fast``), the same
         predictions and logits within float tolerance (the per-voxel features only at valid voxels); False keeps the
         reference path (the oracle the fast one is tested against).
@@ -103,7 +131,11 @@ class Policy:
         ``compile_mode``: ``torch.compile`` the backbone (most of the FLOPs; static shapes: the views are always
         ``img_size`` squares) in this mode (``COMPILE_MODES``), "off" = eager. The first prediction compiles (tens of
         seconds; it needs a C++ compiler on CPU); the numbers stay within float tolerance of eager. Measured on the
-        paper config, 2 Xeon cores: the backbone 1.30x faster."""
+        paper config, 2 Xeon cores: the backbone 1.30x faster.
+
+        ``device_preprocess``: upload the raw uint8 images and resize + normalise them on ``device``
+        (``resize_on_device``) instead of with OpenCV on the host; default: with ``fast`` on a GPU. The pixels
+        agree with the host's (``resize_to_model_input``, what training sees) to one grey level."""
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r}; use one of {DTYPES}")
         if compile_mode not in COMPILE_MODES:
@@ -116,6 +148,8 @@ class Policy:
         if self.fast:
             self.model.fast_inference = True
         self.compile_mode = compile_mode
+        self.device_preprocess = (self.fast and device.type != "cpu") if device_preprocess is None \
+            else bool(device_preprocess)
         if compile_mode != "off":
             self.model.backbone.compile(mode=compile_mode, dynamic=False)  # in place: state_dict keys unchanged
         self.model_id = model_id or f"{config.model_kind}:{config.name}:untrained"
@@ -130,25 +164,25 @@ class Policy:
     # ------------------------------------------------------------------------------------------- constructors
     @classmethod
     def from_checkpoint(cls, path, device=None, dtype: str = "fp32", fast: bool = False,
-                        compile_mode: str = "off") -> "Policy":
+                        compile_mode: str = "off", device_preprocess: bool | None = None) -> "Policy":
         """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
         from para_core.model.checkpoint import load_checkpoint
 
         model, config, meta = load_checkpoint(path)
         model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"
         return cls(model, config, resolve_device(device), dtype=dtype, model_id=model_id, fast=fast,
-                   compile_mode=compile_mode)
+                   compile_mode=compile_mode, device_preprocess=device_preprocess)
 
     @classmethod
     def random_init(cls, config: V4Config, device=None, dtype: str = "fp32", seed: int = 0,
-                    fast: bool = False, compile_mode: str = "off") -> "Policy":
+                    fast: bool = False, compile_mode: str = "off", device_preprocess: bool | None = None) -> "Policy":
         """An untrained policy (random weights, deterministic in ``seed``) for demos and tests."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = build_model(config)
         return cls(model, config, resolve_device(device), dtype=dtype,
                    model_id=f"{config.model_kind}:{config.name}:random-seed{seed}", fast=fast,
-                   compile_mode=compile_mode)
+                   compile_mode=compile_mode, device_preprocess=device_preprocess)
 
     # ---------------------------------------------------------------------------------------- preprocessing
     def _validate(self, cameras: Sequence[CameraObservation], state: RobotState) -> None:
@@ -208,11 +242,15 @@ class Policy:
         S = self.config.img_size
         images, Ks, Ts = [], [], []
         for cam in cameras:
-            img, K = resize_to_model_input(cam.image_rgb, cam.K, S)
-            images.append(torch.from_numpy(img))
-            Ks.append(K)
+            if self.device_preprocess:  # uint8 up, then resized where the model runs: (3, S, S) float 0..255
+                images.append(resize_on_device(cam.image_rgb, S, self.device))
+                Ks.append(rescaled_intrinsics(cam.K, np.asarray(cam.image_rgb).shape[:2], S))
+            else:
+                img, K = resize_to_model_input(cam.image_rgb, cam.K, S)
+                images.append(torch.from_numpy(img).to(self.device).permute(2, 0, 1))  # (3, S, S) uint8
+                Ks.append(K)
             Ts.append(np.asarray(cam.T_world_cam, dtype=np.float64))
-        x = torch.stack(images).to(self.device).permute(0, 3, 1, 2).float() / 255.0  # (N, 3, S, S)
+        x = torch.stack(images).float() / 255.0  # (N, 3, S, S)
         x = (x - self._mean) / self._std
         dev = self.device
         return V4Inputs(
