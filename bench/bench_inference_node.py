@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="camera rate, Hz (default 20)")
     parser.add_argument("--duration", type=float, default=15.0, help="measured seconds (default 15)")
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds first (default 3)")
+    parser.add_argument("--fast-path", action="store_true", help="the node's fast inference path (fast_path:=true)")
+    parser.add_argument("--compile-mode", default="off", help="the node's compile_mode parameter (default off)")
     args = parser.parse_args(argv)
 
     from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
@@ -53,7 +55,8 @@ def main(argv=None) -> int:
     T_wrist = syn.wrist_camera_pose((0.35, 0.0, 0.12))
     node_cmd = [sys.executable, "-m", "para_ros.nodes.inference_node", "--ros-args", "-p", f"device:={args.device}",
                 "-p", f"dtype:={args.dtype}", "-p", f"random_preset:={args.preset}", "-p", "publish_pointcloud:=false",
-                "-p", f"max_rate_hz:={max(100.0, 2 * args.rate)}"]
+                "-p", f"max_rate_hz:={max(100.0, 2 * args.rate)}", "-p", f"fast_path:={str(args.fast_path).lower()}",
+                "-p", f"compile_mode:={args.compile_mode}"]
     if args.checkpoint:
         node_cmd += ["-p", f"checkpoint:={args.checkpoint}"]
     node = subprocess.Popen(node_cmd, env=loopback_dds_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -118,7 +121,8 @@ def main(argv=None) -> int:
     print(f"inference_node over DDS (loopback, Fast DDS profile {os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE')})")
     print(f"  machine: {cpu}, {os.cpu_count()} cores, GPU {gpu}, torch {torch_version}, python {platform.python_version()}")
     print(f"  settings: model {args.checkpoint or 'random ' + args.preset}, device {args.device}, dtype {args.dtype}, "
-          f"images 2 x {S}x{S} rgb8 at {args.rate:.1f} Hz, {args.duration:.0f} s measured")
+          f"images 2 x {S}x{S} rgb8 at {args.rate:.1f} Hz, {args.duration:.0f} s measured, fast path {args.fast_path}, "
+          f"compile_mode {args.compile_mode}")
     print(f"  observations sent: {len(sent)}, chunks received: {len(lat_ms)} "
           f"({100.0 * len(lat_ms) / max(len(sent), 1):.1f} %; the node skips pairs while busy)")
     print(f"  throughput: {len(lat_ms) / args.duration:.2f} chunks/s")
