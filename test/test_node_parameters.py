@@ -95,6 +95,21 @@ def test_param_rules_by_hand():
         ParameterTable("n", [Param("rate_hz", 0.0, "a rate", range=(1.0, 100.0))])
 
 
+def test_a_choice_word_that_yaml_read_as_a_bool_is_the_word():
+    """``-p compile_mode:=off`` reaches the node as False (YAML 1.1 reads off / on / yes / no as bools): a string
+    parameter whose choices hold such a word takes it; one whose choices do not still refuses the bool."""
+    import yaml as pyyaml
+
+    mode = Param("compile_mode", "off", "torch.compile", choices=("off", "default", "reduce-overhead"))
+    typed = pyyaml.safe_load("off")
+    assert typed is False and mode.coerce(typed) == "off"
+    answer = Param("answer", "no", "y/n", choices=("yes", "no"))
+    assert answer.coerce(True) == "yes" and answer.coerce(False) == "no"
+    dtype = Param("dtype", "fp32", "precision", choices=("fp32", "bf16"))
+    with pytest.raises(ValueError, match="dtype=True: expected a string"):
+        dtype.coerce(True)
+
+
 # ---- over DDS: applied or refused, never ignored ---------------------------------------------------------------------
 
 def _set(client_node, executor, node_name: str, name: str, value):

@@ -64,6 +64,8 @@ class Param:
             if self.optional:
                 return None
             raise ValueError(f"parameter {self.name}: a value is required ({self._expected()})")
+        if kind == "str" and isinstance(value, bool) and self.choices:
+            value = _yaml_bool_word(value, self.choices)  # `-p compile_mode:=off`: YAML made the word a bool
         try:
             out = _convert(kind, value)
         except (TypeError, ValueError):
@@ -96,6 +98,13 @@ class Param:
         parts = [self._expected()]
         parts.append("re-configurable at run time" if self.dynamic else "read-only (set at start)")
         return "; ".join(parts)
+
+
+def _yaml_bool_word(value: bool, choices: tuple[str, ...]):
+    """The choice a user typed that YAML 1.1 (ROS ``-p name:=value``, parameter files) read as a bool: off / no /
+    false for False, on / yes / true for True; ``value`` unchanged when no such word is a choice."""
+    words = ("on", "yes", "true") if value else ("off", "no", "false")
+    return next((c for c in choices if c.lower() in words), value)
 
 
 def _convert(kind: str, value):
