@@ -144,7 +144,7 @@ class ParaV4Model(nn.Module):
         super().__init__()
         self.config = config
         self.fast_inference = False  # Policy(fast=True): para_core.model.v4_fast at inference (eval, no targets)
-        self.grid_cache = StaticViewCache()  # the fast path reuses the voxels of a camera that did not move
+        self.grid_cache = StaticViewCache()  # the fast path on CPU reuses the voxels of a camera that did not move
         N, F, Z = config.n_views, config.feat_dim, config.n_height_bins
         self.backbone = build_backbone(config)
         C = self.backbone.hidden_size
@@ -243,8 +243,10 @@ class ParaV4Model(nn.Module):
     def forward(self, inputs: V4Inputs, targets: V4Targets | None = None) -> V4Output:
         cfg = self.config
         with torch.autocast(device_type=inputs.K_img.device.type, enabled=False):
+            # the cache compares poses: a host sync on a GPU, where the grid is a few kernels anyway, so CPU only
+            use_cache = self.fast_inference and not self.training and inputs.K_img.device.type == "cpu"
             grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float(),
-                                    cache=self.grid_cache if self.fast_inference and not self.training else None)
+                                    cache=self.grid_cache if use_cache else None)
         feat_maps, cls = self.image_features(inputs.images)  # (B, N, F, P, P), (B, N, C)
         q = self.queries(cls, inputs)  # (B, T, F)
         if self.fast_inference and targets is None and not self.training:

@@ -75,7 +75,9 @@ def _view_voxels(config: V4Config, K_pred: torch.Tensor, T_world_cam: torch.Tens
 class StaticViewCache:
     """The voxel centres and validity of each view of the last observation, reused for a view whose intrinsics and
     pose are exactly those of the previous call (a static scene camera: its half of the grid is the same every
-    frame; a wrist camera's never is). Batch size 1 only (the inference path); ``hits`` / ``misses`` count views."""
+    frame; a wrist camera's never is). Batch size 1 only (the inference path); ``hits`` / ``misses`` count views.
+    The fast path uses it on CPU only: comparing the poses is a host synchronisation on a GPU, where building the
+    grid costs a few kernel launches."""
 
     def __init__(self):
         self._views: dict[int, tuple[torch.Tensor, ...]] = {}  # view -> (key, centres, validity, bounds)
