@@ -71,6 +71,26 @@ def test_chain_through_common_ancestor_matches_hand_composition(tree):
     np.testing.assert_allclose(transform_to_matrix(buf.lookup_transform("arm", "arm", at(1.5))), np.eye(4))
 
 
+def test_lookup_matrix_is_lookup_transform_as_a_matrix(tree):
+    """``lookup_matrix`` (what the nodes call): the hand-composed chain, the same numbers as ``lookup_transform``'s
+    message, the same exceptions; its static links' cached matrices are not handed out (a caller's edit of one
+    result must not change the next)."""
+    buf, T = tree
+    T_base_wristcam = T["base_arm"] @ T["arm_wrist"] @ T["wrist_cam"]
+    got = buf.lookup_matrix("base", "wrist_cam", at(1.5))
+    np.testing.assert_allclose(got, T_base_wristcam, atol=1e-9)
+    np.testing.assert_allclose(got, transform_to_matrix(buf.lookup_transform("base", "wrist_cam", at(1.5))),
+                               atol=1e-12)
+    static = buf.lookup_matrix("table", "scene_cam", at(1.5))
+    np.testing.assert_allclose(static, T["table_scene"], atol=1e-9)
+    static[:3, 3] += 1.0
+    np.testing.assert_allclose(buf.lookup_matrix("table", "scene_cam", at(1.5)), T["table_scene"], atol=1e-9)
+    with pytest.raises(ExtrapolationException):
+        buf.lookup_matrix("base", "wrist_cam", at(2.5))
+    with pytest.raises(ConnectivityException):
+        buf.lookup_matrix("base", "odom", at(1.5))
+
+
 def test_interpolation_matches_linear_and_slerp():
     T0, T1 = random_T(10), random_T(11)
     buf = Buffer()

@@ -289,32 +289,49 @@ def test_a_static_camera_reuses_its_voxels_and_a_moved_one_does_not():
     assert torch.equal(first.voxel_xyz, first_xyz)
 
 
-def _smooth_image(rng, H: int, W: int) -> np.ndarray:
-    """A camera-like uint8 RGB image: smooth gradients and blobs plus a little noise (not white noise, whose resize
-    is dominated by aliasing)."""
-    y, x = np.mgrid[:H, :W] / max(H, W)
-    img = np.stack([120 + 100 * np.sin(6 * x + c) * np.cos(4 * y - c) for c in range(3)], axis=-1)
-    img += rng.normal(0, 4, img.shape)
+def _camera_image(rng, H: int, W: int, kind: str) -> np.ndarray:
+    """uint8 RGB test images: ``smooth`` (gradients and a little noise, like a camera), ``edge`` (one sharp vertical
+    step, where area weights matter most) and ``checker`` (2-pixel squares: every output pixel straddles edges)."""
+    y, x = np.mgrid[:H, :W]
+    if kind == "smooth":
+        img = np.stack([120 + 100 * np.sin(6 * x / max(H, W) + c) * np.cos(4 * y / max(H, W) - c)
+                        for c in range(3)], axis=-1) + rng.normal(0, 4, (H, W, 3))
+    elif kind == "edge":
+        img = np.repeat(np.where(x >= W * 0.37, 230.0, 20.0)[..., None], 3, axis=-1)
+    else:
+        img = np.repeat(np.where((x // 2 + y // 2) % 2 == 0, 250.0, 5.0)[..., None], 3, axis=-1)
+        img[..., 1] = 255 - img[..., 1]
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-@pytest.mark.parametrize("hw", [(480, 640), (128, 128), (40, 50), (100, 50), (64, 64)],
-                         ids=["shrink_non_integer", "shrink_by_2", "enlarge", "mixed", "same_size"])
-def test_device_preprocessing_gives_the_host_pixels_to_a_grey_level(hw):
+@pytest.mark.parametrize("kind", ["smooth", "edge", "checker"])
+@pytest.mark.parametrize("hw, size", [((480, 640), 64), ((720, 1280), 512), ((600, 800), 448), ((240, 320), 224),
+                                      ((128, 128), 64), ((40, 50), 64), ((100, 50), 64), ((64, 64), 64)],
+                         ids=["shrink_7.5", "shrink_1.4_2.5", "shrink_1.3_1.8", "shrink_1.07_1.4", "shrink_by_2",
+                              "enlarge", "mixed", "same_size"])
+def test_device_preprocessing_gives_the_host_pixels_to_a_grey_level(hw, size, kind):
     """``resize_on_device`` (uint8 up, area / bilinear on the device) against OpenCV on the host, the pixels training
-    sees: identical at the model's size, else within one grey level (OpenCV's fixed-point and fractional area weights
-    round differently). A swapped channel order is off by about 40 levels on average, a shrink without the area filter
-    by up to 9."""
+    sees: identical at the model's size, else within one grey level (OpenCV's fixed-point weights round differently),
+    for smooth images and for sharp edges, where a whole-pixel area average (``interpolate(mode="area")``) is off by
+    up to 111 levels at non-integer factors. A swapped channel order is off by tens of levels everywhere."""
     from para_core.model.policy import resize_on_device, resize_to_model_input
 
-    img = _smooth_image(np.random.default_rng(1), *hw)
-    host, _ = resize_to_model_input(img, np.eye(3), 64)  # (64, 64, 3) uint8
-    dev = resize_on_device(img, 64, torch.device("cpu")).permute(1, 2, 0).numpy()  # (64, 64, 3) float 0..255
+    img = _camera_image(np.random.default_rng(1), *hw, kind)
+    host, _ = resize_to_model_input(img, np.eye(3), size)  # (size, size, 3) uint8
+    dev = resize_on_device(img, size, torch.device("cpu")).permute(1, 2, 0).numpy()  # (size, size, 3) float 0..255
     diff = np.abs(dev - host.astype(np.float32))
-    if hw == (64, 64):
+    if hw == (size, size):
         assert diff.max() == 0
-    else:  # measured: mean 0.09-0.13, max 1; a plain bilinear shrink 480x640 -> 64: mean 1.75, max 9
+    else:
         assert diff.max() <= 1 and diff.mean() < 0.2, (diff.mean(), diff.max())
+
+
+def test_area_weights_by_hand():
+    """5 -> 2 pixels: output 0 covers [0, 2.5): pixels 0, 1 whole and half of 2; output 1 the rest."""
+    from para_core.model.policy import area_weights
+
+    torch.testing.assert_close(area_weights(5, 2), torch.tensor([[0.4, 0.4, 0.2, 0.0, 0.0],
+                                                                 [0.0, 0.0, 0.2, 0.4, 0.4]]))
 
 
 def test_device_preprocessing_policy_predicts_what_the_host_path_does():
@@ -326,7 +343,7 @@ def test_device_preprocessing_policy_predicts_what_the_host_path_does():
     assert not host.device_preprocess and dev.device_preprocess
     cams, state = observation(cfg, 1)
     for cam in cams:
-        cam.image_rgb = _smooth_image(np.random.default_rng(2), 240, 320)
+        cam.image_rgb = _camera_image(np.random.default_rng(2), 240, 320, "smooth")
     a, b = host.preprocess(cams, state), dev.preprocess(cams, state)
     torch.testing.assert_close(b.K_img, a.K_img, atol=0, rtol=0)
     assert (b.images - a.images).abs().max().item() <= 1.01 / 255 / min(0.229, 0.224, 0.225)

@@ -60,3 +60,28 @@ def test_figure_refuses_a_frame_out_of_range(bag, tmp_path, capsys):
     assert bag_tools.main(["figure", str(bag), "--random-preset", "tiny", "--frame", "999",
                            "--out", str(tmp_path / "f")]) == 2
     assert "--frame 999" in capsys.readouterr().err
+
+
+def test_figure_data_of_a_fast_path_model_is_the_reference_paths():
+    """A policy built with the fast path (which keeps no per-voxel features) still gives the figure's fused voxel
+    feature: the data equal a reference-path model's, and the model is left on its fast path."""
+    import torch
+
+    from para_core.eval.method_figure import method_figure_data
+    from para_core.model.config import V4Config
+    from para_core.model.policy import Policy
+    from test_core_fast_path import observation
+
+    cfg = V4Config.tiny()
+    ref = Policy.random_init(cfg, device="cpu", seed=3)
+    fast = Policy.random_init(cfg, device="cpu", seed=3, fast=True)
+    cams, state = observation(cfg, 0)
+    inputs = ref.preprocess(cams, state)
+    rgb = [c.image_rgb for c in cams]
+    with torch.no_grad():
+        a = method_figure_data(ref.model, inputs, rgb, step=1)
+        b = method_figure_data(fast.model, inputs, rgb, step=1)
+    assert fast.model.fast_inference
+    for key, value in a.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_allclose(b[key], value, atol=1e-6, err_msg=key)

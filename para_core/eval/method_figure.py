@@ -36,7 +36,14 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
     from para_core.model.v4 import sincos_height_encoding
 
     model.eval()
-    out = model(inputs)
+    fast = getattr(model, "fast_inference", False)
+    if fast:  # the figure reads the fused features of a voxel, which the fast path does not keep: the reference path
+        model.fast_inference = False
+    try:
+        out = model(inputs)
+    finally:
+        if fast:
+            model.fast_inference = True
     cfg = model.config
     T, Z, P = cfg.n_window, cfg.n_height_bins, cfg.pred_size
     t = step % T

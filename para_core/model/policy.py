@@ -86,22 +86,34 @@ def rescaled_intrinsics(K: np.ndarray, image_hw: tuple[int, int], size: int) -> 
 def resize_on_device(image_rgb: np.ndarray, size: int, device: torch.device) -> torch.Tensor:
     """``resize_to_model_input``'s pixels, computed on ``device``: (H, W, 3) uint8 -> (3, size, size) float32 0..255.
 
-    The uint8 image is uploaded as it is (a third of the float bytes), then resized with the kernels OpenCV uses:
-    ``area`` when shrinking both sides, else bilinear (half-pixel centres, as ``cv2.INTER_LINEAR``), and rounded to
-    integers as OpenCV's uint8 output is. OpenCV's fixed-point weights and its area weights for non-integer factors
-    round differently: at most one grey level apart, 0.1 on average (``test_core_fast_path``)."""
+    The uint8 image is uploaded as it is (a third of the float bytes), then resized with OpenCV's kernels: its area
+    average when shrinking both sides (each output pixel the mean of the input area it covers, fractional pixels
+    weighted by their overlap: two small matrix products, ``area_weights``), else bilinear with half-pixel centres (as
+    ``cv2.INTER_LINEAR``); rounded to integers as OpenCV's uint8 output is. OpenCV's fixed-point weights round
+    differently: at most one grey level apart (``test_core_fast_path``)."""
     import torch.nn.functional as Fn
 
     img = torch.from_numpy(np.ascontiguousarray(image_rgb)).to(device)  # (H, W, 3) uint8
-    x = img.permute(2, 0, 1).unsqueeze(0).float()  # (1, 3, H, W)
+    x = img.permute(2, 0, 1).float()  # (3, H, W)
     H, W = img.shape[:2]
-    if (H, W) != (size, size):
-        if H > size and W > size:
-            x = Fn.interpolate(x, size=(size, size), mode="area")
-        else:
-            x = Fn.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
-        x = x.round_().clamp_(0.0, 255.0)
-    return x[0]  # (3, size, size)
+    if (H, W) == (size, size):
+        return x
+    if H > size and W > size:
+        x = area_weights(H, size, device) @ x @ area_weights(W, size, device).T  # (3, size, size)
+    else:
+        x = Fn.interpolate(x.unsqueeze(0), size=(size, size), mode="bilinear", align_corners=False)[0]
+    return x.round_().clamp_(0.0, 255.0)
+
+
+def area_weights(n_in: int, n_out: int, device: torch.device | None = None) -> torch.Tensor:
+    """(n_out, n_in) float32 weights of an area-average shrink along one axis: output pixel i covers input
+    [i s, (i + 1) s), s = n_in / n_out, and weighs each input pixel by its overlap with that span / s (rows sum to 1)."""
+    scale = n_in / n_out
+    out_edges = torch.arange(n_out + 1, dtype=torch.float64, device=device) * scale  # (n_out + 1,)
+    in_edges = torch.arange(n_in + 1, dtype=torch.float64, device=device)  # (n_in + 1,)
+    overlap = (torch.minimum(out_edges[1:, None], in_edges[None, 1:])
+               - torch.maximum(out_edges[:-1, None], in_edges[None, :-1])).clamp_(min=0.0)  # (n_out, n_in)
+    return (overlap / scale).float()
 
 
 # Poses reach the policy through float32 ROS messages and TF interpolation: a looser rotation tolerance than

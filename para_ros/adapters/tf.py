@@ -92,6 +92,14 @@ if USING_UPSTREAM_TF2:
             self.rejections_by_child.pop(child, None)
             return True
 
+        def lookup_matrix(self, target_frame: str, source_frame: str, time, timeout=None):
+            """``lookup_transform`` as a (4, 4) float64 ``T_target_source`` (the fallback's API; same exceptions)."""
+            from para_ros.adapters.transforms import transform_to_matrix
+
+            args = (target_frame, source_frame, time) if timeout is None else (target_frame, source_frame, time,
+                                                                               timeout)
+            return transform_to_matrix(self.lookup_transform(*args))
+
         def clear(self) -> None:
             """Forget every transform (upstream does this on a backwards jump of time), and the newest stamps."""
             with self._age_lock:

@@ -151,6 +151,7 @@ class _Link:
     stamps_ns: list[int] = field(default_factory=list)
     translations: list[np.ndarray] = field(default_factory=list)  # each (3,)
     quaternions: list[np.ndarray] = field(default_factory=list)   # each (4,) xyzw, unit
+    static_matrix: np.ndarray | None = None  # (4, 4) T_parent_child of a static link, made once at insert
 
 
 class Buffer:
@@ -215,6 +216,7 @@ class Buffer:
                 self._links[child] = link
             if static:
                 link.stamps_ns, link.translations, link.quaternions = [0], [translation], [quaternion]
+                link.static_matrix = make_matrix(translation, quaternion)
             else:
                 if link.stamps_ns:  # tf2's order (module docstring): prune against the newest held, then refuse
                     newest_ns = link.stamps_ns[-1]
@@ -258,6 +260,11 @@ class Buffer:
         """
         T, stamp_ns = self._wait_for(target_frame, source_frame, time, timeout)
         return _make_stamped(T, target_frame, source_frame, stamp_ns)
+
+    def lookup_matrix(self, target_frame: str, source_frame: str, time, timeout: Duration = Duration()) -> np.ndarray:
+        """:meth:`lookup_transform` as the (4, 4) float64 ``T_target_source`` it is computed as: the same numbers
+        without the round trip through a quaternion and a ``TransformStamped``. Same exceptions."""
+        return self._wait_for(target_frame, source_frame, time, timeout)[0]
 
     def can_transform(self, target_frame: str, source_frame: str, time, timeout: Duration = Duration(),
                       return_debug_tuple: bool = False):
@@ -346,7 +353,7 @@ class Buffer:
         """``T_parent_child`` (4, 4) of one link at ``time_ns`` (interpolated), or ExtrapolationException."""
         link = self._links[child]
         if link.static:
-            return make_matrix(link.translations[0], link.quaternions[0])
+            return link.static_matrix
         stamps = link.stamps_ns
         context = (f", when looking up transform from frame [{child}] to frame [{link.parent}] "
                    f"(lookup of [{source}] in [{target}])")

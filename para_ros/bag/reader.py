@@ -451,14 +451,12 @@ class BagReader:
         from rclpy.time import Time
 
         from para_ros.adapters.tf import TransformException
-        from para_ros.adapters.transforms import transform_to_matrix
 
         try:
-            tf = self.tf_buffer.lookup_transform(self.config.world_frame, frame, Time(nanoseconds=int(stamp_ns)))
+            return self.tf_buffer.lookup_matrix(self.config.world_frame, frame, Time(nanoseconds=int(stamp_ns)))
         except TransformException as exc:
             raise LookupError(f"no TF {self.config.world_frame} <- {frame} at t={stamp_ns / 1e9:.6f} s "
                               f"({type(exc).__name__}: {exc})") from None
-        return transform_to_matrix(tf)
 
     def try_lookup(self, frame: str, stamp_ns: int) -> np.ndarray | None:
         try:

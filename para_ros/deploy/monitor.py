@@ -270,7 +270,6 @@ class DeployMonitor:
         from sensor_msgs.msg import CameraInfo, PointCloud2
 
         from para_ros.adapters.cv_bridge import image_msg_to_rgb
-        from para_ros.adapters.transforms import transform_to_matrix
         from para_ros.ros_io.rviz import MARKER_NS_EE, MARKER_NS_STEPS, cloud_to_array
         from para_ros.deploy.snapshot import SnapshotScene
 
@@ -297,9 +296,8 @@ class DeployMonitor:
 
         K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0])  # para_core convention, as snapshot.py
         frame = info.header.frame_id or image.header.frame_id
-        tf = self.tf_buffer.lookup_transform(chunk.header.frame_id or self.world_frame, frame,
-                                             Time(nanoseconds=int(image_stamps[i])))
-        T_world_cam = transform_to_matrix(tf)
+        T_world_cam = self.tf_buffer.lookup_matrix(chunk.header.frame_id or self.world_frame, frame,
+                                                   Time(nanoseconds=int(image_stamps[i])))  # (4, 4)
         path = np.array([[p.position.x, p.position.y, p.position.z] for p in chunk.poses])  # (T, 3)
         ee, voxel_size = None, 0.01
         marker_msg = markers.get(stamp)

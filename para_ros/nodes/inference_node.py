@@ -421,20 +421,19 @@ class InferenceNode(Node):
         from rclpy.time import Time
 
         from para_ros.adapters.tf import TransformException
-        from para_ros.adapters.transforms import transform_to_matrix
 
         world = self.params["world_frame"]
         prefix = f"{what}: " if what else ""
         try:
             timeout_ns = int(self.params["tf_timeout_s"] * 1e9) if wait else 0
-            tf = self.tf_buffer.lookup_transform(world, frame, Time(nanoseconds=stamp_ns),
-                                                 Duration(nanoseconds=timeout_ns))
+            T_world_frame = self.tf_buffer.lookup_matrix(world, frame, Time(nanoseconds=stamp_ns),
+                                                         Duration(nanoseconds=timeout_ns))  # (4, 4)
         except TransformException as exc:
             refused = getattr(self.tf_buffer, "rejections_by_child", {})
             detail = "; ".join(f"refused {child}: {why}" for child, why in refused.items())
             raise ObservationProblem("tf", f"{prefix}no TF {world} <- {frame} at t={stamp_ns / 1e9:.3f} s "
                                      f"({type(exc).__name__}: {exc}){'; ' + detail if detail else ''}") from None
-        return matrix_is_finite(transform_to_matrix(tf), f"{prefix}TF {world} <- {frame}")
+        return matrix_is_finite(T_world_frame, f"{prefix}TF {world} <- {frame}")
 
     def _ee_pose(self, stamp_ns: int, wait: bool = True) -> np.ndarray:
         """(4, 4) ``T_world_ee`` at ``stamp_ns`` from the configured ``ee_source``; raises ``ObservationProblem``."""
