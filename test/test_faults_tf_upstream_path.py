@@ -110,3 +110,20 @@ def test_a_burst_of_refusals_logs_one_throttled_warning(upstream_tf, capfd, path
     lines = [line for line in capfd.readouterr().err.splitlines() if "[para_tf_buffer]" in line]
     assert len(lines) == 1 and "non-unit quaternion" in lines[0], lines
     assert buf.rejected_count == 5
+
+
+def test_upstream_path_lookup_matrix_is_its_lookup_transform_as_a_matrix(upstream_tf):
+    """The nodes call ``lookup_matrix``, which upstream's Buffer does not have: the subclass converts its
+    ``lookup_transform``, with and without a timeout, and passes its exceptions on."""
+    from para_ros.adapters.transforms import transform_to_matrix
+
+    buf = upstream_tf.Buffer(cache_time=Duration(seconds=10))
+    T = random_T(4)
+    for t in (1.0, 2.0):
+        assert buf.set_transform(stamped("base", "arm", T, t), "test")
+    want = transform_to_matrix(buf.lookup_transform("base", "arm", at(1.5)))
+    np.testing.assert_allclose(buf.lookup_matrix("base", "arm", at(1.5)), want, atol=1e-12)
+    np.testing.assert_allclose(buf.lookup_matrix("base", "arm", at(1.5), Duration(seconds=0.01)), want, atol=1e-12)
+    np.testing.assert_allclose(want, T, atol=1e-9)
+    with pytest.raises(tf_fallback.ExtrapolationException):
+        buf.lookup_matrix("base", "arm", at(3.0))
