@@ -80,6 +80,17 @@ class Block(NamedTuple):
     def n_voxels(self) -> int:
         return (self.bin1 - self.bin0) * (self.row1 - self.row0) * (self.col1 - self.col0)
 
+    @property
+    def slices(self) -> tuple[slice, slice, slice]:
+        return slice(self.bin0, self.bin1), slice(self.row0, self.row1), slice(self.col0, self.col1)
+
+    def flat_index(self, local: torch.Tensor, view: int, n_bins: int, P: int) -> torch.Tensor:
+        """Indices into this box of ``view`` (its voxels in (bin, row, col) order) -> flat voxel indices
+        ``((view Z + bin) P + row) P + col``."""
+        nr, nc = self.row1 - self.row0, self.col1 - self.col0
+        bin_i, row, col = self.bin0 + local // (nr * nc), self.row0 + (local // nc) % nr, self.col0 + local % nc
+        return ((view * n_bins + bin_i) * P + row) * P + col
+
 
 def _band(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(Z, P) bool -> per bin: any (Z,), the first True index (Z,) and one past the last (Z,)."""
@@ -145,8 +156,8 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
     decoding then reads them twice more for a softmax). The (B, V, F) features themselves are kept only with
     ``keep_voxel_feat`` (always without a query): the head reads one voxel per step. ``chunk_voxels``: voxels per
     block, default ``FAST_CHUNK_VOXELS`` on CPU, the config's ``voxel_chunk_size`` on a GPU. ``skip_invalid``
-    (default: on CPU) computes only the row bands of each bin that hold valid voxels; that needs the validity mask on
-    the host, so a GPU computes every voxel. ``model`` is a ``ParaV4Model``; inference only."""
+    (default: on CPU) computes only the boxes that bound each bin's valid voxels; that needs the validity mask on the
+    host, so a GPU computes every voxel. ``model`` is a ``ParaV4Model``; inference only."""
     cfg = model.config
     B, N, F, P, _ = feat_maps.shape
     Z, PP = cfg.n_height_bins, P * P
@@ -163,16 +174,12 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
     xyz6 = grid.voxel_xyz.view(B, N, Z, P, P, 3)
     voxel_feat = feat_maps.new_zeros(B, V, cfg.feat_dim) if keep_voxel_feat else None  # (B, V, F)
     feat6 = voxel_feat.view(B, N, Z, P, P, -1) if keep_voxel_feat else None
-    logits = lse = best = argmax = argmax_feat = None
+    logits = steps = None
     if query is not None:
-        T = query.shape[1]
         q_scaled = query * model.logit_log_scale.exp()  # (B, T, F): the scale on T x F numbers, not T x V
-        logits = torch.full((B, T, V), float("-inf"), dtype=torch.float32, device=device)  # (B, T, V)
-        logits6 = logits.view(B, T, N, Z, P, P)
-        lse = torch.full((B, T), float("-inf"), dtype=torch.float32, device=device)
-        best = lse.clone()  # (B, T) the largest logit so far
-        argmax = torch.zeros(B, T, dtype=torch.long, device=device)
-        argmax_feat = torch.zeros(B, T, cfg.feat_dim, dtype=q_scaled.dtype, device=device)  # (B, T, F)
+        logits = torch.full((B, query.shape[1], V), float("-inf"), dtype=torch.float32, device=device)  # (B, T, V)
+        logits6 = logits.view(B, -1, N, Z, P, P)
+        steps = _StepReduction.empty(q_scaled)
     valid_host = valid6.cpu().numpy() if skip_invalid else None  # (B, N, Z, P, P): one host copy per forward
     heights_of_view = [height_term(model, grid, k) for k in range(N)]  # N x (B, Z, H), for the whole batch at once
     for b in range(B):
@@ -182,7 +189,7 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
             base = (own + (first.bias + w_vk)).view(P, P, H)  # own features, own visibility (1), bias
             heights = heights_of_view[k][b]  # (Z, H)
             for blk in plan_blocks(None if valid_host is None else valid_host[b, k], Z, P, chunk_voxels):
-                box = (slice(blk.bin0, blk.bin1), slice(blk.row0, blk.row1), slice(blk.col0, blk.col1))
+                box = blk.slices  # (bins, rows, cols) of the view's (Z, P, P) voxels
                 nb, nr, nc = blk.bin1 - blk.bin0, blk.row1 - blk.row0, blk.col1 - blk.col0
                 pre = (base[box[1:]].unsqueeze(0) + heights[box[0]].view(nb, 1, 1, H)).view(-1, H)  # (v, H)
                 xyz = xyz6[b, k][box].reshape(-1, 3)  # (v, 3), v = nb * nr * nc
@@ -197,17 +204,39 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
                 chunk = (q_scaled[b] @ feat.T).float()  # (T, v)
                 chunk.masked_fill_(~valid6[b, k][box].reshape(1, -1), float("-inf"))
                 logits6[b, :, k][(slice(None),) + box] = chunk.view(-1, nb, nr, nc)
-                chunk_best, chunk_arg = chunk.max(dim=-1)  # (T,): the first maximum within the box
-                lse[b] = torch.logaddexp(lse[b], _logsumexp_given_max(chunk, chunk_best))  # (T,)
-                # strict: an equal maximum in a later box is not the first one; a NaN wins, as in torch.argmax
-                better = (chunk_best > best[b]) | (chunk_best.isnan() & ~best[b].isnan())  # (T,)
-                best[b] = torch.where(better, chunk_best, best[b])
-                bin_i = blk.bin0 + chunk_arg // (nr * nc)  # (T,) flat index = ((k Z + bin) P + row) P + col
-                row, col = blk.row0 + (chunk_arg // nc) % nr, blk.col0 + chunk_arg % nc
-                argmax[b] = torch.where(better, ((k * Z + bin_i) * P + row) * P + col, argmax[b])
-                argmax_feat[b] = torch.where(better.unsqueeze(-1), feat[chunk_arg].to(argmax_feat.dtype),
-                                             argmax_feat[b])
-    return FastVolume(voxel_feat, argmax_feat, logits, lse, argmax)
+                steps.add_box(b, chunk, feat, lambda local, blk=blk, k=k: blk.flat_index(local, k, Z, P))
+    if steps is None:
+        return FastVolume(voxel_feat, None, None, None, None)
+    return FastVolume(voxel_feat, steps.argmax_feat, logits, steps.lse, steps.argmax)
+
+
+class _StepReduction(NamedTuple):
+    """What each step keeps of the boxes seen so far: the logsumexp, the largest logit, its voxel and its features.
+    Boxes must come in flat voxel order, so that the first of equal maxima wins, as in ``torch.argmax``."""
+
+    lse: torch.Tensor  # (B, T) logsumexp of the logits so far
+    best: torch.Tensor  # (B, T) the largest logit so far
+    argmax: torch.Tensor  # (B, T) long, its flat voxel index
+    argmax_feat: torch.Tensor  # (B, T, F) that voxel's features
+
+    @classmethod
+    def empty(cls, q_scaled: torch.Tensor) -> "_StepReduction":
+        B, T, F = q_scaled.shape
+        lse = torch.full((B, T), float("-inf"), dtype=torch.float32, device=q_scaled.device)
+        return cls(lse, lse.clone(), torch.zeros(B, T, dtype=torch.long, device=q_scaled.device),
+                   torch.zeros(B, T, F, dtype=q_scaled.dtype, device=q_scaled.device))
+
+    def add_box(self, b: int, chunk: torch.Tensor, feat: torch.Tensor, flat_index) -> None:
+        """Fold in one box of batch element b: its masked logits ``chunk`` (T, v), features ``feat`` (v, F) and
+        ``flat_index`` (box-local indices -> flat voxel indices). In place."""
+        chunk_best, chunk_arg = chunk.max(dim=-1)  # (T,): the first maximum within the box
+        self.lse[b] = torch.logaddexp(self.lse[b], _logsumexp_given_max(chunk, chunk_best))  # (T,)
+        # strict: an equal maximum in a later box is not the first one; a NaN wins, as in torch.argmax
+        better = (chunk_best > self.best[b]) | (chunk_best.isnan() & ~self.best[b].isnan())  # (T,)
+        self.best[b] = torch.where(better, chunk_best, self.best[b])
+        self.argmax[b] = torch.where(better, flat_index(chunk_arg), self.argmax[b])
+        self.argmax_feat[b] = torch.where(better.unsqueeze(-1), feat[chunk_arg].to(self.argmax_feat.dtype),
+                                          self.argmax_feat[b])
 
 
 def _logsumexp_given_max(x: torch.Tensor, row_max: torch.Tensor) -> torch.Tensor:
