@@ -228,7 +228,8 @@ def format_report(report: dict) -> str:
     executor = ""
     if "executor_tick_rate_hz" in report:
         executor = (f"  |  executor ticks {report['executor_tick_rate_hz']:6.2f} Hz, period error p99 "
-                    f"{report['executor_tick_period_error_p99_ms']:.2f} ms ({report['executor_scheduler'] or '?'})")
+                    f"{report['executor_tick_period_error_p99_ms']:.2f} ms ({report['executor_scheduler'] or '?'}; ROS thread "
+                    f"{report.get('executor_ros_thread_scheduler') or '?'})")
     return (f"  t={report['t_s']:7.1f} s  chunks {report['chunk_rate_hz']:5.1f} Hz  commands "
             f"{report['command_rate_hz']:5.1f} Hz  latency p50 {report['latency_p50_ms']:6.1f} ms p99 "
             f"{report['latency_p99_ms']:6.1f} ms  |  {nodes}{executor}")
@@ -334,6 +335,7 @@ def run(args) -> int:
             for key in ("tick_period_error_p99_ms", "tick_start_error_p99_ms", "overruns"):
                 report[f"executor_{key}"] = float(ex.get(key, "nan"))
             report["executor_scheduler"] = ex.get("control_scheduler", "")
+            report["executor_ros_thread_scheduler"] = ex.get("ros_thread_scheduler", "")
             t_last = now
             reports.append(report)
             print(format_report(report), flush=True)
