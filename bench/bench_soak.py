@@ -228,8 +228,8 @@ def format_report(report: dict) -> str:
     executor = ""
     if "executor_tick_rate_hz" in report:
         executor = (f"  |  executor ticks {report['executor_tick_rate_hz']:6.2f} Hz, period error p99 "
-                    f"{report['executor_tick_period_error_p99_ms']:.2f} ms ({report['executor_scheduler'] or '?'}; ROS thread "
-                    f"{report.get('executor_ros_thread_scheduler') or '?'})")
+                    f"{report['executor_tick_period_error_p99_ms']:.2f} ms ({report['executor_scheduler'] or '?'}; "
+                    f"ROS thread {report.get('executor_ros_thread_scheduler') or '?'})")
     return (f"  t={report['t_s']:7.1f} s  chunks {report['chunk_rate_hz']:5.1f} Hz  commands "
             f"{report['command_rate_hz']:5.1f} Hz  latency p50 {report['latency_p50_ms']:6.1f} ms p99 "
             f"{report['latency_p99_ms']:6.1f} ms  |  {nodes}{executor}")

@@ -107,7 +107,8 @@ def resize_on_device(image_rgb: np.ndarray, size: int, device: torch.device) -> 
 
 def area_weights(n_in: int, n_out: int, device: torch.device | None = None) -> torch.Tensor:
     """(n_out, n_in) float32 weights of an area-average shrink along one axis: output pixel i covers input
-    [i s, (i + 1) s), s = n_in / n_out, and weighs each input pixel by its overlap with that span / s (rows sum to 1)."""
+    [i s, (i + 1) s), s = n_in / n_out, and weighs each input pixel by its overlap with that span / s (rows sum
+    to 1)."""
     scale = n_in / n_out
     out_edges = torch.arange(n_out + 1, dtype=torch.float64, device=device) * scale  # (n_out + 1,)
     in_edges = torch.arange(n_in + 1, dtype=torch.float64, device=device)  # (n_in + 1,)
