@@ -22,7 +22,7 @@ run() {  # name, then the command: its output to OUT/name.txt, its exit status a
     local t0=$SECONDS
     "$@" >"$OUT/$name.txt" 2>&1
     local rc=$?
-    echo "$name rc=$rc ${SECONDS}s-${t0}s=$((SECONDS - t0))s" | tee -a "$OUT/summary.txt"
+    echo "$name: exit status $rc after $((SECONDS - t0)) s (log $OUT/$name.txt)" | tee -a "$OUT/summary.txt"
 }
 
 { nvidia-smi; "$PY" -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))"; } \
