@@ -138,8 +138,8 @@ class Policy:
                  model_id: str = "", refine: bool = True, fast: bool = False, compile_mode: str = "off",
                  device_preprocess: bool | None = None):
         """``fast``: the model's fast inference path where it has one (v4: ``para_core.model.v4_fast``), the same
-        predictions and logits within float tolerance (the per-voxel features only at valid voxels); False keeps the
-        reference path (the oracle the fast one is tested against).
+        predictions and logits within float tolerance (it keeps no per-voxel features: ``last_output.voxel_feat`` is
+        None); False keeps the reference path (the oracle the fast one is tested against).
 
         ``compile_mode``: ``torch.compile`` the backbone (most of the FLOPs; static shapes: the views are always
         ``img_size`` squares) in this mode (``COMPILE_MODES``), "off" = eager. The first prediction compiles (tens of

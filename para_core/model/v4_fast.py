@@ -77,8 +77,14 @@ class Block(NamedTuple):
     col1: int
 
     @property
+    def shape(self) -> tuple[int, int, int]:
+        """(bins, rows, columns) of the box."""
+        return self.bin1 - self.bin0, self.row1 - self.row0, self.col1 - self.col0
+
+    @property
     def n_voxels(self) -> int:
-        return (self.bin1 - self.bin0) * (self.row1 - self.row0) * (self.col1 - self.col0)
+        nb, nr, nc = self.shape
+        return nb * nr * nc
 
     @property
     def slices(self) -> tuple[slice, slice, slice]:
@@ -87,7 +93,7 @@ class Block(NamedTuple):
     def flat_index(self, local: torch.Tensor, view: int, n_bins: int, P: int) -> torch.Tensor:
         """Indices into this box of ``view`` (its voxels in (bin, row, col) order) -> flat voxel indices
         ``((view Z + bin) P + row) P + col``."""
-        nr, nc = self.row1 - self.row0, self.col1 - self.col0
+        _, nr, nc = self.shape
         bin_i, row, col = self.bin0 + local // (nr * nc), self.row0 + (local // nc) % nr, self.col0 + local % nc
         return ((view * n_bins + bin_i) * P + row) * P + col
 
@@ -190,7 +196,7 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
             heights = heights_of_view[k][b]  # (Z, H)
             for blk in plan_blocks(None if valid_host is None else valid_host[b, k], Z, P, chunk_voxels):
                 box = blk.slices  # (bins, rows, cols) of the view's (Z, P, P) voxels
-                nb, nr, nc = blk.bin1 - blk.bin0, blk.row1 - blk.row0, blk.col1 - blk.col0
+                nb, nr, nc = blk.shape
                 pre = (base[box[1:]].unsqueeze(0) + heights[box[0]].view(nb, 1, 1, H)).view(-1, H)  # (v, H)
                 xyz = xyz6[b, k][box].reshape(-1, 3)  # (v, 3), v = nb * nr * nc
                 for j in range(N):

@@ -38,6 +38,7 @@ USING_UPSTREAM_TF2 = _upstream is not None
 
 if USING_UPSTREAM_TF2:
     import rclpy.logging
+    from rclpy.duration import Duration
     from tf2_ros import (ConnectivityException, ExtrapolationException, InvalidArgumentException,  # noqa: F401
                          LookupException, StaticTransformBroadcaster, TimeoutException, TransformBroadcaster,
                          TransformException, TransformListener)
@@ -92,13 +93,11 @@ if USING_UPSTREAM_TF2:
             self.rejections_by_child.pop(child, None)
             return True
 
-        def lookup_matrix(self, target_frame: str, source_frame: str, time, timeout=None):
+        def lookup_matrix(self, target_frame: str, source_frame: str, time, timeout: Duration = Duration()):
             """``lookup_transform`` as a (4, 4) float64 ``T_target_source`` (the fallback's API; same exceptions)."""
             from para_ros.adapters.transforms import transform_to_matrix
 
-            args = (target_frame, source_frame, time) if timeout is None else (target_frame, source_frame, time,
-                                                                               timeout)
-            return transform_to_matrix(self.lookup_transform(*args))
+            return transform_to_matrix(self.lookup_transform(target_frame, source_frame, time, timeout))
 
         def clear(self) -> None:
             """Forget every transform (upstream does this on a backwards jump of time), and the newest stamps."""

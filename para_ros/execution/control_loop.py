@@ -17,6 +17,16 @@ from collections.abc import Callable
 import numpy as np
 
 
+def request_fifo(priority: int) -> str:
+    """Ask SCHED_FIFO ``priority`` for the calling thread (Linux); what it got: ``"SCHED_FIFO <p>"`` or
+    ``"normal (SCHED_FIFO <p> refused: <why>)"``. The thread runs either way."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # 0: the calling thread
+    except (OSError, AttributeError) as err:
+        return f"normal (SCHED_FIFO {priority} refused: {err})"
+    return f"SCHED_FIFO {priority}"
+
+
 class FixedRateLoop:
     """Call ``tick()`` at ``rate_hz`` in a daemon thread until :meth:`stop`.
 
@@ -77,15 +87,10 @@ class FixedRateLoop:
     def _apply_priority(self) -> None:
         """In the loop's thread: the real-time scheduler it asked for, or a note why not (it runs either way)."""
         try:
-            if self.priority <= 0:
-                return
-            try:
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))  # 0: this thread (Linux)
-                self.scheduler = f"SCHED_FIFO {self.priority}"
-            except (OSError, AttributeError) as err:
-                self.scheduler = f"normal (SCHED_FIFO {self.priority} refused: {err})"
+            if self.priority > 0:
+                self.scheduler = request_fifo(self.priority)
         finally:
-            self.scheduler_applied.set()
+            self.scheduler_applied.set()  # the node waits for this before its own thread's change
 
     def run(self, max_ticks: int | None = None) -> None:
         """The loop itself, in the calling thread, until :meth:`stop` (or ``max_ticks`` ticks); :meth:`start` runs

@@ -71,7 +71,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from para_ros.execution.backends import I2rtSdkBackend
-from para_ros.execution.control_loop import FixedRateLoop
+from para_ros.execution.control_loop import FixedRateLoop, request_fifo
 from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOINT_STATE_PROBLEM, STOPPED,
                                               TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorCore)
 from para_ros.nodes.health import HealthReporter
@@ -275,20 +275,13 @@ def raise_ros_thread_priority(control_priority: int, control_scheduler: str) -> 
     its callbacks to the end, and rclpy's wait releases the GIL between them. Only when the control thread did get
     ``SCHED_FIFO control_priority`` (``control_scheduler``, what :class:`FixedRateLoop` reports) and there is a level
     below it (priority >= 2). Threads this thread starts later inherit the level (Linux)."""
-    import os
-
     if control_priority <= 0:
         return "normal"
     if control_scheduler != f"SCHED_FIFO {control_priority}":
         return "normal (the control thread is not real-time)"
     if control_priority < 2:
         return "normal (control_thread_priority 1 has no real-time level below it)"
-    priority = int(control_priority) - 1
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # 0: the calling thread (Linux)
-    except (AttributeError, OSError) as err:
-        return f"normal (SCHED_FIFO {priority} refused: {err})"
-    return f"SCHED_FIFO {priority}"
+    return request_fifo(int(control_priority) - 1)
 
 
 class JointStateWatch:
