@@ -194,6 +194,7 @@ def test_unknown_and_disconnected_frames(tree):
     ("rotation.w", 0.0, "non-unit quaternion"),
     ("rotation.x", float("nan"), "non-finite"),
     ("translation.y", float("inf"), "non-finite"),
+    ("translation.z", float("-inf"), "non-finite"),
 ])
 def test_bad_transforms_are_refused_with_a_reason(field, value, words):
     buf = Buffer()
@@ -215,6 +216,24 @@ def test_bad_transforms_are_refused_with_a_reason(field, value, words):
     # A good transform for the child clears its entry.
     assert buf.set_transform(stamped("base", "cam", np.eye(4), 2.0), "test")
     assert "cam" not in buf.rejections_by_child
+
+
+def test_frame_id_checks_and_huge_finite_translations():
+    """The refusal check's quick path (all fine) and its slow path (which reason) agree at their edges: finite
+    translations whose sum overflows are still fine; +inf and -inf together are not finite; empty and equal frame ids
+    are named."""
+    buf = Buffer()
+    huge = stamped("base", "cam", np.eye(4), 1.0)
+    huge.transform.translation.x = huge.transform.translation.y = 1e308  # their sum is inf; each is finite
+    assert buf.set_transform(huge, "test") and buf.last_rejection is None
+    assert buf.lookup_matrix("base", "cam", at(1.0))[0, 3] == 1e308
+    both = stamped("base", "cam2", np.eye(4), 1.0)
+    both.transform.translation.x, both.transform.translation.y = float("inf"), float("-inf")
+    assert buf.set_transform(both, "test") is False and "non-finite" in buf.last_rejection
+    assert buf.set_transform(stamped("", "cam3", np.eye(4), 1.0), "test") is False
+    assert "empty frame id" in buf.last_rejection
+    assert buf.set_transform(stamped("cam4", "cam4", np.eye(4), 1.0), "test") is False
+    assert "self transform" in buf.last_rejection
 
 
 def test_slightly_off_quaternion_within_tolerance_is_accepted():
@@ -283,3 +302,28 @@ def test_concurrent_inserts_and_lookups_stay_consistent():
         stop.set()
         thread.join()
     assert checked >= 300
+
+
+def test_a_changed_tree_changes_the_answer_of_a_pair_looked_up_before(tree):
+    """Look-ups of a pair of frames follow the tree as it is NOW: a frame moved under another parent, a new frame
+    above one, or a history cleared are seen at the next look-up of a pair that was looked up before."""
+    buf, T = tree
+    first = buf.lookup_matrix("base", "wrist_cam", at(1.5))
+    np.testing.assert_allclose(first, T["base_arm"] @ T["arm_wrist"] @ T["wrist_cam"], atol=1e-12)
+    # wrist_cam moves from the wrist onto the table (a static re-parent): the same pair, another chain
+    assert buf.set_transform_static(stamped("table", "wrist_cam", T["map_odom"]), "test")
+    np.testing.assert_allclose(buf.lookup_matrix("base", "wrist_cam", at(1.5)), T["base_table"] @ T["map_odom"],
+                               atol=1e-12)
+    # the other way round, and from a frame below the target: the target side of the chain is inverted
+    np.testing.assert_allclose(buf.lookup_matrix("scene_cam", "wrist_cam", at(1.5)),
+                               invert_matrix(T["table_scene"]) @ T["map_odom"], atol=1e-12)
+    # base gets a parent: a look-up from base's new root goes through it
+    assert buf.set_transform_static(stamped("world", "base", T["arm_wrist"]), "test")
+    np.testing.assert_allclose(buf.lookup_matrix("world", "wrist_cam", at(1.5)),
+                               T["arm_wrist"] @ T["base_table"] @ T["map_odom"], atol=1e-12)
+    # clear() drops the dynamic history: a pair through a dynamic link no longer resolves
+    np.testing.assert_allclose(buf.lookup_matrix("base", "wrist", at(1.5)), T["base_arm"] @ T["arm_wrist"],
+                               atol=1e-12)
+    buf.clear()
+    with pytest.raises(TransformException):  # fallback: LookupException; tf2: the frame is there without data
+        buf.lookup_matrix("base", "wrist", at(1.5))

@@ -66,6 +66,36 @@ def test_slerp_short_way_nearly_parallel_and_endpoints_by_hand():
     assert math.isclose(Rotation.from_quat(q).as_euler("xyz", degrees=True)[0], 0.0025, abs_tol=1e-9)
 
 
+def test_one_pair_slerp_is_the_batched_slerp():
+    """quaternion_slerp (plain floats, for one pair) and quaternion_slerp_many (arrays) are one rule: same numbers for
+    random pairs of either sign, nearly parallel pairs (the lerp branch, on both sides of its threshold) and nearly
+    opposite ones."""
+    rng = np.random.default_rng(7)
+    q0 = Rotation.random(60, random_state=8).as_quat()
+    q1 = Rotation.random(60, random_state=9).as_quat()
+    q1[:20] *= -1.0
+    for i, angle_deg in enumerate(np.geomspace(1e-4, 10.0, 20)):  # small angles around the branch threshold
+        axis = rng.normal(size=3)
+        q1[20 + i] = (Rotation.from_rotvec(np.radians(angle_deg) * axis / np.linalg.norm(axis))
+                      * Rotation.from_quat(q0[20 + i])).as_quat()
+    q1[40:] = -(Rotation.from_rotvec(rng.normal(scale=1e-3, size=(20, 3))) * Rotation.from_quat(q0[40:])).as_quat()
+    fractions = rng.uniform(0.0, 1.0, size=60)
+    batched = rot.quaternion_slerp_many(q0, q1, fractions)  # (60, 4)
+    one_by_one = np.array([rot.quaternion_slerp(a, b, f) for a, b, f in zip(q0, q1, fractions)])
+    np.testing.assert_allclose(one_by_one, batched, atol=1e-12)
+
+
+def test_make_matrix_by_hand_and_against_scipy():
+    q = Rotation.from_euler("z", 90, degrees=True).as_quat()
+    np.testing.assert_allclose(rot.make_matrix([1.0, 2.0, 3.0], q),
+                               [[0, -1, 0, 1], [1, 0, 0, 2], [0, 0, 1, 3], [0, 0, 0, 1]], atol=1e-12)
+    for r in Rotation.random(10, random_state=5):
+        T = rot.make_matrix(np.array([[0.1, -0.2, 0.3]]), 2.0 * r.as_quat())  # any shape of 3; a non-unit quaternion
+        np.testing.assert_allclose(T[:3, :3], r.as_matrix(), atol=1e-12)
+        np.testing.assert_allclose(T[:3, 3], [0.1, -0.2, 0.3])
+        np.testing.assert_array_equal(T[3], [0, 0, 0, 1])
+
+
 def test_weighted_mean_matches_scipy_mean():
     rng = np.random.default_rng(2)
     base = Rotation.random(random_state=rng)

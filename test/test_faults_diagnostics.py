@@ -130,7 +130,10 @@ def test_health_reporter_logs_warn_and_error_problems_and_clears_them():
             from rclpy.clock import Clock
             return Clock()
 
-    health = HealthReporter(FakeNode(), "test", log_throttle_s=0.0)
+    health = HealthReporter(FakeNode(), "test", log_throttle_s=0.0, median_window=3)
+    for ms in (5.0, 1.0, 9.0, 2.0, 4.0):  # a figure reported as the median of its last 3 samples: 9, 2, 4
+        health.add_sample("stage_median_ms.model", ms)
+    assert {kv.key: kv.value for kv in health.status().values}["stage_median_ms.model"] == "4.000"
     health.problem("a", "warned")
     health.problem("b", "failed", level=ERROR)
     health.problem("a", "warned again")
@@ -517,7 +520,7 @@ def test_latency_stages_on_diagnostics_are_measured_and_add_up(inference):
     >= 80 ms in ``receive``; the policy's own stage times are reported as measured; the stages add up to the
     stamp -> publish latency (``other`` is the remainder, small)."""
     n = inference.n
-    n._stage_ms.clear()
+    n.health.clear_samples()
     before = len(n.latencies_s)
     # The stamp below must be newer than every frame an earlier test of this module sent (some are stamped up to
     # 100 ms ahead): the pairer rightly drops a frame older than its camera's newest.
@@ -552,5 +555,6 @@ def test_rolling_medians_are_numpy_medians_of_each_keys_last_window():
     for i in range(20):
         for key, values in samples.items():
             if i < len(values):
-                got = medians.add(key, float(values[i]))
+                medians.add(key, float(values[i]))
+                got = medians.medians()[key]
                 assert got == pytest.approx(float(np.median(values[max(0, i - 6):i + 1])), abs=1e-12), (key, i)

@@ -13,21 +13,42 @@ Conventions (docs/contracts.md):
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # How far a rotation matrix may be from orthonormal (max abs entry of R^T R - I) before it is refused.
 RIGID_TOLERANCE = 1e-5
+# Slerp of nearly parallel quaternions (|q0 . q1| above this) is the normalised lerp: exact to ~1e-8, and no 0 / 0.
+SLERP_LERP_DOT = 0.9995
+
+
+def _unit_xyzw(q_xyzw, name: str = "quaternion") -> tuple[float, float, float, float]:
+    """The unit quaternion (x, y, z, w) of ``q_xyzw`` as four Python floats; ValueError naming the value for a wrong
+    size, zero length or non-finite one. Plain floats because the callers handle ONE quaternion (a TF look-up, a
+    pose): numpy's per-call overhead is most of the cost at that size."""
+    values = np.asarray(q_xyzw, dtype=np.float64).reshape(-1).tolist()
+    if len(values) != 4:
+        raise ValueError(f"{name} {values} has {len(values)} values; give 4 in (x, y, z, w) order")
+    x, y, z, w = values
+    norm = math.sqrt(x * x + y * y + z * z + w * w)
+    if not math.isfinite(norm) or norm < 1e-12:
+        raise ValueError(f"{name} {values} is not finite or has zero length; give a unit (x, y, z, w)")
+    return x / norm, y / norm, z / norm, w / norm
 
 
 def _as_quaternion(q_xyzw, name: str = "quaternion") -> np.ndarray:
     """(4,) float64 unit quaternion; ValueError naming the value for a wrong size, zero length or non-finite one."""
-    q = np.asarray(q_xyzw, dtype=np.float64).reshape(-1)  # (4,)
-    if q.shape != (4,):
-        raise ValueError(f"{name} {q.tolist()} has {q.size} values; give 4 in (x, y, z, w) order")
-    norm = np.linalg.norm(q)
-    if not np.isfinite(norm) or norm < 1e-12:
-        raise ValueError(f"{name} {q.tolist()} is not finite or has zero length; give a unit (x, y, z, w)")
-    return q / norm
+    return np.array(_unit_xyzw(q_xyzw, name))  # (4,)
+
+
+def _rotation_rows(x: float, y: float, z: float, w: float) -> list[list[float]]:
+    """The rotation matrix of a UNIT quaternion as three row lists (the formula, once)."""
+    return [
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ]
 
 
 def quaternion_to_matrix(q_xyzw) -> np.ndarray:
@@ -35,12 +56,7 @@ def quaternion_to_matrix(q_xyzw) -> np.ndarray:
 
     :raises ValueError: not 4 values, zero length or non-finite.
     """
-    x, y, z, w = _as_quaternion(q_xyzw)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])  # (3, 3)
+    return np.array(_rotation_rows(*_unit_xyzw(q_xyzw)))  # (3, 3)
 
 
 def matrix_to_quaternion(R) -> np.ndarray:
@@ -96,11 +112,22 @@ def quaternion_slerp(q0_xyzw, q1_xyzw, fraction: float) -> np.ndarray:
     """Spherical linear interpolation along the shorter arc; ``fraction`` 0 -> q0, 1 -> q1. Returns a unit (4,).
 
     The inputs are normalised first; q1 is flipped when it is on the far side of q0 (q and -q are the same rotation),
-    so the rotation turns the short way round. One pair of :func:`quaternion_slerp_many`.
+    so the rotation turns the short way round. The same rule as :func:`quaternion_slerp_many` (tested against it), on
+    plain floats: a TF look-up between two stamps is one pair.
     """
-    q0 = _as_quaternion(q0_xyzw, "q0")  # (4,)
-    q1 = _as_quaternion(q1_xyzw, "q1")  # (4,)
-    return quaternion_slerp_many(q0[None], q1[None], np.array([float(fraction)]))[0]
+    x0, y0, z0, w0 = _unit_xyzw(q0_xyzw, "q0")
+    x1, y1, z1, w1 = _unit_xyzw(q1_xyzw, "q1")
+    f = float(fraction)
+    dot = x0 * x1 + y0 * y1 + z0 * z1 + w0 * w1
+    if dot < 0.0:
+        x1, y1, z1, w1, dot = -x1, -y1, -z1, -w1, -dot
+    if dot > SLERP_LERP_DOT:
+        q = (x0 + f * (x1 - x0), y0 + f * (y1 - y0), z0 + f * (z1 - z0), w0 + f * (w1 - w0))
+        norm = math.sqrt(sum(v * v for v in q))
+        return np.array([v / norm for v in q])  # (4,)
+    theta = math.acos(min(dot, 1.0))  # half the rotation angle between them
+    a, b = math.sin((1.0 - f) * theta) / math.sin(theta), math.sin(f * theta) / math.sin(theta)
+    return np.array([a * x0 + b * x1, a * y0 + b * y1, a * z0 + b * z1, a * w0 + b * w1])  # (4,)
 
 
 def quaternion_slerp_many(q0_xyzw: np.ndarray, q1_xyzw: np.ndarray, fractions: np.ndarray) -> np.ndarray:
@@ -113,7 +140,7 @@ def quaternion_slerp_many(q0_xyzw: np.ndarray, q1_xyzw: np.ndarray, fractions: n
     dot = np.einsum("nd,nd->n", q0, q1)[:, None]  # (n, 1)
     q1 = np.where(dot < 0.0, -q1, q1)
     dot = np.abs(dot)
-    near = dot > 0.9995  # (n, 1)
+    near = dot > SLERP_LERP_DOT  # (n, 1)
     lerp = q0 + f * (q1 - q0)
     lerp = lerp / np.linalg.norm(lerp, axis=1, keepdims=True)
     theta = np.arccos(np.minimum(dot, 1.0))  # (n, 1) half the rotation angle between them
@@ -180,10 +207,9 @@ def quaternion_to_matrix_torch(q_xyzw):
 
 def make_matrix(translation_xyz, q_xyzw) -> np.ndarray:
     """4x4 homogeneous matrix (float64) from a translation (3,) in metres and a quaternion (x, y, z, w)."""
-    T = np.eye(4)  # (4, 4)
-    T[:3, :3] = quaternion_to_matrix(q_xyzw)
-    T[:3, 3] = np.asarray(translation_xyz, dtype=np.float64).reshape(3)
-    return T
+    tx, ty, tz = np.asarray(translation_xyz, dtype=np.float64).reshape(3).tolist()
+    r0, r1, r2 = _rotation_rows(*_unit_xyzw(q_xyzw))
+    return np.array([[*r0, tx], [*r1, ty], [*r2, tz], [0.0, 0.0, 0.0, 1.0]])  # (4, 4)
 
 
 def matrix_to_pose(T) -> tuple[np.ndarray, np.ndarray]:

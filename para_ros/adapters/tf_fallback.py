@@ -94,21 +94,24 @@ def transform_rejection_reason(transform: TransformStamped) -> str | None:
     """
     parent = transform.header.frame_id.lstrip("/")
     child = transform.child_frame_id.lstrip("/")
+    t, q = transform.transform.translation, transform.transform.rotation
+    x, y, z, w = q.x, q.y, q.z, q.w
+    norm = math.sqrt(x * x + y * y + z * z + w * w)  # nan or inf when a rotation value is
+    if parent and child and parent != child and math.isfinite(t.x + t.y + t.z) \
+            and abs(norm - 1.0) <= QUATERNION_NORM_TOLERANCE:
+        return None  # the usual case, decided without building any text
     where = f"in TF from '{parent}' to '{child}'"
     if not parent or not child:
         return f"empty frame id {where}; set both header.frame_id and child_frame_id"
     if parent == child:
         return f"self transform {where}; parent and child frame must differ"
-    t, q = transform.transform.translation, transform.transform.rotation
-    values = (t.x, t.y, t.z, q.x, q.y, q.z, q.w)
-    if not all(math.isfinite(v) for v in values):
-        return (f"non-finite value {where}: translation ({t.x}, {t.y}, {t.z}), rotation ({q.x}, {q.y}, {q.z}, {q.w}); "
+    if not all(math.isfinite(v) for v in (t.x, t.y, t.z, x, y, z, w)):
+        return (f"non-finite value {where}: translation ({t.x}, {t.y}, {t.z}), rotation ({x}, {y}, {z}, {w}); "
                 "fix the publisher")
-    norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w)
     if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
-        return (f"non-unit quaternion {where}: (x, y, z, w) = ({q.x}, {q.y}, {q.z}, {q.w}) has norm {norm:.6f}, must be 1 "
+        return (f"non-unit quaternion {where}: (x, y, z, w) = ({x}, {y}, {z}, {w}) has norm {norm:.6f}, must be 1 "
                 f"within {QUATERNION_NORM_TOLERANCE}; normalise it in the publisher")
-    return None
+    return None  # finite translation values whose sum overflowed the quick check
 
 
 def old_data_reason(parent: str, child: str, stamp_ns: int, newest_ns: int, cache_time_ns: int) -> str:
@@ -149,8 +152,8 @@ class _Link:
     parent: str
     static: bool
     stamps_ns: list[int] = field(default_factory=list)
-    translations: list[np.ndarray] = field(default_factory=list)  # each (3,)
-    quaternions: list[np.ndarray] = field(default_factory=list)   # each (4,) xyzw, unit
+    translations: list[tuple[float, float, float]] = field(default_factory=list)  # metres
+    quaternions: list[tuple[float, float, float, float]] = field(default_factory=list)  # xyzw, unit
     static_matrix: np.ndarray | None = None  # (4, 4) T_parent_child of a static link, made once at insert
 
 
@@ -171,6 +174,9 @@ class Buffer:
             raise ValueError(f"cache_time is {self.cache_time_ns} ns; give a positive Duration such as "
                              "Duration(seconds=10)")
         self._links: dict[str, _Link] = {}
+        # (target, source) -> the child frames whose links a look-up chains (source side, target side): the tree's
+        # shape changes rarely, so it is walked once per pair; emptied whenever a link appears, is replaced or goes.
+        self._chains: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._cond = threading.Condition(threading.RLock())
         self.last_rejection: str | None = None
         self.rejections_by_child: dict[str, str] = {}
@@ -205,15 +211,16 @@ class Buffer:
         if reason is not None:
             return self._reject(child, reason)
         t, q = transform.transform.translation, transform.transform.rotation
-        translation = np.array([t.x, t.y, t.z])  # (3,)
-        quaternion = np.array([q.x, q.y, q.z, q.w])  # (4,)
-        quaternion /= np.linalg.norm(quaternion)
+        translation = (float(t.x), float(t.y), float(t.z))
+        norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w)  # within tolerance of 1 (checked above)
+        quaternion = (q.x / norm, q.y / norm, q.z / norm, q.w / norm)
         stamp_ns = 0 if static else time_to_ns(transform.header.stamp)
         with self._cond:
             link = self._links.get(child)
             if link is None or link.parent != parent or link.static != static:
                 link = _Link(parent=parent, static=static)  # a re-parented or re-typed frame starts afresh
                 self._links[child] = link
+                self._chains.clear()
             if static:
                 link.stamps_ns, link.translations, link.quaternions = [0], [translation], [quaternion]
                 link.static_matrix = make_matrix(translation, quaternion)
@@ -246,6 +253,7 @@ class Buffer:
         with self._cond:
             for child in [c for c, link in self._links.items() if not link.static]:
                 del self._links[child]
+            self._chains.clear()
 
     # ------------------------------------------------------------------ looking up
     def lookup_transform(self, target_frame: str, source_frame: str, time, timeout: Duration = Duration()
@@ -323,11 +331,14 @@ class Buffer:
                 raise LookupException(f"the TF tree above '{frame}' has a loop or is deeper than {_MAX_TREE_DEPTH}")
         return chain
 
-    def _lookup_locked(self, target: str, source: str, time_ns: int) -> tuple[np.ndarray, int]:
+    def _chain(self, target: str, source: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The child frames whose links chain ``source`` and ``target`` to their closest common ancestor (source side
+        from the source up, target side from the target up); raises the look-up's frame errors. Cached per pair."""
+        chain = self._chains.get((target, source))
+        if chain is not None:
+            return chain
         self._validate_frame(target, "target_frame")
         self._validate_frame(source, "source_frame")
-        if target == source:
-            return np.eye(4), time_ns
         source_chain, target_chain = self._chain_to_root(source), self._chain_to_root(target)
         target_index = {frame: i for i, frame in enumerate(target_chain)}
         common = next((i for i, frame in enumerate(source_chain) if frame in target_index), None)
@@ -336,18 +347,33 @@ class Buffer:
                 f"Could not find a connection between '{target}' and '{source}' because they are not part of the "
                 f"same tree. Tf has two or more unconnected trees ('{source}' is under '{source_chain[-1]}', "
                 f"'{target}' under '{target_chain[-1]}').")
-        source_links = source_chain[:common]  # children whose link is used, from source up to the common ancestor
-        target_links = target_chain[:target_index[source_chain[common]]]
+        chain = (tuple(source_chain[:common]), tuple(target_chain[:target_index[source_chain[common]]]))
+        self._chains[(target, source)] = chain
+        return chain
+
+    def _lookup_locked(self, target: str, source: str, time_ns: int) -> tuple[np.ndarray, int]:
+        if target == source:
+            self._validate_frame(target, "target_frame")
+            return np.eye(4), time_ns
+        source_links, target_links = self._chain(target, source)
         if time_ns == 0:
             latest = [self._links[c].stamps_ns[-1] for c in source_links + target_links if not self._links[c].static]
             time_ns = min(latest) if latest else 0
-        T_common_source = np.eye(4)  # (4, 4)
-        for child in source_links:
-            T_common_source = self._link_at(child, time_ns, target, source) @ T_common_source
-        T_common_target = np.eye(4)  # (4, 4)
-        for child in target_links:
-            T_common_target = self._link_at(child, time_ns, target, source) @ T_common_target
+        T_common_source = self._chained(source_links, time_ns, target, source)  # (4, 4)
+        if not target_links:  # the target is the common ancestor (a look-up from the root: the usual one)
+            return T_common_source, time_ns
+        T_common_target = self._chained(target_links, time_ns, target, source)  # (4, 4)
         return invert_matrix(T_common_target) @ T_common_source, time_ns
+
+    def _chained(self, children: tuple[str, ...], time_ns: int, target: str, source: str) -> np.ndarray:
+        """``T_ancestor_first`` (4, 4): the links of ``children`` (the first one lowest) composed at ``time_ns``; the
+        identity for none. A fresh array: a static link's stored matrix is never handed out."""
+        if not children:
+            return np.eye(4)
+        T = self._link_at(children[0], time_ns, target, source).copy()  # (4, 4)
+        for child in children[1:]:
+            T = self._link_at(child, time_ns, target, source) @ T
+        return T
 
     def _link_at(self, child: str, time_ns: int, target: str, source: str) -> np.ndarray:
         """``T_parent_child`` (4, 4) of one link at ``time_ns`` (interpolated), or ExtrapolationException."""
@@ -372,7 +398,8 @@ class Buffer:
         if stamps[i] == time_ns:
             return make_matrix(link.translations[i], link.quaternions[i])
         fraction = (time_ns - stamps[i - 1]) / (stamps[i] - stamps[i - 1])
-        translation = (1.0 - fraction) * link.translations[i - 1] + fraction * link.translations[i]  # (3,)
+        (ax, ay, az), (bx, by, bz) = link.translations[i - 1], link.translations[i]
+        translation = (ax + fraction * (bx - ax), ay + fraction * (by - ay), az + fraction * (bz - az))
         quaternion = quaternion_slerp(link.quaternions[i - 1], link.quaternions[i], fraction)  # (4,)
         return make_matrix(translation, quaternion)
 

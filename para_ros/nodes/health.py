@@ -26,24 +26,30 @@ OK, WARN, ERROR, STALE = (DiagnosticStatus.OK, DiagnosticStatus.WARN, Diagnostic
 
 class RollingMedians(dict):
     """Per key, the median of its last ``window`` samples: the figures a node reports as medians on /diagnostics
-    (the inference node's latency stages, the simulator's publish delays). A dict of key -> deque of samples."""
+    (the inference node's latency stages, the simulator's publish delays). A dict of key -> deque of samples.
+    Adding is cheap (an append, once per message); the medians are computed when they are read (once per report)."""
 
     def __init__(self, window: int = 500):
         super().__init__()
         self.window = window
 
-    def add(self, key: str, sample: float) -> float:
-        """Record ``sample`` under ``key``; the median of that key's window, now."""
-        history = self.setdefault(key, deque(maxlen=self.window))
+    def add(self, key: str, sample: float) -> None:
+        """Record ``sample`` under ``key``."""
+        history = self.get(key)
+        if history is None:
+            history = self[key] = deque(maxlen=self.window)
         history.append(sample)
-        return float(statistics.median(history))
+
+    def medians(self) -> dict[str, float]:
+        """Each key's median over its window, now."""
+        return {key: float(statistics.median(history)) for key, history in list(self.items()) if history}
 
 
 class HealthReporter:
     """Collects a node's counters and problems and publishes them on ``/diagnostics`` (1 Hz and on every change)."""
 
     def __init__(self, node, name: str, hardware_id: str = "", period_s: float = 1.0, log_throttle_s: float = 2.0,
-                 source: Callable[[], tuple[int, str, dict]] | None = None):
+                 source: Callable[[], tuple[int, str, dict]] | None = None, median_window: int = 500):
         if not period_s > 0:
             raise ValueError(f"diagnostics period {period_s!r} s must be > 0")
         self._node = node
@@ -57,6 +63,7 @@ class HealthReporter:
         self._last_logged: dict[str, float] = {}
         self._counters: dict[str, int] = {}
         self._values: dict[str, str] = {}
+        self._medians = RollingMedians(window=median_window)  # add_sample: reported as each key's median
         self._rate_base: tuple[float, dict[str, int]] = (time.monotonic(), {})
         self._rates_hz: dict[str, float] = {}
         self.last_error = ""
@@ -70,6 +77,17 @@ class HealthReporter:
     def set_value(self, key: str, value) -> None:
         with self._lock:
             self._values[key] = str(value)
+
+    def add_sample(self, key: str, sample: float) -> None:
+        """One more sample of a figure reported as the median of its last ``median_window`` samples (``key`` on
+        /diagnostics, 3 decimals): cheap per message, the median is taken at each report."""
+        with self._lock:
+            self._medians.add(key, float(sample))
+
+    def clear_samples(self) -> None:
+        """Forget every ``add_sample`` sample (so the medians describe only what comes next)."""
+        with self._lock:
+            self._medians.clear()
 
     def problem(self, key: str, message: str, level: int = WARN) -> None:
         """Report an active problem (logged, throttled per key) and publish at once if it is new or changed."""
@@ -112,6 +130,7 @@ class HealthReporter:
             values += [KeyValue(key=k, value=str(v)) for k, v in sorted(self._counters.items())]
             values += [KeyValue(key=f"rate_hz.{k}", value=f"{r:.2f}") for k, r in sorted(self._rates_hz.items())]
             values += [KeyValue(key=k, value=v) for k, v in sorted(self._values.items())]
+            values += [KeyValue(key=k, value=f"{m:.3f}") for k, m in sorted(self._medians.medians().items())]
             values += [KeyValue(key=f"problem.{k}", value=m) for k, (_, m) in self._problems.items()]
             if self._source is None or self.last_error:
                 values.append(KeyValue(key="last_error", value=self.last_error))

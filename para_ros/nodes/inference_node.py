@@ -64,7 +64,7 @@ from visualization_msgs.msg import MarkerArray
 
 from para_core.model.config import COMPILE_MODES, DTYPES, PRESET_NAMES
 from para_ros.adapters.tf import Buffer, TransformListener
-from para_ros.nodes.health import ERROR, HealthReporter, RollingMedians
+from para_ros.nodes.health import ERROR, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.observation.builder import (GripperHistory, ObservationProblem, ObservationSettings, build_observation,
                                           gripper_opening, matrix_is_finite)
@@ -182,7 +182,6 @@ class InferenceNode(Node):
         self._gripper_history = GripperHistory(on_time_back="clear", max_len=GRIPPER_HISTORY)  # openings by stamp
         self.latencies_s: deque[float] = deque(maxlen=500)
         self._received_ns: dict[tuple[str, int], int] = {}  # (view, image stamp) -> receipt time, the newest few
-        self._stage_ms = RollingMedians(window=500)  # latency stage -> its last 500 values, ms
         self._last_observation_timing_s: dict[str, float] = {}
 
         for view in self.views:
@@ -513,7 +512,7 @@ class InferenceNode(Node):
         stages_and_viz = {**{f"stage_median_ms.{k}": v for k, v in stages.items()},
                           "viz_publish_median_ms": 1e3 * (time.perf_counter() - t_chunk_published)}
         for key, ms in stages_and_viz.items():
-            self.health.set_value(key, f"{self._stage_ms.add(key, ms):.3f}")
+            self.health.add_sample(key, ms)
 
     def _publish_overlay(self, header, camera, state, path_world) -> None:
         """The first view with the tool frame and the predicted path (``para_core.eval.calibration.overlay_image``)."""

@@ -52,7 +52,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
 from para_ros.adapters.transforms import matrix_to_transform
-from para_ros.nodes.health import ERROR, HealthReporter, RollingMedians
+from para_ros.nodes.health import ERROR, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
@@ -170,7 +170,6 @@ class SimNode(Node):
         self._next_task_state_s = 0.0
 
         self.health = HealthReporter(self, f"{NODE_NAME}: {self.get_name()}", hardware_id="mujoco yam")
-        self._publish_delay_ms = RollingMedians(window=500)  # camera -> its last 500 stamp -> publish delays, ms
         PARAMETERS.on_set(self, self._apply_parameters)
         self._epoch_ns = Clock(clock_type=ClockType.SYSTEM_TIME).now().nanoseconds
         self._sim_goal_s = self.sim.time_s
@@ -243,7 +242,7 @@ class SimNode(Node):
             delay_ms = (self.get_clock().now().nanoseconds - stamp_ns) / 1e6
         else:
             delay_ms = (time.monotonic() - tick_wall_s) * 1e3
-        self.health.set_value(f"publish_delay_median_ms.{cam}", f"{self._publish_delay_ms.add(cam, delay_ms):.3f}")
+        self.health.add_sample(f"publish_delay_median_ms.{cam}", delay_ms)
 
     def _stamp_for(self, sim_time_s: float, tick_now_ns: int | None) -> int:
         """Stamp of the state at ``sim_time_s``: the sim clock, or the tick's now minus what is still to run."""

@@ -55,17 +55,19 @@ def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None):
     msg.header.frame_id = chunk.frame_id
     msg.tool_frame_id = chunk.tool_frame_id
     msg.model_id = chunk.model_id
-    for dt in chunk.time_from_stamp_s:
-        d = Duration()
-        d.sec, d.nanosec = s_to_fields(float(dt))
-        msg.time_from_stamp.append(d)
-    for p, q in zip(chunk.positions_m, chunk.quats_xyzw):
+    msg.time_from_stamp = [Duration(sec=sec, nanosec=nanosec)
+                           for sec, nanosec in (s_to_fields(dt) for dt in np.asarray(chunk.time_from_stamp_s).tolist())]
+    poses = []  # fields set one by one on the nested messages: the cheapest way through rclpy's setters
+    for (x, y, z), (qx, qy, qz, qw) in zip(np.asarray(chunk.positions_m, dtype=float).tolist(),
+                                           np.asarray(chunk.quats_xyzw, dtype=float).tolist()):
         pose = Pose()
-        pose.position.x, pose.position.y, pose.position.z = (float(v) for v in p)
-        pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = (float(v) for v in q)
-        msg.poses.append(pose)
-    msg.gripper = [float(g) for g in chunk.gripper]
-    msg.confidence = [float(c) for c in chunk.confidence]
+        position, orientation = pose.position, pose.orientation
+        position.x, position.y, position.z = x, y, z
+        orientation.x, orientation.y, orientation.z, orientation.w = qx, qy, qz, qw
+        poses.append(pose)
+    msg.poses = poses
+    msg.gripper = np.asarray(chunk.gripper, dtype=float).tolist()
+    msg.confidence = np.asarray(chunk.confidence, dtype=float).tolist()
     return msg
 
 
