@@ -117,7 +117,7 @@ def test_health_reporter_logs_warn_and_error_problems_and_clears_them():
         logger = rclpy.logging.get_logger("health_reporter_test")
         published = []
 
-        def create_publisher(self, *_a):
+        def create_publisher(self, *_a, **_k):
             return type("Pub", (), {"publish": lambda _self, msg: FakeNode.published.append(msg)})()
 
         def create_timer(self, *_a):
@@ -558,3 +558,17 @@ def test_rolling_medians_are_numpy_medians_of_each_keys_last_window():
                 medians.add(key, float(values[i]))
                 got = medians.medians()[key]
                 assert got == pytest.approx(float(np.median(values[max(0, i - 6):i + 1])), abs=1e-12), (key, i)
+
+
+def test_per_frame_endpoints_have_no_event_handlers_to_poll(inference):
+    """The inference node's camera, CameraInfo and joint-state subscriptions and its outputs carry no default QoS
+    event handlers (para_ros.ros_io.event_handlers: each is polled at every wake of the executor); the TF ones keep
+    theirs (a volatile /tf_static publisher is a real mistake)."""
+    n = inference.n
+    by_topic = {sub.topic_name: sub for sub in n.subscriptions}
+    per_frame = [by_topic[n.params[f"{view}_{kind}_topic"]] for view in n.views for kind in ("image", "info")]
+    per_frame.append(by_topic[n.params["joint_states_topic"]])
+    assert all(sub.event_handlers == [] for sub in per_frame)
+    assert all(pub.event_handlers == [] for pub in (n.chunk_pub, n.marker_pub, n.cloud_pub))
+    tf_subs = [sub for topic, sub in by_topic.items() if topic in ("/tf", "/tf_static")]
+    assert tf_subs and all(sub.event_handlers for sub in tf_subs)

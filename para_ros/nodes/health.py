@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
+from para_ros.ros_io.event_handlers import publisher_without_default_events
+
 # Levels as the message defines them (single bytes in rclpy: b'\x00' OK .. b'\x03' STALE; they compare in order).
 OK, WARN, ERROR, STALE = (DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR, DiagnosticStatus.STALE)
 
@@ -67,7 +69,8 @@ class HealthReporter:
         self._rate_base: tuple[float, dict[str, int]] = (time.monotonic(), {})
         self._rates_hz: dict[str, float] = {}
         self.last_error = ""
-        self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10,  # every node: no per-wake polling
+                                          **publisher_without_default_events())
         self._timer = node.create_timer(period_s, self._on_timer)
 
     def count(self, key: str, n: int = 1) -> None:

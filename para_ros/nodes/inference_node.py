@@ -68,6 +68,7 @@ from para_ros.nodes.health import ERROR, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.observation.builder import (GripperHistory, ObservationProblem, ObservationSettings, build_observation,
                                           gripper_opening, matrix_is_finite)
+from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
 from para_ros.stamps import stamp_to_ns
 
 
@@ -184,20 +185,22 @@ class InferenceNode(Node):
         self._received_ns: dict[tuple[str, int], int] = {}  # (view, image stamp) -> receipt time, the newest few
         self._last_observation_timing_s: dict[str, float] = {}
 
-        for view in self.views:
+        quiet_sub, quiet_pub = subscription_without_default_events(), publisher_without_default_events()
+        for view in self.views:  # every frame wakes the executor: endpoints without per-wake event polling
             if p["image_transport"] == "compressed":
                 self.create_subscription(CompressedImage, p[f"{view}_image_topic"] + "/compressed",
-                                         lambda m, v=view: self._on_image(v, m), qos_profile_sensor_data)
+                                         lambda m, v=view: self._on_image(v, m), qos_profile_sensor_data, **quiet_sub)
             else:
                 self.create_subscription(Image, p[f"{view}_image_topic"], lambda m, v=view: self._on_image(v, m),
-                                         qos_profile_sensor_data)
+                                         qos_profile_sensor_data, **quiet_sub)
             self.create_subscription(CameraInfo, p[f"{view}_info_topic"], lambda m, v=view: self._on_info(v, m),
-                                     qos_profile_sensor_data)
-        self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data)
-        self.chunk_pub = self.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10))
-        self.marker_pub = self.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10))
-        self.cloud_pub = self.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2))
-        self.overlay_pub = self.create_publisher(Image, p["overlay_topic"], QoSProfile(depth=2)) \
+                                     qos_profile_sensor_data, **quiet_sub)
+        self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data,
+                                 **quiet_sub)
+        self.chunk_pub = self.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10), **quiet_pub)
+        self.marker_pub = self.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10), **quiet_pub)
+        self.cloud_pub = self.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2), **quiet_pub)
+        self.overlay_pub = self.create_publisher(Image, p["overlay_topic"], QoSProfile(depth=2), **quiet_pub) \
             if p["overlay_topic"] else None
         # Inference runs in its own thread, not in an executor callback: the executor (one thread) only moves
         # messages, so images, CameraInfo and TF keep flowing while the model runs, and a TF lookup that waits for
