@@ -47,6 +47,7 @@ def main(argv=None) -> int:
 
     from para_core.data import synthetic as syn
     from para_ros.ros_io.synthetic_rig import SyntheticRig, set_stamp
+    from para_ros.stamps import stamp_to_ns
 
     S = args.image_size
     K = syn.intrinsics_from_fovy(S, S, 60.0)
@@ -85,14 +86,18 @@ def main(argv=None) -> int:
         next_t = time.monotonic()
         while time.monotonic() < t_end:
             # As a camera driver does: the frame exists before its stamp is known (exposure), so the messages are
-            # built first and stamped at "exposure"; what the rig still spends after the stamp (TF, CameraInfo and
-            # both images through rclpy) is measured and reported apart from the node's overhead.
+            # built first and stamped at "exposure"; so is the robot's TF for that instant (a robot driver publishes
+            # it on its own, off the camera's path). What the rig still spends after the stamp (publishing TF,
+            # CameraInfo and both images through rclpy) is measured and reported apart from the node's overhead.
             images = {view: rig.image(view, 0) for view in ("scene", "wrist")}
             infos = {view: rig.camera_info(view, 0) for view in ("scene", "wrist")}
+            transforms = rig.observation_transforms(10**9)  # stamped 1 s; moved to the real stamp below
             stamp = rig.now_ns()
             for msg in (*images.values(), *infos.values()):
                 set_stamp(msg.header.stamp, stamp)
-            rig.publish_observation(stamp, tf_lead_s=0.0, images=images, info=infos)
+            for tf in transforms:
+                set_stamp(tf.header.stamp, stamp + stamp_to_ns(tf.header.stamp) - 10**9)  # the history's offsets kept
+            rig.publish_observation(stamp, tf_lead_s=0.0, images=images, info=infos, transforms=transforms)
             if time.monotonic() >= t_end_warm:
                 sent.append(stamp)
                 rig_delay_ms.append((rig.now_ns() - stamp) / 1e6)

@@ -186,17 +186,21 @@ class InferenceNode(Node):
         self._last_observation_timing_s: dict[str, float] = {}
 
         quiet_sub, quiet_pub = subscription_without_default_events(), publisher_without_default_events()
-        for view in self.views:  # every frame wakes the executor: endpoints without per-wake event polling
+        # Every frame wakes the executor: endpoints without per-wake event polling. CameraInfo and joint states first:
+        # rclpy runs the ready callbacks of one wake in creation order, so the image callbacks (which wake the
+        # inference thread) come last, and the executor goes back to waiting right after them.
+        self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data,
+                                 **quiet_sub)
+        for view in self.views:
+            self.create_subscription(CameraInfo, p[f"{view}_info_topic"], lambda m, v=view: self._on_info(v, m),
+                                     qos_profile_sensor_data, **quiet_sub)
+        for view in self.views:
             if p["image_transport"] == "compressed":
                 self.create_subscription(CompressedImage, p[f"{view}_image_topic"] + "/compressed",
                                          lambda m, v=view: self._on_image(v, m), qos_profile_sensor_data, **quiet_sub)
             else:
                 self.create_subscription(Image, p[f"{view}_image_topic"], lambda m, v=view: self._on_image(v, m),
                                          qos_profile_sensor_data, **quiet_sub)
-            self.create_subscription(CameraInfo, p[f"{view}_info_topic"], lambda m, v=view: self._on_info(v, m),
-                                     qos_profile_sensor_data, **quiet_sub)
-        self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data,
-                                 **quiet_sub)
         self.chunk_pub = self.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10), **quiet_pub)
         self.marker_pub = self.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10), **quiet_pub)
         self.cloud_pub = self.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2), **quiet_pub)

@@ -112,22 +112,17 @@ class SyntheticRig:
         self.tf_static.sendTransform(self.transform("base", "scene_cam_optical_frame", T_scene, 0))
 
     def publish_observation(self, stamp_ns, *, T_wrist=None, T_ee=None, skip=(), info=None, images=None,
-                            tf_extra=(), tf_lead_s=0.05):
+                            tf_extra=(), tf_lead_s=0.05, transforms=None):
         """TF for the moving frames at ``stamp_ns`` (and history), CameraInfo, both images, joint states.
 
         ``skip`` names parts to leave out ("tf", "scene", "wrist", "scene_info", "wrist_info"); ``info`` / ``images``
-        replace the messages of a view; ``tf_lead_s`` is how long TF goes out before the images.
+        replace the messages of a view; ``transforms`` replaces the moving frames' TF (built beforehand by
+        :meth:`observation_transforms`); ``tf_lead_s`` is how long TF goes out before the images.
         """
         from sensor_msgs.msg import JointState
 
-        T_wrist = self.T_wrist if T_wrist is None else T_wrist
-        T_ee = self.T_ee if T_ee is None else T_ee
         if "tf" not in skip:
-            tfs = []
-            for k in range(4, -1, -1):  # a short history so past-EE lookups and interpolation have data
-                t_ns = stamp_ns - k * 50_000_000
-                tfs.append(self.transform("base", "wrist_cam_optical_frame", T_wrist, t_ns))
-                tfs.append(self.transform("base", "grasp_site", T_ee, t_ns))
+            tfs = self.observation_transforms(stamp_ns, T_wrist, T_ee) if transforms is None else list(transforms)
             self.tf.sendTransform(tfs + list(tf_extra))
         js = JointState(name=["gripper"], position=[0.8])
         set_stamp(js.header.stamp, stamp_ns)
@@ -138,6 +133,18 @@ class SyntheticRig:
                 self.pub[f"{view}_info"].publish((info or {}).get(view) or self.camera_info(view, stamp_ns))
             if view not in skip:
                 self.pub[view].publish((images or {}).get(view) or self.image(view, stamp_ns))
+
+    def observation_transforms(self, stamp_ns, T_wrist=None, T_ee=None, history=5, spacing_ns=50_000_000):
+        """The moving frames' TF of an observation at ``stamp_ns``: the wrist camera and the EE at ``history`` stamps
+        ``spacing_ns`` apart up to ``stamp_ns`` (so past-EE look-ups and interpolation have data), oldest first."""
+        T_wrist = self.T_wrist if T_wrist is None else T_wrist
+        T_ee = self.T_ee if T_ee is None else T_ee
+        tfs = []
+        for k in range(history - 1, -1, -1):
+            t_ns = stamp_ns - k * spacing_ns
+            tfs.append(self.transform("base", "wrist_cam_optical_frame", T_wrist, t_ns))
+            tfs.append(self.transform("base", "grasp_site", T_ee, t_ns))
+        return tfs
 
     def wait_chunk_with_stamp(self, stamp_ns, timeout_s=10.0):
         def found():
