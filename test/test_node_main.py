@@ -66,3 +66,25 @@ def test_every_node_has_help(module):
                          env={**os.environ, "MUJOCO_GL": "egl"})
     assert out.returncode == 0 and "--params-file" in out.stdout and "--ros-args" in out.stdout
     assert "ROS parameters" in out.stdout  # the parameters and their defaults are listed
+
+
+def test_an_exception_out_of_spin_is_a_clean_stop_only_after_a_stop_signal():
+    """SIGINT's KeyboardInterrupt can land inside a conversion rclpy's C++ layer is making (taking a message runs
+    Python code), which hands it on as a RuntimeError: after a stop signal that is a clean stop, before one it is a
+    real error that must propagate."""
+    import signal
+
+    import pytest
+
+    from para_ros.nodes import runtime
+
+    runtime._stop_signals.clear()
+    disguised = RuntimeError("Unable to convert call argument '0' to Python object")
+    assert not runtime.stopped_by_signal(disguised)
+    assert runtime.stopped_by_signal(KeyboardInterrupt())
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runtime._raise_keyboard_interrupt(signal.SIGINT, None)
+        assert runtime.stopped_by_signal(disguised)
+    finally:
+        runtime._stop_signals.clear()
