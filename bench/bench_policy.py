@@ -11,6 +11,12 @@ model, decode), peak memory, the forward's FLOPs (``torch.utils.flop_counter``) 
     python bench/bench_policy.py --config paper --runs 50          # paper config on cuda if present, else CPU
     python bench/bench_policy.py --config paper --dtype bf16 --device cuda --peak-tflops 989
     python bench/bench_policy.py --config paper --paths reference fast compiled   # + torch.compile'd backbone
+    python bench/bench_policy.py --config paper --fast-dtype auto  # fp32 reference vs the fast path in bf16 where
+                                                                   # the CPU has bf16 instructions
+    python bench/bench_policy.py --config paper --allocator default   # glibc's default: page faults every forward
+
+On a CPU the policies make glibc keep freed memory (``para_core.model.hardware.keep_freed_memory``, for the whole
+process, so every path runs with it); ``--allocator default`` leaves glibc as it is, to see what that costs.
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ import platform
 import statistics
 import time
 
-from para_core.model.config import COMPILE_MODES, DTYPES, PRESET_NAMES
+from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES
 
 
 def cpu_model() -> str:
@@ -40,7 +46,13 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoint", default="", help="load this checkpoint directory instead of random weights")
     parser.add_argument("--device", default=None, help="cpu / cuda / cuda:1 (default: cuda if available else cpu; "
                                                        "tiny defaults to cpu)")
-    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
+    parser.add_argument("--dtype", choices=INFERENCE_DTYPES, default="fp32",
+                        help="precision of every path (default fp32; auto: the fastest the device computes natively)")
+    parser.add_argument("--fast-dtype", choices=INFERENCE_DTYPES, default=None,
+                        help="precision of the fast and compiled paths (default: --dtype), e.g. the fp32 reference "
+                             "against a bf16 fast path")
+    parser.add_argument("--allocator", choices=("keep", "default"), default="keep",
+                        help="CPU: keep = glibc keeps freed memory (the policies' default), default = glibc as is")
     parser.add_argument("--paths", nargs="+", choices=("reference", "fast", "compiled"), default=("reference", "fast"),
                         help="which inference paths to time, in one run (default reference fast; compiled = the fast "
                              "path with the backbone under torch.compile --compile-mode, compiled before timing)")
@@ -69,8 +81,10 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     device = args.device or ("cpu" if args.config == "tiny" else None)
     def make(path: str):
-        options = dict(device=device, dtype=args.dtype, fast=path != "reference",
-                       compile_mode=args.compile_mode if path == "compiled" else "off")
+        fast = path != "reference"
+        options = dict(device=device, dtype=(args.fast_dtype or args.dtype) if fast else args.dtype, fast=fast,
+                       compile_mode=args.compile_mode if path == "compiled" else "off",
+                       keep_freed_memory=None if args.allocator == "keep" else False)
         if args.checkpoint:
             return Policy.from_checkpoint(args.checkpoint, **options)
         return Policy.random_init(V4Config.preset(args.config), **options)
@@ -93,8 +107,9 @@ def main(argv=None) -> int:
 
     n_params = sum(p.numel() for p in policy.model.parameters())
     print(f"policy latency  config={cfg.name} model_id={policy.model_id}  paths={' + '.join(args.paths)}")
-    print(f"  device={policy.device} dtype={args.dtype} torch={torch.__version__} threads={torch.get_num_threads()} "
-          f"device_preprocess={ {n: p.device_preprocess for n, p in policies.items()} }")
+    print(f"  device={policy.device} dtype={ {n: p.dtype for n, p in policies.items()} } torch={torch.__version__} "
+          f"threads={torch.get_num_threads()} device_preprocess={ {n: p.device_preprocess for n, p in policies.items()} }"
+          f" allocator={policy.allocator}")
     print(f"  cpu={cpu_model()} ({platform.machine()}, {__import__('os').cpu_count()} logical cores)")
     print(f"  img_size={cfg.img_size} pred_size={cfg.pred_size} bins={cfg.n_height_bins} views={cfg.n_views} "
           f"V={cfg.n_voxels:,} T={cfg.n_window} params={n_params / 1e6:.1f} M raw_image={H}x{W} "
@@ -127,9 +142,11 @@ def main(argv=None) -> int:
             times_ms[name].append(1e3 * (time.perf_counter() - t0))
             for k in stages[name]:
                 stages[name][k].append(1e3 * pol.last_timing_s[k])
-    medians, chosen = {}, {}
+    medians, chosen, chosen_xyz = {}, {}, {}
     for name, pol in policies.items():
-        chosen[name] = pol.last_output.chosen_voxel.cpu()
+        chosen[name] = pol.last_output.chosen_voxel.cpu()  # (B, T)
+        chosen_xyz[name] = torch.gather(pol.last_output.voxel_xyz.float().cpu(), 1,
+                                        chosen[name].unsqueeze(-1).expand(-1, -1, 3))  # (B, T, 3)
         t = np.asarray(times_ms[name])
         medians[name] = float(np.median(t))
         if pol.device.type == "cuda":
@@ -148,9 +165,14 @@ def main(argv=None) -> int:
     if "reference" in medians:
         for name in medians:
             if name != "reference":
-                same = bool(torch.equal(chosen["reference"], chosen[name]))
+                same = int((chosen["reference"] == chosen[name]).sum())
+                apart_m = float((chosen_xyz["reference"] - chosen_xyz[name]).norm(dim=-1).max())
+                dtypes = f" ({policies[name].dtype} against {policies['reference'].dtype}: a random model's " \
+                         f"near-tied logits)" if policies[name].dtype != policies["reference"].dtype \
+                    and same < chosen[name].numel() else ""
                 print(f"  {name} / reference: {medians['reference'] / medians[name]:.2f}x faster (median); "
-                      f"same argmax voxels: {same}")
+                      f"same argmax voxels: {same}/{chosen[name].numel()} steps, chosen voxel centres at most "
+                      f"{apart_m:.4f} m apart{dtypes}")
     return 0
 
 

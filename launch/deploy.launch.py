@@ -33,7 +33,7 @@ ARGUMENTS = [
                        "shipped pick-and-place checkpoint (checkpoints/pick_place), a robot: config/inference.yaml "
                        "(an UNTRAINED random model unless set there); none = the UNTRAINED random model"),
     ("device", "", "torch device: auto | cpu | cuda | cuda:N; empty = config/inference.yaml"),
-    ("dtype", "", "inference precision: fp32 | bf16 | fp16; empty = config/inference.yaml"),
+    ("dtype", "", "inference precision: auto | fp32 | bf16 | fp16; empty = config/inference.yaml"),
     ("fast_path", "", "the inference node's fast path: true | false; empty = config/inference.yaml (false)"),
     ("compile_mode", "", "torch.compile the backbone: off | default | reduce-overhead | max-autotune; empty = "
                          "config/inference.yaml (off)"),

@@ -14,11 +14,19 @@ def test_help():
 
 
 def test_tiny_run_prints_figures_and_machine():
-    res = subprocess.run([sys.executable, str(BENCH), "--runs", "3", "--warmup", "1", "--threads", "1"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run([sys.executable, str(BENCH), "--runs", "3", "--warmup", "1", "--threads", "1",
+                          "--fast-dtype", "bf16"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    for key in ("median", "min", "max", "device=cpu", "dtype=fp32", "config=tiny", "torch=", "cpu="):
+    for key in ("median", "min", "max", "device=cpu", "'reference': 'fp32', 'fast': 'bf16'", "config=tiny", "torch=",
+                "cpu=", "allocator=glibc keeps freed memory", "fast / reference:", "/4 steps"):
         assert key in res.stdout, key
+
+
+def test_default_allocator_run_says_so():
+    res = subprocess.run([sys.executable, str(BENCH), "--runs", "1", "--warmup", "0", "--threads", "1",
+                          "--paths", "fast", "--allocator", "default"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "allocator=unchanged" in res.stdout and "'fast': 'fp32'" in res.stdout
 
 
 @pytest.mark.slow

@@ -172,6 +172,7 @@ SETTINGS = [
     {"backend": "i2rt", "checkpoint": "123", "device": "cpu"},  # a numeric-looking path must stay a string
     {"backend": "sim", "fast_path": "true", "compile_mode": "reduce-overhead"},
     {"backend": "i2rt", "fast_path": "false"},
+    {"backend": "sim", "fast_path": "true", "dtype": "auto"},  # the fastest precision of the device
     {"backend": "topic", "joint_trajectory_topic": "/arm_controller/joint_trajectory",
      "arm_joint_names": "shoulder_pan, shoulder_lift,elbow,wrist_1,wrist_2,wrist_3", "checkpoint": "/ckpt"},
     {"backend": "topic", "arm_joint_names": "1,2,3,4,5,6"},  # numeric-looking names must stay one string

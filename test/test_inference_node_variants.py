@@ -104,3 +104,15 @@ def test_a_repeated_problem_is_logged_throttled_not_per_frame():
         r.wait_chunk_with_stamp(good)  # alive and working
     problem_lines = [line for line in output[0].splitlines() if "[image]" in line and "not a colour image" in line]
     assert 1 <= len(problem_lines) <= int(elapsed_s / 2.0) + 2, problem_lines
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_dtype_auto_resolves_for_the_device_and_the_allocator_follows_its_parameter(keep):
+    from para_core.model.hardware import resolve_inference_dtype
+    from ros_helpers import in_process_inference_node
+
+    for node in in_process_inference_node("inference_dtype_test", random_seed=2, dtype="auto", device="cpu",
+                                          keep_freed_memory=keep):
+        assert node.policy.dtype == resolve_inference_dtype("auto", torch.device("cpu"))
+        assert node.policy.dtype in ("bf16", "fp32")  # never fp16 on a CPU: no CPU computes it fast
+        assert ("keeps freed memory" in node.policy.allocator) == keep, node.policy.allocator

@@ -120,6 +120,9 @@ BACKBONE_KINDS = ("dinov3", "internvl_vision")
 BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14}
 LR_SCHEDULES = ("cosine", "constant")
 DTYPES = ("fp32", "bf16", "fp16")  # precision names of every command, node and config (one table)
+# inference entry points also take "auto": the fastest precision the device computes natively
+# (para_core.model.hardware.resolve_inference_dtype)
+INFERENCE_DTYPES = ("auto",) + DTYPES
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")  # Policy(compile_mode=): torch.compile modes
 
 

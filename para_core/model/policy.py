@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from para_core.model.actions import decode_outputs
-from para_core.model.config import COMPILE_MODES, DTYPES, V4Config, torch_dtype
+from para_core.model.config import COMPILE_MODES, V4Config, torch_dtype
 from para_core.model.v4 import V4Inputs, V4Output, build_model
 from para_core.model.rotations import check_rigid
 
@@ -136,7 +136,7 @@ class Policy:
 
     def __init__(self, model: torch.nn.Module, config: V4Config, device: torch.device, dtype: str = "fp32",
                  model_id: str = "", refine: bool = True, fast: bool = False, compile_mode: str = "off",
-                 device_preprocess: bool | None = None):
+                 device_preprocess: bool | None = None, keep_freed_memory: bool | None = None):
         """``fast``: the model's fast inference path where it has one (v4: ``para_core.model.v4_fast``), the same
         predictions and logits within float tolerance (it keeps no per-voxel features: ``last_output.voxel_feat`` is
         None); False keeps the reference path (the oracle the fast one is tested against).
@@ -148,9 +148,18 @@ class Policy:
 
         ``device_preprocess``: upload the raw uint8 images and resize + normalise them on ``device``
         (``resize_on_device``) instead of with OpenCV on the host; default: with ``fast`` on a GPU. The pixels
-        agree with the host's (``resize_to_model_input``, what training sees) to one grey level."""
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype={dtype!r}; use one of {DTYPES}")
+        agree with the host's (``resize_to_model_input``, what training sees) to one grey level.
+
+        ``dtype``: one of ``INFERENCE_DTYPES``; ``auto`` is the fastest precision ``device`` computes natively (bf16 on
+        a CPU with bf16 instructions or a GPU that has bf16, fp16 on an older GPU, else fp32:
+        ``para_core.model.hardware``); ``self.dtype`` holds the resolved name.
+
+        ``keep_freed_memory``: make the process's allocator keep freed memory (``hardware.keep_freed_memory``: a
+        CPU forward otherwise spends a quarter or more of its time in page faults); for the whole process; default:
+        on when ``device`` is a CPU."""
+        from para_core.model import hardware
+
+        dtype = hardware.resolve_inference_dtype(dtype, device)  # refuses a name not in INFERENCE_DTYPES
         if compile_mode not in COMPILE_MODES:
             raise ValueError(f"compile_mode={compile_mode!r}; use one of {COMPILE_MODES}")
         self.config = config
@@ -165,6 +174,9 @@ class Policy:
             else bool(device_preprocess)
         if compile_mode != "off":
             self.model.backbone.compile(mode=compile_mode, dynamic=False)  # in place: state_dict keys unchanged
+        self.allocator = "unchanged"
+        if (device.type == "cpu") if keep_freed_memory is None else keep_freed_memory:
+            self.allocator = hardware.keep_freed_memory()
         self.model_id = model_id or f"{config.model_kind}:{config.name}:untrained"
         self.view_names: tuple[str, ...] = tuple(config.view_names)
         self.refine = refine
@@ -177,25 +189,29 @@ class Policy:
     # ------------------------------------------------------------------------------------------- constructors
     @classmethod
     def from_checkpoint(cls, path, device=None, dtype: str = "fp32", fast: bool = False,
-                        compile_mode: str = "off", device_preprocess: bool | None = None) -> "Policy":
+                        compile_mode: str = "off", device_preprocess: bool | None = None,
+                        keep_freed_memory: bool | None = None) -> "Policy":
         """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
         from para_core.model.checkpoint import load_checkpoint
 
         model, config, meta = load_checkpoint(path)
         model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"
         return cls(model, config, resolve_device(device), dtype=dtype, model_id=model_id, fast=fast,
-                   compile_mode=compile_mode, device_preprocess=device_preprocess)
+                   compile_mode=compile_mode, device_preprocess=device_preprocess,
+                   keep_freed_memory=keep_freed_memory)
 
     @classmethod
     def random_init(cls, config: V4Config, device=None, dtype: str = "fp32", seed: int = 0,
-                    fast: bool = False, compile_mode: str = "off", device_preprocess: bool | None = None) -> "Policy":
+                    fast: bool = False, compile_mode: str = "off", device_preprocess: bool | None = None,
+                    keep_freed_memory: bool | None = None) -> "Policy":
         """An untrained policy (random weights, deterministic in ``seed``) for demos and tests."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = build_model(config)
         return cls(model, config, resolve_device(device), dtype=dtype,
                    model_id=f"{config.model_kind}:{config.name}:random-seed{seed}", fast=fast,
-                   compile_mode=compile_mode, device_preprocess=device_preprocess)
+                   compile_mode=compile_mode, device_preprocess=device_preprocess,
+                   keep_freed_memory=keep_freed_memory)
 
     # ---------------------------------------------------------------------------------------- preprocessing
     def _validate(self, cameras: Sequence[CameraObservation], state: RobotState) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from para_core.model.config import DTYPES, PRESET_NAMES
+from para_core.model.config import INFERENCE_DTYPES, PRESET_NAMES
 from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, select_by_fps
 from para_ros.stamps import stamp_to_ns, stamp_to_s
 
@@ -626,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--step", type=int, default=-1, help="chunk step to show (-1: the last)")
     fg.add_argument("--out", required=True, help="output directory")
     fg.add_argument("--device", default="auto")
-    fg.add_argument("--dtype", default="fp32", choices=DTYPES)
+    fg.add_argument("--dtype", default="fp32", choices=INFERENCE_DTYPES)
     _add_topic_args(fg)
     ab = sub.add_parser("ablate", help="evaluate several checkpoints on the same recordings: one table of the "
                                        "offline metrics side by side (stdout, CSV, Markdown)")
@@ -656,7 +656,7 @@ def build_parser() -> argparse.ArgumentParser:
                           f"{CHUNK_TOPIC}) against its TF; needs only TF (+ joint states)")
     ev.add_argument("--random-seed", type=int, default=0)
     ev.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    ev.add_argument("--dtype", default="fp32", choices=DTYPES)
+    ev.add_argument("--dtype", default="fp32", choices=INFERENCE_DTYPES)
     ev.add_argument("--fast", action="store_true", help="the model's fast inference path (para_core.model.v4_fast; "
                     "the same voxels as the reference path, tested), as the node's fast_path parameter")
     ev.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from para_core.model.config import COMPILE_MODES, DTYPES
+from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES
 
 PACKAGE = "para_ros"
 BACKENDS = ("sim", "i2rt", "topic")
@@ -162,8 +162,9 @@ class DeploySettings:
         object.__setattr__(self, "engage", _true_false("engage", self.engage) == "true")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
-        if self.dtype not in ("", *DTYPES):
-            raise ValueError(f"dtype={self.dtype!r}: use fp32, bf16 or fp16 (or leave empty for the file's value)")
+        if self.dtype not in ("", *INFERENCE_DTYPES):
+            raise ValueError(f"dtype={self.dtype!r}: use one of {', '.join(INFERENCE_DTYPES)} (or leave empty for "
+                             f"the file's value)")
         object.__setattr__(self, "fast_path", _true_false("fast_path", self.fast_path,
                                                           " (or leave empty for the file's value)"))
         if self.compile_mode not in ("", *COMPILE_MODES):

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from para_core.model.config import COMPILE_MODES, DTYPES
+from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES
 from para_ros.deploy import graph
 from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
 from para_ros.paths import share_file
@@ -309,7 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task-seed", type=int, default=100000,
                         help="backend sim: layout seed of the first attempt (default 100000, held out from training)")
     parser.add_argument("--device", default="", help="torch device: auto | cpu | cuda | cuda:N (default: file's)")
-    parser.add_argument("--dtype", default="", choices=["", *DTYPES], help="inference precision")
+    parser.add_argument("--dtype", default="", choices=["", *INFERENCE_DTYPES],
+                        help="inference precision (auto: the fastest the device computes natively)")
     parser.add_argument("--fast-path", dest="fast_path", nargs="?", const="true", default="",
                         choices=["", "true", "false"],
                         help="the inference node's fast path (para_core.model.v4_fast: the reference path's argmax "

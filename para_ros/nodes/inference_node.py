@@ -62,7 +62,7 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from para_core.model.config import COMPILE_MODES, DTYPES, PRESET_NAMES
+from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES
 from para_ros.adapters.tf import Buffer, TransformListener
 from para_ros.nodes.health import ERROR, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
@@ -89,7 +89,12 @@ PARAMETERS = ParameterTable("inference_node", [
           choices=PRESET_NAMES),
     Param("random_seed", 0, "Seed of the random model when checkpoint is empty.", range=(0, 2**31 - 1)),
     Param("device", "auto", "Torch device: auto (cuda if available, else cpu) | cpu | cuda | cuda:N."),
-    Param("dtype", "fp32", "Inference precision (the geometry stays fp32).", choices=DTYPES),
+    Param("dtype", "fp32", "Inference precision (the geometry stays fp32); auto: the fastest the device computes "
+          "natively (bf16 on a CPU with AVX512_BF16 / AMX or a GPU with bf16, fp16 on older GPUs, else fp32).",
+          choices=INFERENCE_DTYPES),
+    Param("keep_freed_memory", True, "On a CPU device: make this process's allocator keep freed memory for the next "
+          "forward (para_core.model.hardware.keep_freed_memory; otherwise page faults cost a quarter or more of a "
+          "CPU forward). The process then keeps its peak footprint."),
     Param("fast_path", False, "The model's fast inference path (v4: para_core.model.v4_fast; the same argmax voxels "
           "and logits within float tolerance, tested against the reference path) instead of the reference path."),
     Param("compile_mode", "off", "torch.compile the backbone: off | default | reduce-overhead (CUDA graphs) | "
@@ -214,8 +219,9 @@ class InferenceNode(Node):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._inference_loop, name="para_inference", daemon=True)
         self._thread.start()
-        self.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}), "
-                               f"views {self.views}, world frame '{p['world_frame']}'")
+        self.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}, "
+                               f"allocator: {self.policy.allocator}), views {self.views}, world frame "
+                               f"'{p['world_frame']}'")
 
     # ------------------------------------------------------------------------------------------------ set-up
     def _apply_parameters(self, changes: dict) -> None:
@@ -232,14 +238,16 @@ class InferenceNode(Node):
         from para_core.model.policy import Policy
 
         device = None if p["device"] == "auto" else p["device"]
+        keep = None if p["keep_freed_memory"] else False  # None: on for a CPU device
         if p["checkpoint"]:
             return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"], fast=p["fast_path"],
-                                          compile_mode=p["compile_mode"])
+                                          compile_mode=p["compile_mode"], keep_freed_memory=keep)
         self.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
                                        f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
                                        "nothing. Pass checkpoint:=<dir> for a trained one.")
         return Policy.random_init(V4Config.preset(p["random_preset"]), device=device, dtype=p["dtype"],
-                                  seed=int(p["random_seed"]), fast=p["fast_path"], compile_mode=p["compile_mode"])
+                                  seed=int(p["random_seed"]), fast=p["fast_path"], compile_mode=p["compile_mode"],
+                                  keep_freed_memory=keep)
 
     def _new_pairer(self):
         from para_ros.observation.pairing import ObservationPairer
