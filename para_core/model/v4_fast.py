@@ -188,6 +188,9 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
         steps = _StepReduction.empty(q_scaled)
     valid_host = valid6.cpu().numpy() if skip_invalid else None  # (B, N, Z, P, P): one host copy per forward
     heights_of_view = [height_term(model, grid, k) for k in range(N)]  # N x (B, Z, H), for the whole batch at once
+    seen_weights = [_seen_weight(model, j) for j in range(N)]  # N x (F + 1, H): once a forward, not once a box
+    # one channel more for the sampler to write the visibility into (_add_other_view); fp32: sampling stays fp32
+    padded_maps = Fn.pad(feat_maps.float(), (0, 0, 0, 0, 0, 1)) if N > 1 else None  # (B, N, F + 1, P, P)
     for b in range(B):
         for k in range(N):
             W_fk, w_vk = first_layer_blocks(model, k)
@@ -201,7 +204,8 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
                 xyz = xyz6[b, k][box].reshape(-1, 3)  # (v, 3), v = nb * nr * nc
                 for j in range(N):
                     if j != k:
-                        _add_other_view(model, pre, xyz, feat_maps[b, j], grid.K_pred[b, j], grid.T_world_cam[b, j], j)
+                        _add_other_view(pre, xyz, padded_maps[b, j], grid.K_pred[b, j], grid.T_world_cam[b, j],
+                                        seen_weights[j])
                 feat = rest(pre)  # (v, F)
                 if feat6 is not None:
                     feat6[b, k][box] = feat.view(nb, nr, nc, -1)
@@ -252,18 +256,26 @@ def _logsumexp_given_max(x: torch.Tensor, row_max: torch.Tensor) -> torch.Tensor
     return (x - shift.unsqueeze(-1)).exp_().sum(-1).log_() + shift
 
 
-def _add_other_view(model, pre: torch.Tensor, xyz: torch.Tensor, feat_map: torch.Tensor, K: torch.Tensor,
-                    T_world_cam: torch.Tensor, j: int) -> None:
-    """``pre += W_fj (vis f_j(uv)) + vis w_vj`` for voxels ``xyz`` (v, 3), vis = 1 where view j sees them, else 0:
-    (v, H) in place, as one matrix product accumulated into ``pre`` (no (v, H) temporary)."""
-    F, P, _ = feat_map.shape
+def _seen_weight(model, j: int) -> torch.Tensor:
+    """The first layer's columns for view ``j``'s input block [features, visibility], transposed: (F + 1, H)."""
     W_fj, w_vj = first_layer_blocks(model, j)
+    return torch.cat([W_fj, w_vj.unsqueeze(1)], dim=1).T  # (F + 1, H)
+
+
+def _add_other_view(pre: torch.Tensor, xyz: torch.Tensor, padded_map: torch.Tensor, K: torch.Tensor,
+                    T_world_cam: torch.Tensor, seen_weight: torch.Tensor) -> None:
+    """``pre += W_fj (vis f_j(uv)) + vis w_vj`` for voxels ``xyz`` (v, 3), vis = 1 where view j sees them, else 0:
+    (v, H) in place, as one matrix product accumulated into ``pre`` (no (v, H) temporary); ``seen_weight``:
+    ``_seen_weight(model, j)``. ``padded_map`` (F + 1, P, P) fp32 is view j's feature map with one channel more,
+    whose samples are replaced by vis: the (v, F + 1) input block is the sampler's own output, filled in place (no
+    concatenation)."""
+    F, P = padded_map.shape[0] - 1, padded_map.shape[1]
     with torch.autocast(device_type=xyz.device.type, enabled=False):  # geometry and sampling in fp32
         uv, depth = project(xyz.float(), K.float(), T_world_cam.float())  # (v, 2), (v,)
         g = uv_to_grid_sample(uv, P, P).view(1, -1, 1, 2)  # (1, v, 1, 2)
-        sampled = Fn.grid_sample(feat_map.float().unsqueeze(0), g, mode="bilinear", padding_mode="border",
-                                 align_corners=False).view(F, -1).T  # (v, F)
-    vis = ((depth > 0) & (uv[:, 0] >= 0) & (uv[:, 0] < P) & (uv[:, 1] >= 0)
-           & (uv[:, 1] < P)).to(W_fj.dtype).unsqueeze(-1)  # (v, 1)
-    seen = torch.cat([sampled.to(W_fj.dtype) * vis, vis], dim=1)  # (v, F + 1): the reference's input block of view j
-    pre.addmm_(seen, torch.cat([W_fj, w_vj.unsqueeze(1)], dim=1).T)  # (v, H) += (v, F + 1) @ (F + 1, H), in place
+        seen_cf = Fn.grid_sample(padded_map.unsqueeze(0), g, mode="bilinear", padding_mode="border",
+                                 align_corners=False).view(F + 1, -1)  # (F + 1, v)
+    vis = (depth > 0) & (uv[:, 0] >= 0) & (uv[:, 0] < P) & (uv[:, 1] >= 0) & (uv[:, 1] < P)  # (v,)
+    seen_cf[:F] *= vis  # features where view j sees the voxel, 0 elsewhere
+    seen_cf[F] = vis  # the visibility itself: the reference's input block of view j is [vis f_j(uv), vis]
+    pre.addmm_(seen_cf.T.to(seen_weight.dtype), seen_weight)  # (v, H) += (v, F + 1) @ (F + 1, H), in place
