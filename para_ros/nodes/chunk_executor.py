@@ -412,10 +412,10 @@ class ChunkExecutorNode(Node):
             self.core.status.chunks_rejected += 1
             self.core.status.last_rejection = text
         if not accepted:
-            self.get_logger().warn(f"chunk rejected: {text}", throttle_duration_sec=1.0)
+            self.get_logger().warning(f"chunk rejected: {text}", throttle_duration_sec=1.0)
             self._problem_diagnostics()
         elif text:
-            self.get_logger().warn(f"chunk accepted with changes: {text}", throttle_duration_sec=1.0)
+            self.get_logger().warning(f"chunk accepted with changes: {text}", throttle_duration_sec=1.0)
 
     def _on_stop(self, request, response):
         self.core.stop()
@@ -589,7 +589,7 @@ class ChunkExecutorNode(Node):
         try:
             self.backend.close()
         except Exception as err:  # noqa: BLE001
-            self.get_logger().warn(f"backend close failed: {err}")
+            self.get_logger().warning(f"backend close failed: {err}")
 
 
 def main(argv: list[str] | None = None) -> int:
