@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from para_core.model.config import DTYPES, PRESET_NAMES
+from para_core.model.config import INFERENCE_DTYPES, PRESET_NAMES
 
 
 def main(argv=None) -> int:
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     parser.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="random model preset")
     parser.add_argument("--checkpoint", default="", help="checkpoint directory instead of a random model")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
-    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
+    parser.add_argument("--dtype", choices=INFERENCE_DTYPES, default="fp32", help="the node's dtype (auto: the fastest the device computes natively)")
     parser.add_argument("--image-size", type=int, default=64, help="square camera image side, px (default 64)")
     parser.add_argument("--rate", type=float, default=20.0, help="camera rate, Hz (default 20)")
     parser.add_argument("--duration", type=float, default=15.0, help="measured seconds (default 15)")
