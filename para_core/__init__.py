@@ -6,8 +6,9 @@ Packages (each module has one job; docs/contracts.md has the map of the whole re
   unprojection, intrinsics rescaling), ``voxels`` (the adaptive voxel grid), ``backbones`` (DINOv3 / InternVL through
   ``transformers``), the heads ``v4`` (the volumetric model, its losses, the ``model_kind`` registry), ``dino_kv``
   and ``regression`` (the coordinate-regression baseline), ``actions`` (targets and decoding), ``checkpoint``
-  (``model.safetensors`` + ``config.json``; nothing is unpickled), ``rotations`` (quaternion / matrix maths) and
-  ``policy`` (``Policy``: the single inference entry point).
+  (``model.safetensors`` + ``config.json``; nothing is unpickled), ``rotations`` (quaternion / matrix maths),
+  ``hardware`` (the precision ``auto`` picks, the CPU allocator that keeps freed memory) and ``policy``
+  (``Policy``: the single inference entry point).
 - ``data``   -- ``dataset`` (``Episode`` on disk, ``EpisodeDataset``) and ``synthetic`` (cameras, trajectories,
   episodes for tests, demos and benchmarks).
 - ``train``  -- ``trainer`` (``TrainConfig``, the loop, checkpoints, resume), ``cli`` (``para-train``),
