@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU measurement issue 12 asks for, in one run (a lent GPU machine gives a session about 15 minutes):
 #   1. policy latency, paper config, batch 1: reference vs fast vs fast + torch.compile (CUDA graphs), fp32 and bf16,
+#      and the fp32 reference against the fast path at dtype auto (bf16 on a GPU that has it),
 #      50 runs each after warm-up, peak memory, TFLOP/s against the device's peak;
 #   2. one training step of the paper preset at batch 4 (bf16 autocast): step time and peak memory;
 #   3. camera -> chunk latency through the inference node with the paper model on the GPU.
@@ -29,6 +30,8 @@ run() {  # name, then the command: its output to OUT/name.txt, its exit status a
     >"$OUT/machine.txt" 2>&1
 run policy_fp32 "$PY" bench/bench_policy.py --config paper --device cuda --dtype fp32 --runs "$RUNS" \
     --paths reference fast compiled --compile-mode reduce-overhead --peak-tflops "$PEAK_FP32"
+run policy_fp32_vs_fast_auto "$PY" bench/bench_policy.py --config paper --device cuda --dtype fp32 --fast-dtype auto \
+    --runs "$RUNS" --paths reference fast compiled --compile-mode reduce-overhead --peak-tflops "$PEAK_BF16"
 run policy_bf16 "$PY" bench/bench_policy.py --config paper --device cuda --dtype bf16 --runs "$RUNS" \
     --paths reference fast compiled --compile-mode reduce-overhead --peak-tflops "$PEAK_BF16"
 run training_b4_bf16 "$PY" bench/bench_training.py --preset paper --device cuda --batch-size 4 --amp bf16 \
