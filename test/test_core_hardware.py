@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 import torch
@@ -77,7 +78,7 @@ _FAULTS_SCRIPT = textwrap.dedent("""
 
 def _faults_of_last_rounds(setup: str) -> int:
     out = subprocess.run([sys.executable, "-c", _FAULTS_SCRIPT.format(setup=setup)], capture_output=True, text=True,
-                         timeout=120, check=True)
+                         timeout=600, check=True)
     return int(out.stdout.split()[-1])
 
 
@@ -112,3 +113,24 @@ def test_policy_resolves_auto_and_refuses_unknown_precisions():
     assert policy.dtype in DTYPES
     with pytest.raises(ValueError, match="use one of"):
         Policy.random_init(V4Config.tiny(), device="cpu", dtype="half", keep_freed_memory=False)
+
+
+def test_fp16_on_a_cpu_without_fp16_instructions_is_called_slow():
+    cpu = torch.device("cpu")
+    assert "100x slower" in hardware.slow_precision_warning("fp16", cpu, flags=frozenset({"avx512_bf16"}))
+    assert hardware.slow_precision_warning("fp16", cpu, flags=frozenset({"avx512_fp16"})) is None
+    assert hardware.slow_precision_warning("fp16", torch.device("cuda")) is None  # tensor cores
+    for name in ("fp32", "bf16"):
+        assert hardware.slow_precision_warning(name, cpu, flags=frozenset()) is None
+
+
+def test_policy_warns_about_fp16_on_this_cpu_only_when_it_is_slow_here():
+    from para_core.model.config import V4Config
+    from para_core.model.policy import Policy
+
+    expected = hardware.slow_precision_warning("fp16", torch.device("cpu"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Policy.random_init(V4Config.tiny(), device="cpu", dtype="fp16", keep_freed_memory=False)
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert said == ([expected] if expected else [])

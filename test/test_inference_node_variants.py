@@ -114,5 +114,5 @@ def test_dtype_auto_resolves_for_the_device_and_the_allocator_follows_its_parame
     for node in in_process_inference_node("inference_dtype_test", random_seed=2, dtype="auto", device="cpu",
                                           keep_freed_memory=keep):
         assert node.policy.dtype == resolve_inference_dtype("auto", torch.device("cpu"))
-        assert node.policy.dtype in ("bf16", "fp32")  # never fp16 on a CPU: no CPU computes it fast
+        assert node.policy.dtype in ("bf16", "fp32")  # auto never picks fp16 on a CPU
         assert ("keeps freed memory" in node.policy.allocator) == keep, node.policy.allocator

@@ -160,6 +160,9 @@ class Policy:
         from para_core.model import hardware
 
         dtype = hardware.resolve_inference_dtype(dtype, device)  # refuses a name not in INFERENCE_DTYPES
+        slow = hardware.slow_precision_warning(dtype, device)
+        if slow:
+            warnings.warn(slow, RuntimeWarning, stacklevel=2)
         if compile_mode not in COMPILE_MODES:
             raise ValueError(f"compile_mode={compile_mode!r}; use one of {COMPILE_MODES}")
         self.config = config
