@@ -33,6 +33,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
+    parser.add_argument("--allocator", choices=("keep", "default"), default="keep",
+                        help="CPU: keep = glibc keeps freed memory (the trainer's default), default = glibc as is")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.warmup < 0 or args.batch_size < 1:
         parser.error("--steps and --batch-size must be >= 1, --warmup >= 0")
@@ -50,7 +52,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         rng = np.random.default_rng(0)
         episodes = [synthetic_episode(cfg, rng, n_frames=24).save(Path(tmp) / f"ep{i}") for i in range(2)]
-        tc = TrainConfig(device=args.device, amp_dtype=args.amp, val_fraction=0.0, num_workers=0)
+        tc = TrainConfig(device=args.device, amp_dtype=args.amp, val_fraction=0.0, num_workers=0,
+                         keep_freed_memory=args.allocator == "keep")
         trainer = Trainer(cfg, tc, episodes, Path(tmp) / "run")
         loader = iter(trainer._loader())
         device = trainer.device
@@ -70,7 +73,8 @@ def main(argv=None) -> int:
         n_params = sum(p.numel() for p in trainer.model.parameters())
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())
-    print(f"training step  preset={args.preset} batch={args.batch_size} amp={args.amp} device={device}")
+    print(f"training step  preset={args.preset} batch={args.batch_size} amp={args.amp} device={device} "
+          f"allocator={trainer.allocator}")
     print(f"  median {statistics.median(times_ms):.1f} ms  min {min(times_ms):.1f} ms  max {max(times_ms):.1f} ms  "
           f"over {args.steps} steps (+{args.warmup} warm-up); data loading not timed")
     if device.type == "cuda":

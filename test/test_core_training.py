@@ -392,3 +392,22 @@ def test_bf16_autocast_and_worker_processes(tmp_path, episodes):
     assert [r["iter"] for r in rows] == [1, 2] and all(math.isfinite(r["loss"]) for r in rows)
     model, loaded_cfg, _ = load_checkpoint(result.checkpoint_dir)
     assert loaded_cfg == cfg and all(p.dtype == torch.float32 for p in model.parameters())  # fp32 master weights
+
+
+def test_keep_freed_memory_is_a_validated_bool_the_cli_can_turn_off(tmp_path, episodes, capsys):
+    with pytest.raises(ValueError, match="keep_freed_memory"):
+        TrainConfig(keep_freed_memory="yes")
+    args = ["--data", str(episodes[0].parent), "--preset", "tiny", "--out", str(tmp_path / "run"), "--device", "cpu",
+            "--print-config"]
+    assert cli_main(args) == 0
+    assert json.loads(capsys.readouterr().out)["train"]["keep_freed_memory"] is True
+    assert cli_main(args + ["--no-keep-freed-memory"]) == 0
+    assert json.loads(capsys.readouterr().out)["train"]["keep_freed_memory"] is False
+
+
+def test_a_cpu_trainer_keeps_freed_memory_unless_told_not_to(tmp_path, episodes):
+    cfg = V4Config.tiny(batch_size=2)
+    kept = Trainer(cfg, quick(), episodes, tmp_path / "kept")
+    assert "keeps freed memory" in kept.allocator, kept.allocator
+    plain = Trainer(cfg, quick(keep_freed_memory=False), episodes, tmp_path / "plain")
+    assert plain.allocator == "unchanged"

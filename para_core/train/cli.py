@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-tensorboard", action="store_true",
                    help="do not write TensorBoard event files (default: RUN/tensorboard; watch with "
                         "'tensorboard --logdir RUN/tensorboard')")
+    g.add_argument("--no-keep-freed-memory", action="store_true",
+                   help="on a CPU, leave glibc's allocator as it is (default: it keeps freed memory for the next step: "
+                        "1.15-1.3x faster steps, the process keeps its peak footprint)")
     g.add_argument("--print-config", action="store_true", help="print the resolved configs and exit")
     return p
 
@@ -155,6 +158,8 @@ def resolve_configs(args: argparse.Namespace):
         train_changes["progress"] = False
     if args.no_tensorboard:
         train_changes["tensorboard"] = False
+    if args.no_keep_freed_memory:
+        train_changes["keep_freed_memory"] = False
     if args.resume:
         frozen = sorted(set(train_changes) & {"val_fraction", "val_episodes", "seed", "augment"})
         if frozen:

@@ -116,6 +116,9 @@ class TrainConfig:
             micro-batches, so a global batch larger than fits in memory still trains (``para_core.train.distributed``).
         tensorboard: write TensorBoard event files to ``RUN/tensorboard`` (``para_core.train.tensorboard_log``).
         tensorboard_images: validation overlays written at each validation pass (0 = none).
+        keep_freed_memory: on a CPU device, make the process's allocator keep freed memory
+            (``para_core.model.hardware.keep_freed_memory``: pick_place at batch 4 trains 1.15-1.3x faster, since each
+            step otherwise faults its activations in afresh); the process keeps its peak footprint.
     """
 
     device: str = "auto"
@@ -140,6 +143,7 @@ class TrainConfig:
     tensorboard: bool = True
     tensorboard_images: int = 3
     grad_accum_steps: int = 1
+    keep_freed_memory: bool = True
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(float(b) for b in self.adam_betas)
@@ -183,7 +187,7 @@ class TrainConfig:
         if isinstance(self.tensorboard_images, bool) or not isinstance(self.tensorboard_images, int) or \
                 not 0 <= self.tensorboard_images <= 16:
             _fail("tensorboard_images", self.tensorboard_images, "use an integer within 0..16")
-        for name in ("augment", "progress", "tensorboard"):
+        for name in ("augment", "progress", "tensorboard", "keep_freed_memory"):
             if not isinstance(getattr(self, name), bool):
                 _fail(name, getattr(self, name), "use true or false")
         if not isinstance(self.cache_dir, str):
@@ -367,6 +371,11 @@ class Trainer:
         from para_core.train.distributed import init_from_env
 
         self.dist, self.device = init_from_env(self.device)  # torchrun: this rank's place and device
+        self.allocator = "unchanged"
+        if self.device.type == "cpu" and train_config.keep_freed_memory:
+            from para_core.model.hardware import keep_freed_memory
+
+            self.allocator = keep_freed_memory()
         world, accum = self.dist.world_size, train_config.grad_accum_steps
         if model_config.batch_size % (world * accum) != 0:
             raise ValueError(f"V4Config.batch_size = {model_config.batch_size} (the global batch) is not a multiple of "
