@@ -6,13 +6,13 @@ Two measured facts decide the CPU settings (paper config, 2 cores of an AMD EPYC
 * **bf16 matrix products are 5x faster than fp32** where the CPU has bf16 dot-product instructions (AVX512_BF16 or
   AMX-BF16): a (2048 x 384) @ (384 x 1536) product at 823 against 154 GFLOP/s. Without them oneDNN emulates bf16
   and it is SLOWER than fp32 (a Xeon without them: the backbone 16.8 s in bf16 against 3.5 s in fp32), and fp16 is
-  never fast on a CPU (2 GFLOP/s there). So ``dtype="auto"`` is bf16 on such a CPU and fp32 on others, and on a GPU
+  emulated on CPUs without AVX512-FP16 / AMX-FP16 (2 GFLOP/s on this EPYC). So ``dtype="auto"`` is bf16 on such a CPU and fp32 on others, and on a GPU
   bf16 where it is supported natively, else fp16 (tensor cores either way).
-* **a quarter to 40 % of a CPU forward went to page faults**: glibc hands every block above its mmap threshold back
+* **10 % (the fast path) to 45 % (the reference path) of a CPU forward went to page faults**: glibc hands every block above its mmap threshold back
   to the kernel when it is freed, so each forward maps its large activations afresh and the kernel zeroes every page
   on first touch (the reference path: 0.8 M faults, 3.2 GB of fresh pages, a forward; the backbone alone 148 k).
   :func:`keep_freed_memory` tells glibc to serve every block from its heaps and keep what is freed for the next
-  forward: the reference forward 3.2 -> 1.9 s, no fault after the first. The price is that the process keeps its
+  forward: the reference forward 3.08 -> 1.70 s, no fault once the first few forwards have sized the heap. The price is that the process keeps its
   peak footprint instead of shrinking between forwards, which an inference process reaches on every forward anyway.
 """
 from __future__ import annotations

@@ -155,7 +155,7 @@ class Policy:
         ``para_core.model.hardware``); ``self.dtype`` holds the resolved name.
 
         ``keep_freed_memory``: make the process's allocator keep freed memory (``hardware.keep_freed_memory``: a
-        CPU forward otherwise spends a quarter or more of its time in page faults); for the whole process; default:
+        CPU forward otherwise spends 10-45 % of its time in page faults); for the whole process; default:
         on when ``device`` is a CPU."""
         from para_core.model import hardware
 

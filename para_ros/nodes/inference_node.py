@@ -93,8 +93,8 @@ PARAMETERS = ParameterTable("inference_node", [
           "natively (bf16 on a CPU with AVX512_BF16 / AMX or a GPU with bf16, fp16 on older GPUs, else fp32).",
           choices=INFERENCE_DTYPES),
     Param("keep_freed_memory", True, "On a CPU device: make this process's allocator keep freed memory for the next "
-          "forward (para_core.model.hardware.keep_freed_memory; otherwise page faults cost a quarter or more of a "
-          "CPU forward). The process then keeps its peak footprint."),
+          "forward (para_core.model.hardware.keep_freed_memory; otherwise page faults cost 10-45 % of a CPU "
+          "forward). The process then keeps its peak footprint."),
     Param("fast_path", False, "The model's fast inference path (v4: para_core.model.v4_fast; the same argmax voxels "
           "and logits within float tolerance, tested against the reference path) instead of the reference path."),
     Param("compile_mode", "off", "torch.compile the backbone: off | default | reduce-overhead (CUDA graphs) | "
