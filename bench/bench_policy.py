@@ -84,7 +84,7 @@ def main(argv=None) -> int:
         fast = path != "reference"
         options = dict(device=device, dtype=(args.fast_dtype or args.dtype) if fast else args.dtype, fast=fast,
                        compile_mode=args.compile_mode if path == "compiled" else "off",
-                       keep_freed_memory=None if args.allocator == "keep" else False)
+                       keep_freed_memory=args.allocator == "keep")
         if args.checkpoint:
             return Policy.from_checkpoint(args.checkpoint, **options)
         return Policy.random_init(V4Config.preset(args.config), **options)
@@ -167,9 +167,10 @@ def main(argv=None) -> int:
             if name != "reference":
                 same = int((chosen["reference"] == chosen[name]).sum())
                 apart_m = float((chosen_xyz["reference"] - chosen_xyz[name]).norm(dim=-1).max())
-                dtypes = f" ({policies[name].dtype} against {policies['reference'].dtype}: a random model's " \
-                         f"near-tied logits)" if policies[name].dtype != policies["reference"].dtype \
-                    and same < chosen[name].numel() else ""
+                dtypes = ""
+                if policies[name].dtype != policies["reference"].dtype and same < chosen[name].numel():
+                    dtypes = f" ({policies[name].dtype} against {policies['reference'].dtype}: a random model's " \
+                             f"near-tied logits)"
                 print(f"  {name} / reference: {medians['reference'] / medians[name]:.2f}x faster (median); "
                       f"same argmax voxels: {same}/{chosen[name].numel()} steps, chosen voxel centres at most "
                       f"{apart_m:.4f} m apart{dtypes}")

@@ -134,3 +134,9 @@ def test_policy_warns_about_fp16_on_this_cpu_only_when_it_is_slow_here():
         Policy.random_init(V4Config.tiny(), device="cpu", dtype="fp16", keep_freed_memory=False)
     said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert said == ([expected] if expected else [])
+
+
+def test_the_allocator_is_left_alone_off_a_cpu_or_when_not_wanted():
+    # neither call may reach mallopt: both answer "unchanged" (the CPU case is the subprocess tests' above)
+    assert hardware.keep_freed_memory_for(torch.device("cuda:0")) == "unchanged"
+    assert hardware.keep_freed_memory_for(torch.device("cpu"), wanted=False) == "unchanged"

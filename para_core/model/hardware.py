@@ -101,3 +101,10 @@ def keep_freed_memory() -> str:
         return "allocator unchanged (not glibc)"
     ok = libc.mallopt(_M_MMAP_MAX, 0) == 1 and libc.mallopt(_M_TRIM_THRESHOLD, KEEP_TRIM_THRESHOLD_BYTES) == 1
     return "glibc keeps freed memory (mmap_max 0, no trim)" if ok else "allocator unchanged (mallopt refused)"
+
+
+def keep_freed_memory_for(device: torch.device, wanted: bool = True) -> str:
+    """:func:`keep_freed_memory` when ``wanted`` and ``device`` is a CPU (the forwards and steps whose activations
+    live in host memory), else nothing; what was done, for logs ("unchanged" when nothing). The one rule of
+    ``Policy`` and ``Trainer``."""
+    return keep_freed_memory() if wanted and torch.device(device).type == "cpu" else "unchanged"

@@ -136,7 +136,7 @@ class Policy:
 
     def __init__(self, model: torch.nn.Module, config: V4Config, device: torch.device, dtype: str = "fp32",
                  model_id: str = "", refine: bool = True, fast: bool = False, compile_mode: str = "off",
-                 device_preprocess: bool | None = None, keep_freed_memory: bool | None = None):
+                 device_preprocess: bool | None = None, keep_freed_memory: bool = True):
         """``fast``: the model's fast inference path where it has one (v4: ``para_core.model.v4_fast``), the same
         predictions and logits within float tolerance (it keeps no per-voxel features: ``last_output.voxel_feat`` is
         None); False keeps the reference path (the oracle the fast one is tested against).
@@ -154,9 +154,9 @@ class Policy:
         a CPU with bf16 instructions or a GPU that has bf16, fp16 on an older GPU, else fp32:
         ``para_core.model.hardware``); ``self.dtype`` holds the resolved name.
 
-        ``keep_freed_memory``: make the process's allocator keep freed memory (``hardware.keep_freed_memory``: a
-        CPU forward otherwise spends 10-45 % of its time in page faults); for the whole process; default:
-        on when ``device`` is a CPU."""
+        ``keep_freed_memory``: on a CPU device, make the process's allocator keep freed memory
+        (``hardware.keep_freed_memory_for``: a CPU forward otherwise spends 10-45 % of its time in page faults); for
+        the whole process; ``self.allocator`` says what was done."""
         from para_core.model import hardware
 
         dtype = hardware.resolve_inference_dtype(dtype, device)  # refuses a name not in INFERENCE_DTYPES
@@ -177,9 +177,7 @@ class Policy:
             else bool(device_preprocess)
         if compile_mode != "off":
             self.model.backbone.compile(mode=compile_mode, dynamic=False)  # in place: state_dict keys unchanged
-        self.allocator = "unchanged"
-        if (device.type == "cpu") if keep_freed_memory is None else keep_freed_memory:
-            self.allocator = hardware.keep_freed_memory()
+        self.allocator = hardware.keep_freed_memory_for(device, keep_freed_memory)
         self.model_id = model_id or f"{config.model_kind}:{config.name}:untrained"
         self.view_names: tuple[str, ...] = tuple(config.view_names)
         self.refine = refine
@@ -193,7 +191,7 @@ class Policy:
     @classmethod
     def from_checkpoint(cls, path, device=None, dtype: str = "fp32", fast: bool = False,
                         compile_mode: str = "off", device_preprocess: bool | None = None,
-                        keep_freed_memory: bool | None = None) -> "Policy":
+                        keep_freed_memory: bool = True) -> "Policy":
         """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
         from para_core.model.checkpoint import load_checkpoint
 
@@ -206,7 +204,7 @@ class Policy:
     @classmethod
     def random_init(cls, config: V4Config, device=None, dtype: str = "fp32", seed: int = 0,
                     fast: bool = False, compile_mode: str = "off", device_preprocess: bool | None = None,
-                    keep_freed_memory: bool | None = None) -> "Policy":
+                    keep_freed_memory: bool = True) -> "Policy":
         """An untrained policy (random weights, deterministic in ``seed``) for demos and tests."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

@@ -371,11 +371,9 @@ class Trainer:
         from para_core.train.distributed import init_from_env
 
         self.dist, self.device = init_from_env(self.device)  # torchrun: this rank's place and device
-        self.allocator = "unchanged"
-        if self.device.type == "cpu" and train_config.keep_freed_memory:
-            from para_core.model.hardware import keep_freed_memory
+        from para_core.model.hardware import keep_freed_memory_for
 
-            self.allocator = keep_freed_memory()
+        self.allocator = keep_freed_memory_for(self.device, train_config.keep_freed_memory)
         world, accum = self.dist.world_size, train_config.grad_accum_steps
         if model_config.batch_size % (world * accum) != 0:
             raise ValueError(f"V4Config.batch_size = {model_config.batch_size} (the global batch) is not a multiple of "

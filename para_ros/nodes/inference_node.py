@@ -238,7 +238,7 @@ class InferenceNode(Node):
         from para_core.model.policy import Policy
 
         device = None if p["device"] == "auto" else p["device"]
-        keep = None if p["keep_freed_memory"] else False  # None: on for a CPU device
+        keep = p["keep_freed_memory"]  # on a CPU device only
         if p["checkpoint"]:
             return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"], fast=p["fast_path"],
                                           compile_mode=p["compile_mode"], keep_freed_memory=keep)
