@@ -207,6 +207,7 @@ class InferenceNode(Node):
                 self.create_subscription(Image, p[f"{view}_image_topic"], lambda m, v=view: self._on_image(v, m),
                                          qos_profile_sensor_data, **quiet_sub)
         self.chunk_pub = self.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10), **quiet_pub)
+        self._chunk_msg = ActionChunk()  # refilled for every chunk (inference thread only): no T pose constructors
         self.marker_pub = self.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10), **quiet_pub)
         self.cloud_pub = self.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2), **quiet_pub)
         self.overlay_pub = self.create_publisher(Image, p["overlay_topic"], QoSProfile(depth=2), **quiet_pub) \
@@ -487,7 +488,7 @@ class InferenceNode(Node):
             return
         self.health.clear("policy")
         msg = action_chunk_msg(out, stamp_ns, self.params["world_frame"], self.params["ee_frame"],
-                               self.policy.model_id)
+                               self.policy.model_id, into=self._chunk_msg)  # one message, refilled per chunk
         header = msg.header
         if generation is not None and generation != self._time_generation:
             self.health.count("dropped.time_jump")  # the clock jumped back while the model ran: an old observation

