@@ -110,6 +110,7 @@ def main(argv=None) -> int:
     print(f"  device={policy.device} dtype={ {n: p.dtype for n, p in policies.items()} } torch={torch.__version__} "
           f"threads={torch.get_num_threads()} device_preprocess={ {n: p.device_preprocess for n, p in policies.items()} }"
           f" allocator={policy.allocator}")
+    print(f"  attention={ {n: p.attention for n, p in policies.items()} }")
     print(f"  cpu={cpu_model()} ({platform.machine()}, {__import__('os').cpu_count()} logical cores)")
     print(f"  img_size={cfg.img_size} pred_size={cfg.pred_size} bins={cfg.n_height_bins} views={cfg.n_views} "
           f"V={cfg.n_voxels:,} T={cfg.n_window} params={n_params / 1e6:.1f} M raw_image={H}x{W} "

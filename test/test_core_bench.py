@@ -18,7 +18,8 @@ def test_tiny_run_prints_figures_and_machine():
                           "--fast-dtype", "bf16"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     for key in ("median", "min", "max", "device=cpu", "'reference': 'fp32', 'fast': 'bf16'", "config=tiny", "torch=",
-                "cpu=", "allocator=glibc keeps freed memory", "fast / reference:", "/4 steps"):
+                "cpu=", "allocator=glibc keeps freed memory", "fast / reference:", "/4 steps",
+                "attention={'reference': 'sdpa', 'fast': 'para_cpu_blocked'}"):
         assert key in res.stdout, key
 
 

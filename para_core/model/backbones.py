@@ -63,6 +63,21 @@ class Backbone(nn.Module):
     def arch_config(self) -> dict:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def set_attention(self, implementation: str) -> None:
+        """The attention function the transformer's layers call: a transformers ``AttentionInterface`` name ("sdpa",
+        "eager", or ``para_core.model.cpu_attention.NAME``, registered here). The backbones of this module wrap a
+        transformers model in ``self.vit``."""
+        from para_core.model import cpu_attention
+
+        if implementation == cpu_attention.NAME:
+            cpu_attention.register()
+        self.vit.set_attn_implementation(implementation)
+
+    @property
+    def attention(self) -> str:
+        """The attention implementation in use (see :meth:`set_attention`)."""
+        return str(self.vit.config._attn_implementation)
+
 
 class DINOv3Backbone(Backbone):
     """DINOv3 ViT through ``transformers``: real weights from a local directory (``from_pretrained``) when

@@ -154,10 +154,14 @@ class Policy:
         a CPU with bf16 instructions or a GPU that has bf16, fp16 on an older GPU, else fp32:
         ``para_core.model.hardware``); ``self.dtype`` holds the resolved name.
 
+        With ``fast`` on a CPU in bf16 / fp16 the backbone's attention is ``para_core.model.cpu_attention`` (bf16
+        matrix products a few heads at a time; torch's CPU kernel computes in fp32 whatever the dtype: 2x slower per
+        layer); ``self.attention`` names the one in use.
+
         ``keep_freed_memory``: on a CPU device, make the process's allocator keep freed memory
         (``hardware.keep_freed_memory_for``: a CPU forward otherwise spends 10-45 % of its time in page faults); for
         the whole process; ``self.allocator`` says what was done."""
-        from para_core.model import hardware
+        from para_core.model import cpu_attention, hardware
 
         dtype = hardware.resolve_inference_dtype(dtype, device)  # refuses a name not in INFERENCE_DTYPES
         slow = hardware.slow_precision_warning(dtype, device)
@@ -172,6 +176,9 @@ class Policy:
         self.fast = bool(fast) and hasattr(self.model, "fast_inference")
         if self.fast:
             self.model.fast_inference = True
+            self.model.backbone.set_attention(cpu_attention.fast_path_attention(device.type, dtype))
+        backbone = getattr(self.model, "backbone", None)
+        self.attention = backbone.attention if backbone is not None else "n/a"  # what the backbone's layers call
         self.compile_mode = compile_mode
         self.device_preprocess = (self.fast and device.type != "cpu") if device_preprocess is None \
             else bool(device_preprocess)

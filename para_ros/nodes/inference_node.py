@@ -221,8 +221,8 @@ class InferenceNode(Node):
         self._thread = threading.Thread(target=self._inference_loop, name="para_inference", daemon=True)
         self._thread.start()
         self.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}, "
-                               f"allocator: {self.policy.allocator}), views {self.views}, world frame "
-                               f"'{p['world_frame']}'")
+                               f"attention {self.policy.attention}, allocator: {self.policy.allocator}), views "
+                               f"{self.views}, world frame '{p['world_frame']}'")
 
     # ------------------------------------------------------------------------------------------------ set-up
     def _apply_parameters(self, changes: dict) -> None:
