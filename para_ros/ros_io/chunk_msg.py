@@ -1,7 +1,7 @@
 """``para_msgs/ActionChunk`` in and out: the one place its fields are read and filled.
 
 * :func:`action_chunk_msg`: a ``para_core`` ``PolicyOutput`` -> ActionChunk, used by the inference node (live) and by
-  ``para-bag eval --write-chunks`` (offline), so a chunk written to a bag is byte-for-byte the chunk the node would
+  ``para-bag eval --write-chunks`` (offline), so a chunk written to a bag is field for field the chunk the node would
   have published for the same observation;
 * :func:`chunk_from_msg` / :func:`chunk_to_msg`: ActionChunk <-> :class:`para_ros.execution.chunk.Chunk` (numbers
   only; validation is elsewhere).
