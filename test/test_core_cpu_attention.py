@@ -88,25 +88,22 @@ def test_attention_forward_has_transformers_layout_and_sdpas_numbers_in_bf16():
 
 
 @torch.no_grad()
-def test_under_bf16_autocast_fp32_inputs_run_in_bf16_as_sdpa_does():
+def test_under_bf16_autocast_fp32_inputs_run_in_bf16_as_sdpa_does(monkeypatch):
     """transformers' RoPE can hand fp32 q/k to the attention inside a bf16 autocast region; SDPA is autocast to bf16
     there, so this runs in bf16 too (a bf16 output), and not the fp32 fallback."""
     q, k, v = qkv(1, 4, 40, 40, 16, torch.float32, seed=3)
     calls = []
     original = cpu_attention.blocked_attention
-    try:
-        cpu_attention.blocked_attention = lambda *a: calls.append(a[0].dtype) or original(*a)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            out, _ = cpu_attention.attention_forward(_Attention(), q, k, v, None, scaling=0.25)
-            ref, _ = _sdpa(_Attention(), q, k, v, None, scaling=0.25)
-    finally:
-        cpu_attention.blocked_attention = original
+    monkeypatch.setattr(cpu_attention, "blocked_attention", lambda *a: calls.append(a[0].dtype) or original(*a))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = cpu_attention.attention_forward(_Attention(), q, k, v, None, scaling=0.25)
+        ref, _ = _sdpa(_Attention(), q, k, v, None, scaling=0.25)
     assert calls == [torch.bfloat16] and out.dtype == ref.dtype == torch.bfloat16
     assert (out.double() - ref.double()).abs().max().item() <= 8 * 2.0**-8
 
 
 @pytest.mark.parametrize("case", ["fp32", "mask", "grad", "dropout", "causal"])
-def test_what_it_does_not_cover_goes_to_sdpa_unchanged(case):
+def test_what_it_does_not_cover_goes_to_sdpa_unchanged(monkeypatch, case):
     """Each case outside the fast one is transformers' SDPA bit for bit (the blocked kernel never runs)."""
     dtype = torch.float32 if case == "fp32" else torch.bfloat16
     q, k, v = qkv(1, 2, 12, 12, 8, dtype, seed=4)
@@ -118,39 +115,31 @@ def test_what_it_does_not_cover_goes_to_sdpa_unchanged(case):
     kwargs = {"scaling": 0.3, "dropout": 0.0}
     if case == "causal":
         module.is_causal = True
-    torch.manual_seed(0)
-    original = cpu_attention.blocked_attention
-    cpu_attention.blocked_attention = None  # calling it would raise
-    try:
-        with torch.set_grad_enabled(case == "grad"):
-            if case == "dropout":
-                torch.manual_seed(5)
-                out, _ = cpu_attention.attention_forward(module, q, k, v, mask, **{**kwargs, "dropout": 0.5})
-                torch.manual_seed(5)
-                ref, _ = _sdpa(module, q, k, v, mask, **{**kwargs, "dropout": 0.5})
-            else:
-                out, _ = cpu_attention.attention_forward(module, q, k, v, mask, **kwargs)
-                ref, _ = _sdpa(module, q, k, v, mask, **kwargs)
-    finally:
-        cpu_attention.blocked_attention = original
+    monkeypatch.setattr(cpu_attention, "blocked_attention", None)  # calling it would raise
+    with torch.set_grad_enabled(case == "grad"):
+        if case == "dropout":
+            torch.manual_seed(5)
+            out, _ = cpu_attention.attention_forward(module, q, k, v, mask, **{**kwargs, "dropout": 0.5})
+            torch.manual_seed(5)
+            ref, _ = _sdpa(module, q, k, v, mask, **{**kwargs, "dropout": 0.5})
+        else:
+            out, _ = cpu_attention.attention_forward(module, q, k, v, mask, **kwargs)
+            ref, _ = _sdpa(module, q, k, v, mask, **kwargs)
     assert torch.equal(out, ref)
 
 
 @pytest.mark.parametrize("fast, dtype, expected", [(True, "bf16", cpu_attention.NAME), (True, "fp32", "sdpa"),
                                                    (False, "bf16", "sdpa")])
-def test_policy_uses_it_only_on_the_fast_path_in_low_precision(fast, dtype, expected):
+def test_policy_uses_it_only_on_the_fast_path_in_low_precision(monkeypatch, fast, dtype, expected):
     """And the backbone's layers really call it: one blocked call per layer and view batch in a prediction."""
     cfg = V4Config.tiny()
     policy = Policy.random_init(cfg, device="cpu", seed=0, dtype=dtype, fast=fast)
     assert policy.attention == expected
     calls = []
     original = cpu_attention.blocked_attention
-    cpu_attention.blocked_attention = lambda *a: calls.append(a[0].shape) or original(*a)
-    try:
-        from test_core_fast_path import observation
+    monkeypatch.setattr(cpu_attention, "blocked_attention", lambda *a: calls.append(a[0].shape) or original(*a))
+    from test_core_fast_path import observation
 
-        policy.predict(*observation(cfg, 0))
-    finally:
-        cpu_attention.blocked_attention = original
+    policy.predict(*observation(cfg, 0))
     layers = policy.model.backbone.vit.config.num_hidden_layers
     assert len(calls) == (layers if expected == cpu_attention.NAME else 0)
