@@ -106,7 +106,7 @@ def test_summary_figures_against_hand_computation():
     assert s["first_chunk_after_s"] == pytest.approx(2.08)
     assert s["max_joint_motion_rad"] == pytest.approx(0.5)  # joint2; the gripper is not an arm joint
     assert s["gripper_change"] == pytest.approx(1.0)
-    assert (s["commands_limited"], s["chunks_clamped"], s["chunks_out_node"]) == (7, 4, 5)
+    assert (s["commands_limited"], s["chunks_modified"], s["chunks_out_node"]) == (7, 4, 5)
     assert s["latency_stages_median_ms"] == {"receive": 21.5, "model": 5.25}
     text = format_summary(record, ["  snapshot              /tmp/x.png"])
     assert "UNTRAINED" in text and "median 100.0 ms" in text and "/tmp/x.png" in text

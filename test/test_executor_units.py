@@ -109,7 +109,6 @@ def good(stamp=100.0):
     (lambda c: setattr(c, "time_from_stamp_s", np.array([0.0, 0.2, 0.1])), "strictly increasing"),
     (lambda c: setattr(c, "time_from_stamp_s", np.array([-0.1, 0.1, 0.2])), "negative"),
     (lambda c: setattr(c, "quats_xyzw", np.zeros((3, 4))), "unit quaternion"),
-    (lambda c: c.positions_m.__setitem__((2, 0), 0.9), "max_implied_speed_m_s"),
     (lambda c: setattr(c, "frame_id", "world"), "frame_id"),
     (lambda c: setattr(c, "tool_frame_id", "tcp_site"), "tool_frame_id"),
     (lambda c: setattr(c, "gripper", np.array([0.5, 2.0, 0.5])), "gripper[1]"),
@@ -140,6 +139,41 @@ def test_validate_empty_past_and_workspace_modes():
     q.quats_xyzw[:] = [0, 0, 0, 1.01]  # within tolerance: normalised
     clean, _ = validate_chunk(q, 100.0, CHECKS)
     np.testing.assert_allclose(clean.quats_xyzw, np.tile(QI, (3, 1)))
+
+
+def test_validate_truncates_before_the_first_implausibly_fast_step_or_rejects():
+    # 0.01 m per 0.1 s (0.1 m/s), then 0.58 m in 0.1 s (5.8 m/s > 1.0) at step 2 -> 3, then slow again.
+    t = [0.0, 0.1, 0.2, 0.3, 0.4]
+    pos = [[0.3, 0, 0.1], [0.31, 0, 0.1], [0.32, 0, 0.1], [0.9, 0, 0.1], [0.5, 0, 0.1]]
+    grip = [0.1, 0.2, 0.3, 0.4, 0.5]
+    clean, warnings = validate_chunk(make_chunk(100.0, t, pos, grip=grip), 100.05, CHECKS)
+    np.testing.assert_array_equal(clean.time_from_stamp_s, t[:3])
+    np.testing.assert_array_equal(clean.positions_m, pos[:3])
+    np.testing.assert_array_equal(clean.gripper, grip[:3])
+    assert clean.quats_xyzw.shape == (3, 4) and clean.confidence.shape == (3,)
+    assert warnings == ["truncated to steps 0..2 of 5: steps 2->3 move 0.580 m in 0.100 s = 5.80 m/s > "
+                        "max_implied_speed_m_s=1.0"]
+    reject = ChunkChecks(implausible_speed="reject", workspace_min_m=CHECKS.workspace_min_m,
+                         workspace_max_m=CHECKS.workspace_max_m)
+    with pytest.raises(ChunkRejected, match=r"steps 2->3 move 0.580 m"):
+        validate_chunk(make_chunk(100.0, t, pos), 100.05, reject)
+    # A jump right after step 0 would leave one step, no motion that checks out (random garbage jumps at every
+    # step): rejected. The limit itself is not a jump (1.0 m/s exactly passes).
+    with pytest.raises(ChunkRejected, match=r"steps 0->1 .* \(right after step 0"):
+        validate_chunk(make_chunk(100.0, [0.0, 0.1, 0.2], [[0.3, 0, 0.1], [0.5, 0, 0.1], [0.51, 0, 0.1]]), 100.0,
+                       CHECKS)
+    at_limit, warnings = validate_chunk(make_chunk(100.0, [0.0, 0.5], [[0.3, -0.2, 0.1], [0.3, 0.3, 0.1]]), 100.0, CHECKS)
+    assert at_limit.n_steps == 2 and warnings == []
+    # What is kept is in the past (steps due 100.0 .. 100.2, now 100.25) while the jumped steps are not: rejected.
+    with pytest.raises(ChunkRejected, match="every kept step is already in the past"):
+        validate_chunk(make_chunk(100.0, t, pos), 100.25, CHECKS)
+    # Garbage beyond the jump still rejects the whole chunk: the publisher is broken, not just the argmax.
+    quats = np.tile(QI, (5, 1))
+    quats[4] = 0.0
+    with pytest.raises(ChunkRejected, match=r"poses\[4\].orientation"):
+        validate_chunk(make_chunk(100.0, t, pos, quats=quats), 100.05, CHECKS)
+    with pytest.raises(ValueError, match="implausible_speed"):
+        ChunkChecks(implausible_speed="clip")
 
 
 # ---- limits -----------------------------------------------------------------------------------------------------------
@@ -342,6 +376,26 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
                 last = c.q_rad
             np.testing.assert_array_equal(c.q_rad, last)
     assert core.status.state == "hold_stale"
+
+
+def test_core_follows_a_truncated_chunk_to_its_last_plausible_step_and_holds_there(kin):
+    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
+    q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
+                np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    chunk = _top_down_chunk(kin, 0.0, [0.3, 0, 0.1], [0.05, 0, 0], n=11)  # 0.3 -> 0.35 m in x over 1 s
+    chunk.positions_m[6:, 1] += 0.25  # steps 5 -> 6: 0.25 m sideways in 0.1 s (2.5 m/s): the argmax jumping
+    for mode in ("truncate", "reject"):
+        core = _core(kin, stale_timeout_s=5.0)
+        core.config.checks.implausible_speed = mode
+        core.set_measured_joints(q0, 0.0)
+        ok, text = core.add_chunk(chunk, 0.0)
+        assert ok is (mode == "truncate") and "steps 5->6" in text
+        assert (core.status.chunks_truncated, core.status.chunks_rejected) == ((1, 0) if ok else (0, 1))
+        tool_y = [core.tick(k * 0.01).T_base_tool[1, 3] for k in range(0, 150)]
+        x_end = core.tick(1.5).T_base_tool[0, 3]
+        assert max(abs(y) for y in tool_y) < 1e-3  # never towards the jumped-to steps
+        # truncate: moved along the kept steps to step 5 (x = 0.325 m) and holds there; reject: held at the start.
+        assert x_end == pytest.approx(0.325 if ok else 0.3, abs=1e-3)
 
 
 def test_core_unreachable_hold_vs_best_effort(kin):

@@ -124,7 +124,8 @@ def summary_dict(record: RunRecord) -> dict:
         "control_rate_set_hz": float(executor["control_rate_hz"]) if "control_rate_hz" in executor else float("nan"),
         "chunks_accepted": as_int(executor, "chunks_accepted"),
         "chunks_rejected": as_int(executor, "chunks_rejected"),
-        "chunks_clamped": as_int(executor, "chunks_modified"),
+        "chunks_modified": as_int(executor, "chunks_modified"),
+        "chunks_truncated": as_int(executor, "chunks_truncated"),
         "commands_limited": as_int(executor, "limit_events"),
         "ik_failures": as_int(executor, "ik_failures"),
         "commands_failed_check": as_int(executor, "check_failures"),
@@ -175,8 +176,9 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
         f"  executor              {s['commands_seen']} commands seen, achieved {_fmt(s['control_rate_hz'], ' Hz')} "
         f"(set {_fmt(s['control_rate_set_hz'], ' Hz', 0)}); node counted {node(s['commands_node'])}; "
         f"state {s['executor_state'] or 'n/a'}",
-        f"  chunks                accepted {node(s['chunks_accepted'])}, rejected {node(s['chunks_rejected'])}, "
-        f"clamped into the workspace {node(s['chunks_clamped'])}",
+        f"  chunks                accepted {node(s['chunks_accepted'])}, rejected {node(s['chunks_rejected'])}; "
+        f"of those accepted, modified {node(s['chunks_modified'])} (clamped into the workspace or truncated before "
+        f"an implausibly fast step: {node(s['chunks_truncated'])} truncated)",
         f"  commands clamped      {node(s['commands_limited'])} limited by joint/speed/workspace limits, "
         f"IK failures {node(s['ik_failures'])}, failed final check (not sent) {node(s['commands_failed_check'])}",
         f"  arm motion            largest arm joint change first -> last {_fmt(s['max_joint_motion_rad'], ' rad', 3)}, "

@@ -5,8 +5,8 @@ A chunk holds T future end-effector targets predicted from one observation. Step
 executor uses (the ROS clock; ``use_sim_time`` honoured by the node).
 
 :func:`validate_chunk` is the single gate between a received message and the timeline: it either returns a clean
-:class:`Chunk` (quaternions normalised, grippers clipped into [0, 1], positions possibly clamped into the workspace)
-plus a list of warnings, or raises :class:`ChunkRejected` naming the problem. A rejected chunk is dropped as a whole:
+:class:`Chunk` (quaternions normalised, grippers clipped into [0, 1], positions possibly clamped into the workspace,
+possibly cut before an implausibly fast step) plus a list of warnings, or raises :class:`ChunkRejected` naming the problem. A rejected chunk is dropped as a whole:
 the executor never sends a command derived from invalid data.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 OUT_OF_WORKSPACE_MODES = ("clamp", "reject")
+IMPLAUSIBLE_SPEED_MODES = ("truncate", "reject")
 
 
 class ChunkRejected(ValueError):
@@ -76,7 +77,12 @@ class ChunkChecks:
         max_age_s: reject chunks whose stamp is older than ``now - max_age_s`` (observation too old to act on).
         max_future_s: reject chunks stamped more than this ahead of ``now`` (clock mismatch between machines).
         max_steps: reject longer chunks (bounds the per-tick blending cost).
-        max_implied_speed_m_s: reject chunks whose consecutive steps imply a faster tool motion (e.g. a 50 cm jump).
+        max_implied_speed_m_s: the fastest tool motion two consecutive steps may imply (a 50 cm jump in 0.2 s is not a
+            motion the policy meant, but its argmax switching between two places).
+        implausible_speed: what happens to a chunk with such a step: "truncate" keeps the steps before it (each of
+            which passed every check; the arm moves and the next observation differs) when there are at least two,
+            "reject" drops the chunk. A policy that keeps predicting the same jump from the same state holds the arm
+            for ever under "reject".
         quat_norm_tol: reject quaternions whose norm differs from 1 by more than this (garbage, not rounding).
         gripper_tol: reject gripper values outside [-gripper_tol, 1 + gripper_tol]; smaller excursions are clipped.
         out_of_workspace: "clamp" (clip positions into the workspace box, warn) or "reject" (drop the chunk).
@@ -89,6 +95,7 @@ class ChunkChecks:
     max_future_s: float = 0.5
     max_steps: int = 1024
     max_implied_speed_m_s: float = 1.0
+    implausible_speed: str = "truncate"
     quat_norm_tol: float = 0.05
     gripper_tol: float = 0.05
     out_of_workspace: str = "clamp"
@@ -108,6 +115,9 @@ class ChunkChecks:
         if self.out_of_workspace not in OUT_OF_WORKSPACE_MODES:
             raise ValueError(f"ChunkChecks.out_of_workspace={self.out_of_workspace!r}: use one of "
                              f"{OUT_OF_WORKSPACE_MODES}")
+        if self.implausible_speed not in IMPLAUSIBLE_SPEED_MODES:
+            raise ValueError(f"ChunkChecks.implausible_speed={self.implausible_speed!r}: use one of "
+                             f"{IMPLAUSIBLE_SPEED_MODES}")
         if not np.all(self.workspace_min_m < self.workspace_max_m):
             raise ValueError(f"ChunkChecks workspace_min_m={self.workspace_min_m} must be < workspace_max_m="
                              f"{self.workspace_max_m} on every axis")
@@ -128,9 +138,11 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
     """Check ``chunk`` against ``checks`` at time ``now_s``; return a cleaned copy and warnings.
 
     Rejected (raises :class:`ChunkRejected`): empty chunk; arrays of different lengths; NaN/inf anywhere; negative or
-    non-increasing step times; wrong frame; zero/garbage quaternions; gripper far outside [0, 1]; steps implying a
-    tool speed above ``max_implied_speed_m_s``; stamp older than ``max_age_s`` or more than ``max_future_s`` ahead;
-    every step already in the past; poses outside the workspace when ``out_of_workspace == "reject"``.
+    non-increasing step times; wrong frame; zero/garbage quaternions; gripper far outside [0, 1]; stamp older than
+    ``max_age_s`` or more than ``max_future_s`` ahead; steps implying a tool speed above ``max_implied_speed_m_s``
+    when ``implausible_speed == "reject"`` (with "truncate" the chunk ends at the step before the first such jump);
+    every (kept) step already in the past; poses outside the workspace when ``out_of_workspace == "reject"``.
+    Garbage anywhere (non-finite values, bad quaternions or grippers) rejects the whole chunk, truncation or not.
     """
     warnings: list[str] = []
     if not np.isfinite(chunk.stamp_s):
@@ -172,9 +184,6 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
     if -age_s > checks.max_future_s:
         raise ChunkRejected(f"stamp is {-age_s:.3f} s in the future (> max_future_s={checks.max_future_s}): clocks "
                             f"out of sync (use_sim_time?)")
-    if chunk.stamp_s + t[-1] < now_s:
-        raise ChunkRejected(f"every step is already in the past (last step due {now_s - chunk.stamp_s - t[-1]:.3f} s "
-                            f"ago)")
     quats = arrays["poses.orientation"]
     norms = np.linalg.norm(quats, axis=1)
     bad_q = np.abs(norms - 1.0) > checks.quat_norm_tol
@@ -189,26 +198,56 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
         raise ChunkRejected(f"gripper[{i}]={grip[i]:.3f} outside [0, 1] (0 closed .. 1 open)")
     grip = np.clip(grip, 0.0, 1.0)
     pos = arrays["poses.position"]
-    if n > 1:
-        speeds = np.linalg.norm(np.diff(pos, axis=0), axis=1) / np.diff(t)
-        if speeds.max() > checks.max_implied_speed_m_s:
-            i = int(np.argmax(speeds))
-            raise ChunkRejected(f"steps {i}->{i + 1} move {np.linalg.norm(pos[i + 1] - pos[i]):.3f} m in "
-                                f"{t[i + 1] - t[i]:.3f} s = {speeds[i]:.2f} m/s > max_implied_speed_m_s="
-                                f"{checks.max_implied_speed_m_s}")
+    conf = arrays["confidence"]
+    keep = _steps_before_implausible_speed(t, pos, checks)
+    if keep < n:
+        warnings.append(f"truncated to steps 0..{keep - 1} of {n}: {_implausible_step_text(t, pos, keep - 1, checks)}")
+        t, pos, quats, grip, conf = t[:keep], pos[:keep], quats[:keep], grip[:keep], conf[:keep]
+    if chunk.stamp_s + t[-1] < now_s:
+        raise ChunkRejected(f"every {'kept ' if keep < n else ''}step is already in the past (last step due "
+                            f"{now_s - chunk.stamp_s - t[-1]:.3f} s ago)"
+                            + (f"; {warnings[-1]}" if keep < n else ""))
     outside = np.any((pos < checks.workspace_min_m) | (pos > checks.workspace_max_m), axis=1)
     if outside.any():
         i = int(np.argwhere(outside)[0][0])
-        msg = (f"{int(outside.sum())} of {n} poses outside the workspace box {checks.workspace_min_m.tolist()} .. "
+        msg = (f"{int(outside.sum())} of {len(pos)} poses outside the workspace box {checks.workspace_min_m.tolist()} .. "
                f"{checks.workspace_max_m.tolist()} (first: step {i} at {np.round(pos[i], 4).tolist()})")
         if checks.out_of_workspace == "reject":
             raise ChunkRejected(msg)
         warnings.append(msg + ": clamped into the box")
         pos = np.clip(pos, checks.workspace_min_m, checks.workspace_max_m)
-    conf = arrays["confidence"]
     clean = Chunk(float(chunk.stamp_s), t.copy(), pos.copy(), quats, grip, np.clip(conf, 0.0, 1.0), chunk.frame_id,
                   chunk.tool_frame_id, chunk.model_id, chunk.received_s)
     return clean, warnings
+
+
+def _implausible_step_text(t: np.ndarray, pos: np.ndarray, i: int, checks: ChunkChecks) -> str:
+    """What is wrong with step ``i`` -> ``i + 1``: distance, time and the implied speed against the limit."""
+    step_m = float(np.linalg.norm(pos[i + 1] - pos[i]))
+    dt_s = float(t[i + 1] - t[i])
+    return (f"steps {i}->{i + 1} move {step_m:.3f} m in {dt_s:.3f} s = {step_m / dt_s:.2f} m/s > "
+            f"max_implied_speed_m_s={checks.max_implied_speed_m_s}")
+
+
+def _steps_before_implausible_speed(t: np.ndarray, pos: np.ndarray, checks: ChunkChecks) -> int:
+    """How many leading steps imply no tool speed above the limit: ``len(t)`` when none does, else at least 2.
+
+    Raises :class:`ChunkRejected` instead with ``implausible_speed == "reject"``, and when the first jump follows step
+    0: truncation keeps a motion whose steps agree with each other, and one step is no such evidence.
+    Args: t (T,) step times, s; pos (T, 3) positions, m.
+    """
+    if len(t) < 2:
+        return len(t)
+    speeds_m_s = np.linalg.norm(np.diff(pos, axis=0), axis=1) / np.diff(t)  # (T - 1,)
+    fast = np.flatnonzero(speeds_m_s > checks.max_implied_speed_m_s)
+    if fast.size == 0:
+        return len(t)
+    if checks.implausible_speed == "reject":
+        raise ChunkRejected(_implausible_step_text(t, pos, int(fast[0]), checks))
+    if fast[0] == 0:  # one step is no motion that checks out (random garbage jumps at every step): reject
+        raise ChunkRejected(_implausible_step_text(t, pos, 0, checks) + " (right after step 0: nothing to truncate "
+                            "to)")
+    return int(fast[0]) + 1
 
 
 def trim_past_steps(chunk: Chunk, now_s: float) -> Chunk | None:

@@ -187,6 +187,7 @@ class ExecutorStatus:
     chunks_rejected: int = 0
     chunks_ignored_stopped: int = 0
     chunks_modified: int = 0
+    chunks_truncated: int = 0
     last_rejection: str = ""
     last_warning: str = ""
     ik_failures: int = 0
@@ -349,6 +350,8 @@ class ExecutorCore:
             if self._suspended:
                 self._restart_since_loss = True
             self.status.last_chunk_accepted_s = now_s
+            if clean.n_steps < chunk.n_steps:
+                self.status.chunks_truncated += 1
             if warnings:
                 self.status.chunks_modified += 1
                 self.status.last_warning = "; ".join(warnings)

@@ -123,12 +123,16 @@ PARAMETERS = ParameterTable(NODE_NAME, [
     Param("max_chunks", 32, "Most chunks kept on the timeline at once; the oldest are dropped beyond it.",
           range=(1, 100000)),
     Param("max_chunk_age_s", 1.0, "Reject chunks whose header.stamp is older than this (s).", range=(0.0, 3600.0),
-          dynamic=True, section="chunk acceptance (a failing chunk is rejected whole)"),
+          dynamic=True, section="chunk acceptance (a failing chunk is rejected whole; see implausible_speed)"),
     Param("max_chunk_future_s", 0.5, "Reject chunks whose header.stamp is further in the future than this (s; a "
           "clock mismatch).", range=(0.0, 3600.0), dynamic=True),
     Param("max_chunk_steps", 1024, "Reject chunks with more steps than this.", range=(1, 1000000), dynamic=True),
-    Param("max_implied_speed_m_s", 1.0, "Reject chunks whose consecutive steps imply a faster tool motion (m/s).",
-          range=(0.001, 100.0), dynamic=True),
+    Param("max_implied_speed_m_s", 1.0, "The fastest tool motion two consecutive chunk steps may imply (m/s); "
+          "see implausible_speed.", range=(0.001, 100.0), dynamic=True),
+    Param("implausible_speed", "truncate", "A chunk with a step faster than max_implied_speed_m_s: 'truncate' it "
+          "before that step when at least two steps stay (they passed every check) or 'reject' it whole (a policy "
+          "that predicts the same jump from the same state then holds the arm for ever).", choices=("truncate", "reject"),
+          dynamic=True),
     Param("out_of_workspace", "clamp", "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or "
           "'reject' the chunk.", choices=("clamp", "reject"), dynamic=True),
     Param("unreachable", "hold", "When IK cannot reach the target: 'hold' the previous command or take the "
@@ -212,7 +216,8 @@ def build_executor_config(p: dict, yam):
     checks = ChunkChecks(
         world_frame=yam.model.world_frame, tool_frames=(yam.model.tool_site,), max_age_s=p["max_chunk_age_s"],
         max_future_s=p["max_chunk_future_s"], max_steps=p["max_chunk_steps"],
-        max_implied_speed_m_s=p["max_implied_speed_m_s"], out_of_workspace=p["out_of_workspace"],
+        max_implied_speed_m_s=p["max_implied_speed_m_s"], implausible_speed=p["implausible_speed"],
+        out_of_workspace=p["out_of_workspace"],
         workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
     return ExecutorConfig(
         control_rate_hz=p["control_rate_hz"], command_lookahead_s=p["command_lookahead_s"],
@@ -554,6 +559,7 @@ class ChunkExecutorNode(Node):
             "state": s.state, "backend": self.backend.name, "chunks_received": s.chunks_received,
             "chunks_accepted": s.chunks_accepted, "chunks_rejected": s.chunks_rejected,
             "chunks_ignored_stopped": s.chunks_ignored_stopped, "chunks_modified": s.chunks_modified,
+            "chunks_truncated": s.chunks_truncated,
             "chunks_in_force": s.chunks_in_force,
             "last_rejection": s.last_rejection, "last_warning": s.last_warning, "ik_failures": s.ik_failures,
             "last_ik_error": s.last_ik_error, "limit_events": s.limit_events,
