@@ -134,20 +134,6 @@ class GraphWatch:
         self._thread.join(timeout=2.0)
 
 
-def parse_node_params(rules: list[str]) -> dict[str, dict[str, object]]:
-    """``NODE:NAME:=VALUE`` rules -> {node: {name: value}} (values read as YAML). :raises ValueError: a bad rule."""
-    import yaml
-
-    out: dict[str, dict[str, object]] = {}
-    for rule in rules:
-        head, sep, value = rule.partition(":=")
-        node, _, name = head.partition(":")
-        if not (sep and node and name):
-            raise ValueError(f"--node-param {rule!r}: write NODE:NAME:=VALUE, e.g. chunk_executor:control_rate_hz:=100")
-        out.setdefault(node, {})[name] = yaml.safe_load(value)
-    return out
-
-
 def window_report(t_s: float, window_s: float, nodes, cpu_before: dict, latencies_s: list[float],
                   commands: int) -> dict:
     """One report: per node RSS and CPU % over the window, chunk and command rates, latency percentiles (ms)."""
@@ -261,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args) -> int:
     from para_ros.deploy import launcher as deploy
     from para_ros.deploy import graph
+    from para_ros.nodes.parameters import check_node_params
 
     if not (args.duration > 0 and args.report_every > 0 and 0.5 <= args.camera_rate <= 120.0
             and args.shutdown_timeout > 0):
@@ -273,7 +260,7 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     try:
-        node_params = parse_node_params(args.node_param)
+        node_params = check_node_params(graph.parse_node_params(args.node_param))
         settings = graph.DeploySettings(backend="sim", checkpoint=args.checkpoint, device=args.device)
     except ValueError as exc:
         print(f"bench_soak: {exc}", file=sys.stderr)

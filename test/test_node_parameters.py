@@ -52,6 +52,30 @@ def test_help_lists_every_parameter_of_the_table(node):
     assert not missing, missing
 
 
+def test_node_param_rules_are_parsed_then_checked_against_the_tables():
+    from para_ros.deploy.graph import parse_node_params
+    from para_ros.nodes.parameters import check_node_params
+
+    rules = ["chunk_executor:implausible_speed:=reject", "chunk_executor:control_rate_hz:=200",
+             "sim_node:scene_cam_rate_hz:=15.5", "inference_node:fast_path:=true"]
+    parsed = parse_node_params(rules)
+    assert parsed == {"chunk_executor": {"implausible_speed": "reject", "control_rate_hz": 200},
+                      "sim_node": {"scene_cam_rate_hz": 15.5}, "inference_node": {"fast_path": True}}
+    checked = check_node_params(parsed)
+    assert checked["chunk_executor"] == {"implausible_speed": "reject", "control_rate_hz": 200.0}
+    assert type(checked["chunk_executor"]["control_rate_hz"]) is float  # coerced like a params file's value
+    for bad in (["chunk_executor=implausible_speed"], ["implausible_speed:=reject"], [":x:=1"]):
+        with pytest.raises(ValueError, match="NODE:NAME:=VALUE"):
+            parse_node_params(bad)
+    for rules, words in ((["planner:x:=1"], "no node 'planner'"),
+                         (["chunk_executor:max_speed:=1"], "no parameter 'max_speed'"),
+                         (["chunk_executor:implausible_speed:=clip"], "implausible_speed"),
+                         (["chunk_executor:control_rate_hz:=0.5"], "control_rate_hz")):
+        with pytest.raises(ValueError, match=words):
+            check_node_params(parse_node_params(rules))
+    assert check_node_params({}) == {}
+
+
 def test_the_type_rules_are_the_same_in_every_node():
     for node, (table, _) in tables().items():
         for p in table.params:

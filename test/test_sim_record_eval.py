@@ -74,8 +74,11 @@ def test_eval_refuses_a_checkpoint_trained_on_another_simulator(tmp_path, capsys
     (["--episodes", "0"], "out of range: use 1..10000"),
     (["--seed", "-3"], "[0, 2147483647]"),
     (["--seed", "2147483647", "--episodes", "2"], "[0, 2147483647]"),
+    (["--node-param", "chunk_executor:implausible_speed:=clip"], "implausible_speed"),
+    (["--node-param", "planner:rate:=1"], "no node 'planner'"),
+    (["--node-param", "chunk_executor=reject"], "NODE:NAME:=VALUE"),
 ])
-def test_eval_refuses_seed_and_episode_counts_out_of_range(tmp_path, capsys, argv, message):
+def test_eval_refuses_bad_settings(tmp_path, capsys, argv, message):
     ck = _fake_checkpoint(tmp_path)
     assert sim_cli.main(["eval", "--checkpoint", str(ck), "--out", str(tmp_path / "r"), *argv]) == 2
     assert message in capsys.readouterr().err

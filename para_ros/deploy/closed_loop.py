@@ -73,8 +73,12 @@ class EvalSettings:
     fast_path: bool = False
     videos: bool = True
     echo: bool = False
+    node_params: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        from para_ros.nodes.parameters import check_node_params
+
+        self.node_params = check_node_params(self.node_params)
         check_seed(self.seed)
         if not 1 <= int(self.episodes) <= 10000:
             raise ValueError(f"--episodes {self.episodes} is out of range: use 1..10000")
@@ -146,6 +150,9 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
     p.add_argument("--fast-path", action="store_true",
                    help="the inference node's fast path (para_core.model.v4_fast; default: the reference path)")
+    p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
+                   help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
+                   "chunk_executor:implausible_speed:=reject (repeatable; written into the report)")
     p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
 
@@ -162,6 +169,7 @@ class EpisodeRow:
     chunks: int
     chunks_rejected: int
     layout: dict = field(default_factory=dict)
+    chunks_truncated: int = 0
 
 
 def summarise(rows: list[EpisodeRow]) -> dict:
@@ -209,6 +217,7 @@ class _Evaluator:
         self.chunks = 0
         self.last_path_world: np.ndarray | None = None
         self.rejected = 0
+        self.truncated = 0
         self.record_frames = False
         self.frames: list[np.ndarray] = []
         self.K: np.ndarray | None = None
@@ -254,12 +263,13 @@ class _Evaluator:
             if "chunk_executor" not in st.name:
                 continue
             for kv in st.values:
-                if kv.key == "chunks_rejected":
+                if kv.key in ("chunks_rejected", "chunks_truncated"):
                     try:
-                        with self.lock:
-                            self.rejected = int(kv.value)
+                        count = int(kv.value)
                     except ValueError:
-                        pass
+                        continue
+                    with self.lock:
+                        setattr(self, "rejected" if kv.key == "chunks_rejected" else "truncated", count)
 
     def _on_info(self, msg):
         from para_ros.observation.camera_model import intrinsics_from_camera_info
@@ -361,11 +371,15 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
              f"- scene camera moved by {list(settings.camera_shift_m)} m, turned by {list(settings.camera_rotate_deg)}"
              " deg",
              f"- inference path: {'fast (para_core.model.v4_fast)' if settings.fast_path else 'reference'}",
+             "- node parameters beyond config/*.yaml: " + ("; ".join(
+                 f"{node} {name}={value!r}" for node, values in settings.node_params.items()
+                 for name, value in values.items()) or "none"),
              "", "| outcome | episodes |", "|---|---|"]
     lines += [f"| {o} | {n} |" for o, n in summary["outcomes"].items()]
-    lines += ["", "| episode | seed | outcome | time s | place error cm | max lift cm |", "|---|---|---|---|---|---|"]
+    lines += ["", "| episode | seed | outcome | time s | place error cm | max lift cm | chunks | rejected | truncated |",
+              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.episode} | {r.seed} | {r.outcome} | {r.duration_s:.1f} | {100 * r.place_error_m:.1f} | "
-              f"{100 * r.max_lift_m:.1f} |" for r in rows]
+              f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} |" for r in rows]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     if rows:
         plot_outcomes(rows, summary, out / "outcomes.png", Path(settings.checkpoint).name)
@@ -417,6 +431,7 @@ def run_eval(settings: EvalSettings) -> int:
         for spec, overrides in graph.plan(ds):
             if spec.name == "sim_node":
                 overrides = {**overrides, **sim_over}
+            overrides = {**overrides, **settings.node_params.get(spec.name, {})}
             group.start(spec, deploy.node_command(spec, overrides))
         ev = _Evaluator(T_cam)
         print(f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
@@ -479,7 +494,7 @@ def _run_episode(ev: _Evaluator, settings: EvalSettings, k: int, seed: int, stop
     time.sleep(settings.settle_s)
     with ev.lock:
         ev.states.clear()
-        chunks0, rejected0 = ev.chunks, ev.rejected
+        chunks0, rejected0, truncated0 = ev.chunks, ev.rejected, ev.truncated
     ev.frames = []
     ev.record_frames = record
     ev.call("resume")
@@ -508,10 +523,10 @@ def _run_episode(ev: _Evaluator, settings: EvalSettings, k: int, seed: int, stop
             outcome = monitor.outcome(limits_hit=chunks > 0 and rejected > 0.5 * chunks)
     ev.record_frames = False
     with ev.lock:
-        chunks, rejected = ev.chunks - chunks0, ev.rejected - rejected0
+        chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
     last = monitor.last
     return EpisodeRow(k, seed, outcome, time.monotonic() - t0, last.place_error_m if last else float("nan"),
-                      monitor.max_lift_m, chunks, rejected, layout)
+                      monitor.max_lift_m, chunks, rejected, layout, truncated)
 
 
 class TaskDriver(threading.Thread):
@@ -560,13 +575,15 @@ class TaskDriver(threading.Thread):
 
 
 def cmd_eval(args) -> int:
+    from para_ros.deploy import graph
+
     try:
         settings = EvalSettings(
             checkpoint=args.checkpoint, episodes=args.episodes, seed=args.seed, out=args.out,
             time_limit_s=args.time_limit_s, settle_s=args.settle_s, camera_shift_m=tuple(args.camera_shift_m),
             camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
             light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
-            echo=args.echo)
+            echo=args.echo, node_params=graph.parse_node_params(args.node_param))
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2

@@ -247,3 +247,21 @@ def uses_untrained_model(settings: DeploySettings) -> bool:
 def plan(settings: DeploySettings) -> list[tuple[NodeSpec, dict[str, object]]]:
     """The graph for ``settings``: every node with its parameter overrides, in start order."""
     return [(spec, node_overrides(spec, settings)) for spec in nodes_for(settings.backend)]
+
+
+def parse_node_params(rules: list[str]) -> dict[str, dict[str, object]]:
+    """``NODE:NAME:=VALUE`` rules (``--node-param``) -> {node: {name: value}}, each value read as YAML.
+
+    :raises ValueError: a rule not of that form. Names and values are checked against the nodes' parameter tables by
+        ``para_ros.nodes.parameters.check_node_params``.
+    """
+    import yaml
+
+    out: dict[str, dict[str, object]] = {}
+    for rule in rules:
+        head, sep, value = rule.partition(":=")
+        node, _, name = head.partition(":")
+        if not (sep and node and name):
+            raise ValueError(f"--node-param {rule!r}: write NODE:NAME:=VALUE, e.g. chunk_executor:control_rate_hz:=100")
+        out.setdefault(node, {})[name] = yaml.safe_load(value)
+    return out

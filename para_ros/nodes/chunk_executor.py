@@ -28,7 +28,9 @@ commanded tool pose (``PoseStamped``, FK of each command, stamped with the time 
 ``command_lookahead_s``) on ``commanded_pose_topic`` for rviz.
 
 A bad chunk never crashes the node and never moves the arm: it is rejected whole, with a throttled warning and a
-diagnostics status naming the problem. Parameter defaults: ``config/executor.yaml``; limits: ``config/yam.yaml``.
+diagnostics status naming the problem. One kind of chunk is kept in part: a jump between two steps faster than
+``max_implied_speed_m_s`` (the policy's argmax switching places) cuts the chunk before the jump
+(``implausible_speed: truncate``, counted as ``chunks_truncated``), so the arm moves and the next observation differs. Parameter defaults: ``config/executor.yaml``; limits: ``config/yam.yaml``.
 
 Lost feedback: when the arm's state is older than ``joint_state_timeout_s`` (default 0.2 s, well under the real
 YAM's 400 ms motor timeout), the node sends NO command at all (not a hold: see

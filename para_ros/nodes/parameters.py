@@ -261,6 +261,28 @@ def tables() -> dict[str, tuple[ParameterTable, str]]:
             "sim_node": (sim, "sim.yaml")}
 
 
+def check_node_params(node_params: Mapping[str, Mapping[str, object]]) -> dict[str, dict[str, object]]:
+    """``node_params`` ({node: {name: value}}, e.g. from ``--node-param``) with each value coerced by its node's table.
+
+    :raises ValueError: an unknown node or parameter, or a value its table refuses (range, choices, type), named.
+    """
+    if not node_params:
+        return {}
+    known = tables()
+    out: dict[str, dict[str, object]] = {}
+    for node, values in node_params.items():
+        if node not in known:
+            raise ValueError(f"--node-param: no node {node!r} in the graph (nodes: {', '.join(known)})")
+        table = known[node][0]
+        unknown = sorted(set(values) - set(table.defaults()))
+        if unknown:
+            raise ValueError(f"--node-param: {node} has no parameter {', '.join(map(repr, unknown))} "
+                             f"(`{node} --help` lists them)")
+        coerced = table.coerce_all(values)
+        out[node] = {name: coerced[name] for name in values}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m para_ros.nodes.parameters",
                                      description="Check (default) or --write config/*.yaml from the nodes' parameter "
