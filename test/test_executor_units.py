@@ -162,7 +162,8 @@ def test_validate_truncates_before_the_first_implausibly_fast_step_or_rejects():
     with pytest.raises(ChunkRejected, match=r"steps 0->1 .* \(right after step 0"):
         validate_chunk(make_chunk(100.0, [0.0, 0.1, 0.2], [[0.3, 0, 0.1], [0.5, 0, 0.1], [0.51, 0, 0.1]]), 100.0,
                        CHECKS)
-    at_limit, warnings = validate_chunk(make_chunk(100.0, [0.0, 0.5], [[0.3, -0.2, 0.1], [0.3, 0.3, 0.1]]), 100.0, CHECKS)
+    at_limit, warnings = validate_chunk(make_chunk(100.0, [0.0, 0.5], [[0.3, -0.2, 0.1], [0.3, 0.3, 0.1]]), 100.0,
+                                        CHECKS)
     assert at_limit.n_steps == 2 and warnings == []
     # What is kept is in the past (steps due 100.0 .. 100.2, now 100.25) while the jumped steps are not: rejected.
     with pytest.raises(ChunkRejected, match="every kept step is already in the past"):

@@ -376,7 +376,8 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
                  for name, value in values.items()) or "none"),
              "", "| outcome | episodes |", "|---|---|"]
     lines += [f"| {o} | {n} |" for o, n in summary["outcomes"].items()]
-    lines += ["", "| episode | seed | outcome | time s | place error cm | max lift cm | chunks | rejected | truncated |",
+    lines += ["", "| episode | seed | outcome | time s | place error cm | max lift cm | chunks | rejected | "
+              "truncated |",
               "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.episode} | {r.seed} | {r.outcome} | {r.duration_s:.1f} | {100 * r.place_error_m:.1f} | "
               f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} |" for r in rows]

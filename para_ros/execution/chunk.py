@@ -6,8 +6,8 @@ executor uses (the ROS clock; ``use_sim_time`` honoured by the node).
 
 :func:`validate_chunk` is the single gate between a received message and the timeline: it either returns a clean
 :class:`Chunk` (quaternions normalised, grippers clipped into [0, 1], positions possibly clamped into the workspace,
-possibly cut before an implausibly fast step) plus a list of warnings, or raises :class:`ChunkRejected` naming the problem. A rejected chunk is dropped as a whole:
-the executor never sends a command derived from invalid data.
+possibly cut before an implausibly fast step) plus a list of warnings, or raises :class:`ChunkRejected` naming the
+problem. A rejected chunk is dropped as a whole: the executor never sends a command derived from invalid data.
 """
 from __future__ import annotations
 
@@ -210,8 +210,8 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
     outside = np.any((pos < checks.workspace_min_m) | (pos > checks.workspace_max_m), axis=1)
     if outside.any():
         i = int(np.argwhere(outside)[0][0])
-        msg = (f"{int(outside.sum())} of {len(pos)} poses outside the workspace box {checks.workspace_min_m.tolist()} .. "
-               f"{checks.workspace_max_m.tolist()} (first: step {i} at {np.round(pos[i], 4).tolist()})")
+        msg = (f"{int(outside.sum())} of {len(pos)} poses outside the workspace box "
+               f"{checks.workspace_min_m.tolist()} .. {checks.workspace_max_m.tolist()} (first: step {i} at {np.round(pos[i], 4).tolist()})")
         if checks.out_of_workspace == "reject":
             raise ChunkRejected(msg)
         warnings.append(msg + ": clamped into the box")
