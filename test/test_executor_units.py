@@ -379,24 +379,43 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     assert core.status.state == "hold_stale"
 
 
-def test_core_follows_a_truncated_chunk_to_its_last_plausible_step_and_holds_there(kin):
+@pytest.mark.parametrize("mode, taken_while_following, taken_when_idle", [
+    ("truncate_when_idle", False, True), ("truncate", True, True), ("reject", False, False)])
+def test_core_implausibly_fast_chunks_by_mode(kin, mode, taken_while_following, taken_when_idle):
     R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
     q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
                 np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
-    chunk = _top_down_chunk(kin, 0.0, [0.3, 0, 0.1], [0.05, 0, 0], n=11)  # 0.3 -> 0.35 m in x over 1 s
-    chunk.positions_m[6:, 1] += 0.25  # steps 5 -> 6: 0.25 m sideways in 0.1 s (2.5 m/s): the argmax jumping
-    for mode in ("truncate", "reject"):
-        core = _core(kin, stale_timeout_s=5.0)
-        core.config.checks.implausible_speed = mode
-        core.set_measured_joints(q0, 0.0)
-        ok, text = core.add_chunk(chunk, 0.0)
-        assert ok is (mode == "truncate") and "steps 5->6" in text
-        assert (core.status.chunks_truncated, core.status.chunks_rejected) == ((1, 0) if ok else (0, 1))
-        tool_y = [core.tick(k * 0.01).T_base_tool[1, 3] for k in range(0, 150)]
-        x_end = core.tick(1.5).T_base_tool[0, 3]
-        assert max(abs(y) for y in tool_y) < 1e-3  # never towards the jumped-to steps
-        # truncate: moved along the kept steps to step 5 (x = 0.325 m) and holds there; reject: held at the start.
-        assert x_end == pytest.approx(0.325 if ok else 0.3, abs=1e-3)
+
+    def jumping(stamp, p_start):  # 0.05 m/s in x over 1 s, but 0.25 m sideways in 0.1 s at steps 5 -> 6
+        c = _top_down_chunk(kin, stamp, p_start, [0.05, 0, 0], n=11)
+        c.positions_m[6:, 1] += 0.25
+        return c
+
+    core = _core(kin, stale_timeout_s=5.0)
+    core.config.checks.implausible_speed = mode
+    core.set_measured_joints(q0, 0.0)
+    # While the arm follows a good chunk (0.3 -> 0.35 m in x over 1 s), a jumping chunk arrives.
+    assert core.add_chunk(_top_down_chunk(kin, 0.0, [0.3, 0, 0.1], [0.05, 0, 0], n=11), 0.0)[0]
+    for k in range(30):
+        core.tick(k * 0.01)
+    ok, text = core.add_chunk(jumping(0.3, [0.325, 0, 0.1]), 0.3)  # 1 cm ahead of the good chunk's x(0.3)
+    assert ok is taken_while_following and "steps 5->6" in text
+    assert ("still follows an earlier chunk" in text) is (mode == "truncate_when_idle")
+    tool = np.array([core.tick(k * 0.01).T_base_tool[:3, 3] for k in range(30, 200)])
+    assert np.abs(tool[:, 1]).max() < 1e-3  # never towards the jumped-to steps
+    # At t = 0.6 s (index 30) the arm follows the truncated chunk (kept steps due 0.3 .. 0.8 s) or the good one.
+    t_target = 0.6 + core.config.command_lookahead_s
+    x_expected = 0.325 + 0.05 * (t_target - 0.3) if taken_while_following else 0.3 + 0.05 * t_target
+    assert tool[30, 0] == pytest.approx(x_expected, abs=1e-3)
+    assert tool[-1, 0] == pytest.approx(0.35, abs=1e-3)  # then the good chunk's end (it outlasts the truncated one)
+    # Now the arm holds (nothing left to follow): the same kind of chunk again.
+    ok, text = core.add_chunk(jumping(2.0, tool[-1]), 2.0)
+    assert ok is taken_when_idle
+    end = np.array([core.tick(2.0 + k * 0.01).T_base_tool[:3, 3] for k in range(0, 150)])
+    assert np.abs(end[:, 1]).max() < 1e-3
+    assert end[-1, 0] == pytest.approx(tool[-1, 0] + (0.025 if taken_when_idle else 0.0), abs=1e-3)
+    assert core.status.chunks_truncated == taken_while_following + taken_when_idle
+    assert core.status.chunks_rejected == 2 - core.status.chunks_truncated
 
 
 def test_core_unreachable_hold_vs_best_effort(kin):

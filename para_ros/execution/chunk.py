@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 OUT_OF_WORKSPACE_MODES = ("clamp", "reject")
-IMPLAUSIBLE_SPEED_MODES = ("truncate", "reject")
+IMPLAUSIBLE_SPEED_MODES = ("truncate_when_idle", "truncate", "reject")
 
 
 class ChunkRejected(ValueError):
@@ -79,10 +79,12 @@ class ChunkChecks:
         max_steps: reject longer chunks (bounds the per-tick blending cost).
         max_implied_speed_m_s: the fastest tool motion two consecutive steps may imply (a 50 cm jump in 0.2 s is not a
             motion the policy meant, but its argmax switching between two places).
-        implausible_speed: what happens to a chunk with such a step: "truncate" keeps the steps before it (each of
-            which passed every check; the arm moves and the next observation differs) when there are at least two,
-            "reject" drops the chunk. A policy that keeps predicting the same jump from the same state holds the arm
-            for ever under "reject".
+        implausible_speed: what happens to a chunk with such a step: "reject" drops it (the arm goes on with the
+            chunk it follows, if any); "truncate" keeps the steps before it when there are at least two (each passed
+            every check; the arm moves and the next observation differs); "truncate_when_idle" rejects it while the
+            arm still follows an accepted chunk and truncates it when the arm would otherwise hold (the executor core
+            decides; :func:`validate_chunk` truncates). A policy that keeps predicting the same jump from the same
+            state holds the arm for ever under "reject".
         quat_norm_tol: reject quaternions whose norm differs from 1 by more than this (garbage, not rounding).
         gripper_tol: reject gripper values outside [-gripper_tol, 1 + gripper_tol]; smaller excursions are clipped.
         out_of_workspace: "clamp" (clip positions into the workspace box, warn) or "reject" (drop the chunk).
@@ -95,7 +97,7 @@ class ChunkChecks:
     max_future_s: float = 0.5
     max_steps: int = 1024
     max_implied_speed_m_s: float = 1.0
-    implausible_speed: str = "truncate"
+    implausible_speed: str = "truncate_when_idle"
     quat_norm_tol: float = 0.05
     gripper_tol: float = 0.05
     out_of_workspace: str = "clamp"
@@ -140,7 +142,7 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
     Rejected (raises :class:`ChunkRejected`): empty chunk; arrays of different lengths; NaN/inf anywhere; negative or
     non-increasing step times; wrong frame; zero/garbage quaternions; gripper far outside [0, 1]; stamp older than
     ``max_age_s`` or more than ``max_future_s`` ahead; steps implying a tool speed above ``max_implied_speed_m_s``
-    when ``implausible_speed == "reject"`` (with "truncate" the chunk ends at the step before the first such jump);
+    when ``implausible_speed == "reject"`` (otherwise the chunk ends at the step before the first such jump);
     every (kept) step already in the past; poses outside the workspace when ``out_of_workspace == "reject"``.
     Garbage anywhere (non-finite values, bad quaternions or grippers) rejects the whole chunk, truncation or not.
     """

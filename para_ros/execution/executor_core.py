@@ -337,10 +337,17 @@ class ExecutorCore:
                 self.status.chunks_rejected += 1
                 self.status.last_rejection = str(err)
             return False, str(err)
+        truncated = clean.n_steps < chunk.n_steps
         with self._lock:
             if self._stopped:
                 self.status.chunks_ignored_stopped += 1
                 return False, self._ignored_reason()
+            if truncated and self.config.checks.implausible_speed == "truncate_when_idle" \
+                    and self._following_a_chunk(now_s):
+                self.status.chunks_rejected += 1
+                self.status.last_rejection = (f"{'; '.join(warnings)}: rejected while the arm still follows an "
+                                              "earlier chunk (implausible_speed=truncate_when_idle)")
+                return False, self.status.last_rejection
             if not self.timeline.add(clean, now_s):
                 self.status.chunks_rejected += 1
                 self.status.last_rejection = "every step is already in the past"
@@ -350,12 +357,20 @@ class ExecutorCore:
             if self._suspended:
                 self._restart_since_loss = True
             self.status.last_chunk_accepted_s = now_s
-            if clean.n_steps < chunk.n_steps:
+            if truncated:
                 self.status.chunks_truncated += 1
             if warnings:
                 self.status.chunks_modified += 1
                 self.status.last_warning = "; ".join(warnings)
             return True, "; ".join(warnings)
+
+    def _following_a_chunk(self, now_s: float) -> bool:
+        """Under the lock: an accepted chunk still gives a target after ``now + command_lookahead_s`` and has not
+        gone stale (the arm is not about to hold)."""
+        end_s = self.timeline.end_s()
+        if end_s is None or end_s <= now_s + self.config.command_lookahead_s:
+            return False
+        return self._last_accept_s is not None and now_s - self._last_accept_s <= self.config.stale_timeout_s
 
     def _not_following_state(self) -> str | None:
         """DISENGAGED / STOPPED while chunks are not followed (under the lock), else None."""

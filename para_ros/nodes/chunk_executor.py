@@ -29,8 +29,9 @@ commanded tool pose (``PoseStamped``, FK of each command, stamped with the time 
 
 A bad chunk never crashes the node and never moves the arm: it is rejected whole, with a throttled warning and a
 diagnostics status naming the problem. One kind of chunk is kept in part: a jump between two steps faster than
-``max_implied_speed_m_s`` (the policy's argmax switching places) cuts the chunk before the jump
-(``implausible_speed: truncate``, counted as ``chunks_truncated``), so the arm moves and the next observation differs.
+``max_implied_speed_m_s`` (the policy's argmax switching places) is rejected while the arm still follows an earlier
+chunk, and cut before the jump when the arm would otherwise hold (``implausible_speed: truncate_when_idle``, counted
+as ``chunks_truncated``), so the arm moves on and the next observation differs.
 Parameter defaults: ``config/executor.yaml``; limits: ``config/yam.yaml``.
 
 Lost feedback: when the arm's state is older than ``joint_state_timeout_s`` (default 0.2 s, well under the real
@@ -132,10 +133,12 @@ PARAMETERS = ParameterTable(NODE_NAME, [
     Param("max_chunk_steps", 1024, "Reject chunks with more steps than this.", range=(1, 1000000), dynamic=True),
     Param("max_implied_speed_m_s", 1.0, "The fastest tool motion two consecutive chunk steps may imply (m/s); "
           "see implausible_speed.", range=(0.001, 100.0), dynamic=True),
-    Param("implausible_speed", "truncate", "A chunk with a step faster than max_implied_speed_m_s: 'truncate' it "
-          "before that step when at least two steps stay (they passed every check) or 'reject' it whole (a policy "
-          "that predicts the same jump from the same state then holds the arm for ever).",
-          choices=("truncate", "reject"), dynamic=True),
+    Param("implausible_speed", "truncate_when_idle", "A chunk with a step faster than max_implied_speed_m_s: "
+          "'reject' it whole (the arm goes on with the chunk it follows; a policy that predicts the same jump from "
+          "the same state then holds the arm for ever), 'truncate' it before that step when at least two steps stay "
+          "(they passed every check), or 'truncate_when_idle': reject it while the arm still follows an accepted "
+          "chunk, truncate it when the arm would otherwise hold.",
+          choices=("truncate_when_idle", "truncate", "reject"), dynamic=True),
     Param("out_of_workspace", "clamp", "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or "
           "'reject' the chunk.", choices=("clamp", "reject"), dynamic=True),
     Param("unreachable", "hold", "When IK cannot reach the target: 'hold' the previous command or take the "
