@@ -95,7 +95,8 @@ def test_summary_figures_against_hand_computation():
         diagnostics={"para: inference_node": {"frames_in.scene": "11", "chunks_out": "5",
                                               "stage_median_ms.receive": "21.5", "stage_median_ms.model": "5.25"},
                      "chunk_executor: chunk_executor": {"commands": "101", "limit_events": "7",
-                                                        "chunks_modified": "4", "control_rate_hz": "100.0"},
+                                                        "chunks_modified": "4", "chunks_truncated": "3",
+                                                        "control_rate_hz": "100.0"},
                      "sim_node: sim_node": {"publish_delay_median_ms.scene": "12.25", "tick_errors": "0"}},
         model_id="para_v4:tiny:random-seed0", untrained=True)
     s = summary_dict(record)
@@ -106,11 +107,12 @@ def test_summary_figures_against_hand_computation():
     assert s["first_chunk_after_s"] == pytest.approx(2.08)
     assert s["max_joint_motion_rad"] == pytest.approx(0.5)  # joint2; the gripper is not an arm joint
     assert s["gripper_change"] == pytest.approx(1.0)
-    assert (s["commands_limited"], s["chunks_modified"], s["chunks_out_node"]) == (7, 4, 5)
+    assert (s["commands_limited"], s["chunks_modified"], s["chunks_truncated"], s["chunks_out_node"]) == (7, 4, 3, 5)
     assert s["latency_stages_median_ms"] == {"receive": 21.5, "model": 5.25}
     text = format_summary(record, ["  snapshot              /tmp/x.png"])
     assert "UNTRAINED" in text and "median 100.0 ms" in text and "/tmp/x.png" in text
     assert "latency stages        receive 21.5, model 5.2 ms" in text
+    assert "modified 4 (clamped into the workspace or truncated before an implausibly fast step: 3 truncated)" in text
     assert s["sim_publish_delay_median_ms"] == {"scene": 12.25}
     assert "of which the camera's  scene 12.2 ms" in text
 
