@@ -186,7 +186,7 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
         f"{s['joint_states_seen']} joint states",
     ]
     if s["last_clamp"]:
-        lines.append(f"  last clamp            {s['last_clamp'][:160]}")
+        lines.append(f"  last modified         {s['last_clamp'][:160]}")
     if s.get("last_rejection"):
         lines.append(f"  last rejection        {s['last_rejection'][:160]}")
     lines += list(extra_lines or [])
