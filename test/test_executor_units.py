@@ -418,6 +418,24 @@ def test_core_implausibly_fast_chunks_by_mode(kin, mode, taken_while_following, 
     assert core.status.chunks_rejected == 2 - core.status.chunks_truncated
 
 
+def test_core_a_stale_state_before_the_first_command_needs_no_new_chunk(kin):
+    # use_sim_time start-up: the first joint state was measured before /clock arrived (t = 0), the first tick runs at
+    # t = 1000 s. Nothing was ever commanded, so a fresh state alone restarts, holding at the measured joints.
+    q0 = np.array([0.0, 1.6, 1.3, -1.2, 0.0, 0.0])
+    core = _core(kin, joint_state_timeout_s=0.2)
+    core.set_measured_joints(q0, 0.5, measured_s=0.0)
+    assert core.tick(1000.0) is None and core.status.joint_state_losses == 1
+    q1 = q0 + 0.01
+    core.set_measured_joints(q1, 0.5, measured_s=1000.01)
+    cmd = core.tick(1000.02)
+    assert cmd is not None
+    np.testing.assert_allclose(cmd.q_rad, q1, atol=1e-12)
+    # Once commands went out, a loss still needs a fresh state AND a new chunk (never resume an old plan).
+    assert core.tick(1000.5) is None
+    core.set_measured_joints(q1, 0.5, measured_s=1000.51)
+    assert core.tick(1000.52) is None and core.status.state == "waiting_for_chunk"
+
+
 def test_core_unreachable_hold_vs_best_effort(kin):
     R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
     q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),

@@ -464,7 +464,10 @@ class ExecutorCore:
         self.status.joint_state_age_s = now_s - self._measured_s
         if self._state_stale(now_s):
             if not self._suspended or JOINT_STATE_PROBLEM not in self.status.problems:
-                self._suspended, self._restart_since_loss = True, False
+                # Before the first command there is no plan to protect: a fresh state alone restarts (from the
+                # measured joints). This is the start-up with use_sim_time, where the first joint state can be
+                # measured before /clock arrives and so looks stale at the first tick on the simulated clock.
+                self._suspended, self._restart_since_loss = True, self.status.commands == 0
                 self.timeline.clear()  # never resume towards an old target
                 self.status.chunks_in_force = 0
                 self._last_accept_s = None
