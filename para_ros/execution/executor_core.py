@@ -9,7 +9,9 @@ Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
    without commands is its driver's rule (a joint trajectory controller keeps the end of its last trajectory).
    Commands resume only when a fresh state has come AND a chunk was accepted after it, or ``resume``/``engage`` was
    called (chunks that arrive while the state is stale are ignored, counted): the first command then starts from the
-   freshly measured joints, never from an old target (the timeline was dropped). Until that chunk the tick still sends nothing (``waiting_for_chunk``);
+   freshly measured joints, never from an old target (the timeline was dropped). Until that chunk the tick still sends
+   nothing (``waiting_for_chunk``). A loss before the first command was ever sent (nothing to protect: with
+   ``use_sim_time`` the first state can predate ``/clock``) ends with the fresh state alone;
 1. stopped -> hold; no fresh chunk for ``stale_timeout_s`` -> drop the timeline and hold;
 2. sample the timeline at ``now + command_lookahead_s`` (the command sent at ``now`` is where the tool should be
    a lookahead later; a joint trajectory controller gets it as the point at ``time_from_start = lookahead`` of a
