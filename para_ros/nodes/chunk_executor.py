@@ -40,8 +40,8 @@ YAM's 400 ms motor timeout), the node sends NO command at all (not a hold: see
 problem ``joint_state`` on ``/diagnostics`` (ERROR) until a fresh state comes; commands resume only after that AND a
 new chunk, from the freshly measured joints (a loss before the first command ever sent needs no chunk). The state's
 time is when the last complete ``JointState`` (every arm joint, and the gripper when ``gripper_joint_name`` is set,
-merged by name as the backends read it) arrived on ``joint_states_topic`` (topic backends, the node's clock), or when the SDK read last succeeded (``i2rt_sdk``: the
-SDK's own reading, which this node cannot date further).
+merged by name as the backends read it) arrived on ``joint_states_topic`` (topic backends, the node's clock), or
+when the SDK read last succeeded (``i2rt_sdk``: the SDK's own reading, which this node cannot date further).
 
 Time jumps (``use_sim_time`` and a ``/clock`` that goes back: a simulator reset, a bag loop): the node registers an
 rclpy clock jump callback (a backward jump of ``TIME_JUMP_BACK_MIN_S`` = 0.5 s or more, and a switch of time source;
