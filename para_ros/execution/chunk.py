@@ -213,7 +213,8 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
     if outside.any():
         i = int(np.argwhere(outside)[0][0])
         msg = (f"{int(outside.sum())} of {len(pos)} poses outside the workspace box "
-               f"{checks.workspace_min_m.tolist()} .. {checks.workspace_max_m.tolist()} (first: step {i} at {np.round(pos[i], 4).tolist()})")
+               f"{checks.workspace_min_m.tolist()} .. {checks.workspace_max_m.tolist()} "
+               f"(first: step {i} at {np.round(pos[i], 4).tolist()})")
         if checks.out_of_workspace == "reject":
             raise ChunkRejected(msg)
         warnings.append(msg + ": clamped into the box")

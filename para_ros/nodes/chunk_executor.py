@@ -75,6 +75,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from para_ros.execution.backends import I2rtSdkBackend
+from para_ros.execution.chunk import IMPLAUSIBLE_SPEED_MODES, OUT_OF_WORKSPACE_MODES
 from para_ros.execution.control_loop import FixedRateLoop, request_fifo
 from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOINT_STATE_PROBLEM, STOPPED,
                                               TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorCore)
@@ -138,9 +139,9 @@ PARAMETERS = ParameterTable(NODE_NAME, [
           "the same state then holds the arm for ever), 'truncate' it before that step when at least two steps stay "
           "(they passed every check), or 'truncate_when_idle': reject it while the arm still follows an accepted "
           "chunk, truncate it when the arm would otherwise hold.",
-          choices=("truncate_when_idle", "truncate", "reject"), dynamic=True),
+          choices=IMPLAUSIBLE_SPEED_MODES, dynamic=True),
     Param("out_of_workspace", "clamp", "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or "
-          "'reject' the chunk.", choices=("clamp", "reject"), dynamic=True),
+          "'reject' the chunk.", choices=OUT_OF_WORKSPACE_MODES, dynamic=True),
     Param("unreachable", "hold", "When IK cannot reach the target: 'hold' the previous command or take the "
           "'best_effort' solution.", choices=("hold", "best_effort"), dynamic=True, section="IK"),
     Param("ik_position_tol_m", 0.0005, "IK success threshold on the position error (m), checked by FK.",
