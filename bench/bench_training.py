@@ -3,8 +3,8 @@
 
 Runs ``para_core.train.trainer.Trainer.train_step`` on synthetic episodes (``para_core.data.synthetic.synthetic_episode``, the
 dataset's real preprocessing and target encoding) and prints median / min / max step time over repeated steps with the
-machine and settings, plus peak memory: CUDA ``max_memory_allocated`` on a GPU, the process's peak RSS on CPU. The
-seed says the paper config trains at batch 4 on a 24 GB RTX 3090: check it with ``--preset paper --device cuda``.
+machine and settings, plus peak memory: CUDA ``max_memory_allocated`` on a GPU, the process's peak RSS on CPU.
+The PARA v4 design trains the paper config at batch 4 on a 24 GB RTX 3090: check with ``--preset paper --device cuda``.
 
     python bench/bench_training.py                                   # tiny, CPU, batch 2
     python bench/bench_training.py --preset paper --device cuda --batch-size 4 --amp bf16

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU measurement issue 12 asks for, in one run (a lent GPU machine gives a session about 15 minutes):
+# Every GPU figure docs/benchmarks.md asks for, in one run (about 15 minutes on one GPU):
 #   1. policy latency, paper config, batch 1: reference vs fast vs fast + torch.compile (CUDA graphs), fp32 and bf16,
 #      and the fp32 reference against the fast path at dtype auto (bf16 on a GPU that has it),
 #      50 runs each after warm-up, peak memory, TFLOP/s against the device's peak;

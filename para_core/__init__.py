@@ -13,7 +13,7 @@ Packages (each module has one job; docs/contracts.md has the map of the whole re
   episodes for tests, demos and benchmarks).
 - ``train``  -- ``trainer`` (``TrainConfig``, the loop, checkpoints, resume), ``cli`` (``para-train``),
   ``distributed`` (torchrun + DDP), ``tensorboard_log``.
-- ``eval``   -- ``metrics`` (chunk errors against a recording), ``figures``, ``method_figure`` (the seed's figure),
+- ``eval``   -- ``metrics`` (chunk errors against a recording), ``figures``, ``method_figure`` (the paper's figure),
   ``calibration`` (the camera calibration check).
 
 Importing ``para_core`` imports nothing heavy; import the submodules you need.

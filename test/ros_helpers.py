@@ -12,7 +12,7 @@ from para_ros.dds_env import loopback_dds_env
 from para_ros.ros_io.synthetic_rig import wait_for  # noqa: F401 (re-exported for the tests)
 
 
-# Every child process the tests start, so the session can make sure none outlives it (see conftest.py).
+# Every child process the tests start, so the test run can make sure none outlives it (see conftest.py).
 STARTED: list[subprocess.Popen] = []
 
 

@@ -1,4 +1,4 @@
-"""``para-bag ablate``: several checkpoints on the same recording, one table; the v2 preset of the seed's table."""
+"""``para-bag ablate``: several checkpoints on the same recording, one table; the v2 preset of the paper's table."""
 import csv
 import json
 

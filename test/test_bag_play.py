@@ -79,7 +79,7 @@ def _replay_matches_eval(tmp_path, bag, preset: str, rate: float) -> None:
     # the node used the newest joint state and up to all chunks differed from eval's. A random model's voxel logits
     # tie within ~1e-6 at some steps, so a 1e-9 difference of TF interpolation can move a step to the neighbouring
     # voxel, and a tie between distant voxels of a random model moves it further (seen: 10.7 cm): at most one chunk
-    # in five may differ (a fresh clone once saw 2 of 19), and not in every step (fresh clones have seen 1 and 3 of 4
+    # in five may differ (up to 2 of 19 have been seen), and not in every step (runs have kept 1 and 3 of 4
     # steps still equal). A rule that differs between the two paths (the gripper's sampling, the TF time) changes
     # nearly every chunk, and every step of it.
     same = [s for s in common if np.allclose(got[s], expected[s], atol=1e-5)]

@@ -71,7 +71,7 @@ def test_factorised_logits_equal_a_brute_force_loop(cfg):
         idx = z * P * P + v * P + u
         if not bool(out.voxel_valid[0, idx]):
             continue
-        # the key by the seed's formula, written out: unit(t_emb[t] + h_emb[z]), sin/cos pairs
+        # the key by the paper's formula, written out: unit(t_emb[t] + h_emb[z]), sin/cos pairs
         t_emb = [math.sin(t * math.exp(-math.log(100.0) * 2 * i / D)) for i in range(D // 2)] + \
                 [math.cos(t * math.exp(-math.log(100.0) * 2 * i / D)) for i in range(D // 2)]
         zn = (float(heights[z]) - cfg.z_lo_m) / (cfg.z_hi_m - cfg.z_lo_m)

@@ -1,4 +1,4 @@
-"""The fast v4 inference path (``para_core.model.v4_fast``) against the reference path, its oracle (issue 12): the
+"""The fast v4 inference path (``para_core.model.v4_fast``) against the reference path, its oracle: the
 same argmax voxels, logits within float tolerance, decoded poses within a tenth of a voxel, the same rviz voxels, for
 the tiny config, the mid-size pick-and-place config and a learned height encoding, and with a chunked voxel MLP."""
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _forward_parts(cfg: V4Config):
 
 
 def _reference_volume(model, feat_maps, grid, q):
-    """The reference path's voxel features (B, V, F) and masked logits (B, T, V), written out as in the seed."""
+    """The reference path's voxel features (B, V, F) and masked logits (B, T, V), written out as in the paper."""
     feat = model.voxel_features(feat_maps, grid)
     logits = (torch.einsum("btf,bvf->btv", q, feat) * model.logit_log_scale.exp()).masked_fill(
         ~grid.valid.unsqueeze(1), float("-inf"))

@@ -1,5 +1,5 @@
 """The v4 model: fused voxel features vs a plain Python loop, paper-config facts, loss baselines, gradients, overfit,
-fp32 sampling under bf16 autocast, the head's voxel in training and inference, the MLP structure of the seed and the
+fp32 sampling under bf16 autocast, the head's voxel in training and inference, the MLP structure of PARA v4 and the
 query's inputs (these last tests each fail for a one-line mutation of the model that the others let through)."""
 import dataclasses
 import math

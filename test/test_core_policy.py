@@ -44,7 +44,7 @@ def test_random_init_predict_contract():
     assert ((out.positions_world >= lo - 1e-5) & (out.positions_world <= hi + 1e-5)).all()
     assert out.top_voxels_world.shape == (cfg.viz_top_k, 3) and out.top_voxels_prob.shape == (cfg.viz_top_k,)
     assert (np.diff(out.top_voxels_prob) <= 0).all()
-    # deterministic in the seed
+    # deterministic for a fixed random seed
     out2 = Policy.random_init(cfg, device="cpu").predict(cams, state)
     np.testing.assert_array_equal(out.positions_world, out2.positions_world)
 
@@ -161,7 +161,7 @@ def _predict_with_scene_camera_at(cfg, scene_z_m, policy=None):
 
 
 def test_scene_camera_below_the_height_range_is_warned_once():
-    """The seed's sanity check: the scene camera should sit above z_hi (else its grid is clipped; likely a bad TF)."""
+    """PARA v4's sanity check: the scene camera should sit above z_hi (else its grid is clipped; likely a bad TF)."""
     import warnings
 
     cfg = V4Config.tiny()

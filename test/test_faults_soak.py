@@ -84,7 +84,7 @@ def test_two_minute_soak_of_the_graph_shows_no_growth(tmp_path):
         rss = grown[f"{name}.rss_mib"]
         assert rss["growth"] <= RSS_GROWTH_BOUND_MIB, (name, rss)
     # Rates and latency percentiles follow the machine's load (2 shared cores: a busy neighbour halved the chunk rate
-    # and sent p99 from 170 to 1400 ms in one window of a trial run, every node's CPU % down with it), so they are
+    # and sent p99 from 170 to 1400 ms in one window of a run, every node's CPU % down with it), so they are
     # bounded by what the graph needs, not by their trend: chunks young enough for the executor (max_chunk_age_s 1 s).
     assert grown["latency_p50_ms"]["last"] < 1000.0, grown["latency_p50_ms"]
     assert result["task"] is not None and result["task"]["error"] is None, result["task"]

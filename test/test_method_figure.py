@@ -1,4 +1,4 @@
-"""``para-bag figure``: the seed's six-panel method figure from a real inference step of either head; the SVG's
+"""``para-bag figure``: the paper's six-panel method figure from a real inference step of either head; the SVG's
 numbers equal the .npz, the predicted pixel is the projection of the argmax voxel's 3-D point."""
 import re
 

@@ -1,4 +1,4 @@
-"""One way to declare a node's parameters (issue 10): each node's typed table is the source of its shipped
+"""One way to declare a node's parameters: each node's typed table is the source of its shipped
 ``config/*.yaml`` and of ``--help``; the type rules are the same in every node; and over real DDS every parameter set
 request (``ros2 param set`` sends the same SetParameters service call) is applied or refused with a reason, never
 acknowledged and ignored."""

@@ -1,4 +1,4 @@
-"""One observation path for live and recorded data (issue 10): the inference node and the bag reader, fed the SAME
+"""One observation path for live and recorded data: the inference node and the bag reader, fed the SAME
 messages, build identical observations, because both call :func:`para_ros.observation.builder.build_observation`.
 
 The node path is the real ``InferenceNode`` (rclpy, its TF buffer, its joint-state callback) fed the bag's own bytes

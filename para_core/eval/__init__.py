@@ -1,3 +1,3 @@
-"""Offline evaluation: chunk ``metrics`` against a recording, PNG ``figures``, the seed's ``method_figure`` and the
+"""Offline evaluation: chunk ``metrics`` against a recording, PNG ``figures``, the paper's ``method_figure`` and the
 camera ``calibration`` check.
 """

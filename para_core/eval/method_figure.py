@@ -1,4 +1,4 @@
-"""The seed's method figure (figure script 000) from a REAL inference step, for the v4 and the dino_kv heads.
+"""The PARA v4 design's method figure (figure script 000) from a REAL inference step, for the v4 and the dino_kv heads.
 
 Six panels, each a PNG, composed into one SVG with the panels embedded (base64) and the numbers written as text:
 

@@ -8,7 +8,7 @@ the image resized by 1/p under the pixel-centre convention of ``para_core.model.
 Registered kinds (``V4Config.backbone_kind``):
 
 - ``"dinov3"``: ``transformers.DINOv3ViTModel``.
-- ``"internvl_vision"``: the vision TOWER of InternVL 2.5 (InternViT, ``transformers.InternVLVisionModel``; the seed's
+- ``"internvl_vision"``: the vision TOWER of InternVL 2.5 (InternViT, ``transformers.InternVLVisionModel``; PARA v4's
   v4_vlm variant). We take the raw tokens of its last layer -- what InternVL itself feeds on (vision_feature_layer
   -1) -- with the CLS token dropped from the grid and BEFORE InternVL's pixel shuffle (which would merge 2 x 2 patches
   and halve the grid) and its MLP projector into the LLM; InternViT has no register tokens. Global token: with

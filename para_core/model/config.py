@@ -2,9 +2,9 @@
 
 Presets:
 
-- ``V4Config.paper()``: the seed's paper table (DINOv3 ViT-S/16+, pred_size 64, 128 height bins per view, feat_dim 32,
+- ``V4Config.paper()``: the paper's table (DINOv3 ViT-S/16+, pred_size 64, 128 height bins per view, feat_dim 32,
   height_enc_dim 16, T = n_window = 32, frame_stride 4, cam_margin 0.01 m, mv_past_n 8, lr 3e-4, backbone_lr_mult 0.1,
-  warm-up 500, cosine, 20000 iterations, batch 4) with ONE deliberate change: ``img_size = 512`` instead of the seed's
+  warm-up 500, cosine, 20000 iterations, batch 4) with ONE deliberate change: ``img_size = 512`` instead of the paper's
   504. A ViT with 16-pixel patches needs the image side to be a multiple of 16; 504 = 31.5 * 16, so the last 8 pixels
   would be dropped silently and every feature would be shifted by up to half a patch, which breaks pixel alignment.
   Any ``img_size`` that is not a multiple of ``patch_size`` is rejected with an error that proposes the nearest valid
@@ -13,14 +13,14 @@ Presets:
   height bins, T = 4) so that a forward + backward pass takes well under a second on 2 CPU cores. For tests and demos.
   ``V4Config.tiny(backbone_kind="internvl_vision")`` swaps in a toy InternViT (14-pixel patches, 56 px images: the
   same 4 x 4 patch grid).
-- ``V4Config.paper_internvl()``: the seed's backbone-experiment variant v4_vlm. Every head field is the paper
+- ``V4Config.paper_internvl()``: the PARA v4 design's backbone variant v4_vlm. Every head field is the paper
   preset's; only the backbone (InternVL 2.5-1B's vision tower InternViT-300M-448px-V2.5, ``INTERNVL25_1B_VISION``:
   304,012,288 parameters), ``patch_size`` 14 and ``img_size`` 448 (InternVL 2.5's native tile size, 32 x 32 patches)
   differ. The head's layers are the same; the two that read backbone tokens (1x1 projection, global MLP input) take
   C = 1024 channels instead of 384. Both backbones expect ImageNet-normalised RGB (InternVL uses the ImageNet mean and
   std too), so the data pipeline is unchanged.
 
-Earlier-variant switches (ablations of the seed's version history):
+Earlier-variant switches (ablations along the PARA v4 design's version history):
 
 - ``height_encoding``: ``"sincos"`` (v4: sin/cos PE of metric height normalised by the GLOBAL span [z_lo, z_hi]) or
   ``"learned"`` (v2: one learned embedding per (view, bin)).
@@ -266,12 +266,12 @@ class V4Config:
     # ----------------------------------------------------------------------------------------------------- presets
     @classmethod
     def paper(cls, **overrides: Any) -> "V4Config":
-        """The seed's paper table, with img_size 512 (see the module docstring). V = 2 * 128 * 64^2 = 1,048,576."""
+        """The paper's table, with img_size 512 (see the module docstring). V = 2 * 128 * 64^2 = 1,048,576."""
         return cls(**{"name": "paper", **overrides})
 
     @classmethod
     def paper_internvl(cls, **overrides: Any) -> "V4Config":
-        """The seed's v4_vlm variant: the paper preset's head with InternVL 2.5-1B's vision tower (InternViT-300M,
+        """PARA v4's v4_vlm variant: the paper preset's head with InternVL 2.5-1B's vision tower (InternViT-300M,
         14-pixel patches) at img_size 448 (32 x 32 patches). See the module docstring."""
         base = dict(name="paper_internvl", backbone_kind="internvl_vision",
                     backbone_config=dict(INTERNVL25_1B_VISION), patch_size=14, img_size=448)
@@ -295,8 +295,8 @@ class V4Config:
 
     @classmethod
     def dino_kv(cls, **overrides: Any) -> "V4Config":
-        """The seed's single-view dino_kv head (``para_core.model.dino_kv``, figure script 000): one scene view, DINOv3
-        ViT-S/16+, 48-d pixel features and keys, a 56 x 56 grid, 32 height bins, T = 8. img_size 512 (the seed's 504
+        """PARA v4's single-view dino_kv head (``para_core.model.dino_kv``, figure script 000): one scene view, DINOv3
+        ViT-S/16+, 48-d pixel features and keys, a 56 x 56 grid, 32 height bins, T = 8. img_size 512 (the paper's 504
         is not a multiple of 16; see the module docstring)."""
         return cls.paper(**{"name": "dino_kv", "model_kind": "para_dino_kv", "view_names": ("scene",),
                             "feat_dim": 48, "pred_size": 56, "n_height_bins": 32, "n_window": 8, **overrides})
@@ -309,7 +309,7 @@ class V4Config:
 
     @classmethod
     def paper_v2(cls, **overrides: Any) -> "V4Config":
-        """The seed's v2 column of its parity table, for ablations against v4: a learned embedding per (view, height
+        """PARA v4's v2 column of its parity table, for ablations against v4: a learned embedding per (view, height
         bin) instead of the sin/cos PE, the fixed z range [z_lo, z_hi] in every view instead of the adaptive one,
         32 height bins and P = 128; everything else is the paper preset. V = 2 * 32 * 128^2 = 1,048,576."""
         return cls.paper(**{"name": "paper_v2", "height_encoding": "learned", "z_range_mode": "fixed",

@@ -2,15 +2,15 @@
 
 Why: torch's CPU ``scaled_dot_product_attention`` (its flash kernel) computes in fp32 whatever the input precision,
 so in bf16 the backbone's attention costs what it costs in fp32, while a CPU with AVX512_BF16 / AMX multiplies bf16
-matrices about 5x faster than fp32 ones (``para_core.model.hardware``). Measured on the paper config's shape
-(2 views x 6 heads x 1029 tokens x 64, 2 AMD EPYC cores): 23.9 ms a layer with torch's kernel, 11-12 ms here.
-Materialising all scores at once is slower than both (89 ms: 25 MB of scores through memory), so the scores are
-made for :func:`heads_per_block` heads at a time, a block small enough to stay in cache.
+matrices several times faster than fp32 ones (``para_core.model.hardware``). At the paper config's shape this halves
+the attention's time (measured: docs/benchmarks.md, "CPU attention"). Materialising all scores at once is slower than
+both (the scores go through memory), so the scores are made for :func:`heads_per_block` heads at a time, a block
+small enough to stay in cache.
 
 Precision: the scores and the softmax's reductions are exact to bf16 inputs (softmax accumulates in fp32); the
 probabilities are rounded to bf16 before the product with the values, so outputs differ from the fp32 reference by
-about bf16's resolution (0.004 on unit-variance inputs, against 0.001 for torch's kernel), which is the precision the
-network runs at. In fp32 torch's kernel is the faster one (22 vs 25 ms), so this is for bf16 / fp16 only.
+about bf16's resolution, which is the precision the network runs at. In fp32 torch's kernel is the faster one, so
+this is for bf16 / fp16 only.
 
 It is registered with transformers' ``AttentionInterface`` as :data:`NAME` and selected per backbone with
 ``Backbone.set_attention(NAME)``; anything it does not cover (an attention mask, dropout, causal attention,

@@ -1,4 +1,4 @@
-"""The single-view "dino_kv" head of the seed's figure script (``model_kind = "para_dino_kv"``).
+"""The single-view "dino_kv" head of the PARA v4 design's figure script (``model_kind = "para_dino_kv"``).
 
 One camera view. Per pixel of the P x P prediction grid a ray volume of ``n_height_bins`` heights: voxel (z, u, v)
 is the point where the ray through pixel (u, v) meets the horizontal plane at bin height z, the same closed-form grid
@@ -10,9 +10,9 @@ and the decoding are shared). The logits factorise over pixels and (step, height
     volume_logits[b, t, z, u, v] = exp(logit_scale) * F(u, v) . K(t, z)             flattened to (B, T, Z * P * P)
 
 ``t_emb[t]`` is a sinusoidal embedding of the step index and ``h_emb[z]`` one of the bin's metric height normalised by
-the global span [z_lo, z_hi] (``para_core.model.v4.sincos_height_encoding``, both F wide); both are fixed (the seed's
+the global span [z_lo, z_hi] (``para_core.model.v4.sincos_height_encoding``, both F wide); both are fixed (the design's
 keys have no learned part), only ``logit_scale`` is learned (initialised to log 10). The keys do not see the
-end-effector state: this head localises from the image alone, as in the seed. Gripper and rotation: a 4-layer MLP on
+end-effector state: this head localises from the image alone, as in the design. Gripper and rotation: a 4-layer MLP on
 [F(u, v), K(t, z)] at the chosen voxel: the argmax at inference, the GT voxel in training. Outputs are a
 ``para_core.model.v4.V4Output`` (``voxel_feat`` holds F(u, v) repeated over the heights), so losses, decoding,
 checkpoints, the Policy, the inference node and the bag tools work unchanged.
@@ -48,7 +48,7 @@ class ParaDinoKVModel(nn.Module):
         super().__init__()
         if config.n_views != 1:
             raise ValueError(f"V4Config.view_names = {config.view_names}: model_kind 'para_dino_kv' takes ONE view "
-                             "(the seed's single-view head); e.g. view_names=('scene',)")
+                             "(PARA v4's single-view head); e.g. view_names=('scene',)")
         if config.feat_dim % 2:
             raise ValueError(f"V4Config.feat_dim = {config.feat_dim}: para_dino_kv's sin/cos keys need an even size")
         self.config = config

@@ -1,18 +1,16 @@
 """What the machine offers inference: which precision is fast on a device, and a host allocator that keeps its memory.
 
-Two measured facts decide the CPU settings (paper config, 2 cores of an AMD EPYC with AVX512_BF16, torch 2.13;
-``bench/bench_policy.py`` prints both for the machine it runs on):
+Two facts decide the CPU settings (``bench/bench_policy.py`` prints both for the machine it runs on; the figures
+measured here are in docs/benchmarks.md, "CPU precision and allocator"):
 
-* **bf16 matrix products are 5x faster than fp32** where the CPU has bf16 dot-product instructions (AVX512_BF16 or
-  AMX-BF16): a (2048 x 384) @ (384 x 1536) product at 823 against 154 GFLOP/s. Without them oneDNN emulates bf16
-  and it is SLOWER than fp32 (a Xeon without them: the backbone 16.8 s in bf16 against 3.5 s in fp32), and fp16 is
-  emulated on CPUs without AVX512-FP16 / AMX-FP16 (2 GFLOP/s on this EPYC). So ``dtype="auto"`` is bf16 on such a CPU and fp32 on others, and on a GPU
-  bf16 where it is supported natively, else fp16 (tensor cores either way).
-* **10 % (the fast path) to 45 % (the reference path) of a CPU forward went to page faults**: glibc hands every block above its mmap threshold back
+* **bf16 matrix products are several times faster than fp32** where the CPU has bf16 dot-product instructions
+  (AVX512_BF16 or AMX-BF16). Without them oneDNN emulates bf16 and it is SLOWER than fp32, and fp16 is emulated on
+  CPUs without AVX512-FP16 / AMX-FP16 (far slower still). So ``dtype="auto"`` is bf16 on such a CPU and fp32 on
+  others, and on a GPU bf16 where it is supported natively, else fp16 (tensor cores either way).
+* **A large share of a CPU forward goes to page faults**: glibc hands every block above its mmap threshold back
   to the kernel when it is freed, so each forward maps its large activations afresh and the kernel zeroes every page
-  on first touch (the reference path: 0.8 M faults, 3.2 GB of fresh pages, a forward; the backbone alone 148 k).
-  :func:`keep_freed_memory` tells glibc to serve every block from its heaps and keep what is freed for the next
-  forward: the reference forward 3.08 -> 1.70 s, no fault once the first few forwards have sized the heap. The price is that the process keeps its
+  on first touch. :func:`keep_freed_memory` tells glibc to serve every block from its heaps and keep what is freed for
+  the next forward: no fault once the first few forwards have sized the heap. The price is that the process keeps its
   peak footprint instead of shrinking between forwards, which an inference process reaches on every forward anyway.
 """
 from __future__ import annotations
@@ -74,7 +72,7 @@ def slow_precision_warning(name: str, device: torch.device, flags: frozenset[str
     flags = cpu_flags() if flags is None else flags
     if name == "fp16" and torch.device(device).type == "cpu" and not {"avx512_fp16", "amx_fp16"} & flags:
         return ("dtype fp16 on a CPU without fp16 matrix instructions is emulated, about 100x slower than fp32 "
-                "(2 GFLOP/s measured); use 'auto', 'bf16' or 'fp32'")
+                "(docs/benchmarks.md); use 'auto', 'bf16' or 'fp32'")
     return None
 
 

@@ -143,8 +143,8 @@ class Policy:
 
         ``compile_mode``: ``torch.compile`` the backbone (most of the FLOPs; static shapes: the views are always
         ``img_size`` squares) in this mode (``COMPILE_MODES``), "off" = eager. The first prediction compiles (tens of
-        seconds; it needs a C++ compiler on CPU); the numbers stay within float tolerance of eager. Measured on the
-        paper config, 2 Xeon cores: the backbone 1.30x faster.
+        seconds; it needs a C++ compiler on CPU); the numbers stay within float tolerance of eager. On the
+        paper config the backbone runs faster (docs/benchmarks.md).
 
         ``device_preprocess``: upload the raw uint8 images and resize + normalise them on ``device``
         (``resize_on_device``) instead of with OpenCV on the host; default: with ``fast`` on a GPU. The pixels
@@ -253,7 +253,7 @@ class Policy:
                              f"oldest first (repeat the current position if unknown)")
 
     def _warn_if_scene_range_clipped(self, cam_z_m: float) -> None:
-        """The seed's sanity check: the static scene camera should look down on the whole height range.
+        """PARA v4's sanity check: the static scene camera should look down on the whole height range.
 
         In adaptive mode the range is clipped as soon as ``cam_z - cam_margin_m < z_hi`` (``z_hi_k = cam_z -
         margin``), so that is the condition, not ``cam_z <= z_hi``. It works, but usually means a wrong TF frame (the
@@ -311,7 +311,7 @@ class Policy:
         if self.compile_mode == "reduce-overhead":
             # CUDA graphs reuse their output memory from one replay to the next; torch asks inference loops to mark
             # each step. The previous prediction's backbone outputs (e.g. ``last_output.cls``) are invalid after it.
-            # (Never run here: no GPU was lent.)
+            # (Untested here: it needs a GPU.)
             torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast(device_type=self.device.type, dtype=torch_dtype(self.dtype), enabled=use_amp):
             out = self.model(inputs)

@@ -34,7 +34,7 @@ Loss (``compute_losses``), reported per step: voxel CE with a SOFT target -- the
 view where it is visible (``para_core.model.voxels.locate_points``), each with weight 1/(number of such views) --, averaged
 over the steps whose point is visible in at least one view; plus ``gripper_loss_weight`` * CE over gripper bins plus
 ``rotation_loss_weight`` * mean CE over the 3 rotation components. Baseline: uniform logits give a voxel CE of
-log(V) per step = 13.86 for the paper's V = 1,048,576 (``uniform_voxel_ce_baseline``); the seed's log(V*T) = 17.33 is
+log(V) per step = 13.86 for the paper's V = 1,048,576 (``uniform_voxel_ce_baseline``); the paper's log(V*T) = 17.33 is
 the same number for a single softmax over all T*V (step, voxel) pairs and is given by ``seed_joint_baseline``.
 """
 from __future__ import annotations
@@ -356,7 +356,7 @@ def uniform_voxel_ce_baseline(n_voxels: int) -> float:
 
 
 def seed_joint_baseline(n_voxels: int, n_steps: int) -> float:
-    """The seed's normalisation, one softmax over all (step, voxel) pairs: log(V * T) (paper: 17.33)."""
+    """The paper's normalisation, one softmax over all (step, voxel) pairs: log(V * T) (paper: 17.33)."""
     return math.log(n_voxels * n_steps)
 
 

@@ -1,8 +1,8 @@
 """The fast inference path of the v4 voxel features: the same numbers as ``ParaV4Model.voxel_features``, far less work.
 
-Measured first (paper config, 2 CPU cores, one forward of about 10 s on a loaded machine): backbone 34 %, fusion
-inputs (projection + ``grid_sample`` of every voxel into every view + the concatenated (V, N (F + 1) + h) input) 23 %,
-voxel MLP 17 %, decoding 12 %. The fusion input and the voxel MLP's first layer are where the redundancy is; the
+Profiled first (docs/benchmarks.md, "Fast path"): after the backbone, the fusion inputs (projection + ``grid_sample``
+of every voxel into every view + the concatenated (V, N (F + 1) + h) input), the voxel MLP and decoding take most of a
+forward. The fusion input and the voxel MLP's first layer are where the redundancy is; the
 reference path computes, for each of the V voxels, ``W1 @ [f_0 v_0, v_0, ..., f_{N-1} v_{N-1}, v_{N-1}, h(z)] + b1``.
 Split ``W1`` by the input's blocks and three of them turn out not to depend on the voxel:
 
@@ -61,8 +61,8 @@ def height_term(model, grid: VoxelGrid, k: int) -> torch.Tensor:
 
 FAST_CHUNK_VOXELS = 16384
 """Voxels per block of the fast path on CPU: small enough that a block's (v, H) activations stay in the CPU's cache
-between the MLP's layers. Measured on the paper config (2 Xeon cores, fp32, dense bins): 1.53 s at the config's
-262,144-voxel chunks, 0.80 s at 65,536, 0.58 s at 16,384, 0.60 s at 4,096 (per-chunk overhead starts to show)."""
+between the MLP's layers (larger blocks were up to 2.6x slower, smaller ones pay a per-block overhead; measured:
+docs/benchmarks.md, "Fast path")."""
 
 
 class Block(NamedTuple):

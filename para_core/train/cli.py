@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "'tensorboard --logdir RUN/tensorboard')")
     g.add_argument("--no-keep-freed-memory", action="store_true",
                    help="on a CPU, leave glibc's allocator as it is (default: it keeps freed memory for the next step: "
-                        "1.15-1.3x faster steps, the process keeps its peak footprint)")
+                        "faster steps, the process keeps its peak footprint)")
     g.add_argument("--print-config", action="store_true", help="print the resolved configs and exit")
     return p
 

@@ -117,7 +117,7 @@ class TrainConfig:
         tensorboard: write TensorBoard event files to ``RUN/tensorboard`` (``para_core.train.tensorboard_log``).
         tensorboard_images: validation overlays written at each validation pass (0 = none).
         keep_freed_memory: on a CPU device, make the process's allocator keep freed memory
-            (``para_core.model.hardware.keep_freed_memory``: pick_place at batch 4 trains 1.15-1.3x faster, since each
+            (``para_core.model.hardware.keep_freed_memory``: training steps are faster, since each
             step otherwise faults its activations in afresh); the process keeps its peak footprint.
     """
 

@@ -223,7 +223,7 @@ def calib(args) -> int:
 
 # ---------------------------------------------------------------------------------------------------- figure
 def figure(args) -> int:
-    """The seed's method figure from one real inference step on frame ``--frame`` of a recording."""
+    """The paper's method figure from one real inference step on frame ``--frame`` of a recording."""
     from para_core.eval.method_figure import figure_numbers, method_figure_data, write_method_figure
 
     policy = load_policy(args)
@@ -616,7 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--frames", type=int, default=8, help="frames on the sheet, evenly over the recording")
     ca.add_argument("--views", default="scene,wrist", help="comma-separated camera views")
     _add_topic_args(ca)
-    fg = sub.add_parser("figure", help="the seed's method figure (6 panels, SVG + NPZ) from one inference step")
+    fg = sub.add_parser("figure", help="the paper's method figure (6 panels, SVG + NPZ) from one inference step")
     fg.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
     src = fg.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="checkpoint directory (para_v4 or para_dino_kv)")

@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fast-path", dest="fast_path", nargs="?", const="true", default="",
                         choices=["", "true", "false"],
                         help="the inference node's fast path (para_core.model.v4_fast: the reference path's argmax "
-                             "voxels, tested; pick_place 1.4x faster on 2 CPU cores); default: the file's (off)")
+                             "voxels, tested; faster: docs/benchmarks.md); default: the file's (off)")
     parser.add_argument("--compile-mode", default="", choices=["", *COMPILE_MODES],
                         help="torch.compile the backbone (the first inference compiles: tens of seconds); default: "
                              "the file's (off)")

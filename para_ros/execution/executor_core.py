@@ -100,7 +100,7 @@ class ExecutorConfig:
         smoothing: "none" or "ruckig".
         jerk_limits: limits of the ruckig smoother (used when smoothing == "ruckig").
         ik_position_tol_m, ik_rotation_tol_rad, ik_max_iters: IK success thresholds and effort cap.
-        start_engaged: True: follow chunks from the start (the default here and ``auto_engage`` of the node for now);
+        start_engaged: True: follow chunks from the start (the default of this ROS-free core, for benches and tests);
             False: start disengaged, sending nothing, until :meth:`ExecutorCore.engage` (module docstring).
         joint_state_timeout_s: send nothing once the measured joint state is older than this (s; module docstring,
             step 0). None (the default here): no watchdog, for callers that measure once and tick on (benches, offline

@@ -18,10 +18,10 @@ at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunk
 Services ``~/stop`` and ``~/resume`` (``std_srvs/Trigger``): stop drops every chunk and, from the next tick on, every
 command holds the last commanded position; resume accepts chunks again from the measured joints. ``~/engage`` and
 ``~/disengage`` (``std_srvs/Trigger``) are the same two actions under the names of a hand-over: with ``auto_engage:
-false`` the node starts DISENGAGED and publishes NOTHING on its command topics (the arm stays with its driver) until
-``~/engage``, which hands the arm to the policy from the measured joints (no jump); ``~/disengage`` holds at once.
-``auto_engage: true`` (config/executor.yaml for now, so every launcher and test that expects commands as soon as a
-chunk arrives keeps working) follows chunks from the start.
+false`` (the default, config/executor.yaml) the node starts DISENGAGED and publishes NOTHING on its command topics
+(the arm stays with its driver) until ``~/engage``, which hands the arm to the policy from the measured joints (no
+jump); ``~/disengage`` holds at once. ``auto_engage: true`` (set by the launchers for the simulated arm and by
+``--engage`` / ``engage:=true``) follows chunks from the start.
 Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: state, counters, the latest problem named, the tick
 time of the latest command and when the latest chunk was accepted, on the node's clock) and the
 commanded tool pose (``PoseStamped``, FK of each command, stamped with the time it is meant for: tick +

@@ -215,7 +215,7 @@ class InferenceNode(Node):
         # Inference runs in its own thread, not in an executor callback: the executor (one thread) only moves
         # messages, so images, CameraInfo and TF keep flowing while the model runs, and a TF lookup that waits for
         # data (tf_timeout_s) is served by the executor meanwhile. (A MultiThreadedExecutor whose busy callback
-        # group blocks a ready timer spins hot on the GIL and starves both; measured here.)
+        # group blocks a ready timer spins hot on the GIL and starves both.)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._inference_loop, name="para_inference", daemon=True)

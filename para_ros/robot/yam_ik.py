@@ -6,7 +6,7 @@ The MJCF has 8 joints: the 6 arm joints and the two gripper fingers (``joint7``,
 not move the tool site, so IK holds them at 0 and the API here speaks of the 6 arm joints only.
 
 IK is mink's differential IK (``Kinematics.ik``) with the model's joint ranges as a configuration limit, seeded with
-the previous solution (about 0.1-0.4 ms per solve on this machine when seeded). Success is judged here, by FK of the
+the previous solution (a fraction of a millisecond per solve when seeded). Success is judged here, by FK of the
 returned joints against the target, with the tolerances given at construction, not by the solver's own flag.
 """
 from __future__ import annotations
@@ -96,7 +96,7 @@ class YamKinematics:
     def ik(self, T_base_tool: np.ndarray, seed_q_rad: np.ndarray) -> IkResult:
         """Joints placing the tool site at ``T_base_tool`` (4, 4), starting from ``seed_q_rad`` (6,).
 
-        The seed is clipped into the joint ranges first (mink refuses configurations outside them). Whatever the
+        The start is clipped into the joint ranges first (mink refuses configurations outside them). Whatever the
         solver returns is kept in ``q_rad`` (the closest it got); ``ok`` says whether that is within tolerance.
         """
         seed = np.clip(np.asarray(seed_q_rad, dtype=float)[:N_ARM_JOINTS],
@@ -105,7 +105,7 @@ class YamKinematics:
             _, q = self._kin.ik(T_base_tool, self.tool_site, init_q=self._full_q(seed), limits=self._limits,
                                 pos_threshold=self.position_tol_m * 0.5, ori_threshold=self.rotation_tol_rad * 0.5,
                                 max_iters=self.max_iters)
-        except Exception:  # solver failure (e.g. infeasible QP): report as unreachable from the seed
+        except Exception:  # solver failure (e.g. infeasible QP): report as unreachable from the start
             q = self._full_q(seed)
         q6 = np.array(q[:N_ARM_JOINTS], dtype=float)
         if not np.all(np.isfinite(q6)):

@@ -45,8 +45,7 @@ def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None, into=None):
     """Build an ActionChunk message from numpy arrays; ``stamp_ns`` (exact nanoseconds) replaces ``chunk.stamp_s``.
 
     ``into``: an ActionChunk to fill in place instead of a new one; its pose and duration messages are reused (a
-    publisher that sends one chunk after another spares the constructors of T poses: 0.07 -> 0.035 ms at T = 16,
-    measured hot in one process; no change showed in the node benchmark's end-to-end latency). The
+    publisher that sends one chunk after another spares the constructors of T poses; docs/benchmarks.md). The
     result is the message a fresh one would be, whatever ``into`` held before; rclpy serialises at ``publish``, so
     refilling a published message is safe.
     """

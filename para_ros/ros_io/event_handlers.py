@@ -2,11 +2,9 @@
 
 rclpy gives every publisher and subscription two default event handlers (incompatible QoS, incompatible type) that
 only log a warning. Each is a waitable that rclpy's Python executor adds to its wait set and polls at EVERY wake-up of
-the node, whatever woke it. Measured on the inference node (2-core VM, rclpy 9.1 / Kilted): one ``spin_once`` with
-nothing ready cost 295-363 us with its 24 handlers and 187 us without them, and the node wakes several times per
-observation (TF, joint states, CameraInfo, two images), so they sat on the camera -> chunk path: dropping them cut
-the hand-over from the last image's callback to the inference thread from 0.73-0.79 ms to 0.37-0.47 ms
-(``bench/bench_inference_node.py``, interleaved runs).
+the node, whatever woke it. On the inference node, which wakes several times per observation (TF, joint states,
+CameraInfo, two images), they sat on the camera -> chunk path: dropping them halved both an idle ``spin_once`` and
+the hand-over from the last image's callback to the inference thread (measured: docs/benchmarks.md, "Inference node").
 
 Where they go, nothing is lost:
 

@@ -17,7 +17,7 @@ The scene is built with ``mujoco.MjSpec`` on top of the MJCF that the i2rt SDK s
   quat (w, x, y, z) (-0.976, 0.216, 0, 0). The body ``wrist_cam_optical`` IS that optical frame.
 * ``grasp_marker``: a 5 mm sphere at ``grasp_site`` in geom group 5 (hidden by default). Tests render only that group
   to find where MuJoCo draws the grasp site, an independent check of the camera model.
-* Rendering is cheap on CPU: anti-aliasing off, no shadows, no reflections (yam-sim.md: about 10 ms a 256x256 frame).
+* Rendering is cheap on CPU: anti-aliasing off, no shadows, no reflections (docs/benchmarks.md, "Simulator").
 * Grasping (``finger_collision="boxes"``, the default): MuJoCo collides a mesh as its convex hull, and each
   linear_4310 finger mesh is L-shaped, so the two hulls form a tent over a cube and nothing can be lifted (measured: 0
   of 20 scripted grasps). The finger meshes are therefore kept for rendering only (``contype = conaffinity = 0``) and
