@@ -3,6 +3,7 @@ the project's working history (that lives in CHANGELOG.md; measured figures live
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import re
@@ -118,3 +119,52 @@ def test_the_parameter_reference_lists_every_parameter_with_its_default_and_rule
             row = rows[node][p.name]
             assert ("read-only" in row) == (not p.dynamic), row
             assert row.split("|")[2].strip() == ("(unset)" if p.optional else f"`{json.dumps(p.default)}`"), row
+
+
+def _console_scripts() -> dict[str, str]:
+    """Console script name -> module, from setup.py's entry points (so the check follows the code if it moves)."""
+    text = (REPO / "setup.py").read_text()
+    return dict(re.findall(r'"([\w-]+) = ([\w.]+):main"', text))
+
+
+def readme_commands() -> list[tuple[int, str, list[str]]]:
+    """(line, command, arguments) of every project command in the README's shell blocks; ``scripts/demo`` passes its
+    arguments to ``para-deploy``, and ``torchrun ... -m MODULE`` runs that module's command."""
+    import shlex
+
+    scripts = _console_scripts()
+    found, in_shell = [], False
+    for n, line in enumerate((REPO / "README.md").read_text().splitlines(), 1):
+        if line.startswith("```"):
+            in_shell = line.strip() == "```bash"
+            continue
+        if not in_shell:
+            continue
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if words[0] == "scripts/demo":
+            found.append((n, "para-deploy", words[1:]))
+        elif words[0] in scripts:
+            found.append((n, words[0], words[1:]))
+        elif words[0] == "torchrun" and "-m" in words:
+            module = words[words.index("-m") + 1]
+            name = next(k for k, v in scripts.items() if v == module)
+            found.append((n, name, words[words.index("-m") + 2 :]))
+    return found
+
+
+def test_every_command_in_the_readme_parses_with_its_real_parser():
+    # Each command line of the README goes through the command's own argparse parser (nothing is run): a renamed or
+    # removed option or subcommand, or a missing required argument, fails here naming the README line.
+    scripts = _console_scripts()
+    commands = readme_commands()
+    assert {"para-deploy", "para-sim", "para-bag", "para-train"} <= {name for _n, name, _a in commands}
+    for n, name, args in commands:
+        parser = importlib.import_module(scripts[name]).build_parser()
+        try:
+            parser.parse_args(args)
+        except SystemExit:
+            raise AssertionError(
+                f"README.md:{n}: '{name} {' '.join(args)}' does not parse with {name}'s parser"
+            ) from None
