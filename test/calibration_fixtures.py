@@ -25,8 +25,8 @@ def pose(xyz, rotvec_deg) -> np.ndarray:
 
 # Truth for eye-to-hand: a scene camera 0.9 m in front of the base looking back at the workspace, the board
 # mounted 2 cm in front of the flange (its centre on the flange axis).
-T_BASE_CAM = pose([0.95, 0.05, 0.55], [0.0, 0.0, 0.0]) @ pose([0, 0, 0], [0.0, -90.0, 0.0]) @ pose([0, 0, 0], [0, 0, 90.0]) \
-    @ pose([0, 0, 0], [-30.0, 0, 0])
+T_BASE_CAM = (pose([0.95, 0.05, 0.55], [0.0, 0.0, 0.0]) @ pose([0, 0, 0], [0.0, -90.0, 0.0])
+              @ pose([0, 0, 0], [0, 0, 90.0]) @ pose([0, 0, 0], [-30.0, 0, 0]))
 T_FLANGE_BOARD = pose([-0.075, -0.105, 0.02], [2.0, -3.0, 5.0])
 # Truth for eye-in-hand: the wrist camera 6 cm off the flange axis looking along it, the board on the table.
 T_FLANGE_CAM = pose([0.0, -0.06, 0.03], [-8.0, 4.0, 91.0])

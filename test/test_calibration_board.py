@@ -89,7 +89,8 @@ def test_pdf_page_and_board_placement_are_true_scale(tmp_path):
     assert data.startswith(b"%PDF-1.4") and data.rstrip().endswith(b"%%EOF")
     media, cm, pixels = _pdf_parts(data)
     assert media[:2] == [0.0, 0.0]
-    assert media[2] == pytest.approx(0.210 * PT_PER_M, abs=1e-3) and media[3] == pytest.approx(0.297 * PT_PER_M, abs=1e-3)
+    assert media[2] == pytest.approx(0.210 * PT_PER_M, abs=1e-3)
+    assert media[3] == pytest.approx(0.297 * PT_PER_M, abs=1e-3)
     scale_x, skew_a, skew_b, scale_y, x0, y0 = cm
     assert skew_a == 0.0 and skew_b == 0.0
     # The image is drawn 150 x 210 mm, centred horizontally, fully on the page.

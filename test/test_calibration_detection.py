@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from calibration_fixtures import SPEC, board_views, project, render_board, transform_error, K
+from calibration_fixtures import SPEC, K, board_views, project, render_board, transform_error
 
 from para_core.calibration.detection import CharucoDetection, board_pose_from_detection, detect_charuco
 from para_core.calibration.errors import CalibrationError

@@ -7,8 +7,13 @@ import yaml
 from calibration_fixtures import SPEC
 from scipy.spatial.transform import Rotation
 
-from para_core.calibration.calibration_file import (CalibrationFile, CameraCalibration, dump_calibration,
-                                                    load_calibration, save_calibration)
+from para_core.calibration.calibration_file import (
+    CalibrationFile,
+    CameraCalibration,
+    dump_calibration,
+    load_calibration,
+    save_calibration,
+)
 from para_core.calibration.errors import CalibrationError
 
 

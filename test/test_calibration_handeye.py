@@ -5,14 +5,31 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from calibration_fixtures import (K, SPEC, T_BASE_BOARD, T_BASE_CAM, T_FLANGE_BOARD, T_FLANGE_CAM, board_views,
-                                  flange_pose, pose, render_board, synthetic_samples, transform_error)
+from calibration_fixtures import (
+    SPEC,
+    T_BASE_BOARD,
+    T_BASE_CAM,
+    T_FLANGE_BOARD,
+    T_FLANGE_CAM,
+    K,
+    board_views,
+    flange_pose,
+    pose,
+    render_board,
+    synthetic_samples,
+    transform_error,
+)
 from scipy.spatial.transform import Rotation
 
 from para_core.calibration.detection import detect_charuco
 from para_core.calibration.errors import CalibrationError
-from para_core.calibration.handeye import (HandEyeConfig, HandEyeSample, rotation_coverage, solve_eye_in_hand,
-                                           solve_eye_to_hand)
+from para_core.calibration.handeye import (
+    HandEyeConfig,
+    HandEyeSample,
+    rotation_coverage,
+    solve_eye_in_hand,
+    solve_eye_to_hand,
+)
 
 CASES = [("eye_to_hand", solve_eye_to_hand, T_BASE_CAM, T_FLANGE_BOARD),
          ("eye_in_hand", solve_eye_in_hand, T_FLANGE_CAM, T_BASE_BOARD)]

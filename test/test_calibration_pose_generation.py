@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from calibration_fixtures import (SPEC, T_BASE_BOARD, T_BASE_CAM, T_FLANGE_BOARD, T_FLANGE_CAM, pose, project,
-                                  transform_error)
+from calibration_fixtures import (
+    DIST,
+    SPEC,
+    T_BASE_BOARD,
+    T_BASE_CAM,
+    T_FLANGE_BOARD,
+    T_FLANGE_CAM,
+    K,
+    pose,
+    project,
+    transform_error,
+)
 
 from para_core.calibration.detection import CharucoDetection
 from para_core.calibration.errors import CalibrationError
 from para_core.calibration.handeye import HandEyeSample, rotation_coverage, solve_eye_in_hand, solve_eye_to_hand
-from para_core.calibration.pose_generation import (PoseGenerationConfig, eye_in_hand_flange_poses,
-                                                   eye_to_hand_flange_poses)
-from calibration_fixtures import K, DIST
+from para_core.calibration.pose_generation import (
+    PoseGenerationConfig,
+    eye_in_hand_flange_poses,
+    eye_to_hand_flange_poses,
+)
 
 REFERENCE = pose([0.3, 0.0, 0.3], [180.0, 0.0, 0.0])  # flange pointing down
 LO, HI = np.array([0.2, -0.2, 0.15]), np.array([0.45, 0.2, 0.45])
