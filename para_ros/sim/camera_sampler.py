@@ -320,3 +320,21 @@ def randomisation_from_args(args, image_size: int = 256) -> CameraRandomisation 
     return CameraRandomisation(orbit_deg=args.orbit_deg, height_m=args.height_m, distance_m=args.distance_m,
                                look_at_jitter_m=args.look_at_jitter_m, fovy_deg=args.fovy_deg, image_size=image_size,
                                nominal=NominalCamera.from_sim_config())
+
+
+def check_scene_camera_sees_workspace(T_world_cam: np.ndarray, sim_params: dict | None = None,
+                                      min_fraction: float = 1.0) -> float:
+    """Refuse (ValueError, naming the visible fraction) a scene camera pose of the sim node that does not see at
+    least ``min_fraction`` of the task's workspace; ``sim_params``: sim_node parameters that differ from
+    ``config/sim.yaml`` (``scene_cam_fovy_deg``, ``image_width``, ``image_height``). Returns the visible fraction."""
+    from para_ros.deploy.launcher import _effective_params
+
+    params = _effective_params("config/sim.yaml", "sim_node", dict(sim_params or {}))
+    fovy, width, height = float(params["scene_cam_fovy_deg"]), int(params["image_width"]), int(params["image_height"])
+    frac = visible_fraction(T_world_cam, fovy, width, height)
+    if frac < min_fraction:
+        pos = ", ".join(f"{v:.3f}" for v in np.asarray(T_world_cam)[:3, 3])
+        raise ValueError(f"the scene camera at ({pos}) m with fovy {fovy:g} deg sees {100 * frac:.0f} % of the "
+                         f"workspace (needs >= {100 * min_fraction:.0f} %): a move that puts the cube or pad out of "
+                         "view tests nothing; choose a smaller move")
+    return frac
