@@ -6,6 +6,7 @@ Subcommands::
     para-sim demos --out data/pick_place --episodes 300 --seed 0      # expert episodes, ROS-free (fast path)
     para-sim expert --episodes 50 --seed 100000                        # expert success rate, nothing recorded
     para-sim eval --checkpoint checkpoints/pick_place --episodes 50    # closed loop through the real nodes
+    para-sim sweep --checkpoint checkpoints/pick_place --episodes 30   # the eval over scene camera moves
 
 Episode ``k`` of a run with ``--seed S`` uses the task layout of seed ``S + k`` (``para_ros.sim.pick_place``), so
 two runs with the same seed give the same layouts, and seed ranges that do not overlap give disjoint layouts (the
@@ -75,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     from para_ros.deploy import closed_loop
     closed_loop.add_eval_arguments(sub.add_parser("eval", help="closed-loop evaluation of a checkpoint through "
                                                                 "sim_node + inference_node + chunk_executor"))
+    from para_ros.sim import sweep
+    sweep.add_sweep_arguments(sub.add_parser("sweep", help="para-sim eval of checkpoints over a grid of scene camera "
+                                                           "moves: a table and a plot of success rates"))
     return p
 
 
@@ -182,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "record":
         from para_ros.bag.sim_recorder import cmd_record
         rc = cmd_record(args)
+    elif args.command == "sweep":
+        from para_ros.sim.sweep import cmd_sweep
+        rc = cmd_sweep(args)
     else:
         from para_ros.deploy.closed_loop import cmd_eval
         rc = cmd_eval(args)
