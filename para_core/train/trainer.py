@@ -383,6 +383,12 @@ class Trainer:
         if model_config.batch_size % (world * accum) != 0:
             raise ValueError(f"V4Config.batch_size = {model_config.batch_size} (the global batch) is not a multiple of "
                              f"{world} process(es) x grad_accum_steps {accum}; use a multiple of {world * accum}")
+        init = None
+        if train_config.init_from and not resume:  # on resume the weights come from the run itself
+            from para_core.train import init_from as init
+
+            saved = init.saved_config(train_config.init_from)
+            init.check_compatible(saved, model_config, train_config.init_from)
         state_dir = self.run_dir / STATE_DIR
         self._saved_batch_size = model_config.batch_size  # batch size of the run so far (old train states lack it)
         if resume:
@@ -407,12 +413,6 @@ class Trainer:
                                         jitter_strength=train_config.jitter_strength, cache_dir=cache)
         self.val_set = EpisodeDataset(val_dirs, model_config, cache_dir=cache) if val_dirs else None
 
-        init = None
-        if train_config.init_from and not resume:  # on resume the weights come from the run itself
-            from para_core.train import init_from as init
-
-            saved = init.saved_config(train_config.init_from)
-            init.check_compatible(saved, model_config, train_config.init_from)
         torch.manual_seed(train_config.seed)
         build_config = model_config if init is None else init.build_config(saved, model_config)
         if resume and model_config.backbone_pretrained_dir:
