@@ -177,3 +177,27 @@ def test_randomised_demos_record_the_true_camera_in_every_frame(tmp_path):
         assert inside.all()
         first_images.append(ep.images["scene"][0])
     assert np.abs(first_images[0].astype(int) - first_images[1].astype(int)).mean() > 2
+
+
+def test_a_sampled_camera_renders_what_its_pose_and_intrinsics_project():
+    """The simulator renders from the drawn pose AND field of view: the grasp marker's rendered centroid is where
+    OpenCV projects it with the drawn camera's pose and K (a wrong fovy in the renderer moves it by pixels)."""
+    from para_ros.sim.camera_sampler import apply_to_sim
+    from para_ros.sim.yam_scene import SimConfig, YamSim
+    from test_sim_scene import marker_centroid, project_cv2
+
+    sim = YamSim(SimConfig())
+    try:
+        r = CameraRandomisation()
+        for seed in (1, 2, 3):
+            cam = r.sample(seed)
+            apply_to_sim(sim, cam)
+            sim.reset()
+            np.testing.assert_allclose(sim.T_world_cam("scene"), cam.T_world_cam, atol=1e-9)
+            K = sim.intrinsics("scene", 256, 256)
+            np.testing.assert_allclose(K, intrinsics_from_fovy(cam.fovy_deg, 256, 256))
+            uv = project_cv2(sim.site_pose()[:3, 3], K, cam.T_world_cam)
+            centroid, n = marker_centroid(sim, "scene", 256, 256)
+            assert n >= 3 and np.linalg.norm(uv - centroid) < 2.0, (seed, uv, centroid)
+    finally:
+        sim.close()
