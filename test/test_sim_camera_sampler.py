@@ -10,7 +10,7 @@ from para_ros.sim.camera_sampler import (CameraMove, CameraRandomisation, Nomina
                                          check_workspace_visible, visible_fraction, workspace_points_m)
 from para_ros.sim.cameras import intrinsics_from_fovy
 from para_ros.sim.layout_region import CubeRegion, episode_seeds
-from para_ros.sim.pick_place import PickPlaceConfig, sample_layout
+from para_ros.sim.pick_place import sample_layout
 
 
 def _cv2_inside(points, T_world_cam, fovy_deg, size):
