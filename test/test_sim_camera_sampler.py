@@ -201,3 +201,17 @@ def test_a_sampled_camera_renders_what_its_pose_and_intrinsics_project():
             assert n >= 3 and np.linalg.norm(uv - centroid) < 2.0, (seed, uv, centroid)
     finally:
         sim.close()
+
+
+def test_eval_takes_a_validated_cube_region(tmp_path, capsys):
+    from para_ros.deploy.closed_loop import EvalSettings
+    from para_ros.sim import cli as sim_cli
+    from test_sim_record_eval import _fake_checkpoint
+
+    assert EvalSettings(checkpoint="x", cube_region="y >= 0").cube_region == "y>=0"
+    with pytest.raises(ValueError, match="keeps 0.0 %"):
+        EvalSettings(checkpoint="x", cube_region="x<0")
+    ck = _fake_checkpoint(tmp_path)
+    with pytest.raises(SystemExit):
+        sim_cli.main(["eval", "--checkpoint", str(ck), "--out", str(tmp_path / "r"), "--cube-region", "q<1"])
+    assert "not AXIS OP NUMBER" in capsys.readouterr().err and not (tmp_path / "r").exists()
