@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ckpt-interval", type=int, default=None, help="iterations between checkpoints")
     g.add_argument("--augment", action="store_true", default=None, help="colour jitter on training images")
     g.add_argument("--cache-dir", default=None, help="memory-map resized images from here (large datasets)")
+    g.add_argument("--init-from", default=None, metavar="CHECKPOINT",
+                   help="start from this checkpoint's weights (fine-tuning): iteration 0, a fresh optimizer and "
+                        "learning-rate schedule; refused unless it holds the same preset, cameras and architecture")
     g.add_argument("--seed", type=int, default=None, help="seed of init, split and data order (default 0)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
     g.add_argument("--grad-accum-steps", type=int, default=None,
@@ -151,7 +154,8 @@ def resolve_configs(args: argparse.Namespace):
         ("device", args.device), ("amp_dtype", args.amp), ("num_workers", args.num_workers),
         ("val_fraction", args.val_fraction), ("eval_interval", args.eval_interval),
         ("ckpt_interval", args.ckpt_interval), ("augment", args.augment), ("cache_dir", args.cache_dir),
-        ("seed", args.seed), ("grad_accum_steps", args.grad_accum_steps)) if v is not None}
+        ("seed", args.seed), ("grad_accum_steps", args.grad_accum_steps), ("init_from", args.init_from))
+        if v is not None}
     if args.val_episodes:
         train_changes["val_episodes"] = tuple(str(p) for p in find_episode_dirs(args.val_episodes))
     if args.no_progress:
@@ -161,7 +165,7 @@ def resolve_configs(args: argparse.Namespace):
     if args.no_keep_freed_memory:
         train_changes["keep_freed_memory"] = False
     if args.resume:
-        frozen = sorted(set(train_changes) & {"val_fraction", "val_episodes", "seed", "augment"})
+        frozen = sorted(set(train_changes) & {"val_fraction", "val_episodes", "seed", "augment", "init_from"})
         if frozen:
             raise ValueError(f"--resume cannot change {frozen} (they define the run); start a new --out instead")
     if train_changes:
@@ -194,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                                if world > 1 else ""), flush=True)
     try:
         result = train(model_config, train_config, episodes, args.out, resume=args.resume)
-    except (ValueError, FileNotFoundError, FileExistsError) as exc:
+    except (ValueError, FileNotFoundError, FileExistsError) as exc:  # (a CheckpointError is a ValueError)
         print(f"para-train: error: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -119,6 +119,8 @@ class TrainConfig:
         keep_freed_memory: on a CPU device, make the process's allocator keep freed memory
             (``para_core.model.hardware.keep_freed_memory``: training steps are faster, since each
             step otherwise faults its activations in afresh); the process keeps its peak footprint.
+        init_from: a checkpoint directory whose weights a new run starts from (fine-tuning; iteration 0, a fresh
+            optimizer and schedule; ``para_core.train.init_from``); empty: random initialisation.
     """
 
     device: str = "auto"
@@ -144,6 +146,7 @@ class TrainConfig:
     tensorboard_images: int = 3
     grad_accum_steps: int = 1
     keep_freed_memory: bool = True
+    init_from: str = ""
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(float(b) for b in self.adam_betas)
@@ -192,6 +195,8 @@ class TrainConfig:
                 _fail(name, getattr(self, name), "use true or false")
         if not isinstance(self.cache_dir, str):
             _fail("cache_dir", self.cache_dir, 'use a directory path or ""')
+        if not isinstance(self.init_from, str):
+            _fail("init_from", self.init_from, 'use a checkpoint directory or ""')
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (list(v) if isinstance(v, tuple) else v)
@@ -378,6 +383,12 @@ class Trainer:
         if model_config.batch_size % (world * accum) != 0:
             raise ValueError(f"V4Config.batch_size = {model_config.batch_size} (the global batch) is not a multiple of "
                              f"{world} process(es) x grad_accum_steps {accum}; use a multiple of {world * accum}")
+        init = None
+        if train_config.init_from and not resume:  # on resume the weights come from the run itself
+            from para_core.train import init_from as init
+
+            saved = init.saved_config(train_config.init_from)
+            init.check_compatible(saved, model_config, train_config.init_from)
         state_dir = self.run_dir / STATE_DIR
         self._saved_batch_size = model_config.batch_size  # batch size of the run so far (old train states lack it)
         if resume:
@@ -403,7 +414,7 @@ class Trainer:
         self.val_set = EpisodeDataset(val_dirs, model_config, cache_dir=cache) if val_dirs else None
 
         torch.manual_seed(train_config.seed)
-        build_config = model_config
+        build_config = model_config if init is None else init.build_config(saved, model_config)
         if resume and model_config.backbone_pretrained_dir:
             # The weights come from the run's checkpoint: build the same architecture without the pretrained files.
             from para_core.model.checkpoint import read_checkpoint_meta
@@ -411,6 +422,8 @@ class Trainer:
             saved = V4Config.from_dict(read_checkpoint_meta(self.run_dir / LATEST_DIR)["config"])
             build_config = model_config.replace(backbone_config=saved.backbone_config, backbone_pretrained_dir="")
         self.model = build_model(build_config).to(self.device)
+        if init is not None:
+            init.load_weights(self.model, train_config.init_from, self.device)
         self.train_model = self.model  # what the training forward runs through (DDP-wrapped under torchrun)
         groups = self.model.param_groups()
         self.optimizer = torch.optim.AdamW(groups, lr=model_config.lr, betas=train_config.adam_betas,

@@ -118,8 +118,15 @@ class _ExpertNode:
 
 
 def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float = 50.0, keep_failures: bool = False,
-                    progress: bool = True, echo: bool = False, sim_overrides: dict | None = None) -> dict:
-    """Record ``episodes`` expert bags under ``out`` (``episode_<seed>/``); returns the outcome counts."""
+                    progress: bool = True, echo: bool = False, sim_overrides: dict | None = None,
+                    seeds: list[int] | None = None, cameras=None) -> dict:
+    """Record ``episodes`` expert bags under ``out`` (``episode_<seed>/``); returns the outcome counts.
+
+    :param seeds: the layout seeds (default ``seed .. seed + episodes - 1``; see ``para_ros.sim.layout_region``).
+    :param cameras: a ``para_ros.sim.camera_sampler.CameraRandomisation``: each episode's scene camera is drawn from
+        it and sim_node is restarted with that pose and field of view, so the bag's ``/tf_static`` and
+        ``camera_info`` carry the true camera.
+    """
     from tqdm import tqdm
 
     from para_ros.deploy import launcher as deploy
@@ -132,9 +139,14 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
 
     out.mkdir(parents=True, exist_ok=True)
     env = deploy.graph_env()
-    group = deploy.ProcessGroup(out / "logs", env, echo=echo)
     spec = next(s for s in graph.NODES if s.name == "sim_node")
-    group.start(spec, deploy.node_command(spec, dict(sim_overrides or {})))
+
+    def start_sim(camera_overrides: dict):
+        g = deploy.ProcessGroup(out / "logs", env, echo=echo)
+        g.start(spec, deploy.node_command(spec, {**(sim_overrides or {}), **camera_overrides}))
+        return g
+
+    group = start_sim({})
     kin = YamKinematics()
     home = np.asarray(SimConfig().home_q7, dtype=np.float64)
     start_xyz = kin.fk(home[:6])[:3, 3]
@@ -142,11 +154,18 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
     expert = _ExpertNode()
     period = 1.0 / control_rate_hz
     try:
-        for k in tqdm(range(episodes), disable=not progress, desc="para-sim record", unit="ep"):
-            s = seed + k
+        for s in tqdm(seeds if seeds is not None else range(seed, seed + episodes), disable=not progress,
+                      desc="para-sim record", unit="ep"):
             bag = out / f"episode_{s:06d}"
             if bag.exists():
                 shutil.rmtree(bag)
+            camera = cameras.sample(s) if cameras is not None else None
+            if camera is not None:  # a fresh sim_node with this episode's camera (read-only parameters)
+                group.stop(timeout_s=5.0)
+                with expert.lock:
+                    expert.static_raw = None
+                group = start_sim(camera.sim_node_overrides())
+                _wait_for_static_tf(expert, group)
             lay = expert.reset(s)
             layout = Layout(s, tuple(lay["cube_xy_m"]), lay["cube_yaw_rad"], tuple(lay["target_xy_m"]))
             time.sleep(0.6)  # the sim's reset hold-off (0.5 s) is over: commands are followed again
@@ -172,7 +191,10 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
             rec.close()
             outcome = "success" if state.get("success") and state.get("seed") == s else "failure"
             counts[outcome] = counts.get(outcome, 0) + 1
-            (bag / "para_task.json").write_text(json.dumps({"layout": lay, "final_state": state}, indent=2))
+            task_info = {"layout": lay, "final_state": state}
+            if camera is not None:
+                task_info["scene_camera"] = {**camera.to_dict(), "randomisation": cameras.to_dict()}
+            (bag / "para_task.json").write_text(json.dumps(task_info, indent=2))
             if outcome != "success" and not keep_failures:
                 shutil.rmtree(bag)
             dead = group.first_dead()
@@ -184,11 +206,35 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
     return counts
 
 
+def _wait_for_static_tf(expert: _ExpertNode, group, timeout_s: float = 120.0) -> None:
+    """Wait until the (re)started sim_node's /tf_static (the scene camera's pose) has arrived."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with expert.lock:
+            if expert.static_raw is not None:
+                return
+        dead = group.first_dead()
+        if dead is not None:
+            raise RuntimeError(f"sim_node exited with status {dead.returncode}:\n{group.log_tail(dead)}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"sim_node sent no /tf_static within {timeout_s:.0f} s of its start")
+        time.sleep(0.05)
+
+
 def cmd_record(args) -> int:
+    from para_ros.sim.camera_sampler import randomisation_from_args
+    from para_ros.sim.layout_region import episode_seeds
+
+    try:
+        seeds = episode_seeds(args.seed, args.episodes, getattr(args, "cube_region", None))
+        cameras = randomisation_from_args(args)
+    except ValueError as exc:
+        print(f"para-sim record: {exc}", file=sys.stderr)
+        return 2
     try:
         counts = record_episodes(Path(args.out), args.episodes, args.seed, keep_failures=args.keep_failures,
-                                 progress=not args.no_progress, echo=args.echo)
-    except RuntimeError as exc:
+                                 progress=not args.no_progress, echo=args.echo, seeds=seeds, cameras=cameras)
+    except (RuntimeError, ValueError) as exc:
         print(f"para-sim record: {exc}", file=sys.stderr)
         return 1
     print(f"para-sim record: {counts.get('success', 0)} successful bags in {args.out} (outcomes {counts}); "

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from para_ros.sim.camera_sampler import check_scene_camera_sees_workspace
 from para_ros.sim.pick_place import OUTCOMES, EpisodeMonitor, Judgement, check_seed
 
 
@@ -74,6 +75,7 @@ class EvalSettings:
     videos: bool = True
     echo: bool = False
     node_params: dict = field(default_factory=dict)
+    cube_region: str = ""
 
     def __post_init__(self):
         from para_ros.nodes.parameters import check_node_params
@@ -83,6 +85,10 @@ class EvalSettings:
         if not 1 <= int(self.episodes) <= 10000:
             raise ValueError(f"--episodes {self.episodes} is out of range: use 1..10000")
         check_seed(self.seed + self.episodes - 1)
+        if self.cube_region:
+            from para_ros.sim.layout_region import CubeRegion
+
+            self.cube_region = CubeRegion.parse(self.cube_region).text
         for name in ("time_limit_s", "settle_s"):
             if not 0 < float(getattr(self, name)) <= 600:
                 raise ValueError(f"--{name.replace('_', '-')[:-2]} {getattr(self, name)} must be within (0, 600] s")
@@ -154,6 +160,9 @@ def add_eval_arguments(p) -> None:
                    help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
                    "chunk_executor:implausible_speed:=reject (repeatable; written into the report)")
     p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
+    from para_ros.sim.layout_region import add_region_argument
+
+    add_region_argument(p)
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
 
 
@@ -365,7 +374,9 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
     (out / "report.json").write_text(json.dumps(report, indent=2))
     lo, hi = summary["wilson95"]
     lines = [f"# para-sim eval: {Path(settings.checkpoint).name}", "",
-             f"- episodes: {summary['episodes']} (seeds {settings.seed}..{settings.seed + len(rows) - 1})",
+             f"- episodes: {summary['episodes']} (seeds {rows[0].seed if rows else settings.seed}.."
+             f"{rows[-1].seed if rows else settings.seed}"
+             + (f", cube in {settings.cube_region}" if settings.cube_region else "") + ")",
              f"- successes: {summary['successes']} = {100 * summary['success_rate']:.1f} % "
              f"(95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %)",
              f"- scene camera moved by {list(settings.camera_shift_m)} m, turned by {list(settings.camera_rotate_deg)}"
@@ -403,15 +414,20 @@ def run_eval(settings: EvalSettings) -> int:
     from para_ros.deploy import graph
     from para_ros.sim.yam_scene import SimConfig
 
+    from para_ros.sim.layout_region import CubeRegion, episode_seeds
+
     try:
         check_checkpoint_matches_sim(settings.checkpoint)
+        seeds = episode_seeds(settings.seed, settings.episodes,
+                              CubeRegion.parse(settings.cube_region) if settings.cube_region else None)
+        T_cam = moved_camera_pose(SimConfig().scene_cam_T_world_cam(), settings.camera_shift_m,
+                                  settings.camera_rotate_deg)
+        check_scene_camera_sees_workspace(T_cam, settings.node_params.get("sim_node", {}))
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2
     out = Path(settings.out or Path("runs") / datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
-    T_cam = moved_camera_pose(SimConfig().scene_cam_T_world_cam(), settings.camera_shift_m,
-                              settings.camera_rotate_deg)
     sim_over: dict = {}
     if any(settings.camera_shift_m) or any(settings.camera_rotate_deg):
         sim_over["scene_cam_T_world_cam"] = [float(v) for v in T_cam.reshape(-1)]
@@ -447,7 +463,7 @@ def run_eval(settings: EvalSettings) -> int:
                 raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n"
                                    f"{group.log_tail(dead)}")
             want_video = settings.videos and (("success" not in videos) or ("failure" not in videos))
-            row = _run_episode(ev, settings, k, settings.seed + k, stop, want_video)
+            row = _run_episode(ev, settings, k, seeds[k], stop, want_video)
             rows.append(row)
             if want_video:
                 key = "success" if row.outcome == "success" else "failure"
@@ -584,7 +600,8 @@ def cmd_eval(args) -> int:
             time_limit_s=args.time_limit_s, settle_s=args.settle_s, camera_shift_m=tuple(args.camera_shift_m),
             camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
             light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
-            echo=args.echo, node_params=graph.parse_node_params(args.node_param))
+            echo=args.echo, node_params=graph.parse_node_params(args.node_param),
+            cube_region=args.cube_region.text if args.cube_region else "")
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2

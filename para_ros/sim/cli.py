@@ -6,6 +6,7 @@ Subcommands::
     para-sim demos --out data/pick_place --episodes 300 --seed 0      # expert episodes, ROS-free (fast path)
     para-sim expert --episodes 50 --seed 100000                        # expert success rate, nothing recorded
     para-sim eval --checkpoint checkpoints/pick_place --episodes 50    # closed loop through the real nodes
+    para-sim sweep --checkpoint checkpoints/pick_place --episodes 30   # the eval over scene camera moves
 
 Episode ``k`` of a run with ``--seed S`` uses the task layout of seed ``S + k`` (``para_ros.sim.pick_place``), so
 two runs with the same seed give the same layouts, and seed ranges that do not overlap give disjoint layouts (the
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--fps", type=float, default=10.0, help="camera rate in sim time, Hz (default 10, as the sim node)")
     d.add_argument("--keep-failures", action="store_true", help="also write episodes the expert failed")
     d.add_argument("--no-progress", action="store_true")
+    _add_generalisation_arguments(d)
 
     r = sub.add_parser("record", help="record expert episodes through sim_node as rosbag2 bags (the real data path)")
     r.add_argument("--out", required=True, help="folder for episode_XXXXXX bag directories")
@@ -63,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--keep-failures", action="store_true", help="keep bags of episodes the expert failed")
     r.add_argument("--echo", action="store_true", help="show sim_node's output")
     r.add_argument("--no-progress", action="store_true")
+    _add_generalisation_arguments(r)
 
     e = sub.add_parser("expert", help="run the expert on seeded layouts and print its success rate")
     e.add_argument("--episodes", type=_episodes, default=50)
@@ -73,7 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     from para_ros.deploy import closed_loop
     closed_loop.add_eval_arguments(sub.add_parser("eval", help="closed-loop evaluation of a checkpoint through "
                                                                 "sim_node + inference_node + chunk_executor"))
+    from para_ros.sim import sweep
+    sweep.add_sweep_arguments(sub.add_parser("sweep", help="para-sim eval of checkpoints over a grid of scene camera "
+                                                           "moves: a table and a plot of success rates"))
     return p
+
+
+def _add_generalisation_arguments(p) -> None:
+    from para_ros.sim.camera_sampler import add_randomisation_arguments
+    from para_ros.sim.layout_region import add_region_argument
+
+    add_region_argument(p)
+    add_randomisation_arguments(p)
 
 
 def _sim_and_kinematics():
@@ -100,26 +114,38 @@ def cmd_demos(args) -> int:
     if not 1.0 <= args.fps <= 60.0:
         print(f"para-sim demos: --fps {args.fps} must be within 1..60 Hz", file=sys.stderr)
         return 2
-    if args.seed + args.episodes - 1 > MAX_SEED:
-        print(f"para-sim demos: seeds {args.seed}..{args.seed + args.episodes - 1} exceed {MAX_SEED}", file=sys.stderr)
+    from para_ros.sim.camera_sampler import apply_to_sim, randomisation_from_args
+    from para_ros.sim.layout_region import episode_seeds
+
+    try:
+        seeds = episode_seeds(args.seed, args.episodes, args.cube_region)
+        cameras = randomisation_from_args(args, args.image_size)
+    except ValueError as exc:
+        print(f"para-sim demos: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sim, kin = _sim_and_kinematics()
     counts: dict[str, int] = {}
     written = 0
-    with _progress(args.episodes, args.no_progress, "expert demos") as bar:
-        for k in range(args.episodes):
-            seed = args.seed + k
+    with _progress(len(seeds), args.no_progress, "expert demos") as bar:
+        for seed in seeds:
             path = out / f"episode_{seed:06d}"
             if (path / "meta.json").exists():  # resumable: an interrupted run continues where it stopped
                 bar.update(1)
                 continue
+            camera = cameras.sample(seed) if cameras is not None else None
+            if camera is not None:
+                apply_to_sim(sim, camera)  # every frame then records this true pose and its intrinsics
             r = run_expert(sim, kin, sample_layout(seed), record=True, fps=args.fps, image_size=args.image_size)
             counts[r.outcome] = counts.get(r.outcome, 0) + 1
             if r.outcome == "success" or args.keep_failures:
                 meta = {"source": "para-sim demos", "task": "pick_place", "layout": r.layout.to_dict(),
                         "expert_outcome": r.outcome, "place_error_m": r.place_error_m, "image_size": args.image_size}
+                if camera is not None:
+                    meta["scene_camera"] = {**camera.to_dict(), "randomisation": cameras.to_dict()}
+                if args.cube_region is not None:
+                    meta["cube_region"] = args.cube_region.text
                 frames_to_episode(r.frames, args.fps, meta).save(path)
                 written += 1
             bar.update(1)
@@ -160,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "record":
         from para_ros.bag.sim_recorder import cmd_record
         rc = cmd_record(args)
+    elif args.command == "sweep":
+        from para_ros.sim.sweep import cmd_sweep
+        rc = cmd_sweep(args)
     else:
         from para_ros.deploy.closed_loop import cmd_eval
         rc = cmd_eval(args)

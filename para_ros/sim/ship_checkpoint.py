@@ -25,6 +25,23 @@ def sim_settings() -> dict:
     return {k: params[k] for k in SIM_KEYS}
 
 
+def demonstration_options(episode_dirs) -> dict:
+    """How the demonstrations were drawn beyond the layout seeds, from their ``meta.json``: the scene camera
+    randomisation ranges and the cube region (``para-sim demos --randomise-camera`` / ``--cube-region``), and the
+    init checkpoint is recorded by para-train itself (``train_config.init_from``)."""
+    out: dict = {}
+    for d in episode_dirs[:1]:
+        meta_file = Path(d) / "meta.json"
+        if not meta_file.is_file():
+            continue
+        meta = json.loads(meta_file.read_text()).get("meta", {})
+        if "scene_camera" in meta:
+            out["scene_camera_randomisation"] = meta["scene_camera"].get("randomisation")
+        if "cube_region" in meta:
+            out["cube_region"] = meta["cube_region"]
+    return out
+
+
 def _git_commit() -> str:
     import subprocess
 
@@ -42,6 +59,8 @@ def main(argv=None) -> int:
     p.add_argument("--data", default="", help="the demonstrations folder (recorded in the recipe)")
     p.add_argument("--episodes", type=int, default=0, help="demonstrations recorded")
     p.add_argument("--trained-at", default="", help="git commit the training ran at (default: the current one)")
+    p.add_argument("--reproduce", default="", help="the command that reproduces it (default: scripts/train_pick_place "
+                   "with the run's preset)")
     p.add_argument("--note", default="", help="a remark recorded in the recipe (e.g. why a run stopped early)")
     args = p.parse_args(argv)
     from para_core.train.trainer import plot_metrics, read_metrics, read_run
@@ -59,13 +78,14 @@ def main(argv=None) -> int:
     seeds = sorted(int(Path(d).name.split("_")[-1]) for d in info["train_episodes"] + list(info.get("val_episodes", []))
                    if Path(d).name.split("_")[-1].isdigit())
     recipe = {
-        "reproduce": "scripts/train_pick_place" + ("" if info["model_config"]["name"] == "pick_place" else
-                                                   f" --preset {info['model_config']['name']}"),
+        "reproduce": args.reproduce or "scripts/train_pick_place" + (
+            "" if info["model_config"]["name"] == "pick_place" else f" --preset {info['model_config']['name']}"),
         "demonstrations": {"command": "para-sim demos --out DATA --seed S --episodes N (the layout seeds used are "
                                       "listed; failed expert episodes are not written)",
                            "recorded": args.episodes,
                            "layout_seeds": seeds, "episodes_used": len(info["train_episodes"]),
-                           "validation_episodes": len(info.get("val_episodes", []))},
+                           "validation_episodes": len(info.get("val_episodes", [])),
+                           **demonstration_options(info["train_episodes"])},
         "preset": info["model_config"]["name"], "model_config": info["model_config"],
         "train_config": info["train_config"], "iterations": val[-1]["iter"] if val else None,
         "final_validation": val[-1] if val else None, "sim": sim_settings(), "trained_at_commit": args.trained_at or _git_commit(),

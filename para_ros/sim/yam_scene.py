@@ -671,11 +671,16 @@ class YamSim:
         out.append(("gripper", WRIST_CAM_BODY, self.T_parent_child("gripper", WRIST_CAM_BODY)))
         return out
 
-    def set_scene_camera_pose(self, T_world_cam) -> None:
-        """Move the fixed scene camera to OpenCV optical pose ``T_world_cam`` (4, 4) in ``base``."""
+    def set_scene_camera_pose(self, T_world_cam, fovy_deg: float | None = None) -> None:
+        """Move the fixed scene camera to OpenCV optical pose ``T_world_cam`` (4, 4) in ``base``; ``fovy_deg``: also
+        set its vertical field of view (degrees, within [1, 170])."""
         T = np.asarray(T_world_cam, dtype=np.float64).reshape(4, 4)
         pos, quat = _mj_quat_of_optical(T)
         cam = self.model.camera("scene")
+        if fovy_deg is not None:
+            if not 1.0 <= float(fovy_deg) <= 170.0:
+                raise ValueError(f"fovy_deg={fovy_deg!r} must be within [1, 170] degrees")
+            self.model.cam_fovy[cam.id] = float(fovy_deg)
         self.model.cam_pos[cam.id] = pos
         self.model.cam_quat[cam.id] = quat
         mujoco.mj_kinematics(self.model, self.data)

@@ -1,0 +1,128 @@
+"""``para-sim sweep``: its points, the exact camera each point hands to ``para-sim eval``, the table's Wilson
+intervals, refusals before anything runs, and (slow, real nodes over DDS) two points with a tiny checkpoint; and
+(slow) ``para-sim record --randomise-camera`` putting the drawn camera on /tf_static of every bag."""
+import json
+
+import numpy as np
+import pytest
+
+from para_ros.deploy.closed_loop import moved_camera_pose, wilson_interval
+from para_ros.sim import cli as sim_cli
+from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose
+from para_ros.sim.sweep import parse_checkpoints, shift_and_rotation, sweep_points, write_table
+
+
+def _tiny_checkpoint(path):
+    from para_core.model.checkpoint import save_checkpoint
+    from para_core.model.config import V4Config
+    from para_core.model.v4 import build_model
+
+    cfg = V4Config.tiny(view_names=("scene", "wrist"))
+    save_checkpoint(path, build_model(cfg), cfg)
+    return path
+
+
+def test_points_one_axis_at_a_time_or_every_combination():
+    nominal = NominalCamera()
+    pts = sweep_points([-40, -25, 0, 25, 40], [-0.15, 0, 0.15], [30, 46], nominal)
+    assert [p.axis for p in pts] == ["nominal"] + ["orbit"] * 4 + ["height"] * 2 + ["fovy"] * 2
+    assert [p.value(nominal) for p in pts] == [0.0, -40, -25, 25, 40, -0.15, 0.15, 30, 46]
+    assert len({p.label for p in pts}) == len(pts)
+    grid = sweep_points([0, 25], [0, 0.1], [38, 46], nominal, product=True)
+    assert len(grid) == 8 and sum(p.axis == "nominal" for p in grid) == 1  # fovy 38 is the nominal one
+
+
+def test_each_point_reaches_the_simulator_as_its_exact_pose():
+    """The shift + rotation handed to para-sim eval rebuild the point's camera through the eval's own function."""
+    T0 = camera_pose(CameraMove())[0]
+    for move in (CameraMove(orbit_deg=40), CameraMove(orbit_deg=-25), CameraMove(height_m=0.15),
+                 CameraMove(orbit_deg=30, height_m=-0.1, distance_m=0.05, look_at_m=(0.02, -0.01, 0.0))):
+        T = camera_pose(move)[0]
+        shift, rot = shift_and_rotation(T0, T)
+        np.testing.assert_allclose(moved_camera_pose(T0, shift, rot), T, atol=1e-9)
+
+
+def test_table_cells_are_the_wilson_intervals(tmp_path):
+    nominal = NominalCamera()
+    pts = sweep_points([0, 25], [0], [38], nominal)
+    results = {("a", pts[0].label): {"episodes": 30, "successes": 27, "success_rate": 0.9,
+                                     "wilson95": list(wilson_interval(27, 30))},
+               ("a", pts[1].label): {"episodes": 30, "successes": 0, "success_rate": 0.0,
+                                     "wilson95": list(wilson_interval(0, 30))}}
+    data = write_table(tmp_path, pts, ["a", "b"], results, nominal, {"episodes": 30, "seed": 100000})
+    md = (tmp_path / "sweep.md").read_text()
+    # hand-computed Wilson 95 % intervals: 27/30 -> 74.4..96.5 %, 0/30 -> 0..11.4 %
+    assert "| orbit +0 deg, height +0 cm | 27/30 = 90 % (74-97 %) | - |" in md
+    assert "| orbit +25 deg, height +0 cm | 0/30 = 0 % (0-11 %) | - |" in md
+    assert json.loads((tmp_path / "sweep.json").read_text())["points"][1]["results"]["b"] is None
+    assert data["checkpoints"] == ["a", "b"]
+
+
+def test_checkpoint_labels():
+    assert parse_checkpoints("fixed=a/b,c/d/") == [("fixed", "a/b"), ("d", "c/d/")]
+    with pytest.raises(ValueError, match="distinct labels"):
+        parse_checkpoints("x/ck,y/ck")
+
+
+def test_sweep_refuses_a_point_out_of_view_and_a_bad_checkpoint_before_running(tmp_path, capsys):
+    ck = _tiny_checkpoint(tmp_path / "ck")
+    out = tmp_path / "sweep"
+    assert sim_cli.main(["sweep", "--checkpoint", str(ck), "--orbit-deg", "0", "--height-m", "0",
+                         "--fovy-deg", "12", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "camera move orbit +0 deg, height +0 cm, fovy 12 deg sees" in err and "% of the workspace" in err
+    assert not out.exists()
+    assert sim_cli.main(["sweep", "--checkpoint", str(tmp_path / "nothing"), "--out", str(out)]) == 2
+    assert "not a checkpoint directory" in capsys.readouterr().err and not out.exists()
+    assert sim_cli.main(["sweep", "--checkpoint", str(ck), "--dry-run"]) == 0
+    assert "9 camera point(s) x 1 checkpoint(s) x 30 episodes = 270 episodes" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
+    """Two points (nominal, orbit +10 deg), one short episode each, through the real nodes; then a rerun finds them
+    done."""
+    ck = _tiny_checkpoint(tmp_path / "ck")
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--checkpoint", f"tiny={ck}", "--orbit-deg", "0,10", "--height-m", "0", "--fovy-deg", "38",
+            "--episodes", "1", "--time-limit", "3", "--settle", "0.5", "--out", str(out)]
+    assert sim_cli.main(argv) == 0
+    data = json.loads((out / "sweep.json").read_text())
+    assert [p["point"] for p in data["points"]] == ["orbit+0_height+0cm", "orbit+10_height+0cm"]
+    for p in data["points"]:
+        assert p["results"]["tiny"]["episodes"] == 1 and p["visible_fraction"] == 1.0
+    assert (out / "sweep.png").stat().st_size > 1000 and "| orbit +10 deg" in (out / "sweep.md").read_text()
+    moved = json.loads((out / "tiny" / "orbit+10_height+0cm" / "report.json").read_text())["settings"]
+    T0 = camera_pose(CameraMove())[0]
+    np.testing.assert_allclose(moved_camera_pose(T0, moved["camera_shift_m"], moved["camera_rotate_deg"]),
+                               camera_pose(CameraMove(orbit_deg=10))[0], atol=1e-9)
+    capsys.readouterr()
+    assert sim_cli.main(argv) == 0  # resumable: nothing is run again
+    assert capsys.readouterr().out.count("done before") == 2
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_record_with_a_randomised_camera_puts_the_drawn_pose_on_tf_static(tmp_path):
+    from para_core.data.dataset import Episode
+    from para_ros.bag import cli as bag_tools
+    from para_ros.bag.sim_recorder import record_episodes
+    from para_ros.sim.camera_sampler import CameraRandomisation
+    from para_ros.sim.cameras import intrinsics_from_fovy
+
+    cams = CameraRandomisation()
+    counts = record_episodes(tmp_path / "bags", episodes=1, seed=7, progress=False, cameras=cams, seeds=[7])
+    assert counts == {"success": 1}
+    bag = tmp_path / "bags" / "episode_000007"
+    drawn = cams.sample(7)
+    task = json.loads((bag / "para_task.json").read_text())
+    np.testing.assert_allclose(task["scene_camera"]["T_world_cam"], drawn.T_world_cam)
+    assert bag_tools.main(["extract", str(bag), "--out", str(tmp_path / "ep"), "--fps", "10", "--quiet"]) == 0
+    ep = Episode.load(tmp_path / "ep")
+    T = ep.T_world_cam["scene"]  # (N, 4, 4), from the bag's /tf_static
+    np.testing.assert_allclose(T, np.broadcast_to(drawn.T_world_cam, T.shape), atol=1e-6)
+    scale = ep.images["scene"].shape[2] / 256  # the focal length of the drawn field of view, at the stored size
+    f = intrinsics_from_fovy(drawn.fovy_deg, 256, 256)[0, 0] * scale
+    np.testing.assert_allclose(ep.K["scene"][:, 0, 0], f, rtol=1e-6)
+    np.testing.assert_allclose(ep.K["scene"][:, 1, 1], f, rtol=1e-6)
