@@ -172,6 +172,10 @@ class Policy:
         unless ``predict`` is given a ``ChunkFusion`` of its own."""
         from para_core.model import cpu_attention, hardware
 
+        self.decoding = decoding if isinstance(decoding, DecodingConfig) else DecodingConfig(mode=decoding)
+        if self.decoding.mode != "argmax" and config.model_kind == "coord_regression":
+            raise ValueError(f"decoding={self.decoding.mode!r}: model kind {config.model_kind!r} predicts no voxel "
+                             f"distribution to decode; use decoding='argmax'")
         dtype = hardware.resolve_inference_dtype(dtype, device)  # refuses a name not in INFERENCE_DTYPES
         slow = hardware.slow_precision_warning(dtype, device)
         if slow:
@@ -197,10 +201,6 @@ class Policy:
         self.model_id = model_id or f"{config.model_kind}:{config.name}:untrained"
         self.view_names: tuple[str, ...] = tuple(config.view_names)
         self.refine = refine
-        self.decoding = decoding if isinstance(decoding, DecodingConfig) else DecodingConfig(mode=decoding)
-        if self.decoding.mode != "argmax" and config.model_kind == "coord_regression":
-            raise ValueError(f"decoding={self.decoding.mode!r}: model kind {config.model_kind!r} predicts no voxel "
-                             f"distribution to decode; use decoding='argmax'")
         d = self.decoding
         self.fusion = ChunkFusion(d.fusion_tau_s, d.fusion_radius_m, d.fusion_store_k, d.fusion_max_chunks)
         self.last_output: V4Output | None = None
