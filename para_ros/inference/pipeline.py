@@ -43,7 +43,7 @@ class Report(Protocol):
 
     def count(self, key: str, n: int = 1) -> None: ...
     def problem(self, key: str, message: str) -> None: ...
-    def error(self, key: str, message: str) -> None: ...
+    def fault(self, key: str, message: str) -> None: ...
     def clear(self, key: str) -> None: ...
     def set_value(self, key: str, value) -> None: ...
     def add_sample(self, key: str, sample: float) -> None: ...
@@ -107,9 +107,9 @@ class InferencePipeline:
         self.fusion = policy.fusion  # the earlier chunks, for fused decoding (empty otherwise)
         self._lock = threading.Lock()
         self.pairer = self._new_pairer()
-        self._camera_info: dict[str, object] = {}
+        self.camera_info: dict[str, object] = {}
         self.camera_frames: dict[str, str] = {}  # view -> the TF frame of its camera (the overlay's frame id)
-        self._gripper_history = GripperHistory(on_time_back="clear", max_len=GRIPPER_HISTORY)  # openings by stamp
+        self.gripper_history = GripperHistory(on_time_back="clear", max_len=GRIPPER_HISTORY)  # openings by stamp
         self._received_ns: dict[tuple[str, int], int] = {}  # (view, image stamp) -> receipt time, the newest few
         self.generation = 0  # +1 at every backward clock jump: observations from before it are void
         self.latencies_s: deque[float] = deque(maxlen=LATENCY_HISTORY)
@@ -128,7 +128,7 @@ class InferencePipeline:
 
     def add_camera_info(self, view: str, info) -> None:
         with self._lock:
-            self._camera_info[view] = info
+            self.camera_info[view] = info
 
     def add_joint_states(self, stamp_ns: int, names: Sequence[str], positions: Sequence[float]) -> None:
         """A joint-state sample: the arm's joints (``ee_from_joints``) and the gripper opening."""
@@ -137,7 +137,7 @@ class InferencePipeline:
         value = gripper_opening(names, positions, self.observation_settings)
         if value is not None:
             with self._lock:  # a stamp older than the newest: time went back (a replay loop, a sim reset): cleared
-                self._gripper_history.add(stamp_ns, value)
+                self.gripper_history.add(stamp_ns, value)
 
     def add_image(self, view: str, stamp_ns: int, message, now_ns: int) -> bool:
         """A camera frame; True when it was taken (the inference step has something new), False when its stamp was
@@ -164,7 +164,7 @@ class InferencePipeline:
         with self._lock:
             self.generation += 1
             self.pairer = self._new_pairer()
-            self._gripper_history.clear()
+            self.gripper_history.clear()
             if self.ee_from_joints is not None:
                 old = self.ee_from_joints.history
                 self.ee_from_joints.history = type(old)(old.joint_names, old.history_ns / 1e9)
@@ -181,7 +181,7 @@ class InferencePipeline:
                 self.pairer.mark_used(pair)
             elif pair.problem is None:
                 pair.problem = self.silent_camera(now_ns)
-            infos = dict(self._camera_info)
+            infos = dict(self.camera_info)
         if pair.problem:
             self.report.count("dropped.no_pair")
             self.report.problem("pairing", pair.problem)
@@ -230,7 +230,7 @@ class InferencePipeline:
         """(cameras, state) of ``pair`` by the shared builder (para_ros.observation.builder), its notes as
         diagnostics; raises ``ObservationProblem``."""
         with self._lock:  # the opening at the image stamp, by the bag tools' rule (sample and hold)
-            gripper = self._gripper_history.at(pair.stamp_ns)
+            gripper = self.gripper_history.at(pair.stamp_ns)
         obs = build_observation(
             self.observation_settings, pair.stamp_ns, [(f.message, f.stamp_ns) for f in pair.frames],
             [infos.get(view) for view in self.views], lookup=lookup, ee_pose=ee_pose, gripper=gripper,
@@ -266,7 +266,7 @@ class InferencePipeline:
         arrays = (out.positions_world, out.quaternions_xyzw, out.gripper, out.confidence, out.time_offsets_s)
         if not all(np.all(np.isfinite(a)) for a in arrays):
             self.report.count("dropped.policy")
-            self.report.error("policy", "policy output is not finite: chunk dropped")
+            self.report.fault("policy", "policy output is not finite: chunk dropped")
             return None
         self.report.clear("policy")
         return Prediction(stamp_ns, out, cameras, state, self.generation if generation is None else generation,
@@ -328,4 +328,4 @@ class InferencePipeline:
         """An unexpected error (CUDA OOM, a driver bug) dropped the observation: counted and reported, never
         raised."""
         self.report.count("dropped.internal_error")
-        self.report.error("internal_error", f"observation dropped after an unexpected {type(exc).__name__}: {exc}")
+        self.report.fault("internal_error", f"observation dropped after an unexpected {type(exc).__name__}: {exc}")

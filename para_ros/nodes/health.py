@@ -115,7 +115,7 @@ class HealthReporter:
         if changed:
             self.publish()
 
-    def error(self, key: str, message: str) -> None:
+    def fault(self, key: str, message: str) -> None:
         """``problem`` at level ERROR (for callers that do not deal in diagnostics levels: ROS-free cores)."""
         self.problem(key, message, level=ERROR)
 
