@@ -11,7 +11,7 @@ import torch
 from para_core.data import synthetic as syn
 from para_core.model.actions import decode_outputs
 from para_core.model.config import V4Config
-from para_core.model.decoding import (ChunkFusion, DecodingConfig, best_path, check_distributions, decode_chunk)
+from para_core.model.decoding import ChunkFusion, DecodingConfig, best_path, check_distributions, decode_chunk
 from para_core.model.policy import CameraObservation, Policy, RobotState
 
 torch.set_num_threads(1)
@@ -28,7 +28,7 @@ def brute_force(log_probs, xyz, dt, vmax, cost, start=None):
         if start is not None:
             points = [np.asarray(start)] + points
         excess = score = 0.0
-        for a, b in zip(points[:-1], points[1:]):
+        for a, b in itertools.pairwise(points):
             d = math.sqrt(sum((float(x) - float(y)) ** 2 for x, y in zip(a, b)))
             excess += max(0.0, d - vmax * dt)
             score -= cost * d

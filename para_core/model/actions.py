@@ -227,7 +227,7 @@ def decode_at_voxels(config: V4Config, out: V4Output, chosen: torch.Tensor, refi
     ``para_core.model.decoding``): their centres or, with ``refine``, the local soft-argmax around them; the
     confidence there; the head's gripper and rotation bins. One ``DecodedChunk`` per batch element."""
     logits = out.volume_logits.float()  # (B, T, V)
-    B, T = chosen.shape
+    B = chosen.shape[0]
     pos = torch.gather(out.voxel_xyz.float(), 1, chosen.unsqueeze(-1).expand(-1, -1, 3))  # (B, T, 3)
     if refine:
         pos = refine_positions(config, logits, out.voxel_xyz, chosen)

@@ -161,7 +161,7 @@ class StoredChunk:
 
     def step_at(self, time_s: float) -> int | None:
         """The step nearest ``time_s``, or None when ``time_s`` lies outside the chunk (by more than half a step)."""
-        i = int(round((time_s - self.stamp_s) / self.step_dt_s))
+        i = round((time_s - self.stamp_s) / self.step_dt_s)
         return i if 0 <= i < len(self.prob) else None
 
     def end_s(self) -> float:
