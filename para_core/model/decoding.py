@@ -138,13 +138,13 @@ def best_path(log_probs: np.ndarray, xyz: np.ndarray, step_dt_s: float, max_spee
 
 def check_distributions(out: V4Output) -> None:
     """Refuse (ValueError) a batch whose step distributions hold a NaN or are -inf everywhere."""
-    logits = out.volume_logits  # (B, T, V)
-    bad_nan = torch.isnan(logits).any(-1)  # (B, T)
+    step_max = out.volume_logits.amax(-1)  # (B, T): NaN where a step holds one (amax propagates it), -inf if empty
+    bad_nan = torch.isnan(step_max)  # (B, T)
     if bool(bad_nan.any()):
         b, t = (int(i) for i in torch.nonzero(bad_nan)[0])
         raise ValueError(f"the voxel distribution of step {t} (batch element {b}) holds NaN: the model output is "
                          f"invalid; check the checkpoint and the inputs")
-    empty = torch.isneginf(logits.amax(-1))  # (B, T)
+    empty = torch.isneginf(step_max)  # (B, T)
     if bool(empty.any()):
         raise ValueError("no valid voxel for this observation: every voxel of a step is -inf (no camera ray meets the "
                          "workspace box in front of its camera); check T_world_cam and the workspace box")
