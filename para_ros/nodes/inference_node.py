@@ -23,8 +23,8 @@ rclpy clock jump callback (a backward jump of :data:`TIME_JUMP_BACK_MIN_S` = 0.5
 source) BEFORE its TF buffer, so it runs first. Smaller steps back are a clock publisher's jitter (``para-bag play``
 steps back by milliseconds; clearing on each dropped the TF history of the past EE positions), as in the executor.
 Before the new time is set it clears the TF buffer's history (dynamic transforms; static ones stay, as in tf2), the
-camera pairer (frames and the last pair used), the gripper and joint-state histories, and marks every observation in
-flight as void: a chunk of an observation taken before the jump is dropped (``dropped.time_jump``), never published.
+camera pairer (frames and the last pair used), the gripper and joint-state histories and the chunks kept for fused
+decoding, and marks every observation in flight as void: a chunk of an observation taken before the jump is dropped (``dropped.time_jump``), never published.
 Without this the new, earlier stamps would be refused as out of order by the pairer and as too old by TF for as long
 as the old history lasts (30 s), and old frames could still pair. After the jump it counts ``time_jumps_back``, says
 what happened in ``last_time_jump`` on ``/diagnostics`` and logs a warning. A callback rather than comparing
