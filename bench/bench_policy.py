@@ -5,7 +5,9 @@ backbone, in ONE run, on the same synthetic inputs, the paths alternating.
 
 Prints, per path: median / p10 / p90 / max over the timed runs (after warm-up), the per-stage medians (preprocess,
 model, decode), peak memory, the forward's FLOPs (``torch.utils.flop_counter``) and achieved TFLOP/s (against
-``--peak-tflops`` when given), then the fast/reference ratio and whether both chose the same voxels. Examples::
+``--peak-tflops`` when given), then the fast/reference ratio and whether both chose the same voxels, and the decode time of each chunk decoding mode
+(``--decoding``, ``para_core.model.decoding``) on the same model outputs beside the path's predict time: what
+``joint`` / ``fused`` add to a prediction against the ``argmax`` reference. Examples::
 
     python bench/bench_policy.py                                   # tiny config on CPU, both paths
     python bench/bench_policy.py --config paper --runs 50          # paper config on cuda if present, else CPU
@@ -14,6 +16,7 @@ model, decode), peak memory, the forward's FLOPs (``torch.utils.flop_counter``) 
     python bench/bench_policy.py --config paper --fast-dtype auto  # fp32 reference vs the fast path in bf16 where
                                                                    # the CPU has bf16 instructions
     python bench/bench_policy.py --config paper --allocator default   # glibc's default: page faults every forward
+    python bench/bench_policy.py --config pick_place --runs 10 --decoding argmax joint fused --decoding-top-k 8
 
 On a CPU the policies make glibc keep freed memory (``para_core.model.hardware.keep_freed_memory``, for the whole
 process, so every path runs with it); ``--allocator default`` leaves glibc as it is, to see what that costs.
@@ -26,6 +29,7 @@ import statistics
 import time
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES
+from para_core.model.decoding import DECODING_MODES, DecodingConfig
 
 
 def cpu_model() -> str:
@@ -64,6 +68,10 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=50, help="timed runs per path (default 50)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs (default 3)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
+    parser.add_argument("--decoding", nargs="*", choices=DECODING_MODES, default=list(DECODING_MODES),
+                        help="chunk decoding modes whose decode time is printed (default all; none: skip)")
+    parser.add_argument("--decoding-top-k", type=int, default=DecodingConfig.top_k,
+                        help=f"candidate voxels per step of joint / fused (default {DecodingConfig.top_k})")
     parser.add_argument("--image-hw", type=int, nargs=2, default=(480, 640), metavar=("H", "W"),
                         help="raw camera image size before the policy's resize (default 480 640)")
     args = parser.parse_args(argv)
@@ -130,6 +138,8 @@ def main(argv=None) -> int:
         if pol.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(pol.device)
     times_ms = {name: [] for name in policies}
+    decode_ms = {name: {mode: [] for mode in args.decoding} for name in policies}
+    fusions = {name: {mode: None for mode in args.decoding} for name in policies}
     stages = {name: {"preprocess": [], "model": [], "decode": []} for name in policies}
     # The wrist camera moves 1 mm between predictions, as on the robot: its voxels are rebuilt every time (only a
     # still camera's are reused, para_core.model.voxels.StaticViewCache); the scene camera stays put.
@@ -143,6 +153,9 @@ def main(argv=None) -> int:
             times_ms[name].append(1e3 * (time.perf_counter() - t0))
             for k in stages[name]:
                 stages[name][k].append(1e3 * pol.last_timing_s[k])
+            for mode, ms in time_decoding(pol, state, args.decoding, args.decoding_top_k, run * cfg.step_dt_s,
+                                          fusions[name]).items():
+                decode_ms[name][mode].append(ms)
     medians, chosen, chosen_xyz = {}, {}, {}
     for name, pol in policies.items():
         chosen[name] = pol.last_output.chosen_voxel.cpu()  # (B, T)
@@ -163,6 +176,12 @@ def main(argv=None) -> int:
               f"{np.percentile(t, 90):9.2f}  min {t.min():9.2f}  max {t.max():9.2f}  | preprocess "
               f"{st['preprocess']:.2f}  model {st['model']:.2f}  decode {st['decode']:.2f} ms  | {mem}  | "
               f"{flops[name] / 1e9:.3f} GFLOP/forward, {tflops:.4f} TFLOP/s{peak}")
+        if args.decoding:
+            dm = {mode: float(np.median(v)) for mode, v in decode_ms[name].items()}
+            base = dm.get("argmax", st["decode"])
+            parts = [f"{mode} {ms:.2f} ms ({100 * (ms - base) / medians[name]:+.1f} % of predict)"
+                     for mode, ms in dm.items()]
+            print(f"  {'':<9} decode by mode (same outputs, top_k {args.decoding_top_k}, median): " + ", ".join(parts))
     if "reference" in medians:
         for name in medians:
             if name != "reference":
@@ -176,6 +195,36 @@ def main(argv=None) -> int:
                       f"same argmax voxels: {same}/{chosen[name].numel()} steps, chosen voxel centres at most "
                       f"{apart_m:.4f} m apart{dtypes}")
     return 0
+
+
+def time_decoding(policy, state, modes, top_k: int, stamp_s: float, fusions: dict) -> dict[str, float]:
+    """Milliseconds of decoding the policy's last outputs in each mode, each from the same starting point (the
+    per-step normaliser computed afresh, as a prediction does); ``fusions`` holds each mode's fusion memory."""
+    import torch
+
+    from para_core.model.decoding import ChunkFusion, decode_chunk
+
+    out, cfg = policy.last_output, policy.config
+    lse = out.volume_lse if policy.fast else None  # the fast path's forward computes it; else the decode does
+    times = {}
+    for mode in modes:
+        out.volume_lse = lse
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            if mode == "argmax":
+                policy.model.decode(out, refine=policy.refine)
+            else:
+                decoding = DecodingConfig(mode=mode, top_k=top_k)
+                if fusions.get(mode) is None:
+                    fusions[mode] = ChunkFusion(decoding.fusion_tau_s, decoding.fusion_radius_m,
+                                                decoding.fusion_store_k, decoding.fusion_max_chunks)
+                decode_chunk(cfg, out, decoding, refine=policy.refine, start_xyz=state.T_world_ee[:3, 3],
+                             fusion=fusions[mode], stamp_s=stamp_s)
+            if policy.device.type == "cuda":
+                torch.cuda.synchronize(policy.device)
+        times[mode] = 1e3 * (time.perf_counter() - t0)
+    out.volume_lse = lse
+    return times
 
 
 def forward_flops(policy, cams, state) -> float:

@@ -24,6 +24,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 INFERENCE_NODE = REPO / "para_ros" / "nodes" / "inference_node.py"
+INFERENCE_PIPELINE = REPO / "para_ros" / "inference" / "pipeline.py"  # the node's logic and diagnostics
 OBSERVATION_BUILDER = REPO / "para_ros" / "observation" / "builder.py"  # raises the node's observation problems
 
 
@@ -43,7 +44,7 @@ def _callee(call: ast.Call) -> str:
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
-def problem_keys(*paths: Path, set_names=("problem",), clear_names=("clear",), key_classes=("ObservationProblem",)):
+def problem_keys(*paths: Path, set_names=("problem", "fault"), clear_names=("clear",), key_classes=("ObservationProblem",)):
     """(keys set, keys cleared, dynamic setter calls) in the sources at ``paths``.
 
     A setter whose key is ``<x>.key`` (the inference node re-raising an ``ObservationProblem``) is fine when the keys
@@ -74,7 +75,7 @@ def problem_keys(*paths: Path, set_names=("problem",), clear_names=("clear",), k
 
 
 def test_every_inference_node_problem_key_is_cleared_somewhere():
-    keys_set, cleared, dynamic = problem_keys(INFERENCE_NODE, OBSERVATION_BUILDER)
+    keys_set, cleared, dynamic = problem_keys(INFERENCE_NODE, INFERENCE_PIPELINE, OBSERVATION_BUILDER)
     assert not dynamic, f"problem keys the test cannot see (use a literal or an f-string): {dynamic}"
     assert {"image_stamp.{}", "pairing", "tf", "policy", "internal_error"} <= keys_set, keys_set  # the walk works
     never_cleared = sorted(keys_set - cleared)
@@ -487,7 +488,7 @@ def test_distortion_warning_clears_when_the_camera_info_has_none(inference):
 @exercises("gripper")
 def test_unknown_gripper_then_a_joint_state_is_ok_again(inference):
     inference.observe(infer=False)
-    inference.n._gripper_history.clear()  # as before the first /joint_states
+    inference.n.pipeline.gripper_history.clear()  # as before the first /joint_states
     inference.n.try_infer()  # an observation with no gripper known: a chunk (gripper assumed open) and a warning
     _assert_recovers(inference, "gripper")
 
@@ -510,7 +511,7 @@ COVERED_STATICALLY = {"joint_states"}
 
 
 def test_every_problem_key_found_in_the_code_is_exercised_here():
-    keys_set, _, _ = problem_keys(INFERENCE_NODE, OBSERVATION_BUILDER)
+    keys_set, _, _ = problem_keys(INFERENCE_NODE, INFERENCE_PIPELINE, OBSERVATION_BUILDER)
     missing = sorted(keys_set - EXERCISED - COVERED_STATICALLY)
     assert not missing, f"problem keys with no recovery test in this file: {missing}"
 

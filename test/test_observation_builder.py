@@ -74,7 +74,7 @@ def test_node_and_bag_reader_build_identical_observations_from_the_same_messages
             node._on_joint_states(msg)
         elif topic in topic_view:
             images[(topic_view[topic], stamp_to_ns(msg.header.stamp))] = msg
-    infos = dict(node._camera_info)
+    infos = dict(node.pipeline.camera_info)
     for obs in recorded:
         frames = tuple(Frame(s, images[(view, s)]) for view, s in zip(obs.view_names, obs.image_stamps_ns))
         cameras, state = node._build_observation(PairResult(frames=frames), infos)
@@ -85,7 +85,7 @@ def test_node_and_bag_reader_build_identical_observations_from_the_same_messages
         np.testing.assert_array_equal(state.T_world_ee, obs.state.T_world_ee)
         np.testing.assert_array_equal(state.past_positions_world, obs.state.past_positions_world)
         assert state.gripper == obs.state.gripper
-        assert tuple(node._camera_frames[v] for v in obs.view_names) == obs.camera_frames
+        assert tuple(node.pipeline.camera_frames[v] for v in obs.view_names) == obs.camera_frames
     # ... and both are right (independent references: the fixture's analytic truth).
     last = recorded[-1]
     np.testing.assert_allclose(last.T_world_ee, reference_ee_pose(spec, last.stamp_ns), atol=1e-6)

@@ -121,7 +121,7 @@ class DecodedChunk:
     gripper: np.ndarray  # (T,) 0..1
     confidence: np.ndarray  # (T,) 0..1
     time_offsets_s: np.ndarray  # (T,) seconds after the observation stamp
-    voxel_index: np.ndarray  # (T,) int64 argmax voxel
+    voxel_index: np.ndarray  # (T,) int64 the decoded voxel (the argmax, or the joint decoder's choice)
 
 
 def time_offsets(config: V4Config) -> np.ndarray:
@@ -217,17 +217,25 @@ def ball_confidence(config: V4Config, out: V4Output, positions: torch.Tensor) ->
 
 def decode_outputs(config: V4Config, out: V4Output, refine: bool = False) -> list[DecodedChunk]:
     """Model outputs -> one ``DecodedChunk`` per batch element (argmax voxel, optional sub-voxel refinement)."""
+    argmax = out.argmax_voxel if out.argmax_voxel is not None else out.volume_logits.float().argmax(-1)  # (B, T)
+    return decode_at_voxels(config, out, argmax, refine=refine)
+
+
+def decode_at_voxels(config: V4Config, out: V4Output, chosen: torch.Tensor, refine: bool = False
+                     ) -> list[DecodedChunk]:
+    """Model outputs decoded at the ``chosen`` (B, T) voxels (the argmax, or a joint decoder's choice,
+    ``para_core.model.decoding``): their centres or, with ``refine``, the local soft-argmax around them; the
+    confidence there; the head's gripper and rotation bins. One ``DecodedChunk`` per batch element."""
     logits = out.volume_logits.float()  # (B, T, V)
-    argmax = out.argmax_voxel if out.argmax_voxel is not None else logits.argmax(-1)  # (B, T)
-    B, T = argmax.shape
-    pos = torch.gather(out.voxel_xyz.float(), 1, argmax.unsqueeze(-1).expand(-1, -1, 3))  # (B, T, 3)
+    B = chosen.shape[0]
+    pos = torch.gather(out.voxel_xyz.float(), 1, chosen.unsqueeze(-1).expand(-1, -1, 3))  # (B, T, 3)
     if refine:
-        pos = refine_positions(config, logits, out.voxel_xyz, argmax)
+        pos = refine_positions(config, logits, out.voxel_xyz, chosen)
     confidence = ball_confidence(config, out, pos)  # (B, T)
     grip_bins = out.gripper_logits.argmax(-1).cpu().numpy()  # (B, T)
     rot_bins = out.rotation_logits.argmax(-1).cpu().numpy()  # (B, T, 3)
     pos_np, conf_np, arg_np = pos.cpu().double().numpy(), confidence.clamp(0, 1).cpu().double().numpy(), \
-        argmax.cpu().numpy()
+        chosen.cpu().numpy()
     chunks = []
     for b in range(B):
         rots = decode_rotation(config, rot_bins[b])  # (T, 3, 3)

@@ -4,7 +4,9 @@
 img_size x img_size (bilinear; ``cv2.INTER_AREA`` when shrinking) with the exact intrinsics rescale
 ``K' = diag(S/W, S/H, 1) @ K`` (pixel-centre convention, see ``para_core.model.geometry``), applies ImageNet normalisation,
 runs the model (geometry always in float32; the network in ``dtype`` through autocast) and decodes the chunk
-(argmax voxel refined by a local soft-argmax, see ``para_core.model.actions``).
+(``decoding``: each step's argmax voxel, the reference, or the chunk's voxels chosen jointly, optionally fused with the
+earlier chunks' distributions, see ``para_core.model.decoding``; refined by a local soft-argmax, see
+``para_core.model.actions``).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import torch
 
 from para_core.model.actions import decode_outputs
 from para_core.model.config import COMPILE_MODES, V4Config, torch_dtype
+from para_core.model.decoding import ChunkFusion, DecodingConfig, decode_chunk
 from para_core.model.v4 import V4Inputs, V4Output, build_model
 from para_core.model.rotations import check_rigid
 
@@ -136,7 +139,8 @@ class Policy:
 
     def __init__(self, model: torch.nn.Module, config: V4Config, device: torch.device, dtype: str = "fp32",
                  model_id: str = "", refine: bool = True, fast: bool = False, compile_mode: str = "off",
-                 device_preprocess: bool | None = None, keep_freed_memory: bool = True):
+                 device_preprocess: bool | None = None, keep_freed_memory: bool = True,
+                 decoding: str | DecodingConfig = "argmax"):
         """``fast``: the model's fast inference path where it has one (v4: ``para_core.model.v4_fast``), the same
         predictions and logits within float tolerance (it keeps no per-voxel features: ``last_output.voxel_feat`` is
         None); False keeps the reference path (the oracle the fast one is tested against).
@@ -160,9 +164,18 @@ class Policy:
 
         ``keep_freed_memory``: on a CPU device, make the process's allocator keep freed memory
         (``hardware.keep_freed_memory_for``: a CPU forward otherwise spends 10-45 % of its time in page faults); for
-        the whole process; ``self.allocator`` says what was done."""
+        the whole process; ``self.allocator`` says what was done.
+
+        ``decoding``: a ``DecodingConfig`` or its mode name (``para_core.model.decoding.DECODING_MODES``): how the
+        chunk's voxels are chosen; ``argmax`` (the reference) needs no voxel distribution, ``joint`` and ``fused``
+        need one (not the coordinate-regression baseline). ``fused`` keeps the earlier chunks in ``self.fusion``
+        unless ``predict`` is given a ``ChunkFusion`` of its own."""
         from para_core.model import cpu_attention, hardware
 
+        self.decoding = decoding if isinstance(decoding, DecodingConfig) else DecodingConfig(mode=decoding)
+        if self.decoding.mode != "argmax" and config.model_kind == "coord_regression":
+            raise ValueError(f"decoding={self.decoding.mode!r}: model kind {config.model_kind!r} predicts no voxel "
+                             f"distribution to decode; use decoding='argmax'")
         dtype = hardware.resolve_inference_dtype(dtype, device)  # refuses a name not in INFERENCE_DTYPES
         slow = hardware.slow_precision_warning(dtype, device)
         if slow:
@@ -188,6 +201,8 @@ class Policy:
         self.model_id = model_id or f"{config.model_kind}:{config.name}:untrained"
         self.view_names: tuple[str, ...] = tuple(config.view_names)
         self.refine = refine
+        d = self.decoding
+        self.fusion = ChunkFusion(d.fusion_tau_s, d.fusion_radius_m, d.fusion_store_k, d.fusion_max_chunks)
         self.last_output: V4Output | None = None
         self.last_timing_s: dict[str, float] = {}
         self._warned_low_scene_camera = False
@@ -198,7 +213,7 @@ class Policy:
     @classmethod
     def from_checkpoint(cls, path, device=None, dtype: str = "fp32", fast: bool = False,
                         compile_mode: str = "off", device_preprocess: bool | None = None,
-                        keep_freed_memory: bool = True) -> "Policy":
+                        keep_freed_memory: bool = True, decoding: str | DecodingConfig = "argmax") -> "Policy":
         """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
         from para_core.model.checkpoint import load_checkpoint
 
@@ -206,12 +221,12 @@ class Policy:
         model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"
         return cls(model, config, resolve_device(device), dtype=dtype, model_id=model_id, fast=fast,
                    compile_mode=compile_mode, device_preprocess=device_preprocess,
-                   keep_freed_memory=keep_freed_memory)
+                   keep_freed_memory=keep_freed_memory, decoding=decoding)
 
     @classmethod
     def random_init(cls, config: V4Config, device=None, dtype: str = "fp32", seed: int = 0,
                     fast: bool = False, compile_mode: str = "off", device_preprocess: bool | None = None,
-                    keep_freed_memory: bool = True) -> "Policy":
+                    keep_freed_memory: bool = True, decoding: str | DecodingConfig = "argmax") -> "Policy":
         """An untrained policy (random weights, deterministic in ``seed``) for demos and tests."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -219,7 +234,7 @@ class Policy:
         return cls(model, config, resolve_device(device), dtype=dtype,
                    model_id=f"{config.model_kind}:{config.name}:random-seed{seed}", fast=fast,
                    compile_mode=compile_mode, device_preprocess=device_preprocess,
-                   keep_freed_memory=keep_freed_memory)
+                   keep_freed_memory=keep_freed_memory, decoding=decoding)
 
     # ---------------------------------------------------------------------------------------- preprocessing
     def _validate(self, cameras: Sequence[CameraObservation], state: RobotState) -> None:
@@ -302,8 +317,13 @@ class Policy:
 
     # ---------------------------------------------------------------------------------------------- predict
     @torch.inference_mode()
-    def predict(self, cameras: Sequence[CameraObservation], state: RobotState) -> PolicyOutput:
-        """Observation -> decoded action chunk + visualisation data. Raises ValueError on bad input."""
+    def predict(self, cameras: Sequence[CameraObservation], state: RobotState, stamp_s: float | None = None,
+                fusion: ChunkFusion | None = None) -> PolicyOutput:
+        """Observation -> decoded action chunk + visualisation data. Raises ValueError on bad input.
+
+        ``stamp_s``: the observation time (s, any clock the caller keeps): the chunk's time base, which ``fused``
+        decoding needs to match its steps with the earlier chunks'; ``fusion``: the memory of earlier chunks to fuse
+        with and add to (default ``self.fusion``)."""
         t0 = time.perf_counter()
         inputs = self.preprocess(cameras, state)
         t1 = time.perf_counter()
@@ -316,7 +336,12 @@ class Policy:
         with torch.autocast(device_type=self.device.type, dtype=torch_dtype(self.dtype), enabled=use_amp):
             out = self.model(inputs)
         t_model = time.perf_counter()  # on CUDA the kernels may still run: their wait lands in "decode"
-        chunk = self.model.decode(out, refine=self.refine)[0]  # model-specific (v4: argmax voxel)
+        if self.decoding.mode == "argmax":
+            chunk = self.model.decode(out, refine=self.refine)[0]  # model-specific (v4: argmax voxel)
+        else:
+            chunk = decode_chunk(self.config, out, self.decoding, refine=self.refine,
+                                 start_xyz=np.asarray(state.T_world_ee, dtype=np.float64)[:3, 3],
+                                 fusion=fusion if fusion is not None else self.fusion, stamp_s=stamp_s)
         top_xyz, top_p, bounds = self.model.visualisation(out, self.config.viz_top_k)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

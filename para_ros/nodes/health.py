@@ -115,6 +115,10 @@ class HealthReporter:
         if changed:
             self.publish()
 
+    def fault(self, key: str, message: str) -> None:
+        """``problem`` at level ERROR (for callers that do not deal in diagnostics levels: ROS-free cores)."""
+        self.problem(key, message, level=ERROR)
+
     def clear(self, key: str) -> None:
         with self._lock:
             changed = self._problems.pop(key, None) is not None

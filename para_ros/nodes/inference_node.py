@@ -1,5 +1,9 @@
 """``inference_node``: scene + wrist camera images and TF in, ``para_msgs/ActionChunk`` and rviz markers out.
 
+A thin node over :class:`para_ros.inference.pipeline.InferencePipeline` (pairing, the observation, the policy and its
+chunk decoding, clock jumps, latency stages and diagnostics, free of ROS): the node subscribes, looks poses up in TF,
+runs the pipeline in its inference thread and publishes what comes back.
+
 Timing rules (what belongs together):
 
 * Images are paired by stamp within ``pair_slop_s``; only the newest pair is used (frames are never queued), and a pair
@@ -19,8 +23,8 @@ rclpy clock jump callback (a backward jump of :data:`TIME_JUMP_BACK_MIN_S` = 0.5
 source) BEFORE its TF buffer, so it runs first. Smaller steps back are a clock publisher's jitter (``para-bag play``
 steps back by milliseconds; clearing on each dropped the TF history of the past EE positions), as in the executor.
 Before the new time is set it clears the TF buffer's history (dynamic transforms; static ones stay, as in tf2), the
-camera pairer (frames and the last pair used), the gripper and joint-state histories, and marks every observation in
-flight as void: a chunk of an observation taken before the jump is dropped (``dropped.time_jump``), never published.
+camera pairer (frames and the last pair used), the gripper and joint-state histories and the chunks kept for fused
+decoding, and marks every observation in flight as void: a chunk of an observation taken before the jump is dropped (``dropped.time_jump``), never published.
 Without this the new, earlier stamps would be refused as out of order by the pairer and as too old by TF for as long
 as the old history lasts (30 s), and old frames could still pair. After the jump it counts ``time_jumps_back``, says
 what happened in ``last_time_jump`` on ``/diagnostics`` and logs a warning. A callback rather than comparing
@@ -45,12 +49,17 @@ that camera's next frame with a valid stamp, the pairing problem at the next pai
 (``image``, ``camera_info``, ``tf``, ``joint_states``) and ``distortion.<view>`` at the next observation built without
 them, ``policy`` and ``internal_error`` at the next chunk published; ``test/test_faults_diagnostics.py`` checks that
 every key set has such a path.
+
+Chunk decoding (``decoding``, ``para_core.model.decoding``): ``argmax`` (each step's most probable voxel, the
+reference), ``joint`` (the chunk's voxels chosen together within ``decoding_max_speed_m_s``, which should match the
+executor's ``max_implied_speed_m_s``) or ``fused`` (``joint`` over the product of the new chunk's distributions with
+those of the earlier chunks still in force at the same times, weighted by ``exp(-age / fusion_tau_s)``; the chunk
+time base is the observation stamp, step i at ``stamp + i * frame_stride / dataset_fps``; forgotten at a clock jump).
 """
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 
 import numpy as np
 
@@ -63,11 +72,13 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState, Poin
 from visualization_msgs.msg import MarkerArray
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES
+from para_core.model.decoding import DECODING_MODES, DecodingConfig
 from para_ros.adapters.tf import Buffer, TransformListener
-from para_ros.nodes.health import ERROR, HealthReporter
+from para_ros.execution.chunk import ChunkChecks
+from para_ros.inference.pipeline import InferencePipeline, PairingSettings
+from para_ros.nodes.health import HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
-from para_ros.observation.builder import (GripperHistory, ObservationProblem, ObservationSettings, build_observation,
-                                          gripper_opening, matrix_is_finite)
+from para_ros.observation.builder import ObservationProblem, ObservationSettings, matrix_is_finite
 from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
 from para_ros.stamps import stamp_to_ns
 
@@ -75,7 +86,6 @@ from para_ros.stamps import stamp_to_ns
 # The clock stepping back at least this far is a jump (reset, loop) that clears the node's history; less is a clock
 # publisher's jitter. The executor's value (para_ros.execution.executor_core.TIME_JUMP_BACK_MIN_S, reasons there).
 TIME_JUMP_BACK_MIN_S = 0.5
-GRIPPER_HISTORY = 500  # joint-state samples kept for the gripper at an image stamp (10 s at 50 Hz)
 VIEW_TOPIC_DEFAULTS = {
     "scene": ("/scene_cam/image_raw", "/scene_cam/camera_info"),
     "wrist": ("/wrist_cam/image_raw", "/wrist_cam/camera_info"),
@@ -100,6 +110,19 @@ PARAMETERS = ParameterTable("inference_node", [
     Param("compile_mode", "off", "torch.compile the backbone: off | default | reduce-overhead (CUDA graphs) | "
           "max-autotune. The first inference compiles (tens of seconds; a C++ compiler on CPU).",
           choices=COMPILE_MODES),
+    Param("decoding", "argmax", "How the chunk's voxels are chosen: argmax (each step's most probable voxel, the "
+          "reference) | joint (the best path through each step's decoding_top_k most probable voxels within "
+          "decoding_max_speed_m_s) | fused (joint over the product with the earlier chunks' distributions at the same "
+          "times, weighted exp(-age / fusion_tau_s)).", choices=DECODING_MODES),
+    Param("decoding_top_k", DecodingConfig.top_k, "Candidate voxels per step of joint / fused decoding.",
+          range=(1, 4096)),
+    Param("decoding_max_speed_m_s", ChunkChecks.max_implied_speed_m_s, "The fastest tool motion two consecutive steps "
+          "of a joint / fused chunk may imply (m/s); match the chunk_executor's max_implied_speed_m_s.",
+          range=(1e-3, 1e3)),
+    Param("decoding_motion_cost_per_m", DecodingConfig.motion_cost_per_m, "Score (nats) a joint / fused path loses "
+          "per metre of motion (0: only the speed limit).", range=(0.0, 1e6)),
+    Param("fusion_tau_s", DecodingConfig.fusion_tau_s, "Fused decoding: an earlier chunk of age a (s) weighs "
+          "exp(-a / fusion_tau_s).", range=(1e-3, 3600.0)),
     Param("world_frame", "base", "Frame of the chunk poses (the policy's world).", section="frames and state"),
     Param("ee_frame", "grasp_site", "TF frame of the end-effector (tool) point."),
     Param("ee_source", "tf", "Where the EE pose comes from: tf (world <- ee_frame) | joint_states (/joint_states + "
@@ -168,9 +191,17 @@ class InferenceNode(Node):
         PARAMETERS.on_set(self, self._apply_parameters, extra)
 
         self.health = HealthReporter(self, f"para: {self.get_name()}", hardware_id=self.policy.model_id)
-        self._lock = threading.Lock()
-        self._camera_frames: dict[str, str] = {}
-        self._time_generation = 0  # +1 at every backward clock jump: observations from before it are void
+        cfg = self.policy.config
+        self.step_dt_s = cfg.step_dt_s
+        self.pipeline = InferencePipeline(
+            self.policy,
+            ObservationSettings(view_names=self.views, camera_matrix=p["camera_matrix"],
+                                gripper_joint=p["gripper_joint"],
+                                gripper_open_position=float(p["gripper_open_position"]), past_n=cfg.mv_past_n,
+                                step_dt_s=self.step_dt_s),
+            self.health, pairing=self._pairing_settings(p),
+            info_sources=[p[f"{view}_info_topic"] for view in self.views], gripper_source=p["joint_states_topic"],
+            ee_from_joints=self.ee_from_joints)
         # Before the TF buffer, so this runs first (an upstream tf2_ros Buffer registers a jump callback of its own,
         # and rcl calls no callback registered after one that raised).
         self._jump_handle = self.get_clock().create_jump_callback(
@@ -178,17 +209,6 @@ class InferenceNode(Node):
             pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
         self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=self)
         self.tf_listener = TransformListener(self.tf_buffer, self)
-        cfg = self.policy.config
-        self.step_dt_s = cfg.step_dt_s
-        self.pairer = self._new_pairer()
-        self._camera_info: dict[str, object] = {}
-        self.observation_settings = ObservationSettings(
-            view_names=self.views, camera_matrix=p["camera_matrix"], gripper_joint=p["gripper_joint"],
-            gripper_open_position=float(p["gripper_open_position"]), past_n=cfg.mv_past_n, step_dt_s=self.step_dt_s)
-        self._gripper_history = GripperHistory(on_time_back="clear", max_len=GRIPPER_HISTORY)  # openings by stamp
-        self.latencies_s: deque[float] = deque(maxlen=500)
-        self._received_ns: dict[tuple[str, int], int] = {}  # (view, image stamp) -> receipt time, the newest few
-        self._last_observation_timing_s: dict[str, float] = {}
 
         quiet_sub, quiet_pub = subscription_without_default_events(), publisher_without_default_events()
         # Every frame wakes the executor: endpoints without per-wake event polling. CameraInfo and joint states first:
@@ -221,16 +241,30 @@ class InferenceNode(Node):
         self._thread = threading.Thread(target=self._inference_loop, name="para_inference", daemon=True)
         self._thread.start()
         self.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}, "
-                               f"attention {self.policy.attention}, allocator: {self.policy.allocator}), views "
-                               f"{self.views}, world frame '{p['world_frame']}'")
+                               f"attention {self.policy.attention}, allocator: {self.policy.allocator}, decoding "
+                               f"{self.policy.decoding.mode}), views {self.views}, world frame '{p['world_frame']}'")
+
+    # -------------------------------------------------------------------------------- the pipeline's state
+    @property
+    def pairer(self):
+        """The pipeline's camera pairer."""
+        return self.pipeline.pairer
+
+    @property
+    def latencies_s(self):
+        """The recent camera -> chunk latencies (s)."""
+        return self.pipeline.latencies_s
 
     # ------------------------------------------------------------------------------------------------ set-up
+    @staticmethod
+    def _pairing_settings(p) -> PairingSettings:
+        return PairingSettings(pair_slop_s=p["pair_slop_s"], max_observation_age_s=p["max_observation_age_s"])
+
     def _apply_parameters(self, changes: dict) -> None:
         """On-set callback (after the table's checks): the dynamic parameters take effect from the next frame."""
-        with self._lock:
-            self.params = {**self.params, **changes}
-            if "pair_slop_s" in changes or "max_observation_age_s" in changes:
-                self.pairer = self._new_pairer()  # the pairing rule changed: start pairing afresh
+        self.params = {**self.params, **changes}
+        if "pair_slop_s" in changes or "max_observation_age_s" in changes:
+            self.pipeline.set_pairing(self._pairing_settings(self.params))  # pairing starts afresh
         self._wake.set()  # the inference loop re-reads max_rate_hz
         self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 
@@ -240,34 +274,26 @@ class InferenceNode(Node):
 
         device = None if p["device"] == "auto" else p["device"]
         keep = p["keep_freed_memory"]  # on a CPU device only
+        decoding = DecodingConfig(mode=p["decoding"], top_k=int(p["decoding_top_k"]),
+                                  max_speed_m_s=float(p["decoding_max_speed_m_s"]),
+                                  motion_cost_per_m=float(p["decoding_motion_cost_per_m"]),
+                                  fusion_tau_s=float(p["fusion_tau_s"]))
         if p["checkpoint"]:
             return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"], fast=p["fast_path"],
-                                          compile_mode=p["compile_mode"], keep_freed_memory=keep)
+                                          compile_mode=p["compile_mode"], keep_freed_memory=keep, decoding=decoding)
         self.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
-                                       f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
-                                       "nothing. Pass checkpoint:=<dir> for a trained one.")
+                                  f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
+                                  "nothing. Pass checkpoint:=<dir> for a trained one.")
         return Policy.random_init(V4Config.preset(p["random_preset"]), device=device, dtype=p["dtype"],
                                   seed=int(p["random_seed"]), fast=p["fast_path"], compile_mode=p["compile_mode"],
-                                  keep_freed_memory=keep)
-
-    def _new_pairer(self):
-        from para_ros.observation.pairing import ObservationPairer
-
-        return ObservationPairer(self.views, slop_ns=int(self.params["pair_slop_s"] * 1e9),
-                                 max_age_ns=int(self.params["max_observation_age_s"] * 1e9))
+                                  keep_freed_memory=keep, decoding=decoding)
 
     # --------------------------------------------------------------------------------------------- callbacks
     def _before_time_jump(self) -> None:
         """rclpy pre-jump callback (executor thread, before the new time is set): forget everything on the old clock
         (module docstring). Never raises: an exception here would escape from the /clock subscription's callback."""
         try:
-            with self._lock:
-                self._time_generation += 1
-                self.pairer = self._new_pairer()
-                self._gripper_history.clear()
-                if self.ee_from_joints is not None:
-                    old = self.ee_from_joints.history
-                    self.ee_from_joints.history = type(old)(old.joint_names, old.history_ns / 1e9)
+            self.pipeline.clock_jumped_back()
             self.tf_buffer.clear()
         except Exception as exc:  # noqa: BLE001
             self.get_logger().error(f"clearing after a clock jump failed: {type(exc).__name__}: {exc}")
@@ -281,28 +307,19 @@ class InferenceNode(Node):
             self.health.count("time_jumps_back")
             self.health.set_value("last_time_jump", what)
             self.get_logger().warning(f"{what}: TF history, camera frames and joint-state history cleared; "
-                                           "observations from before the jump are dropped")
+                                      "observations from before the jump are dropped")
             self.health.publish()
         except Exception as exc:  # noqa: BLE001
             self.get_logger().error(f"reporting a clock jump failed: {type(exc).__name__}: {exc}")
 
+    def _on_info(self, view: str, msg) -> None:
+        self.pipeline.add_camera_info(view, msg)
+
+    def _on_joint_states(self, msg) -> None:
+        self.pipeline.add_joint_states(stamp_to_ns(msg.header.stamp), msg.name, msg.position)
+
     def _on_image(self, view: str, msg) -> None:
-        self.health.count(f"frames_in.{view}")
-        stamp_ns = stamp_to_ns(msg.header.stamp)
-        now_ns = self.get_clock().now().nanoseconds
-        with self._lock:
-            dropped = self.pairer.add(view, stamp_ns, msg, now_ns=now_ns)
-            self._received_ns[(view, stamp_ns)] = now_ns  # the receive stage of the latency breakdown
-            while len(self._received_ns) > 8 * len(self.views):
-                self._received_ns.pop(next(iter(self._received_ns)))
-        if dropped:
-            self.health.count("dropped.image_stamp")
-            self.health.problem(f"image_stamp.{view}", dropped)
-        else:
-            # A frame of this camera that is newer than the last one and not from the future: the bad stamp (a clock
-            # jump, a reordering) is over. One key per camera, so one camera with a wrong clock does not flap the
-            # problem of the other on and off.
-            self.health.clear(f"image_stamp.{view}")
+        if self.pipeline.add_image(view, stamp_to_ns(msg.header.stamp), msg, self.get_clock().now().nanoseconds):
             self._wake.set()
 
     def _inference_loop(self) -> None:
@@ -326,113 +343,59 @@ class InferenceNode(Node):
         self._wake.set()
         self._thread.join(timeout=5.0)
 
-    def _on_info(self, view: str, msg) -> None:
-        with self._lock:
-            self._camera_info[view] = msg
-
-    def _on_joint_states(self, msg) -> None:
-        if self.ee_from_joints is not None:
-            stamp_ns = stamp_to_ns(msg.header.stamp)
-            self.ee_from_joints.history.add(stamp_ns, list(msg.name), list(msg.position))
-        value = gripper_opening(msg.name, msg.position, self.observation_settings)
-        if value is not None:
-            with self._lock:  # a stamp older than the newest: time went back (a replay loop, a sim reset): cleared
-                self._gripper_history.add(stamp_to_ns(msg.header.stamp), value)
-
     # ------------------------------------------------------------------------------------------ inference
     def try_infer(self) -> None:
-        """Infer on the newest unused pair, or report why there is none. Never raises."""
+        """Infer on the newest unused pair and publish its chunk, or report why there is none. Never raises."""
         try:
-            self._try_infer()
+            prediction = self.pipeline.step(self.get_clock().now().nanoseconds, self._lookup, self._ee_pose)
+            if prediction is not None:
+                self._publish(prediction)
         except Exception as exc:  # noqa: BLE001 - an unexpected error (CUDA OOM, a driver bug) must not kill the node
-            self.health.count("dropped.internal_error")
-            self.health.problem("internal_error", f"observation dropped after an unexpected "
-                                f"{type(exc).__name__}: {exc}", level=ERROR)
-
-    def _try_infer(self) -> None:
-        now_ns = self.get_clock().now().nanoseconds
-        with self._lock:
-            generation = self._time_generation
-            pair = self.pairer.newest_pair(now_ns)
-            if pair.frames is not None:
-                self.pairer.mark_used(pair)
-            elif pair.problem is None:
-                pair.problem = self._silent_camera(now_ns)
-            infos = dict(self._camera_info)
-        if pair.problem:
-            self.health.count("dropped.no_pair")
-            self.health.problem("pairing", pair.problem)
-            return
-        if pair.frames is None:
-            return  # nothing new since the last chunk
-        self.health.clear("pairing")
-        with self._lock:
-            received_ns = max(self._received_ns.get((view, f.stamp_ns), now_ns)
-                              for view, f in zip(self.views, pair.frames))
-        stages_ms = {"receive": (received_ns - pair.stamp_ns) / 1e6, "wait": (now_ns - received_ns) / 1e6}
-        try:
-            observation = self._build_observation(pair, infos)
-        except ObservationProblem as problem:
-            self.health.count(f"dropped.{problem.key}")
-            self.health.problem(problem.key, str(problem))
-            return
-        stages_ms.update({f"observation_{k}": 1e3 * v for k, v in self._last_observation_timing_s.items()})
-        self._infer_and_publish(pair.stamp_ns, *observation, generation=generation, stages_ms=stages_ms)
-
-    def _silent_camera(self, now_ns: int) -> str | None:
-        """Under the lock: why no pair can come when the pairer saw no problem, or None. A camera whose newest frame
-        is older than ``max_observation_age_s`` while another camera's is not lags or is silent.
-
-        Why here: the pairer says "a partner is still on its way" whenever its short history (4 frames a camera) holds
-        no pair and the newest frame's partner is not overdue yet at the time of asking. This node asks right after
-        each frame, so while one camera streams faster than 1 / (slop + partner grace) (about 7 Hz) and the other is
-        silent, that is all it ever said once the last pair had left the history: a silent wrist camera was not
-        reported at all (test_faults_inference_restart). A frame older than max_observation_age_s could only make a
-        stale pair, so this is the pairer's stale-pair rule applied to the pair that is no longer in its history."""
-        newest = {view: self.pairer.newest_stamp_ns(view) for view in self.views}
-        if len(newest) < 2 or any(t is None for t in newest.values()):
-            return None  # the pairer reports a camera that never sent anything
-        max_age_ns = int(self.params["max_observation_age_s"] * 1e9)
-        old = {view: now_ns - t for view, t in newest.items() if now_ns - t > max_age_ns}
-        if not old or len(old) == len(newest):
-            return None  # every camera fresh (a partner on its way), or all silent (the pairer's stale pair)
-        ages = ", ".join(f"{view} {(now_ns - t) / 1e9:.3f} s" for view, t in newest.items())
-        silent = " and ".join(f"the {view}" for view in old)
-        verb = "cameras lag or are silent" if len(old) > 1 else "camera lags or is silent"
-        return (f"no matching pair: the newest frames are {ages} old (> max_age {max_age_ns / 1e9:.3f} s for "
-                f"{', '.join(old)}); {silent} {verb}")
+            self.pipeline.internal_error(exc)
 
     def _build_observation(self, pair, infos):
-        """(cameras, state) of ``pair`` by the shared builder (para_ros.observation.builder), its notes as
-        diagnostics; raises ``ObservationProblem``."""
-        with self._lock:  # the opening at the image stamp, by the bag tools' rule (sample and hold)
-            gripper = self._gripper_history.at(pair.stamp_ns)
-        p = self.params
-        obs = build_observation(
-            self.observation_settings, pair.stamp_ns, [(f.message, f.stamp_ns) for f in pair.frames],
-            [infos.get(view) for view in self.views], lookup=self._lookup, ee_pose=self._ee_pose, gripper=gripper,
-            info_sources=[p[f"{view}_info_topic"] for view in self.views],
-            gripper_source=p["joint_states_topic"])
-        self._last_observation_timing_s = obs.timing_s
-        for view, frame in zip(self.views, obs.camera_frames):
-            self._camera_frames[view] = frame  # the overlay image's frame id
-        for view in self.views:  # notes: warnings that did not stop the observation, active while they last
-            if f"distortion.{view}" in obs.notes:
-                self.health.problem(f"distortion.{view}", obs.notes[f"distortion.{view}"])
-            else:
-                self.health.clear(f"distortion.{view}")
-        if "gripper" in obs.notes:
-            self.health.problem("gripper", obs.notes["gripper"])
-        else:
-            self.health.clear("gripper")
-        for key in ("image", "camera_info", "tf", "joint_states"):  # every view and the EE made it: problems gone
-            self.health.clear(key)
-        return obs.cameras, obs.state
+        """(cameras, state) of ``pair`` (the pipeline's builder with this node's TF look-ups); raises
+        ``ObservationProblem``."""
+        return self.pipeline.build_observation(pair, infos, self._lookup, self._ee_pose)
+
+    def _publish(self, prediction) -> None:
+        """The chunk, then its markers, voxels and overlay (they never delay the chunk)."""
+        from para_ros.ros_io.chunk_msg import action_chunk_msg
+        from para_ros.ros_io.rviz import chunk_markers, voxel_cloud
+
+        msg = action_chunk_msg(prediction.output, prediction.stamp_ns, self.params["world_frame"],
+                               self.params["ee_frame"], self.policy.model_id, into=self._chunk_msg)
+        header = msg.header  # one message, refilled per chunk
+        if not self.pipeline.is_current(prediction):
+            return  # the clock jumped back while the model ran: an old observation
+        self.chunk_pub.publish(msg)
+        # camera -> chunk ends here: rviz outputs go out after the chunk, so they never delay the executor
+        latency_s = (self.get_clock().now().nanoseconds - prediction.stamp_ns) / 1e9
+        t_chunk_published = time.perf_counter()
+        viz = self.pipeline.visualisation(prediction)
+        self.marker_pub.publish(chunk_markers(header, viz.positions_world, viz.confidence, viz.ee_xyz,
+                                              voxel_size_m=viz.voxel_size_m, color_by=self.params["marker_color_by"]))
+        if self.params["publish_pointcloud"]:
+            self.cloud_pub.publish(voxel_cloud(header, viz.top_voxels_world, viz.top_voxels_prob))
+        if self.overlay_pub is not None:
+            self._publish_overlay(header, self.pipeline.overlay_rgb(prediction))
+        self.pipeline.finish(prediction, latency_s, t_chunk_published)
+
+    def _publish_overlay(self, header, rgb) -> None:
+        """The first view with the tool frame and the predicted path, as an rgb8 Image."""
+        import array
+
+        img = Image()
+        img.header.stamp = header.stamp
+        img.header.frame_id = self.pipeline.camera_frames.get(self.views[0], "")
+        img.height, img.width = rgb.shape[:2]
+        img.encoding, img.is_bigendian, img.step = "rgb8", 0, 3 * rgb.shape[1]
+        img.data = array.array("B", np.ascontiguousarray(rgb).tobytes())
+        self.overlay_pub.publish(img)
 
     def _lookup(self, frame: str, stamp_ns: int, wait: bool = True, what: str | None = None) -> np.ndarray:
         """(4, 4) ``T_world_frame`` at ``stamp_ns`` from TF, waiting up to ``tf_timeout_s`` when ``wait``; raises
         ``ObservationProblem`` (``tf``), its message prefixed with ``what`` when given."""
-        from rclpy.duration import Duration
         from rclpy.time import Time
 
         from para_ros.adapters.tf import TransformException
@@ -465,91 +428,6 @@ class InferenceNode(Node):
         if base == self.params["world_frame"]:
             return T_base_ee
         return self._lookup(base, stamp_ns, wait, what="arm base pose") @ T_base_ee
-
-    def _infer_and_publish(self, stamp_ns: int, cameras, state, generation: int | None = None,
-                           stages_ms: dict[str, float] | None = None) -> None:
-        """Run the policy and publish the chunk, its markers and voxels; ``generation``: the clock-jump count when the
-        observation was taken (a chunk of an observation from before a backward jump is dropped, not published);
-        ``stages_ms``: the latency stages so far (receive, wait, observation_*), completed here and reported."""
-        from para_ros.ros_io.chunk_msg import action_chunk_msg
-        from para_ros.ros_io.rviz import chunk_markers, voxel_cloud
-
-        try:
-            out = self.policy.predict(cameras, state)
-            t_predicted = time.perf_counter()
-        except ValueError as exc:
-            self.health.count("dropped.policy")
-            self.health.problem("policy", f"policy refused the observation: {exc}")
-            return
-        arrays = (out.positions_world, out.quaternions_xyzw, out.gripper, out.confidence, out.time_offsets_s)
-        if not all(np.all(np.isfinite(a)) for a in arrays):
-            self.health.count("dropped.policy")
-            self.health.problem("policy", "policy output is not finite: chunk dropped", level=ERROR)
-            return
-        self.health.clear("policy")
-        msg = action_chunk_msg(out, stamp_ns, self.params["world_frame"], self.params["ee_frame"],
-                               self.policy.model_id, into=self._chunk_msg)  # one message, refilled per chunk
-        header = msg.header
-        if generation is not None and generation != self._time_generation:
-            self.health.count("dropped.time_jump")  # the clock jumped back while the model ran: an old observation
-            return
-        self.chunk_pub.publish(msg)
-        # camera -> chunk ends here: rviz outputs go out after the chunk, so they never delay the executor
-        latency_s = (self.get_clock().now().nanoseconds - stamp_ns) / 1e9
-        t_chunk_published = time.perf_counter()
-        voxel_size_m = self._voxel_size_m(out)
-        self.marker_pub.publish(chunk_markers(header, out.positions_world, out.confidence, state.T_world_ee[:3, 3],
-                                              voxel_size_m=voxel_size_m, color_by=self.params["marker_color_by"]))
-        if self.params["publish_pointcloud"]:
-            self.cloud_pub.publish(voxel_cloud(header, out.top_voxels_world, out.top_voxels_prob))
-        if self.overlay_pub is not None:
-            self._publish_overlay(header, cameras[0], state, out.positions_world)
-        self.latencies_s.append(latency_s)
-        self._report_stages(stages_ms or {}, latency_s, t_predicted, t_chunk_published)
-        self.health.count("chunks_out")
-        self.health.clear("internal_error")  # a whole observation went through: the unexpected error is gone
-        self.health.set_value("latency_median_s", f"{np.median(self.latencies_s):.4f}")
-        self.health.set_value("latency_p99_s", f"{np.percentile(self.latencies_s, 99):.4f}")
-        self.health.set_value("policy_total_s", f"{self.policy.last_timing_s.get('total', float('nan')):.4f}")
-
-    def _report_stages(self, stages_ms: dict[str, float], latency_s: float, t_predicted: float,
-                       t_chunk_published: float) -> None:
-        """Where the milliseconds of one chunk went (module docstring: latency stages), as medians on /diagnostics
-        (``stage_median_ms.<stage>``): receive (image stamp -> receipt), wait (receipt -> the inference thread took
-        the pair), observation_decode / observation_tf (the builder), preprocess / model / decode (the policy),
-        publish (the chunk message built and sent), and ``other`` (what the stages do not account for); they sum to
-        the camera -> chunk latency. The rviz outputs after the chunk (markers, cloud, overlay) are not part of it:
-        ``viz_publish_median_ms``."""
-        timing = self.policy.last_timing_s
-        stages = {**stages_ms, "preprocess": 1e3 * timing.get("preprocess", 0.0),
-                  "model": 1e3 * timing.get("model", 0.0), "decode": 1e3 * timing.get("decode", 0.0),
-                  "publish": 1e3 * (t_chunk_published - t_predicted)}
-        stages["other"] = 1e3 * latency_s - sum(stages.values())
-        stages_and_viz = {**{f"stage_median_ms.{k}": v for k, v in stages.items()},
-                          "viz_publish_median_ms": 1e3 * (time.perf_counter() - t_chunk_published)}
-        for key, ms in stages_and_viz.items():
-            self.health.add_sample(key, ms)
-
-    def _publish_overlay(self, header, camera, state, path_world) -> None:
-        """The first view with the tool frame and the predicted path (``para_core.eval.calibration.overlay_image``)."""
-        import array
-
-        from sensor_msgs.msg import Image as ImageMsg
-
-        from para_core.eval.calibration import overlay_image
-
-        rgb = overlay_image(camera.image_rgb, camera.K, camera.T_world_cam, state.T_world_ee, path_world)
-        img = ImageMsg()
-        img.header.stamp = header.stamp
-        img.header.frame_id = self._camera_frames.get(self.views[0], "")
-        img.height, img.width = rgb.shape[:2]
-        img.encoding, img.is_bigendian, img.step = "rgb8", 0, 3 * rgb.shape[1]
-        img.data = array.array("B", np.ascontiguousarray(rgb).tobytes())
-        self.overlay_pub.publish(img)
-
-    def _voxel_size_m(self, out) -> float:
-        span = out.voxel_bounds_world[1] - out.voxel_bounds_world[0]
-        return float(np.clip(np.max(span) / max(self.policy.config.pred_size, 1), 0.004, 0.05))
 
 
 def main(argv: list[str] | None = None) -> int:
