@@ -672,15 +672,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write the predicted ActionChunks + markers as a bag (.mcap: one file; else a directory)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_topic_args(ev)
+    from para_ros.bag import lerobot_export, view
+
+    lerobot_export.add_parsers(sub)
+    view.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return {"extract": extract, "calib": calib, "play": play, "eval": evaluate, "ablate": ablate,
-                "figure": figure}[args.command](args)
-    except (BagError, FileExistsError, ValueError) as exc:
+        handler = getattr(args, "func", None) or {"extract": extract, "calib": calib, "play": play, "eval": evaluate,
+                                                  "ablate": ablate, "figure": figure}[args.command]
+        return handler(args)
+    except (BagError, FileExistsError, FileNotFoundError, ImportError, ValueError) as exc:
         print(f"para-bag {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
