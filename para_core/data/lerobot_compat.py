@@ -7,10 +7,12 @@ CUDA builds: next to a CPU-only PyTorch they fail at import (``operator torchvis
 ``torchvision`` before LeRobot is imported: ``ToTensor`` (PIL/uint8 HWC -> float32 CHW in [0, 1], torchvision's
 semantics) and a PyAV ``VideoReader`` (seek to the key frame at or before a time, then yield ``{"data": (3, H, W)
 uint8, "pts": seconds}`` per decoded frame, torchvision's pyav behaviour). With a working torchvision (a CUDA PyTorch)
-the real one is used. Decoding then goes through LeRobot's own ``decode_video_frames(..., backend="pyav")``.
+the real one is used. Decoding then goes through LeRobot's own ``decode_video_frames(..., backend="pyav")``. The
+stand-in is in ``sys.modules`` only while LeRobot is imported: transformers and datasets never see it.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import types
@@ -85,28 +87,41 @@ def _torchvision_stand_in() -> types.ModuleType:
     return tv
 
 
-def _ensure_torchvision() -> None:
-    if "torchvision" in sys.modules:
+@contextlib.contextmanager
+def _torchvision_for_lerobot():
+    """While LeRobot's modules are imported, ``torchvision`` is the real one or the stand-in. The stand-in leaves
+    ``sys.modules`` afterwards (LeRobot's modules keep their reference), so that other libraries in the process
+    (transformers, datasets) still see no torchvision instead of a partial one."""
+    if "torchvision" in sys.modules or "lerobot.datasets.lerobot_dataset" in sys.modules:
+        yield
         return
     try:
         importlib.import_module("torchvision")
+        yield
         return
     except Exception:  # noqa: BLE001 - absent, or a CUDA build next to a CPU torch (RuntimeError at import)
         for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
             del sys.modules[name]
+    import datasets  # noqa: F401 - first, so that its own torchvision check sees the truth (none)
+
     tv = _torchvision_stand_in()
-    sys.modules["torchvision"] = tv
-    sys.modules["torchvision.transforms"] = tv.transforms
-    sys.modules["torchvision.io"] = tv.io
+    names = {"torchvision": tv, "torchvision.transforms": tv.transforms, "torchvision.io": tv.io}
+    sys.modules.update(names)
+    try:
+        yield
+    finally:
+        for name, module in names.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
 
 
 def lerobot_dataset_classes():
     """-> (LeRobotDataset, LeRobotDatasetMetadata, CODEBASE_VERSION) from the installed LeRobot library.
 
     Raises ``ImportError`` naming the install command when LeRobot or its dataset dependencies are missing."""
-    _ensure_torchvision()
     try:
-        from lerobot.datasets.lerobot_dataset import CODEBASE_VERSION, LeRobotDataset, LeRobotDatasetMetadata
+        with _torchvision_for_lerobot():
+            from lerobot.datasets.lerobot_dataset import CODEBASE_VERSION, LeRobotDataset, LeRobotDatasetMetadata
     except ImportError as exc:
         raise ImportError(f"the LeRobot dataset library is not importable ({exc}); install it with: "
                           f"{LEROBOT_INSTALL_HINT}") from exc

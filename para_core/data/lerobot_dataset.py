@@ -262,7 +262,8 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
             raise LeRobotDataError(
                 f"{root} has no calibration features ({K_KEY.format(view='<view>')}, "
                 f"{T_KEY.format(view='<view>')}, {TOOL_KEY}) and no calibration source was given: pass a "
-                "calibration file (--calibration calibration.yaml, joint positions -> poses by the YAM's kinematics)")
+                "calibration file: para-bag import-lerobot DATASET --calibration calibration.yaml --out EPISODES "
+                "(joint positions -> poses by the YAM's kinematics), then train on EPISODES")
         no_k = [v for v in options.view_names if v not in options.intrinsics]
         if no_k:
             raise LeRobotDataError(f"{root}: no intrinsics for views {no_k}: give --intrinsics VIEW=fx,fy,cx,cy (at "
