@@ -34,6 +34,15 @@ def chunk_positions(msg) -> np.ndarray:
     return np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses], dtype=np.float64).reshape(-1, 3)
 
 
+def argmax_voxels(policy) -> np.ndarray | None:
+    """(T, 3) centres of each step's most probable voxel in the policy's last output (the chunk before the local
+    refinement), or None when the model does not decode without refinement."""
+    try:
+        return np.asarray(policy.model.decode(policy.last_output, refine=False)[0].positions_world)
+    except (TypeError, AttributeError):
+        return None
+
+
 def view(args) -> int:
     from para_ros.bag.cli import _progress, topic_config
     from para_ros.bag.reader import BagReader
@@ -47,9 +56,7 @@ def view(args) -> int:
         stamps = bag.pair_stamps()
         keep = set(stamps[:args.max_frames] if args.max_frames else stamps)
         for obs in _progress(bag.observations(keep), len(keep), "view", args.quiet):
-            for v, stamp, cam in zip(views, obs.image_stamps_ns, obs.cameras):
-                log.log_camera(stamp, v, cam.K, cam.T_world_cam, cam.image_rgb)
-            log.log_ee(obs.stamp_ns, obs.T_world_ee, obs.gripper)
+            log.log_observation(obs, views)
             counts["observations"] += 1
         topics = bag.topics
         if CHUNK_TOPIC in topics:

@@ -108,6 +108,18 @@ class RerunLog:
         pts = np.asarray(points_world, dtype=np.float32).reshape(-1, 3)
         self.rec.log("world/voxels", rr.Points3D(pts, radii=0.004, colors=probability_colors(probability)))
 
+    def log_observation(self, obs, view_names) -> None:
+        """A synchronised observation (``para_ros.observation.builder.Observation``): every camera at its image
+        stamp, the tool at the observation stamp."""
+        for view, stamp, cam in zip(view_names, obs.image_stamps_ns, obs.cameras):
+            self.log_camera(stamp, view, cam.K, cam.T_world_cam, cam.image_rgb)
+        self.log_ee(obs.stamp_ns, obs.T_world_ee, obs.gripper)
+
+    def log_policy_output(self, stamp_ns: int, out, argmax_world: np.ndarray | None = None) -> None:
+        """A ``PolicyOutput``: its chunk (path + argmax voxels) and its top voxels (the node's /para/voxels)."""
+        self.log_chunk(stamp_ns, out.positions_world, argmax_world)
+        self.log_voxels(stamp_ns, out.top_voxels_world, out.top_voxels_prob)
+
     def close(self) -> Path:
         self.rec.flush()
         if hasattr(self.rec, "disconnect"):
