@@ -45,12 +45,9 @@ class RerunLog:
 
     :param path: output ``.rrd`` file (its folder is created).
     :param application_id: rerun's application id (the viewer groups recordings by it).
-    :param views: camera views shown beside the 3-D view in the default layout.
-    :param eye_position_m, look_at_m: the 3-D view's initial eye and target, base frame, metres.
     """
 
-    def __init__(self, path: str | Path, application_id: str = "para", views=("scene", "wrist"),
-                 eye_position_m=(1.1, -0.9, 0.8), look_at_m=(0.35, 0.0, 0.1)):
+    def __init__(self, path: str | Path, application_id: str = "para"):
         import rerun as rr
 
         self.rr = rr
@@ -59,21 +56,10 @@ class RerunLog:
             raise ValueError(f"rerun output {self.path}: use a .rrd file name")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rec = rr.RecordingStream(application_id)
-        self.rec.save(str(self.path), default_blueprint=self._blueprint(views, eye_position_m, look_at_m))
+        self.rec.save(str(self.path))
         self.rec.log("world", rr.ViewCoordinates.RIGHT_HAND_Z_UP, static=True)
         self._ee_path: list[np.ndarray] = []
         self._pinholes: dict[str, tuple] = {}
-
-    @staticmethod
-    def _blueprint(views, eye_position_m, look_at_m):
-        """The default layout: the 3-D world (looking from ``eye_position_m`` at ``look_at_m``) beside the images."""
-        import rerun.blueprint as rrb
-
-        world = rrb.Spatial3DView(origin="world", name="world (base)", eye_controls=rrb.EyeControls3D(
-            position=list(eye_position_m), look_target=list(look_at_m), eye_up=[0.0, 0.0, 1.0]))
-        images = [rrb.Spatial2DView(origin=f"world/cameras/{v}", name=v) for v in views]
-        return rrb.Blueprint(rrb.Horizontal(world, rrb.Vertical(*images), column_shares=[2, 1]),
-                             collapse_panels=True)
 
     def _at(self, stamp_ns: int) -> None:
         self.rec.set_time(TIMELINE, timestamp=np.datetime64(int(stamp_ns), "ns"))
