@@ -62,6 +62,9 @@ def test_export_is_a_lerobot_v3_dataset_that_lerobot_opens(recording):
     state = item["observation.state"].numpy()
     assert np.allclose(state[:3], ref.T_world_ee[3][:3, 3], atol=1e-6) and state[7] == pytest.approx(ref.gripper[3])
     assert np.allclose(item["action"].numpy()[:3], ref.T_world_ee[4][:3, 3], atol=1e-6)
+    # the import decodes each episode in one pass: the same frames LeRobot's reader gives one by one
+    lerobot_rgb = (item["observation.images.wrist"].permute(1, 2, 0).numpy() * 255.0).round().astype(int)
+    assert np.abs(read_lerobot_episodes(recording / "ds")[0].images["wrist"][3] - lerobot_rgb).max() <= 2
     # LeRobot's item access hands out float32 tensors; the table keeps float64 (the import reads it, exact below)
     assert np.allclose(item["observation.cameras.wrist.T_base_cam"].numpy().reshape(4, 4),
                        ref.T_world_cam["wrist"][3], atol=1e-6)

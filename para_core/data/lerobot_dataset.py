@@ -236,6 +236,36 @@ def _check_video_frame_counts(root: Path, meta, video_keys: list[str]) -> None:
                                    "re-export the dataset)")
 
 
+def decode_episode_video(path: Path, from_timestamp_s: float, timestamps_s: np.ndarray, fps: float) -> np.ndarray:
+    """(n, H, W, 3) uint8 RGB frames of one episode from a LeRobot v3 video file (episodes are concatenated in it;
+    the episode's frame i is at ``from_timestamp_s + timestamps_s[i]``), decoded in one sequential pass with PyAV:
+    seek to the key frame before the episode, then keep the frame nearest each wanted time (within half a period).
+    LeRobot's own reader decodes the same frames one query at a time."""
+    import av
+
+    want = from_timestamp_s + np.asarray(timestamps_s, dtype=np.float64)  # (n,)
+    half = 0.5 / fps
+    out: list = [None] * want.size
+    best = np.full(want.size, np.inf)
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        container.seek(max(int((want[0] - half) / stream.time_base), 0), stream=stream, backward=True)
+        for frame in container.decode(stream):
+            t = float(frame.time)
+            if t > want[-1] + half:
+                break
+            i = int(np.argmin(np.abs(want - t)))
+            if abs(want[i] - t) < min(best[i], half):
+                best[i] = abs(want[i] - t)
+                out[i] = frame.to_ndarray(format="rgb24")
+    missing = [i for i, f in enumerate(out) if f is None]
+    if missing:
+        raise LeRobotDataError(f"{path}: no frame within {half * 1e3:.1f} ms of frame {missing[0]} "
+                               f"(t={want[missing[0]]:.3f} s) of the episode starting at {from_timestamp_s:.3f} s; "
+                               "the video and the table disagree")
+    return np.stack(out)
+
+
 def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None = None, joints_to_poses=None,
                           repo_id: str = DEFAULT_REPO_ID, progress=None) -> list[Episode]:
     """Every episode of the LeRobotDataset v3 at ``root`` as a PARA ``Episode`` (read with LeRobot's classes).
@@ -283,7 +313,7 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
         grip_idx = names.index(options.gripper_name) if options.gripper_name else None
     meta = LeRobotDatasetMetadata(repo_id, root=root)
     _check_video_frame_counts(root, meta, [options.camera_key(v) for v in options.view_names])
-    ds = LeRobotDataset(repo_id, root=root, video_backend=video_backend())
+    ds = LeRobotDataset(repo_id, root=root, video_backend=video_backend())  # LeRobot's own reader checks the rest
     table = ds.hf_dataset.with_format(None)
     episode_col = np.asarray(table["episode_index"])
     episodes = []
@@ -293,14 +323,13 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
         rows = np.nonzero(episode_col == e)[0]
         if rows.size == 0:
             continue
-        images = {v: [] for v in options.view_names}
         cols: dict[str, list] = {}
-        for r in rows:
-            item = ds[int(r)]
-            for v in options.view_names:
-                chw = item[options.camera_key(v)]  # (3, H, W) float32 in [0, 1]
-                images[v].append((chw.permute(1, 2, 0).numpy() * 255.0).round().clip(0, 255).astype(np.uint8))
         sub = table.select(rows.tolist())
+        ep_meta = meta.episodes[e]
+        images = {v: decode_episode_video(
+            root / meta.get_video_file_path(e, options.camera_key(v)),
+            float(ep_meta[f"videos/{options.camera_key(v)}/from_timestamp"]),
+            np.asarray(sub["timestamp"], dtype=np.float64), float(meta.fps)) for v in options.view_names}
         for key in (TOOL_KEY, STAMP_KEY, options.state_key, "timestamp",
                     *[K_KEY.format(view=v) for v in options.view_names],
                     *[T_KEY.format(view=v) for v in options.view_names]):
@@ -330,7 +359,7 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
                  for v in options.view_names}
         episodes.append(Episode(
             view_names=options.view_names, stamps_ns=stamps,
-            images={v: np.stack(images[v]) for v in options.view_names}, K=K,
+            images=images, K=K,
             T_world_cam={v: np.asarray(T_cam[v], dtype=np.float64) for v in options.view_names},
             T_world_ee=np.asarray(T_ee, dtype=np.float64), gripper=grip, fps=float(meta.fps),
             meta={"source_lerobot": str(root.resolve()), "lerobot_episode": e,
@@ -343,7 +372,8 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
 def convert_for_training(paths, out_dir: str | Path, options: LeRobotImportOptions | None = None,
                          joints_to_poses=None) -> list[Path]:
     """LeRobot dataset directories among ``paths`` -> PARA episode directories under ``out_dir`` (one folder per
-    dataset); other paths are returned unchanged. Conversion is skipped when ``out_dir/<name>`` is complete."""
+    dataset); other paths are returned unchanged. Conversion is skipped when ``out_dir/<name>`` was converted from
+    the same dataset (path and ``meta/info.json`` modification time)."""
     out: list[Path] = []
     for p in paths:
         p = Path(p)
@@ -352,11 +382,18 @@ def convert_for_training(paths, out_dir: str | Path, options: LeRobotImportOptio
             continue
         target = Path(out_dir) / p.resolve().name
         done = target / "converted.json"
-        if not done.is_file():
+        source = {"source": str(p.resolve()), "info_mtime_ns": (p / "meta" / "info.json").stat().st_mtime_ns}
+        try:
+            previous = json.loads(done.read_text()) if done.is_file() else {}
+        except json.JSONDecodeError:
+            previous = {}
+        if {k: previous.get(k) for k in source} != source:  # new, or the dataset changed since
+            if target.exists():
+                shutil.rmtree(target)
             episodes = read_lerobot_episodes(p, options, joints_to_poses)
             for i, ep in enumerate(episodes):
                 ep.save(target / f"episode_{i:04d}")
-            done.write_text(json.dumps({"source": str(p.resolve()), "episodes": len(episodes)}))
+            done.write_text(json.dumps({**source, "episodes": len(episodes)}))
         out.append(target)
     return out
 
