@@ -241,7 +241,8 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
         data = np.empty(len(pts), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("probability", "<f4")])
         data["x"], data["y"], data["z"] = np.asarray(pts, dtype=np.float32).T
         data["probability"] = prob
-        fields = [Field(name=n, offset=4 * i, datatype=7, count=1) for i, n in enumerate(("x", "y", "z", "probability"))]
+        fields = [Field(name=n, offset=4 * i, datatype=7, count=1)  # 7: FLOAT32
+                  for i, n in enumerate(("x", "y", "z", "probability"))]
         events.append((int(stamp) + lat, "/para/voxels", Cloud(
             header=header(stamp, "base"), height=1, width=len(data), fields=fields, is_bigendian=False,
             point_step=16, row_step=16 * len(data), data=np.frombuffer(data.tobytes(), np.uint8), is_dense=True)))

@@ -682,7 +682,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write the predicted ActionChunks + markers as a bag (.mcap: one file; else a directory)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.add_argument("--rerun", default=None, metavar="FILE.rrd", help="also write a rerun recording: posed cameras, "
-                    "trajectory, each chunk's path and argmax voxels, voxel cloud (open with: rerun FILE.rrd)")
+                    "trajectory, each chunk's path and argmax voxels, voxel cloud (open with: rerun FILE.rrd); "
+                    "with a policy (for --recorded-chunks use 'para-bag view')")
     _add_topic_args(ev)
     from para_ros.bag import lerobot_export, view
 
