@@ -8,7 +8,6 @@ stamps when the recording has them (a ``para-deploy`` run records both). Open th
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
