@@ -42,19 +42,22 @@ def argmax_voxels(policy) -> np.ndarray | None:
         return None
 
 
-def view(args) -> int:
-    from para_ros.bag.cli import _progress, topic_config
-    from para_ros.bag.reader import BagReader
+def recording_to_rerun(bag_path, out, config=None, max_frames: int = 0, quiet: bool = True) -> dict:
+    """Write the rerun recording ``out`` (.rrd) of the rosbag2 recording ``bag_path``; ``config``: a
+    ``BagTopicConfig`` (default: the inference node's topics). -> counts and the reader's summary."""
+    from para_ros.bag.cli import _progress
+    from para_ros.bag.reader import BagReader, BagTopicConfig
     from para_ros.stamps import stamp_to_ns
     from para_ros.viz.rerun_log import RerunLog
 
-    views = tuple(v.strip() for v in args.views.split(",") if v.strip())
-    log = RerunLog(args.out)
+    config = config or BagTopicConfig.from_inference_yaml(None)
+    views = tuple(config.view_names)
+    log = RerunLog(out)
     counts = {"observations": 0, "chunks": 0, "clouds": 0}
-    with BagReader(args.bag, topic_config(args, views)) as bag:
+    with BagReader(bag_path, config) as bag:
         stamps = bag.pair_stamps()
-        keep = set(stamps[:args.max_frames] if args.max_frames else stamps)
-        for obs in _progress(bag.observations(keep), len(keep), "view", args.quiet):
+        keep = set(stamps[:max_frames] if max_frames else stamps)
+        for obs in _progress(bag.observations(keep), len(keep), "view", quiet):
             log.log_observation(obs, views)
             counts["observations"] += 1
         topics = bag.topics
@@ -67,10 +70,19 @@ def view(args) -> int:
                 pts, prob = cloud_points(msg)
                 log.log_voxels(stamp_to_ns(msg.header.stamp), pts, prob)
                 counts["clouds"] += 1
-        summary = bag.stats.summary()
-    out = log.close()
+        counts["summary"] = bag.stats.summary()
+    counts["path"] = log.close()
+    return counts
+
+
+def view(args) -> int:
+    from para_ros.bag.cli import topic_config
+
+    views = tuple(v.strip() for v in args.views.split(",") if v.strip())
+    counts = recording_to_rerun(args.bag, args.out, topic_config(args, views), args.max_frames, args.quiet)
+    out = counts["path"]
     if counts["observations"] == 0 and counts["chunks"] == 0:
-        print(f"warning: nothing to show from {args.bag}: {summary or 'no camera pair'}", file=sys.stderr)
+        print(f"warning: nothing to show from {args.bag}: {counts['summary'] or 'no camera pair'}", file=sys.stderr)
     print(f"wrote {out}: {counts['observations']} observations, {counts['chunks']} chunks, {counts['clouds']} voxel "
           f"clouds (open with: rerun {out})")
     return 0

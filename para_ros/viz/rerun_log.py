@@ -129,13 +129,15 @@ class RerunLog:
 
 def read_entities(path: str | Path) -> dict[str, list[dict]]:
     """The rows of a ``.rrd`` file per entity path: ``{entity: [{column: value, ...}, ...]}`` (rerun's RrdReader);
-    for tests and tools."""
+    timestamp columns (the ``stamp`` timeline) as int nanoseconds. For tests and tools."""
+    import pyarrow as pa
     from rerun.chunk import RrdReader
 
     out: dict[str, list[dict]] = {}
     for chunk in RrdReader(str(path)).stream().collect().stream():
         rb = chunk.to_record_batch()
-        cols = {n: rb.column(n).to_pylist() for n in rb.schema.names}
+        cols = {n: (rb.column(n).cast(pa.int64()) if pa.types.is_timestamp(rb.schema.field(n).type)
+                    else rb.column(n)).to_pylist() for n in rb.schema.names}
         for i in range(rb.num_rows):
             out.setdefault(chunk.entity_path, []).append({n: v[i] for n, v in cols.items()})
     for rows in out.values():
