@@ -128,11 +128,13 @@ def frame_colour(i: int) -> tuple[int, int, int]:
 
 
 # ------------------------------------------------------------------------------------------------------ writer
-def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, chunks=()) -> Path:
+def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, chunks=(), voxels=()) -> Path:
     """Write the recording to the rosbag2 directory ``path`` and return it.
 
     :param chunks: ``(stamp_ns, positions (T, 3), quaternions_xyzw (T, 4), offsets_ns (T,), gripper (T,))`` tuples
         recorded as ``para_msgs/ActionChunk`` on ``/para/action_chunk`` (as a live run records them).
+    :param voxels: ``(stamp_ns, points (N, 3), probability (N,))`` tuples recorded as the inference node's
+        ``/para/voxels`` PointCloud2 (float32 x, y, z, probability).
     """
     from rosbags.rosbag2 import StoragePlugin, Writer
 
@@ -233,6 +235,17 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
             header=header(stamp, "base"), tool_frame_id=spec.ee_frame, time_from_stamp=durations, poses=poses,
             gripper=np.asarray(grip, dtype=np.float32), confidence=np.ones(len(poses), np.float32),
             model_id="recorded-test")))
+
+    Cloud, Field = ty["sensor_msgs/msg/PointCloud2"], ty["sensor_msgs/msg/PointField"]
+    for stamp, pts, prob in voxels:
+        data = np.empty(len(pts), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("probability", "<f4")])
+        data["x"], data["y"], data["z"] = np.asarray(pts, dtype=np.float32).T
+        data["probability"] = prob
+        fields = [Field(name=n, offset=4 * i, datatype=7, count=1)  # 7: FLOAT32
+                  for i, n in enumerate(("x", "y", "z", "probability"))]
+        events.append((int(stamp) + lat, "/para/voxels", Cloud(
+            header=header(stamp, "base"), height=1, width=len(data), fields=fields, is_bigendian=False,
+            point_step=16, row_step=16 * len(data), data=np.frombuffer(data.tobytes(), np.uint8), is_dense=True)))
 
     events = [e for e in events if e[1] not in spec.skip_topics]
     events.sort(key=lambda e: e[0])

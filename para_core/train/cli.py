@@ -26,7 +26,10 @@ Several processes (GPUs, or CPU processes with gloo), PyTorch's torchrun + Distr
 ``--batch-size`` is the GLOBAL batch (split over the processes and ``--grad-accum-steps`` micro-batches), so the
 learning rate and the results do not depend on the process count, and ``--resume`` works with another one. Only rank
 0 writes the run directory (see ``para_core.train.distributed``). Episodes: ``--data`` takes episode directories (``meta.json`` + ``arrays.npz``, see
-``para_core.data.dataset``) or folders that contain them (searched recursively).
+``para_core.data.dataset``) or folders that contain them (searched recursively), and LeRobotDataset v3 directories
+that carry camera calibration (``para-bag export-lerobot``; converted once into RUN_DIR/lerobot_episodes). A
+LeRobot dataset of joint positions (LeRobot's YAM plugins) needs a calibration file: convert it with ``para-bag
+import-lerobot DATASET --calibration calibration.yaml --out EPISODES`` and train on EPISODES.
 """
 from __future__ import annotations
 
@@ -141,7 +144,9 @@ def resolve_configs(args: argparse.Namespace):
                              f"(put TrainConfig fields under 'train:')")
         model = V4Config.from_dict({**base, **model_over})
         train = TrainConfig.from_dict(train_over)
-        episodes = find_episode_dirs(args.data)
+        from para_core.data.lerobot_dataset import convert_for_training
+
+        episodes = find_episode_dirs(convert_for_training(args.data, Path(args.out) / "lerobot_episodes"))
     model_changes = {k: v for k, v in (("max_iters", args.max_iters), ("batch_size", args.batch_size),
                                        ("lr", args.lr)) if v is not None}
     if args.backbone_pretrained_dir is not None:
@@ -178,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         model_config, train_config, episodes = resolve_configs(args)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, ImportError) as exc:
         parser.error(str(exc))
     if args.print_config:
         print(json.dumps({"model": model_config.to_dict(), "train": train_config.to_dict(),

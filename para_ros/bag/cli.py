@@ -443,6 +443,9 @@ def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
     ov = policy.view_names.index(overlay_view)
     rec = _new_record()
     writer = ChunkBagWriter(args.write_chunks) if args.write_chunks else None
+    from para_ros.viz.rerun_log import RerunLog
+
+    viz = RerunLog(args.rerun) if getattr(args, "rerun", None) else None
     policy_errors: dict[str, int] = {}
     try:
         with BagReader(args.bag, topic_config(args, policy.view_names)) as bag:
@@ -461,6 +464,11 @@ def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
                 i = len(rec["stamps"])
                 _append(rec, bag, obs.stamp_ns, out.positions_world, out.quaternions_xyzw, out.gripper,
                         out.confidence, offsets, obs.T_world_ee[:3, 3])
+                if viz is not None:
+                    from para_ros.bag.view import argmax_voxels
+
+                    viz.log_observation(obs, policy.view_names)
+                    viz.log_policy_output(obs.stamp_ns, out, argmax_voxels(policy))
                 if writer is not None:
                     writer.write(obs.stamp_ns, bag.config.world_frame, bag.config.ee_frame, policy.model_id, out,
                                  obs.T_world_ee[:3, 3])
@@ -484,6 +492,8 @@ def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
                        "image_topics": bag.image_topics, "source": "policy replay"}
     finally:
         chunks_path = writer.close() if writer is not None else None
+        if viz is not None:
+            viz.close()
     context["chunks_bag"] = str(chunks_path) if chunks_path else None
     if policy_errors and not rec["stamps"]:
         context["reader_stats"] += f"; policy refused: {policy_errors}"
@@ -671,16 +681,24 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--write-chunks", default=None, metavar="OUT.mcap",
                     help="write the predicted ActionChunks + markers as a bag (.mcap: one file; else a directory)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.add_argument("--rerun", default=None, metavar="FILE.rrd", help="also write a rerun recording: posed cameras, "
+                    "trajectory, each chunk's path and argmax voxels, voxel cloud (open with: rerun FILE.rrd); "
+                    "with a policy (for --recorded-chunks use 'para-bag view')")
     _add_topic_args(ev)
+    from para_ros.bag import lerobot_export, view
+
+    lerobot_export.add_parsers(sub)
+    view.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return {"extract": extract, "calib": calib, "play": play, "eval": evaluate, "ablate": ablate,
-                "figure": figure}[args.command](args)
-    except (BagError, FileExistsError, ValueError) as exc:
+        handler = getattr(args, "func", None) or {"extract": extract, "calib": calib, "play": play, "eval": evaluate,
+                                                  "ablate": ablate, "figure": figure}[args.command]
+        return handler(args)
+    except (BagError, FileExistsError, FileNotFoundError, ImportError, ValueError) as exc:
         print(f"para-bag {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

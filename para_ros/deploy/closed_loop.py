@@ -76,6 +76,7 @@ class EvalSettings:
     echo: bool = False
     node_params: dict = field(default_factory=dict)
     cube_region: str = ""
+    rerun: str = ""  # .rrd to write (the run recorded, then converted by para_ros.bag.view); "" = none
 
     def __post_init__(self):
         from para_ros.nodes.parameters import check_node_params
@@ -164,6 +165,9 @@ def add_eval_arguments(p) -> None:
 
     add_region_argument(p)
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
+    p.add_argument("--rerun", default="", metavar="FILE.rrd",
+                   help="also record the run (OUT/recording, images at 2 Hz) and write it as a rerun recording: posed "
+                        "cameras, trajectory, chunks, voxel clouds (open with: rerun FILE.rrd)")
 
 
 # ----------------------------------------------------------------------------------------------- the evaluator
@@ -442,7 +446,7 @@ def run_eval(settings: EvalSettings) -> int:
     stop = signals.event
     rows: list[EpisodeRow] = []
     videos: dict[str, str] = {}
-    ev = None
+    ev = monitor = recorder = None
     extra: dict = {"interrupted": False}
     try:
         for spec, overrides in graph.plan(ds):
@@ -451,6 +455,13 @@ def run_eval(settings: EvalSettings) -> int:
             overrides = {**overrides, **settings.node_params.get(spec.name, {})}
             group.start(spec, deploy.node_command(spec, overrides))
         ev = _Evaluator(T_cam)
+        if settings.rerun:  # record what a rerun view needs (the deploy monitor's recorder), convert at the end
+            from para_ros.bag.recording import McapRecorder, ros_type_name
+            from para_ros.deploy.monitor import DeployMonitor, record_topics
+
+            topics = deploy.graph_topics(graph.plan(ds))
+            recorder = McapRecorder(out / "recording", {t: ros_type_name(c) for t, c in record_topics(topics).items()})
+            monitor = DeployMonitor(recorder, topics=topics)
         print(f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
               f"{env['ROS_DOMAIN_ID']}, report in {out}", flush=True)
         _wait_for_first_chunk(ev, group, stop, timeout_s=120.0)
@@ -485,6 +496,16 @@ def run_eval(settings: EvalSettings) -> int:
             ev.close()
         group.stop(timeout_s=5.0)
         signals.restore()
+        if monitor is not None:
+            monitor.stop()
+            recorder.close()
+    if recorder is not None:
+        from para_ros.bag.view import recording_to_rerun
+
+        counts = recording_to_rerun(recorder.path, settings.rerun)
+        extra["rerun"] = str(counts["path"])
+        print(f"para-sim eval: wrote {counts['path']} ({counts['observations']} observations, {counts['chunks']} "
+              f"chunks, {counts['clouds']} voxel clouds; open with: rerun {counts['path']})", flush=True)
     summary = write_report(out, settings, rows, extra)
     lo, hi = summary["wilson95"]
     print(f"para-sim eval: {summary['successes']}/{summary['episodes']} successes "
@@ -601,7 +622,7 @@ def cmd_eval(args) -> int:
             camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
             light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
             echo=args.echo, node_params=graph.parse_node_params(args.node_param),
-            cube_region=args.cube_region.text if args.cube_region else "")
+            cube_region=args.cube_region.text if args.cube_region else "", rerun=args.rerun or "")
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2

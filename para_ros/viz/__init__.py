@@ -1,0 +1,1 @@
+"""Views of PARA outside ROS (rerun recordings)."""
