@@ -42,28 +42,48 @@ def test_compressed_images_give_the_same_chunk_as_raw():
         np.testing.assert_allclose(chunk_positions(chunk), expected.positions_world, atol=1e-4)
 
 
-def constant_feature_checkpoint(path):
-    """A single-view (scene) tiny model whose per-pixel features are constant (1x1 projection weights zeroed)."""
+def one_pixel_per_patch_checkpoint(path):
+    """A single-view (scene) tiny model whose feature map has one pixel per backbone patch (pred_size = img_size /
+    patch_size): no bilinear upsampling, whose border clamping gives neighbouring pixels exactly equal features, so
+    the best voxel of each step is unique (see ``best_voxel_margins``)."""
     from para_core.model.checkpoint import save_checkpoint
     from para_core.model.config import V4Config
     from para_core.model.v4 import build_model
 
-    cfg = V4Config.tiny(view_names=("scene",))
+    tiny = V4Config.tiny()
+    cfg = V4Config.tiny(view_names=("scene",), pred_size=tiny.img_size // tiny.patch_size)
     torch.manual_seed(SEED)
     model = build_model(cfg)
-    with torch.no_grad():
-        model.proj.weight.zero_()
-        model.proj.bias.uniform_(-1.0, 1.0)
-    return save_checkpoint(path, model, model_id="para_v4:constant-features")
+    return save_checkpoint(path, model, model_id="para_v4:one-pixel-per-patch")
+
+
+def best_voxel_margins(ckpt, K: np.ndarray, T_scene: np.ndarray) -> np.ndarray:
+    """(T,) each step's best voxel logit minus its runner-up's, computed here on the observation the rig publishes.
+
+    Logits that are equal in exact arithmetic come out of float32 a few 1e-9 apart, differently for each camera pose
+    (the voxel's projection back onto its pixel, ``grid_sample``'s bilinear weights), so among such ties the argmax
+    picks a pose-dependent voxel. The margin must dwarf that noise for the chosen voxel to be the same grid cell."""
+    from para_core.model.policy import CameraObservation, Policy, RobotState
+    from para_ros.ros_io.synthetic_rig import synthetic_images
+
+    policy = Policy.from_checkpoint(ckpt)
+    state = RobotState(T_EE, 0.8, np.tile(T_EE[:3, 3], (policy.config.mv_past_n, 1)))
+    policy.predict([CameraObservation(synthetic_images(SEED, IMG)["scene"], K, T_scene)], state)
+    top = torch.topk(policy.last_output.volume_logits[0].float(), 2, dim=-1).values  # (T, 2)
+    return (top[:, 0] - top[:, 1]).numpy()
 
 
 @pytest.mark.parametrize("shift_m", [(0.04, -0.03, 0.0), (-0.05, 0.02, 0.0)])
 def test_moving_the_scene_camera_in_tf_moves_the_decoded_points_by_the_same_translation(tmp_path, shift_m):
-    """With constant features a voxel's logit depends only on its height, so the chosen voxel is the same grid cell
-    for any camera pose; translating the camera horizontally by d (static TF, same image) translates every voxel
-    of its grid, hence every decoded step, by exactly d. Proves the node places the grid with the TF it received."""
-    ckpt = constant_feature_checkpoint(tmp_path / "ckpt")
+    """With one view a voxel's logit depends only on its own pixel's features (it projects back onto that pixel) and
+    its height bin, neither of which changes when the camera moves horizontally with the same image; with a unique
+    best voxel per step the chosen voxel is then the same grid cell for any camera pose. Translating the camera
+    horizontally by d (static TF, same image) translates every voxel of its grid, hence every decoded step, by
+    exactly d. Proves the node places the grid with the TF it received."""
+    ckpt = one_pixel_per_patch_checkpoint(tmp_path / "ckpt")
     K_narrow = np.array([[120.0, 0, 32.0], [0, 120.0, 32.0], [0, 0, 1.0]])  # footprint inside the workspace box
+    margins = best_voxel_margins(ckpt, K_narrow, T_SCENE)
+    assert np.all(margins > 1e-5), f"the test needs a unique best voxel per step, runner-up margins {margins}"
 
     def rig_factory():
         return SyntheticRig(T_SCENE, T_WRIST, T_EE, seed=SEED, image_size=IMG, K=K_narrow)
