@@ -17,7 +17,6 @@ from para_core.calibration.calibration_file import (
 )
 from para_core.calibration.errors import CalibrationError
 
-
 # Intrinsics with digits a decimal print would round (1/3) and a cv2-shaped (1, 5) distortion array.
 K_SCENE = np.array([[612.0 + 1 / 3, 0.0, 319.25], [0.0, 611.5, 241.0 - 1 / 7], [0.0, 0.0, 1.0]])
 

@@ -17,14 +17,24 @@ pytest.importorskip("av")
 sys.path.insert(0, str(Path(__file__).parent))
 from bag_fixtures import SyntheticBagSpec, write_synthetic_bag  # noqa: E402
 
+from para_core.calibration.board import CharucoBoardSpec  # noqa: E402
+from para_core.calibration.calibration_file import (  # noqa: E402
+    CalibrationFile,
+    CameraCalibration,
+    load_calibration,
+    save_calibration,
+)
 from para_core.data.dataset import Episode, EpisodeDataset  # noqa: E402
 from para_core.data.lerobot_compat import lerobot_dataset_classes, video_backend  # noqa: E402
-from para_core.data.lerobot_dataset import (YAM_GRIPPER_NAME, YAM_JOINT_NAMES, LeRobotDataError,  # noqa: E402
-                                            LeRobotImportOptions, convert_for_training, image_error_stats,
-                                            read_lerobot_episodes)
-from para_core.calibration.board import CharucoBoardSpec  # noqa: E402
-from para_core.calibration.calibration_file import (CalibrationFile, CameraCalibration,  # noqa: E402
-                                                    load_calibration, save_calibration)
+from para_core.data.lerobot_dataset import (  # noqa: E402
+    YAM_GRIPPER_NAME,
+    YAM_JOINT_NAMES,
+    LeRobotDataError,
+    LeRobotImportOptions,
+    convert_for_training,
+    image_error_stats,
+    read_lerobot_episodes,
+)
 from para_ros.bag.cli import main as bag_main  # noqa: E402
 from para_ros.observation.camera_model import para_K_to_ros  # noqa: E402
 
@@ -180,8 +190,8 @@ def yam_dataset(tmp_path_factory):
     ds = LeRobotDataset.create(repo_id="local/yam", fps=fps, features=features, root=root / "ds",
                                robot_type="yam_follower", use_videos=True)
     truth = {"T_tool": [], "T_wrist": [], "gripper": []}
-    for e in range(2):
-        for t in range(n_frames):
+    for _e in range(2):
+        for _t in range(n_frames):
             q7 = home + np.concatenate([rng.uniform(-0.3, 0.3, 6), [0.0]])
             q7[6] = rng.uniform(0.0, 1.0)
             sim.reset(q7)

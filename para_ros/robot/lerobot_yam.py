@@ -90,6 +90,7 @@ def yam_joints_to_poses(calibration: CalibrationFile, views=("scene", "wrist"), 
         T_cam = {v: np.zeros((q_rad.shape[0], 4, 4)) for v in views}
         for i, q in enumerate(q_rad):
             T = np.eye(4)
+            T_base_gripper = T_wrist = None  # set along the chain: "gripper" comes before its children
             for _parent, child, T_pc in frames.transforms(q):
                 if child == frames.tool_site:
                     T_tool[i] = T_base_gripper @ T_pc
