@@ -1,10 +1,11 @@
 """calibration.yaml: exact round trip, no overwrite without force, nothing written on error, clear load errors."""
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 import yaml
-from calibration_fixtures import SPEC
+from calibration_fixtures import DIST, HEIGHT, SPEC, WIDTH
 from scipy.spatial.transform import Rotation
 
 from para_core.calibration.calibration_file import (
@@ -16,6 +17,9 @@ from para_core.calibration.calibration_file import (
 )
 from para_core.calibration.errors import CalibrationError
 
+# Intrinsics with digits a decimal print would round (1/3) and a cv2-shaped (1, 5) distortion array.
+K_SCENE = np.array([[612.0 + 1 / 3, 0.0, 319.25], [0.0, 611.5, 241.0 - 1 / 7], [0.0, 0.0, 1.0]])
+
 
 def _calibration() -> CalibrationFile:
     rng = np.random.default_rng(0)
@@ -26,7 +30,8 @@ def _calibration() -> CalibrationFile:
                               residuals={"samples": 12, "samples_skipped": 1, "reprojection_rms_px": 0.2134567,
                                          "reprojection_max_px": 0.6, "handeye_rotation_deg": 0.05,
                                          "handeye_translation_mm": 0.4, "rotation_coverage_deg": 48.0,
-                                         "rotation_axis_spread_deg": 60.1, "per_sample_rms_px": [0.1, 1 / 3]})
+                                         "rotation_axis_spread_deg": 60.1, "per_sample_rms_px": [0.1, 1 / 3]},
+                              camera_matrix=K_SCENE, distortion=DIST[None], image_size=(WIDTH, HEIGHT))
     wrist = CameraCalibration(method="eye_in_hand", parent_frame="gripper", frame_id="wrist_cam_optical_frame",
                               xyz_m=(0.0, -0.06, 0.03), quat_xyzw=tuple(q2), board_on="base",
                               board_xyz_m=(0.3, -0.1, 0.0), board_quat_xyzw=(1.0, 0.0, 0.0, 0.0))
@@ -50,6 +55,25 @@ def test_round_trip_is_exact(tmp_path):
         loaded.camera("top_cam")
 
 
+def test_intrinsics_round_trip_exactly_and_are_written_only_when_present(tmp_path):
+    loaded = load_calibration(save_calibration(_calibration(), tmp_path / "calibration.yaml"))
+    scene, wrist = loaded.camera("scene_cam"), loaded.camera("wrist_cam")
+    assert scene.has_intrinsics and np.array_equal(scene.K(), K_SCENE)  # bit-identical, 1/3 included
+    assert scene.distortion == tuple(DIST) and scene.image_size == (WIDTH, HEIGHT)
+    # What OpenCV projects with the loaded intrinsics is what it projects with the ones saved.
+    points = np.array([[0.1, -0.05, 0.8], [-0.2, 0.1, 1.3]])
+    loaded_px, _ = cv2.projectPoints(points, np.zeros(3), np.zeros(3), scene.K(), np.asarray(scene.distortion))
+    saved_px, _ = cv2.projectPoints(points, np.zeros(3), np.zeros(3), K_SCENE, DIST)
+    assert np.array_equal(loaded_px, saved_px)
+    data = yaml.safe_load((tmp_path / "calibration.yaml").read_text())
+    assert data["cameras"]["scene_cam"]["camera_matrix"][0] == [612.0 + 1 / 3, 0.0, 319.25]
+    assert data["cameras"]["scene_cam"]["image_size"] == [WIDTH, HEIGHT]
+    assert not {"camera_matrix", "distortion", "image_size"} & set(data["cameras"]["wrist_cam"])
+    assert not wrist.has_intrinsics and wrist.distortion is None and wrist.image_size is None
+    with pytest.raises(CalibrationError, match="wrist_cam_optical_frame has no camera_matrix"):
+        wrist.K()
+
+
 def test_existing_file_is_not_overwritten_without_force(tmp_path):
     path = tmp_path / "calibration.yaml"
     path.write_text("keep me\n")
@@ -67,6 +91,12 @@ def test_invalid_calibration_writes_nothing(tmp_path):
         "scene_cam": CameraCalibration(**{**cal.cameras["scene_cam"].__dict__, "quat_xyzw": (0.0, 0.0, 0.0, 2.0)})})
     with pytest.raises(CalibrationError, match="cameras.scene_cam.quat_xyzw.*unit quaternion"):
         save_calibration(bad, tmp_path / "calibration.yaml")
+    K_zero = K_SCENE.copy()
+    K_zero[1, 1] = 0.0
+    bad = CalibrationFile(date=cal.date, board=cal.board, cameras={
+        "scene_cam": CameraCalibration(**{**cal.cameras["scene_cam"].__dict__, "camera_matrix": K_zero})})
+    with pytest.raises(CalibrationError, match="cameras.scene_cam.camera_matrix has focal length .*fy = 0.0"):
+        save_calibration(bad, tmp_path / "calibration.yaml")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -82,6 +112,21 @@ def test_invalid_calibration_writes_nothing(tmp_path):
     (lambda d: d["board"].update(marker_m=0.5), "marker_m"),
     (lambda d: d.update(date="yesterday"), "date = 'yesterday'"),
     (lambda d: d.update(cameras={}), "at least one of"),
+    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"][0].__setitem__(0, 0.0),
+     "cameras.scene_cam.camera_matrix has focal length fx = 0.0"),
+    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"][1].__setitem__(1, -600.0),
+     "cameras.scene_cam.camera_matrix has focal length .*fy = -600.0"),
+    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"].pop(), "cameras.scene_cam.camera_matrix = "),
+    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"][2].__setitem__(2, 2.0), "row 3 be \\[0, 0, 1\\]"),
+    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"][1].__setitem__(2, "cy"),
+     "cameras.scene_cam.camera_matrix\\[1\\]"),
+    (lambda d: d["cameras"]["scene_cam"].update(distortion=[0.1, 0.0, 0.0]), "cameras.scene_cam.distortion"),
+    (lambda d: d["cameras"]["scene_cam"].update(image_size=[640.5, 480]), "cameras.scene_cam.image_size"),
+    (lambda d: d["cameras"]["scene_cam"].update(image_size=[640, 0]), "cameras.scene_cam.image_size"),
+    (lambda d: d["cameras"]["wrist_cam"].update(distortion=[0.0] * 5),
+     "cameras.wrist_cam.distortion needs cameras.wrist_cam.camera_matrix"),
+    (lambda d: d["cameras"]["wrist_cam"].update(K=[[600, 0, 32], [0, 600, 24], [0, 0, 1]]),
+     "unknown keys \\['K'\\].*camera_matrix, distortion and image_size"),
 ])
 def test_load_errors_name_the_key(tmp_path, edit, match):
     data = yaml.safe_load(dump_calibration(_calibration()))

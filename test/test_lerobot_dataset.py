@@ -17,16 +17,31 @@ pytest.importorskip("av")
 sys.path.insert(0, str(Path(__file__).parent))
 from bag_fixtures import SyntheticBagSpec, write_synthetic_bag  # noqa: E402
 
+from para_core.calibration.board import CharucoBoardSpec  # noqa: E402
+from para_core.calibration.calibration_file import (  # noqa: E402
+    CalibrationFile,
+    CameraCalibration,
+    load_calibration,
+    save_calibration,
+)
 from para_core.data.dataset import Episode, EpisodeDataset  # noqa: E402
 from para_core.data.lerobot_compat import lerobot_dataset_classes, video_backend  # noqa: E402
-from para_core.data.lerobot_dataset import (YAM_GRIPPER_NAME, YAM_JOINT_NAMES, LeRobotDataError,  # noqa: E402
-                                            LeRobotImportOptions, convert_for_training, image_error_stats,
-                                            read_lerobot_episodes)
+from para_core.data.lerobot_dataset import (  # noqa: E402
+    YAM_GRIPPER_NAME,
+    YAM_JOINT_NAMES,
+    LeRobotDataError,
+    LeRobotImportOptions,
+    convert_for_training,
+    image_error_stats,
+    read_lerobot_episodes,
+)
 from para_ros.bag.cli import main as bag_main  # noqa: E402
+from para_ros.observation.camera_model import para_K_to_ros  # noqa: E402
 
 # Video codec tolerance of the round trip (libsvtav1 at LeRobot's settings, crf 30, on the fixture's 48x36 images).
 MAX_MEAN_ABS_ERROR = 3.0  # grey levels, mean over all pixels
 MIN_PSNR_DB = 30.0
+BOARD = CharucoBoardSpec(squares_x=5, squares_y=7, square_m=0.03, marker_m=0.022, dictionary="DICT_5X5_100")
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +190,8 @@ def yam_dataset(tmp_path_factory):
     ds = LeRobotDataset.create(repo_id="local/yam", fps=fps, features=features, root=root / "ds",
                                robot_type="yam_follower", use_videos=True)
     truth = {"T_tool": [], "T_wrist": [], "gripper": []}
-    for e in range(2):
-        for t in range(n_frames):
+    for _e in range(2):
+        for _t in range(n_frames):
             q7 = home + np.concatenate([rng.uniform(-0.3, 0.3, 6), [0.0]])
             q7[6] = rng.uniform(0.0, 1.0)
             sim.reset(q7)
@@ -190,19 +205,36 @@ def yam_dataset(tmp_path_factory):
             truth["gripper"].append(q[6])
         ds.save_episode()
     ds.finalize()
-    mount = load_yam_config().wrist_camera
-    from para_core.model.rotations import matrix_to_quaternion
-
+    # The calibration file as para-calib solve writes it: the simulator's scene camera pose and the wrist mount, with
+    # the renders' intrinsics in the file's OpenCV convention (the simulator's K is in para_core's).
     T_scene = sim.T_world_cam("scene")
-    calibration = {"para_calibration": 1, "date": "2026-12-03T04:00:00Z", "cameras": {
-        "scene_cam": {"method": "eye_to_hand", "parent_frame": "base", "frame_id": "scene_cam_optical_frame",
-                      "xyz_m": T_scene[:3, 3].tolist(), "quat_xyzw": matrix_to_quaternion(T_scene[:3, :3]).tolist(),
-                      "K": sim.intrinsics("scene", w, h).tolist()},
-        "wrist_cam": {"method": "eye_in_hand", "parent_frame": "gripper", "frame_id": "wrist_cam_optical_frame",
-                      "xyz_m": np.asarray(mount.xyz_m).tolist(), "quat_xyzw": np.asarray(mount.quat_xyzw).tolist(),
-                      "K": sim.intrinsics("wrist", w, h).tolist()}}}
-    (root / "calibration.yaml").write_text(yaml.safe_dump(calibration))
-    return root, {k: np.asarray(v) for k, v in truth.items()}
+    truth["K"] = {v: sim.intrinsics(v, w, h) for v in ("scene", "wrist")}
+    scene, wrist = _yam_calibration_cameras(T_scene, load_yam_config().wrist_camera,
+                                            {v: para_K_to_ros(K) for v, K in truth["K"].items()}, (w, h))
+    save_calibration(CalibrationFile(date="2026-12-03T04:00:00Z", board=BOARD,
+                                     cameras={"scene_cam": scene, "wrist_cam": wrist}), root / "calibration.yaml")
+    truth["T_scene"] = T_scene
+    return root, {k: (v if isinstance(v, dict) else np.asarray(v)) for k, v in truth.items()}
+
+
+def _yam_calibration_cameras(T_base_scene, mount, K_ros=None, image_wh=None):
+    """(scene_cam, wrist_cam) entries: the scene camera's pose in base and the wrist mount; ``K_ros``: view -> (3, 3)
+    OpenCV-convention camera matrix to store (None: no intrinsics in the file)."""
+    from para_core.model.rotations import matrix_to_pose
+
+    xyz, quat = matrix_to_pose(T_base_scene)
+    K_ros = K_ros or {}
+    size = image_wh if K_ros else None
+    scene = CameraCalibration(method="eye_to_hand", parent_frame="base", frame_id="scene_cam_optical_frame",
+                              xyz_m=tuple(xyz), quat_xyzw=tuple(quat), board_on="gripper",
+                              board_xyz_m=(0.0, 0.0, 0.02), board_quat_xyzw=(0.0, 0.0, 0.0, 1.0),
+                              camera_matrix=K_ros.get("scene"), distortion=(0.0,) * 5 if K_ros else None,
+                              image_size=size)
+    wrist = CameraCalibration(method="eye_in_hand", parent_frame="gripper", frame_id=mount.frame_id,
+                              xyz_m=tuple(mount.xyz_m), quat_xyzw=tuple(mount.quat_xyzw), board_on="base",
+                              board_xyz_m=(0.3, 0.0, 0.0), board_quat_xyzw=(1.0, 0.0, 0.0, 0.0),
+                              camera_matrix=K_ros.get("wrist"), image_size=size)
+    return scene, wrist
 
 
 def test_yam_joint_space_dataset_gives_the_simulators_poses(yam_dataset, tmp_path):
@@ -219,6 +251,63 @@ def test_yam_joint_space_dataset_gives_the_simulators_poses(yam_dataset, tmp_pat
     assert np.abs(T_wrist[:, :3, 3] - truth["T_wrist"][:, :3, 3]).max() < 1e-3
     assert np.abs(T_wrist[:, :3, :3] - truth["T_wrist"][:, :3, :3]).max() < 1e-3
     assert np.allclose(np.concatenate([e.gripper for e in eps]), truth["gripper"], atol=1e-5)
+    # The file's OpenCV-convention camera_matrix comes back as the renders' para_core K (cx, cy + 0.5 exactly).
+    for view in ("scene", "wrist"):
+        K = np.concatenate([e.K[view] for e in eps])  # (16, 3, 3)
+        assert np.abs(K - truth["K"][view]).max() < 1e-12, view
+    T_scene = np.concatenate([e.T_world_cam["scene"] for e in eps])
+    assert np.abs(T_scene - truth["T_scene"]).max() < 1e-12  # CameraCalibration.T_parent_child of the saved pose
+
+
+def test_yam_import_without_intrinsics_in_the_file_takes_them_from_the_command_line(yam_dataset, tmp_path, capsys):
+    from para_ros.robot.yam import load_yam_config
+
+    root, truth = yam_dataset
+    cal = load_calibration(root / "calibration.yaml")
+    scene, wrist = _yam_calibration_cameras(cal.camera("scene_cam").T_parent_child(), load_yam_config().wrist_camera)
+    path = save_calibration(CalibrationFile(date=cal.date, board=cal.board,
+                                            cameras={"scene_cam": scene, "wrist_cam": wrist}), tmp_path / "c.yaml")
+    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "none"), "--calibration",
+                     str(path)]) == 2
+    assert "no intrinsics for views ['scene', 'wrist']" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+    K_ros = {v: para_K_to_ros(truth["K"][v]) for v in ("scene", "wrist")}
+    flags = [f"--intrinsics={v}=" + ",".join(repr(float(K[i, j])) for i, j in ((0, 0), (1, 1), (0, 2), (1, 2)))
+             for v, K in K_ros.items()]
+    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration", str(path),
+                     *flags]) == 0
+    ep = Episode.load(sorted((tmp_path / "e").iterdir())[0])
+    for view in ("scene", "wrist"):
+        assert np.abs(ep.K[view] - truth["K"][view]).max() < 1e-12, view
+
+
+def test_yam_import_refuses_intrinsics_of_another_image_size(yam_dataset, tmp_path, capsys):
+    root, _ = yam_dataset
+    cal = load_calibration(root / "calibration.yaml")
+    scene = CameraCalibration(**{**cal.camera("scene_cam").__dict__, "image_size": (128, 96)})
+    path = save_calibration(CalibrationFile(date=cal.date, board=cal.board,
+                                            cameras={**cal.cameras, "scene_cam": scene}), tmp_path / "c.yaml")
+    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration",
+                     str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "cameras.scene_cam.image_size is 128x96 but the dataset's scene images are 64x48" in err
+    assert "--intrinsics scene=" in err and not (tmp_path / "e").exists()
+    # --intrinsics for that view replaces the file's matrix, so its size no longer matters.
+    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration", str(path),
+                     "--intrinsics", "scene=50,50,31.5,23.5"]) == 0
+    ep = Episode.load(sorted((tmp_path / "e").iterdir())[0])
+    np.testing.assert_array_equal(ep.K["scene"][0], [[50.0, 0.0, 32.0], [0.0, 50.0, 24.0], [0.0, 0.0, 1.0]])
+
+
+def test_yam_import_names_a_calibration_file_that_does_not_load(yam_dataset, tmp_path, capsys):
+    root, _ = yam_dataset
+    data = yaml.safe_load((root / "calibration.yaml").read_text())
+    data["cameras"]["scene_cam"]["camera_matrix"][0][0] = 0.0
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
+    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration",
+                     str(tmp_path / "c.yaml")]) == 2
+    assert "cameras.scene_cam.camera_matrix has focal length fx = 0.0" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()
 
 
 @pytest.mark.slow  # ~25 s on 2 cores: two training iterations of the tiny preset

@@ -1,6 +1,6 @@
 """calibration.yaml (``para_calibration: 1``): the solved camera poses, what the rest of the package consumes.
 
-Layout (either camera may be absent)::
+Layout (either camera may be absent; a camera's intrinsics are optional)::
 
     para_calibration: 1
     date: "2026-12-03T04:00:00Z"
@@ -9,12 +9,21 @@ Layout (either camera may be absent)::
       scene_cam: {method: eye_to_hand, parent_frame: base, frame_id: scene_cam_optical_frame,
                   xyz_m: [..], quat_xyzw: [..], board_on: gripper, board_xyz_m: [..], board_quat_xyzw: [..],
                   residuals: {...}}
-      wrist_cam: {method: eye_in_hand, parent_frame: gripper, frame_id: wrist_cam_optical_frame, ...}
+      wrist_cam: {method: eye_in_hand, parent_frame: gripper, frame_id: wrist_cam_optical_frame, ...,
+                  camera_matrix: [[fx, 0, cx], [0, fy, cy], [0, 0, 1]], distortion: [k1, k2, p1, p2, k3],
+                  image_size: [width, height]}
 
 ``cameras.<name>`` is the transform ``parent_frame`` -> ``frame_id`` (``T_parent_child`` maps camera coordinates to
 the parent frame), quaternion (x, y, z, w). Loading validates every key and names the bad one; saving writes nothing
 on error and never replaces an existing file unless ``force=True``. Floats are written with Python's shortest
 round-trip representation, so save -> load is exact.
+
+Intrinsics (optional, written only when present): ``camera_matrix`` is the 3x3 pinhole matrix in the OpenCV / ROS
+``CameraInfo.k`` convention (the centre of pixel (col, row) is at (col, row); ``cv2.calibrateCamera`` and ROS
+``camera_calibration`` write it so): fx, fy > 0, last row [0, 0, 1]. ``distortion`` is OpenCV's coefficient list
+(4, 5, 8, 12 or 14 numbers: k1, k2, p1, p2[, k3, ...]); ``image_size`` the [width, height] in pixels the matrix
+describes. Both need ``camera_matrix``. ``para_core`` works in its own pixel-centre convention (cx, cy + 0.5):
+convert with ``para_ros.observation.camera_model.ros_K_to_para``.
 """
 from __future__ import annotations
 
@@ -45,6 +54,10 @@ RESIDUAL_KEYS = {"samples": int, "samples_skipped": int, "reprojection_rms_px": 
 TOP_KEYS = (FORMAT_KEY, "date", "board", "cameras")
 CAMERA_KEYS = ("method", "parent_frame", "frame_id", "xyz_m", "quat_xyzw", "board_on", "board_xyz_m",
                "board_quat_xyzw", "residuals")
+INTRINSICS_KEYS = ("camera_matrix", "distortion", "image_size")  # optional, after CAMERA_KEYS
+OPTIONAL_CAMERA_KEYS = ("residuals", *INTRINSICS_KEYS)
+# The coefficient counts OpenCV's distortion models take (cv2.calibrateCamera / cv2.projectPoints).
+DISTORTION_LENGTHS = (4, 5, 8, 12, 14)
 
 
 def _where(path: str, key: str) -> str:
@@ -66,6 +79,47 @@ def _quaternion(value: Any, key: str) -> tuple[float, float, float, float]:
     return q
 
 
+def _camera_matrix(value: Any, key: str) -> tuple[tuple[float, float, float], ...]:
+    fix = "give [[fx, 0, cx], [0, fy, cy], [0, 0, 1]] in pixels (OpenCV / CameraInfo.k convention)"
+    if not isinstance(value, (list, tuple)) or len(value) != 3:
+        raise CalibrationError(f"{key} = {value!r} is invalid: {fix}")
+    K = tuple(_number_list(row, f"{key}[{i}]", 3) for i, row in enumerate(value))
+    if not (K[0][0] > 0.0 and K[1][1] > 0.0):
+        raise CalibrationError(f"{key} has focal length fx = {K[0][0]}, fy = {K[1][1]}: both must be > 0 (an "
+                               f"uncalibrated camera?); {fix}")
+    if K[1][0] != 0.0 or K[2] != (0.0, 0.0, 1.0):
+        raise CalibrationError(f"{key} = {[list(r) for r in K]} is not a pinhole matrix: row 2 must start with 0 and "
+                               f"row 3 be [0, 0, 1]; {fix}")
+    return K
+
+
+def _distortion(value: Any, key: str) -> tuple[float, ...]:
+    length = len(value) if isinstance(value, (list, tuple)) and len(value) in DISTORTION_LENGTHS else -1
+    if length < 0:
+        raise CalibrationError(f"{key} = {value!r} is invalid: give OpenCV's distortion coefficients, a list of "
+                               f"{' / '.join(map(str, DISTORTION_LENGTHS))} finite numbers (k1, k2, p1, p2[, k3, ...])")
+    return _number_list(value, key, length)
+
+
+def _image_size(value: Any, key: str) -> tuple[int, int]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+        raise CalibrationError(f"{key} = {value!r} is invalid: give [width, height] in pixels, two positive integers")
+    return int(value[0]), int(value[1])
+
+
+def _as_tuples(value: Any) -> Any:
+    """Arrays / lists (nested) -> tuples of Python numbers, so a camera built from ``cv2`` output compares equal to
+    the one loaded back; anything else is left for validation to name."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_tuples(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 def _text(value: Any, key: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise CalibrationError(f"{key} = {value!r} is invalid: give a non-empty string")
@@ -85,6 +139,10 @@ class CameraCalibration:
         board_on: the frame the board was fixed to during calibration (``gripper`` or ``base``).
         board_xyz_m / board_quat_xyzw: the board's solved pose in ``board_on``.
         residuals: the solver's report (``HandEyeResult.residuals_dict()``), or None.
+        camera_matrix: optional (3, 3) intrinsics in pixels, OpenCV / ``CameraInfo.k`` convention (module docstring).
+        distortion: optional OpenCV distortion coefficients (4, 5, 8, 12 or 14; an array of cv2's (1, D) shape is
+            flattened); needs ``camera_matrix``.
+        image_size: optional (width, height) in pixels of the images ``camera_matrix`` describes; needs it too.
     """
 
     method: str
@@ -96,6 +154,27 @@ class CameraCalibration:
     board_xyz_m: tuple[float, float, float]
     board_quat_xyzw: tuple[float, float, float, float]
     residuals: dict | None = None
+    camera_matrix: tuple[tuple[float, float, float], ...] | None = None
+    distortion: tuple[float, ...] | None = None
+    image_size: tuple[int, int] | None = None
+
+    def __post_init__(self):
+        if isinstance(self.distortion, np.ndarray):  # cv2.calibrateCamera returns (1, D)
+            object.__setattr__(self, "distortion", self.distortion.reshape(-1))
+        for name in INTRINSICS_KEYS:
+            object.__setattr__(self, name, _as_tuples(getattr(self, name)))
+
+    @property
+    def has_intrinsics(self) -> bool:
+        """True when the entry carries a ``camera_matrix``."""
+        return self.camera_matrix is not None
+
+    def K(self) -> np.ndarray:
+        """(3, 3) float64 ``camera_matrix`` (OpenCV / ``CameraInfo.k`` convention); CalibrationError when absent."""
+        if self.camera_matrix is None:
+            raise CalibrationError(f"the calibration of {self.frame_id} has no camera_matrix; add the camera's "
+                                   "intrinsics (camera_matrix, distortion, image_size) to its entry")
+        return np.array(self.camera_matrix, dtype=np.float64)
 
     def T_parent_child(self) -> np.ndarray:
         """(4, 4) transform mapping camera (``frame_id``) coordinates to ``parent_frame``."""
@@ -112,19 +191,29 @@ class CameraCalibration:
                "board_quat_xyzw": [float(v) for v in self.board_quat_xyzw]}
         if self.residuals is not None:
             out["residuals"] = _plain(self.residuals)
+        for name in INTRINSICS_KEYS:
+            if getattr(self, name) is not None:
+                out[name] = _plain(getattr(self, name))
         return out
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "cameras.camera") -> CameraCalibration:
         """Validated entry; CalibrationError naming the key (``where.key``) and the fix."""
+        keys = (*CAMERA_KEYS, *INTRINSICS_KEYS)
+        required = [k for k in keys if k not in OPTIONAL_CAMERA_KEYS]
         if not isinstance(data, dict):
-            raise CalibrationError(f"{where} must be a mapping with keys {list(CAMERA_KEYS)}")
-        unknown = sorted(set(data) - set(CAMERA_KEYS))
+            raise CalibrationError(f"{where} must be a mapping with keys {list(keys)}")
+        unknown = sorted(set(data) - set(keys))
         if unknown:
-            raise CalibrationError(f"{where} has unknown keys {unknown}: the keys are {list(CAMERA_KEYS)}")
-        missing = [k for k in CAMERA_KEYS if k != "residuals" and k not in data]
+            hint = " (intrinsics go in camera_matrix, distortion and image_size)" if "K" in unknown else ""
+            raise CalibrationError(f"{where} has unknown keys {unknown}: the keys are {list(keys)}{hint}")
+        missing = [k for k in required if k not in data]
         if missing:
-            raise CalibrationError(f"{where} lacks the keys {missing}: give all of {list(CAMERA_KEYS[:-1])}")
+            raise CalibrationError(f"{where} lacks the keys {missing}: give all of {required}")
+        for name in INTRINSICS_KEYS[1:]:
+            if name in data and "camera_matrix" not in data:
+                raise CalibrationError(f"{_where(where, name)} needs {_where(where, 'camera_matrix')}: give the "
+                                       "camera matrix it belongs to, or remove it")
         method = data["method"]
         if method not in METHODS:
             raise CalibrationError(f"{where}.method = {method!r} is invalid: use one of {list(METHODS)}")
@@ -139,7 +228,13 @@ class CameraCalibration:
                    board_on=board_on,
                    board_xyz_m=_number_list(data["board_xyz_m"], _where(where, "board_xyz_m"), 3),
                    board_quat_xyzw=_quaternion(data["board_quat_xyzw"], _where(where, "board_quat_xyzw")),
-                   residuals=_residuals(data.get("residuals"), _where(where, "residuals")))
+                   residuals=_residuals(data.get("residuals"), _where(where, "residuals")),
+                   camera_matrix=(_camera_matrix(data["camera_matrix"], _where(where, "camera_matrix"))
+                                  if "camera_matrix" in data else None),
+                   distortion=(_distortion(data["distortion"], _where(where, "distortion"))
+                               if "distortion" in data else None),
+                   image_size=_image_size(data["image_size"], _where(where, "image_size")) if "image_size" in data
+                   else None)
 
 
 def _residuals(value: Any, where: str) -> dict | None:
@@ -238,14 +333,18 @@ def utc_now_iso() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def camera_from_result(result, frame_id: str) -> CameraCalibration:
-    """A :class:`CameraCalibration` from a ``HandEyeResult`` (its frames, poses and residuals)."""
+def camera_from_result(result, frame_id: str, K=None, dist=None, image_size=None) -> CameraCalibration:
+    """A :class:`CameraCalibration` from a ``HandEyeResult`` (its frames, poses and residuals), plus optionally the
+    intrinsics the samples were solved with (``K`` (3, 3) and ``dist`` (D,) in the OpenCV convention of
+    ``HandEyeSample``, ``image_size`` (width, height)), so consumers of the file find them there."""
     xyz, quat = matrix_to_pose(result.T_parent_cam)
+    dist = None if dist is None or np.size(dist) == 0 else np.asarray(dist, dtype=np.float64)
     board_xyz, board_quat = matrix_to_pose(result.T_parent_board)
     return CameraCalibration(method=result.method, parent_frame=result.cam_parent_frame, frame_id=frame_id,
                              xyz_m=tuple(float(v) for v in xyz), quat_xyzw=tuple(float(v) for v in quat),
                              board_on=result.board_parent_frame, board_xyz_m=tuple(float(v) for v in board_xyz),
-                             board_quat_xyzw=tuple(float(v) for v in board_quat), residuals=result.residuals_dict())
+                             board_quat_xyzw=tuple(float(v) for v in board_quat), residuals=result.residuals_dict(),
+                             camera_matrix=K, distortion=dist, image_size=image_size)
 
 
 def load_calibration(path: str | Path) -> CalibrationFile:

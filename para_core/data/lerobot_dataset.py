@@ -81,7 +81,8 @@ def write_lerobot_dataset(episodes: list[Episode], root: str | Path, task: str, 
     """Write ``episodes`` as one LeRobotDataset v3 directory at ``root`` with LeRobot's ``LeRobotDataset.create``.
 
     :param task: the task string stored with every frame (LeRobot's ``task``), e.g. "pick the cube".
-    :param calibration: parsed calibration file (``para_calibration: 1``) to store in ``meta/info.json``.
+    :param calibration: the calibration file's content (``CalibrationFile.to_dict()``, ``para_calibration: 1``) to
+        store in ``meta/info.json``.
     :param force: replace an existing ``root``; without it an existing directory is refused (nothing written).
     :param vcodec: LeRobot's video codec name (``libsvtav1`` its default, ``h264``).
     :param progress: optional callable(episode_index, n_episodes).
@@ -202,6 +203,25 @@ class LeRobotImportOptions:
         return self.camera_keys.get(view, IMAGE_KEY.format(view=view))
 
 
+def video_image_wh(root: str | Path, options: LeRobotImportOptions) -> dict[str, tuple[int, int]]:
+    """view -> (width, height) of its video feature in ``meta/info.json``; views whose feature (or the file) is absent
+    are left out (``read_lerobot_episodes`` names them)."""
+    info_path = Path(root) / "meta" / "info.json"
+    if not info_path.is_file():
+        return {}
+    features = json.loads(info_path.read_text()).get("features", {})
+    out = {}
+    for view in options.view_names:
+        feature = features.get(options.camera_key(view)) or {}
+        shape, names = feature.get("shape"), list(feature.get("names") or [])
+        if not isinstance(shape, list) or len(shape) != 3:
+            continue
+        h, w = ((shape[names.index("height")], shape[names.index("width")]) if {"height", "width"} <= set(names)
+                else shape[:2])  # LeRobot stores (height, width, channels)
+        out[view] = (int(w), int(h))
+    return out
+
+
 def _check_info(root: Path, codebase_version: str) -> dict:
     info_path = root / "meta" / "info.json"
     if not info_path.is_file():
@@ -297,7 +317,7 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
         no_k = [v for v in options.view_names if v not in options.intrinsics]
         if no_k:
             raise LeRobotDataError(f"{root}: no intrinsics for views {no_k}: give --intrinsics VIEW=fx,fy,cx,cy (at "
-                                   "the dataset's image size) or a calibration file with 'K' per camera")
+                                   "the dataset's image size) or a calibration file whose camera has a camera_matrix")
         state = features.get(options.state_key)
         if state is None:
             raise LeRobotDataError(f"{root}: no joint-position feature {options.state_key!r}; pass --state-key")

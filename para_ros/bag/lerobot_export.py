@@ -11,8 +11,9 @@
 ``para-bag import-lerobot DATASET --out EPISODES [--calibration calibration.yaml] [--camera-key VIEW=KEY] ...``
     A LeRobotDataset v3 -> PARA episode directories (what ``para-train --data`` reads). Exports of this package
     carry their calibration; a dataset recorded with LeRobot's YAM plugins (joint positions, two cameras) needs
-    ``--calibration`` (scene camera pose, wrist mount) and intrinsics (``K`` in the calibration file or
-    ``--intrinsics VIEW=fx,fy,cx,cy``): joint positions become tool and wrist-camera poses by the YAM's kinematics.
+    ``--calibration`` (scene camera pose, wrist mount) and intrinsics (a camera's ``camera_matrix`` in the
+    calibration file, or ``--intrinsics VIEW=fx,fy,cx,cy``, which wins): joint positions become tool and wrist-camera
+    poses by the YAM's kinematics.
 """
 from __future__ import annotations
 
@@ -55,9 +56,9 @@ def export_lerobot(args) -> int:
         raise FileExistsError(f"{out} exists; pass --force to replace it (nothing was written)")
     calibration = None
     if args.calibration:
-        from para_ros.robot.lerobot_yam import load_calibration_dict
+        from para_core.calibration.calibration_file import load_calibration
 
-        calibration = load_calibration_dict(args.calibration)
+        calibration = load_calibration(args.calibration).to_dict()
     episodes = _episodes_from_inputs(args)
     views = tuple(v.strip() for v in args.views.split(",") if v.strip())
     for ep in episodes:
@@ -74,21 +75,28 @@ def export_lerobot(args) -> int:
 
 
 def _intrinsics(items) -> dict[str, np.ndarray]:
+    """``--intrinsics VIEW=fx,fy,cx,cy`` (OpenCV / CameraInfo convention, as a calibration file's ``camera_matrix``)
+    -> view -> (3, 3) K in ``para_core``'s pixel convention."""
+    from para_ros.observation.camera_model import ros_K_to_para
+
     out = {}
     for item in items or []:
         view, _, values = item.partition("=")
         try:
             fx, fy, cx, cy = (float(x) for x in values.split(","))
         except ValueError:
-            raise ValueError(f"--intrinsics {item!r}: use VIEW=fx,fy,cx,cy (pixels), e.g. scene=400,400,320,240") \
+            raise ValueError(f"--intrinsics {item!r}: use VIEW=fx,fy,cx,cy (pixels), e.g. scene=400,400,319.5,239.5") \
                 from None
-        out[view] = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+        if not (fx > 0 and fy > 0 and np.isfinite([fx, fy, cx, cy]).all()):
+            raise ValueError(f"--intrinsics {item!r}: the focal lengths fx, fy must be > 0 and all values finite")
+        out[view] = ros_K_to_para(np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]]))
     return out
 
 
-def import_options(args):
-    """LeRobotImportOptions from the command line (also used by para-train's LeRobot path)."""
-    from para_core.data.lerobot_dataset import LeRobotImportOptions
+def import_options(args, calibration=None):
+    """LeRobotImportOptions from the command line; ``calibration`` (a loaded ``CalibrationFile``) supplies the
+    intrinsics of the views ``--intrinsics`` leaves out, from its cameras' ``camera_matrix``."""
+    from para_core.data.lerobot_dataset import LeRobotImportOptions, video_image_wh
 
     keys = {}
     for item in args.camera_key or []:
@@ -96,15 +104,19 @@ def import_options(args):
         if not sep:
             raise ValueError(f"--camera-key {item!r}: use VIEW=FEATURE, e.g. scene=observation.images.top")
         keys[view] = key
-    intrinsics = _intrinsics(args.intrinsics)
-    if args.calibration:
-        from para_ros.robot.lerobot_yam import intrinsics_from_calibration, load_calibration_dict
-
-        intrinsics = {**intrinsics_from_calibration(load_calibration_dict(args.calibration)), **intrinsics}
-    return LeRobotImportOptions(
+    options = LeRobotImportOptions(
         view_names=tuple(v.strip() for v in args.views.split(",") if v.strip()), camera_keys=keys,
         state_key=args.state_key, joint_names=tuple(args.joint_names.split(",")), joint_unit=args.joint_unit,
-        gripper_name=args.gripper_name, gripper_scale=args.gripper_scale, intrinsics=intrinsics)
+        gripper_name=args.gripper_name, gripper_scale=args.gripper_scale, intrinsics=_intrinsics(args.intrinsics))
+    if calibration is not None:
+        from para_ros.robot.lerobot_yam import ignored_distortion, intrinsics_from_calibration
+
+        views = [v for v in options.view_names if v not in options.intrinsics]
+        options.intrinsics = {**intrinsics_from_calibration(calibration, views, video_image_wh(args.dataset, options)),
+                              **options.intrinsics}
+        for warning in ignored_distortion(calibration, views):
+            print(f"[import-lerobot] warning: {warning}", file=sys.stderr)
+    return options
 
 
 def import_lerobot(args) -> int:
@@ -113,13 +125,17 @@ def import_lerobot(args) -> int:
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise FileExistsError(f"{out} is not empty; pass --force to write into it")
-    options = import_options(args)
-    joints_to_poses = None
+    calibration = None
     if args.calibration:
-        from para_ros.robot.lerobot_yam import load_calibration_dict, yam_joints_to_poses
+        from para_core.calibration.calibration_file import load_calibration
 
-        joints_to_poses = yam_joints_to_poses(load_calibration_dict(args.calibration), options.view_names,
-                                              args.yam_config)
+        calibration = load_calibration(args.calibration)
+    options = import_options(args, calibration)
+    joints_to_poses = None
+    if calibration is not None:
+        from para_ros.robot.lerobot_yam import yam_joints_to_poses
+
+        joints_to_poses = yam_joints_to_poses(calibration, options.view_names, args.yam_config)
     episodes = read_lerobot_episodes(args.dataset, options, joints_to_poses)
     for i, ep in enumerate(episodes):
         ep.save(out / f"episode_{i:04d}")
@@ -140,7 +156,8 @@ def add_import_args(p: argparse.ArgumentParser) -> None:
                    help="calibration.yaml (para_calibration: 1): scene camera pose and wrist mount, for datasets "
                         "without camera poses (joint positions -> poses by the YAM's kinematics)")
     g.add_argument("--intrinsics", action="append", metavar="VIEW=fx,fy,cx,cy",
-                   help="pinhole intrinsics at the dataset's image size (when the calibration file has no K)")
+                   help="pinhole intrinsics at the dataset's image size, OpenCV / CameraInfo convention (as "
+                        "camera_matrix in the calibration file, which they override)")
     g.add_argument("--state-key", default="observation.state", help="feature with the joint positions")
     g.add_argument("--joint-names", default=",".join(YAM_JOINT_NAMES),
                    help="the 6 arm joints' names in the state feature, in chain order")
