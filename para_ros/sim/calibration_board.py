@@ -35,6 +35,11 @@ R_GEOM_BOARD = np.diag([1.0, -1.0, -1.0])  # (3, 3) board axes in the textured b
 FACE_THICKNESS_M = 0.001  # the textured box
 BACKING_GAP_M = 0.0002  # the backing starts this far behind the printed face (hides the texture's other faces)
 MAX_TEXTURE_PX = 4096
+# Default flange mount, in the gripper frame (x: finger opening direction, z: along the fingers): the board beside the
+# fingers, its face turned towards +x and back up towards the flange, so that at the sim's start pose (gripper pointing
+# down, its +x towards -y of base) it faces the default scene camera (beside the table, 0.6 m up).
+FLANGE_BOARD_NORMAL = (0.86, 0.0, -0.51)
+FLANGE_BOARD_CENTRE_M = (0.13, 0.0, 0.07)
 
 
 def rpy_deg_to_matrix(rpy_deg) -> np.ndarray:
@@ -62,15 +67,22 @@ def offset_T(xyz_m=(0.0, 0.0, 0.0), rpy_deg=(0.0, 0.0, 0.0)) -> np.ndarray:
 def default_T_parent_board(where: str, size_m: tuple[float, float]) -> np.ndarray:
     """Default pose of the board frame in its parent (``gripper`` for ``flange``, ``base`` for ``table``), (4, 4).
 
-    ``flange``: face 3 cm beyond the finger tips (which end about 0.145 m along the gripper's z), facing along +z of
-    the gripper, centred on its axis. ``table``: face up, centred on (0.33, 0.0) in ``base``, 3 mm thick.
+    ``flange``: beside the fingers (:data:`FLANGE_BOARD_CENTRE_M`, face along :data:`FLANGE_BOARD_NORMAL`), long side
+    along the fingers' z. ``table``: face up, centred on (0.33, 0.0) in ``base``, 3 mm thick.
     """
     w, h = size_m
     T = np.eye(4)
-    T[:3, :3] = R_GEOM_BOARD  # flange: z_b = -z_gripper (face looks along the fingers); table: face up
     if where == "flange":
-        T[:3, 3] = [-w / 2.0, h / 2.0, 0.175]
+        n = np.array(FLANGE_BOARD_NORMAL)
+        n /= np.linalg.norm(n)
+        z_b = -n
+        x_b = np.array([0.0, 1.0, 0.0])
+        y_b = np.cross(z_b, x_b)
+        T[:3, :3] = np.stack([x_b, y_b, z_b], axis=1)
+        centre = np.asarray(FLANGE_BOARD_CENTRE_M)
+        T[:3, 3] = centre - T[:3, :3] @ np.array([w / 2.0, h / 2.0, 0.0])
     elif where == "table":
+        T[:3, :3] = R_GEOM_BOARD  # face up
         T[:3, 3] = [0.33 - w / 2.0, h / 2.0, 0.003]
     else:
         raise ValueError(f"calibration_board={where!r}: a board mount is one of {BOARD_MOUNTS[1:]}")
