@@ -124,8 +124,9 @@ class BoardMount:
         if not 2 * FACE_THICKNESS_M < float(self.thickness_m) <= 0.05:
             raise ValueError(f"BoardMount.thickness_m={self.thickness_m}: give {2 * FACE_THICKNESS_M}..0.05 m")
         w, h = self.spec.size_m
-        if self.px_per_m is None:
-            self.px_per_m = math.floor((MAX_TEXTURE_PX - 1) / (max(w, h) + 2 * self.margin_m))
+        if self.px_per_m is None:  # whole pixels per square: the image's square edges are then exact
+            square_px = math.floor((MAX_TEXTURE_PX - 1) * self.spec.square_m / (max(w, h) + 2 * self.margin_m))
+            self.px_per_m = square_px / self.spec.square_m
         side_px = (max(w, h) + 2 * self.margin_m) * float(self.px_per_m)
         if float(self.px_per_m) < 100.0 or side_px > MAX_TEXTURE_PX:
             raise ValueError(f"BoardMount.px_per_m={self.px_per_m}: give at least 100 and at most "
