@@ -36,6 +36,7 @@ setup(
             "para-train = para_core.train.cli:main",
             "para-bag = para_ros.bag.cli:main",
             "para-sim = para_ros.sim.cli:main",
+            "para-calib = para_ros.commands.calib:main",
         ],
     },
 )
