@@ -2,9 +2,9 @@
 
 What is recorded (rosbag2, MCAP, with :class:`para_ros.bag.recording.McapRecorder`, as the CDR bytes DDS delivered):
 both cameras' ``image_raw`` + ``camera_info``, ``/tf``, ``/tf_static`` (latched, written at the start) and
-``/joint_states``, in a short window per pose: from the moment the arm has settled (every joint's measured position
-moved less than ``settle_tol_rad`` over ``settle_s``) until each camera has delivered an image (and its CameraInfo)
-stamped after it. The bag is thus one sample per camera per pose, readable by ``para-calib solve`` and
+``/joint_states``: TF and joint states all along, images and CameraInfo in a short window per pose: from the moment
+the arm has settled (every joint's measured position moved less than ``settle_tol_rad`` over ``settle_s``) until each
+camera has delivered an image (and its CameraInfo) stamped after it. The bag is thus one sample per camera per pose, readable by ``para-calib solve`` and
 ``para_ros.bag.reader.BagReader``.
 
 Where the commands go: the chunk executor's backends (:mod:`para_ros.execution.backends`,
@@ -184,6 +184,9 @@ class CaptureSession:
         types = {"sensor_msgs/msg/Image": Image, "sensor_msgs/msg/CameraInfo": CameraInfo,
                  "tf2_msgs/msg/TFMessage": TFMessage, "sensor_msgs/msg/JointState": JointState}
         self.topics = s.recorded_topics()
+        # The arm's state is recorded all along once the bag is open (a sample's flange pose is interpolated at its
+        # image stamp, and the reader checks the arm was still around it); images only in the sample windows.
+        self.continuous = {"/tf", s.joint_states_topic}
         self.own_state = s.backend == "i2rt"  # capture owns the arm: it writes /joint_states and /tf itself
         for topic, type_name in self.topics.items():
             if self.own_state and topic in ("/tf", s.joint_states_topic):
@@ -227,9 +230,9 @@ class CaptureSession:
         with self.lock:
             if topic == "/tf_static":
                 self.static_raw.append(bytes(data))
-            if self.recording and self.recorder is not None:
+            if self.recorder is not None and (self.recording or topic in self.continuous):
                 self.recorder.write(topic, time.time_ns(), data)
-                if topic.endswith("/image_raw") or topic.endswith("/camera_info"):
+                if self.recording and topic.endswith("/image_raw") or topic.endswith("/camera_info"):
                     stamp_ns = _header_stamp_ns(topic, data)
                     (self.last_image_ns if topic.endswith("/image_raw") else self.last_info_ns)[topic] = stamp_ns
 
@@ -265,7 +268,7 @@ class CaptureSession:
             t.transform = matrix_to_transform(T)
             tf.transforms.append(t)
         with self.lock:
-            if self.recording and self.recorder is not None:
+            if self.recorder is not None:
                 self.recorder.write(self.settings.joint_states_topic, now, serialize_message(js))
                 self.recorder.write("/tf", now, serialize_message(tf))
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+STILL_M = 0.0005  # flange motion allowed around an image stamp (metres, degrees)
+STILL_DEG = 0.05
 CAMERA_TOPICS = {"scene_cam": "/scene_cam", "wrist_cam": "/wrist_cam"}
 
 
@@ -33,8 +35,12 @@ class CameraSamples:
 
 def read_camera_samples(bag_path, camera: str, spec, namespace: str | None = None, flange_frame: str = "gripper",
                         base_frame: str = "base", max_images: int | None = None,
-                        keep_images: bool = True) -> CameraSamples:
+                        keep_images: bool = True, still_window_s: float = 0.1) -> CameraSamples:
     """Samples of ``camera`` from the bag at ``bag_path``.
+
+    An image is used only if the flange was still (moved less than :data:`STILL_M` and :data:`STILL_DEG`) between
+    ``still_window_s`` before and after its stamp, where TF exists: the image and the TF then agree whatever the
+    camera's exposure and stamp delays.
 
     :raises para_ros.bag.reader.BagError: unreadable bag, no images / CameraInfo of that camera, no TF from
         ``base_frame`` to ``flange_frame`` (each message says what is missing).
@@ -74,6 +80,9 @@ def read_camera_samples(bag_path, camera: str, spec, namespace: str | None = Non
             if T_base_flange is None:
                 out.drop(f"no TF {base_frame} -> {flange_frame} at the image stamp")
                 continue
+            if not _still_around(bag, flange_frame, stamp, T_base_flange, still_window_s):
+                out.drop(f"arm moving within {still_window_s} s of the image")
+                continue
             rgb = decode_image(img)  # (H, W, 3)
             det = detect_charuco(rgb, spec, K, dist)
             if det is None:
@@ -87,3 +96,18 @@ def read_camera_samples(bag_path, camera: str, spec, namespace: str | None = Non
             if keep_images:
                 out.images.append(rgb)
     return out
+
+
+def _still_around(bag, frame: str, stamp_ns: int, T: np.ndarray, window_s: float) -> bool:
+    """True when the flange pose ``window_s`` before and after ``stamp_ns`` (where TF has it) is within
+    :data:`STILL_M` / :data:`STILL_DEG` of ``T``."""
+    from para_core.model.rotations import rotation_angle_between
+
+    for dt in (-window_s, window_s):
+        other = bag.try_lookup(frame, stamp_ns + int(dt * 1e9))
+        if other is None:
+            continue
+        if np.linalg.norm(other[:3, 3] - T[:3, 3]) > STILL_M or \
+                np.degrees(rotation_angle_between(other[:3, :3], T[:3, :3])) > STILL_DEG:
+            return False
+    return True
