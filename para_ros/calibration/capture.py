@@ -356,17 +356,17 @@ class ArmMover:
                                  "joint range; nothing was sent")
         start = self.q_cmd.copy()
         duration = move_duration_s(start, q_target, lim, self.kin, self.settings.speed_fraction)
-        t0 = time.monotonic()
-        while True:
-            t = time.monotonic() - t0 + self.period_s
-            s = min_jerk(t / duration)
-            self._send(start + (q_target - start) * s, self.g_cmd, moving=s < 1.0)
+        # The schedule advances one control period per command, not with the wall clock: a late tick slows the move
+        # down instead of making the next step longer (each step stays within the speed limits at period_s).
+        n_steps = max(1, math.ceil(duration / self.period_s))
+        t_next = time.monotonic()
+        for k in range(1, n_steps + 1):
+            s = min_jerk(k / n_steps)
+            self._send(start + (q_target - start) * s, self.g_cmd, moving=k < n_steps)
             if self.session.own_state:
                 self.session.write_own_state(*self.measured())
-            if t >= duration:
-                break
-            time.sleep(max(0.0, t0 + (math.floor((time.monotonic() - t0) / self.period_s) + 1) * self.period_s
-                           - time.monotonic()))
+            t_next += self.period_s
+            time.sleep(max(0.0, t_next - time.monotonic()))
 
     def wait_settled(self, timeout_s: float) -> np.ndarray:
         """Block until the measured joints moved less than ``settle_tol_rad`` over ``settle_s``; returns them."""
