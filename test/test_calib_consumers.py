@@ -132,3 +132,42 @@ def test_calibration_tf_node_publishes_the_file_on_tf_static(calibration_file):
         listener_node.destroy_node()
     finally:
         rclpy.try_shutdown()
+
+
+def test_extract_keeps_the_calibration_and_train_records_it(calibration_file, tmp_path):
+    import hashlib
+    import json
+
+    from bag_fixtures import SyntheticBagSpec, write_synthetic_bag
+    from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations
+    from para_ros.bag import cli as bag_tools
+
+    bag = write_synthetic_bag(tmp_path / "bag", SyntheticBagSpec())
+    sha = hashlib.sha256(calibration_file.read_bytes()).hexdigest()
+    # Bad file: refused, nothing written.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("para_calibration: 1\n")
+    assert bag_tools.main(["extract", str(bag), "--out", str(tmp_path / "ep_bad"), "--calibration", str(bad),
+                           "--quiet"]) == 2
+    assert not (tmp_path / "ep_bad").exists()
+    # Given on the command line.
+    assert bag_tools.main(["extract", str(bag), "--out", str(tmp_path / "ep1"), "--calibration",
+                           str(calibration_file), "--quiet"]) == 0
+    assert (tmp_path / "ep1" / "calibration.yaml").read_bytes() == calibration_file.read_bytes()
+    meta = json.loads((tmp_path / "ep1" / "meta.json").read_text())["meta"]["calibration"]
+    assert meta["sha256"] == sha and meta["content"]["cameras"]["scene_cam"]["parent_frame"] == "base"
+    # Found inside the bag directory; an episode without one records nothing.
+    (bag / "calibration.yaml").write_bytes(calibration_file.read_bytes())
+    assert bag_tools.main(["extract", str(bag), "--out", str(tmp_path / "ep2"), "--quiet"]) == 0
+    (bag / "calibration.yaml").unlink()
+    assert bag_tools.main(["extract", str(bag), "--out", str(tmp_path / "ep3"), "--quiet"]) == 0
+    assert not (tmp_path / "ep3" / "calibration.yaml").exists()
+    records = episode_calibrations([tmp_path / "ep1", tmp_path / "ep2", tmp_path / "ep3"])
+    assert len(records) == 1 and records[0]["sha256"] == sha and records[0]["episodes"] == ["ep1", "ep2"]
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "recipe.json").write_text(json.dumps({"preset": "tiny"}))
+    write_recipe_calibrations(ckpt, records)
+    recipe = json.loads((ckpt / "recipe.json").read_text())
+    assert recipe["preset"] == "tiny" and recipe["calibrations"][0]["sha256"] == sha
+    assert write_recipe_calibrations(tmp_path, []) is None and not (tmp_path / "recipe.json").exists()
