@@ -260,6 +260,8 @@ class CaptureSession:
         js.header.stamp.sec, js.header.stamp.nanosec = sec, nsec
         js.name = list(self.settings.arm_joint_names) + ["gripper"]
         js.position = [float(v) for v in q6] + [float(gripper) if np.isfinite(gripper) else 0.0]
+        js.velocity = [0.0] * 7  # unknown; filled because rosbags refuses rclpy's CDR of empty trailing sequences
+        js.effort = [0.0] * 7
         tf = TFMessage()
         for parent, child, T in self.frames.transforms(q6):
             t = TransformStamped()
