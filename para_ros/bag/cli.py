@@ -8,6 +8,9 @@
     frames (1 / median stamp spacing), not ``--fps``: a 10 Hz recording extracted with ``--fps 30`` keeps every frame
     and says 10. ``meta`` records ``requested_fps``, ``measured_fps`` and ``gaps`` (spacings longer than 1.5 measured
     periods: count, largest in seconds). Training resamples such episodes by stamps (``para_core.data.dataset``).
+    The camera calibration the recording used (``--calibration FILE``, or ``calibration.yaml`` inside the bag
+    directory) is copied next to the episode and recorded in ``meta.calibration``; ``para-train`` keeps it in the
+    checkpoint's ``recipe.json``.
 
 ``para-bag eval BAG (--checkpoint DIR | --random-preset tiny) [--out DIR] [--write-chunks OUT.mcap]``
     Replays the recording through ``para_core.model.policy.Policy`` observation by observation (offline, as fast as the
