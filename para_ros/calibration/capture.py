@@ -172,7 +172,12 @@ class CaptureSession:
         apply_loopback_dds_env()
         self.settings = s = settings
         if not rclpy.ok():
-            rclpy.init()
+            # No rclpy signal handlers: Ctrl-C must reach this code as KeyboardInterrupt (the arm is then held), and
+            # SIGTERM is turned into the same (rclpy's handler would only shut the context down, silently).
+            from rclpy.signals import SignalHandlerOptions
+
+            rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+            _sigterm_as_interrupt()
         self.rclpy = rclpy
         self.node = n = Node("para_calib_capture")
         self.lock = threading.Lock()
@@ -181,6 +186,7 @@ class CaptureSession:
         self.static_raw: list[bytes] = []
         self.last_image_ns: dict[str, int] = {}  # topic -> header stamp of the latest image recorded
         self.last_info_ns: dict[str, int] = {}
+        self.samples_taken = 0
         types = {"sensor_msgs/msg/Image": Image, "sensor_msgs/msg/CameraInfo": CameraInfo,
                  "tf2_msgs/msg/TFMessage": TFMessage, "sensor_msgs/msg/JointState": JointState}
         self.topics = s.recorded_topics()
@@ -217,6 +223,10 @@ class CaptureSession:
         gripper = "gripper" if s.backend == "sim" else ""
         return JointTrajectoryBackend(self.node, s.joint_trajectory_topic, s.joint_states_topic,
                                       tuple(s.arm_joint_names), gripper_joint_name=gripper)
+
+    def alive(self) -> bool:
+        """The node still spins (topics are read); the SDK backend reads without it."""
+        return self.own_state or (self._running and self._thread.is_alive() and self.rclpy.ok())
 
     def _spin(self):
         while self._running:
@@ -287,6 +297,19 @@ class CaptureSession:
         self.rclpy.try_shutdown()
 
 
+def _sigterm_as_interrupt() -> None:
+    import signal
+    import threading as _threading
+
+    if _threading.current_thread() is not _threading.main_thread():
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def _header_stamp_ns(topic: str, data: bytes) -> int:
     """Header stamp of a CDR Image / CameraInfo (both start with std_msgs/Header: 4-byte encapsulation, sec, nanosec)."""
     import struct
@@ -306,6 +329,8 @@ class ArmMover:
 
     def measured(self, timeout_s: float = 5.0) -> tuple[np.ndarray, float]:
         deadline = time.monotonic() + timeout_s
+        if not self.session.alive():
+            raise CaptureAborted("the ROS node stopped (its context was shut down); nothing more is read or sent")
         while True:
             state = self.session.backend.read_joints()
             if state is not None:
@@ -411,6 +436,7 @@ def take_sample(session: CaptureSession, mover: ArmMover, timeout_s: float) -> N
                     all(t in session.last_info_ns for t in infos)
             if done:
                 time.sleep(0.05)  # the TF / joint states just after the last image, for interpolation
+                session.samples_taken += 1
                 return
             if time.monotonic() > deadline:
                 missing = [t for t in images if session.last_image_ns.get(t, 0) < start_ns - 5_000_000]
@@ -478,7 +504,7 @@ def run_capture(settings: CaptureSettings, dry_run: bool = False, manual: bool =
         return n
     except KeyboardInterrupt:
         mover.hold()
-        log(f"para-calib capture: interrupted, the arm is held; {n} samples kept in {out}")
+        log(f"para-calib capture: interrupted, the arm is held; {session.samples_taken} samples kept in {out}")
         raise
     except CaptureAborted:
         mover.hold()
