@@ -12,10 +12,15 @@ import time
 import cv2
 import numpy as np
 import pytest
+from test_deploy_graph import (  # noqa: F401
+    describe_command,
+    describe_launch_node,
+    launch_module,
+    launch_nodes,
+)
 
 from para_ros.deploy import graph
 from para_ros.deploy import launcher as deploy
-from test_deploy_graph import describe_command, describe_launch_node, launch_module, launch_nodes  # noqa: F401
 
 SCENE_T = np.eye(4)
 SCENE_T[:3, :3] = cv2.Rodrigues(np.array([-2.2, 0.05, 0.1]))[0]
@@ -139,7 +144,11 @@ def test_extract_keeps_the_calibration_and_train_records_it(calibration_file, tm
     import json
 
     from bag_fixtures import SyntheticBagSpec, write_synthetic_bag
-    from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations
+
+    from para_core.train.calibration_record import (
+        episode_calibrations,
+        write_recipe_calibrations,
+    )
     from para_ros.bag import cli as bag_tools
 
     bag = write_synthetic_bag(tmp_path / "bag", SyntheticBagSpec())

@@ -16,7 +16,12 @@ import pytest
 from para_core.calibration.board import CharucoBoardSpec
 from para_core.calibration.detection import detect_charuco
 from para_ros.observation.camera_model import para_K_to_ros
-from para_ros.sim.calibration_board import BOARD_BODY, BoardMount, offset_T, rpy_deg_to_matrix
+from para_ros.sim.calibration_board import (
+    BOARD_BODY,
+    BoardMount,
+    offset_T,
+    rpy_deg_to_matrix,
+)
 from para_ros.sim.told_frames import told_frames
 from para_ros.sim.yam_scene import SimConfig, YamSim
 

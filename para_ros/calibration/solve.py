@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -110,7 +110,7 @@ def write_outputs(solutions: list[CameraSolution], spec, out: Path, force: bool 
         force = True
     for s in solutions:
         cameras[s.camera] = camera_from_result(s.result, s.frame_id)
-    date = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    date = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     path = save_calibration(CalibrationFile(date=date, board=spec, cameras=cameras), out, force=force)
     log(f"wrote {path}")
     for s in solutions:

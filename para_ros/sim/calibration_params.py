@@ -9,7 +9,12 @@ import numpy as np
 
 from para_ros.nodes.parameters import Param
 from para_ros.sim.calibration_board import BOARD_MOUNTS, BoardMount, offset_T
-from para_ros.sim.told_frames import SCENE_CAM_TF_CHOICES, WRIST_CAM_TF_CHOICES, ToldFrames, told_frames
+from para_ros.sim.told_frames import (
+    SCENE_CAM_TF_CHOICES,
+    WRIST_CAM_TF_CHOICES,
+    ToldFrames,
+    told_frames,
+)
 
 CALIBRATION_PARAMS = [
     Param("calibration_board", "none", "ChArUco board in the scene: none | flange (on body gripper, the joint6 flange) "
