@@ -181,3 +181,73 @@ def test_board_command_writes_png_and_pdf_and_never_overwrites(tmp_path, capsys)
     assert (tmp_path / "board.png").stat().st_size > 0 and (tmp_path / "board.pdf").read_bytes()[:4] == b"%PDF"
     assert calib.main(["board", "--out", str(out)]) == 2
     assert calib.main(["board", "--out", str(out), "--force"]) == 0
+
+
+class _Session:
+    """What ArmMover needs of a CaptureSession: a command backend, alive, no own state."""
+
+    own_state = False
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def alive(self) -> bool:
+        return True
+
+
+class _DriftingBackend:
+    """An arm that never settles: each read is 0.01 rad further; records what is sent."""
+
+    name = "drifting"
+
+    def __init__(self, q0):
+        self.q = np.asarray(q0, dtype=float).copy()
+        self.sent = []
+
+    def read_joints(self):
+        self.q = self.q + 0.01
+        return self.q.copy(), 1.0
+
+    def send(self, command):
+        self.sent.append(command)
+
+    def describe(self):
+        return self.name
+
+
+def test_moves_stay_within_every_limit_and_a_stuck_pose_holds_the_arm():
+    from para_ros.calibration.capture import ArmMover, CaptureAborted, CaptureSettings, sim_centre_q
+    from para_ros.execution.backends import RecordingBackend
+    from para_ros.robot.yam import load_yam_config
+    from para_ros.robot.yam_ik import YamKinematics
+
+    yam = load_yam_config()
+    kin = YamKinematics()
+    settings = CaptureSettings(out="unused", control_rate_hz=100.0, speed_fraction=1.0, settle_s=0.05,
+                               sample_timeout_s=0.3)
+    q0 = sim_centre_q()
+    backend = RecordingBackend(q0, gripper0=1.0)  # a perfect arm: measured = commanded
+    mover = ArmMover(_Session(backend), yam, kin, settings)
+    target = q0 + np.array([0.4, -0.2, 0.2, 0.3, -0.3, 0.5])
+    mover.move_to(target)
+    qs = np.array([q0] + [c.q_rad for c in backend.commands])  # (N, 6)
+    dt = 1.0 / settings.control_rate_hz
+    speeds = np.abs(np.diff(qs, axis=0)) / dt  # (N-1, 6), checked here against config/yam.yaml
+    assert np.all(speeds <= np.asarray(yam.limits.max_joint_speed_rad_s) * 1.001)
+    tool = np.array([kin.fk(q)[:3, 3] for q in qs])
+    assert np.all(np.linalg.norm(np.diff(tool, axis=0), axis=1) / dt <= yam.limits.max_ee_speed_m_s * 1.001)
+    assert np.allclose(qs[-1], target, atol=1e-9)
+    # A target outside the joint range: refused, nothing sent.
+    n = len(backend.commands)
+    outside = target.copy()
+    outside[3] = yam.limits.joint_upper_rad[3] + 0.1
+    with pytest.raises(CaptureAborted, match="outside"):
+        mover.move_to(outside)
+    assert len(backend.commands) == n
+    # An arm that does not settle: the capture stops and the last command is where the arm was measured (held).
+    drifting = _DriftingBackend(q0)
+    mover = ArmMover(_Session(drifting), yam, kin, settings)
+    with pytest.raises(CaptureAborted, match="did not settle"):
+        mover.wait_settled(settings.sample_timeout_s)
+    assert drifting.sent and np.allclose(drifting.sent[-1].q_rad, drifting.q, atol=1e-12)
+    assert not drifting.sent[-1].moving

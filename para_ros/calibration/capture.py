@@ -150,9 +150,10 @@ def move_duration_s(q_from: np.ndarray, q_to: np.ndarray, limits, kinematics, sp
     limits (the minimum-jerk peak speed is 1.875 times the mean)."""
     dq = np.abs(np.asarray(q_to) - np.asarray(q_from))
     t_joint = float(np.max(1.875 * dq / (speed_fraction * np.asarray(limits.max_joint_speed_rad_s))))
-    path = [kinematics.fk_position(q_from + (q_to - q_from) * s) for s in np.linspace(0, 1, 21)]
-    length = sum(float(np.linalg.norm(b - a)) for a, b in zip(path[:-1], path[1:]))
-    t_tool = 1.875 * length / (speed_fraction * limits.max_ee_speed_m_s)
+    n = 50
+    path = np.array([kinematics.fk_position(q_from + (q_to - q_from) * s) for s in np.linspace(0, 1, n + 1)])
+    rate = float(np.max(np.linalg.norm(np.diff(path, axis=0), axis=1))) * n  # largest d(tool)/d(path fraction), m
+    t_tool = 1.1 * 1.875 * rate / (speed_fraction * limits.max_ee_speed_m_s)  # 10 % for the sampling of the path
     return max(0.5, t_joint, t_tool)
 
 
