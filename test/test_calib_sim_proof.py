@@ -82,3 +82,17 @@ def test_capture_and_solve_recover_the_withheld_camera_poses(tmp_path):
             @ bag.lookup("wrist_cam_optical_frame", int(t.header.stamp.sec) * 10**9 + int(t.header.stamp.nanosec))
     assert np.allclose(T_told, cad, atol=1e-6)
     assert pose_error(T_told, wrist_true)[0] > 2.5
+
+
+@pytest.mark.slow
+def test_manual_capture_takes_a_sample_when_the_arm_is_still(tmp_path):
+    """--manual with the arm left alone: one sample (the arm was still), both cameras and the arm's TF recorded."""
+    from para_ros.bag.reader import BagReader, BagTopicConfig
+
+    bag = tmp_path / "manual"
+    assert calib.main(["capture", "--manual", "--samples", "1", "--still-s", "0.5", "--out", str(bag),
+                       "--start-sim", *SMALL]) == 0
+    with BagReader(bag, BagTopicConfig(ee_frame="gripper"), cameras=False) as reader:
+        topics = reader.topics
+        assert {"/scene_cam/image_raw", "/wrist_cam/image_raw", "/scene_cam/camera_info", "/tf"} <= set(topics)
+        assert len(list(reader.messages("/scene_cam/image_raw"))) >= 1
