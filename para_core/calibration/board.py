@@ -74,8 +74,8 @@ class CharucoBoardSpec:
         needed = (self.squares_x * self.squares_y) // 2
         available = cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, self.dictionary)).bytesList.shape[0]
         if needed > available:
-            _fail("dictionary", self.dictionary, f"a {self.squares_x}x{self.squares_y} board needs {needed} markers and "
-                  f"this dictionary has {available}; pick a larger one (e.g. DICT_5X5_250)")
+            _fail("dictionary", self.dictionary, f"a {self.squares_x}x{self.squares_y} board needs {needed} markers "
+                  f"and this dictionary has {available}; pick a larger one (e.g. DICT_5X5_250)")
 
     # ---- geometry ----
     def cv_board(self) -> cv2.aruco.CharucoBoard:
@@ -123,8 +123,8 @@ class CharucoBoardSpec:
         width_px, height_px = self.image_size_px(px_per_m, 0)
         min_px = 4 * (cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, self.dictionary)).markerSize + 2)
         if min(width_px / self.squares_x, height_px / self.squares_y) < min_px:
-            raise CalibrationError(f"px_per_m = {px_per_m} gives {width_px / self.squares_x:.1f} px per square; give at "
-                                   f"least {min_px / self.square_m:.0f} px per metre so the markers are drawable")
+            raise CalibrationError(f"px_per_m = {px_per_m} gives {width_px / self.squares_x:.1f} px per square; give "
+                                   f"at least {min_px / self.square_m:.0f} px per metre so the markers are drawable")
         board_img = self.cv_board().generateImage((width_px, height_px), marginSize=0, borderBits=MARKER_BORDER_BITS)
         if margin_px:
             board_img = cv2.copyMakeBorder(board_img, margin_px, margin_px, margin_px, margin_px,
@@ -161,9 +161,9 @@ class CharucoBoardSpec:
         else:
             raise CalibrationError(f"page = {page!r} is invalid: use one of {[*PAGE_SIZES_M, 'fit']}")
         if width_m + 2 * margin_m > page_w_m + 1e-9 or height_m + 2 * margin_m + caption_m > page_h_m + 1e-9:
-            raise CalibrationError(f"the {width_m * 1000:.0f} x {height_m * 1000:.0f} mm board does not fit a {page} page "
-                                   f"with {margin_m * 1000:.0f} mm margins; use page='fit' (and a printer that takes "
-                                   "that size) or a smaller square_m")
+            raise CalibrationError(f"the {width_m * 1000:.0f} x {height_m * 1000:.0f} mm board does not fit a {page} "
+                                   f"page with {margin_m * 1000:.0f} mm margins; use page='fit' (and a printer that "
+                                   "takes that size) or a smaller square_m")
         # Raster with an integer number of pixels per square, so its grid is exact; the PDF scales it to true size.
         square_px = max(int(math.ceil(self.square_m * dpi / METRES_PER_INCH)), 40)
         img = self.image(square_px / self.square_m)  # (H, W) uint8, board only
@@ -188,7 +188,7 @@ class CharucoBoardSpec:
                 "marker_m": float(self.marker_m), "dictionary": str(self.dictionary)}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "CharucoBoardSpec":
+    def from_dict(cls, data: Any) -> CharucoBoardSpec:
         """The spec of a dict from :meth:`to_dict`; CalibrationError naming a missing or unknown key."""
         if not isinstance(data, dict):
             raise CalibrationError(f"board must be a mapping with keys {[f.name for f in dataclasses.fields(cls)]}, "

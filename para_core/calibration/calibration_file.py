@@ -115,7 +115,7 @@ class CameraCalibration:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "cameras.camera") -> "CameraCalibration":
+    def from_dict(cls, data: Any, where: str = "cameras.camera") -> CameraCalibration:
         """Validated entry; CalibrationError naming the key (``where.key``) and the fix."""
         if not isinstance(data, dict):
             raise CalibrationError(f"{where} must be a mapping with keys {list(CAMERA_KEYS)}")
@@ -199,10 +199,11 @@ class CalibrationFile:
                 "cameras": {name: cam.to_dict() for name, cam in self.cameras.items()}}
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "calibration") -> "CalibrationFile":
+    def from_dict(cls, data: Any, source: str = "calibration") -> CalibrationFile:
         """Validated content; CalibrationError naming the key and the fix."""
         if not isinstance(data, dict):
-            raise CalibrationError(f"{source} is not a YAML mapping; it must start with '{FORMAT_KEY}: {FORMAT_VERSION}'")
+            raise CalibrationError(f"{source} is not a YAML mapping; it must start with "
+                                   f"'{FORMAT_KEY}: {FORMAT_VERSION}'")
         if data.get(FORMAT_KEY) != FORMAT_VERSION:
             raise CalibrationError(f"{source}: {FORMAT_KEY} = {data.get(FORMAT_KEY)!r}; this package reads "
                                    f"'{FORMAT_KEY}: {FORMAT_VERSION}' files (written by para-calib solve)")
@@ -234,7 +235,7 @@ class CalibrationFile:
 
 def utc_now_iso() -> str:
     """The current UTC time as ``YYYY-MM-DDTHH:MM:SSZ`` (the ``date`` field)."""
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def camera_from_result(result, frame_id: str) -> CameraCalibration:
@@ -281,7 +282,8 @@ def save_calibration(cal: CalibrationFile, path: str | Path, force: bool = False
     """
     path = Path(path)
     if path.exists() and not force:
-        raise CalibrationError(f"{path} already exists; pass --force (force=True) to overwrite it, or give another path")
+        raise CalibrationError(f"{path} already exists; pass --force (force=True) to overwrite it, or give another "
+                               "path")
     if not path.parent.is_dir():
         raise CalibrationError(f"folder {path.parent} does not exist; create it or give another path")
     text = dump_calibration(cal)

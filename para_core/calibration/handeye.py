@@ -179,7 +179,8 @@ class HandEyeResult:
         """A few lines for the terminal: the pose, the errors and the coverage."""
         xyz = self.T_parent_cam[:3, 3]
         rpy = Rotation.from_matrix(self.T_parent_cam[:3, :3]).as_euler("xyz", degrees=True)
-        return (f"{self.method}: camera in {self.cam_parent_frame}: xyz = [{xyz[0]:.4f}, {xyz[1]:.4f}, {xyz[2]:.4f}] m, "
+        return (f"{self.method}: camera in {self.cam_parent_frame}: "
+                f"xyz = [{xyz[0]:.4f}, {xyz[1]:.4f}, {xyz[2]:.4f}] m, "
                 f"rpy = [{rpy[0]:.2f}, {rpy[1]:.2f}, {rpy[2]:.2f}] deg\n"
                 f"  samples {len(self.sample_indices)} used, {self.samples_skipped} without the board\n"
                 f"  reprojection rms {self.reprojection_rms_px:.3f} px, max {self.reprojection_max_px:.3f} px "

@@ -35,7 +35,10 @@ def draw_overlay(image: np.ndarray, sample: HandEyeSample, result: HandEyeResult
     height, width = canvas.shape[:2]
     radius = max(3, int(round(4 * scale)))
     # Pixel-centre coordinates (OpenCV's) -> the scaled canvas's: centre of pixel u is at (u + 0.5) * scale - 0.5.
-    to_canvas = lambda uv: (np.asarray(uv) + 0.5) * scale - 0.5  # noqa: E731
+
+    def to_canvas(uv):
+        return (np.asarray(uv) + 0.5) * scale - 0.5
+
     projected = to_canvas(result.project_corners(sample.T_base_flange, spec, sample.K, sample.dist))  # (N, 2)
     text = label
     det = sample.detection

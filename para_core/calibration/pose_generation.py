@@ -48,6 +48,9 @@ class PoseGenerationConfig:
             from facing, in degrees; the poses cycle through three magnitudes between them.
         yaw_max_deg: largest rotation about the viewing axis, degrees.
         workspace_fill: fraction of the workspace box the eye-to-hand positions spread over (centred).
+        aim_offset_m: eye-in-hand: the camera aims at points up to this far from the board's centre (in the board
+            plane), so the board is seen at different places in the image.
+        distance_spread: eye-in-hand: the viewing distance varies by up to this fraction either way.
     """
 
     n_poses: int = 15
@@ -55,6 +58,8 @@ class PoseGenerationConfig:
     tilt_max_deg: float = 30.0
     yaw_max_deg: float = 30.0
     workspace_fill: float = 0.8
+    aim_offset_m: float = 0.03
+    distance_spread: float = 0.15
 
     def __post_init__(self) -> None:
         if isinstance(self.n_poses, bool) or not isinstance(self.n_poses, (int, np.integer)) or self.n_poses < 6:
@@ -65,6 +70,12 @@ class PoseGenerationConfig:
                                    "invalid: give 0 < tilt_min_deg <= tilt_max_deg < 60 (15 and 30 recommended)")
         if not 0.0 <= self.yaw_max_deg <= 90.0:
             raise CalibrationError(f"PoseGenerationConfig.yaw_max_deg = {self.yaw_max_deg!r} is invalid: give 0..90")
+        if not 0.0 <= self.aim_offset_m < 1.0:
+            raise CalibrationError(f"PoseGenerationConfig.aim_offset_m = {self.aim_offset_m!r} is invalid: give metres "
+                                   "in [0, 1) (a few centimetres; the board must stay in view)")
+        if not 0.0 <= self.distance_spread < 0.5:
+            raise CalibrationError(f"PoseGenerationConfig.distance_spread = {self.distance_spread!r} is invalid: give "
+                                   "a fraction in [0, 0.5)")
         if not 0.0 < self.workspace_fill <= 1.0:
             raise CalibrationError(f"PoseGenerationConfig.workspace_fill = {self.workspace_fill!r} is invalid: give "
                                    "a fraction in (0, 1]")
@@ -160,10 +171,14 @@ def eye_to_hand_flange_poses(T_base_cam, T_flange_board, T_base_flange_reference
         unit = np.array([_halton(k, 2), _halton(k, 3), _halton(k, 5)]) if k else np.full(3, 0.5)
         flange_xyz = mid + (2.0 * unit - 1.0) * half
         R_flange = T_ref[:3, :3]
-        for _ in range(3):  # the board centre depends on the orientation: a few fixed-point steps
+        for _ in range(50):  # the board centre depends on the orientation: fixed-point steps (converge in ~10)
             board_centre = flange_xyz + R_flange @ (T_flange_board[:3, :3] @ centre_board + T_flange_board[:3, 3])
             R_board = _align(R_ref_board, board_centre - cam_xyz) @ R_view  # z away from the camera, then the view
-            R_flange = R_board @ T_flange_board[:3, :3].T
+            R_new = R_board @ T_flange_board[:3, :3].T
+            converged = np.max(np.abs(R_new - R_flange)) < 1e-13
+            R_flange = R_new
+            if converged:
+                break
         T = np.eye(4)
         T[:3, :3], T[:3, 3] = R_flange, flange_xyz
         poses.append(T)
@@ -194,10 +209,18 @@ def eye_in_hand_flange_poses(T_base_board, T_flange_cam, T_base_flange_reference
     R_ref_cam = T_ref[:3, :3] @ T_flange_cam[:3, :3]
     T_cam_flange = invert_rigid(T_flange_cam)
     max_candidates = 20 * config.n_poses
+    aim_cycle = np.array([1.0, 0.0, 0.6, 0.3])  # lengths 4 and 7: out of step with the tilts (3) and yaws (5)
+    distance_cycle = np.array([0.0, 1.0, -1.0, 0.5, -0.5, 1.0, -1.0])
     poses = []
-    for azimuth, tilt, yaw in view_pattern(max_candidates, config):
+    for k, (azimuth, tilt, yaw) in enumerate(view_pattern(max_candidates, config)):
         view_dir = T_base_board[:3, :3] @ _tilt(azimuth, tilt)[:, 2]  # camera -> board, tilted off the normal
-        cam_xyz = centre - viewing_distance_m * view_dir
+        # Aim off-centre and vary the distance: with every view through one point at one distance, a mount rotation
+        # about that point would move the image only through the board's tilt, and be poorly determined.
+        aim_angle = math.radians(GOLDEN_ANGLE_DEG * 2.0 * k + 45.0)
+        aim_board = np.array([math.cos(aim_angle), math.sin(aim_angle), 0.0]) * config.aim_offset_m * (
+            aim_cycle[k % 4] if k else 0.0)
+        distance = viewing_distance_m * (1.0 + config.distance_spread * (distance_cycle[k % 7] if k else 0.0))
+        cam_xyz = centre + T_base_board[:3, :3] @ aim_board - distance * view_dir
         R_cam = _align(R_ref_cam, view_dir) @ _yaw(yaw)  # face the board, then roll about the optical axis
         T_base_cam = np.eye(4)
         T_base_cam[:3, :3], T_base_cam[:3, 3] = R_cam, cam_xyz
