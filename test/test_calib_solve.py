@@ -7,6 +7,8 @@ Truth (scene camera rendered 5 cm / 5 deg away from its configured pose) is comp
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -251,3 +253,38 @@ def test_moves_stay_within_every_limit_and_a_stuck_pose_holds_the_arm():
         mover.wait_settled(settings.sample_timeout_s)
     assert drifting.sent and np.allclose(drifting.sent[-1].q_rad, drifting.q, atol=1e-12)
     assert not drifting.sent[-1].moving
+
+
+def test_capture_with_the_sdk_writes_joint_states_and_tf_a_reader_understands(tmp_path):
+    """Backend i2rt: capture owns the arm, so it writes /joint_states and the arm's /tf itself (no CAN here: the
+    writer is driven directly with the SDK-less frames of config/yam.yaml); the bag must read back with rosbags and
+    give the flange pose FK says."""
+    import threading
+    import types
+
+    from para_ros.bag.reader import BagReader, BagTopicConfig
+    from para_ros.bag.recording import McapRecorder
+    from para_ros.calibration.capture import CaptureSession, CaptureSettings, sim_centre_q
+    from para_ros.robot.yam import load_yam_config
+    from para_ros.robot.yam_frames import YamFrames
+
+    settings = CaptureSettings(out=tmp_path / "bag", backend="i2rt")
+    yam = load_yam_config()
+    frames = YamFrames(yam.wrist_camera)
+    fake = types.SimpleNamespace(settings=settings, frames=frames, lock=threading.Lock(), recording=True,
+                                 recorder=McapRecorder(tmp_path / "bag", settings.recorded_topics()))
+    q = sim_centre_q()
+    for _ in range(3):
+        CaptureSession.write_own_state(fake, q, 1.0)
+        time.sleep(0.01)
+    fake.recorder.close()
+    with BagReader(tmp_path / "bag", BagTopicConfig(ee_frame="gripper"), cameras=False) as bag:
+        t_ns, js = next(iter(bag.messages("/joint_states")))
+        assert list(js.name) == [*yam.model.joint_names, "gripper"]
+        assert np.allclose(js.position[:6], q)
+        stamp = int(js.header.stamp.sec) * 10**9 + int(js.header.stamp.nanosec)
+        T_chain = np.eye(4)
+        for parent, child, T in frames.transforms(q):
+            if child in ("link1", "link2", "link3", "link4", "link5", "gripper"):
+                T_chain = T_chain @ T
+        assert np.allclose(bag.lookup("gripper", stamp), T_chain, atol=1e-6)
