@@ -279,7 +279,7 @@ def test_capture_with_the_sdk_writes_joint_states_and_tf_a_reader_understands(tm
         time.sleep(0.01)
     fake.recorder.close()
     with BagReader(tmp_path / "bag", BagTopicConfig(ee_frame="gripper"), cameras=False) as bag:
-        t_ns, js = next(iter(bag.messages("/joint_states")))
+        _, js = next(iter(bag.messages("/joint_states")))
         assert list(js.name) == [*yam.model.joint_names, "gripper"]
         assert np.allclose(js.position[:6], q)
         stamp = int(js.header.stamp.sec) * 10**9 + int(js.header.stamp.nanosec)
