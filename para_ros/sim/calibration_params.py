@@ -26,8 +26,8 @@ CALIBRATION_PARAMS = [
     Param("calibration_board_rpy_deg", None, "Board frame orientation in its parent, roll-pitch-yaw (deg); unset = "
           "the mount's default (board face along the fingers / face up).", optional=True, length=3,
           kind_override="float_list"),
-    Param("board_squares_x", 5, "Board squares along x.", range=(2, 100)),
-    Param("board_squares_y", 7, "Board squares along y.", range=(2, 100)),
+    Param("board_squares_x", 5, "Board squares along x.", range=(3, 100)),
+    Param("board_squares_y", 7, "Board squares along y.", range=(3, 100)),
     Param("board_square_m", 0.03, "Board square side (m).", range=(0.001, 1.0)),
     Param("board_marker_m", 0.022, "Board ArUco marker side (m), smaller than the square.", range=(0.001, 1.0)),
     Param("board_dictionary", "DICT_5X5_100", "OpenCV ArUco dictionary of the board."),
