@@ -177,7 +177,7 @@ class CaptureSession:
             # SIGTERM is turned into the same (rclpy's handler would only shut the context down, silently).
             from rclpy.signals import SignalHandlerOptions
 
-            rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+            rclpy.init(args=[], signal_handler_options=SignalHandlerOptions.NO)  # our argv is not ROS arguments
             _sigterm_as_interrupt()
         self.rclpy = rclpy
         self.node = n = Node("para_calib_capture")
