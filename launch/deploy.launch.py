@@ -6,8 +6,8 @@ parameters set from the arguments all come from :mod:`para_ros.deploy.graph`, th
 
 Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``backend``, ``device``, ``dtype``,
 ``fast_path``, ``compile_mode``, ``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``,
-``wrist_info_topic``, ``joint_trajectory_topic``, ``arm_joint_names``, ``engage``, ``calibration``, ``rviz``, ``respawn``,
-``respawn_executor``, ``respawn_delay``. An empty value keeps the node's parameter file value (``config/*.yaml``).
+``wrist_info_topic``, ``joint_trajectory_topic``, ``arm_joint_names``, ``engage``, ``calibration``, ``rviz``,
+``respawn``, ``respawn_executor``, ``respawn_delay``. An empty value keeps the node's parameter file value (``config/*.yaml``).
 Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay`` (rule: :func:`para_ros.deploy.launcher.respawns`):
 ``respawn:=true`` gives inference_node and sim_node launch_ros' ``respawn=True`` with ``respawn_delay``
 (``respawn_delay`` seconds, default 2): a node that dies is started again. The executor commands the arm, so it comes

@@ -4,7 +4,8 @@ What is recorded (rosbag2, MCAP, with :class:`para_ros.bag.recording.McapRecorde
 both cameras' ``image_raw`` + ``camera_info``, ``/tf``, ``/tf_static`` (latched, written at the start) and
 ``/joint_states``: TF and joint states all along, images and CameraInfo in a short window per pose: from the moment
 the arm has settled (every joint's measured position moved less than ``settle_tol_rad`` over ``settle_s``) until each
-camera has delivered an image (and its CameraInfo) stamped after it. The bag is thus one sample per camera per pose, readable by ``para-calib solve`` and
+camera has delivered an image (and its CameraInfo) stamped after it. The bag is thus about one sample per camera per
+pose (two when a camera delivers twice in the window), readable by ``para-calib solve`` and
 ``para_ros.bag.reader.BagReader``.
 
 Where the commands go: the chunk executor's backends (:mod:`para_ros.execution.backends`,
@@ -312,7 +313,7 @@ def _sigterm_as_interrupt() -> None:
 
 
 def _header_stamp_ns(topic: str, data: bytes) -> int:
-    """Header stamp of a CDR Image / CameraInfo (both start with std_msgs/Header: 4-byte encapsulation, sec, nanosec)."""
+    """Header stamp of a CDR Image / CameraInfo (std_msgs/Header first: 4-byte encapsulation, sec, nanosec)."""
     import struct
 
     sec, nsec = struct.unpack_from("<iI", bytes(data), 4)

@@ -43,7 +43,7 @@ FLANGE_BOARD_CENTRE_M = (0.13, 0.0, 0.07)
 
 
 def rpy_deg_to_matrix(rpy_deg) -> np.ndarray:
-    """(3, 3) rotation of roll, pitch, yaw (degrees) about fixed x, then y, then z: ``Rz(yaw) @ Ry(pitch) @ Rx(roll)``."""
+    """(3, 3) rotation of roll, pitch, yaw (degrees) about fixed x, then y, then z: ``Rz @ Ry @ Rx``."""
     r, p, y = (math.radians(float(v)) for v in rpy_deg)
     cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
     Rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
@@ -117,7 +117,7 @@ class BoardMount:
         T = np.asarray(self.T_parent_board, dtype=np.float64).reshape(4, 4)
         R = T[:3, :3]
         if not (np.all(np.isfinite(T)) and np.allclose(R @ R.T, np.eye(3), atol=1e-6) and np.linalg.det(R) > 0):
-            raise ValueError("BoardMount.T_parent_board: give a rigid 4x4 transform (orthonormal right-handed rotation)")
+            raise ValueError("BoardMount.T_parent_board: give a rigid 4x4 transform (orthonormal, right-handed)")
         self.T_parent_board = T
         if not 0.0 <= float(self.margin_m) <= 0.1:
             raise ValueError(f"BoardMount.margin_m={self.margin_m}: give 0..0.1 m")
