@@ -33,9 +33,11 @@ setup(
             "inference_node = para_ros.nodes.inference_node:main",
             "chunk_executor = para_ros.nodes.chunk_executor:main",
             "sim_node = para_ros.nodes.sim_node:main",
+            "calibration_tf = para_ros.nodes.calibration_tf:main",
             "para-train = para_core.train.cli:main",
             "para-bag = para_ros.bag.cli:main",
             "para-sim = para_ros.sim.cli:main",
+            "para-calib = para_ros.commands.calib:main",
         ],
     },
 )

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,7 +198,16 @@ def test_every_parameter_set_over_dds_is_applied_or_refused_with_a_reason():
                                    "-p", "image_width:=32", "-p", "image_height:=32",
                                    "-p", "joint_states_topic:=/params_sim/joint_states",
                                    "-p", "joint_trajectory_topic:=/params_sim/joint_trajectory"], module=True))
-        names = {"chunk_executor": "params_executor", "inference_node": "params_inference", "sim_node": "params_sim"}
+        calibration = Path(tempfile.mkdtemp()) / "calibration.yaml"
+        calibration.write_text(
+            "para_calibration: 1\ndate: '2026-12-03T04:00:00Z'\nboard: {squares_x: 5, squares_y: 7, square_m: 0.03, "
+            "marker_m: 0.022, dictionary: DICT_5X5_100}\ncameras:\n  scene_cam: {method: eye_to_hand, parent_frame: "
+            "base, frame_id: scene_cam_optical_frame, xyz_m: [0.3, -0.5, 0.6], quat_xyzw: [1.0, 0.0, 0.0, 0.0], "
+            "board_on: gripper, board_xyz_m: [0.1, 0.0, 0.0], board_quat_xyzw: [0.0, 0.0, 0.0, 1.0]}\n")
+        procs.append(start_python(["para_ros.nodes.calibration_tf", "--ros-args", "-r", "__node:=params_calib_tf",
+                                   "-p", f"calibration_file:={calibration}"], module=True))
+        names = {"chunk_executor": "params_executor", "inference_node": "params_inference", "sim_node": "params_sim",
+                 "calibration_tf": "params_calib_tf"}
         for node, (table, _) in tables().items():
             for p in table.params:
                 if p.optional:

@@ -211,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     if rank != 0:
         return 0
     ckpt = result.checkpoint_dir
+    from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations
+
+    recipe = write_recipe_calibrations(ckpt, episode_calibrations(episodes))
+    if recipe is not None:
+        print(f"[para-train] the episodes' camera calibration(s) recorded in {recipe}")
     print(f"\n[para-train] done at iteration {result.iterations}")
     if result.final_val:
         v = result.final_val

@@ -8,6 +8,9 @@
     frames (1 / median stamp spacing), not ``--fps``: a 10 Hz recording extracted with ``--fps 30`` keeps every frame
     and says 10. ``meta`` records ``requested_fps``, ``measured_fps`` and ``gaps`` (spacings longer than 1.5 measured
     periods: count, largest in seconds). Training resamples such episodes by stamps (``para_core.data.dataset``).
+    The camera calibration the recording used (``--calibration FILE``, or ``calibration.yaml`` inside the bag
+    directory) is copied next to the episode and recorded in ``meta.calibration``; ``para-train`` keeps it in the
+    checkpoint's ``recipe.json``.
 
 ``para-bag eval BAG (--checkpoint DIR | --random-preset tiny) [--out DIR] [--write-chunks OUT.mcap]``
     Replays the recording through ``para_core.model.policy.Policy`` observation by observation (offline, as fast as the
@@ -158,6 +161,7 @@ def extract(args) -> int:
         fallback = float(args.fps) if args.fps and args.fps > 0 else (source_rate or 1.0)
         fps = timing["measured_fps"] or fallback  # one frame: no spacing to measure
         cfg = bag.config
+        calibration = _recording_calibration(args)
         meta = {"source_bag": str(Path(args.bag).resolve()), "extracted_by": "para-bag extract",
                 "image_topics": bag.image_topics, "info_topics": cfg.info_topics, "camera_frames": bag.camera_frames,
                 "world_frame": cfg.world_frame, "ee_frame": cfg.ee_frame, "gripper_joint": cfg.gripper_joint,
@@ -165,6 +169,10 @@ def extract(args) -> int:
                 "source_pair_rate_hz": source_rate, "pairs_in_bag": len(stamps), "requested_fps": args.fps,
                 "measured_fps": timing["measured_fps"], "max_spacing_s": timing["max_spacing_s"],
                 "gaps": timing["gaps"], "reader_stats": bag.stats.summary()}
+        if calibration is not None:
+            from para_ros.calibration.consumers import file_record
+
+            meta["calibration"] = {**file_record(calibration), "source": str(Path(calibration).resolve())}
         episode = Episode(view_names=views, stamps_ns=arrays["stamps"][:n],
                           images={v: arrays[f"img.{v}"][:n] for v in views},
                           K={v: arrays[f"K.{v}"][:n] for v in views},
@@ -172,6 +180,10 @@ def extract(args) -> int:
                           T_world_ee=arrays["T_ee"][:n], gripper=arrays["grip"][:n],
                           fps=fps, meta=meta)
         out = episode.save(args.out)
+        if calibration is not None:
+            from para_ros.calibration.consumers import keep_next_to
+
+            print(f"kept the recording's calibration {calibration} as {keep_next_to(calibration, out)}")
         if not bag.has_gripper:
             print(f"warning: no '{cfg.gripper_joint}' joint in {cfg.joint_states_topic}: gripper stored as 1.0 "
                   "(open)", file=sys.stderr)
@@ -185,6 +197,20 @@ def extract(args) -> int:
               f"{gaps['count']} gap(s)" + (f", largest {gaps['largest_s']:.3f} s" if gaps["count"] else "")
               + f") to {out}; {bag.stats.summary()}")
     return 0
+
+
+def _recording_calibration(args) -> Path | None:
+    """The calibration.yaml the recording used: ``--calibration``, else ``calibration.yaml`` inside the bag directory
+    (validated), else None."""
+    path = Path(args.calibration) if getattr(args, "calibration", "") else Path(args.bag) / "calibration.yaml"
+    if not path.is_file():
+        if getattr(args, "calibration", ""):
+            raise BagError(f"--calibration {args.calibration}: no such file")
+        return None
+    from para_ros.calibration.consumers import load
+
+    load(path)  # a broken file is refused (CalibrationError is a ValueError), nothing written
+    return path
 
 
 # ------------------------------------------------------------------------------------------------- calibration
@@ -618,6 +644,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--max-frames", type=int, default=0, help="stop after this many frames (0: all)")
     ex.add_argument("--views", default="scene,wrist", help="comma-separated camera views, in policy order")
     ex.add_argument("--quiet", action="store_true", help="no progress bar")
+    ex.add_argument("--calibration", default="", help="the calibration.yaml the recording used (para-calib solve); "
+                    "kept next to the episode and in its meta.json, and by para-train in the checkpoint's "
+                    "recipe.json (default: calibration.yaml inside the bag directory, if any)")
     _add_topic_args(ex)
     ca = sub.add_parser("calib", help="calibration check: the tool frame (TF) projected into each camera over time "
                                       "(contact sheet PNG + JSON)")

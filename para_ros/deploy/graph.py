@@ -32,6 +32,7 @@ range, joint speed, tool speed and workspace of ``config/yam.yaml`` (unchanged).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES
@@ -80,6 +81,9 @@ NODES: tuple[NodeSpec, ...] = (
     NodeSpec("sim_node", "sim_node", "para_ros.nodes.sim_node", "config/sim.yaml", ("sim",)),
     NodeSpec("inference_node", "inference_node", "para_ros.nodes.inference_node", INFERENCE_PARAMS_FILE),
     NodeSpec("chunk_executor", "chunk_executor", "para_ros.nodes.chunk_executor", "config/executor.yaml"),
+    # Only with a calibration file (see plan): its scene camera (and, backend topic, wrist mount) on /tf_static.
+    NodeSpec("calibration_tf", "calibration_tf", "para_ros.nodes.calibration_tf", "config/calibration_tf.yaml",
+             ("i2rt", "topic")),
 )
 
 
@@ -139,6 +143,10 @@ class DeploySettings:
             ``/arm_controller/joint_trajectory``); "" = keep ``config/executor.yaml`` (``/joint_trajectory``).
         arm_joint_names: backend ``topic`` only: the controller's 6 arm joint names, comma-separated, in YAM order
             joint1..joint6; "" = the YAM's (``config/yam.yaml``: joint1..joint6).
+        calibration: a ``calibration.yaml`` (``para-calib solve``), made absolute; "" = none. The scene camera's static
+            transform and the wrist mount then come from it: ``sim_node`` publishes them instead of its truth,
+            the ``i2rt`` executor's TF takes the wrist mount, and on a real rig the ``calibration_tf`` node publishes
+            the scene camera (backend ``topic``: and the wrist mount).
         engage: hand the arm to the policy at start (the executor's ``auto_engage``). The executor otherwise starts
             disengaged (``config/executor.yaml``) until ``/chunk_executor/engage`` is called. Always on for backend
             ``sim``; for a real arm only when asked (``--engage`` / ``engage:=true``). Takes a bool or "true"/"false".
@@ -157,9 +165,19 @@ class DeploySettings:
     joint_trajectory_topic: str = ""
     arm_joint_names: str = ""
     engage: bool = False
+    calibration: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "engage", _true_false("engage", self.engage) == "true")
+        if self.calibration:
+            from para_ros.calibration.consumers import load
+
+            path = os.path.abspath(os.path.expanduser(self.calibration))
+            try:
+                load(path)
+            except ValueError as exc:
+                raise ValueError(f"calibration={self.calibration!r}: {exc}") from None
+            object.__setattr__(self, "calibration", path)
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
         if self.dtype not in ("", *INFERENCE_DTYPES):
@@ -217,6 +235,8 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
             out["fast_path"] = settings.fast_path == "true"
     elif spec.name == "chunk_executor":
         out["backend"] = EXECUTOR_BACKEND[settings.backend]
+        if settings.calibration:
+            out["calibration_file"] = settings.calibration
         if settings.backend == "sim" or settings.engage:
             out["auto_engage"] = True
         if settings.backend == "topic":
@@ -227,7 +247,27 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
                     out[name] = value
         if uses_untrained_model(settings):
             out.update(UNTRAINED_EXECUTOR_OVERRIDES)
+    elif settings.calibration:
+        out.update(calibration_overrides(spec.name, settings))
     return out
+
+
+def calibration_overrides(node: str, settings: "DeploySettings") -> dict[str, object]:
+    """Parameters of ``sim_node`` / ``calibration_tf`` for a calibration file: the sim publishes the file's cameras
+    instead of its truth; on a real rig ``calibration_tf`` publishes the scene camera (and, backend ``topic``, the
+    wrist mount, which the ``i2rt`` executor publishes itself)."""
+    from para_ros.calibration.consumers import load
+
+    cameras = load(settings.calibration).cameras
+    if node == "sim_node":
+        out: dict[str, object] = {"calibration_file": settings.calibration}
+        for name in ("scene_cam", "wrist_cam"):
+            if name in cameras:
+                out[f"{name}_tf"] = "calibration"
+        return out
+    if node == "calibration_tf":
+        return {"calibration_file": settings.calibration, "publish_wrist": settings.backend == "topic"}
+    return {}
 
 
 def uses_untrained_model(settings: DeploySettings) -> bool:
@@ -246,7 +286,8 @@ def uses_untrained_model(settings: DeploySettings) -> bool:
 
 def plan(settings: DeploySettings) -> list[tuple[NodeSpec, dict[str, object]]]:
     """The graph for ``settings``: every node with its parameter overrides, in start order."""
-    return [(spec, node_overrides(spec, settings)) for spec in nodes_for(settings.backend)]
+    return [(spec, node_overrides(spec, settings)) for spec in nodes_for(settings.backend)
+            if spec.name != "calibration_tf" or settings.calibration]
 
 
 def parse_node_params(rules: list[str]) -> dict[str, dict[str, object]]:

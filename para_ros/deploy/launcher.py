@@ -328,6 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="backend topic only: the controller's 6 arm joint names, comma-separated, YAM order "
                              "joint1..joint6 (default: the YAM's joint1..joint6). The gripper is not in the "
                              "trajectory: it goes out as std_msgs/Float64 0..1 on /gripper_command")
+    parser.add_argument("--calibration", default="", help="calibration.yaml (para-calib solve): the scene camera's "
+                        "static transform and the wrist mount come from it (see para_ros/deploy/graph.py)")
     parser.add_argument("--duration", type=float, default=60.0,
                         help="seconds to run, from the start of the nodes (default 60; 0 = until Ctrl-C)")
     parser.add_argument("--out", default=None, help="output directory (default: runs/<timestamp>)")
@@ -357,7 +359,7 @@ def _settings(args) -> graph.DeploySettings:
         scene_image_topic=args.scene_image_topic, scene_info_topic=args.scene_info_topic,
         wrist_image_topic=args.wrist_image_topic, wrist_info_topic=args.wrist_info_topic,
         joint_trajectory_topic=args.joint_trajectory_topic, arm_joint_names=args.arm_joint_names,
-        engage=args.engage)
+        engage=args.engage, calibration=args.calibration)
 
 
 def _effective_params(params_file: str, node: str, overrides: dict) -> dict:

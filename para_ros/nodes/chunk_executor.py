@@ -62,6 +62,8 @@ Run: ``python -m para_ros.nodes.chunk_executor --ros-args --params-file config/e
 """
 from __future__ import annotations
 
+import dataclasses
+
 import sys
 import threading
 import time
@@ -159,6 +161,8 @@ PARAMETERS = ParameterTable(NODE_NAME, [
     Param("smoothing_max_jerk_rad_s3", 100.0, "ruckig smoothing: joint jerk limit (rad/s^3).", range=(1e-6, 1e7)),
     Param("yam_config", "", "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml (the safety "
           "limits live there, not here).", section="model and limits"),
+    Param("calibration_file", "", "calibration.yaml (para-calib solve): its wrist_cam replaces yam_config's "
+          "wrist_camera mount in the TF this node publishes (backend i2rt_sdk); empty = the CAD mount."),
     Param("chunk_topic", "/para/action_chunk", "para_msgs/ActionChunk input topic.", section="topics"),
     Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic the arm's joints are read from "
           "(topic backends), or published on (i2rt_sdk backend)."),
@@ -345,6 +349,10 @@ class ChunkExecutorNode(Node):
         super().__init__(node_name, **kwargs)
         self.params = p = PARAMETERS.declare(self)
         self.yam = load_yam_config(p["yam_config"] or None)
+        if p["calibration_file"]:  # the calibrated wrist mount replaces the CAD one
+            from para_ros.calibration.consumers import wrist_mount
+            self.yam = dataclasses.replace(self.yam, wrist_camera=wrist_mount(p["calibration_file"],
+                                                                              self.yam.wrist_camera))
         self.arm_joint_names = parse_joint_names(p["arm_joint_names"], self.yam.model.joint_names)
         self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
         self.world_frame = self.yam.model.world_frame

@@ -253,12 +253,13 @@ def _yaml_value(v) -> str:
 
 def tables() -> dict[str, tuple[ParameterTable, str]]:
     """Every node's table and its shipped file name."""
+    from para_ros.nodes.calibration_tf import PARAMETERS as calibration_tf
     from para_ros.nodes.chunk_executor import PARAMETERS as executor
     from para_ros.nodes.inference_node import PARAMETERS as inference
     from para_ros.nodes.sim_node import PARAMETERS as sim
 
     return {"chunk_executor": (executor, "executor.yaml"), "inference_node": (inference, "inference.yaml"),
-            "sim_node": (sim, "sim.yaml")}
+            "sim_node": (sim, "sim.yaml"), "calibration_tf": (calibration_tf, "calibration_tf.yaml")}
 
 
 def check_node_params(node_params: Mapping[str, Mapping[str, object]]) -> dict[str, dict[str, object]]:

@@ -6,7 +6,8 @@ Publishes
       ``header.frame_id`` = the camera's OpenCV optical frame; stamp = the time of the state the frame shows.
   ``/tf``         arm chain ``base`` -> ``link1`` .. ``link5`` -> ``gripper``, plus ``grasp_site`` and the wrist
                   camera's optical frame under ``gripper`` (``tf2_msgs/TFMessage``).
-  ``/tf_static``  ``base`` -> scene camera optical frame (TRANSIENT_LOCAL), pose from the parameters.
+  ``/tf_static``  ``base`` -> scene camera optical frame (TRANSIENT_LOCAL), pose from the parameters (or the
+                  rendered one, a calibration file's, or none: ``scene_cam_tf``, :mod:`para_ros.sim.told_frames`).
   ``/joint_states`` joint1..joint6 (rad) and ``gripper`` (0 closed .. 1 open).
   ``/clock``      when ``publish_clock`` is true.
 Subscribes
@@ -54,6 +55,7 @@ from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaste
 from para_ros.adapters.transforms import matrix_to_transform
 from para_ros.nodes.health import ERROR, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
+from para_ros.sim.calibration_params import CALIBRATION_PARAMS, sim_config_fields, told_frames_from_params
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
 from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim
@@ -109,6 +111,7 @@ PARAMETERS = ParameterTable(NODE_NAME, [
     Param("cube_rgba", [0.85, 0.15, 0.15, 1.0], "Colour of the task's cube (r, g, b, a in 0..1).", range=(0.0, 1.0),
           length=4),
     Param("light_scale", 1.0, "Scale of the lamps' diffuse light (1 = the training scene).", range=(0.0, 10.0)),
+    *CALIBRATION_PARAMS,
 ], header="""sim_node: the embedded simulated I2RT YAM (MuJoCo) with a scene and a wrist camera. It publishes what the
 real rig publishes (images + CameraInfo, /tf, /tf_static, /joint_states) and follows trajectory_msgs/JointTrajectory
 like a ros2_control joint trajectory controller. Units: metres, radians, seconds, Hz.""")
@@ -133,7 +136,8 @@ class SimNode(Node):
             scene_cam_fovy_deg=p["scene_cam_fovy_deg"], wrist_cam_fovy_deg=p["wrist_cam_fovy_deg"],
             n_cubes=p["n_cubes"], timestep_s=p["timestep_s"], home_q7=p["initial_joint_positions"],
             seed=p["seed"], cube_rgba=p["cube_rgba"], light_scale=p["light_scale"],
-            max_render_size=max(1024, p["image_width"], p["image_height"]))
+            max_render_size=max(1024, p["image_width"], p["image_height"]), **sim_config_fields(p))
+        self.told = told_frames_from_params(p, config)  # camera poses published (rendered ones may differ)
         self.sim = YamSim(config)  # cube 0 and the target pad start in the task layout of `seed`
         self.width, self.height = p["image_width"], p["image_height"]
         self.follower = TrajectoryFollower(self.sim.joint_targets())
@@ -291,12 +295,15 @@ class SimNode(Node):
         js.velocity = [float(v) for v in self.sim.joint_velocities()]
         self.joint_state_pub.publish(js)
         self.tf_broadcaster.sendTransform(
-            [self._transform(parent, child, T, stamp) for parent, child, T in self.sim.link_transforms()])
+            [self._transform(parent, child, self.told.T_gripper_wrist_cam if child == WRIST_CAM_BODY else T, stamp)
+             for parent, child, T in self.sim.link_transforms()])
 
     def _publish_static(self) -> None:
+        if self.told.T_base_scene_cam is None:
+            return  # scene_cam_tf: none
         stamp = to_time_msg(self.now_ns())
         self.static_broadcaster.sendTransform(
-            self._transform("base", self.params["scene_cam_frame_id"], self.sim.T_world_cam("scene"), stamp))
+            self._transform("base", self.params["scene_cam_frame_id"], self.told.T_base_scene_cam, stamp))
 
     # ---- commands ---------------------------------------------------------------------------------------
     def _on_trajectory(self, msg: JointTrajectory) -> None:

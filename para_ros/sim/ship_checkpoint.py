@@ -91,6 +91,9 @@ def main(argv=None) -> int:
         "final_validation": val[-1] if val else None, "sim": sim_settings(), "trained_at_commit": args.trained_at or _git_commit(),
         "note": args.note,
     }
+    trained = run / "checkpoint" / "recipe.json"  # para-train's: the calibrations of its episodes
+    if trained.is_file() and "calibrations" in json.loads(trained.read_text()):
+        recipe["calibrations"] = json.loads(trained.read_text())["calibrations"]
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2))
     print(f"shipped {run / 'checkpoint'} -> {out} (recipe.json, metrics.jsonl, loss_curve.png)")
     return 0

@@ -131,6 +131,12 @@ class SimConfig:
         home_q7: initial command (6 joints in radians + gripper 0..1).
         max_render_size: largest image side the offscreen buffer allows, pixels.
         seed: seed of the initial object layout.
+        calibration_board: a ChArUco board on the flange or the table
+            (:class:`para_ros.sim.calibration_board.BoardMount`), or None.
+        scene_cam_true_offset_T: (4, 4) or None: the scene camera is RENDERED at ``scene_cam_T_world_cam() @
+            offset`` (offset in its own optical frame), a pose the graph is not told (calibration tests).
+        wrist_cam_true_offset_T: (4, 4) or None: the wrist camera is rendered at the ``config/yam.yaml`` mount
+            ``@ offset``.
     """
 
     scene_cam_pos_m: tuple = (0.33, -0.5, 0.6)
@@ -155,6 +161,9 @@ class SimConfig:
     max_render_size: int = 1024
     seed: int = 0
     extra: dict = field(default_factory=dict)
+    calibration_board: object = None
+    scene_cam_true_offset_T: object = None
+    wrist_cam_true_offset_T: object = None
 
     def __post_init__(self):
         self.scene_cam_pos_m = _vec(self.scene_cam_pos_m, 3, "scene_cam_pos_m")
@@ -205,8 +214,22 @@ class SimConfig:
         if not 64 <= int(self.max_render_size) <= 8192:
             raise ValueError(f"max_render_size={self.max_render_size} must be within 64..8192 pixels")
 
+    def scene_cam_true_T_world_cam(self) -> np.ndarray:
+        """Where the scene camera is rendered: :meth:`scene_cam_T_world_cam` moved by ``scene_cam_true_offset_T``."""
+        T = self.scene_cam_T_world_cam()
+        return T if self.scene_cam_true_offset_T is None else T @ np.asarray(self.scene_cam_true_offset_T).reshape(4, 4)
+
+    def wrist_cam_true_T_gripper_cam(self) -> np.ndarray:
+        """Where the wrist camera is rendered on body ``gripper`` (4, 4): the ``config/yam.yaml`` mount moved by
+        ``wrist_cam_true_offset_T``."""
+        from para_core.model.rotations import make_matrix
+
+        w, x, y, z = WRIST_CAM_QUAT_WXYZ_IN_GRIPPER
+        T = make_matrix(WRIST_CAM_POS_IN_GRIPPER_M, (x, y, z, w))
+        return T if self.wrist_cam_true_offset_T is None else T @ np.asarray(self.wrist_cam_true_offset_T).reshape(4, 4)
+
     def scene_cam_T_world_cam(self) -> np.ndarray:
-        """The scene camera's OpenCV optical pose in ``base`` (4, 4)."""
+        """The scene camera's OpenCV optical pose in ``base`` (4, 4), as configured (before any true offset)."""
         if self.scene_T_world_cam is not None:
             return np.array(self.scene_T_world_cam, dtype=np.float64)
         return look_at_T_world_cam(self.scene_cam_pos_m, self.scene_cam_look_at_m, self.scene_cam_up_hint)
@@ -320,16 +343,16 @@ def build_spec(config: SimConfig) -> mujoco.MjSpec:
     # Wrist camera: the optical-frame body at the D405 mount, the MuJoCo camera turned 180 deg about X in it.
     wrist_body = gripper.add_body()
     wrist_body.name = WRIST_CAM_BODY
-    wrist_body.pos = list(WRIST_CAM_POS_IN_GRIPPER_M)
-    q = np.asarray(WRIST_CAM_QUAT_WXYZ_IN_GRIPPER)
-    wrist_body.quat = list(q / np.linalg.norm(q))
+    T_gripper_wrist = config.wrist_cam_true_T_gripper_cam()
+    wrist_body.pos = T_gripper_wrist[:3, 3].tolist()
+    wrist_body.quat = rotation_matrix_to_quat_wxyz(T_gripper_wrist[:3, :3]).tolist()
     wrist_cam = wrist_body.add_camera()
     wrist_cam.name = "wrist"
     wrist_cam.quat = list(QUAT_WXYZ_MJCAM_OPTICAL)
     wrist_cam.fovy = float(config.wrist_cam_fovy_deg)
 
     # Scene camera: fixed in the world.
-    pos, quat = _mj_quat_of_optical(config.scene_cam_T_world_cam())
+    pos, quat = _mj_quat_of_optical(config.scene_cam_true_T_world_cam())
     scene_cam = world.add_camera()
     scene_cam.name = "scene"
     scene_cam.pos = pos.tolist()
@@ -370,6 +393,8 @@ def build_spec(config: SimConfig) -> mujoco.MjSpec:
         pad.density = 0.0
     if config.finger_collision == "boxes":
         _add_finger_collision_boxes(spec)
+    if config.calibration_board is not None:
+        config.calibration_board.add_to_spec(spec)
     return spec
 
 

@@ -1,0 +1,1 @@
+"""ROS side of camera calibration: capture poses, recording, samples from bags, solving (para-calib)."""

@@ -1,0 +1,1 @@
+"""The console scripts' front doors (one module per command)."""
