@@ -245,9 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from para_ros.deploy import launcher as deploy
     from para_ros.deploy import graph
-    from para_ros.nodes.parameters import check_node_params
+    from para_ros.deploy import launcher as deploy
+    from para_ros.nodes.parameter_registry import check_node_params
 
     if not (args.duration > 0 and args.report_every > 0 and 0.5 <= args.camera_rate <= 120.0
             and args.shutdown_timeout > 0):
@@ -289,7 +289,7 @@ def run(args) -> int:
             group.start(spec, deploy.node_command(spec, overrides))
         watch = GraphWatch("/para/action_chunk", topics.joint_trajectory)
         if not args.no_task:
-            from para_ros.deploy.closed_loop import TaskDriver
+            from para_ros.deploy.episodes import TaskDriver
 
             driver = TaskDriver(time_limit_s=args.episode_time_limit)
             driver.start()

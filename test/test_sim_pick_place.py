@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from para_ros.deploy.closed_loop import moved_camera_pose, wilson_interval
+from para_ros.deploy.closed_loop import moved_camera_pose
+from para_ros.deploy.episodes import wilson_interval
 from para_ros.sim.expert import ExpertConfig, min_jerk, plan_pick_place
 from para_ros.sim.pick_place import (EpisodeMonitor, Judgement, PickPlaceConfig, apply_layout, check_seed, judge,
                                      judge_state, sample_layout)

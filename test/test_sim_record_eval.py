@@ -46,7 +46,7 @@ def test_recorded_bag_extracts_to_an_episode_that_trains(tmp_path):
 def _fake_checkpoint(tmp_path, views=("scene", "wrist"), sim=None):
     from para_core.model.checkpoint import save_checkpoint
     from para_core.model.config import V4Config
-    from para_core.model.v4 import build_model
+    from para_core.model.registry import build_model
 
     cfg = V4Config.tiny(view_names=views)
     path = tmp_path / "ck"

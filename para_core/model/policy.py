@@ -17,10 +17,14 @@ from typing import Sequence
 import cv2
 import numpy as np
 import torch
+import torch.nn.functional as Fn
 
+from para_core.model import cpu_attention, hardware
 from para_core.model.actions import decode_outputs
+from para_core.model.checkpoint import load_checkpoint
 from para_core.model.config import COMPILE_MODES, V4Config, torch_dtype
-from para_core.model.v4 import V4Inputs, V4Output, build_model
+from para_core.model.model_io import V4Inputs, V4Output
+from para_core.model.registry import build_model
 from para_core.model.rotations import check_rigid
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -91,7 +95,6 @@ def resize_on_device(image_rgb: np.ndarray, size: int, device: torch.device) -> 
     weighted by their overlap: two small matrix products, ``area_weights``), else bilinear with half-pixel centres (as
     ``cv2.INTER_LINEAR``); rounded to integers as OpenCV's uint8 output is. OpenCV's fixed-point weights round
     differently: at most one grey level apart (``test_core_fast_path``)."""
-    import torch.nn.functional as Fn
 
     img = torch.from_numpy(np.ascontiguousarray(image_rgb)).to(device)  # (H, W, 3) uint8
     x = img.permute(2, 0, 1).float()  # (3, H, W)
@@ -161,7 +164,6 @@ class Policy:
         ``keep_freed_memory``: on a CPU device, make the process's allocator keep freed memory
         (``hardware.keep_freed_memory_for``: a CPU forward otherwise spends 10-45 % of its time in page faults); for
         the whole process; ``self.allocator`` says what was done."""
-        from para_core.model import cpu_attention, hardware
 
         dtype = hardware.resolve_inference_dtype(dtype, device)  # refuses a name not in INFERENCE_DTYPES
         slow = hardware.slow_precision_warning(dtype, device)
@@ -200,7 +202,6 @@ class Policy:
                         compile_mode: str = "off", device_preprocess: bool | None = None,
                         keep_freed_memory: bool = True) -> "Policy":
         """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
-        from para_core.model.checkpoint import load_checkpoint
 
         model, config, meta = load_checkpoint(path)
         model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"

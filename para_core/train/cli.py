@@ -32,13 +32,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from para_core.model.config import DTYPES, PRESET_NAMES
+import yaml
 
+from para_core.data.dataset import find_episode_dirs
+from para_core.model.config import DTYPES, PRESET_NAMES, V4Config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,8 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_mapping(path: str) -> dict[str, Any]:
-    import yaml
-
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"--config {path}: no such file")
@@ -109,9 +110,7 @@ def _read_mapping(path: str) -> dict[str, Any]:
 
 def resolve_configs(args: argparse.Namespace):
     """-> (V4Config, TrainConfig, episode dirs) from the preset / --config / flags, or from the run on --resume."""
-    from para_core.model.config import V4Config
-    from para_core.data.dataset import find_episode_dirs
-    from para_core.train.trainer import TrainConfig, read_run
+    from para_core.train.trainer import TrainConfig, read_run  # scipy, torch: loaded on first use, not on import
 
     if args.resume:
         run = read_run(args.out)
@@ -180,10 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"model": model_config.to_dict(), "train": train_config.to_dict(),
                           "episodes": [str(p) for p in episodes]}, indent=2))
         return 0
-    import os
 
-    from para_core.train.distributed import shutdown
-    from para_core.train.trainer import train
+    from para_core.train.distributed import shutdown  # torch: loaded on first use, not on import
+    from para_core.train.trainer import train  # scipy, torch: loaded on first use, not on import
 
     rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -205,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n[para-train] done at iteration {result.iterations}")
     if result.final_val:
         v = result.final_val
-        from para_core.train.trainer import main_loss_term
+        from para_core.train.trainer import main_loss_term  # scipy, torch: loaded on first use, not on import
 
         key = main_loss_term(v)
         print(f"  validation: {key} {v[key]:.3f}, position error {v['pos_err_m'] * 100:.1f} cm "

@@ -48,16 +48,23 @@ import json
 import math
 import shutil
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as Fn
+from torch.utils.data import default_collate
 
-from para_core.model.checkpoint import save_checkpoint
-from para_core.model.config import DTYPES, V4Config, torch_dtype
 from para_core.data.dataset import EpisodeDataset, make_batch
+from para_core.model.checkpoint import read_checkpoint_meta, save_checkpoint
+from para_core.model.config import DTYPES, V4Config, torch_dtype
+from para_core.model.hardware import keep_freed_memory_for
+from para_core.model.registry import build_model
+from para_core.train.distributed import init_from_env
+from para_core.train.tensorboard_log import overlay_paths
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
@@ -268,7 +275,7 @@ class ResumableBatchSampler(torch.utils.data.Sampler):
 # ----------------------------------------------------------------------------------------- optimizer <-> files
 def save_optimizer(optimizer: torch.optim.Optimizer, directory: Path, extra: dict[str, Any]) -> None:
     """Optimizer state -> ``optimizer.safetensors`` (every tensor) + ``state.json`` (everything else). No pickle."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # safetensors: loaded on first use, not on import
 
     sd = optimizer.state_dict()
     tensors, scalars = {}, {}
@@ -287,7 +294,7 @@ def save_optimizer(optimizer: torch.optim.Optimizer, directory: Path, extra: dic
 
 def load_optimizer(optimizer: torch.optim.Optimizer, directory: Path) -> dict[str, Any]:
     """Inverse of ``save_optimizer``; returns the ``state.json`` dict (iteration, scaler, ...)."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # safetensors: loaded on first use, not on import
 
     opt_file, state_file = directory / "optimizer.safetensors", directory / "state.json"
     if not opt_file.is_file() or not state_file.is_file():
@@ -356,7 +363,6 @@ class Trainer:
 
     def __init__(self, model_config: V4Config, train_config: TrainConfig, episode_dirs, out_dir,
                  resume: bool = False):
-        from para_core.model.v4 import build_model
 
         self.config, self.tc = model_config, train_config
         self.run_dir = Path(out_dir)
@@ -368,10 +374,8 @@ class Trainer:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"TrainConfig.device = {train_config.device!r} but CUDA is not available; use 'cpu' "
                              f"or 'auto'")
-        from para_core.train.distributed import init_from_env
 
         self.dist, self.device = init_from_env(self.device)  # torchrun: this rank's place and device
-        from para_core.model.hardware import keep_freed_memory_for
 
         self.allocator = keep_freed_memory_for(self.device, train_config.keep_freed_memory)
         world, accum = self.dist.world_size, train_config.grad_accum_steps
@@ -441,9 +445,8 @@ class Trainer:
         (self.run_dir / RUN_FILE).write_text(json.dumps(run, indent=2, sort_keys=True))
 
     def _load_state(self) -> None:
-        from safetensors.torch import load_file
+        from safetensors.torch import load_file  # safetensors: loaded on first use, not on import
 
-        from para_core.model.checkpoint import read_checkpoint_meta
 
         if _finish_interrupted_save(self.run_dir):
             print(f"[para-train] {self.run_dir}: completed a save that was interrupted after it was fully written")
@@ -485,7 +488,7 @@ class Trainer:
     def save(self) -> Path:
         """Write ``checkpoint/`` (+ a snapshot under ``checkpoints/``) and the resumable ``train_state/``, both or
         neither (staged in ``.saving/``, see the module docstring)."""
-        from safetensors.torch import save_file
+        from safetensors.torch import save_file  # safetensors: loaded on first use, not on import
 
         staging = self.run_dir / STAGING_DIR
         if staging.exists():
@@ -541,7 +544,6 @@ class Trainer:
         """One optimisation step on a collated batch, or on a list of this process's micro-batches (gradient
         accumulation; under torchrun gradients are also averaged across processes). Returns the loss terms (mean
         over the global batch), lr and gradient norm."""
-        from contextlib import nullcontext
 
         micro_batches = batch if isinstance(batch, (list, tuple)) else [batch]
         self.train_model.train()
@@ -587,8 +589,6 @@ class Trainer:
         forward per batch); the gap between the two pairs is what mislocalised steps cost the gripper and rotation.
         Models without voxels (coordinate regression) report neither.
         """
-        import torch.nn.functional as Fn
-        from torch.utils.data import default_collate
 
         if self.val_set is None or len(self.val_set) == 0:
             return {}
@@ -630,7 +630,6 @@ class Trainer:
 
     def _overlays(self, batch: dict, chunks, gt: np.ndarray) -> None:
         """The first few validation samples' first view with the GT (green) and predicted (red) paths."""
-        from para_core.train.tensorboard_log import overlay_paths
 
         for k in range(min(self.tc.tensorboard_images, len(chunks))):
             img = overlay_paths(batch["images"][k, 0].numpy(), batch["K_img"][k, 0].double().numpy(),
@@ -652,7 +651,7 @@ class Trainer:
 
     def run(self) -> TrainResult:
         """Train until ``max_iters``; checkpoints, validation, metrics and the loss curve along the way."""
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # tqdm: loaded on first use, not on import
 
         cfg, tc = self.config, self.tc
         total = cfg.max_iters
@@ -811,10 +810,10 @@ def read_metrics(path) -> list[dict[str, Any]]:
 
 def plot_metrics(metrics_path, png_path) -> Path | None:
     """Loss curve PNG from ``metrics.jsonl``: train loss terms (left), validation CE and position error (right)."""
-    import matplotlib
+    import matplotlib  # matplotlib: loaded on first use, not on import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded on first use, not on import
 
     rows = read_metrics(metrics_path)
     train_rows = [r for r in rows if r.get("split") == "train"]

@@ -30,15 +30,29 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
+import torch
+from scipy.spatial.transform import Rotation
 
-from para_core.model.config import INFERENCE_DTYPES, PRESET_NAMES
-from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, select_by_fps
+from para_core.data.dataset import Episode
+from para_core.eval import figures
+from para_core.eval import metrics as ev
+from para_core.eval.calibration import contact_sheet
+from para_core.eval.method_figure import figure_numbers, method_figure_data, write_method_figure
+from para_core.model.config import INFERENCE_DTYPES, PRESET_NAMES, V4Config
+from para_core.model.policy import Policy
+from para_ros.bag.play import BagPlayer, PlayOptions, parse_remaps
+from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, make_typestore, select_by_fps
+from para_ros.dds_env import apply_loopback_dds_env
+from para_ros.ros_io.chunk_msg import action_chunk_msg
 from para_ros.stamps import stamp_to_ns, stamp_to_s
 
 CHUNK_TOPIC = "/para/action_chunk"
@@ -91,7 +105,7 @@ def topic_config(args, view_names) -> BagTopicConfig:
 
 
 def _progress(iterable, total, desc, quiet):
-    from tqdm import tqdm
+    from tqdm import tqdm  # tqdm: loaded on first use, not on import
 
     return tqdm(iterable, total=total, desc=desc, unit="obs", disable=quiet, file=sys.stderr)
 
@@ -117,8 +131,6 @@ def frame_timing(stamps_ns) -> dict:
 
 
 def extract(args) -> int:
-    from para_core.data.dataset import Episode
-
     views = tuple(v.strip() for v in args.views.split(",") if v.strip())
     with BagReader(args.bag, topic_config(args, views)) as bag:
         stamps = bag.pair_stamps()
@@ -190,9 +202,7 @@ def extract(args) -> int:
 # ------------------------------------------------------------------------------------------------- calibration
 def calib(args) -> int:
     """Calibration check: project the tool frame (TF) into each camera (CameraInfo + camera TF) over time."""
-    import json
 
-    from para_core.eval.calibration import contact_sheet
 
     views = tuple(v.strip() for v in args.views.split(",") if v.strip())
     if args.frames < 1:
@@ -224,7 +234,6 @@ def calib(args) -> int:
 # ---------------------------------------------------------------------------------------------------- figure
 def figure(args) -> int:
     """The seed's method figure from one real inference step on frame ``--frame`` of a recording."""
-    from para_core.eval.method_figure import figure_numbers, method_figure_data, write_method_figure
 
     policy = load_policy(args)
     if not hasattr(policy.model, "logit_log_scale"):
@@ -284,7 +293,6 @@ def ablation_table(rows: list[tuple[str, dict]]) -> tuple[list[str], list[list[s
 
 def ablate(args) -> int:
     """Evaluate several checkpoints on the same recordings; one table of the offline metrics (stdout, CSV, MD)."""
-    import csv
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -316,11 +324,7 @@ def ablate(args) -> int:
 # ------------------------------------------------------------------------------------------------------ play
 def play(args) -> int:
     """Publish a recording into the live graph with its original timing (``para_ros.bag.play``)."""
-    import signal
-    import threading
 
-    from para_ros.bag.play import BagPlayer, PlayOptions, parse_remaps
-    from para_ros.dds_env import apply_loopback_dds_env
 
     options = PlayOptions(bag=args.bag, rate=args.rate, start_offset_s=args.start_offset, loop=args.loop,
                           clock=args.clock, clock_rate_hz=args.clock_rate, remaps=parse_remaps(args.remap),
@@ -341,9 +345,6 @@ def play(args) -> int:
 
 # ------------------------------------------------------------------------------------------------------ eval
 def load_policy(args):
-    from para_core.model.config import V4Config
-    from para_core.model.policy import Policy
-
     device = None if args.device == "auto" else args.device
     fast = bool(getattr(args, "fast", False))
     if args.checkpoint:
@@ -358,9 +359,8 @@ class ChunkBagWriter:
     """Predicted chunks (+ markers) into a new bag: ``path.mcap`` -> one MCAP file; other paths -> rosbag2 dir."""
 
     def __init__(self, path: str | Path):
-        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.rosbag2 import StoragePlugin, Writer  # rosbags: loaded on first use, not on import
 
-        from para_ros.bag.reader import make_typestore
 
         self.path = Path(path)
         self.single_file = self.path.suffix == ".mcap"
@@ -378,10 +378,9 @@ class ChunkBagWriter:
         self.count = 0
 
     def write(self, stamp_ns: int, world_frame: str, ee_frame: str, model_id: str, out, ee_xyz) -> None:
-        from rclpy.serialization import serialize_message
+        from rclpy.serialization import serialize_message  # rclpy: loaded on first use, not on import
 
-        from para_ros.ros_io.chunk_msg import action_chunk_msg
-        from para_ros.ros_io.rviz import chunk_markers
+        from para_ros.ros_io.rviz import chunk_markers  # rclpy: loaded on first use, not on import
 
         msg = action_chunk_msg(out, stamp_ns, world_frame, ee_frame, model_id)
         self._writer.write(self._chunk_conn, int(stamp_ns), serialize_message(msg))
@@ -429,9 +428,7 @@ def _append(rec: dict, bag: BagReader, stamp_ns: int, positions, quats, gripper,
 
 def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
     """Run the policy over the bag's observations; returns the records, the model id and report context."""
-    import torch
 
-    from para_core.eval import figures
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -527,11 +524,6 @@ def _recorded(args) -> tuple[dict, str, dict]:
 
 
 def evaluate(args) -> int:
-    from scipy.spatial.transform import Rotation
-
-    from para_core.eval import metrics as ev
-    from para_core.eval import figures
-
     out_dir = Path(args.out or f"para_eval_{Path(args.bag).resolve().name}")
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.recorded_chunks:
@@ -579,10 +571,6 @@ def _fmt(v, scale=1.0) -> str:
 
 
 def _response_volume_figure(policy, obs, state, path: Path, step: int) -> None:
-    import torch
-
-    from para_core.eval import figures
-
     out = policy.last_output
     if out is None or not hasattr(out, "volume_logits"):  # e.g. the coordinate-regression baseline: no volume
         return

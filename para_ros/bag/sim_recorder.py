@@ -24,6 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from para_ros.bag.recording import McapRecorder
+from para_ros.deploy import graph
+from para_ros.robot.yam_ik import YamKinematics
+from para_ros.ros_io.task_services import reset_task
+from para_ros.sim.expert import plan_pick_place
+from para_ros.sim.pick_place import Layout
+
 RECORDED = {
     "/scene_cam/image_raw": "sensor_msgs/msg/Image",
     "/scene_cam/camera_info": "sensor_msgs/msg/CameraInfo",
@@ -37,11 +44,11 @@ RECORDED = {
 
 class _ExpertNode:
     def __init__(self):
-        import rclpy
+        import rclpy  # rclpy: loaded on first use, not on import
+        from rcl_interfaces.srv import SetParameters
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
         from rclpy.qos import DurabilityPolicy, QoSProfile
-        from rcl_interfaces.srv import SetParameters
         from sensor_msgs.msg import CameraInfo, Image, JointState
         from std_msgs.msg import String
         from std_srvs.srv import Trigger
@@ -93,15 +100,13 @@ class _ExpertNode:
             self.last_state = json.loads(msg.data)
 
     def reset(self, seed: int) -> dict:
-        from para_ros.ros_io.task_services import reset_task
-
         return reset_task(self.param_client, self.reset_client, seed)
 
     def send(self, q7: np.ndarray, dt_s: float) -> None:
-        from builtin_interfaces.msg import Duration
+        from builtin_interfaces.msg import Duration  # rclpy: loaded on first use, not on import
         from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-        from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES
+        from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES  # mujoco: loaded on first use, not on import
 
         msg = JointTrajectory()
         msg.joint_names = list(COMMAND_JOINT_NAMES)
@@ -120,15 +125,10 @@ class _ExpertNode:
 def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float = 50.0, keep_failures: bool = False,
                     progress: bool = True, echo: bool = False, sim_overrides: dict | None = None) -> dict:
     """Record ``episodes`` expert bags under ``out`` (``episode_<seed>/``); returns the outcome counts."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # tqdm: loaded on first use, not on import
 
-    from para_ros.deploy import launcher as deploy
-    from para_ros.deploy import graph
-    from para_ros.robot.yam_ik import YamKinematics
-    from para_ros.bag.recording import McapRecorder
-    from para_ros.sim.expert import plan_pick_place
-    from para_ros.sim.pick_place import Layout
-    from para_ros.sim.yam_scene import SimConfig
+    from para_ros.deploy import launcher as deploy  # cv2, rclpy: loaded on first use, not on import
+    from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
     out.mkdir(parents=True, exist_ok=True)
     env = deploy.graph_env()

@@ -18,33 +18,26 @@ the scene camera with the predicted path drawn in (first success and first failu
 from __future__ import annotations
 
 import json
-import math
 import sys
-import threading
-import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
-from para_ros.sim.pick_place import OUTCOMES, EpisodeMonitor, Judgement, check_seed
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """95 % Wilson score interval of a success rate (``z`` = the normal quantile)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+from para_core.model.config import V4Config
+from para_ros.deploy import graph
+from para_ros.deploy import launcher as deploy
+from para_ros.deploy.episodes import EpisodeRow, TaskClient, run_episode, summarise, wait_for_first_chunk
+from para_ros.nodes.parameter_registry import check_node_params
+from para_ros.paths import shipped_node_params
+from para_ros.sim.pick_place import MAX_SEED, OUTCOMES, check_seed
 
 
 def moved_camera_pose(T_world_cam: np.ndarray, shift_m, rotate_deg) -> np.ndarray:
     """``T_world_cam`` (4, 4) moved by ``shift_m`` (3,, world frame) and turned by ``rotate_deg`` (3,: a rotation
     vector in degrees, world axes) about the camera's own centre."""
-    from scipy.spatial.transform import Rotation
+    from scipy.spatial.transform import Rotation  # scipy: loaded on first use, not on import
 
     T = np.array(T_world_cam, dtype=np.float64)
     R_delta = Rotation.from_rotvec(np.radians(np.asarray(rotate_deg, dtype=np.float64))).as_matrix()
@@ -76,8 +69,6 @@ class EvalSettings:
     node_params: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        from para_ros.nodes.parameters import check_node_params
-
         self.node_params = check_node_params(self.node_params)
         check_seed(self.seed)
         if not 1 <= int(self.episodes) <= 10000:
@@ -98,7 +89,6 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
     """The checkpoint's model config, after checking it can drive the simulator: the sim's two cameras as views and a
     ``recipe.json`` (when present) whose simulator settings equal the sim node's shipped ones. Raises ValueError
     naming the mismatch."""
-    from para_core.model.config import V4Config
 
     path = Path(checkpoint)
     cfg_path = path / "config.json"
@@ -114,9 +104,7 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
     recipe_path = path / "recipe.json"
     if recipe_path.is_file():
         recipe = json.loads(recipe_path.read_text())
-        from para_ros.deploy.launcher import _effective_params
-
-        sim_params = _effective_params("config/sim.yaml", "sim_node", {})
+        sim_params = shipped_node_params("config/sim.yaml", "sim_node")
         for key, want in (recipe.get("sim") or {}).items():
             have = sim_params.get(key)
             if have is not None and have != want:
@@ -127,8 +115,6 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
 
 
 def add_eval_arguments(p) -> None:
-    from para_ros.sim.pick_place import MAX_SEED
-
     p.add_argument("--checkpoint", required=True, help="checkpoint directory (model.safetensors + config.json)")
     p.add_argument("--episodes", type=int, default=50, help="episodes to run (1..10000, default 50)")
     p.add_argument("--seed", type=int, default=100000,
@@ -157,173 +143,11 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
 
 
-# ----------------------------------------------------------------------------------------------- the evaluator
-@dataclass
-class EpisodeRow:
-    episode: int
-    seed: int
-    outcome: str
-    duration_s: float
-    place_error_m: float
-    max_lift_m: float
-    chunks: int
-    chunks_rejected: int
-    layout: dict = field(default_factory=dict)
-    chunks_truncated: int = 0
-
-
-def summarise(rows: list[EpisodeRow]) -> dict:
-    n = len(rows)
-    ok = sum(r.outcome == "success" for r in rows)
-    lo, hi = wilson_interval(ok, n)
-    causes = {o: sum(r.outcome == o for r in rows) for o in OUTCOMES}
-    times = [r.duration_s for r in rows if r.outcome == "success"]
-    return {"episodes": n, "successes": ok, "success_rate": ok / n if n else 0.0, "wilson95": [lo, hi],
-            "outcomes": causes, "median_success_time_s": float(np.median(times)) if times else None}
-
-
-class _Evaluator:
-    """The evaluator's ROS side: service clients, task-state, chunk, image and diagnostics subscriptions."""
-
-    def __init__(self, scene_T_world_cam: np.ndarray):
-        import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
-        from para_msgs.msg import ActionChunk
-        from rcl_interfaces.srv import SetParameters
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.node import Node
-        from rclpy.qos import QoSProfile
-        from sensor_msgs.msg import CameraInfo, Image
-        from std_msgs.msg import String
-        from std_srvs.srv import Trigger
-
-        from rclpy.signals import SignalHandlerOptions
-
-        # Its own context, no signal handlers: the command that owns this evaluator owns Ctrl-C (para-deploy runs
-        # one next to its monitor, which has its own context too).
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
-        self.rclpy = rclpy
-        self.node = Node("para_sim_eval", context=self.context)
-        n = self.node
-        self.clients = {
-            "stop": n.create_client(Trigger, "/chunk_executor/stop"),
-            "resume": n.create_client(Trigger, "/chunk_executor/resume"),
-            "reset": n.create_client(Trigger, "/sim_node/reset_task"),
-            "params": n.create_client(SetParameters, "/sim_node/set_parameters"),
-        }
-        self.lock = threading.Lock()
-        self.states: list[dict] = []
-        self.chunks = 0
-        self.last_path_world: np.ndarray | None = None
-        self.rejected = 0
-        self.truncated = 0
-        self.record_frames = False
-        self.frames: list[np.ndarray] = []
-        self.K: np.ndarray | None = None
-        self.T_world_cam = scene_T_world_cam
-        n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=50))
-        n.create_subscription(ActionChunk, "/para/action_chunk", self._on_chunk, QoSProfile(depth=10))
-        n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, QoSProfile(depth=20))
-        n.create_subscription(Image, "/scene_cam/image_raw", self._on_image, QoSProfile(depth=2))
-        n.create_subscription(CameraInfo, "/scene_cam/camera_info", self._on_info, QoSProfile(depth=2))
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(n)
-        self._spin = threading.Thread(target=self._spin_forever, daemon=True)
-        self._running = True
-        self._spin.start()
-
-    def _spin_forever(self):
-        while self._running:
-            try:
-                self.executor.spin_once(timeout_sec=0.05)
-            except Exception:  # shutting down
-                if not self._running:
-                    return
-
-    def close(self):
-        self._running = False
-        self._spin.join(timeout=2.0)
-        self.node.destroy_node()
-        self.rclpy.try_shutdown(context=self.context)
-
-    # ---- callbacks
-    def _on_state(self, msg):
-        with self.lock:
-            self.states.append(json.loads(msg.data))
-
-    def _on_chunk(self, msg):
-        path = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses], dtype=np.float64)
-        with self.lock:
-            self.chunks += 1
-            self.last_path_world = path
-
-    def _on_diag(self, msg):
-        for st in msg.status:
-            if "chunk_executor" not in st.name:
-                continue
-            for kv in st.values:
-                if kv.key in ("chunks_rejected", "chunks_truncated"):
-                    try:
-                        count = int(kv.value)
-                    except ValueError:
-                        continue
-                    with self.lock:
-                        setattr(self, "rejected" if kv.key == "chunks_rejected" else "truncated", count)
-
-    def _on_info(self, msg):
-        from para_ros.observation.camera_model import intrinsics_from_camera_info
-
-        with self.lock:
-            self.K = intrinsics_from_camera_info(msg, msg.width, msg.height)
-
-    def _on_image(self, msg):
-        if not self.record_frames:
-            return
-        rgb = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.width, 3).copy()
-        with self.lock:
-            path, K = self.last_path_world, self.K
-        self.frames.append(draw_path(rgb, path, K, self.T_world_cam))
-
-    # ---- calls
-    def call(self, name: str, request=None, timeout_s: float = 10.0):
-        from para_ros.ros_io.task_services import call_service
-
-        return call_service(self.clients[name], request, timeout_s)
-
-    def reset_task(self, seed: int) -> dict:
-        from para_ros.ros_io.task_services import reset_task
-
-        return reset_task(self.clients["params"], self.clients["reset"], seed)
-
-
-def draw_path(rgb: np.ndarray, path_world: np.ndarray | None, K: np.ndarray | None, T_world_cam: np.ndarray
-              ) -> np.ndarray:
-    """The scene image with the predicted path (world points, para_core pixel convention K) drawn in."""
-    import cv2
-
-    out = np.ascontiguousarray(rgb.copy())
-    if path_world is None or K is None or len(path_world) == 0:
-        return out
-    T_cam_world = np.linalg.inv(T_world_cam)
-    p_cam = path_world @ T_cam_world[:3, :3].T + T_cam_world[:3, 3]  # (T, 3)
-    if np.any(p_cam[:, 2] <= 1e-6):
-        return out
-    uv = p_cam[:, :2] / p_cam[:, 2:3] * [K[0, 0], K[1, 1]] + [K[0, 2], K[1, 2]]  # (T, 2), centres at +0.5
-    pts = [(int(round(u - 0.5)), int(round(v - 0.5))) for u, v in uv]
-    for i, (a, b) in enumerate(zip(pts[:-1], pts[1:])):
-        cv2.line(out, a, b, (255, 255, 0), 1, cv2.LINE_AA)
-    for i, p in enumerate(pts):
-        f = i / max(1, len(pts) - 1)
-        cv2.circle(out, p, 2, (int(255 * (1 - f)), 255, int(255 * f)), -1, cv2.LINE_AA)
-    return out
-
-
 def write_video(frames: list[np.ndarray], path: Path, fps: float = 10.0) -> Path | None:
     """RGB frames -> an animated GIF (Pillow; plays everywhere, no codec needed). None when there are no frames."""
     if not frames:
         return None
-    from PIL import Image
+    from PIL import Image  # PIL: loaded on first use, not on import
 
     images = [Image.fromarray(f) for f in frames]
     images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
@@ -331,10 +155,10 @@ def write_video(frames: list[np.ndarray], path: Path, fps: float = 10.0) -> Path
 
 
 def plot_outcomes(rows: list[EpisodeRow], summary: dict, path: Path, title: str) -> Path:
-    import matplotlib
+    import matplotlib  # matplotlib: loaded on first use, not on import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded on first use, not on import
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
     colours = {"success": "tab:green", "no_grasp": "tab:red", "dropped": "tab:orange", "misplaced": "tab:purple",
@@ -390,18 +214,13 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
 def deploy_settings(settings: EvalSettings):
     """The graph an evaluation runs (``graph.DeploySettings``): the simulator backend with the checkpoint, device and
     inference path chosen."""
-    from para_ros.deploy import graph
 
     return graph.DeploySettings(backend="sim", checkpoint=str(Path(settings.checkpoint).resolve()),
                                 device=settings.device, fast_path="true" if settings.fast_path else "false")
 
 
 def run_eval(settings: EvalSettings) -> int:
-    from datetime import datetime
-
-    from para_ros.deploy import launcher as deploy
-    from para_ros.deploy import graph
-    from para_ros.sim.yam_scene import SimConfig
+    from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
     try:
         check_checkpoint_matches_sim(settings.checkpoint)
@@ -434,10 +253,10 @@ def run_eval(settings: EvalSettings) -> int:
                 overrides = {**overrides, **sim_over}
             overrides = {**overrides, **settings.node_params.get(spec.name, {})}
             group.start(spec, deploy.node_command(spec, overrides))
-        ev = _Evaluator(T_cam)
+        ev = TaskClient(T_cam)
         print(f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
               f"{env['ROS_DOMAIN_ID']}, report in {out}", flush=True)
-        _wait_for_first_chunk(ev, group, stop, timeout_s=120.0)
+        wait_for_first_chunk(ev, group, stop, timeout_s=120.0)
         for k in range(settings.episodes):
             if stop.is_set():
                 extra["interrupted"] = True
@@ -447,7 +266,7 @@ def run_eval(settings: EvalSettings) -> int:
                 raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n"
                                    f"{group.log_tail(dead)}")
             want_video = settings.videos and (("success" not in videos) or ("failure" not in videos))
-            row = _run_episode(ev, settings, k, settings.seed + k, stop, want_video)
+            row = run_episode(ev, settings, k, settings.seed + k, stop, want_video)
             rows.append(row)
             if want_video:
                 key = "success" if row.outcome == "success" else "failure"
@@ -477,107 +296,7 @@ def run_eval(settings: EvalSettings) -> int:
     return 0 if "error" not in extra else 1
 
 
-def _wait_for_first_chunk(ev: _Evaluator, group, stop: threading.Event, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while ev.chunks == 0:
-        dead = group.first_dead() if group is not None else None
-        if dead is not None:
-            raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n{group.log_tail(dead)}")
-        if stop.is_set() or time.monotonic() > deadline:
-            raise RuntimeError(f"no action chunk within {timeout_s:.0f} s of starting the graph (see the logs)")
-        time.sleep(0.1)
-
-
-def _run_episode(ev: _Evaluator, settings: EvalSettings, k: int, seed: int, stop: threading.Event,
-                 record: bool) -> EpisodeRow:
-    ev.call("stop")
-    layout = ev.reset_task(seed)
-    time.sleep(settings.settle_s)
-    with ev.lock:
-        ev.states.clear()
-        chunks0, rejected0, truncated0 = ev.chunks, ev.rejected, ev.truncated
-    ev.frames = []
-    ev.record_frames = record
-    ev.call("resume")
-    monitor = EpisodeMonitor()
-    t0 = time.monotonic()
-    success_since = None
-    outcome = None
-    while outcome is None:
-        time.sleep(0.05)
-        with ev.lock:
-            states, ev.states = ev.states, []
-        now = time.monotonic()
-        for st in states:
-            if st.get("seed") != seed:
-                continue
-            j = monitor.update(Judgement(st["state"], st["place_error_m"], st["cube_height_m"], st["held"]))
-            if j.success:
-                success_since = success_since if success_since is not None else now
-            else:
-                success_since = None
-        if success_since is not None and now - success_since >= settings.success_hold_s:
-            outcome = "success"
-        elif now - t0 >= settings.time_limit_s or stop.is_set():
-            with ev.lock:
-                chunks, rejected = ev.chunks - chunks0, ev.rejected - rejected0
-            outcome = monitor.outcome(limits_hit=chunks > 0 and rejected > 0.5 * chunks)
-    ev.record_frames = False
-    with ev.lock:
-        chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
-    last = monitor.last
-    return EpisodeRow(k, seed, outcome, time.monotonic() - t0, last.place_error_m if last else float("nan"),
-                      monitor.max_lift_m, chunks, rejected, layout, truncated)
-
-
-class TaskDriver(threading.Thread):
-    """Pick-and-place episodes back to back against a graph someone else started (``para-deploy --backend sim``):
-    the same episode procedure as ``para-sim eval``; ``rows`` holds the finished episodes."""
-
-    def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5):
-        super().__init__(name="para-task-driver", daemon=True)
-        from para_ros.sim.yam_scene import SimConfig
-
-        self.settings = EvalSettings(checkpoint="", episodes=1, seed=seed, time_limit_s=time_limit_s,
-                                     settle_s=settle_s, videos=False)
-        self.T_cam = SimConfig().scene_cam_T_world_cam()
-        self.stop_event = threading.Event()
-        self.rows: list[EpisodeRow] = []
-        self.error: str | None = None
-
-    def run(self) -> None:
-        ev = None
-        try:
-            ev = _Evaluator(self.T_cam)
-            _wait_for_first_chunk(ev, None, self.stop_event, timeout_s=300.0)
-            k = 0
-            while not self.stop_event.is_set():
-                row = _run_episode(ev, self.settings, k, self.settings.seed + k, self.stop_event, False)
-                if self.stop_event.is_set() and row.outcome != "success":
-                    break  # cut short by the end of the run: not an attempt
-                self.rows.append(row)
-                k += 1
-        except Exception as exc:  # report in the summary, never take the launcher down
-            self.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            if ev is not None:
-                ev.close()
-
-    def summary_line(self) -> str:
-        s = summarise(self.rows)
-        causes = ", ".join(f"{o} {n}" for o, n in s["outcomes"].items() if n and o != "success")
-        text = (f"  task (pick & place)   {s['episodes']} finished attempts, {s['successes']} successes"
-                + (f" (failures: {causes})" if causes else "")
-                + (f"; median time to success {s['median_success_time_s']:.1f} s" if s["median_success_time_s"]
-                   else ""))
-        if self.error:
-            text += f"; task driver stopped: {self.error}"
-        return text
-
-
 def cmd_eval(args) -> int:
-    from para_ros.deploy import graph
-
     try:
         settings = EvalSettings(
             checkpoint=args.checkpoint, episodes=args.episodes, seed=args.seed, out=args.out,

@@ -34,7 +34,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import yaml
+
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES
+from para_ros.paths import share_file
 
 PACKAGE = "para_ros"
 BACKENDS = ("sim", "i2rt", "topic")
@@ -91,7 +94,6 @@ UNTRAINED = "none"
 
 def shipped_checkpoint(relative: str = SIM_CHECKPOINT) -> str:
     """Absolute path of a shipped checkpoint directory, or "" when this installation has none."""
-    from para_ros.paths import share_file
 
     try:
         return str(share_file(f"{relative}/config.json").parent)
@@ -236,9 +238,7 @@ def uses_untrained_model(settings: DeploySettings) -> bool:
         return True
     if effective_checkpoint(settings):
         return False
-    import yaml
 
-    from para_ros.paths import share_file
 
     params = yaml.safe_load(share_file(INFERENCE_PARAMS_FILE).read_text())["inference_node"]["ros__parameters"]
     return not params.get("checkpoint")
@@ -253,9 +253,8 @@ def parse_node_params(rules: list[str]) -> dict[str, dict[str, object]]:
     """``NODE:NAME:=VALUE`` rules (``--node-param``) -> {node: {name: value}}, each value read as YAML.
 
     :raises ValueError: a rule not of that form. Names and values are checked against the nodes' parameter tables by
-        ``para_ros.nodes.parameters.check_node_params``.
+        ``para_ros.nodes.parameter_registry.check_node_params``.
     """
-    import yaml
 
     out: dict[str, dict[str, object]] = {}
     for rule in rules:

@@ -38,9 +38,14 @@ from pathlib import Path
 import yaml
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES
-from para_ros.deploy import graph
+from para_ros.bag.recording import McapRecorder, ros_type_name
 from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
-from para_ros.paths import share_file
+from para_ros.deploy import graph
+from para_ros.deploy.episodes import TaskDriver, summarise
+from para_ros.deploy.monitor import DeployMonitor, GraphTopics, record_topics
+from para_ros.deploy.summary import format_summary, summary_dict
+from para_ros.paths import share_file, shipped_node_params
+from para_ros.sim.pick_place import check_seed
 
 PR_SET_PDEATHSIG = 1
 try:  # loaded here, not in the forked child
@@ -360,21 +365,18 @@ def _settings(args) -> graph.DeploySettings:
         engage=args.engage)
 
 
-def _effective_params(params_file: str, node: str, overrides: dict) -> dict:
+def effective_params(params_file: str, node: str, overrides: dict) -> dict:
     """A node's parameters as it will run: its shipped file, then the launcher's overrides."""
-    params = dict(yaml.safe_load(share_file(params_file).read_text())[node]["ros__parameters"])
-    params.update(overrides)
-    return params
+    return {**shipped_node_params(params_file, node), **overrides}
 
 
 def graph_topics(plan):
     """The ``GraphTopics`` the monitor watches, from the effective parameters of the planned nodes."""
-    from para_ros.deploy.monitor import GraphTopics
 
     specs = {spec.name: (spec, overrides) for spec, overrides in plan}
-    inference = _effective_params(specs["inference_node"][0].params_file, "inference_node",
+    inference = effective_params(specs["inference_node"][0].params_file, "inference_node",
                                   specs["inference_node"][1])
-    executor = _effective_params(specs["chunk_executor"][0].params_file, "chunk_executor",
+    executor = effective_params(specs["chunk_executor"][0].params_file, "chunk_executor",
                                  specs["chunk_executor"][1]) if "chunk_executor" in specs else {}
     default = GraphTopics()
     return GraphTopics(
@@ -394,7 +396,6 @@ def _argument_problem(args) -> str | None:
         return f"--respawn-delay {args.respawn_delay} must be within 0..600 s"
     if not 1.0 <= args.episode_time_limit <= 600.0:
         return f"--episode-time-limit {args.episode_time_limit} must be within 1..600 s"
-    from para_ros.sim.pick_place import check_seed
     try:
         check_seed(args.task_seed)
     except ValueError as exc:
@@ -408,8 +409,6 @@ def _output_dir(args) -> Path:
 
 def _start_graph(args, settings, group: ProcessGroup, out: Path, topics):
     """Start the nodes, the monitor (and its recorder) and, against the simulator, the task driver."""
-    from para_ros.bag.recording import McapRecorder, ros_type_name
-    from para_ros.deploy.monitor import DeployMonitor, record_topics
 
     graph_start_ns = time.time_ns()
     for spec, cmd in graph_commands(settings):
@@ -423,8 +422,6 @@ def _start_graph(args, settings, group: ProcessGroup, out: Path, topics):
     monitor = DeployMonitor(recorder, image_period_s=args.record_image_period, topics=topics)
     monitor.data.graph_start_ns = graph_start_ns
     if settings.backend == "sim" and not args.no_task:
-        from para_ros.deploy.closed_loop import TaskDriver
-
         driver = TaskDriver(seed=args.task_seed, time_limit_s=args.episode_time_limit)
         driver.start()
     return monitor, recorder, driver
@@ -456,7 +453,6 @@ def _watch(args, group: ProcessGroup, monitor, stop: SignalStop, t_start: float)
 def _report(out: Path, settings, group: ProcessGroup, monitor, recorder, driver, stop_reason: str,
             duration_s: float, status: int) -> int:
     """The summary (printed, summary.txt, summary.json), the snapshot and the recording's line. -> exit status."""
-    from para_ros.deploy.summary import format_summary, summary_dict
 
     record = monitor.record()
     record.duration_s = duration_s
@@ -484,8 +480,6 @@ def _report(out: Path, settings, group: ProcessGroup, monitor, recorder, driver,
     (out / "summary.txt").write_text(text + "\n")
     summary = summary_dict(record)
     if driver is not None:
-        from para_ros.deploy.closed_loop import summarise
-
         summary["task"] = {**summarise(driver.rows), "attempts": [vars(r) for r in driver.rows],
                            "error": driver.error}
     summary.update({"snapshot": str(snapshot) if snapshot else None,

@@ -72,20 +72,24 @@ from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from para_ros.execution.backends import I2rtSdkBackend
-from para_ros.execution.chunk import IMPLAUSIBLE_SPEED_MODES, OUT_OF_WORKSPACE_MODES
+from para_ros.execution.chunk import IMPLAUSIBLE_SPEED_MODES, OUT_OF_WORKSPACE_MODES, ChunkChecks
 from para_ros.execution.control_loop import FixedRateLoop, request_fifo
 from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOINT_STATE_PROBLEM, STOPPED,
-                                              TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorCore)
-from para_ros.nodes.health import HealthReporter
+                                              TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorConfig, ExecutorCore)
+from para_ros.execution.smoothing import JerkLimits
+from para_ros.execution.timeline import BlendConfig
+from para_ros.nodes.health import ERROR, OK, WARN, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
+from para_ros.nodes.runtime import run_node
 from para_ros.robot.yam import load_yam_config
 from para_ros.robot.yam_frames import YamFrames
 from para_ros.ros_io.chunk_msg import chunk_from_msg
 from para_ros.ros_io.sdk_state import SdkStatePublisher
-from para_ros.ros_io.topic_backends import JointTrajectoryBackend, PoseBackend, pose_stamped
+from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, JointTrajectoryBackend, PoseBackend, pose_stamped
 
 
 NODE_NAME = "chunk_executor"
@@ -215,10 +219,6 @@ def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
 
 def build_executor_config(p: dict, yam):
     """ExecutorConfig from the node's parameter values and the YAM config (limits give the workspace box)."""
-    from para_ros.execution.chunk import ChunkChecks
-    from para_ros.execution.executor_core import ExecutorConfig
-    from para_ros.execution.smoothing import JerkLimits
-    from para_ros.execution.timeline import BlendConfig
 
     checks = ChunkChecks(
         world_frame=yam.model.world_frame, tool_frames=(yam.model.tool_site,), max_age_s=p["max_chunk_age_s"],
@@ -264,7 +264,6 @@ def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], d
 
     :returns: (level: ``para_ros.nodes.health`` OK / WARN / ERROR, problem texts, the counters to pass as ``previous`` next)
     """
-    from para_ros.nodes.health import ERROR, OK, WARN
 
     counters = {name: getattr(status, name) for name, _, _ in EVENT_PROBLEMS}
     problems = [f"{key}: {message}" for key, message in status.problems.items()]
@@ -306,10 +305,6 @@ class JointStateWatch:
     """
 
     def __init__(self, node, topic: str, names: tuple[str, ...], now_s):
-        from sensor_msgs.msg import JointState
-
-        from para_ros.ros_io.topic_backends import JOINT_STATE_QOS
-
         self.names = tuple(names)
         self._now_s = now_s
         self._heard: dict[str, float] = {}
@@ -607,7 +602,6 @@ class ChunkExecutorNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``chunk_executor [--params-file FILE] [--ros-args ...]``."""
-    from para_ros.nodes.runtime import run_node
 
     return run_node(ChunkExecutorNode, prog="chunk_executor", description=__doc__.split("\n\n")[0],
                     default_params_file="executor.yaml", argv=argv, epilog=PARAMETERS.help_text())

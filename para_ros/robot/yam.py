@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from para_core.model.rotations import make_matrix
+
 N_ARM_JOINTS = 6
 WORKSPACE_TOL_M = 1e-6  # slack of the workspace box test (floating point only)
 
@@ -121,7 +123,6 @@ class WristCameraMount:
 
     def T_parent_camera(self) -> np.ndarray:
         """(4, 4) pose of the optical frame in ``parent_frame``."""
-        from para_core.model.rotations import make_matrix
         return make_matrix(self.xyz_m, self.quat_xyzw)
 
 

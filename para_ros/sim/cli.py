@@ -20,6 +20,9 @@ import sys
 import time
 from pathlib import Path
 
+from para_ros.robot.yam_ik import YamKinematics
+from para_ros.sim.pick_place import sample_layout
+
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco: an EGL context, no display needed
 
 from para_ros.sim.pick_place import MAX_SEED, check_seed
@@ -70,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="optional JSON report path")
     e.add_argument("--no-progress", action="store_true")
 
-    from para_ros.deploy import closed_loop
+    from para_ros.deploy import closed_loop  # cv2, rclpy: loaded on first use, not on import
     closed_loop.add_eval_arguments(sub.add_parser("eval", help="closed-loop evaluation of a checkpoint through "
                                                                 "sim_node + inference_node + chunk_executor"))
     return p
@@ -78,21 +81,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _sim_and_kinematics():
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from para_ros.robot.yam_ik import YamKinematics
-    from para_ros.sim.yam_scene import SimConfig, YamSim
+    from para_ros.sim.yam_scene import SimConfig, YamSim  # mujoco: loaded on first use, not on import
 
     return YamSim(SimConfig()), YamKinematics()
 
 
 def _progress(total: int, disable: bool, desc: str):
-    from tqdm import tqdm
+    from tqdm import tqdm  # tqdm: loaded on first use, not on import
 
     return tqdm(total=total, disable=disable, desc=desc, unit="ep", dynamic_ncols=True)
 
 
 def cmd_demos(args) -> int:
-    from para_ros.sim.demonstrations import frames_to_episode, run_expert
-    from para_ros.sim.pick_place import sample_layout
+    from para_ros.sim.demonstrations import frames_to_episode, run_expert  # mujoco: loaded on first use, not on import
 
     if not 32 <= args.image_size <= 1024:
         print(f"para-sim demos: --image-size {args.image_size} must be within 32..1024", file=sys.stderr)
@@ -129,8 +130,7 @@ def cmd_demos(args) -> int:
 
 
 def cmd_expert(args) -> int:
-    from para_ros.sim.demonstrations import run_expert
-    from para_ros.sim.pick_place import sample_layout
+    from para_ros.sim.demonstrations import run_expert  # mujoco: loaded on first use, not on import
 
     sim, kin = _sim_and_kinematics()
     rows = []
@@ -139,7 +139,7 @@ def cmd_expert(args) -> int:
             r = run_expert(sim, kin, sample_layout(args.seed + k), record=False)
             rows.append({"seed": args.seed + k, "outcome": r.outcome, "place_error_m": r.place_error_m})
             bar.update(1)
-    from para_ros.deploy.closed_loop import wilson_interval
+    from para_ros.deploy.episodes import wilson_interval  # cv2, rclpy: loaded on first use, not on import
 
     n_ok = sum(r["outcome"] == "success" for r in rows)
     lo, hi = wilson_interval(n_ok, len(rows))
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         from para_ros.bag.sim_recorder import cmd_record
         rc = cmd_record(args)
     else:
-        from para_ros.deploy.closed_loop import cmd_eval
+        from para_ros.deploy.closed_loop import cmd_eval  # cv2, rclpy: loaded on first use, not on import
         rc = cmd_eval(args)
     print(f"para-sim {args.command}: {time.monotonic() - t0:.1f} s")
     return rc

@@ -41,14 +41,9 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 
-from para_ros.sim.cameras import (
-    QUAT_WXYZ_MJCAM_OPTICAL,
-    R_MJCAM_OPTICAL,
-    intrinsics_from_fovy,
-    look_at_T_world_cam,
-    mjcam_to_T_world_optical,
-    rotation_matrix_to_quat_wxyz,
-)
+from para_ros.robot.yam import load_yam_config
+from para_ros.sim.cameras import (QUAT_WXYZ_MJCAM_OPTICAL, R_MJCAM_OPTICAL, intrinsics_from_fovy, look_at_T_world_cam,
+                                  mjcam_to_T_world_optical, rotation_matrix_to_quat_wxyz)
 
 ARM_JOINT_NAMES = ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6")
 GRIPPER_NAME = "gripper"  # the command / JointState name of the gripper (0 closed .. 1 open)
@@ -74,7 +69,6 @@ SEGMENT_FROM_END_M = (0.028, 0.060)
 def _wrist_mount_from_yam_yaml() -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The D405 wrist mount (flange ``gripper`` -> optical frame) from ``config/yam.yaml``'s ``wrist_camera``, the
     single source the executor's TF uses too: (xyz metres, quaternion (w, x, y, z) as MuJoCo wants it)."""
-    from para_ros.robot.yam import load_yam_config
 
     mount = load_yam_config().wrist_camera
     if mount.parent_frame != "gripper":
@@ -214,6 +208,7 @@ class SimConfig:
 
 def _load_sdk_spec() -> mujoco.MjSpec:
     """The SDK's combined YAM + linear_4310 MJCF as an MjSpec; the temporary XML the SDK writes is removed."""
+    # i2rt: loaded on first use, not on import
     from i2rt.robots.utils import ArmType, GripperType, combine_arm_and_gripper_xml
 
     path = combine_arm_and_gripper_xml(ArmType.YAM, GripperType.LINEAR_4310)
