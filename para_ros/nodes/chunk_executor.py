@@ -20,9 +20,11 @@ command holds the last commanded position; resume accepts chunks again from the 
 ``~/disengage`` (``std_srvs/Trigger``) are the same two actions under the names of a hand-over: with ``auto_engage:
 false`` the node starts DISENGAGED and publishes NOTHING on its command topics (the arm stays with its driver) until
 ``~/engage``, which hands the arm to the policy from the measured joints (no jump); ``~/disengage`` holds at once.
-``auto_engage: true`` (config/executor.yaml for now, so every launcher and test that expects commands as soon as a
-chunk arrives keeps working) follows chunks from the start.
-Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: state, counters, the latest problem named, the tick
+``auto_engage: true`` follows chunks from the start (the default is false, in the table and config/executor.yaml; the
+launchers set true for the simulator, and for a real arm only when asked: ``--engage`` / ``engage:=true``).
+Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: the safety state ``mode`` with every change of it
+named (``last_transition``, ``recent_transitions``; ``para_ros.execution.executor_state``), the tick's activity
+``state``, counters, the latest problem named, the tick
 time of the latest command and when the latest chunk was accepted, on the node's clock) and the
 commanded tool pose (``PoseStamped``, FK of each command, stamped with the time it is meant for: tick +
 ``command_lookahead_s``) on ``commanded_pose_topic`` for rviz.
@@ -572,6 +574,8 @@ class ChunkExecutorNode(Node):
             "joint_state_age_s": repr(s.joint_state_age_s), "last_joint_state_s": repr(s.last_joint_state_s),
             "joint_state_losses": s.joint_state_losses, "chunks_ignored_no_state": s.chunks_ignored_no_state,
             "time_jumps_back": s.time_jumps_back, "last_time_jump": s.last_time_jump,
+            "mode": s.mode, "transitions": s.transitions, "last_transition": s.last_transition,
+            "recent_transitions": "; ".join(s.recent_transitions),
             "control_rate_hz": self.params["control_rate_hz"],
             "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
             "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
