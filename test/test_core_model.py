@@ -254,7 +254,7 @@ def test_sampling_positions_stay_fp32_under_bf16_autocast():
     bf16 output rounding, and the test checks that quantised positions would be told apart from it."""
     import torch.nn.functional as Fn
 
-    from para_core.model.geometry import unproject_to_height, uv_to_grid_sample
+    from para_core.model.geometry import uv_to_grid_sample, unproject_to_height
     from para_core.model.voxels import build_voxel_grid
 
     torch.manual_seed(0)

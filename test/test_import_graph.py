@@ -165,6 +165,25 @@ def test_the_checker_finds_a_cycle_through_an_import_inside_a_function(tmp_path)
     assert find_cycles(import_graph(project_modules(tmp_path))) == []
 
 
+FRONT_DOORS = ("para_ros.commands", "para_core.train.cli")  # the command-line front doors: the top floor
+
+
+def is_front_door(module: str) -> bool:
+    return any(module == door or module.startswith(door + ".") for door in FRONT_DOORS)
+
+
+def test_nothing_below_the_front_doors_imports_them():
+    """The commands (``para_ros.commands``: para-deploy, para-sim, para-bag; ``para_core.train.cli``: para-train) sit
+    on top: no other module imports them, so a command can change without touching the layers it drives."""
+    modules = project_modules()
+    assert "para_ros.commands.deploy" in modules and "para_core.train.cli" in modules
+    graph = import_graph(modules)
+    offenders = [f"{m} imports {d}" for m, deps in sorted(graph.items()) if not is_front_door(m)
+                 for d in sorted(deps) if is_front_door(d)]
+    assert not offenders, "\n".join(offenders)
+    assert not is_front_door("para_ros.commandsx") and is_front_door("para_ros.commands.sim")
+
+
 def test_no_import_cycles_in_the_project():
     modules = project_modules()
     assert "para_core.model.v4" in modules and "para_ros.nodes.chunk_executor" in modules

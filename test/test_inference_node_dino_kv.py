@@ -3,7 +3,7 @@ checkpoint names and publishes the chunk Policy computes on that observation (th
 import numpy as np
 import pytest
 import torch
-from test_inference_node import SEED, T_EE, T_SCENE, K, chunk_positions, running_inference_node
+from test_inference_node import K, SEED, T_EE, T_SCENE, chunk_positions, running_inference_node
 
 from para_ros.ros_io.synthetic_rig import synthetic_images
 

@@ -36,6 +36,7 @@ import hashlib
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -463,8 +464,6 @@ class EpisodeDataset:
         if time_base == "auto":
             time_base = "index" if index_ok else "stamps"
         elif time_base == "index" and not index_ok:
-            import warnings
-
             warnings.warn(f"episode {path}: time_base='index' but {why_not}; chunk targets will not be "
                           f"frame_stride / dataset_fps apart in time (use time_base='auto' or 'stamps' to resample)")
         S = cfg.img_size

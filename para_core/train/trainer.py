@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as Fn
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import default_collate
 
 from para_core.data.dataset import EpisodeDataset, make_batch
@@ -64,6 +65,7 @@ from para_core.model.config import DTYPES, V4Config, torch_dtype
 from para_core.model.hardware import keep_freed_memory_for
 from para_core.model.registry import build_model
 from para_core.train.distributed import init_from_env
+from para_core.train.tensorboard_log import TensorBoardLog
 from para_core.train.tensorboard_log import overlay_paths
 
 RUN_FILE = "run.json"
@@ -432,8 +434,6 @@ class Trainer:
         if self.dist.is_main:
             self._write_run_file()
         if self.dist.enabled:
-            from torch.nn.parallel import DistributedDataParallel
-
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.dist.barrier()  # rank 0 has made the run directory
@@ -657,8 +657,6 @@ class Trainer:
         total = cfg.max_iters
         main = self.dist.is_main
         if tc.tensorboard and self.tb is None and main:
-            from para_core.train.tensorboard_log import TensorBoardLog
-
             self.tb = TensorBoardLog(self.run_dir, purge_step=self.iteration + 1 if self.iteration else None)
         final_train: dict[str, float] = {}
         final_val: dict[str, float] = {}

@@ -47,12 +47,13 @@ from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import TransformStamped
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.duration import Duration
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from tf2_msgs.msg import TFMessage
 
-from para_ros.adapters.transforms import invert_matrix, make_matrix, matrix_to_quaternion, quaternion_slerp
+from para_ros.adapters.transforms import (invert_matrix, make_matrix, matrix_to_quaternion, quaternion_slerp)
 from para_ros.stamps import set_stamp, stamp_to_ns
 
 DEFAULT_TF_TOPIC = "/tf"
@@ -450,7 +451,6 @@ class TransformListener:
         self.tf_static_sub = node.create_subscription(TFMessage, tf_static_topic, self.static_callback, static_qos,
                                                       callback_group=self.group)
         if spin_thread:
-            from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
             self.executor = SingleThreadedExecutor(context=node.context)  # works with a non-default context too
 
             def run() -> None:

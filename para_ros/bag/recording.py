@@ -49,6 +49,7 @@ class McapRecorder:
 
     def __init__(self, path: str | os.PathLike, topics: dict[str, str]):
         """:param topics: topic -> ``pkg/msg/Name`` of every topic that will be written."""
+        # rosbags: loaded on first use, not on import
         from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
         from rosbags.rosbag2 import StoragePlugin, Writer  # rosbags: loaded on first use, not on import
 

@@ -27,11 +27,11 @@ import numpy as np
 
 from para_core.model.config import V4Config
 from para_ros.deploy import graph
-from para_ros.deploy import launcher as deploy
 from para_ros.deploy.episodes import EpisodeRow, TaskClient, run_episode, summarise, wait_for_first_chunk
+from para_ros.deploy.graph_run import GraphRun, SignalStop
 from para_ros.nodes.parameter_registry import check_node_params
 from para_ros.paths import shipped_node_params
-from para_ros.sim.pick_place import MAX_SEED, OUTCOMES, check_seed
+from para_ros.sim.pick_place import OUTCOMES, check_seed
 
 
 def moved_camera_pose(T_world_cam: np.ndarray, shift_m, rotate_deg) -> np.ndarray:
@@ -112,35 +112,6 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
                                  f"{key}={have} (config/sim.yaml): evaluate with the simulator it was trained on, "
                                  "or retrain (scripts/train_pick_place)")
     return model.to_dict()
-
-
-def add_eval_arguments(p) -> None:
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory (model.safetensors + config.json)")
-    p.add_argument("--episodes", type=int, default=50, help="episodes to run (1..10000, default 50)")
-    p.add_argument("--seed", type=int, default=100000,
-                   help=f"layout seed of the first episode (0..{MAX_SEED}; default 100000, outside the training seeds)")
-    p.add_argument("--out", default="", help="report folder (default runs/eval-<time>)")
-    p.add_argument("--time-limit", type=float, default=30.0, dest="time_limit_s",
-                   help="seconds per episode before it counts as a timeout (default 30)")
-    p.add_argument("--settle", type=float, default=1.5, dest="settle_s",
-                   help="seconds between the scene reset and handing the arm to the policy (default 1.5)")
-    p.add_argument("--camera-shift", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("DX", "DY", "DZ"),
-                   dest="camera_shift_m", help="move the scene camera by this world translation, metres (the "
-                   "viewpoint test: the policy gets the new pose through TF, nothing is retrained)")
-    p.add_argument("--camera-rotate", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("RX", "RY", "RZ"),
-                   dest="camera_rotate_deg", help="turn the scene camera about its centre by this rotation vector "
-                   "(world axes), degrees")
-    p.add_argument("--cube-rgba", type=float, nargs=4, default=(), metavar=("R", "G", "B", "A"),
-                   help="another cube colour (0..1 each)")
-    p.add_argument("--light-scale", type=float, default=1.0, help="scale of the lamps' light (default 1)")
-    p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
-    p.add_argument("--fast-path", action="store_true",
-                   help="the inference node's fast path (para_core.model.v4_fast; default: the reference path)")
-    p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
-                   help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
-                   "chunk_executor:implausible_speed:=reject (repeatable; written into the report)")
-    p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
-    p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
 
 
 def write_video(frames: list[np.ndarray], path: Path, fps: float = 10.0) -> Path | None:
@@ -239,32 +210,28 @@ def run_eval(settings: EvalSettings) -> int:
     if settings.light_scale != 1.0:
         sim_over["light_scale"] = float(settings.light_scale)
     ds = deploy_settings(settings)
-    env = deploy.graph_env()
-    group = deploy.ProcessGroup(out / "logs", env, echo=settings.echo)
-    signals = deploy.SignalStop()
+    graph_run = GraphRun(out / "logs", echo=settings.echo)  # the evaluator node in this process joins its domain
+    signals = SignalStop()
     stop = signals.event
     rows: list[EpisodeRow] = []
     videos: dict[str, str] = {}
     ev = None
     extra: dict = {"interrupted": False}
     try:
-        for spec, overrides in graph.plan(ds):
-            if spec.name == "sim_node":
-                overrides = {**overrides, **sim_over}
-            overrides = {**overrides, **settings.node_params.get(spec.name, {})}
-            group.start(spec, deploy.node_command(spec, overrides))
+        extra_params = {**settings.node_params, "sim_node": {**sim_over, **settings.node_params.get("sim_node", {})}}
+        graph_run.start_plan(graph.plan(ds), extra_params)
         ev = TaskClient(T_cam)
         print(f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
-              f"{env['ROS_DOMAIN_ID']}, report in {out}", flush=True)
-        wait_for_first_chunk(ev, group, stop, timeout_s=120.0)
+              f"{graph_run.domain_id}, report in {out}", flush=True)
+        wait_for_first_chunk(ev, graph_run, stop, timeout_s=120.0)
         for k in range(settings.episodes):
             if stop.is_set():
                 extra["interrupted"] = True
                 break
-            dead = group.first_dead()
+            dead = graph_run.first_dead()
             if dead is not None:
                 raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n"
-                                   f"{group.log_tail(dead)}")
+                                   f"{graph_run.log_tail(dead)}")
             want_video = settings.videos and (("success" not in videos) or ("failure" not in videos))
             row = run_episode(ev, settings, k, settings.seed + k, stop, want_video)
             rows.append(row)
@@ -286,7 +253,7 @@ def run_eval(settings: EvalSettings) -> int:
     finally:
         if ev is not None:
             ev.close()
-        group.stop(timeout_s=5.0)
+        graph_run.stop(timeout_s=5.0)
         signals.restore()
     summary = write_report(out, settings, rows, extra)
     lo, hi = summary["wilson95"]
@@ -294,17 +261,3 @@ def run_eval(settings: EvalSettings) -> int:
           f"({100 * summary['success_rate']:.1f} %, 95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %); "
           f"outcomes {summary['outcomes']}; report {out / 'report.md'}")
     return 0 if "error" not in extra else 1
-
-
-def cmd_eval(args) -> int:
-    try:
-        settings = EvalSettings(
-            checkpoint=args.checkpoint, episodes=args.episodes, seed=args.seed, out=args.out,
-            time_limit_s=args.time_limit_s, settle_s=args.settle_s, camera_shift_m=tuple(args.camera_shift_m),
-            camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
-            light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
-            echo=args.echo, node_params=graph.parse_node_params(args.node_param))
-    except ValueError as exc:
-        print(f"para-sim eval: {exc}", file=sys.stderr)
-        return 2
-    return run_eval(settings)

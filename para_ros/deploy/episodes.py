@@ -12,7 +12,6 @@ rclpy context), :func:`run_episode` the procedure, :class:`TaskDriver` runs epis
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from std_srvs.srv import Trigger
 
 from para_ros.observation.camera_model import intrinsics_from_camera_info
 from para_ros.ros_io.task_services import call_service, reset_task
-from para_ros.sim.pick_place import OUTCOMES, EpisodeMonitor, Judgement, check_seed
+from para_ros.sim.pick_place import OUTCOMES, EpisodeMonitor, Judgement, check_seed, wilson_interval
 
 
 @dataclass
@@ -48,17 +47,6 @@ class EpisodeLimits:
         for name in ("time_limit_s", "settle_s", "success_hold_s"):
             if not 0 < float(getattr(self, name)) <= 600:
                 raise ValueError(f"{name} = {getattr(self, name)} must be within (0, 600] s")
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """95 % Wilson score interval of a success rate (``z`` = the normal quantile)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 
@@ -202,12 +190,14 @@ def draw_path(rgb: np.ndarray, path_world: np.ndarray | None, K: np.ndarray | No
     return out
 
 
-def wait_for_first_chunk(ev: TaskClient, group, stop: threading.Event, timeout_s: float) -> None:
+def wait_for_first_chunk(ev: TaskClient, graph_run, stop: threading.Event, timeout_s: float) -> None:
+    """Until the first action chunk: raise RuntimeError when a node of ``graph_run`` (a ``GraphRun``, or None: a graph
+    someone else runs) died, ``stop`` is set or ``timeout_s`` passed."""
     deadline = time.monotonic() + timeout_s
     while ev.chunks == 0:
-        dead = group.first_dead() if group is not None else None
+        dead = graph_run.first_dead() if graph_run is not None else None
         if dead is not None:
-            raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n{group.log_tail(dead)}")
+            raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n{graph_run.log_tail(dead)}")
         if stop.is_set() or time.monotonic() > deadline:
             raise RuntimeError(f"no action chunk within {timeout_s:.0f} s of starting the graph (see the logs)")
         time.sleep(0.1)

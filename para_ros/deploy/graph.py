@@ -1,7 +1,7 @@
 """The deploy graph, described once: which nodes run for which robot backend, and what each one is told.
 
 Both launchers read this module and nothing else for that: ``launch/deploy.launch.py`` (``ros2 launch`` on a robot
-PC) and ``para-deploy`` (:mod:`para_ros.deploy.launcher`, the same graph as plain processes where ``ros2 launch`` is not
+PC) and ``para-deploy`` (:mod:`para_ros.commands.deploy`, the same graph as plain processes where ``ros2 launch`` is not
 installed). A test runs both against each other, so they cannot drift.
 
 Robot backends (``--backend`` / ``backend:=``):

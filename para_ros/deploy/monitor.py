@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from para_ros.deploy.graph_run import effective_params
 from para_ros.deploy.summary import RunRecord
 from para_ros.observation.camera_model import intrinsics_from_camera_info
 from para_ros.stamps import stamp_to_ns
@@ -38,6 +39,23 @@ class GraphTopics:
     def sensor_topics(self) -> set[str]:
         """Topics of drivers that are often best effort (cameras, joint states, TF)."""
         return {self.scene_image, self.scene_info, self.wrist_image, self.wrist_info, "/joint_states", "/tf"}
+
+
+def graph_topics(plan):
+    """The ``GraphTopics`` the monitor watches, from the effective parameters of the planned nodes (``graph.plan``)."""
+    specs = {spec.name: (spec, overrides) for spec, overrides in plan}
+    inference = effective_params(specs["inference_node"][0].params_file, "inference_node",
+                                  specs["inference_node"][1])
+    executor = effective_params(specs["chunk_executor"][0].params_file, "chunk_executor",
+                                 specs["chunk_executor"][1]) if "chunk_executor" in specs else {}
+    default = GraphTopics()
+    return GraphTopics(
+        scene_image=inference.get("scene_image_topic", default.scene_image),
+        scene_info=inference.get("scene_info_topic", default.scene_info),
+        wrist_image=inference.get("wrist_image_topic", default.wrist_image),
+        wrist_info=inference.get("wrist_info_topic", default.wrist_info),
+        joint_trajectory=executor.get("joint_trajectory_topic", default.joint_trajectory),
+        world_frame=inference.get("world_frame", default.world_frame))
 
 
 def record_topics(topics: GraphTopics) -> dict[str, type]:

@@ -86,7 +86,7 @@ from para_ros.execution.smoothing import JerkLimits
 from para_ros.execution.timeline import BlendConfig
 from para_ros.nodes.health import ERROR, OK, WARN, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
-from para_ros.nodes.runtime import run_node
+from para_ros.nodes.runtime import run_node, time_jump_text
 from para_ros.robot.yam import load_yam_config
 from para_ros.robot.yam_frames import YamFrames
 from para_ros.ros_io.chunk_msg import chunk_from_msg
@@ -476,8 +476,6 @@ class ChunkExecutorNode(Node):
     def _after_time_jump(self, jump) -> None:
         """rclpy post-jump callback: say what happened (log, diagnostics)."""
         try:
-            from para_ros.nodes.runtime import time_jump_text
-
             what = time_jump_text(jump, self.now_s())
             self.core.describe_time_jump(what)
             self.get_logger().warning(f"{what}: chunks dropped; sending nothing until a joint state on the new "

@@ -61,7 +61,7 @@ class SyntheticRig:
         return self.node.get_clock().now().nanoseconds
 
     def transform(self, parent, child, T, stamp_ns):
-        from geometry_msgs.msg import TransformStamped
+        from geometry_msgs.msg import TransformStamped  # rclpy: loaded on first use, not on import
 
         from para_ros.adapters.transforms import matrix_to_transform  # rclpy: loaded on first use, not on import
 

@@ -42,8 +42,15 @@ import mujoco
 import numpy as np
 
 from para_ros.robot.yam import load_yam_config
-from para_ros.sim.cameras import (QUAT_WXYZ_MJCAM_OPTICAL, R_MJCAM_OPTICAL, intrinsics_from_fovy, look_at_T_world_cam,
-                                  mjcam_to_T_world_optical, rotation_matrix_to_quat_wxyz)
+from para_ros.sim.pick_place import sample_layout
+from para_ros.sim.cameras import (
+    QUAT_WXYZ_MJCAM_OPTICAL,
+    R_MJCAM_OPTICAL,
+    intrinsics_from_fovy,
+    look_at_T_world_cam,
+    mjcam_to_T_world_optical,
+    rotation_matrix_to_quat_wxyz,
+)
 
 ARM_JOINT_NAMES = ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6")
 GRIPPER_NAME = "gripper"  # the command / JointState name of the gripper (0 closed .. 1 open)
@@ -553,8 +560,6 @@ class YamSim:
         placed: list[np.ndarray] = []
         layout = None
         if self.has_target_pad() and self._cube_qadr:
-            from para_ros.sim.pick_place import sample_layout
-
             layout = sample_layout(int(seed) if seed is not None else int(rng.integers(0, 2**31 - 1)))
             self.set_target_position(layout.target_xy_m)
         for i, (qadr, dadr) in enumerate(zip(self._cube_qadr, self._cube_dadr)):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 
 from para_ros.bag.recording import McapRecorder
 from para_ros.deploy import graph
+from para_ros.deploy.graph_run import GraphRun
 from para_ros.robot.yam_ik import YamKinematics
 from para_ros.ros_io.task_services import reset_task
 from para_ros.sim.expert import plan_pick_place
@@ -127,14 +127,12 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
     """Record ``episodes`` expert bags under ``out`` (``episode_<seed>/``); returns the outcome counts."""
     from tqdm import tqdm  # tqdm: loaded on first use, not on import
 
-    from para_ros.deploy import launcher as deploy  # cv2, rclpy: loaded on first use, not on import
     from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
     out.mkdir(parents=True, exist_ok=True)
-    env = deploy.graph_env()
-    group = deploy.ProcessGroup(out / "logs", env, echo=echo)
+    graph_run = GraphRun(out / "logs", echo=echo)  # the expert node in this process joins its domain
     spec = next(s for s in graph.NODES if s.name == "sim_node")
-    group.start(spec, deploy.node_command(spec, dict(sim_overrides or {})))
+    graph_run.start_plan([(spec, dict(sim_overrides or {}))])
     kin = YamKinematics()
     home = np.asarray(SimConfig().home_q7, dtype=np.float64)
     start_xyz = kin.fk(home[:6])[:3, 3]
@@ -175,22 +173,10 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
             (bag / "para_task.json").write_text(json.dumps({"layout": lay, "final_state": state}, indent=2))
             if outcome != "success" and not keep_failures:
                 shutil.rmtree(bag)
-            dead = group.first_dead()
+            dead = graph_run.first_dead()
             if dead is not None:
-                raise RuntimeError(f"sim_node exited with status {dead.returncode}:\n{group.log_tail(dead)}")
+                raise RuntimeError(f"sim_node exited with status {dead.returncode}:\n{graph_run.log_tail(dead)}")
     finally:
         expert.close()
-        group.stop(timeout_s=5.0)
+        graph_run.stop(timeout_s=5.0)
     return counts
-
-
-def cmd_record(args) -> int:
-    try:
-        counts = record_episodes(Path(args.out), args.episodes, args.seed, keep_failures=args.keep_failures,
-                                 progress=not args.no_progress, echo=args.echo)
-    except RuntimeError as exc:
-        print(f"para-sim record: {exc}", file=sys.stderr)
-        return 1
-    print(f"para-sim record: {counts.get('success', 0)} successful bags in {args.out} (outcomes {counts}); "
-          f"next: para-bag extract {args.out}/episode_XXXXXX --out data/episode_XXXXXX --fps 10")
-    return 0

@@ -1,0 +1,5 @@
+"""The command-line front doors, on the top floor: ``deploy`` (``para-deploy``), ``sim`` (``para-sim``: demos, expert,
+record, eval) and ``bag`` (``para-bag``). Each parses its arguments and drives the layers below (``deploy``'s
+``GraphRun`` and evaluation, ``bag``, ``sim``, ``para_core``); nothing below imports them (``test_import_graph``).
+``para-train``'s front door is ``para_core.train.cli`` (ROS-free).
+"""
