@@ -73,6 +73,14 @@ class Rig:
         self.core.disengage()
         return E.DISENGAGE
 
+    def resume(self):  # ~/resume: the same event as ~/engage
+        self.core.resume()
+        return E.ENGAGE
+
+    def stop(self):  # ~/stop: the same event as ~/disengage
+        self.core.stop()
+        return E.DISENGAGE
+
     def chunk(self):
         self.t += 0.01
         self.core.set_measured_joints(self.q0, 0.5, measured_s=self.t)  # fresh: the chunk is judged on its own
@@ -114,7 +122,8 @@ class Rig:
         return E.CLOCK_JUMPED_BACK
 
 
-ACTIONS = ("engage", "disengage", "chunk", "lose_feedback", "feedback_back", "chunks_go_stale", "clock_jump")
+ACTIONS = ("engage", "disengage", "resume", "stop", "chunk", "lose_feedback", "feedback_back", "chunks_go_stale",
+           "clock_jump")
 
 
 def key(rig: Rig):
@@ -145,7 +154,7 @@ def replay(kin, start_engaged: bool, path: tuple[str, ...], covered: set) -> Rig
         else:
             assert status.transitions == count
         if after in NOT_ENGAGED_YET or after in FEEDBACK_LOST - RESTART_GRANTED:
-            assert rig.sent is None or action in ("engage", "disengage", "chunk", "clock_jump")
+            assert rig.sent is None or action in ("engage", "disengage", "resume", "stop", "chunk", "clock_jump")
     return rig
 
 
