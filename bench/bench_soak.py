@@ -5,8 +5,9 @@ Usage (an hour with 30 Hz cameras; the shipped pick-and-place checkpoint, as par
     MUJOCO_GL=egl python bench/bench_soak.py --duration 3600 --report-every 60 --camera-rate 30
 Short and light (what the slow test runs): --duration 120 --report-every 20 --checkpoint none --camera-rate 10
 
-The graph is para-deploy's: the nodes of :func:`para_ros.deploy.graph.plan` for backend sim, each its own process through
-:class:`para_ros.deploy.graph_run.GraphRun` (as ``para-deploy`` and ``para-sim eval`` start it), logs in ``<out>/logs``, with the
+The graph is para-deploy's: the nodes of :func:`para_ros.deploy.graph.plan` for backend sim, each its own process
+through :class:`para_ros.deploy.graph_run.GraphRun` (as ``para-deploy`` and ``para-sim eval`` start it), logs in
+``<out>/logs``, with the
 cameras at --camera-rate (sim_node's ``scene_cam_rate_hz`` / ``wrist_cam_rate_hz``). By default pick-and-place
 attempts run back to back as in para-deploy (a task reset after each success or --episode-time-limit), so the reset
 path soaks too; --no-task leaves the arm to the policy.

@@ -10,8 +10,8 @@ and the decoding are shared). The logits factorise over pixels and (step, height
     volume_logits[b, t, z, u, v] = exp(logit_scale) * F(u, v) . K(t, z)             flattened to (B, T, Z * P * P)
 
 ``t_emb[t]`` is a sinusoidal embedding of the step index and ``h_emb[z]`` one of the bin's metric height normalised by
-the global span [z_lo, z_hi] (``para_core.model.layers.sincos_height_encoding``, both F wide); both are fixed (the seed's
-keys have no learned part), only ``logit_scale`` is learned (initialised to log 10). The keys do not see the
+the global span [z_lo, z_hi] (``para_core.model.layers.sincos_height_encoding``, both F wide); both are fixed (the
+seed's keys have no learned part), only ``logit_scale`` is learned (initialised to log 10). The keys do not see the
 end-effector state: this head localises from the image alone, as in the seed. Gripper and rotation: a 4-layer MLP on
 [F(u, v), K(t, z)] at the chosen voxel: the argmax at inference, the GT voxel in training. Outputs are a
 ``para_core.model.model_io.V4Output`` (``voxel_feat`` holds F(u, v) repeated over the heights), so losses, decoding,

@@ -210,9 +210,10 @@ class ParameterTable:
     def yaml_text(self) -> str:
         """The shipped ``config/<file>.yaml``: header, then each parameter with its description as a comment."""
         lines = [f"# {line}".rstrip() for line in self.header.strip().splitlines()] if self.header else []
-        lines += ["# Generated from the parameter table in para_ros/nodes/ (python -m para_ros.nodes.parameter_registry "
-                  "--write);", "# edit the table, not this file. Set any of them with -p name:=value or your own "
-                  "--params-file.", f"{self.node_name}:", "  ros__parameters:"]
+        lines += ["# Generated from the parameter table in para_ros/nodes/ (python -m "
+                  "para_ros.nodes.parameter_registry --write);",
+                  "# edit the table, not this file. Set any of them with -p name:=value or your own --params-file.",
+                  f"{self.node_name}:", "  ros__parameters:"]
         for p in self.params:
             if p.section:
                 lines.append(f"    # --- {p.section}")
