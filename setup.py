@@ -29,14 +29,14 @@ setup(
     entry_points={
         "console_scripts": [
             "para-env = para_ros.dds_env:main",
-            "para-deploy = para_ros.deploy.launcher:main",
+            "para-deploy = para_ros.commands.deploy:main",
             "inference_node = para_ros.nodes.inference_node:main",
             "chunk_executor = para_ros.nodes.chunk_executor:main",
             "sim_node = para_ros.nodes.sim_node:main",
             "calibration_tf = para_ros.nodes.calibration_tf:main",
             "para-train = para_core.train.cli:main",
-            "para-bag = para_ros.bag.cli:main",
-            "para-sim = para_ros.sim.cli:main",
+            "para-bag = para_ros.commands.bag:main",
+            "para-sim = para_ros.commands.sim:main",
             "para-calib = para_ros.commands.calib:main",
         ],
     },

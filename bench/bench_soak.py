@@ -5,8 +5,9 @@ Usage (an hour with 30 Hz cameras; the shipped pick-and-place checkpoint, as par
     MUJOCO_GL=egl python bench/bench_soak.py --duration 3600 --report-every 60 --camera-rate 30
 Short and light (what the slow test runs): --duration 120 --report-every 20 --checkpoint none --camera-rate 10
 
-The graph is para-deploy's: the nodes of :func:`para_ros.deploy.graph.plan` for backend sim, each its own process through
-:class:`para_ros.deploy.launcher.ProcessGroup` (as ``para_ros/deploy/closed_loop.py`` starts it), logs in ``<out>/logs``, with the
+The graph is para-deploy's: the nodes of :func:`para_ros.deploy.graph.plan` for backend sim, each its own process
+through :class:`para_ros.deploy.graph_run.GraphRun` (as ``para-deploy`` and ``para-sim eval`` start it), logs in
+``<out>/logs``, with the
 cameras at --camera-rate (sim_node's ``scene_cam_rate_hz`` / ``wrist_cam_rate_hz``). By default pick-and-place
 attempts run back to back as in para-deploy (a task reset after each success or --episode-time-limit), so the reset
 path soaks too; --no-task leaves the arm to the policy.
@@ -245,9 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from para_ros.deploy import launcher as deploy
     from para_ros.deploy import graph
-    from para_ros.nodes.parameters import check_node_params
+    from para_ros.deploy.graph_run import GraphRun, SignalStop
+    from para_ros.deploy.monitor import graph_topics
+    from para_ros.nodes.parameter_registry import check_node_params
 
     if not (args.duration > 0 and args.report_every > 0 and 0.5 <= args.camera_rate <= 120.0
             and args.shutdown_timeout > 0):
@@ -267,29 +269,24 @@ def run(args) -> int:
         return 2
     out = Path(args.out or Path("runs") / datetime.now().strftime("soak-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
-    env = deploy.graph_env()  # the watch joins the graph's domain
+    group = GraphRun(out / "logs")  # the watch joins the graph's domain
     plan = graph.plan(settings)
-    topics = deploy.graph_topics(plan)
-    signals = deploy.SignalStop()  # its ``why`` is the run's stop reason
+    topics = graph_topics(plan)
+    signals = SignalStop()  # its ``why`` is the run's stop reason
     stop = signals.event
-    group = deploy.ProcessGroup(out / "logs", env)
     watch = driver = None
     reports: list[dict] = []
     status = 0
     print(f"bench_soak: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus; "
           f"{args.duration:g} s, report every {args.report_every:g} s, cameras {args.camera_rate:g} Hz, checkpoint "
           f"{'untrained' if graph.uses_untrained_model(settings) else graph.effective_checkpoint(settings)}, "
-          f"task {'off' if args.no_task else 'on'}; ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, output {out}", flush=True)
+          f"task {'off' if args.no_task else 'on'}; ROS_DOMAIN_ID {group.domain_id}, output {out}", flush=True)
     try:
-        for spec, overrides in plan:
-            if spec.name == "sim_node":
-                overrides = {**overrides, "scene_cam_rate_hz": float(args.camera_rate),
-                             "wrist_cam_rate_hz": float(args.camera_rate)}
-            overrides = {**overrides, **node_params.get(spec.name, {})}
-            group.start(spec, deploy.node_command(spec, overrides))
+        cameras = {"scene_cam_rate_hz": float(args.camera_rate), "wrist_cam_rate_hz": float(args.camera_rate)}
+        group.start_plan(plan, {**node_params, "sim_node": {**cameras, **node_params.get("sim_node", {})}})
         watch = GraphWatch("/para/action_chunk", topics.joint_trajectory)
         if not args.no_task:
-            from para_ros.deploy.closed_loop import TaskDriver
+            from para_ros.deploy.episodes import TaskDriver
 
             driver = TaskDriver(time_limit_s=args.episode_time_limit)
             driver.start()

@@ -8,7 +8,8 @@ Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint`
 ``fast_path``, ``compile_mode``, ``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``,
 ``wrist_info_topic``, ``joint_trajectory_topic``, ``arm_joint_names``, ``engage``, ``calibration``, ``rviz``,
 ``respawn``, ``respawn_executor``, ``respawn_delay``. An empty value keeps the node's parameter file value (``config/*.yaml``).
-Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay`` (rule: :func:`para_ros.deploy.launcher.respawns`):
+Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay``
+(rule: :func:`para_ros.deploy.graph_run.respawns`):
 ``respawn:=true`` gives inference_node and sim_node launch_ros' ``respawn=True`` with ``respawn_delay``
 (``respawn_delay`` seconds, default 2): a node that dies is started again. The executor commands the arm, so it comes
 back by itself only with ``respawn_executor:=true`` (default false: a person should look at why it died first).
@@ -58,7 +59,7 @@ ARGUMENTS = [
 ]
 # Arguments of this launch file alone, not of the graph (para_ros.deploy.graph.DeploySettings).
 LAUNCH_ONLY = ("rviz", "respawn", "respawn_executor", "respawn_delay")
-EXECUTOR_NODE = "chunk_executor"  # respawned only with respawn_executor (para_ros.deploy.launcher.respawns: the same rule)
+EXECUTOR_NODE = "chunk_executor"  # respawned only with respawn_executor (para_ros.deploy.graph_run.respawns: same rule)
 
 
 def _flag(name: str, text: str) -> bool:

@@ -4,8 +4,9 @@ Packages (each module has one job; docs/contracts.md has the map of the whole re
 
 - ``model``  -- ``config`` (``V4Config``: every hyperparameter, validated, presets), ``geometry`` (projection,
   unprojection, intrinsics rescaling), ``voxels`` (the adaptive voxel grid), ``backbones`` (DINOv3 / InternVL through
-  ``transformers``), the heads ``v4`` (the volumetric model, its losses, the ``model_kind`` registry), ``dino_kv``
-  and ``regression`` (the coordinate-regression baseline), ``actions`` (targets and decoding), ``checkpoint``
+  ``transformers``), the heads ``v4`` (the volumetric model and its losses), ``dino_kv`` and ``regression`` (the
+  coordinate-regression baseline) with what they share (``model_io``: inputs, targets, outputs; ``layers``),
+  ``registry`` (``model_kind`` -> model), ``actions`` (targets and decoding), ``checkpoint``
   (``model.safetensors`` + ``config.json``; nothing is unpickled), ``rotations`` (quaternion / matrix maths),
   ``hardware`` (the precision ``auto`` picks, the CPU allocator that keeps freed memory) and ``policy``
   (``Policy``: the single inference entry point).

@@ -19,8 +19,10 @@ Nothing here imports rclpy: the environment must be in place before the middlewa
 """
 from __future__ import annotations
 
+import argparse
 import os
 import random
+import shlex
 from collections.abc import Mapping, MutableMapping
 
 from para_ros.paths import config_file
@@ -114,8 +116,6 @@ def check_loopback_dds_env(environ: Mapping[str, str] | None = None) -> list[str
 
 def main(argv: list[str] | None = None) -> int:
     """``para-env [--domain-id N] [--] CMD ...``: run CMD with the loopback DDS environment; with no CMD print it."""
-    import argparse
-    import shlex
 
     parser = argparse.ArgumentParser(prog="para-env", description=main.__doc__)
     parser.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID to use (default: keep or pick fresh)")

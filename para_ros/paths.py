@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+import yaml
+
 PACKAGE_NAME = "para_ros"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,3 +42,8 @@ def share_file(relative: str) -> Path:
 def config_file(name: str) -> Path:
     """Path of a file in ``config/`` (``yam.yaml``, ``inference.yaml``, ``fastdds_loopback.xml`` ...)."""
     return share_file(f"config/{name}")
+
+
+def shipped_node_params(params_file: str, node: str) -> dict:
+    """The ROS parameters of ``node`` as its shipped ``params_file`` (``config/sim.yaml``) sets them."""
+    return dict(yaml.safe_load(share_file(params_file).read_text())[node]["ros__parameters"])

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Write (or check) docs/parameters.md, the reference of every node's ROS parameters, from the nodes' parameter tables.
 
-The tables (``PARAMETERS`` in each node module, listed by ``para_ros.nodes.parameters.tables``) are the one source of
-the shipped ``config/*.yaml``, of each node's ``--help`` and of ``ros2 param describe``; this page is one more view of
-them. A test (``test/test_docs.py``) fails when the page and the tables differ.
+The tables (``PARAMETERS`` in each node module, listed by ``para_ros.nodes.parameter_registry.tables``) are the one
+source of the shipped ``config/*.yaml``, of each node's ``--help`` and of ``ros2 param describe``; this page is one more
+view of them. A test (``test/test_docs.py``) fails when the page and the tables differ.
 
     .venv/bin/python scripts/parameters_doc.py            # check: exit 1 and say so when docs/parameters.md is stale
     .venv/bin/python scripts/parameters_doc.py --write    # rewrite docs/parameters.md
@@ -27,7 +27,7 @@ def _cell(text: str) -> str:
 
 def render() -> str:
     """The whole page, from the tables."""
-    from para_ros.nodes.parameters import tables
+    from para_ros.nodes.parameter_registry import tables
 
     out = [
         "# Node parameters",

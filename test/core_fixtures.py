@@ -4,7 +4,7 @@ import torch
 
 from para_core.data import synthetic as syn
 from para_core.model.config import V4Config
-from para_core.model.v4 import V4Inputs
+from para_core.model.model_io import V4Inputs
 
 
 def make_inputs(cfg: V4Config, batch: int = 1, seed: int = 0, dtype=torch.float32) -> V4Inputs:

@@ -3,12 +3,12 @@ import csv
 import json
 
 import pytest
-
 from bag_fixtures import SyntheticBagSpec, write_synthetic_bag
+
 from para_core.model.checkpoint import save_checkpoint
 from para_core.model.config import V4Config
-from para_core.model.v4 import build_model
-from para_ros.bag import cli as bag_tools
+from para_core.model.registry import build_model
+from para_ros.commands import bag as bag_tools
 
 
 def test_ablation_table_matches_each_checkpoints_own_eval(tmp_path):

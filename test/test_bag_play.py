@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bag_fixtures import SyntheticBagSpec, write_synthetic_bag
-from para_ros.bag import cli as bag_tools
+from para_ros.commands import bag as bag_tools
 from para_ros.bag.play import BagPlayer, PlayOptions, parse_remaps
 from ros_helpers import start_python, stop_process, wait_for
 
@@ -97,7 +97,7 @@ def test_replay_through_the_inference_node_matches_para_bag_eval(tmp_path):
 @pytest.mark.slow
 def test_replay_of_a_simulator_recording_matches_para_bag_eval(tmp_path):
     """The same on an expert demonstration recorded through sim_node (para-sim record)."""
-    from para_ros.bag.sim_recorder import record_episodes
+    from para_ros.deploy.sim_recorder import record_episodes
 
     assert record_episodes(tmp_path / "bags", episodes=1, seed=9, progress=False) == {"success": 1}
     _replay_matches_eval(tmp_path, tmp_path / "bags" / "episode_000009", "tiny", rate=0.5)

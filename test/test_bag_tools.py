@@ -11,7 +11,7 @@ from scipy.spatial.transform import Rotation
 from bag_fixtures import (NS, T0_NS, K_IMAGE, T_SCENE, SyntheticBagSpec, reference_ee_pose, reference_gripper,
                           reference_wrist_pose, write_synthetic_bag)
 from para_core.data.dataset import Episode
-from para_ros.bag import cli as bag_tools
+from para_ros.commands import bag as bag_tools
 from para_ros.bag.reader import select_by_fps
 from test_bag_reader import ANOMALIES, expected_pairs
 
@@ -202,10 +202,10 @@ def test_cli_errors_and_help(bag, tmp_path, capsys):
     assert bag_tools.main(["extract", str(tmp_path / "missing"), "--out", str(tmp_path / "y")]) == 2
     assert "does not exist" in capsys.readouterr().err
     for args in ([], ["extract"], ["eval"]):
-        r = subprocess.run([sys.executable, "-m", "para_ros.bag.cli", *args, "--help"], capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "para_ros.commands.bag", *args, "--help"], capture_output=True,
                            text=True, timeout=60)
         assert r.returncode == 0 and "usage: para-bag" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "para_ros.bag.cli", "eval", str(path)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "para_ros.commands.bag", "eval", str(path)], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "--checkpoint" in r.stderr
 

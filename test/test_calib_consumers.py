@@ -20,7 +20,7 @@ from test_deploy_graph import (  # noqa: F401
 )
 
 from para_ros.deploy import graph
-from para_ros.deploy import launcher as deploy
+from para_ros.commands import deploy
 
 SCENE_T = np.eye(4)
 SCENE_T[:3, :3] = cv2.Rodrigues(np.array([-2.2, 0.05, 0.1]))[0]
@@ -149,7 +149,7 @@ def test_extract_keeps_the_calibration_and_train_records_it(calibration_file, tm
         episode_calibrations,
         write_recipe_calibrations,
     )
-    from para_ros.bag import cli as bag_tools
+    from para_ros.commands import bag as bag_tools
 
     bag = write_synthetic_bag(tmp_path / "bag", SyntheticBagSpec())
     sha = hashlib.sha256(calibration_file.read_bytes()).hexdigest()

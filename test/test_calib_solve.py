@@ -88,7 +88,7 @@ def flange_sim():
 
 @pytest.fixture(scope="module")
 def plan_q():
-    from para_ros.calibration.capture import CaptureSettings, make_plan, sim_centre_q
+    from para_ros.deploy.calibration_capture import CaptureSettings, make_plan, sim_centre_q
 
     plan = make_plan(CaptureSettings(out="unused", camera="scene_cam", poses=10), sim_centre_q())
     return [p.q_rad for p in plan.poses]
@@ -157,7 +157,7 @@ def test_bad_input_is_refused_and_nothing_written(good_bag, flange_sim, plan_q, 
 
 
 def test_capture_dry_run_lists_poses_inside_the_limits(capsys):
-    from para_ros.calibration.capture import CaptureSettings, make_plan, sim_centre_q
+    from para_ros.deploy.calibration_capture import CaptureSettings, make_plan, sim_centre_q
     from para_ros.robot.yam import load_yam_config
     from para_ros.robot.yam_ik import YamKinematics
 
@@ -218,7 +218,7 @@ class _DriftingBackend:
 
 
 def test_moves_stay_within_every_limit_and_a_stuck_pose_holds_the_arm():
-    from para_ros.calibration.capture import ArmMover, CaptureAborted, CaptureSettings, sim_centre_q
+    from para_ros.deploy.calibration_capture import ArmMover, CaptureAborted, CaptureSettings, sim_centre_q
     from para_ros.execution.backends import RecordingBackend
     from para_ros.robot.yam import load_yam_config
     from para_ros.robot.yam_ik import YamKinematics
@@ -264,7 +264,7 @@ def test_capture_with_the_sdk_writes_joint_states_and_tf_a_reader_understands(tm
 
     from para_ros.bag.reader import BagReader, BagTopicConfig
     from para_ros.bag.recording import McapRecorder
-    from para_ros.calibration.capture import CaptureSession, CaptureSettings, sim_centre_q
+    from para_ros.deploy.calibration_capture import CaptureSession, CaptureSettings, sim_centre_q
     from para_ros.robot.yam import load_yam_config
     from para_ros.robot.yam_frames import YamFrames
 

@@ -8,7 +8,7 @@ import pytest
 
 from bag_fixtures import K_IMAGE, T_SCENE, SyntheticBagSpec, reference_ee_pose, write_synthetic_bag
 from para_core.eval.calibration import expected_pixel_offset, project_tool
-from para_ros.bag import cli as bag_tools
+from para_ros.commands import bag as bag_tools
 
 
 @pytest.fixture(scope="module")

@@ -2,15 +2,15 @@
 import numpy as np
 import pytest
 import torch
+from core_fixtures import make_inputs, make_trajectory
 from scipy.spatial.transform import Rotation
 
 from para_core.model.actions import (decode_gripper, decode_outputs, decode_rotation, encode_gripper, encode_rotation,
                                encode_targets, refine_positions, time_offsets)
 from para_core.model.config import V4Config
 from para_core.model.geometry import project
-from para_core.model.v4 import V4Output
+from para_core.model.model_io import V4Output
 from para_core.model.voxels import build_voxel_grid
-from core_fixtures import make_inputs, make_trajectory
 
 
 def _fake_output(cfg, grid, logits, grip_bins, rot_bins):

@@ -9,13 +9,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from core_fixtures import make_inputs, make_trajectory
 
 from para_core.model.backbones import (BACKBONE_REGISTRY, DINOv3Backbone, InternVLVisionBackbone, build_backbone,
                                  count_parameters)
 from para_core.model.checkpoint import load_checkpoint, save_checkpoint
 from para_core.model.config import DINOV3_TINY, INTERNVL25_1B_VISION, INTERNVL_VISION_TINY, V4Config
-from para_core.model.v4 import build_model
-from core_fixtures import make_inputs, make_trajectory
+from para_core.model.registry import build_model
 
 torch.set_num_threads(1)
 

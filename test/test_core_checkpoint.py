@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from core_fixtures import make_inputs
 from safetensors.torch import load_file, save_file
 
 import para_core
 from para_core.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from para_core.model.config import V4Config
-from para_core.model.v4 import build_model
-from core_fixtures import make_inputs
+from para_core.model.registry import build_model
 
 torch.set_num_threads(1)
 

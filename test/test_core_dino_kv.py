@@ -6,13 +6,14 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from core_fixtures import make_inputs, make_trajectory
+
 from para_core.model.actions import decode_outputs, encode_targets
 from para_core.model.checkpoint import load_checkpoint, save_checkpoint
 from para_core.model.config import V4Config
 from para_core.model.dino_kv import ParaDinoKVModel, step_embedding
-from para_core.model.v4 import build_model, sincos_height_encoding
+from para_core.model.layers import sincos_height_encoding
+from para_core.model.registry import build_model
 from para_core.model.voxels import build_voxel_grid
 
 

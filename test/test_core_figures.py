@@ -3,12 +3,12 @@ import cv2
 import numpy as np
 import pytest
 import torch
-
-from para_core.eval import figures
-from para_core.data import synthetic as syn
-from para_core.model.config import V4Config
-from para_core.model.v4 import build_model
 from core_fixtures import make_inputs
+
+from para_core.data import synthetic as syn
+from para_core.eval import figures
+from para_core.model.config import V4Config
+from para_core.model.registry import build_model
 
 
 def test_project_points_matches_cv2_projectpoints():

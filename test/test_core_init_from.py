@@ -10,7 +10,7 @@ import torch
 from para_core.data import synthetic as syn
 from para_core.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from para_core.model.config import V4Config
-from para_core.model.v4 import build_model
+from para_core.model.registry import build_model
 from para_core.train.cli import main as cli_main
 from para_core.train.trainer import TrainConfig, Trainer, lr_factor, read_metrics
 

@@ -7,12 +7,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from core_fixtures import make_inputs, make_trajectory
 
 from para_core.model.actions import encode_targets
 from para_core.model.backbones import DINOv3Backbone, count_parameters
 from para_core.model.config import V4Config
-from para_core.model.v4 import build_model, seed_joint_baseline, uniform_voxel_ce_baseline, volume_ce
-from core_fixtures import make_inputs, make_trajectory
+from para_core.model.registry import build_model
+from para_core.model.v4 import seed_joint_baseline, uniform_voxel_ce_baseline, volume_ce
 
 torch.set_num_threads(1)
 
@@ -288,7 +289,8 @@ def test_sampling_positions_stay_fp32_under_bf16_autocast():
 def test_training_head_voxel_rule_by_hand():
     """Of the GT voxels (one per view that sees the point) the head trains at the one with the highest logit; unseen
     views never count, even with a higher logit; ties go to the earlier view; no view sees it: the argmax voxel."""
-    from para_core.model.v4 import V4Targets, training_head_voxel
+    from para_core.model.model_io import V4Targets
+    from para_core.model.v4 import training_head_voxel
 
     ninf = float("-inf")
     V = 10

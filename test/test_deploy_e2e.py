@@ -54,7 +54,7 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
     launcher = subprocess.Popen(
         # the untrained model without task resets: its wild chunks exercise the executor's limits (the shipped
         # policy and the task driver are covered by test_sim_record_eval.py's closed-loop test)
-        [sys.executable, "-m", "para_ros.deploy.launcher", "--duration", "0", "--out", str(out), "--record-image-period", "1.0",
+        [sys.executable, "-m", "para_ros.commands.deploy", "--duration", "0", "--out", str(out), "--record-image-period", "1.0",
          "--checkpoint", "none", "--no-task"],
         env={**loopback_dds_env(), "MUJOCO_GL": "egl"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         cwd=REPO)
@@ -131,7 +131,7 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
     # --- the recording holds both cameras, so it replays offline through a policy and scores the live chunks
     for mode in (["--random-preset", "tiny", "--max-frames", "6"], ["--recorded-chunks"]):
         eval_out = tmp_path / f"eval_{mode[0].strip('-')}"
-        result = subprocess.run([sys.executable, "-m", "para_ros.bag.cli", "eval", summary["recording"], *mode,
+        result = subprocess.run([sys.executable, "-m", "para_ros.commands.bag", "eval", summary["recording"], *mode,
                                  "--out", str(eval_out), "--quiet"], capture_output=True, text=True, timeout=300,
                                 env={**loopback_dds_env(), "MUJOCO_GL": "egl"}, cwd=REPO)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from para_ros.deploy import launcher as deploy
-from para_ros.deploy import graph
+from para_ros.commands import deploy
+from para_ros.deploy import graph, graph_run
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCH_FILE = REPO / "launch" / "deploy.launch.py"
@@ -258,8 +258,8 @@ def test_every_executable_is_a_console_script_of_its_module():
     scripts = console_scripts()
     missing = [f"{s.executable} = {s.module}:main" for s in graph.NODES
                if scripts.get(s.executable) != f"{s.module}:main"]
-    if scripts.get("para-deploy") != "para_ros.deploy.launcher:main":
-        missing.append("para-deploy = para_ros.deploy.launcher:main")
+    if scripts.get("para-deploy") != "para_ros.commands.deploy:main":
+        missing.append("para-deploy = para_ros.commands.deploy:main")
     assert not missing, f"register in setup.py console_scripts: {missing}"
 
 
@@ -307,22 +307,22 @@ def test_bad_settings_name_the_value_and_the_fix(kwargs, fix):
 
 
 def test_para_deploy_help_and_bad_argument():
-    out = subprocess.run([sys.executable, "-m", "para_ros.deploy.launcher", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "para_ros.commands.deploy", "--help"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and "--duration" in out.stdout and "--backend" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "para_ros.deploy.launcher", "--backend", "gazebo"], capture_output=True,
+    bad = subprocess.run([sys.executable, "-m", "para_ros.commands.deploy", "--backend", "gazebo"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "gazebo" in bad.stderr
 
 
 def test_yaml_value_keeps_strings_strings():
     for value in ["123", "true", "runs/x", "cuda:0", "", 100.0, 3, True]:
-        assert yaml.safe_load(deploy.yaml_value(value) or "''") == value
+        assert yaml.safe_load(graph_run.yaml_value(value) or "''") == value
 
 
 def test_monitor_watches_the_topics_the_nodes_will_use():
     """The summary and the recording follow the graph: a custom trajectory topic (topic backend) and camera topics."""
-    from para_ros.deploy.launcher import graph_topics
+    from para_ros.deploy.monitor import graph_topics
     from para_ros.deploy.monitor import record_topics
 
     settings = graph.DeploySettings(backend="topic", joint_trajectory_topic="/arm_controller/joint_trajectory",

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from para_ros.deploy import launcher as deploy
+from para_ros.commands import deploy
+from para_ros.deploy import graph_run
 from para_ros.deploy import graph
 from para_ros.dds_env import loopback_dds_env
 
@@ -56,7 +57,7 @@ def stand_in_graph(scripts: dict[str, list[str]]):
 
 
 def test_process_group_sigint_then_kill_then_group_sweep(tmp_path):
-    group = deploy.ProcessGroup(tmp_path / "logs", loopback_dds_env())
+    group = graph_run.ProcessGroup(tmp_path / "logs", loopback_dds_env())
     grandchild_file = tmp_path / "grandchild.pid"
     specs = {name: graph.NodeSpec(name, name, name, "x") for name in ("polite", "stubborn", "parent")}
     group.start(specs["polite"], [sys.executable, "-c", POLITE])
@@ -119,7 +120,7 @@ def test_ctrl_c_of_the_launcher_stops_every_node(tmp_path, sig):
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from para_ros.deploy import launcher as deploy
+        from para_ros.commands import deploy
         from test_deploy_launcher import stand_in_graph, POLITE, STUBBORN
         deploy.graph_commands = stand_in_graph({{"a": [POLITE], "b": [STUBBORN]}})
         raise SystemExit(deploy.main(["--duration", "0", "--out", {str(out)!r}, "--no-record",
@@ -152,7 +153,7 @@ def test_children_die_with_a_killed_launcher(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from para_ros.deploy import launcher as deploy
+        from para_ros.commands import deploy
         from test_deploy_launcher import stand_in_graph
         deploy.graph_commands = stand_in_graph({{"a": ["import time; print('up', flush=True); time.sleep(300)"]}})
         raise SystemExit(deploy.main(["--duration", "0", "--out", {str(out)!r}, "--no-record"]))

@@ -105,7 +105,7 @@ def test_the_parameter_reference_is_generated_from_the_tables():
 def test_the_parameter_reference_lists_every_parameter_with_its_default_and_rule():
     # Read back independently of the generator: under each node's heading, one row per parameter of that node's
     # table, naming its default and whether it is read-only; a page from a stale or partial table cannot pass.
-    from para_ros.nodes.parameters import tables
+    from para_ros.nodes.parameter_registry import tables
 
     sections = re.split(r"^## ", (REPO / "docs" / "parameters.md").read_text(), flags=re.MULTILINE)[1:]
     rows = {}

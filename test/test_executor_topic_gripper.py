@@ -1,7 +1,7 @@
 """``backend:=topic`` (an arm behind a ros2_control joint_trajectory_controller) over real DDS.
 
 The executor is started with exactly the command line ``para-deploy --backend topic --joint-trajectory-topic ...
---arm-joint-names ...`` builds (``para_ros.deploy.launcher.graph_commands``), plus test topics for the chunks and joint states.
+--arm-joint-names ...`` builds (``para_ros.deploy.graph_run.graph_commands``), plus test topics for the chunks and joint states.
 This process plays the controller: it publishes ``JointState`` the way a joint_state_broadcaster does (the
 controller's arm joint names and a finger joint in metres, no 0..1 ``gripper``), echoes every commanded position
 back, and records what arrives. Checked:
@@ -35,7 +35,7 @@ TRAJ_TOPIC = "/arm_controller/joint_trajectory"
 
 
 def _executor_command():
-    from para_ros.deploy import launcher as deploy
+    from para_ros.commands import deploy
 
     args = deploy.build_parser().parse_args(["--backend", "topic", "--checkpoint", "/some/ckpt", "--engage",
                                              "--joint-trajectory-topic", TRAJ_TOPIC,

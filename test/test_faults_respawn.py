@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from para_ros.deploy import launcher as deploy
+from para_ros.commands import deploy
+from para_ros.deploy import graph_run
 from para_ros.deploy import graph
 from para_ros.dds_env import loopback_dds_env
 from test_deploy_graph import launch_module, launch_nodes  # noqa: F401 (the fixture, with the stand-in launch modules)
@@ -35,7 +36,7 @@ def _wait(condition, timeout_s: float, what: str) -> None:
 
 
 def test_a_respawned_node_is_restarted_after_the_delay_and_never_reported_dead(tmp_path):
-    group = deploy.ProcessGroup(tmp_path / "logs", loopback_dds_env(), respawn_delay_s=0.5)
+    group = graph_run.ProcessGroup(tmp_path / "logs", loopback_dds_env(), respawn_delay_s=0.5)
     node = group.start(_spec("short"), [sys.executable, "-c", SHORT_LIVED], respawn=True)
     first_pid = node.proc.pid
     try:
@@ -62,7 +63,7 @@ def test_a_respawned_node_is_restarted_after_the_delay_and_never_reported_dead(t
 
 
 def test_without_respawn_the_same_death_is_reported(tmp_path):
-    group = deploy.ProcessGroup(tmp_path / "logs", loopback_dds_env(), respawn_delay_s=0.1)
+    group = graph_run.ProcessGroup(tmp_path / "logs", loopback_dds_env(), respawn_delay_s=0.1)
     keeps = group.start(_spec("keeps"), [sys.executable, "-c", SHORT_LIVED], respawn=True)
     dies = group.start(_spec("dies"), [sys.executable, "-c", SHORT_LIVED])
     try:
@@ -77,7 +78,7 @@ def test_without_respawn_the_same_death_is_reported(tmp_path):
 
 
 def test_a_node_dead_at_the_shutdown_waiting_for_its_restart_counts_as_exited_early(tmp_path):
-    group = deploy.ProcessGroup(tmp_path / "logs", loopback_dds_env(), respawn_delay_s=60.0)
+    group = graph_run.ProcessGroup(tmp_path / "logs", loopback_dds_env(), respawn_delay_s=60.0)
     node = group.start(_spec("short"), [sys.executable, "-c", SHORT_LIVED], respawn=True)
     _wait(lambda: node.down_since is not None, 30, "the death to be seen")
     group.stop(timeout_s=2.0)
@@ -85,8 +86,8 @@ def test_a_node_dead_at_the_shutdown_waiting_for_its_restart_counts_as_exited_ea
 
 
 def test_the_existing_api_still_works_without_respawn(tmp_path):
-    """closed_loop.py / recorder.py: ``ProcessGroup(log_dir, env, echo=...)``, ``start(spec, cmd)``: no watcher."""
-    group = deploy.ProcessGroup(tmp_path / "logs", loopback_dds_env(), echo=False)
+    """``ProcessGroup(log_dir, env, echo=...)``, ``start(spec, cmd)`` without respawn: no watcher."""
+    group = graph_run.ProcessGroup(tmp_path / "logs", loopback_dds_env(), echo=False)
     node = group.start(_spec("polite"), [sys.executable, "-c", POLITE])
     assert group._watcher is None and not node.respawn
     _wait(lambda: "up" in node.log_path.read_text(), 30, "the node to be up")
@@ -136,7 +137,7 @@ def test_launch_respawn_arguments_reach_the_node_actions(launch_module, respawn,
     by_name = {n.kwargs["name"]: n.kwargs for n in nodes}
     assert set(by_name) == {"sim_node", "inference_node", "chunk_executor"}
     for name, kwargs in by_name.items():
-        want = deploy.respawns(name, respawn == "true", respawn_executor == "true")  # para-deploy's rule
+        want = graph_run.respawns(name, respawn == "true", respawn_executor == "true")  # para-deploy's rule
         assert kwargs["respawn"] is want, name
         assert kwargs["respawn_delay"] == (1.5 if want else None), name
     assert by_name["chunk_executor"]["respawn"] is (respawn_executor == "true")

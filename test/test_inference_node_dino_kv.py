@@ -3,9 +3,9 @@ checkpoint names and publishes the chunk Policy computes on that observation (th
 import numpy as np
 import pytest
 import torch
+from test_inference_node import K, SEED, T_EE, T_SCENE, chunk_positions, running_inference_node
 
 from para_ros.ros_io.synthetic_rig import synthetic_images
-from test_inference_node import K, SEED, T_EE, T_SCENE, chunk_positions, running_inference_node
 
 pytestmark = pytest.mark.ros
 
@@ -13,8 +13,8 @@ pytestmark = pytest.mark.ros
 def test_dino_kv_checkpoint_runs_in_the_inference_node(tmp_path):
     from para_core.model.checkpoint import save_checkpoint
     from para_core.model.config import V4Config
-    from para_core.model.v4 import build_model
     from para_core.model.policy import CameraObservation, Policy, RobotState
+    from para_core.model.registry import build_model
 
     torch.manual_seed(7)
     cfg = V4Config.tiny_dino_kv()

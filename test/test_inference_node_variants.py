@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 import torch
-
-from para_ros.ros_io.synthetic_rig import SyntheticRig
 from ros_helpers import wait_for
 from test_inference_node import IMG, SEED, T_EE, T_SCENE, T_WRIST, chunk_positions, running_inference_node
+
+from para_ros.ros_io.synthetic_rig import SyntheticRig
 
 pytestmark = pytest.mark.ros
 
@@ -48,7 +48,7 @@ def one_pixel_per_patch_checkpoint(path):
     the best voxel of each step is unique (see ``best_voxel_margins``)."""
     from para_core.model.checkpoint import save_checkpoint
     from para_core.model.config import V4Config
-    from para_core.model.v4 import build_model
+    from para_core.model.registry import build_model
 
     tiny = V4Config.tiny()
     cfg = V4Config.tiny(view_names=("scene",), pred_size=tiny.img_size // tiny.patch_size)
@@ -128,8 +128,9 @@ def test_a_repeated_problem_is_logged_throttled_not_per_frame():
 
 @pytest.mark.parametrize("keep", [True, False])
 def test_dtype_auto_resolves_for_the_device_and_the_allocator_follows_its_parameter(keep):
-    from para_core.model.hardware import resolve_inference_dtype
     from ros_helpers import in_process_inference_node
+
+    from para_core.model.hardware import resolve_inference_dtype
 
     for node in in_process_inference_node("inference_dtype_test", random_seed=2, dtype="auto", device="cpu",
                                           keep_freed_memory=keep):

@@ -35,7 +35,7 @@ from para_core.data.lerobot_dataset import (  # noqa: E402
     image_error_stats,
     read_lerobot_episodes,
 )
-from para_ros.bag.cli import main as bag_main  # noqa: E402
+from para_ros.commands.bag import main as bag_main  # noqa: E402
 from para_ros.observation.camera_model import para_K_to_ros  # noqa: E402
 
 # Video codec tolerance of the round trip (libsvtav1 at LeRobot's settings, crf 30, on the fixture's 48x36 images).

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bag_fixtures import SyntheticBagSpec, write_synthetic_bag
-from para_ros.bag import cli as bag_tools
+from para_ros.commands import bag as bag_tools
 
 PANELS = ("panel_a_rgb.png", "panel_b_tokens_pca.png", "panel_c_features_pca.png", "panel_d_feature_vec.png",
           "panel_e_key_query.png", "panel_f_response_volume.png")

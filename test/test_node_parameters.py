@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 import yaml
 
-from para_ros.nodes.parameters import Param, ParameterTable, tables
+from para_ros.nodes.parameter_registry import tables
+from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.paths import REPO_ROOT
 
 
 def test_shipped_config_files_are_generated_from_the_tables():
-    from para_ros.nodes.parameters import main
+    from para_ros.nodes.parameter_registry import main
 
-    assert main([]) == 0, "config/*.yaml differ from the tables: python -m para_ros.nodes.parameters --write"
+    assert main([]) == 0, "config/*.yaml differ from the tables: python -m para_ros.nodes.parameter_registry --write"
     for node, (table, file_name) in tables().items():
         shipped = yaml.safe_load((REPO_ROOT / "config" / file_name).read_text())[node]["ros__parameters"]
         declared = {p.name: p.default for p in table.params if not p.optional}
@@ -31,7 +32,7 @@ def test_shipped_config_files_are_generated_from_the_tables():
 
 
 def test_the_check_catches_an_edited_file(tmp_path, monkeypatch):
-    import para_ros.nodes.parameters as params
+    import para_ros.nodes.parameter_registry as params
     import para_ros.paths as paths
 
     for _, (table, file_name) in tables().items():
@@ -56,7 +57,7 @@ def test_help_lists_every_parameter_of_the_table(node):
 
 def test_node_param_rules_are_parsed_then_checked_against_the_tables():
     from para_ros.deploy.graph import parse_node_params
-    from para_ros.nodes.parameters import check_node_params
+    from para_ros.nodes.parameter_registry import check_node_params
 
     rules = ["chunk_executor:implausible_speed:=reject", "chunk_executor:control_rate_hz:=200",
              "sim_node:scene_cam_rate_hz:=15.5", "inference_node:fast_path:=true"]
@@ -142,7 +143,6 @@ def _set(client_node, executor, node_name: str, name: str, value):
     """One SetParameters request, as ``ros2 param set`` sends it; returns the SetParametersResult."""
     from rcl_interfaces.srv import SetParameters
     from rclpy.parameter import Parameter
-
     from ros_helpers import wait_for
 
     client = client_node.create_client(SetParameters, f"/{node_name}/set_parameters")
@@ -156,7 +156,6 @@ def _set(client_node, executor, node_name: str, name: str, value):
 def _get(client_node, executor, node_name: str, name: str):
     from rcl_interfaces.srv import GetParameters
     from rclpy.parameter import parameter_value_to_python
-
     from ros_helpers import wait_for
 
     client = client_node.create_client(GetParameters, f"/{node_name}/get_parameters")
@@ -174,9 +173,8 @@ def test_every_parameter_set_over_dds_is_applied_or_refused_with_a_reason():
     an integer for a double is accepted, and an applied value takes effect (the executor refuses a chunk longer than
     the new max_chunk_steps)."""
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-
     from executor_helpers import TOP_DOWN_R, ExecutorDriver, ReferenceKinematics
+    from rclpy.executors import SingleThreadedExecutor
     from ros_helpers import start_python, stop_process, wait_for
 
     kin = ReferenceKinematics()

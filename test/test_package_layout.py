@@ -1,13 +1,13 @@
-"""The package layout's one rule (docs/contracts.md): only ``nodes/``, ``ros_io/``, ``adapters/``, ``bag/`` and
-``deploy/`` import rclpy or a ROS message package; ``para_core`` never imports ``para_ros``. Imports inside functions
-count too (an AST walk, not a grep of the top of the file)."""
+"""The package layout's one rule (docs/contracts.md): only ``nodes/``, ``ros_io/``, ``adapters/``, ``bag/``,
+``deploy/`` and ``commands/`` import rclpy or a ROS message package; ``para_core`` never imports ``para_ros``. Imports
+inside functions count too (an AST walk, not a grep of the top of the file)."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ROS_AWARE = ("nodes", "ros_io", "adapters", "bag", "deploy")
+ROS_AWARE = ("nodes", "ros_io", "adapters", "bag", "deploy", "commands")
 ROS_PACKAGES = ("rclpy", "rcl_interfaces", "rosidl_runtime_py", "builtin_interfaces", "launch", "launch_ros",
                 "tf2_ros", "cv_bridge", "message_filters", "rosgraph_msgs", "para_msgs")
 
@@ -52,7 +52,7 @@ def test_no_ros_imports_outside_the_node_and_ros_io_packages():
         assert must in names, must
     offenders = [f"{p.relative_to(REPO)}:{line} imports {mod}"
                  for p in files for line, mod in imported_modules(p.read_text()) if is_ros_module(mod)]
-    assert not offenders, "ROS imports outside nodes/ros_io/adapters/bag/deploy:\n" + "\n".join(offenders)
+    assert not offenders, "ROS imports outside nodes/ros_io/adapters/bag/deploy/commands:\n" + "\n".join(offenders)
 
 
 def test_para_core_never_imports_para_ros():

@@ -14,7 +14,7 @@ pytest.importorskip("rerun")
 sys.path.insert(0, str(Path(__file__).parent))
 from bag_fixtures import NS, T0_NS, SyntheticBagSpec, reference_wrist_pose, write_synthetic_bag  # noqa: E402
 
-from para_ros.bag.cli import load_policy, main as bag_main, topic_config  # noqa: E402
+from para_ros.commands.bag import load_policy, main as bag_main, topic_config  # noqa: E402
 from para_ros.bag.reader import BagReader  # noqa: E402
 from para_ros.viz.rerun_log import read_entities  # noqa: E402
 
@@ -104,7 +104,7 @@ def test_eval_rerun_cloud_is_the_policys_top_voxels(bag, tmp_path):
 @pytest.mark.slow  # ~40 s: the deploy graph's three nodes, one closed-loop episode
 def test_sim_eval_rerun_holds_the_runs_cameras_chunks_and_clouds(tmp_path):
     from para_ros.bag.view import cloud_points
-    from para_ros.sim import cli as sim_cli
+    from para_ros.commands import sim as sim_cli
     from para_ros.stamps import stamp_to_ns
 
     shipped = Path(__file__).resolve().parents[1] / "checkpoints" / "pick_place"

@@ -103,7 +103,7 @@ def test_a_move_out_of_view_is_refused_with_the_visible_fraction():
 
 
 def test_eval_refuses_a_camera_that_does_not_see_the_workspace(tmp_path, capsys):
-    from para_ros.sim import cli as sim_cli
+    from para_ros.commands import sim as sim_cli
     from test_sim_record_eval import _fake_checkpoint
 
     ck = _fake_checkpoint(tmp_path)
@@ -137,7 +137,7 @@ def test_cube_region_refuses_bad_text(text, message):
 
 
 def test_demos_refuse_a_bad_region_and_bad_ranges_before_writing(tmp_path, capsys):
-    from para_ros.sim import cli as sim_cli
+    from para_ros.commands import sim as sim_cli
 
     with pytest.raises(SystemExit):
         sim_cli.main(["demos", "--out", str(tmp_path / "d"), "--cube-region", "y<-1"])
@@ -151,7 +151,7 @@ def test_randomised_demos_record_the_true_camera_in_every_frame(tmp_path):
     """Two ROS-free expert episodes with drawn cameras: each frame's scene pose and K are the drawn camera's; the
     rendered image changes with it; the cube lies in the requested region."""
     from para_core.data.dataset import Episode
-    from para_ros.sim import cli as sim_cli
+    from para_ros.commands import sim as sim_cli
 
     out = tmp_path / "demos"
     assert sim_cli.main(["demos", "--out", str(out), "--episodes", "2", "--seed", "0", "--image-size", "64",
@@ -164,7 +164,7 @@ def test_randomised_demos_record_the_true_camera_in_every_frame(tmp_path):
         ep = Episode.load(d)
         seed = ep.meta["layout"]["seed"]
         assert ep.meta["layout"]["cube_xy_m"][1] < 0 and ep.meta["cube_region"] == "y<0"
-        expected = r.sample(seed)  # the camera is a function of the seed
+        expected = r.sample(seed)  # the camera is a function of the layout seed
         T_scene = ep.T_world_cam["scene"]  # (N, 4, 4)
         assert T_scene.shape[0] == len(ep) >= 40
         np.testing.assert_allclose(T_scene, np.broadcast_to(expected.T_world_cam, T_scene.shape), atol=1e-9)
@@ -205,7 +205,7 @@ def test_a_sampled_camera_renders_what_its_pose_and_intrinsics_project():
 
 def test_eval_takes_a_validated_cube_region(tmp_path, capsys):
     from para_ros.deploy.closed_loop import EvalSettings
-    from para_ros.sim import cli as sim_cli
+    from para_ros.commands import sim as sim_cli
     from test_sim_record_eval import _fake_checkpoint
 
     assert EvalSettings(checkpoint="x", cube_region="y >= 0").cube_region == "y>=0"

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from para_ros.deploy.closed_loop import moved_camera_pose, wilson_interval
+from para_ros.deploy.closed_loop import moved_camera_pose
+from para_ros.sim.pick_place import wilson_interval
 from para_ros.sim.expert import ExpertConfig, min_jerk, plan_pick_place
 from para_ros.sim.pick_place import (EpisodeMonitor, Judgement, PickPlaceConfig, apply_layout, check_seed, judge,
                                      judge_state, sample_layout)
@@ -228,10 +229,11 @@ def test_eval_fast_path_option_reaches_the_inference_node():
     """``para-sim eval --fast-path`` runs the inference node with fast_path true; without it false."""
     import argparse
 
+    from para_ros.commands import sim as sim_command
     from para_ros.deploy import closed_loop, graph
 
     parser = argparse.ArgumentParser()
-    closed_loop.add_eval_arguments(parser)
+    sim_command.add_eval_arguments(parser)
     inference = next(s for s in graph.NODES if s.name == "inference_node")
     # without the option the reference path explicitly (the report says which path ran, whatever the yaml holds)
     for argv, expected in ((["--checkpoint", "ckpt", "--fast-path"], True), (["--checkpoint", "ckpt"], False)):

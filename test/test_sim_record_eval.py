@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from para_core.data.dataset import Episode
-from para_ros.bag import cli as bag_tools
+from para_ros.commands import bag as bag_tools
 from para_ros.paths import REPO_ROOT
-from para_ros.sim import cli as sim_cli
+from para_ros.commands import sim as sim_cli
 from para_ros.sim.pick_place import sample_layout
 
 pytestmark = pytest.mark.ros
@@ -19,7 +19,7 @@ SHIPPED = REPO_ROOT / "checkpoints" / "pick_place"
 
 def test_recorded_bag_extracts_to_an_episode_that_trains(tmp_path):
     from para_core.train import cli as train_cli
-    from para_ros.bag.sim_recorder import record_episodes
+    from para_ros.deploy.sim_recorder import record_episodes
 
     counts = record_episodes(tmp_path / "bags", episodes=1, seed=7, progress=False)
     assert counts == {"success": 1}  # the expert through sim_node, judged by the sim's own task state
@@ -46,7 +46,7 @@ def test_recorded_bag_extracts_to_an_episode_that_trains(tmp_path):
 def _fake_checkpoint(tmp_path, views=("scene", "wrist"), sim=None):
     from para_core.model.checkpoint import save_checkpoint
     from para_core.model.config import V4Config
-    from para_core.model.v4 import build_model
+    from para_core.model.registry import build_model
 
     cfg = V4Config.tiny(view_names=views)
     path = tmp_path / "ck"

@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from para_ros.deploy.closed_loop import moved_camera_pose, wilson_interval
-from para_ros.sim import cli as sim_cli
+from para_ros.deploy.closed_loop import moved_camera_pose
+from para_ros.sim.pick_place import wilson_interval
+from para_ros.commands import sim as sim_cli
 from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose
 from para_ros.sim.sweep import parse_checkpoints, shift_and_rotation, sweep_points, write_table
 
@@ -15,7 +16,7 @@ from para_ros.sim.sweep import parse_checkpoints, shift_and_rotation, sweep_poin
 def _tiny_checkpoint(path):
     from para_core.model.checkpoint import save_checkpoint
     from para_core.model.config import V4Config
-    from para_core.model.v4 import build_model
+    from para_core.model.registry import build_model
 
     cfg = V4Config.tiny(view_names=("scene", "wrist"))
     save_checkpoint(path, build_model(cfg), cfg)
@@ -106,8 +107,8 @@ def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
 @pytest.mark.ros
 def test_record_with_a_randomised_camera_puts_the_drawn_pose_on_tf_static(tmp_path):
     from para_core.data.dataset import Episode
-    from para_ros.bag import cli as bag_tools
-    from para_ros.bag.sim_recorder import record_episodes
+    from para_ros.commands import bag as bag_tools
+    from para_ros.deploy.sim_recorder import record_episodes
     from para_ros.sim.camera_sampler import CameraRandomisation
     from para_ros.sim.cameras import intrinsics_from_fovy
 

@@ -32,14 +32,18 @@ dropped frame) is resampled by its stamps: positions and gripper interpolated li
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from para_core.model.rotations import slerp_rotations
 
 EPISODE_FORMAT = "para_episode"
 EPISODE_VERSION = 1
@@ -365,7 +369,6 @@ def past_frame_indices(t: int, mv_past_n: int, frame_stride: int) -> np.ndarray:
 def _interp_poses(stamps_ns: np.ndarray, T_world_ee: np.ndarray, gripper: np.ndarray, query_ns: np.ndarray):
     """Poses at arbitrary times (clamped to the episode's time span): positions and gripper linear, rotations slerp.
     -> positions (M, 3), rotations (M, 3, 3), gripper (M,)."""
-    from para_core.model.rotations import slerp_rotations
 
     t = (stamps_ns - stamps_ns[0]).astype(np.float64) * 1e-9  # (N,) seconds
     q = np.clip((np.asarray(query_ns) - stamps_ns[0]).astype(np.float64) * 1e-9, t[0], t[-1])  # (M,)
@@ -461,8 +464,6 @@ class EpisodeDataset:
         if time_base == "auto":
             time_base = "index" if index_ok else "stamps"
         elif time_base == "index" and not index_ok:
-            import warnings
-
             warnings.warn(f"episode {path}: time_base='index' but {why_not}; chunk targets will not be "
                           f"frame_stride / dataset_fps apart in time (use time_base='auto' or 'stamps' to resample)")
         S = cfg.img_size
@@ -472,6 +473,7 @@ class EpisodeDataset:
             if cached is not None and cached.is_file():
                 images.append(np.load(cached, mmap_mode="r", allow_pickle=False))
                 continue
+            # cv2, scipy, torch: loaded on first use, not on import
             from para_core.model.policy import resize_to_model_input
 
             resized = np.stack([resize_to_model_input(ep.images[v][i], ep.K[v][i], S)[0]
@@ -493,7 +495,6 @@ class EpisodeDataset:
     def _cache_path(self, path: Path, view: str) -> Path | None:
         if self.cache_dir is None:
             return None
-        import hashlib
 
         arrays = path / ARRAYS_FILE
         st = arrays.stat()
@@ -529,7 +530,7 @@ class EpisodeDataset:
 
     def _jitter(self, images):
         """Colour jitter on (N, 3, S, S) uint8 -> uint8; factors drawn per view from torch's RNG."""
-        import torch
+        import torch  # torch: loaded on first use, not on import
 
         s = self.jitter_strength
         x = images.float() / 255.0  # (N, 3, S, S)
@@ -543,7 +544,7 @@ class EpisodeDataset:
         return (x.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8)
 
     def __getitem__(self, i: int) -> dict:
-        import torch
+        import torch  # torch: loaded on first use, not on import
 
         e, t = (int(x) for x in self.index[i])
         ep = self.episodes[e]
@@ -574,12 +575,14 @@ def make_batch(batch: dict, config, device) -> tuple:
     Images are ImageNet-normalised here (on the device, like ``Policy.preprocess``); targets are encoded with
     ``para_core.model.actions.encode_targets`` against the voxel grid of the same observations.
     """
-    import torch
+    import torch  # torch: loaded on first use, not on import
 
-    from para_core.model.actions import encode_targets
-    from para_core.model.v4 import V4Inputs
+    from para_core.model.actions import encode_targets  # scipy, torch: loaded on first use, not on import
+    from para_core.model.model_io import V4Inputs  # torch: loaded on first use, not on import
+
+    # cv2, scipy, torch: loaded on first use, not on import
     from para_core.model.policy import IMAGENET_MEAN, IMAGENET_STD
-    from para_core.model.voxels import build_voxel_grid
+    from para_core.model.voxels import build_voxel_grid  # torch: loaded on first use, not on import
 
     device = torch.device(device)
     mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 1, 3, 1, 1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.machinery
 import sys
 import types
 
@@ -27,7 +28,7 @@ class _ToTensor:
     """torchvision.transforms.ToTensor: PIL image or (H, W, C) uint8 array -> (C, H, W) float32 in [0, 1]."""
 
     def __call__(self, pic):
-        import torch
+        import torch  # torch: loaded on first use, not on import
 
         arr = np.asarray(pic)
         if arr.ndim == 2:
@@ -40,7 +41,7 @@ class _PyAVVideoReader:
     """torchvision.io.VideoReader(path, "video") with the pyav backend: ``seek(t)`` then iterate decoded frames."""
 
     def __init__(self, path: str, stream: str = "video"):
-        import av
+        import av  # av (PyAV, optional: requirements-data.txt): loaded on first use, not on import
 
         if stream != "video":
             raise ValueError(f"VideoReader stream={stream!r}: only 'video' is supported here")
@@ -55,7 +56,7 @@ class _PyAVVideoReader:
         return self
 
     def __iter__(self):
-        import torch
+        import torch  # torch: loaded on first use, not on import
 
         frames = self._frames if self._frames is not None else self.container.decode(self._stream)
         for frame in frames:
@@ -77,8 +78,6 @@ def _torchvision_stand_in() -> types.ModuleType:
         if name != "pyav":
             raise ValueError(f"video backend {name!r} needs the real torchvision; use 'pyav'")
         backend["name"] = name
-
-    import importlib.machinery
 
     for module in (tv, transforms, io):  # a spec, so that importlib.util.find_spec("torchvision") works
         module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
@@ -121,6 +120,7 @@ def lerobot_dataset_classes():
     Raises ``ImportError`` naming the install command when LeRobot or its dataset dependencies are missing."""
     try:
         with _torchvision_for_lerobot():
+            # lerobot (optional: requirements-data.txt)
             from lerobot.datasets.lerobot_dataset import CODEBASE_VERSION, LeRobotDataset, LeRobotDatasetMetadata
     except ImportError as exc:
         raise ImportError(f"the LeRobot dataset library is not importable ({exc}); install it with: "

@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from para_core.data.dataset import Episode
+from para_core.data.lerobot_compat import lerobot_dataset_classes, video_backend
+from para_core.model.rotations import matrix_to_quaternion
 
 STATE_NAMES = ("x", "y", "z", "qx", "qy", "qz", "qw", "gripper")
 IMAGE_KEY = "observation.images.{view}"
@@ -69,8 +71,6 @@ def is_lerobot_dataset(path: str | Path) -> bool:
 
 def _quat_rows(T: np.ndarray) -> np.ndarray:
     """(N, 4, 4) poses -> (N, 7) x, y, z, qx, qy, qz, qw."""
-    from para_core.model.rotations import matrix_to_quaternion
-
     return np.array([[*t[:3, 3], *matrix_to_quaternion(t[:3, :3])] for t in T], dtype=np.float64)
 
 
@@ -87,8 +87,6 @@ def write_lerobot_dataset(episodes: list[Episode], root: str | Path, task: str, 
     :param vcodec: LeRobot's video codec name (``libsvtav1`` its default, ``h264``).
     :param progress: optional callable(episode_index, n_episodes).
     """
-    from para_core.data.lerobot_compat import lerobot_dataset_classes
-
     root = Path(root)
     if not episodes:
         raise LeRobotDataError("no episodes to export; pass recordings or episode directories")
@@ -237,7 +235,7 @@ def _check_info(root: Path, codebase_version: str) -> dict:
 
 def _check_video_frame_counts(root: Path, meta, video_keys: list[str]) -> None:
     """Each video file must hold as many frames as the table gives its episodes (v3 packs episodes in files)."""
-    import av
+    import av  # av (PyAV, optional: requirements-data.txt): loaded on first use, not on import
 
     expected: dict[Path, int] = {}
     for ep in range(meta.total_episodes):
@@ -261,7 +259,7 @@ def decode_episode_video(path: Path, from_timestamp_s: float, timestamps_s: np.n
     the episode's frame i is at ``from_timestamp_s + timestamps_s[i]``), decoded in one sequential pass with PyAV:
     seek to the key frame before the episode, then keep the frame nearest each wanted time (within half a period).
     LeRobot's own reader decodes the same frames one query at a time."""
-    import av
+    import av  # av (PyAV, optional: requirements-data.txt): loaded on first use, not on import
 
     want = from_timestamp_s + np.asarray(timestamps_s, dtype=np.float64)  # (n,)
     half = 0.5 / fps
@@ -293,8 +291,6 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
     :param joints_to_poses: for datasets without the calibration features: callable (N, 6) radians ->
         (T_base_tool (N, 4, 4), {view: T_base_cam (N, 4, 4)}); ``options.intrinsics`` gives K per view.
     """
-    from para_core.data.lerobot_compat import lerobot_dataset_classes, video_backend
-
     options = options or LeRobotImportOptions()
     root = Path(root)
     LeRobotDataset, LeRobotDatasetMetadata, version = lerobot_dataset_classes()

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import torch
 
+from para_core.data.dataset import Episode
 from para_core.model.config import V4Config
 from para_core.model.geometry import look_at
 
@@ -39,7 +40,7 @@ def top_down_rotation() -> np.ndarray:
 
 def random_trajectory(config: V4Config, rng: np.random.Generator, n_steps: int | None = None):
     """A smooth EE trajectory inside the workspace box: positions (T, 3), rotations (T, 3, 3), gripper (T,)."""
-    from scipy.spatial.transform import Rotation
+    from scipy.spatial.transform import Rotation  # scipy: loaded on first use, not on import
 
     T = n_steps or config.n_window
     x0, x1 = config.workspace_x_m
@@ -60,7 +61,7 @@ def random_trajectory(config: V4Config, rng: np.random.Generator, n_steps: int |
 def random_image(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
     """(H, W, 3) uint8 smooth random colours."""
     small = rng.integers(0, 256, size=(max(2, height // 16), max(2, width // 16), 3), dtype=np.uint8)
-    import cv2
+    import cv2  # cv2: loaded on first use, not on import
 
     return cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
 
@@ -69,7 +70,7 @@ def _draw_point(image: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray, point
                 radius_m: float, colour: tuple[int, int, int]) -> None:
     """Draw a filled disc at the projection of a world point (pixel-centre convention: cv2's integer coordinates are
     pixel centres, so continuous u maps to u - 0.5), radius = radius_m at that depth; nothing if behind the camera."""
-    import cv2
+    import cv2  # cv2: loaded on first use, not on import
 
     p_cam = np.linalg.inv(T_world_cam) @ np.append(point_world, 1.0)  # (4,)
     if p_cam[2] <= 1e-3:
@@ -100,9 +101,8 @@ def synthetic_episode(config: V4Config, rng: np.random.Generator, n_frames: int 
     Because the goal is visible and the motion is a deterministic function of (current position, goal), the future
     chunk is predictable from the observation: a model trained on these episodes should drive its loss down.
     """
-    from scipy.spatial.transform import Rotation
+    from scipy.spatial.transform import Rotation  # scipy: loaded on first use, not on import
 
-    from para_core.data.dataset import Episode
 
     if n_frames < 1:
         raise ValueError(f"synthetic_episode n_frames={n_frames}; use a positive integer")

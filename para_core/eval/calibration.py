@@ -27,9 +27,9 @@ class ToolProjection:
 def project_points(points_world: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
     """(N, 3) world points -> (N, 2) pixels (centres at +0.5) and (N,) depth, through ``para_core.model.geometry``."""
-    import torch
+    import torch  # torch: loaded on first use, not on import
 
-    from para_core.model.geometry import project
+    from para_core.model.geometry import project  # torch: loaded on first use, not on import
 
     uv, depth = project(torch.as_tensor(np.asarray(points_world, dtype=np.float64)),
                         torch.as_tensor(np.asarray(K, dtype=np.float64)),
@@ -56,7 +56,7 @@ def expected_pixel_offset(K: np.ndarray, depth_m: float, offset_m: float) -> flo
 
 def draw_tool(image_rgb: np.ndarray, proj: ToolProjection, label: str = "") -> np.ndarray:
     """A copy of ``image_rgb`` with the projected tool frame drawn (ring at the origin, RGB axes)."""
-    import cv2
+    import cv2  # cv2: loaded on first use, not on import
 
     out = np.ascontiguousarray(image_rgb.copy())
     if proj.depth_m <= 0:
@@ -82,7 +82,7 @@ def contact_sheet(frames: list[dict], view_names: tuple[str, ...], path, tile_px
 
     :returns: per-frame projections {"frames": [{"stamp_ns", "views": {view: {"uv", "depth_m", "in_image"}}}]}.
     """
-    import cv2
+    import cv2  # cv2: loaded on first use, not on import
 
     rows = []
     report = {"frames": []}
@@ -112,7 +112,7 @@ def overlay_image(image_rgb: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray,
                   path_world: np.ndarray | None = None) -> np.ndarray:
     """The live overlay of the inference node: the camera image with the tool frame (:func:`draw_tool`) and the
     predicted path (yellow polyline from the tool, a dot per step), same size as the image."""
-    import cv2
+    import cv2  # cv2: loaded on first use, not on import
 
     img = np.asarray(image_rgb)
     out = draw_tool(img, project_tool(T_world_ee, K, T_world_cam, img.shape[:2]))

@@ -106,10 +106,10 @@ def save_rgb_png(path: str | Path, image_rgb: np.ndarray) -> Path:
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # matplotlib: loaded on first use, not on import
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded on first use, not on import
 
     return plt
 
@@ -178,7 +178,7 @@ def _save(fig, path: str | Path, rect=None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout(rect=rect)
     fig.savefig(path)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded on first use, not on import
 
     plt.close(fig)
     return path
@@ -219,14 +219,14 @@ class ResponseVolume:
 
 def response_volume_data(out, step: int = 0, view: int | None = None, batch: int = 0,
                          feature_maps=None) -> ResponseVolume:
-    """Pick one step of a model output (``para_core.model.v4.V4Output``) for the response-volume figure.
+    """Pick one step of a model output (``para_core.model.model_io.V4Output``) for the response-volume figure.
 
     Voxel index layout (``para_core.model.voxels``): ``v = view * Z * P^2 + bin * P^2 + row * P + col``.
 
     :param view: which view to show; None: the view that holds the step's argmax voxel.
     :param feature_maps: optional (B, N, F, P, P) per-pixel features (``model.image_features``) for the PCA panel.
     """
-    import torch
+    import torch  # torch: loaded on first use, not on import
 
     grid = out.grid
     N, Z, P = grid.n_views, grid.n_bins, grid.pred_size

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from para_core.eval.figures import _pyplot, pca_rgb
+from para_core.model.layers import sincos_height_encoding
 
 
 @torch.no_grad()
@@ -32,8 +33,7 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
     :param image_rgb_per_view: the raw RGB images (H, W, 3) uint8, one per view, for panel (a).
     :param step: chunk step to show (-1: the last); ``gt_xyz``: optional (3,) ground-truth point of that step.
     """
-    from para_core.model.dino_kv import ParaDinoKVModel, step_embedding
-    from para_core.model.v4 import sincos_height_encoding
+    from para_core.model.dino_kv import ParaDinoKVModel, step_embedding  # scipy: loaded on first use, not on import
 
     model.eval()
     fast = getattr(model, "fast_inference", False)
@@ -101,7 +101,7 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
 
 def _png(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded on first use, not on import
 
     plt.close(fig)
     return path
@@ -151,7 +151,7 @@ def write_method_figure(data: dict, out_dir, n_slices: int = 4) -> dict[str, Pat
     zb = int(data["argmax"][1])
     slices = sorted(set(np.linspace(0, Z - 1, n_slices).round().astype(int).tolist()) | {zb})
     fig, axes = plt.subplots(1, len(slices), figsize=(2.3 * len(slices), 2.6))
-    from matplotlib.colors import PowerNorm
+    from matplotlib.colors import PowerNorm  # matplotlib: loaded on first use, not on import
 
     norm = PowerNorm(0.3, vmin=0.0, vmax=float(data["volume"].max()))  # a peaked volume still shows its tails
     for ax, z in zip(np.atleast_1d(axes), slices):

@@ -36,7 +36,7 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from para_core.model.config import V4Config
-from para_core.model.v4 import V4Output, V4Targets
+from para_core.model.model_io import V4Output, V4Targets
 from para_core.model.voxels import VoxelGrid, locate_points
 
 

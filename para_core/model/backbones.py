@@ -25,16 +25,16 @@ interface.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-
-import json
 
 import torch
 import torch.nn.functional as Fn
 from torch import nn
 
+from para_core.model import cpu_attention
 from para_core.model.config import V4Config
 
 # DINOv3ViTConfig fields recorded in checkpoints (the architecture, not the training-time extras).
@@ -67,7 +67,6 @@ class Backbone(nn.Module):
         """The attention function the transformer's layers call: a transformers ``AttentionInterface`` name ("sdpa",
         "eager", or ``para_core.model.cpu_attention.NAME``, registered here). The backbones of this module wrap a
         transformers model in ``self.vit``."""
-        from para_core.model import cpu_attention
 
         if implementation == cpu_attention.NAME:
             cpu_attention.register()
@@ -85,7 +84,7 @@ class DINOv3Backbone(Backbone):
 
     def __init__(self, config: V4Config):
         super().__init__()
-        from transformers import DINOv3ViTConfig, DINOv3ViTModel
+        from transformers import DINOv3ViTConfig, DINOv3ViTModel  # transformers: loaded on first use, not on import
 
         if config.backbone_pretrained_dir:
             path = Path(config.backbone_pretrained_dir)
@@ -156,7 +155,9 @@ def _load_internvl_tower(path: Path) -> nn.Module:
     (model_type "internvl_vision") or a whole transformers-format InternVL model (model_type "internvl", e.g. an
     InternVL 2.5-1B "-hf" export), whose ``vision_tower.*`` tensors are read alone (the LLM is never loaded). Every
     tower tensor must be present: a partial load would leave random weights behind silently."""
-    from safetensors import safe_open
+    from safetensors import safe_open  # safetensors: loaded on first use, not on import
+
+    # transformers: loaded on first use, not on import
     from transformers import InternVLVisionConfig, InternVLVisionModel
 
     _check_pretrained_dir(path, "InternVL")
@@ -215,6 +216,7 @@ class InternVLVisionBackbone(Backbone):
 
     def __init__(self, config: V4Config):
         super().__init__()
+        # transformers: loaded on first use, not on import
         from transformers import InternVLVisionConfig, InternVLVisionModel
 
         if config.backbone_pretrained_dir:

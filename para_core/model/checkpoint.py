@@ -20,8 +20,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from para_core import __version__
 from para_core.model.config import V4Config
-from para_core.model.v4 import MODEL_REGISTRY, build_model
+from para_core.model.registry import MODEL_REGISTRY, build_model
 
 FORMAT = "para_checkpoint"
 FORMAT_VERSION = 1
@@ -34,10 +35,9 @@ class CheckpointError(ValueError):
 
 
 def _versions() -> dict[str, str]:
-    import safetensors
-    import transformers
+    import safetensors  # safetensors: loaded on first use, not on import
+    import transformers  # transformers: loaded on first use, not on import
 
-    from para_core import __version__
 
     return {"para_core": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "safetensors": safetensors.__version__}
@@ -46,7 +46,7 @@ def _versions() -> dict[str, str]:
 def save_checkpoint(path: str | Path, model: nn.Module, config: V4Config | None = None, model_id: str = "",
                     extra: dict[str, Any] | None = None) -> Path:
     """Write ``model`` (and its config) to directory ``path`` (created if needed). Returns the directory."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # safetensors: loaded on first use, not on import
 
     config = config or model.config
     backbone = getattr(model, "backbone", None)
@@ -93,7 +93,7 @@ def load_checkpoint(path: str | Path, expected_kind: str | None = None, map_loca
 
     :param expected_kind: if given, the checkpoint's ``model_kind`` must equal it.
     """
-    from safetensors import SafetensorError
+    from safetensors import SafetensorError  # safetensors: loaded on first use, not on import
     from safetensors.torch import load_file
 
     path = Path(path)

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 # The official DINOv3 ViT-S/16+ architecture (facebook/dinov3-vits16plus-pretrain-lvd1689m): 384 wide, 12 layers,
 # 6 heads, 4 register tokens, 16-pixel patches, gated SiLU ("SwiGLU") MLP of width 1536. 28.7 M parameters.
 DINOV3_VITS16PLUS: dict[str, Any] = {
@@ -119,6 +121,10 @@ BACKBONE_KINDS = ("dinov3", "internvl_vision")
 # Patch size of each backbone family (the default when backbone_config does not set one).
 BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14}
 LR_SCHEDULES = ("cosine", "constant")
+# Model-config fields that only steer the optimisation: a resumed or fine-tuned run may change these (e.g. more
+# max_iters; para_core.train.trainer, para_core.train.init_from).
+SCHEDULE_FIELDS = ("lr", "backbone_lr_mult", "lr_warmup", "lr_schedule", "max_iters", "batch_size", "weight_decay",
+                   "name")
 DTYPES = ("fp32", "bf16", "fp16")  # precision names of every command, node and config (one table)
 # inference entry points also take "auto": the fastest precision the device computes natively
 # (para_core.model.hardware.resolve_inference_dtype)
@@ -128,7 +134,7 @@ COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")  # Policy(
 
 def torch_dtype(name: str):
     """The torch dtype of a precision name of :data:`DTYPES` (autocast for bf16 / fp16; fp32 = none)."""
-    import torch
+    import torch  # torch: loaded on first use, not on import
 
     table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     if name not in table:
@@ -169,7 +175,7 @@ class V4Config:
     """All hyperparameters of the PARA v4 volumetric policy.
 
     Args:
-        model_kind: key into ``para_core.model.v4.MODEL_REGISTRY`` (``"para_v4"``).
+        model_kind: key into ``para_core.model.registry.MODEL_REGISTRY`` (``"para_v4"``).
         name: free-form preset name, printed by tools ("paper", "tiny", ...).
         view_names: camera views, in the order the model receives them (``("scene", "wrist")``).
         img_size: side of the square image fed to the backbone, pixels. Must be a multiple of ``patch_size``.
@@ -501,14 +507,10 @@ class V4Config:
         return cls.from_dict(json.loads(text))
 
     def to_yaml(self) -> str:
-        import yaml
-
         return yaml.safe_dump(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_yaml(cls, text: str) -> "V4Config":
-        import yaml
-
         return cls.from_dict(yaml.safe_load(text))
 
     def save(self, path: str | Path) -> None:

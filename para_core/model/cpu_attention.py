@@ -54,6 +54,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
                       attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                       is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature: (B, H, N, D) inputs, (B, N, H, D) output and no weights."""
+    # transformers: loaded on first use, not on import
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     device = query.device.type
@@ -81,7 +82,7 @@ def fast_path_attention(device_type: str, dtype: str) -> str:
 
 def register() -> str:
     """Register :func:`attention_forward` with transformers as :data:`NAME` (idempotent); returns the name."""
-    from transformers import AttentionInterface
+    from transformers import AttentionInterface  # transformers: loaded on first use, not on import
 
     AttentionInterface.register(NAME, attention_forward)
     return NAME

@@ -36,7 +36,7 @@ import torch
 
 from para_core.model.actions import DecodedChunk, decode_at_voxels, step_log_normaliser
 from para_core.model.config import V4Config
-from para_core.model.v4 import V4Output
+from para_core.model.model_io import V4Output
 
 DECODING_MODES = ("argmax", "joint", "fused")
 EXCESS_TIE_M = 1e-9  # two paths whose excess distances differ by less are equally fast: their scores decide

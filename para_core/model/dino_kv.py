@@ -10,11 +10,11 @@ and the decoding are shared). The logits factorise over pixels and (step, height
     volume_logits[b, t, z, u, v] = exp(logit_scale) * F(u, v) . K(t, z)             flattened to (B, T, Z * P * P)
 
 ``t_emb[t]`` is a sinusoidal embedding of the step index and ``h_emb[z]`` one of the bin's metric height normalised by
-the global span [z_lo, z_hi] (``para_core.model.v4.sincos_height_encoding``, both F wide); both are fixed (the design's
-keys have no learned part), only ``logit_scale`` is learned (initialised to log 10). The keys do not see the
+the global span [z_lo, z_hi] (``para_core.model.layers.sincos_height_encoding``, both F wide); both are fixed (the
+design's keys have no learned part), only ``logit_scale`` is learned (initialised to log 10). The keys do not see the
 end-effector state: this head localises from the image alone, as in the design. Gripper and rotation: a 4-layer MLP on
 [F(u, v), K(t, z)] at the chosen voxel: the argmax at inference, the GT voxel in training. Outputs are a
-``para_core.model.v4.V4Output`` (``voxel_feat`` holds F(u, v) repeated over the heights), so losses, decoding,
+``para_core.model.model_io.V4Output`` (``voxel_feat`` holds F(u, v) repeated over the heights), so losses, decoding,
 checkpoints, the Policy, the inference node and the bag tools work unchanged.
 """
 from __future__ import annotations
@@ -27,7 +27,9 @@ from torch import nn
 
 from para_core.model.backbones import build_backbone
 from para_core.model.config import V4Config
-from para_core.model.v4 import V4Inputs, V4Output, V4Targets, _mlp, compute_losses, sincos_height_encoding
+from para_core.model.layers import backbone_and_head_groups, mlp, sincos_height_encoding
+from para_core.model.model_io import V4Inputs, V4Output, V4Targets
+from para_core.model.v4 import ParaV4Model, compute_losses
 from para_core.model.voxels import build_voxel_grid
 
 
@@ -58,7 +60,7 @@ class ParaDinoKVModel(nn.Module):
         self.logit_log_scale = nn.Parameter(torch.tensor(math.log(10.0)))
         self.n_grip, self.n_rot = config.n_gripper_bins, config.n_rotation_bins
         H = config.head_hidden
-        self.grip_rot_head = _mlp([2 * F, H, H, H, self.n_grip + 3 * self.n_rot])  # 4 layers
+        self.grip_rot_head = mlp([2 * F, H, H, H, self.n_grip + 3 * self.n_rot])  # 4 layers
 
     def pixel_features(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, 1, 3, S, S) -> unit per-pixel features (B, F, P, P) and the CLS token (B, 1, C)."""
@@ -103,16 +105,10 @@ class ParaDinoKVModel(nn.Module):
         return out
 
     def decode(self, out: V4Output, refine: bool = False) -> list:
-        from para_core.model.v4 import ParaV4Model
-
         return ParaV4Model.decode(self, out, refine)
 
     def visualisation(self, out: V4Output, top_k: int):
-        from para_core.model.v4 import ParaV4Model
-
         return ParaV4Model.visualisation(self, out, top_k)
 
     def param_groups(self) -> list[dict]:
-        from para_core.model.v4 import backbone_and_head_groups
-
         return backbone_and_head_groups(self, self.config)

@@ -19,11 +19,14 @@ from typing import Sequence
 import cv2
 import numpy as np
 import torch
+import torch.nn.functional as Fn
 
-from para_core.model.actions import decode_outputs
+from para_core.model import cpu_attention, hardware
+from para_core.model.checkpoint import load_checkpoint
 from para_core.model.config import COMPILE_MODES, V4Config, torch_dtype
 from para_core.model.decoding import ChunkFusion, DecodingConfig, decode_chunk
-from para_core.model.v4 import V4Inputs, V4Output, build_model
+from para_core.model.model_io import V4Inputs, V4Output
+from para_core.model.registry import build_model
 from para_core.model.rotations import check_rigid
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -94,7 +97,6 @@ def resize_on_device(image_rgb: np.ndarray, size: int, device: torch.device) -> 
     weighted by their overlap: two small matrix products, ``area_weights``), else bilinear with half-pixel centres (as
     ``cv2.INTER_LINEAR``); rounded to integers as OpenCV's uint8 output is. OpenCV's fixed-point weights round
     differently: at most one grey level apart (``test_core_fast_path``)."""
-    import torch.nn.functional as Fn
 
     img = torch.from_numpy(np.ascontiguousarray(image_rgb)).to(device)  # (H, W, 3) uint8
     x = img.permute(2, 0, 1).float()  # (3, H, W)
@@ -170,7 +172,6 @@ class Policy:
         chunk's voxels are chosen; ``argmax`` (the reference) needs no voxel distribution, ``joint`` and ``fused``
         need one (not the coordinate-regression baseline). ``fused`` keeps the earlier chunks in ``self.fusion``
         unless ``predict`` is given a ``ChunkFusion`` of its own."""
-        from para_core.model import cpu_attention, hardware
 
         self.decoding = decoding if isinstance(decoding, DecodingConfig) else DecodingConfig(mode=decoding)
         if self.decoding.mode != "argmax" and config.model_kind == "coord_regression":
@@ -215,7 +216,6 @@ class Policy:
                         compile_mode: str = "off", device_preprocess: bool | None = None,
                         keep_freed_memory: bool = True, decoding: str | DecodingConfig = "argmax") -> "Policy":
         """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
-        from para_core.model.checkpoint import load_checkpoint
 
         model, config, meta = load_checkpoint(path)
         model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"

@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as Fn
+from scipy.spatial.transform import Rotation
 from torch import nn
 
+from para_core.model.actions import DecodedChunk, decode_gripper, decode_rotation, time_offsets
 from para_core.model.backbones import build_backbone
 from para_core.model.config import V4Config
-from para_core.model.v4 import V4Inputs, V4Targets, _mlp, ee_state_features
+from para_core.model.layers import backbone_and_head_groups, ee_state_features, mlp
+from para_core.model.model_io import V4Inputs, V4Targets
 
 REGRESSION_UNIT_M = 0.1
 POOL = 4  # pooled patch grid side
@@ -54,7 +57,7 @@ class CoordRegressionModel(nn.Module):
         self.proj = nn.Conv2d(C, F, kernel_size=1)
         self.state_dim = 10 + 3 * config.mv_past_n
         G = config.global_mlp_hidden
-        self.global_mlp = _mlp([self.state_dim + N * (C + POOL * POOL * F), G, G])
+        self.global_mlp = mlp([self.state_dim + N * (C + POOL * POOL * F), G, G])
         self.act = nn.GELU()
         self.n_grip, self.n_rot = config.n_gripper_bins, config.n_rotation_bins
         self.out_head = nn.Linear(G, T * (3 + self.n_grip + 3 * self.n_rot))
@@ -82,17 +85,11 @@ class CoordRegressionModel(nn.Module):
         return out
 
     def param_groups(self) -> list[dict]:
-        from para_core.model.v4 import backbone_and_head_groups
-
         return backbone_and_head_groups(self, self.config)
 
     def decode(self, out: RegressionOutput, refine: bool = False) -> list:
         """Outputs -> one ``para_core.model.actions.DecodedChunk`` per batch element (``refine`` has no meaning here).
         Positions are clipped into the workspace box (x, y) and [z_lo, z_hi]; confidence is 1 (no distribution)."""
-        from scipy.spatial.transform import Rotation
-
-        from para_core.model.actions import DecodedChunk, decode_gripper, decode_rotation, time_offsets
-
         cfg = self.config
         lo = np.array([cfg.workspace_x_m[0], cfg.workspace_y_m[0], cfg.z_lo_m])
         hi = np.array([cfg.workspace_x_m[1], cfg.workspace_y_m[1], cfg.z_hi_m])

@@ -183,7 +183,7 @@ def rotation_angle_between(R_a, R_b) -> float:
 def slerp_rotations(times, rotations, query_times) -> np.ndarray:
     """Rotation matrices (M, 3, 3) at ``query_times`` (M,), slerped between ``rotations`` (N, 3, 3) at increasing
     ``times`` (N,); every query must lie within [times[0], times[-1]] (callers clamp or mask). One sample: itself."""
-    from scipy.spatial.transform import Rotation, Slerp
+    from scipy.spatial.transform import Rotation, Slerp  # scipy: loaded on first use, not on import
 
     rots = np.asarray(rotations, dtype=np.float64).reshape(-1, 3, 3)
     q = np.asarray(query_times, dtype=np.float64).reshape(-1)
@@ -195,7 +195,7 @@ def slerp_rotations(times, rotations, query_times) -> np.ndarray:
 def quaternion_to_matrix_torch(q_xyzw):
     """A torch (4,) quaternion (x, y, z, w; normalised here) -> (3, 3) rotation matrix, differentiable, on its device
     and dtype (the model's reference rotation)."""
-    import torch
+    import torch  # torch: loaded on first use, not on import
 
     x, y, z, w = (q_xyzw / q_xyzw.norm()).unbind(-1)
     return torch.stack([

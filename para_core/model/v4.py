@@ -1,4 +1,4 @@
-"""The PARA v4 volumetric model (``model_kind = "para_v4"``), its losses and the model registry.
+"""The PARA v4 volumetric model (``model_kind = "para_v4"``) and its losses (the registry: ``registry``).
 
 Pipeline (seed 001; shapes with B batch, N views, S img_size, P pred_size, Z bins, V = N*Z*P^2, T steps, F feat_dim):
 
@@ -40,99 +40,20 @@ the same number for a single softmax over all T*V (step, voxel) pairs and is giv
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.nn.functional as Fn
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from para_core.model.actions import decode_outputs, max_step_log_prob
 from para_core.model.backbones import build_backbone
 from para_core.model.config import V4Config
 from para_core.model.geometry import project, uv_to_grid_sample
-from para_core.model.rotations import quaternion_to_matrix_torch
+from para_core.model.layers import backbone_and_head_groups, ee_state_features, mlp, sincos_height_encoding
+from para_core.model.model_io import V4Inputs, V4Output, V4Targets
+from para_core.model.v4_fast import voxel_features_fast
 from para_core.model.voxels import StaticViewCache, VoxelGrid, build_voxel_grid
-
-
-@dataclass
-class V4Inputs:
-    """One batch of model inputs (float tensors on the model's device)."""
-
-    images: torch.Tensor  # (B, N, 3, S, S) ImageNet-normalised RGB at img_size
-    K_img: torch.Tensor  # (B, N, 3, 3) intrinsics of those S x S images, pixels
-    T_world_cam: torch.Tensor  # (B, N, 4, 4) camera (OpenCV optical) -> world
-    T_world_ee: torch.Tensor  # (B, 4, 4) current end-effector pose
-    gripper: torch.Tensor  # (B,) 0 closed .. 1 open
-    past_positions_world: torch.Tensor  # (B, mv_past_n, 3) oldest first
-
-
-@dataclass
-class V4Targets:
-    """Training targets (built by ``para_core.model.actions.encode_targets``)."""
-
-    voxel_index: torch.Tensor  # (B, T, N) long: the GT point's voxel in each view (0 where not visible)
-    voxel_weight: torch.Tensor  # (B, T, N) float: soft-target weights, rows sum to 1 (or 0: no visible view)
-    teacher_voxel: torch.Tensor  # (B, T) long: the first visible view's voxel, -1 = none visible (a fixed GT voxel;
-    # the head's training voxel is chosen among all visible views' voxels, see ``training_head_voxel``)
-    gripper_bin: torch.Tensor  # (B, T) long
-    rotation_bins: torch.Tensor  # (B, T, 3) long
-    positions_world: torch.Tensor  # (B, T, 3) the GT points (for metrics)
-
-    def to(self, device) -> "V4Targets":
-        return V4Targets(**{k: getattr(self, k).to(device) for k in self.__dataclass_fields__})
-
-
-@dataclass
-class V4Output:
-    """Named outputs of ``ParaV4Model.forward``."""
-
-    volume_logits: torch.Tensor  # (B, T, V), -inf at invalid voxels
-    voxel_xyz: torch.Tensor  # (B, V, 3) world coordinates of voxel centres
-    voxel_valid: torch.Tensor  # (B, V) bool
-    voxel_feat: torch.Tensor | None  # (B, V, F); only valid voxels are meaningful; None on the fast path
-    query: torch.Tensor  # (B, T, F)
-    chosen_voxel: torch.Tensor  # (B, T) long: voxel the gripper/rotation head looked at
-    gripper_logits: torch.Tensor  # (B, T, G)
-    rotation_logits: torch.Tensor  # (B, T, 3, R)
-    grid: VoxelGrid
-    cls: torch.Tensor  # (B, N, C)
-    losses: dict[str, torch.Tensor] = field(default_factory=dict)
-    volume_lse: torch.Tensor | None = None  # (B, T) logsumexp of each step's logits, filled on first use
-    argmax_voxel: torch.Tensor | None = None  # (B, T) long: each step's most probable voxel (None: take the argmax)
-
-
-def sincos_height_encoding(z_m: torch.Tensor, z_lo_m: float, z_hi_m: float, dim: int) -> torch.Tensor:
-    """sin/cos PE of metric height over the GLOBAL span: [sin(2^k pi zn), cos(2^k pi zn)]_k, zn = (z-z_lo)/(z_hi-z_lo).
-    (...,) -> (..., dim); order: all sines (k ascending) then all cosines."""
-    zn = (z_m - z_lo_m) / (z_hi_m - z_lo_m)  # (...,)
-    freqs = math.pi * (2.0 ** torch.arange(dim // 2, dtype=z_m.dtype, device=z_m.device))  # (dim/2,)
-    ang = zn.unsqueeze(-1) * freqs  # (..., dim/2)
-    return torch.cat([torch.sin(ang), torch.cos(ang)], dim=-1)  # (..., dim)
-
-
-def _mlp(sizes: list[int]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(nn.GELU())
-    return nn.Sequential(*layers)
-
-
-def ee_state_features(config: V4Config, T_world_ee: torch.Tensor, gripper: torch.Tensor,
-                      past_positions_world: torch.Tensor) -> torch.Tensor:
-    """End-effector state -> (B, 10 + 3 * mv_past_n) features (see module docstring, step 5)."""
-    pos = T_world_ee[:, :3, 3]  # (B, 3)
-    lo = pos.new_tensor([config.workspace_x_m[0], config.workspace_y_m[0], config.z_lo_m])
-    hi = pos.new_tensor([config.workspace_x_m[1], config.workspace_y_m[1], config.z_hi_m])
-    pos_n = 2.0 * (pos - lo) / (hi - lo) - 1.0  # (B, 3) ~[-1, 1] inside the box
-    R_ref = quaternion_to_matrix_torch(pos.new_tensor(config.rotation_ref_quat_xyzw))  # (3, 3)
-    R_rel = R_ref.transpose(0, 1) @ T_world_ee[:, :3, :3]  # (B, 3, 3)
-    rot6 = R_rel[:, :, :2].transpose(1, 2).reshape(-1, 6)  # (B, 6)
-    grip = (2.0 * gripper.to(pos.dtype) - 1.0).unsqueeze(-1)  # (B, 1)
-    past = ((past_positions_world - pos.unsqueeze(1)) / 0.1).reshape(pos.shape[0], -1)  # (B, 3 * mv_past_n)
-    return torch.cat([pos_n, rot6, grip, past], dim=-1)
 
 
 class ParaV4Model(nn.Module):
@@ -151,12 +72,12 @@ class ParaV4Model(nn.Module):
         self.proj = nn.Conv2d(C, F, kernel_size=1)
         self.voxel_in_dim = N * (F + 1) + config.height_enc_dim
         H = config.voxel_mlp_hidden
-        self.voxel_mlp = _mlp([self.voxel_in_dim, H, H, F])  # 3 layers
+        self.voxel_mlp = mlp([self.voxel_in_dim, H, H, F])  # 3 layers
         if config.height_encoding == "learned":
             self.height_emb = nn.Embedding(N * Z, config.height_enc_dim)
         self.state_dim = 10 + 3 * config.mv_past_n
         G = config.global_mlp_hidden
-        self.global_mlp = _mlp([self.state_dim + N * C, G, G])
+        self.global_mlp = mlp([self.state_dim + N * C, G, G])
         self.global_act = nn.GELU()
         self.q_head = nn.Linear(G, config.n_window * F)
         init_log_scale = torch.tensor(math.log(1.0 / math.sqrt(F)))
@@ -166,7 +87,7 @@ class ParaV4Model(nn.Module):
             self.register_buffer("logit_log_scale", init_log_scale, persistent=False)
         Hh = config.head_hidden
         self.n_grip, self.n_rot = config.n_gripper_bins, config.n_rotation_bins
-        self.grip_rot_head = _mlp([2 * F, Hh, Hh, Hh, self.n_grip + 3 * self.n_rot])  # 4 layers
+        self.grip_rot_head = mlp([2 * F, Hh, Hh, Hh, self.n_grip + 3 * self.n_rot])  # 4 layers
 
     # ------------------------------------------------------------------------------------------------- parts
     def image_features(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -250,8 +171,6 @@ class ParaV4Model(nn.Module):
         feat_maps, cls = self.image_features(inputs.images)  # (B, N, F, P, P), (B, N, C)
         q = self.queries(cls, inputs)  # (B, T, F)
         if self.fast_inference and targets is None and not self.training:
-            from para_core.model.v4_fast import voxel_features_fast
-
             voxel_feat, at, logits, lse, argmax = voxel_features_fast(self, feat_maps, grid, q)  # the same, less work
         else:
             at = lse = argmax = None  # the normaliser is computed on first use (actions.step_log_normaliser)
@@ -279,8 +198,6 @@ class ParaV4Model(nn.Module):
     def decode(self, out: V4Output, refine: bool = False) -> list:
         """Outputs -> one ``para_core.model.actions.DecodedChunk`` per batch element (argmax voxel, optional refinement).
         Raises ValueError when an observation has no valid voxel (no camera ray meets the workspace box)."""
-        from para_core.model.actions import decode_outputs
-
         if not bool(out.voxel_valid.any(dim=-1).all()):
             raise ValueError("no valid voxel for this observation: no camera ray meets the workspace box in front of "
                              "its camera; check T_world_cam (OpenCV optical frame -> world) and the workspace box")
@@ -292,8 +209,6 @@ class ParaV4Model(nn.Module):
         logits = out.volume_logits[0].float()  # (T, V)
         k = min(top_k, int(out.voxel_valid[0].sum()))
         if getattr(self, "fast_inference", False):  # the same top-k without the (T, V) softmax: log p = l - lse
-            from para_core.model.actions import max_step_log_prob
-
             top_logp, top_i = torch.topk(max_step_log_prob(out)[0], k)
             top_p = top_logp.exp()
         else:
@@ -321,15 +236,6 @@ def training_head_voxel(logits: torch.Tensor, targets: V4Targets, fallback: torc
     cand = torch.where(seen, cand.clamp(min=torch.finfo(cand.dtype).min), torch.full_like(cand, float("-inf")))
     best = torch.gather(targets.voxel_index, -1, cand.argmax(-1, keepdim=True)).squeeze(-1)  # (B, T)
     return torch.where(seen.any(-1), best, fallback)
-
-
-def backbone_and_head_groups(model: nn.Module, config: V4Config) -> list[dict]:
-    """The optimizer groups every head uses: ``model.backbone`` at ``lr * backbone_lr_mult``, the rest at ``lr``."""
-    bb = [p for p in model.backbone.parameters() if p.requires_grad]
-    bb_ids = {id(p) for p in bb}
-    head = [p for p in model.parameters() if p.requires_grad and id(p) not in bb_ids]
-    return [{"params": head, "lr": config.lr, "name": "head"},
-            {"params": bb, "lr": config.lr * config.backbone_lr_mult, "name": "backbone"}]
 
 
 # ---------------------------------------------------------------------------------------------------------- losses
@@ -368,34 +274,3 @@ def compute_losses(out: V4Output, targets: V4Targets, config: V4Config) -> dict[
                            targets.rotation_bins.reshape(-1))
     total = voxel + config.gripper_loss_weight * grip + config.rotation_loss_weight * rot
     return {"loss": total, "voxel_ce": voxel, "gripper_ce": grip, "rotation_ce": rot}
-
-
-# -------------------------------------------------------------------------------------------------------- registry
-MODEL_REGISTRY: dict[str, Callable[[V4Config], nn.Module]] = {"para_v4": ParaV4Model}
-
-
-def _coord_regression(config: V4Config) -> nn.Module:
-    from para_core.model.regression import CoordRegressionModel
-
-    return CoordRegressionModel(config)
-
-
-MODEL_REGISTRY["coord_regression"] = _coord_regression
-
-
-def _dino_kv(config: V4Config) -> nn.Module:
-    from para_core.model.dino_kv import ParaDinoKVModel
-
-    return ParaDinoKVModel(config)
-
-
-MODEL_REGISTRY["para_dino_kv"] = _dino_kv
-
-
-def build_model(config: V4Config) -> nn.Module:
-    try:
-        factory = MODEL_REGISTRY[config.model_kind]
-    except KeyError:
-        raise ValueError(f"V4Config.model_kind = {config.model_kind!r} is not registered; use one of "
-                         f"{sorted(MODEL_REGISTRY)}") from None
-    return factory(config)

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as Fn
 
 from para_core.model.geometry import project, uv_to_grid_sample
+from para_core.model.layers import sincos_height_encoding
 from para_core.model.voxels import VoxelGrid
 
 
@@ -53,8 +54,6 @@ def height_term(model, grid: VoxelGrid, k: int) -> torch.Tensor:
         Z = cfg.n_height_bins
         enc = model.height_emb.weight[k * Z:(k + 1) * Z].unsqueeze(0).expand(z.shape[0], -1, -1)  # (B, Z, h)
     else:
-        from para_core.model.v4 import sincos_height_encoding
-
         enc = sincos_height_encoding(z, cfg.z_lo_m, cfg.z_hi_m, cfg.height_enc_dim)  # (B, Z, h)
     return enc.to(W_h.dtype) @ W_h.T  # (B, Z, H)
 

@@ -35,13 +35,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from para_core.model.config import DTYPES, PRESET_NAMES
+import yaml
 
+from para_core.data.dataset import find_episode_dirs
+from para_core.data.lerobot_dataset import convert_for_training
+from para_core.model.config import DTYPES, PRESET_NAMES, V4Config
+from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,8 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_mapping(path: str) -> dict[str, Any]:
-    import yaml
-
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"--config {path}: no such file")
@@ -115,9 +118,7 @@ def _read_mapping(path: str) -> dict[str, Any]:
 
 def resolve_configs(args: argparse.Namespace):
     """-> (V4Config, TrainConfig, episode dirs) from the preset / --config / flags, or from the run on --resume."""
-    from para_core.model.config import V4Config
-    from para_core.data.dataset import find_episode_dirs
-    from para_core.train.trainer import TrainConfig, read_run
+    from para_core.train.trainer import TrainConfig, read_run  # scipy, torch: loaded on first use, not on import
 
     if args.resume:
         run = read_run(args.out)
@@ -144,8 +145,6 @@ def resolve_configs(args: argparse.Namespace):
                              f"(put TrainConfig fields under 'train:')")
         model = V4Config.from_dict({**base, **model_over})
         train = TrainConfig.from_dict(train_over)
-        from para_core.data.lerobot_dataset import convert_for_training
-
         episodes = find_episode_dirs(convert_for_training(args.data, Path(args.out) / "lerobot_episodes"))
     model_changes = {k: v for k, v in (("max_iters", args.max_iters), ("batch_size", args.batch_size),
                                        ("lr", args.lr)) if v is not None}
@@ -189,10 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"model": model_config.to_dict(), "train": train_config.to_dict(),
                           "episodes": [str(p) for p in episodes]}, indent=2))
         return 0
-    import os
 
-    from para_core.train.distributed import shutdown
-    from para_core.train.trainer import train
+    from para_core.train.distributed import shutdown  # torch: loaded on first use, not on import
+    from para_core.train.trainer import train  # scipy, torch: loaded on first use, not on import
 
     rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -211,15 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     if rank != 0:
         return 0
     ckpt = result.checkpoint_dir
-    from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations
-
     recipe = write_recipe_calibrations(ckpt, episode_calibrations(episodes))
     if recipe is not None:
         print(f"[para-train] the episodes' camera calibration(s) recorded in {recipe}")
     print(f"\n[para-train] done at iteration {result.iterations}")
     if result.final_val:
         v = result.final_val
-        from para_core.train.trainer import main_loss_term
+        from para_core.train.trainer import main_loss_term  # scipy, torch: loaded on first use, not on import
 
         key = main_loss_term(v)
         print(f"  validation: {key} {v[key]:.3f}, position error {v['pos_err_m'] * 100:.1f} cm "

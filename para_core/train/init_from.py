@@ -5,7 +5,7 @@ Only the weights are taken: the run starts at iteration 0 with a fresh optimizer
 (warm-up included), data split and seed; ``--resume`` is what continues a run's schedule instead. The checkpoint must
 hold the model the run trains: the same model kind, the same preset (``V4Config.name``), the same camera set
 (``view_names``, in order) and every other architecture field equal; only the schedule fields
-(``para_core.train.trainer.SCHEDULE_FIELDS`` without ``name``: learning rates, warm-up, iterations, batch size,
+(``para_core.model.config.SCHEDULE_FIELDS`` without ``name``: learning rates, warm-up, iterations, batch size,
 weight decay) may differ. A mismatch is refused before anything is written, naming the fields and both values.
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from para_core.model.config import V4Config
+from para_core.model.checkpoint import WEIGHTS_FILE, CheckpointError, read_checkpoint_meta
+from para_core.model.config import SCHEDULE_FIELDS, V4Config
 
 # Fields whose difference a fine-tune may have (the schedule); the preset name is compared on its own.
 _BACKBONE_SOURCE = ("backbone_config", "backbone_pretrained_dir")
@@ -21,8 +22,6 @@ _BACKBONE_SOURCE = ("backbone_config", "backbone_pretrained_dir")
 
 def saved_config(checkpoint: str | Path) -> V4Config:
     """The model config stored in a checkpoint directory (``config.json``)."""
-    from para_core.model.checkpoint import CheckpointError, read_checkpoint_meta
-
     meta = read_checkpoint_meta(checkpoint)
     try:
         return V4Config.from_dict(meta.get("config", {}))
@@ -32,8 +31,6 @@ def saved_config(checkpoint: str | Path) -> V4Config:
 
 def check_compatible(saved: V4Config, config: V4Config, checkpoint: str | Path) -> None:
     """Refuse (ValueError) a checkpoint whose model is not the one ``config`` describes, naming the mismatch."""
-    from para_core.train.trainer import SCHEDULE_FIELDS
-
     where = f"--init-from {checkpoint}"
     if saved.model_kind != config.model_kind:
         raise ValueError(f"{where} holds a {saved.model_kind!r} model, this run trains {config.model_kind!r}: "
@@ -66,9 +63,7 @@ def build_config(saved: V4Config, config: V4Config) -> V4Config:
 
 def load_weights(model, checkpoint: str | Path, device: Any = "cpu") -> None:
     """Copy the checkpoint's tensors into ``model`` (strict: every tensor, every shape)."""
-    from safetensors.torch import load_file
-
-    from para_core.model.checkpoint import WEIGHTS_FILE, CheckpointError
+    from safetensors.torch import load_file  # safetensors: loaded on first use, not on import
 
     weights = Path(checkpoint) / WEIGHTS_FILE
     if not weights.is_file():

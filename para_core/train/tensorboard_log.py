@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from para_core.eval.calibration import project_points
+
 TB_DIR = "tensorboard"
 
 
@@ -22,7 +24,7 @@ class TensorBoardLog:
 
     def __init__(self, run_dir: str | Path, purge_step: int | None = None):
         try:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # torch: loaded on first use, not on import
         except ImportError as exc:  # pragma: no cover - tensorboard is in requirements.txt
             raise ImportError("para-train writes TensorBoard event files and needs the 'tensorboard' package "
                               "(pip install tensorboard); or pass --no-tensorboard") from exc
@@ -55,9 +57,8 @@ def overlay_paths(image_chw_uint8, K: np.ndarray, T_world_cam: np.ndarray, gt_wo
                   pred_world: np.ndarray, scale: int = 2) -> np.ndarray:
     """(H, W, 3) uint8: a model-input image (3, S, S) upscaled ``scale`` x with the GT path (green) and the predicted
     path (red) projected with its K (para_core pixel convention) and camera pose."""
-    import cv2
+    import cv2  # cv2: loaded on first use, not on import
 
-    from para_core.eval.calibration import project_points
 
     img = np.ascontiguousarray(np.asarray(image_chw_uint8).transpose(1, 2, 0))
     img = cv2.resize(img, (img.shape[1] * scale, img.shape[0] * scale), interpolation=cv2.INTER_NEAREST)

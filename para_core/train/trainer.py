@@ -48,16 +48,25 @@ import json
 import math
 import shutil
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as Fn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import default_collate
 
-from para_core.model.checkpoint import save_checkpoint
-from para_core.model.config import DTYPES, V4Config, torch_dtype
 from para_core.data.dataset import EpisodeDataset, make_batch
+from para_core.model.checkpoint import read_checkpoint_meta, save_checkpoint
+from para_core.model.config import DTYPES, SCHEDULE_FIELDS, V4Config, torch_dtype
+from para_core.model.hardware import keep_freed_memory_for
+from para_core.model.registry import build_model
+from para_core.train import init_from
+from para_core.train.distributed import init_from_env
+from para_core.train.tensorboard_log import TensorBoardLog, overlay_paths
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
@@ -68,9 +77,6 @@ LATEST_DIR = "checkpoint"
 SNAPSHOT_DIR = "checkpoints"
 STAGING_DIR = ".saving"  # a save in progress: checkpoint/ + train_state/ of one iteration, then complete.json
 COMMIT_FILE = "complete.json"
-# Model-config fields that only steer the optimisation: a resumed run may change these (e.g. more max_iters).
-SCHEDULE_FIELDS = ("lr", "backbone_lr_mult", "lr_warmup", "lr_schedule", "max_iters", "batch_size", "weight_decay",
-                   "name")
 
 
 # The position term of each model kind's loss (v4: voxel cross-entropy; coordinate regression: smooth-L1 in cm).
@@ -273,7 +279,7 @@ class ResumableBatchSampler(torch.utils.data.Sampler):
 # ----------------------------------------------------------------------------------------- optimizer <-> files
 def save_optimizer(optimizer: torch.optim.Optimizer, directory: Path, extra: dict[str, Any]) -> None:
     """Optimizer state -> ``optimizer.safetensors`` (every tensor) + ``state.json`` (everything else). No pickle."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # safetensors: loaded on first use, not on import
 
     sd = optimizer.state_dict()
     tensors, scalars = {}, {}
@@ -292,7 +298,7 @@ def save_optimizer(optimizer: torch.optim.Optimizer, directory: Path, extra: dic
 
 def load_optimizer(optimizer: torch.optim.Optimizer, directory: Path) -> dict[str, Any]:
     """Inverse of ``save_optimizer``; returns the ``state.json`` dict (iteration, scaler, ...)."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # safetensors: loaded on first use, not on import
 
     opt_file, state_file = directory / "optimizer.safetensors", directory / "state.json"
     if not opt_file.is_file() or not state_file.is_file():
@@ -361,7 +367,6 @@ class Trainer:
 
     def __init__(self, model_config: V4Config, train_config: TrainConfig, episode_dirs, out_dir,
                  resume: bool = False):
-        from para_core.model.v4 import build_model
 
         self.config, self.tc = model_config, train_config
         self.run_dir = Path(out_dir)
@@ -373,22 +378,18 @@ class Trainer:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"TrainConfig.device = {train_config.device!r} but CUDA is not available; use 'cpu' "
                              f"or 'auto'")
-        from para_core.train.distributed import init_from_env
 
         self.dist, self.device = init_from_env(self.device)  # torchrun: this rank's place and device
-        from para_core.model.hardware import keep_freed_memory_for
 
         self.allocator = keep_freed_memory_for(self.device, train_config.keep_freed_memory)
         world, accum = self.dist.world_size, train_config.grad_accum_steps
         if model_config.batch_size % (world * accum) != 0:
             raise ValueError(f"V4Config.batch_size = {model_config.batch_size} (the global batch) is not a multiple of "
                              f"{world} process(es) x grad_accum_steps {accum}; use a multiple of {world * accum}")
-        init = None
+        init_config = None  # the --init-from checkpoint's config when this run starts from its weights
         if train_config.init_from and not resume:  # on resume the weights come from the run itself
-            from para_core.train import init_from as init
-
-            saved = init.saved_config(train_config.init_from)
-            init.check_compatible(saved, model_config, train_config.init_from)
+            init_config = init_from.saved_config(train_config.init_from)
+            init_from.check_compatible(init_config, model_config, train_config.init_from)
         state_dir = self.run_dir / STATE_DIR
         self._saved_batch_size = model_config.batch_size  # batch size of the run so far (old train states lack it)
         if resume:
@@ -414,16 +415,14 @@ class Trainer:
         self.val_set = EpisodeDataset(val_dirs, model_config, cache_dir=cache) if val_dirs else None
 
         torch.manual_seed(train_config.seed)
-        build_config = model_config if init is None else init.build_config(saved, model_config)
+        build_config = model_config if init_config is None else init_from.build_config(init_config, model_config)
         if resume and model_config.backbone_pretrained_dir:
             # The weights come from the run's checkpoint: build the same architecture without the pretrained files.
-            from para_core.model.checkpoint import read_checkpoint_meta
-
             saved = V4Config.from_dict(read_checkpoint_meta(self.run_dir / LATEST_DIR)["config"])
             build_config = model_config.replace(backbone_config=saved.backbone_config, backbone_pretrained_dir="")
         self.model = build_model(build_config).to(self.device)
-        if init is not None:
-            init.load_weights(self.model, train_config.init_from, self.device)
+        if init_config is not None:
+            init_from.load_weights(self.model, train_config.init_from, self.device)
         self.train_model = self.model  # what the training forward runs through (DDP-wrapped under torchrun)
         groups = self.model.param_groups()
         self.optimizer = torch.optim.AdamW(groups, lr=model_config.lr, betas=train_config.adam_betas,
@@ -441,8 +440,6 @@ class Trainer:
         if self.dist.is_main:
             self._write_run_file()
         if self.dist.enabled:
-            from torch.nn.parallel import DistributedDataParallel
-
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.dist.barrier()  # rank 0 has made the run directory
@@ -454,9 +451,8 @@ class Trainer:
         (self.run_dir / RUN_FILE).write_text(json.dumps(run, indent=2, sort_keys=True))
 
     def _load_state(self) -> None:
-        from safetensors.torch import load_file
+        from safetensors.torch import load_file  # safetensors: loaded on first use, not on import
 
-        from para_core.model.checkpoint import read_checkpoint_meta
 
         if _finish_interrupted_save(self.run_dir):
             print(f"[para-train] {self.run_dir}: completed a save that was interrupted after it was fully written")
@@ -498,7 +494,7 @@ class Trainer:
     def save(self) -> Path:
         """Write ``checkpoint/`` (+ a snapshot under ``checkpoints/``) and the resumable ``train_state/``, both or
         neither (staged in ``.saving/``, see the module docstring)."""
-        from safetensors.torch import save_file
+        from safetensors.torch import save_file  # safetensors: loaded on first use, not on import
 
         staging = self.run_dir / STAGING_DIR
         if staging.exists():
@@ -554,7 +550,6 @@ class Trainer:
         """One optimisation step on a collated batch, or on a list of this process's micro-batches (gradient
         accumulation; under torchrun gradients are also averaged across processes). Returns the loss terms (mean
         over the global batch), lr and gradient norm."""
-        from contextlib import nullcontext
 
         micro_batches = batch if isinstance(batch, (list, tuple)) else [batch]
         self.train_model.train()
@@ -600,8 +595,6 @@ class Trainer:
         forward per batch); the gap between the two pairs is what mislocalised steps cost the gripper and rotation.
         Models without voxels (coordinate regression) report neither.
         """
-        import torch.nn.functional as Fn
-        from torch.utils.data import default_collate
 
         if self.val_set is None or len(self.val_set) == 0:
             return {}
@@ -643,7 +636,6 @@ class Trainer:
 
     def _overlays(self, batch: dict, chunks, gt: np.ndarray) -> None:
         """The first few validation samples' first view with the GT (green) and predicted (red) paths."""
-        from para_core.train.tensorboard_log import overlay_paths
 
         for k in range(min(self.tc.tensorboard_images, len(chunks))):
             img = overlay_paths(batch["images"][k, 0].numpy(), batch["K_img"][k, 0].double().numpy(),
@@ -665,14 +657,12 @@ class Trainer:
 
     def run(self) -> TrainResult:
         """Train until ``max_iters``; checkpoints, validation, metrics and the loss curve along the way."""
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # tqdm: loaded on first use, not on import
 
         cfg, tc = self.config, self.tc
         total = cfg.max_iters
         main = self.dist.is_main
         if tc.tensorboard and self.tb is None and main:
-            from para_core.train.tensorboard_log import TensorBoardLog
-
             self.tb = TensorBoardLog(self.run_dir, purge_step=self.iteration + 1 if self.iteration else None)
         final_train: dict[str, float] = {}
         final_val: dict[str, float] = {}
@@ -824,10 +814,10 @@ def read_metrics(path) -> list[dict[str, Any]]:
 
 def plot_metrics(metrics_path, png_path) -> Path | None:
     """Loss curve PNG from ``metrics.jsonl``: train loss terms (left), validation CE and position error (right)."""
-    import matplotlib
+    import matplotlib  # matplotlib: loaded on first use, not on import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded on first use, not on import
 
     rows = read_metrics(metrics_path)
     train_rows = [r for r in rows if r.get("split") == "train"]

@@ -26,6 +26,7 @@ import threading
 
 from para_ros.adapters.tf_fallback import (DEFAULT_CACHE_TIME, QUATERNION_NORM_TOLERANCE, duration_to_ns,
                                            old_data_reason, time_to_ns, transform_rejection_reason)
+from para_ros.adapters.transforms import transform_to_matrix
 
 _upstream = None
 if os.environ.get("PARA_FORCE_TF_FALLBACK") != "1":
@@ -95,7 +96,6 @@ if USING_UPSTREAM_TF2:
 
         def lookup_matrix(self, target_frame: str, source_frame: str, time, timeout: Duration = Duration()):
             """``lookup_transform`` as a (4, 4) float64 ``T_target_source`` (the fallback's API; same exceptions)."""
-            from para_ros.adapters.transforms import transform_to_matrix
 
             return transform_to_matrix(self.lookup_transform(target_frame, source_frame, time, timeout))
 

@@ -47,8 +47,11 @@ from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import TransformStamped
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.duration import Duration
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
+from tf2_msgs.msg import TFMessage
 
 from para_ros.adapters.transforms import (invert_matrix, make_matrix, matrix_to_quaternion, quaternion_slerp)
 from para_ros.stamps import set_stamp, stamp_to_ns
@@ -431,8 +434,6 @@ class TransformListener:
         :param static_qos: QoS (or depth) for ``/tf_static``; default depth 100, reliable, TRANSIENT_LOCAL so a late
             listener still gets the latched static transforms.
         """
-        from rclpy.node import Node
-        from tf2_msgs.msg import TFMessage
         if static_qos is None:
             static_qos = QoSProfile(depth=100, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                                     history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
@@ -450,7 +451,6 @@ class TransformListener:
         self.tf_static_sub = node.create_subscription(TFMessage, tf_static_topic, self.static_callback, static_qos,
                                                       callback_group=self.group)
         if spin_thread:
-            from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
             self.executor = SingleThreadedExecutor(context=node.context)  # works with a non-default context too
 
             def run() -> None:
@@ -503,7 +503,6 @@ class TransformBroadcaster:
         :param node: the node to publish with.
         :param qos: QoS (or history depth); default depth 100.
         """
-        from tf2_msgs.msg import TFMessage
         self._message_type = TFMessage
         self.pub_tf = node.create_publisher(TFMessage, DEFAULT_TF_TOPIC, QoSProfile(depth=100) if qos is None else qos)
 
@@ -520,7 +519,6 @@ class StaticTransformBroadcaster:
         :param node: the node to publish with.
         :param qos: QoS; default depth 1, reliable, TRANSIENT_LOCAL (late subscribers get the last message).
         """
-        from tf2_msgs.msg import TFMessage
         if qos is None:
             qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST,
                              reliability=ReliabilityPolicy.RELIABLE)

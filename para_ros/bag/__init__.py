@@ -1,3 +1,3 @@
-"""Recordings: ``reader`` (rosbag2 -> episodes/observations), ``recording`` (writing bags), ``play`` (``para-bag play``),
-``sim_recorder`` (``para-sim record``) and ``cli`` (the ``para-bag`` command).
+"""Recordings: ``reader`` (rosbag2 -> episodes/observations), ``recording`` (writing bags) and ``play`` (replaying
+one, behind ``para-bag play``; the command itself is ``para_ros.commands.bag``).
 """

@@ -24,11 +24,23 @@ from pathlib import Path
 
 import numpy as np
 
+from para_core.calibration.calibration_file import load_calibration
+from para_core.data.dataset import Episode, find_episode_dirs, is_episode_dir
+from para_core.data.lerobot_dataset import (
+    YAM_GRIPPER_NAME,
+    YAM_JOINT_NAMES,
+    LeRobotImportOptions,
+    read_lerobot_episodes,
+    video_image_wh,
+    write_lerobot_dataset,
+)
+from para_ros.bag.extraction import add_topic_args, extract
+from para_ros.observation.camera_model import ros_K_to_para
+from para_ros.robot.lerobot_yam import ignored_distortion, intrinsics_from_calibration, yam_joints_to_poses
+
 
 def _episodes_from_inputs(args) -> list:
     """Episodes of every INPUT: recordings extracted with ``para-bag extract``'s code, episode dirs loaded."""
-    from para_core.data.dataset import Episode, find_episode_dirs, is_episode_dir
-    from para_ros.bag import cli
 
     episodes = []
     with tempfile.TemporaryDirectory(prefix="para_export_") as tmp:
@@ -39,7 +51,7 @@ def _episodes_from_inputs(args) -> list:
             if (path / "metadata.yaml").is_file() or path.suffix in (".mcap", ".db3"):
                 ns = argparse.Namespace(**vars(args))
                 ns.bag, ns.out, ns.max_frames = str(path), str(Path(tmp) / f"episode_{i:04d}"), 0
-                cli.extract(ns)
+                extract(ns)
                 episodes.append(Episode.load(ns.out))
             elif is_episode_dir(path) or path.is_dir():
                 episodes.extend(Episode.load(p) for p in find_episode_dirs(path))
@@ -49,15 +61,11 @@ def _episodes_from_inputs(args) -> list:
 
 
 def export_lerobot(args) -> int:
-    from para_core.data.lerobot_dataset import write_lerobot_dataset
-
     out = Path(args.out)
     if out.exists() and not args.force:  # before the (long) extraction
         raise FileExistsError(f"{out} exists; pass --force to replace it (nothing was written)")
     calibration = None
     if args.calibration:
-        from para_core.calibration.calibration_file import load_calibration
-
         calibration = load_calibration(args.calibration).to_dict()
     episodes = _episodes_from_inputs(args)
     views = tuple(v.strip() for v in args.views.split(",") if v.strip())
@@ -77,8 +85,6 @@ def export_lerobot(args) -> int:
 def _intrinsics(items) -> dict[str, np.ndarray]:
     """``--intrinsics VIEW=fx,fy,cx,cy`` (OpenCV / CameraInfo convention, as a calibration file's ``camera_matrix``)
     -> view -> (3, 3) K in ``para_core``'s pixel convention."""
-    from para_ros.observation.camera_model import ros_K_to_para
-
     out = {}
     for item in items or []:
         view, _, values = item.partition("=")
@@ -96,8 +102,6 @@ def _intrinsics(items) -> dict[str, np.ndarray]:
 def import_options(args, calibration=None):
     """LeRobotImportOptions from the command line; ``calibration`` (a loaded ``CalibrationFile``) supplies the
     intrinsics of the views ``--intrinsics`` leaves out, from its cameras' ``camera_matrix``."""
-    from para_core.data.lerobot_dataset import LeRobotImportOptions, video_image_wh
-
     keys = {}
     for item in args.camera_key or []:
         view, sep, key = item.partition("=")
@@ -109,8 +113,6 @@ def import_options(args, calibration=None):
         state_key=args.state_key, joint_names=tuple(args.joint_names.split(",")), joint_unit=args.joint_unit,
         gripper_name=args.gripper_name, gripper_scale=args.gripper_scale, intrinsics=_intrinsics(args.intrinsics))
     if calibration is not None:
-        from para_ros.robot.lerobot_yam import ignored_distortion, intrinsics_from_calibration
-
         views = [v for v in options.view_names if v not in options.intrinsics]
         options.intrinsics = {**intrinsics_from_calibration(calibration, views, video_image_wh(args.dataset, options)),
                               **options.intrinsics}
@@ -120,21 +122,15 @@ def import_options(args, calibration=None):
 
 
 def import_lerobot(args) -> int:
-    from para_core.data.lerobot_dataset import read_lerobot_episodes
-
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise FileExistsError(f"{out} is not empty; pass --force to write into it")
     calibration = None
     if args.calibration:
-        from para_core.calibration.calibration_file import load_calibration
-
         calibration = load_calibration(args.calibration)
     options = import_options(args, calibration)
     joints_to_poses = None
     if calibration is not None:
-        from para_ros.robot.lerobot_yam import yam_joints_to_poses
-
         joints_to_poses = yam_joints_to_poses(calibration, options.view_names, args.yam_config)
     episodes = read_lerobot_episodes(args.dataset, options, joints_to_poses)
     for i, ep in enumerate(episodes):
@@ -146,8 +142,6 @@ def import_lerobot(args) -> int:
 
 def add_import_args(p: argparse.ArgumentParser) -> None:
     """The options that say how to read a LeRobot dataset (defaults fit LeRobot's YAM plugins)."""
-    from para_core.data.lerobot_dataset import YAM_GRIPPER_NAME, YAM_JOINT_NAMES
-
     g = p.add_argument_group("LeRobot dataset layout (defaults: LeRobot's YAM plugins)")
     g.add_argument("--views", default="scene,wrist", help="camera views, in policy order")
     g.add_argument("--camera-key", action="append", metavar="VIEW=FEATURE",
@@ -169,8 +163,6 @@ def add_import_args(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub) -> None:
     """Register ``export-lerobot`` and ``import-lerobot`` on para-bag's subparsers."""
-    from para_ros.bag.cli import _add_topic_args
-
     ex = sub.add_parser("export-lerobot", help="recordings or episodes -> a LeRobotDataset v3 directory")
     ex.add_argument("inputs", nargs="+", help="rosbag2 directories and/or episode directories (or folders of them)")
     ex.add_argument("--out", required=True, help="dataset directory to write")
@@ -182,7 +174,7 @@ def add_parsers(sub) -> None:
     ex.add_argument("--fps", type=float, default=30.0, help="recordings: extraction rate by stamp (0: every pair)")
     ex.add_argument("--views", default="scene,wrist", help="camera views, in policy order")
     ex.add_argument("--quiet", action="store_true", help="no progress")
-    _add_topic_args(ex)
+    add_topic_args(ex)
     ex.set_defaults(func=export_lerobot)
     im = sub.add_parser("import-lerobot", help="a LeRobotDataset v3 -> PARA episode directories (training data)")
     im.add_argument("dataset", help="LeRobotDataset v3 directory (meta/info.json)")

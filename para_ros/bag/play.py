@@ -77,12 +77,12 @@ class BagPlayer:
         self.loops = 0
 
     def run(self) -> dict[str, int]:
-        import rclpy
+        import rclpy  # rclpy: loaded on first use, not on import
+        from builtin_interfaces.msg import Time
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
-        from rosbags.rosbag2 import Reader
-        from rosgraph_msgs.msg import Clock
-        from builtin_interfaces.msg import Time
+        from rosbags.rosbag2 import Reader  # rosbags: loaded on first use, not on import
+        from rosgraph_msgs.msg import Clock  # rclpy: loaded on first use, not on import
 
         o = self.options
         ctx = rclpy.Context()

@@ -39,9 +39,13 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
+import yaml
 
+from para_ros.bag.recording import make_typestore as _make
 from para_ros.observation.builder import (GripperHistory, Observation, ObservationProblem, ObservationSettings,
                                           build_observation, gripper_opening)
+from para_ros.observation.pairing import ObservationPairer, past_positions
+from para_ros.paths import config_file
 from para_ros.stamps import stamp_to_ns
 
 DEFAULT_VIEW_TOPICS = {  # same defaults as inference_node (config/inference.yaml)
@@ -134,9 +138,7 @@ class BagTopicConfig:
     def from_inference_yaml(cls, path: str | os.PathLike | None = None, **overrides) -> "BagTopicConfig":
         """The topics, frames and pairing parameters of an inference node parameter file (default
         ``config/inference.yaml``), so offline replay uses what the robot runs; ``overrides`` win."""
-        import yaml
 
-        from para_ros.paths import config_file
 
         path = Path(path) if path else config_file("inference.yaml")
         doc = yaml.safe_load(Path(path).read_text()) or {}
@@ -199,7 +201,7 @@ class _Pair:
 # --------------------------------------------------------------------------------------------- rosbags -> rclpy
 def transform_stamped_msg(t):
     """rclpy ``geometry_msgs/TransformStamped`` of a rosbags TransformStamped (what the tf Buffer takes)."""
-    from geometry_msgs.msg import TransformStamped
+    from geometry_msgs.msg import TransformStamped  # rclpy: loaded on first use, not on import
 
     msg = TransformStamped()
     msg.header.stamp.sec, msg.header.stamp.nanosec = int(t.header.stamp.sec), int(t.header.stamp.nanosec)
@@ -215,7 +217,7 @@ def transform_stamped_msg(t):
 
 def image_msg(img):
     """rclpy ``sensor_msgs/Image`` or ``CompressedImage`` of a rosbags image object (data copied once)."""
-    from sensor_msgs.msg import CompressedImage, Image
+    from sensor_msgs.msg import CompressedImage, Image  # rclpy: loaded on first use, not on import
 
     data = array.array("B", np.asarray(img.data, dtype=np.uint8).tobytes())
     if img.__msgtype__ == "sensor_msgs/msg/CompressedImage":
@@ -230,14 +232,13 @@ def image_msg(img):
 
 def decode_image(img) -> np.ndarray:
     """(H, W, 3) uint8 RGB of a rosbags ``Image`` / ``CompressedImage``, decoded exactly as the node decodes."""
-    from para_ros.adapters.cv_bridge import image_msg_to_rgb
+    from para_ros.adapters.cv_bridge import image_msg_to_rgb  # rclpy: loaded on first use, not on import
 
     return image_msg_to_rgb(image_msg(img))
 
 
 def make_typestore():
     """rosbags type store: ROS 2 Kilted types plus ``para_msgs/msg/ActionChunk``."""
-    from para_ros.bag.recording import make_typestore as _make
 
     return _make()
 
@@ -276,7 +277,7 @@ class BagReader:
     # -------------------------------------------------------------------------------------------- opening
     @staticmethod
     def _open(path: Path):
-        from rosbags.rosbag2 import Reader
+        from rosbags.rosbag2 import Reader  # rosbags: loaded on first use, not on import
 
         if not path.exists():
             raise BagError(f"bag {str(path)!r} does not exist; pass the rosbag2 directory (with metadata.yaml)")
@@ -373,9 +374,9 @@ class BagReader:
         js_conns = self._connections(cfg.joint_states_topic) if cfg.joint_states_topic else []
 
         # Small data into memory, in one pass: TF, CameraInfo, joint states.
-        from rclpy.duration import Duration
+        from rclpy.duration import Duration  # rclpy: loaded on first use, not on import
 
-        from para_ros.adapters.tf import Buffer
+        from para_ros.adapters.tf import Buffer  # rclpy: loaded on first use, not on import
 
         span_s = max(self._reader.duration / 1e9, 0.0)
         self.tf_buffer = Buffer(cache_time=Duration(seconds=span_s + 3600.0))
@@ -430,7 +431,7 @@ class BagReader:
         return sorted(frames)
 
     def _check_frame(self, frame: str, what: str) -> None:
-        from rclpy.time import Time
+        from rclpy.time import Time  # rclpy: loaded on first use, not on import
 
         world = self.config.world_frame
         ok, why = self.tf_buffer.can_transform(world, frame, Time(), return_debug_tuple=True)
@@ -448,9 +449,9 @@ class BagReader:
 
         :raises LookupError: no TF at that time (before/after the recorded data, unknown frame); says which.
         """
-        from rclpy.time import Time
+        from rclpy.time import Time  # rclpy: loaded on first use, not on import
 
-        from para_ros.adapters.tf import TransformException
+        from para_ros.adapters.tf import TransformException  # rclpy: loaded on first use, not on import
 
         try:
             return self.tf_buffer.lookup_matrix(self.config.world_frame, frame, Time(nanoseconds=int(stamp_ns)))
@@ -476,7 +477,6 @@ class BagReader:
     def past_positions(self, stamp_ns: int, n: int, step_dt_s: float, current_xyz: np.ndarray) -> np.ndarray:
         """(n, 3) EE positions at ``stamp - k * step_dt_s`` for k = n..1 (oldest first); times without TF take the
         oldest known one (the current position if none): the inference node's rule."""
-        from para_ros.observation.pairing import past_positions
 
         def ee_xyz_at(t_ns: int):
             T = self.try_lookup(self.config.ee_frame, t_ns)
@@ -492,7 +492,6 @@ class BagReader:
     # ------------------------------------------------------------------------------------------- pairing
     def pairs(self) -> Iterator[_Pair]:
         """Image pairs by the node's pairing rules (see module docstring), images not decoded yet."""
-        from para_ros.observation.pairing import ObservationPairer
 
         cfg = self.config
         views = cfg.view_names

@@ -30,7 +30,7 @@ def _msg_file(package: str, name: str) -> Path:
 
 def make_typestore():
     """rosbags type store with the ROS 2 Kilted types and ``para_msgs/msg/ActionChunk``."""
-    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore  # rosbags: loaded on first use, not on import
 
     store = get_typestore(Stores.ROS2_KILTED)
     text = _msg_file("para_msgs", "ActionChunk").read_text()
@@ -49,8 +49,9 @@ class McapRecorder:
 
     def __init__(self, path: str | os.PathLike, topics: dict[str, str]):
         """:param topics: topic -> ``pkg/msg/Name`` of every topic that will be written."""
-        from rosbags.rosbag2 import StoragePlugin, Writer
+        # rosbags: loaded on first use, not on import
         from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+        from rosbags.rosbag2 import StoragePlugin, Writer  # rosbags: loaded on first use, not on import
 
         self.path = Path(path)
         self._lock = threading.Lock()

@@ -11,6 +11,11 @@ import sys
 
 import numpy as np
 
+from para_ros.bag.extraction import add_topic_args, progress, topic_config
+from para_ros.bag.reader import BagReader, BagTopicConfig
+from para_ros.stamps import stamp_to_ns
+from para_ros.viz.rerun_log import RerunLog
+
 VOXEL_TOPIC = "/para/voxels"
 CHUNK_TOPIC = "/para/action_chunk"
 
@@ -45,11 +50,6 @@ def argmax_voxels(policy) -> np.ndarray | None:
 def recording_to_rerun(bag_path, out, config=None, max_frames: int = 0, quiet: bool = True) -> dict:
     """Write the rerun recording ``out`` (.rrd) of the rosbag2 recording ``bag_path``; ``config``: a
     ``BagTopicConfig`` (default: the inference node's topics). -> counts and the reader's summary."""
-    from para_ros.bag.cli import _progress
-    from para_ros.bag.reader import BagReader, BagTopicConfig
-    from para_ros.stamps import stamp_to_ns
-    from para_ros.viz.rerun_log import RerunLog
-
     config = config or BagTopicConfig.from_inference_yaml(None)
     views = tuple(config.view_names)
     log = RerunLog(out)
@@ -57,7 +57,7 @@ def recording_to_rerun(bag_path, out, config=None, max_frames: int = 0, quiet: b
     with BagReader(bag_path, config) as bag:
         stamps = bag.pair_stamps()
         keep = set(stamps[:max_frames] if max_frames else stamps)
-        for obs in _progress(bag.observations(keep), len(keep), "view", quiet):
+        for obs in progress(bag.observations(keep), len(keep), "view", quiet):
             log.log_observation(obs, views)
             counts["observations"] += 1
         topics = bag.topics
@@ -76,8 +76,6 @@ def recording_to_rerun(bag_path, out, config=None, max_frames: int = 0, quiet: b
 
 
 def view(args) -> int:
-    from para_ros.bag.cli import topic_config
-
     views = tuple(v.strip() for v in args.views.split(",") if v.strip())
     counts = recording_to_rerun(args.bag, args.out, topic_config(args, views), args.max_frames, args.quiet)
     out = counts["path"]
@@ -90,8 +88,6 @@ def view(args) -> int:
 
 def add_parser(sub) -> None:
     """Register ``view`` on para-bag's subparsers."""
-    from para_ros.bag.cli import _add_topic_args
-
     p = sub.add_parser("view", help="a recording -> a rerun recording (.rrd): posed cameras, trajectory, chunks, "
                                     "voxel clouds")
     p.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
@@ -99,5 +95,5 @@ def add_parser(sub) -> None:
     p.add_argument("--views", default="scene,wrist", help="comma-separated camera views")
     p.add_argument("--max-frames", type=int, default=0, help="at most this many observations (0: all)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_topic_args(p)
+    add_topic_args(p)
     p.set_defaults(func=view)

@@ -11,6 +11,13 @@ import hashlib
 import shutil
 from pathlib import Path
 
+import yaml
+
+from para_core.calibration.calibration_file import load_calibration
+from para_core.calibration.errors import CalibrationError
+from para_core.model.rotations import matrix_to_quaternion
+from para_ros.robot.yam import WristCameraMount
+
 CALIBRATION_FILE_NAME = "calibration.yaml"
 
 
@@ -19,19 +26,13 @@ def load(path):
 
     :raises para_core.calibration.errors.CalibrationError: unreadable or invalid (the message says what).
     """
-    from para_core.calibration.calibration_file import load_calibration
-
     if not Path(path).is_file():
-        from para_core.calibration.errors import CalibrationError
         raise CalibrationError(f"calibration file {str(path)!r} does not exist; write one with para-calib solve")
     return load_calibration(path)
 
 
 def wrist_mount(path, default):
     """``WristCameraMount`` from the file's ``wrist_cam`` (``default``, e.g. yam.yaml's, when the file has none)."""
-    from para_core.model.rotations import matrix_to_quaternion
-    from para_ros.robot.yam import WristCameraMount
-
     cal = load(path)
     if "wrist_cam" not in cal.cameras:
         return default
@@ -56,8 +57,6 @@ def file_record(path) -> dict:
     """What a dataset or checkpoint keeps about a calibration: its name, sha256 and content (as loaded)."""
     p = Path(path)
     data = p.read_bytes()
-    import yaml
-
     return {"file": p.name, "sha256": hashlib.sha256(data).hexdigest(), "content": yaml.safe_load(data)}
 
 

@@ -11,6 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from para_core.calibration.detection import check_intrinsics, detect_charuco
+from para_core.calibration.handeye import HandEyeSample
+from para_core.model.rotations import rotation_angle_between
+from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, decode_image
+from para_ros.stamps import stamp_to_ns
+
 STILL_M = 0.0005  # flange motion allowed around an image stamp (metres, degrees)
 STILL_DEG = 0.05
 CAMERA_TOPICS = {"scene_cam": "/scene_cam", "wrist_cam": "/wrist_cam"}
@@ -46,11 +52,6 @@ def read_camera_samples(bag_path, camera: str, spec, namespace: str | None = Non
         ``base_frame`` to ``flange_frame`` (each message says what is missing).
     :raises para_core.calibration.errors.CalibrationError: a CameraInfo with a zero focal length.
     """
-    from para_core.calibration.detection import check_intrinsics, detect_charuco
-    from para_core.calibration.handeye import HandEyeSample
-    from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, decode_image
-    from para_ros.stamps import stamp_to_ns
-
     ns = (namespace or CAMERA_TOPICS[camera]).rstrip("/")
     image_topic, info_topic = f"{ns}/image_raw", f"{ns}/camera_info"
     config = BagTopicConfig(world_frame=base_frame, ee_frame=flange_frame)
@@ -101,8 +102,6 @@ def read_camera_samples(bag_path, camera: str, spec, namespace: str | None = Non
 def _still_around(bag, frame: str, stamp_ns: int, T: np.ndarray, window_s: float) -> bool:
     """True when the flange pose ``window_s`` before and after ``stamp_ns`` (where TF has it) is within
     :data:`STILL_M` / :data:`STILL_DEG` of ``T``."""
-    from para_core.model.rotations import rotation_angle_between
-
     for dt in (-window_s, window_s):
         other = bag.try_lookup(frame, stamp_ns + int(dt * 1e9))
         if other is None:

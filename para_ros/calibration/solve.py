@@ -13,7 +13,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import cv2
 import numpy as np
+
+from para_core.calibration.calibration_file import (
+    CalibrationFile,
+    camera_from_result,
+    load_calibration,
+    save_calibration,
+)
+from para_core.calibration.errors import CalibrationError
+from para_core.calibration.handeye import solve_eye_in_hand, solve_eye_to_hand
+from para_core.calibration.overlay import draw_overlay
+from para_core.model.rotations import matrix_to_quaternion, rotation_angle_between
+from para_ros.calibration.samples import read_camera_samples
 
 SOLVERS = {"scene_cam": "eye_to_hand", "wrist_cam": "eye_in_hand"}
 DEFAULT_FRAME_IDS = {"scene_cam": "scene_cam_optical_frame", "wrist_cam": "wrist_cam_optical_frame"}
@@ -34,10 +47,6 @@ def solve_camera(bag_path, camera: str, spec, namespace: str | None = None, log=
         says what to do).
     :raises para_ros.bag.reader.BagError: the recording lacks the camera's topics or the arm's TF.
     """
-    from para_core.calibration.errors import CalibrationError
-    from para_core.calibration.handeye import solve_eye_in_hand, solve_eye_to_hand
-    from para_ros.calibration.samples import read_camera_samples
-
     got = read_camera_samples(bag_path, camera, spec, namespace)
     dropped = ", ".join(f"{n} {why}" for why, n in got.dropped.items()) or "none dropped"
     log(f"{camera}: {got.n_images} images, {len(got.samples)} with the board ({dropped})")
@@ -64,8 +73,6 @@ def describe(solution: CameraSolution) -> str:
         trans = r.per_sample_translation_mm[k] if k < len(r.per_sample_translation_mm) else float("nan")
         lines.append(f"  {i:6d}  {len(det):7d}  {r.per_sample_rms_px[k]:13.3f}  {rot:15.3f}  {trans:16.2f}")
     T = r.T_parent_cam
-    from para_core.model.rotations import matrix_to_quaternion
-
     q = matrix_to_quaternion(T[:3, :3])
     lines.append(f"  overall: reprojection rms {r.reprojection_rms_px:.3f} px (max {r.reprojection_max_px:.3f} px; "
                  f"{r.initial_method} initial guess {r.initial_reprojection_rms_px:.3f} px), hand-eye residuals "
@@ -86,17 +93,6 @@ def write_outputs(solutions: list[CameraSolution], spec, out: Path, force: bool 
     """Write ``calibration.yaml`` (refused if it exists, unless ``force``; ``merge`` keeps the other cameras of an
     existing file) and one overlay PNG per camera (its worst sample: detected corners vs the reprojection through the
     solved calibration and the arm's kinematics)."""
-    import cv2
-
-    from para_core.calibration.calibration_file import (
-        CalibrationFile,
-        camera_from_result,
-        load_calibration,
-        save_calibration,
-    )
-    from para_core.calibration.errors import CalibrationError
-    from para_core.calibration.overlay import draw_overlay
-
     out = Path(out)
     cameras = {}
     if merge and out.exists():
@@ -126,7 +122,5 @@ def write_outputs(solutions: list[CameraSolution], spec, out: Path, force: bool 
 
 def pose_error(T_est: np.ndarray, T_true: np.ndarray) -> tuple[float, float]:
     """(translation error mm, rotation error deg) between two poses."""
-    from para_core.model.rotations import rotation_angle_between
-
     return (1000.0 * float(np.linalg.norm(T_est[:3, 3] - T_true[:3, 3])),
             math.degrees(rotation_angle_between(T_est[:3, :3], T_true[:3, :3])))

@@ -5,7 +5,7 @@ Subcommands:
 * ``board``: write the board as PNG and PDF at true scale, for printing (print at 100 %, then measure a square).
 * ``capture``: drive the arm through calibration poses (or record while you move it: ``--manual``) and record, at
   each settled pose, images, CameraInfo, joint states and TF as a rosbag2 recording
-  (:mod:`para_ros.calibration.capture`). ``--dry-run`` lists the poses.
+  (:mod:`para_ros.deploy.calibration_capture`). ``--dry-run`` lists the poses.
 * ``solve``: read a recording where the board is visible, solve ``scene_cam`` (eye-to-hand, board on the flange)
   and/or ``wrist_cam`` (eye-in-hand, board on the table), print per-sample and overall figures and write
   ``calibration.yaml`` (never over an existing file without ``--force``) plus an overlay PNG per camera.
@@ -20,7 +20,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
+
+import yaml
+
+from para_core.calibration.board import CharucoBoardSpec
+from para_core.calibration.errors import CalibrationError
+from para_ros.bag.reader import BagError
+from para_ros.calibration.solve import describe, solve_camera, write_outputs
+from para_ros.deploy import graph
+from para_ros.deploy.calibration_capture import CaptureAborted, CaptureSettings, run_capture
+from para_ros.deploy.graph_run import GraphRun
+from para_ros.nodes.parameter_registry import check_node_params
 
 CAMERAS = ("scene_cam", "wrist_cam")
 
@@ -35,8 +47,6 @@ def _add_board_options(p: argparse.ArgumentParser) -> None:
 
 
 def board_spec(args):
-    from para_core.calibration.board import CharucoBoardSpec
-
     return CharucoBoardSpec(squares_x=args.squares_x, squares_y=args.squares_y, square_m=args.square_m,
                             marker_m=args.marker_m, dictionary=args.dictionary)
 
@@ -136,8 +146,6 @@ def cmd_board(args) -> int:
 
 
 def _capture_settings(args):
-    from para_ros.calibration.capture import CaptureSettings
-
     pivot = None
     if args.pivot_m:
         try:
@@ -159,14 +167,8 @@ def _capture_settings(args):
                            zero_gravity=args.manual and args.backend == "i2rt")
 
 
-def start_sim(rules: list[str], log_dir: Path):
+def start_sim(rules: list[str], log_dir: Path) -> GraphRun:
     """Start sim_node as its own process (the deploy graph's node and parameter file, plus ``rules``)."""
-    import yaml
-
-    from para_ros.deploy import graph
-    from para_ros.deploy import launcher as deploy
-    from para_ros.nodes.parameters import check_node_params
-
     overrides = {}
     for rule in rules:
         name, sep, value = rule.partition(":=")
@@ -174,17 +176,13 @@ def start_sim(rules: list[str], log_dir: Path):
             raise ValueError(f"--sim-param {rule!r}: write NAME:=VALUE, e.g. calibration_board:=flange")
         overrides[name.strip()] = yaml.safe_load(value)
     check_node_params({"sim_node": overrides})
-    group = deploy.ProcessGroup(log_dir, deploy.graph_env())
+    graph_run = GraphRun(log_dir)  # the capture node in this process joins its domain
     spec = next(s for s in graph.NODES if s.name == "sim_node")
-    group.start(spec, deploy.node_command(spec, overrides))
-    return group
+    graph_run.start_plan([(spec, overrides)])
+    return graph_run
 
 
 def cmd_capture(args) -> int:
-    import time
-
-    from para_ros.calibration.capture import CaptureAborted, run_capture
-
     settings = _capture_settings(args)
     group = None
     try:
@@ -215,10 +213,6 @@ def cmd_capture(args) -> int:
 
 
 def cmd_solve(args) -> int:
-    from para_core.calibration.errors import CalibrationError
-    from para_ros.bag.reader import BagError
-    from para_ros.calibration.solve import describe, solve_camera, write_outputs
-
     spec = board_spec(args)
     cameras = list(dict.fromkeys(args.camera or ["scene_cam"]))
     out = Path(args.out)

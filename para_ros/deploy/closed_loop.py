@@ -18,34 +18,31 @@ the scene camera with the predicted path drawn in (first success and first failu
 from __future__ import annotations
 
 import json
-import math
 import sys
-import threading
-import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
+from para_core.model.config import V4Config
+from para_ros.bag.recording import McapRecorder, ros_type_name
+from para_ros.bag.view import recording_to_rerun
+from para_ros.deploy import graph
+from para_ros.deploy.episodes import EpisodeRow, TaskClient, run_episode, summarise, wait_for_first_chunk
+from para_ros.deploy.graph_run import GraphRun, SignalStop
+from para_ros.deploy.monitor import DeployMonitor, graph_topics, record_topics
+from para_ros.nodes.parameter_registry import check_node_params
+from para_ros.paths import shipped_node_params
 from para_ros.sim.camera_sampler import check_scene_camera_sees_workspace
-from para_ros.sim.pick_place import OUTCOMES, EpisodeMonitor, Judgement, check_seed
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """95 % Wilson score interval of a success rate (``z`` = the normal quantile)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+from para_ros.sim.layout_region import CubeRegion, episode_seeds
+from para_ros.sim.pick_place import OUTCOMES, check_seed
 
 
 def moved_camera_pose(T_world_cam: np.ndarray, shift_m, rotate_deg) -> np.ndarray:
     """``T_world_cam`` (4, 4) moved by ``shift_m`` (3,, world frame) and turned by ``rotate_deg`` (3,: a rotation
     vector in degrees, world axes) about the camera's own centre."""
-    from scipy.spatial.transform import Rotation
+    from scipy.spatial.transform import Rotation  # scipy: loaded on first use, not on import
 
     T = np.array(T_world_cam, dtype=np.float64)
     R_delta = Rotation.from_rotvec(np.radians(np.asarray(rotate_deg, dtype=np.float64))).as_matrix()
@@ -79,16 +76,12 @@ class EvalSettings:
     rerun: str = ""  # .rrd to write (the run recorded, then converted by para_ros.bag.view); "" = none
 
     def __post_init__(self):
-        from para_ros.nodes.parameters import check_node_params
-
         self.node_params = check_node_params(self.node_params)
         check_seed(self.seed)
         if not 1 <= int(self.episodes) <= 10000:
             raise ValueError(f"--episodes {self.episodes} is out of range: use 1..10000")
         check_seed(self.seed + self.episodes - 1)
         if self.cube_region:
-            from para_ros.sim.layout_region import CubeRegion
-
             self.cube_region = CubeRegion.parse(self.cube_region).text
         for name in ("time_limit_s", "settle_s"):
             if not 0 < float(getattr(self, name)) <= 600:
@@ -105,7 +98,6 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
     """The checkpoint's model config, after checking it can drive the simulator: the sim's two cameras as views and a
     ``recipe.json`` (when present) whose simulator settings equal the sim node's shipped ones. Raises ValueError
     naming the mismatch."""
-    from para_core.model.config import V4Config
 
     path = Path(checkpoint)
     cfg_path = path / "config.json"
@@ -121,9 +113,7 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
     recipe_path = path / "recipe.json"
     if recipe_path.is_file():
         recipe = json.loads(recipe_path.read_text())
-        from para_ros.deploy.launcher import _effective_params
-
-        sim_params = _effective_params("config/sim.yaml", "sim_node", {})
+        sim_params = shipped_node_params("config/sim.yaml", "sim_node")
         for key, want in (recipe.get("sim") or {}).items():
             have = sim_params.get(key)
             if have is not None and have != want:
@@ -133,210 +123,11 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
     return model.to_dict()
 
 
-def add_eval_arguments(p) -> None:
-    from para_ros.sim.pick_place import MAX_SEED
-
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory (model.safetensors + config.json)")
-    p.add_argument("--episodes", type=int, default=50, help="episodes to run (1..10000, default 50)")
-    p.add_argument("--seed", type=int, default=100000,
-                   help=f"layout seed of the first episode (0..{MAX_SEED}; default 100000, outside the training seeds)")
-    p.add_argument("--out", default="", help="report folder (default runs/eval-<time>)")
-    p.add_argument("--time-limit", type=float, default=30.0, dest="time_limit_s",
-                   help="seconds per episode before it counts as a timeout (default 30)")
-    p.add_argument("--settle", type=float, default=1.5, dest="settle_s",
-                   help="seconds between the scene reset and handing the arm to the policy (default 1.5)")
-    p.add_argument("--camera-shift", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("DX", "DY", "DZ"),
-                   dest="camera_shift_m", help="move the scene camera by this world translation, metres (the "
-                   "viewpoint test: the policy gets the new pose through TF, nothing is retrained)")
-    p.add_argument("--camera-rotate", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("RX", "RY", "RZ"),
-                   dest="camera_rotate_deg", help="turn the scene camera about its centre by this rotation vector "
-                   "(world axes), degrees")
-    p.add_argument("--cube-rgba", type=float, nargs=4, default=(), metavar=("R", "G", "B", "A"),
-                   help="another cube colour (0..1 each)")
-    p.add_argument("--light-scale", type=float, default=1.0, help="scale of the lamps' light (default 1)")
-    p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
-    p.add_argument("--fast-path", action="store_true",
-                   help="the inference node's fast path (para_core.model.v4_fast; default: the reference path)")
-    p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
-                   help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
-                   "chunk_executor:implausible_speed:=reject (repeatable; written into the report)")
-    p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
-    from para_ros.sim.layout_region import add_region_argument
-
-    add_region_argument(p)
-    p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
-    p.add_argument("--rerun", default="", metavar="FILE.rrd",
-                   help="also record the run (OUT/recording, images at 2 Hz) and write it as a rerun recording: posed "
-                        "cameras, trajectory, chunks, voxel clouds (open with: rerun FILE.rrd)")
-
-
-# ----------------------------------------------------------------------------------------------- the evaluator
-@dataclass
-class EpisodeRow:
-    episode: int
-    seed: int
-    outcome: str
-    duration_s: float
-    place_error_m: float
-    max_lift_m: float
-    chunks: int
-    chunks_rejected: int
-    layout: dict = field(default_factory=dict)
-    chunks_truncated: int = 0
-
-
-def summarise(rows: list[EpisodeRow]) -> dict:
-    n = len(rows)
-    ok = sum(r.outcome == "success" for r in rows)
-    lo, hi = wilson_interval(ok, n)
-    causes = {o: sum(r.outcome == o for r in rows) for o in OUTCOMES}
-    times = [r.duration_s for r in rows if r.outcome == "success"]
-    return {"episodes": n, "successes": ok, "success_rate": ok / n if n else 0.0, "wilson95": [lo, hi],
-            "outcomes": causes, "median_success_time_s": float(np.median(times)) if times else None}
-
-
-class _Evaluator:
-    """The evaluator's ROS side: service clients, task-state, chunk, image and diagnostics subscriptions."""
-
-    def __init__(self, scene_T_world_cam: np.ndarray):
-        import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
-        from para_msgs.msg import ActionChunk
-        from rcl_interfaces.srv import SetParameters
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.node import Node
-        from rclpy.qos import QoSProfile
-        from sensor_msgs.msg import CameraInfo, Image
-        from std_msgs.msg import String
-        from std_srvs.srv import Trigger
-
-        from rclpy.signals import SignalHandlerOptions
-
-        # Its own context, no signal handlers: the command that owns this evaluator owns Ctrl-C (para-deploy runs
-        # one next to its monitor, which has its own context too).
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
-        self.rclpy = rclpy
-        self.node = Node("para_sim_eval", context=self.context)
-        n = self.node
-        self.clients = {
-            "stop": n.create_client(Trigger, "/chunk_executor/stop"),
-            "resume": n.create_client(Trigger, "/chunk_executor/resume"),
-            "reset": n.create_client(Trigger, "/sim_node/reset_task"),
-            "params": n.create_client(SetParameters, "/sim_node/set_parameters"),
-        }
-        self.lock = threading.Lock()
-        self.states: list[dict] = []
-        self.chunks = 0
-        self.last_path_world: np.ndarray | None = None
-        self.rejected = 0
-        self.truncated = 0
-        self.record_frames = False
-        self.frames: list[np.ndarray] = []
-        self.K: np.ndarray | None = None
-        self.T_world_cam = scene_T_world_cam
-        n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=50))
-        n.create_subscription(ActionChunk, "/para/action_chunk", self._on_chunk, QoSProfile(depth=10))
-        n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, QoSProfile(depth=20))
-        n.create_subscription(Image, "/scene_cam/image_raw", self._on_image, QoSProfile(depth=2))
-        n.create_subscription(CameraInfo, "/scene_cam/camera_info", self._on_info, QoSProfile(depth=2))
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(n)
-        self._spin = threading.Thread(target=self._spin_forever, daemon=True)
-        self._running = True
-        self._spin.start()
-
-    def _spin_forever(self):
-        while self._running:
-            try:
-                self.executor.spin_once(timeout_sec=0.05)
-            except Exception:  # shutting down
-                if not self._running:
-                    return
-
-    def close(self):
-        self._running = False
-        self._spin.join(timeout=2.0)
-        self.node.destroy_node()
-        self.rclpy.try_shutdown(context=self.context)
-
-    # ---- callbacks
-    def _on_state(self, msg):
-        with self.lock:
-            self.states.append(json.loads(msg.data))
-
-    def _on_chunk(self, msg):
-        path = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses], dtype=np.float64)
-        with self.lock:
-            self.chunks += 1
-            self.last_path_world = path
-
-    def _on_diag(self, msg):
-        for st in msg.status:
-            if "chunk_executor" not in st.name:
-                continue
-            for kv in st.values:
-                if kv.key in ("chunks_rejected", "chunks_truncated"):
-                    try:
-                        count = int(kv.value)
-                    except ValueError:
-                        continue
-                    with self.lock:
-                        setattr(self, "rejected" if kv.key == "chunks_rejected" else "truncated", count)
-
-    def _on_info(self, msg):
-        from para_ros.observation.camera_model import intrinsics_from_camera_info
-
-        with self.lock:
-            self.K = intrinsics_from_camera_info(msg, msg.width, msg.height)
-
-    def _on_image(self, msg):
-        if not self.record_frames:
-            return
-        rgb = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.width, 3).copy()
-        with self.lock:
-            path, K = self.last_path_world, self.K
-        self.frames.append(draw_path(rgb, path, K, self.T_world_cam))
-
-    # ---- calls
-    def call(self, name: str, request=None, timeout_s: float = 10.0):
-        from para_ros.ros_io.task_services import call_service
-
-        return call_service(self.clients[name], request, timeout_s)
-
-    def reset_task(self, seed: int) -> dict:
-        from para_ros.ros_io.task_services import reset_task
-
-        return reset_task(self.clients["params"], self.clients["reset"], seed)
-
-
-def draw_path(rgb: np.ndarray, path_world: np.ndarray | None, K: np.ndarray | None, T_world_cam: np.ndarray
-              ) -> np.ndarray:
-    """The scene image with the predicted path (world points, para_core pixel convention K) drawn in."""
-    import cv2
-
-    out = np.ascontiguousarray(rgb.copy())
-    if path_world is None or K is None or len(path_world) == 0:
-        return out
-    T_cam_world = np.linalg.inv(T_world_cam)
-    p_cam = path_world @ T_cam_world[:3, :3].T + T_cam_world[:3, 3]  # (T, 3)
-    if np.any(p_cam[:, 2] <= 1e-6):
-        return out
-    uv = p_cam[:, :2] / p_cam[:, 2:3] * [K[0, 0], K[1, 1]] + [K[0, 2], K[1, 2]]  # (T, 2), centres at +0.5
-    pts = [(int(round(u - 0.5)), int(round(v - 0.5))) for u, v in uv]
-    for i, (a, b) in enumerate(zip(pts[:-1], pts[1:])):
-        cv2.line(out, a, b, (255, 255, 0), 1, cv2.LINE_AA)
-    for i, p in enumerate(pts):
-        f = i / max(1, len(pts) - 1)
-        cv2.circle(out, p, 2, (int(255 * (1 - f)), 255, int(255 * f)), -1, cv2.LINE_AA)
-    return out
-
-
 def write_video(frames: list[np.ndarray], path: Path, fps: float = 10.0) -> Path | None:
     """RGB frames -> an animated GIF (Pillow; plays everywhere, no codec needed). None when there are no frames."""
     if not frames:
         return None
-    from PIL import Image
+    from PIL import Image  # PIL: loaded on first use, not on import
 
     images = [Image.fromarray(f) for f in frames]
     images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
@@ -344,10 +135,10 @@ def write_video(frames: list[np.ndarray], path: Path, fps: float = 10.0) -> Path
 
 
 def plot_outcomes(rows: list[EpisodeRow], summary: dict, path: Path, title: str) -> Path:
-    import matplotlib
+    import matplotlib  # matplotlib: loaded on first use, not on import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: loaded on first use, not on import
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
     colours = {"success": "tab:green", "no_grasp": "tab:red", "dropped": "tab:orange", "misplaced": "tab:purple",
@@ -405,20 +196,13 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
 def deploy_settings(settings: EvalSettings):
     """The graph an evaluation runs (``graph.DeploySettings``): the simulator backend with the checkpoint, device and
     inference path chosen."""
-    from para_ros.deploy import graph
 
     return graph.DeploySettings(backend="sim", checkpoint=str(Path(settings.checkpoint).resolve()),
                                 device=settings.device, fast_path="true" if settings.fast_path else "false")
 
 
 def run_eval(settings: EvalSettings) -> int:
-    from datetime import datetime
-
-    from para_ros.deploy import launcher as deploy
-    from para_ros.deploy import graph
-    from para_ros.sim.yam_scene import SimConfig
-
-    from para_ros.sim.layout_region import CubeRegion, episode_seeds
+    from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
     try:
         check_checkpoint_matches_sim(settings.checkpoint)
@@ -440,41 +224,35 @@ def run_eval(settings: EvalSettings) -> int:
     if settings.light_scale != 1.0:
         sim_over["light_scale"] = float(settings.light_scale)
     ds = deploy_settings(settings)
-    env = deploy.graph_env()
-    group = deploy.ProcessGroup(out / "logs", env, echo=settings.echo)
-    signals = deploy.SignalStop()
+    graph_run = GraphRun(out / "logs", echo=settings.echo)  # the evaluator node in this process joins its domain
+    signals = SignalStop()
     stop = signals.event
     rows: list[EpisodeRow] = []
     videos: dict[str, str] = {}
     ev = monitor = recorder = None
     extra: dict = {"interrupted": False}
     try:
-        for spec, overrides in graph.plan(ds):
-            if spec.name == "sim_node":
-                overrides = {**overrides, **sim_over}
-            overrides = {**overrides, **settings.node_params.get(spec.name, {})}
-            group.start(spec, deploy.node_command(spec, overrides))
-        ev = _Evaluator(T_cam)
+        extra_params = {**settings.node_params, "sim_node": {**sim_over, **settings.node_params.get("sim_node", {})}}
+        plan = graph.plan(ds)
+        graph_run.start_plan(plan, extra_params)
+        ev = TaskClient(T_cam)
         if settings.rerun:  # record what a rerun view needs (the deploy monitor's recorder), convert at the end
-            from para_ros.bag.recording import McapRecorder, ros_type_name
-            from para_ros.deploy.monitor import DeployMonitor, record_topics
-
-            topics = deploy.graph_topics(graph.plan(ds))
+            topics = graph_topics(plan)
             recorder = McapRecorder(out / "recording", {t: ros_type_name(c) for t, c in record_topics(topics).items()})
             monitor = DeployMonitor(recorder, topics=topics)
         print(f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
-              f"{env['ROS_DOMAIN_ID']}, report in {out}", flush=True)
-        _wait_for_first_chunk(ev, group, stop, timeout_s=120.0)
+              f"{graph_run.domain_id}, report in {out}", flush=True)
+        wait_for_first_chunk(ev, graph_run, stop, timeout_s=120.0)
         for k in range(settings.episodes):
             if stop.is_set():
                 extra["interrupted"] = True
                 break
-            dead = group.first_dead()
+            dead = graph_run.first_dead()
             if dead is not None:
                 raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n"
-                                   f"{group.log_tail(dead)}")
+                                   f"{graph_run.log_tail(dead)}")
             want_video = settings.videos and (("success" not in videos) or ("failure" not in videos))
-            row = _run_episode(ev, settings, k, seeds[k], stop, want_video)
+            row = run_episode(ev, settings, k, seeds[k], stop, want_video)
             rows.append(row)
             if want_video:
                 key = "success" if row.outcome == "success" else "failure"
@@ -494,14 +272,12 @@ def run_eval(settings: EvalSettings) -> int:
     finally:
         if ev is not None:
             ev.close()
-        group.stop(timeout_s=5.0)
+        graph_run.stop(timeout_s=5.0)
         signals.restore()
         if monitor is not None:
             monitor.stop()
             recorder.close()
     if recorder is not None:
-        from para_ros.bag.view import recording_to_rerun
-
         counts = recording_to_rerun(recorder.path, settings.rerun)
         extra["rerun"] = str(counts["path"])
         print(f"para-sim eval: wrote {counts['path']} ({counts['observations']} observations, {counts['chunks']} "
@@ -512,118 +288,3 @@ def run_eval(settings: EvalSettings) -> int:
           f"({100 * summary['success_rate']:.1f} %, 95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %); "
           f"outcomes {summary['outcomes']}; report {out / 'report.md'}")
     return 0 if "error" not in extra else 1
-
-
-def _wait_for_first_chunk(ev: _Evaluator, group, stop: threading.Event, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while ev.chunks == 0:
-        dead = group.first_dead() if group is not None else None
-        if dead is not None:
-            raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n{group.log_tail(dead)}")
-        if stop.is_set() or time.monotonic() > deadline:
-            raise RuntimeError(f"no action chunk within {timeout_s:.0f} s of starting the graph (see the logs)")
-        time.sleep(0.1)
-
-
-def _run_episode(ev: _Evaluator, settings: EvalSettings, k: int, seed: int, stop: threading.Event,
-                 record: bool) -> EpisodeRow:
-    ev.call("stop")
-    layout = ev.reset_task(seed)
-    time.sleep(settings.settle_s)
-    with ev.lock:
-        ev.states.clear()
-        chunks0, rejected0, truncated0 = ev.chunks, ev.rejected, ev.truncated
-    ev.frames = []
-    ev.record_frames = record
-    ev.call("resume")
-    monitor = EpisodeMonitor()
-    t0 = time.monotonic()
-    success_since = None
-    outcome = None
-    while outcome is None:
-        time.sleep(0.05)
-        with ev.lock:
-            states, ev.states = ev.states, []
-        now = time.monotonic()
-        for st in states:
-            if st.get("seed") != seed:
-                continue
-            j = monitor.update(Judgement(st["state"], st["place_error_m"], st["cube_height_m"], st["held"]))
-            if j.success:
-                success_since = success_since if success_since is not None else now
-            else:
-                success_since = None
-        if success_since is not None and now - success_since >= settings.success_hold_s:
-            outcome = "success"
-        elif now - t0 >= settings.time_limit_s or stop.is_set():
-            with ev.lock:
-                chunks, rejected = ev.chunks - chunks0, ev.rejected - rejected0
-            outcome = monitor.outcome(limits_hit=chunks > 0 and rejected > 0.5 * chunks)
-    ev.record_frames = False
-    with ev.lock:
-        chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
-    last = monitor.last
-    return EpisodeRow(k, seed, outcome, time.monotonic() - t0, last.place_error_m if last else float("nan"),
-                      monitor.max_lift_m, chunks, rejected, layout, truncated)
-
-
-class TaskDriver(threading.Thread):
-    """Pick-and-place episodes back to back against a graph someone else started (``para-deploy --backend sim``):
-    the same episode procedure as ``para-sim eval``; ``rows`` holds the finished episodes."""
-
-    def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5):
-        super().__init__(name="para-task-driver", daemon=True)
-        from para_ros.sim.yam_scene import SimConfig
-
-        self.settings = EvalSettings(checkpoint="", episodes=1, seed=seed, time_limit_s=time_limit_s,
-                                     settle_s=settle_s, videos=False)
-        self.T_cam = SimConfig().scene_cam_T_world_cam()
-        self.stop_event = threading.Event()
-        self.rows: list[EpisodeRow] = []
-        self.error: str | None = None
-
-    def run(self) -> None:
-        ev = None
-        try:
-            ev = _Evaluator(self.T_cam)
-            _wait_for_first_chunk(ev, None, self.stop_event, timeout_s=300.0)
-            k = 0
-            while not self.stop_event.is_set():
-                row = _run_episode(ev, self.settings, k, self.settings.seed + k, self.stop_event, False)
-                if self.stop_event.is_set() and row.outcome != "success":
-                    break  # cut short by the end of the run: not an attempt
-                self.rows.append(row)
-                k += 1
-        except Exception as exc:  # report in the summary, never take the launcher down
-            self.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            if ev is not None:
-                ev.close()
-
-    def summary_line(self) -> str:
-        s = summarise(self.rows)
-        causes = ", ".join(f"{o} {n}" for o, n in s["outcomes"].items() if n and o != "success")
-        text = (f"  task (pick & place)   {s['episodes']} finished attempts, {s['successes']} successes"
-                + (f" (failures: {causes})" if causes else "")
-                + (f"; median time to success {s['median_success_time_s']:.1f} s" if s["median_success_time_s"]
-                   else ""))
-        if self.error:
-            text += f"; task driver stopped: {self.error}"
-        return text
-
-
-def cmd_eval(args) -> int:
-    from para_ros.deploy import graph
-
-    try:
-        settings = EvalSettings(
-            checkpoint=args.checkpoint, episodes=args.episodes, seed=args.seed, out=args.out,
-            time_limit_s=args.time_limit_s, settle_s=args.settle_s, camera_shift_m=tuple(args.camera_shift_m),
-            camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
-            light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
-            echo=args.echo, node_params=graph.parse_node_params(args.node_param),
-            cube_region=args.cube_region.text if args.cube_region else "", rerun=args.rerun or "")
-    except ValueError as exc:
-        print(f"para-sim eval: {exc}", file=sys.stderr)
-        return 2
-    return run_eval(settings)

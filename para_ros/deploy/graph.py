@@ -1,7 +1,7 @@
 """The deploy graph, described once: which nodes run for which robot backend, and what each one is told.
 
 Both launchers read this module and nothing else for that: ``launch/deploy.launch.py`` (``ros2 launch`` on a robot
-PC) and ``para-deploy`` (:mod:`para_ros.deploy.launcher`, the same graph as plain processes where ``ros2 launch`` is not
+PC) and ``para-deploy`` (:mod:`para_ros.commands.deploy`, the same graph as plain processes where ``ros2 launch`` is not
 installed). A test runs both against each other, so they cannot drift.
 
 Robot backends (``--backend`` / ``backend:=``):
@@ -35,7 +35,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import yaml
+
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES
+from para_ros.paths import share_file
 
 PACKAGE = "para_ros"
 BACKENDS = ("sim", "i2rt", "topic")
@@ -95,7 +98,6 @@ UNTRAINED = "none"
 
 def shipped_checkpoint(relative: str = SIM_CHECKPOINT) -> str:
     """Absolute path of a shipped checkpoint directory, or "" when this installation has none."""
-    from para_ros.paths import share_file
 
     try:
         return str(share_file(f"{relative}/config.json").parent)
@@ -170,6 +172,7 @@ class DeploySettings:
     def __post_init__(self):
         object.__setattr__(self, "engage", _true_false("engage", self.engage) == "true")
         if self.calibration:
+            # OpenCV (the file's board): loaded only when a calibration file is given
             from para_ros.calibration.consumers import load
 
             path = os.path.abspath(os.path.expanduser(self.calibration))
@@ -256,6 +259,7 @@ def calibration_overrides(node: str, settings: "DeploySettings") -> dict[str, ob
     """Parameters of ``sim_node`` / ``calibration_tf`` for a calibration file: the sim publishes the file's cameras
     instead of its truth; on a real rig ``calibration_tf`` publishes the scene camera (and, backend ``topic``, the
     wrist mount, which the ``i2rt`` executor publishes itself)."""
+    # OpenCV (the file's board): loaded only when a calibration file is given
     from para_ros.calibration.consumers import load
 
     cameras = load(settings.calibration).cameras
@@ -276,9 +280,7 @@ def uses_untrained_model(settings: DeploySettings) -> bool:
         return True
     if effective_checkpoint(settings):
         return False
-    import yaml
 
-    from para_ros.paths import share_file
 
     params = yaml.safe_load(share_file(INFERENCE_PARAMS_FILE).read_text())["inference_node"]["ros__parameters"]
     return not params.get("checkpoint")
@@ -294,9 +296,8 @@ def parse_node_params(rules: list[str]) -> dict[str, dict[str, object]]:
     """``NODE:NAME:=VALUE`` rules (``--node-param``) -> {node: {name: value}}, each value read as YAML.
 
     :raises ValueError: a rule not of that form. Names and values are checked against the nodes' parameter tables by
-        ``para_ros.nodes.parameters.check_node_params``.
+        ``para_ros.nodes.parameter_registry.check_node_params``.
     """
-    import yaml
 
     out: dict[str, dict[str, object]] = {}
     for rule in rules:

@@ -7,15 +7,18 @@ stamp (the project's ``tf2_ros`` adapter), its intrinsics from the CameraInfo of
 """
 from __future__ import annotations
 
+import copy
 import threading
-from dataclasses import dataclass
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from para_ros.deploy.graph_run import effective_params
 from para_ros.deploy.summary import RunRecord
+from para_ros.observation.camera_model import intrinsics_from_camera_info
 from para_ros.stamps import stamp_to_ns
 
 NODE_NAME = "para_deploy_monitor"
@@ -38,10 +41,27 @@ class GraphTopics:
         return {self.scene_image, self.scene_info, self.wrist_image, self.wrist_info, "/joint_states", "/tf"}
 
 
+def graph_topics(plan):
+    """The ``GraphTopics`` the monitor watches, from the effective parameters of the planned nodes (``graph.plan``)."""
+    specs = {spec.name: (spec, overrides) for spec, overrides in plan}
+    inference = effective_params(specs["inference_node"][0].params_file, "inference_node",
+                                  specs["inference_node"][1])
+    executor = effective_params(specs["chunk_executor"][0].params_file, "chunk_executor",
+                                 specs["chunk_executor"][1]) if "chunk_executor" in specs else {}
+    default = GraphTopics()
+    return GraphTopics(
+        scene_image=inference.get("scene_image_topic", default.scene_image),
+        scene_info=inference.get("scene_info_topic", default.scene_info),
+        wrist_image=inference.get("wrist_image_topic", default.wrist_image),
+        wrist_info=inference.get("wrist_info_topic", default.wrist_info),
+        joint_trajectory=executor.get("joint_trajectory_topic", default.joint_trajectory),
+        world_frame=inference.get("world_frame", default.world_frame))
+
+
 def record_topics(topics: GraphTopics) -> dict[str, type]:
     """Topic -> message class of everything recorded (rosbag2 MCAP): both cameras, so ``para-bag extract`` and
     ``para-bag eval`` can replay the recording through a policy."""
-    from diagnostic_msgs.msg import DiagnosticArray
+    from diagnostic_msgs.msg import DiagnosticArray  # rclpy: loaded on first use, not on import
     from para_msgs.msg import ActionChunk
     from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
     from tf2_msgs.msg import TFMessage
@@ -71,13 +91,13 @@ class DeployMonitor:
             (the simulator) keep the same stamps and the recording still pairs. 0 records every frame (images
             dominate the bag size).
         """
-        import rclpy
+        import rclpy  # rclpy: loaded on first use, not on import
         from rclpy.duration import Duration
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
 
-        from para_ros.adapters.tf import Buffer, TransformListener
+        from para_ros.adapters.tf import Buffer, TransformListener  # rclpy: loaded on first use, not on import
 
         if not image_period_s >= 0:
             raise ValueError(f"image_period_s={image_period_s}: must be >= 0 (0 records every image)")
@@ -129,7 +149,7 @@ class DeployMonitor:
 
     # ---------------------------------------------------------------------------------------------- spin
     def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
+        from rclpy.executors import ExternalShutdownException  # rclpy: loaded on first use, not on import
 
         try:
             while self.context.ok():
@@ -164,7 +184,7 @@ class DeployMonitor:
             self.recorder.write(topic, recv_ns, data)
 
     def _deserialize(self, data: bytes, topic: str):
-        from rclpy.serialization import deserialize_message
+        from rclpy.serialization import deserialize_message  # rclpy: loaded on first use, not on import
 
         return deserialize_message(data, self.topics[topic])
 
@@ -248,7 +268,6 @@ class DeployMonitor:
     # ---------------------------------------------------------------------------------------------- output
     def record(self) -> RunRecord:
         """A copy of what was collected so far."""
-        import copy
 
         with self._lock:
             return copy.deepcopy(self.data)
@@ -265,13 +284,15 @@ class DeployMonitor:
         The image is the scene frame whose stamp is nearest the chunk's observation stamp (the frame the chunk was
         predicted from); the camera pose is looked up in TF at that frame's stamp.
         """
-        from rclpy.serialization import deserialize_message
+        from rclpy.serialization import deserialize_message  # rclpy: loaded on first use, not on import
         from rclpy.time import Time
         from sensor_msgs.msg import CameraInfo, PointCloud2
 
-        from para_ros.adapters.cv_bridge import image_msg_to_rgb
+        from para_ros.adapters.cv_bridge import image_msg_to_rgb  # cv2, rclpy: loaded on first use, not on import
+        from para_ros.deploy.snapshot import SnapshotScene  # cv2: loaded on first use, not on import
+
+        # rclpy: loaded on first use, not on import
         from para_ros.ros_io.rviz import MARKER_NS_EE, MARKER_NS_STEPS, cloud_to_array
-        from para_ros.deploy.snapshot import SnapshotScene
 
         with self._lock:
             chunks = list(self._chunks)
@@ -292,7 +313,6 @@ class DeployMonitor:
         image = self._deserialize(images[i][1], self.scene_image_topic)
         info = deserialize_message(info_raw, CameraInfo)
         rgb = image_msg_to_rgb(image)
-        from para_ros.observation.camera_model import intrinsics_from_camera_info
 
         K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0])  # para_core convention, as snapshot.py
         frame = info.header.frame_id or image.header.frame_id
@@ -316,9 +336,9 @@ class DeployMonitor:
 
     def save_snapshot(self, path: str | Path, lines=()) -> Path | None:
         """Draw the newest chunk into its scene image and write it to ``path`` (PNG); None when not possible yet."""
-        import cv2
+        import cv2  # cv2: loaded on first use, not on import
 
-        from para_ros.deploy.snapshot import draw_snapshot
+        from para_ros.deploy.snapshot import draw_snapshot  # cv2: loaded on first use, not on import
 
         scene = self.snapshot_scene(lines)
         if scene is None:

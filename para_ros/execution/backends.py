@@ -59,7 +59,7 @@ class I2rtSdkBackend(CommandBackend):
     def __init__(self, channel: str = "can0", sim: bool = False, zero_gravity_mode: bool = False, robot=None,
                  arm_type: str = "yam", gripper_type: str = "linear_4310"):
         if robot is None:
-            from i2rt.robots.get_robot import get_yam_robot
+            from i2rt.robots.get_robot import get_yam_robot  # i2rt: loaded on first use, not on import
             from i2rt.robots.utils import ArmType, GripperType
             robot = get_yam_robot(channel=channel, arm_type=ArmType.from_string_name(arm_type),
                                   gripper_type=GripperType.from_string_name(gripper_type),

@@ -37,6 +37,12 @@ The tick also catches a jump nobody announced: a tick :data:`TIME_JUMP_BACK_MIN_
 one, or a measured state timed that much after the tick (measured before the jump, on the old clock) is treated the
 same way. A smaller step back is a clock publisher's jitter, not a jump (see the constant).
 
+Who has the arm is the executor's safety state, one :class:`~para_ros.execution.executor_state.ExecutorState` moved by
+the events of ONE table (``para_ros.execution.executor_state.TRANSITIONS``: engage, disengage, a chunk accepted, the
+watchdog's loss and fresh state, a clock jump); each change is counted and named in the status (``mode``,
+``last_transition``, ``recent_transitions``) and so on ``/diagnostics``. Within a state the tick reports its activity
+(``status.state``: the strings below).
+
 Engaged or not: with ``start_engaged`` False (the node's ``auto_engage: false``) the executor starts DISENGAGED: it
 sends nothing (the arm stays with its driver, e.g. held by its own controller or moved by hand) and ignores chunks
 until :meth:`ExecutorCore.engage`, which hands the arm to the policy from the measured joints (the first command
@@ -55,16 +61,18 @@ import numpy as np
 
 from para_core.model.rotations import make_matrix, matrix_to_quaternion
 from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, validate_chunk
-from para_ros.robot.yam import YamConfig
+from para_ros.execution.executor_state import (FEEDBACK_LOST, IGNORES_CHUNKS, NOT_ENGAGED_YET, RESTART_GRANTED,
+                                               ExecutorEvent, ExecutorState, next_state, transition_text)
 from para_ros.execution.safety import FilterReport, SafetyFilter, check_command
 from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
 from para_ros.execution.timeline import BlendConfig, Timeline
+from para_ros.robot.yam import YamConfig
 from para_ros.robot.yam_ik import YamKinematics
 
 UNREACHABLE_MODES = ("hold", "best_effort")
 SMOOTHING_MODES = ("none", "ruckig")
 
-# Executor states (reported in diagnostics)
+# What a tick did or waits for (``ExecutorStatus.state``, reported in diagnostics next to the safety state ``mode``)
 WAITING_FOR_STATE = "waiting_for_joint_state"
 IDLE = "idle"
 TRACKING = "tracking"
@@ -85,6 +93,8 @@ TIME_JUMP_BACK_MIN_S = 0.5
 # Keys of ExecutorStatus.problems (active problems, removed when their condition is gone)
 JOINT_STATE_PROBLEM = "joint_state"  # the measured state is older than joint_state_timeout_s
 
+RECENT_TRANSITIONS = 8  # how many of the latest state changes the status names
+
 
 @dataclass
 class ExecutorConfig:
@@ -100,8 +110,9 @@ class ExecutorConfig:
         smoothing: "none" or "ruckig".
         jerk_limits: limits of the ruckig smoother (used when smoothing == "ruckig").
         ik_position_tol_m, ik_rotation_tol_rad, ik_max_iters: IK success thresholds and effort cap.
-        start_engaged: True: follow chunks from the start (the default of this ROS-free core, for benches and tests);
-            False: start disengaged, sending nothing, until :meth:`ExecutorCore.engage` (module docstring).
+        start_engaged: True (the default here, for benches and offline tests): follow chunks from the start;
+            False (the node's default, ``auto_engage: false``): start disengaged, sending nothing, until
+            :meth:`ExecutorCore.engage` (module docstring).
         joint_state_timeout_s: send nothing once the measured joint state is older than this (s; module docstring,
             step 0). None (the default here): no watchdog, for callers that measure once and tick on (benches, offline
             tests); the node always sets it (parameter ``joint_state_timeout_s``, default 0.2 s). With it set,
@@ -181,6 +192,10 @@ class ExecutorStatus:
     when its condition is gone. ``joint_state_age_s`` is the age of the measured state at the latest tick (NaN
     without a watchdog), ``last_joint_state_s`` when it was measured. ``time_jumps_back`` counts the backward jumps of
     the clock (module docstring), ``last_time_jump`` says what the latest one was.
+
+    ``mode`` is the safety state (:class:`ExecutorState`'s value), ``transitions`` counts its changes,
+    ``last_transition`` names the latest (``following --feedback_lost--> waiting_for_chunk``) and
+    ``recent_transitions`` the latest :data:`RECENT_TRANSITIONS`, oldest first.
     """
 
     state: str = WAITING_FOR_STATE
@@ -211,6 +226,10 @@ class ExecutorStatus:
     problems: dict = field(default_factory=dict)
     time_jumps_back: int = 0
     last_time_jump: str = ""
+    mode: str = ExecutorState.FOLLOWING.value
+    transitions: int = 0
+    last_transition: str = ""
+    recent_transitions: list = field(default_factory=list)
 
 
 def _same(a, b) -> bool:
@@ -244,18 +263,17 @@ class ExecutorCore:
                          if config.smoothing == "ruckig" else None)
         self.status = ExecutorStatus()
         self._lock = threading.RLock()
-        self._q_cmd: np.ndarray | None = None  # (6,) last command sent (or the measured joints before the first)
-        self._g_cmd = 0.0
+        # (6,) last command sent (or the measured joints before the first); None: not seeded (no measured state yet,
+        # or the clock jumped back): nothing is sent until a measured state seeds it
+        self._q_cmd: np.ndarray | None = None
+        self._g_cmd = float("nan")  # the gripper's last command (NaN: unknown, nothing sent for it)
         self._q_seed: np.ndarray | None = None  # (6,) last IK solution
         self._measured: tuple[np.ndarray, float] | None = None
-        self._stopped = not config.start_engaged  # a disengaged start is a stop that has never commanded
-        self._never_engaged = not config.start_engaged
         self._last_accept_s: float | None = None
         self._measured_s: float | None = None  # when self._measured was measured (caller's clock)
-        self._suspended = False  # feedback was lost: nothing is sent until fresh state and a chunk after it
-        self._restart_since_loss = False
         self._last_tick_s: float | None = None  # the previous tick's time (a tick earlier than it: time went back)
-        self._awaiting_state = False  # the clock jumped back: nothing is sent until a state measured after the jump
+        self._state = ExecutorState.FOLLOWING if config.start_engaged else ExecutorState.DISENGAGED
+        self.status.mode = self._state.value
 
     # Fields of ExecutorConfig that can change while the executor runs (a new value takes effect at the next chunk or
     # tick); the others shape objects built once (timeline, smoother, IK, control loop) and are fixed at start.
@@ -297,12 +315,8 @@ class ExecutorCore:
             if measured_s is not None and (self._measured_s is None or measured_s > self._measured_s):
                 self._measured_s = float(measured_s)
                 self.status.last_joint_state_s = float(measured_s)
-            if self._q_cmd is None:
-                self._reseed(q, float(gripper))
-                self.status.state = self._not_following_state() or IDLE
-            elif self._awaiting_state:  # the first state after a backward clock jump: hold where the arm is now
+            if self._q_cmd is None:  # the first state, or the first after a backward clock jump: start where the arm is
                 self._reseed(q, float(gripper) if np.isfinite(gripper) else self._g_cmd)
-                self._awaiting_state = False
                 self.status.state = self._not_following_state() or IDLE
 
     def _reseed(self, q: np.ndarray, gripper: float) -> None:
@@ -311,6 +325,25 @@ class ExecutorCore:
         self._q_seed = q.copy()
         if self.smoother is not None:
             self.smoother.reset(q)
+
+    def _apply(self, event: ExecutorEvent) -> None:
+        """Under the lock: move the safety state by ``event`` (the table); a change is counted and named."""
+        before = self._state
+        after = next_state(before, event)
+        if after is before:
+            return
+        self._state = after
+        text = transition_text(before, event, after)
+        self.status.mode = after.value
+        self.status.transitions += 1
+        self.status.last_transition = text
+        self.status.recent_transitions = (self.status.recent_transitions + [text])[-RECENT_TRANSITIONS:]
+
+    @property
+    def state(self) -> ExecutorState:
+        """The safety state (:class:`ExecutorState`)."""
+        with self._lock:
+            return self._state
 
     def _state_stale(self, now_s: float) -> bool:
         """True when the watchdog is on, a state was measured once, and the latest one is too old at ``now_s``."""
@@ -326,7 +359,7 @@ class ExecutorCore:
         chunk.received_s = now_s
         with self._lock:
             self.status.chunks_received += 1
-            if self._stopped:
+            if self._state in IGNORES_CHUNKS:
                 self.status.chunks_ignored_stopped += 1
                 return False, self._ignored_reason()
             if self._state_stale(now_s):
@@ -341,7 +374,7 @@ class ExecutorCore:
             return False, str(err)
         truncated = clean.n_steps < chunk.n_steps
         with self._lock:
-            if self._stopped:
+            if self._state in IGNORES_CHUNKS:
                 self.status.chunks_ignored_stopped += 1
                 return False, self._ignored_reason()
             if truncated and self.config.checks.implausible_speed == "truncate_when_idle" \
@@ -356,8 +389,7 @@ class ExecutorCore:
                 return False, self.status.last_rejection
             self.status.chunks_accepted += 1
             self._last_accept_s = now_s
-            if self._suspended:
-                self._restart_since_loss = True
+            self._apply(ExecutorEvent.CHUNK_ACCEPTED)  # after a feedback loss: grants the restart
             self.status.last_chunk_accepted_s = now_s
             if truncated:
                 self.status.chunks_truncated += 1
@@ -376,10 +408,10 @@ class ExecutorCore:
 
     def _not_following_state(self) -> str | None:
         """DISENGAGED / STOPPED while chunks are not followed (under the lock), else None."""
-        return DISENGAGED if self._never_engaged else STOPPED if self._stopped else None
+        return DISENGAGED if self._state in NOT_ENGAGED_YET else STOPPED if self._state in IGNORES_CHUNKS else None
 
     def _ignored_reason(self) -> str:
-        if self._never_engaged:
+        if self._state in NOT_ENGAGED_YET:
             return "executor is disengaged: call ~/engage to hand the arm to the policy"
         return "executor is stopped (disengaged): call ~/resume or ~/engage to accept chunks again"
 
@@ -393,27 +425,24 @@ class ExecutorCore:
 
     @property
     def engaged(self) -> bool:
-        return not self._stopped
+        return self.state not in IGNORES_CHUNKS
 
     def stop(self) -> None:
         """Stop: drop every chunk; from the next tick on, commands hold the last commanded position."""
         with self._lock:
-            self._stopped = True
-            self._restart_since_loss = False  # after a feedback loss: ~/resume or a chunk accepted after it restarts
+            self._apply(ExecutorEvent.DISENGAGE)  # after a feedback loss: only ~/resume restarts
             self.timeline.clear()
             self.status.state = STOPPED
 
     def resume(self) -> None:
         """Accept chunks again, re-seeded from the latest measured joints (no jump if the arm was moved)."""
         with self._lock:
-            self._stopped = False
-            self._never_engaged = False
+            # an explicit restart from the measured joints ends a feedback loss like a new chunk (the table)
+            self._apply(ExecutorEvent.ENGAGE)
             if self._measured is not None:
                 q, g = self._measured
                 self._reseed(q, g if np.isfinite(g) else self._g_cmd)  # unmeasured gripper: keep its last command
             self._last_accept_s = None
-            if self._suspended:  # an explicit restart from the measured joints ends a feedback loss like a new chunk
-                self._restart_since_loss = True
             self.status.state = IDLE if self._q_cmd is not None else WAITING_FOR_STATE
 
     def clock_jumped_back(self, what: str = "the clock jumped back") -> None:
@@ -441,8 +470,10 @@ class ExecutorCore:
         self.status.joint_state_age_s = float("nan")
         self.status.time_jumps_back += 1
         self.status.last_time_jump = what
-        if self._q_cmd is not None:
-            self._awaiting_state = True
+        self._apply(ExecutorEvent.CLOCK_JUMPED_BACK)
+        if self._q_cmd is not None:  # re-seeded by the first state measured after the jump (set_measured_joints)
+            self._q_cmd = None
+            self._measured = None
             self.status.state = WAITING_FOR_STATE
 
     def status_snapshot(self) -> ExecutorStatus:
@@ -452,7 +483,7 @@ class ExecutorCore:
 
     @property
     def stopped(self) -> bool:
-        return self._stopped
+        return self.state in IGNORES_CHUNKS
 
     @property
     def last_command(self) -> tuple[np.ndarray, float] | None:
@@ -465,11 +496,12 @@ class ExecutorCore:
         """The watchdog (module docstring, step 0), under the lock: False when this tick must send nothing."""
         self.status.joint_state_age_s = now_s - self._measured_s
         if self._state_stale(now_s):
-            if not self._suspended or JOINT_STATE_PROBLEM not in self.status.problems:
+            if self._state not in FEEDBACK_LOST or JOINT_STATE_PROBLEM not in self.status.problems:
                 # Before the first command there is no plan to protect: a fresh state alone restarts (from the
                 # measured joints). This is the start-up with use_sim_time, where the first joint state can be
                 # measured before /clock arrives and so looks stale at the first tick on the simulated clock.
-                self._suspended, self._restart_since_loss = True, self.status.commands == 0
+                self._apply(ExecutorEvent.FEEDBACK_LOST_BEFORE_FIRST_COMMAND if self.status.commands == 0
+                            else ExecutorEvent.FEEDBACK_LOST)
                 self.timeline.clear()  # never resume towards an old target
                 self.status.chunks_in_force = 0
                 self._last_accept_s = None
@@ -481,14 +513,15 @@ class ExecutorCore:
             self.status.state = JOINT_STATE_LOST
             return False
         self.status.problems.pop(JOINT_STATE_PROBLEM, None)  # fresh state: the loss is over
-        if not self._suspended:
+        if self._state not in FEEDBACK_LOST:
             return True
-        if not self._restart_since_loss:
+        if self._state not in RESTART_GRANTED:  # fresh, but no chunk or ~/resume since the loss: the table keeps it
+            self._apply(ExecutorEvent.FEEDBACK_FRESH)
             self.status.state = self._not_following_state() or WAITING_FOR_CHUNK
             return False
         q, g = self._measured  # fresh state and a chunk accepted after it: start from where the arm is
         self._reseed(q, g if np.isfinite(g) else self._g_cmd)
-        self._suspended = False
+        self._apply(ExecutorEvent.FEEDBACK_FRESH)
         return True
 
     def tick(self, now_s: float) -> JointCommand | None:
@@ -499,13 +532,13 @@ class ExecutorCore:
         with self._lock:
             self.status.ticks += 1
             self._notice_time_jump(now_s)
-            if self._q_cmd is None or self._awaiting_state:
+            if self._q_cmd is None:  # not seeded: no measured state yet, or none since the clock jumped back
                 self.status.state = WAITING_FOR_STATE
                 return None
             if self.config.joint_state_timeout_s is not None and not self._feedback_ok(now_s):
                 self.status.last_tick_compute_s = time.perf_counter() - t_start
                 return None
-            if self._never_engaged:  # disengaged since the start: the arm is not ours, send nothing
+            if self._state in NOT_ENGAGED_YET:  # disengaged since the start: the arm is not ours, send nothing
                 self.status.state = DISENGAGED
                 self.status.last_tick_compute_s = time.perf_counter() - t_start
                 return None
@@ -540,7 +573,7 @@ class ExecutorCore:
         """Under the lock: the desired (joints, gripper) and state of this tick: the timeline's pose due at
         ``now + lookahead`` through IK, or a hold (stopped, stale, nothing due, unreachable)."""
         cfg = self.config
-        if self._stopped:
+        if self._state in IGNORES_CHUNKS:
             return q_prev, g_prev, STOPPED
         state = self.status.state
         if self._last_accept_s is not None and now_s - self._last_accept_s > cfg.stale_timeout_s:

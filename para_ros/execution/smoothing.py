@@ -32,7 +32,7 @@ class JerkLimitedSmoother:
     """Online jerk-limited tracking of a stream of (6,) joint targets at a fixed period ``dt_s``."""
 
     def __init__(self, limits: JerkLimits, dt_s: float):
-        from ruckig import InputParameter, OutputParameter, Ruckig
+        from ruckig import InputParameter, OutputParameter, Ruckig  # ruckig: loaded on first use, not on import
 
         if not dt_s > 0:
             raise ValueError(f"JerkLimitedSmoother dt_s={dt_s!r}: must be > 0")
@@ -57,7 +57,7 @@ class JerkLimitedSmoother:
 
     def step(self, q_target_rad: np.ndarray) -> np.ndarray:
         """The next smoothed (6,) joint position towards ``q_target_rad``."""
-        from ruckig import Result
+        from ruckig import Result  # ruckig: loaded on first use, not on import
 
         if not self._initialised:
             self.reset(q_target_rad)

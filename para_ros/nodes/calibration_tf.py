@@ -8,9 +8,14 @@ Started by the deploy graph (:mod:`para_ros.deploy.graph`) when a calibration fi
 """
 from __future__ import annotations
 
+from geometry_msgs.msg import TransformStamped
 from rclpy.node import Node
 
+from para_ros.adapters.tf import StaticTransformBroadcaster
+from para_ros.adapters.transforms import matrix_to_transform
+from para_ros.calibration.consumers import static_transforms
 from para_ros.nodes.parameters import Param, ParameterTable
+from para_ros.nodes.runtime import run_node
 
 NODE_NAME = "calibration_tf"
 
@@ -27,9 +32,6 @@ class CalibrationTfNode(Node):
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
         super().__init__(node_name, **kwargs)
-        from para_ros.adapters.tf import StaticTransformBroadcaster
-        from para_ros.calibration.consumers import static_transforms
-
         self.params = p = PARAMETERS.declare(self)
         if not p["calibration_file"]:
             raise ValueError("calibration_tf: set calibration_file to a calibration.yaml (para-calib solve writes one)")
@@ -43,10 +45,6 @@ class CalibrationTfNode(Node):
                                ", ".join(f"{parent} -> {child}" for parent, child, _ in transforms))
 
     def _msg(self, parent: str, child: str, T):
-        from geometry_msgs.msg import TransformStamped
-
-        from para_ros.adapters.transforms import matrix_to_transform
-
         msg = TransformStamped()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id, msg.child_frame_id = parent, child
@@ -56,8 +54,6 @@ class CalibrationTfNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the node until Ctrl-C / SIGINT / SIGTERM."""
-    from para_ros.nodes.runtime import run_node
-
     return run_node(CalibrationTfNode, prog=NODE_NAME, description="Publish a calibration.yaml's camera transforms "
                     "on /tf_static.", default_params_file="calibration_tf.yaml", argv=argv,
                     epilog=PARAMETERS.help_text())

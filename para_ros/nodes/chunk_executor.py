@@ -18,11 +18,13 @@ at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunk
 Services ``~/stop`` and ``~/resume`` (``std_srvs/Trigger``): stop drops every chunk and, from the next tick on, every
 command holds the last commanded position; resume accepts chunks again from the measured joints. ``~/engage`` and
 ``~/disengage`` (``std_srvs/Trigger``) are the same two actions under the names of a hand-over: with ``auto_engage:
-false`` (the default, config/executor.yaml) the node starts DISENGAGED and publishes NOTHING on its command topics
-(the arm stays with its driver) until ``~/engage``, which hands the arm to the policy from the measured joints (no
-jump); ``~/disengage`` holds at once. ``auto_engage: true`` (set by the launchers for the simulated arm and by
-``--engage`` / ``engage:=true``) follows chunks from the start.
-Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: state, counters, the latest problem named, the tick
+false`` the node starts DISENGAGED and publishes NOTHING on its command topics (the arm stays with its driver) until
+``~/engage``, which hands the arm to the policy from the measured joints (no jump); ``~/disengage`` holds at once.
+``auto_engage: true`` follows chunks from the start (the default is false, in the table and config/executor.yaml; the
+launchers set true for the simulator, and for a real arm only when asked: ``--engage`` / ``engage:=true``).
+Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: the safety state ``mode`` with every change of it
+named (``last_transition``, ``recent_transitions``; ``para_ros.execution.executor_state``), the tick's activity
+``state``, counters, the latest problem named, the tick
 time of the latest command and when the latest chunk was accepted, on the node's clock) and the
 commanded tool pose (``PoseStamped``, FK of each command, stamped with the time it is meant for: tick +
 ``command_lookahead_s``) on ``commanded_pose_topic`` for rviz.
@@ -74,20 +76,24 @@ from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from para_ros.execution.backends import I2rtSdkBackend
-from para_ros.execution.chunk import IMPLAUSIBLE_SPEED_MODES, OUT_OF_WORKSPACE_MODES
+from para_ros.execution.chunk import IMPLAUSIBLE_SPEED_MODES, OUT_OF_WORKSPACE_MODES, ChunkChecks
 from para_ros.execution.control_loop import FixedRateLoop, request_fifo
 from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOINT_STATE_PROBLEM, STOPPED,
-                                              TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorCore)
-from para_ros.nodes.health import HealthReporter
+                                              TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorConfig, ExecutorCore)
+from para_ros.execution.smoothing import JerkLimits
+from para_ros.execution.timeline import BlendConfig
+from para_ros.nodes.health import ERROR, OK, WARN, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
+from para_ros.nodes.runtime import run_node, time_jump_text
 from para_ros.robot.yam import load_yam_config
 from para_ros.robot.yam_frames import YamFrames
 from para_ros.ros_io.chunk_msg import chunk_from_msg
 from para_ros.ros_io.sdk_state import SdkStatePublisher
-from para_ros.ros_io.topic_backends import JointTrajectoryBackend, PoseBackend, pose_stamped
+from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, JointTrajectoryBackend, PoseBackend, pose_stamped
 
 
 NODE_NAME = "chunk_executor"
@@ -219,10 +225,6 @@ def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
 
 def build_executor_config(p: dict, yam):
     """ExecutorConfig from the node's parameter values and the YAM config (limits give the workspace box)."""
-    from para_ros.execution.chunk import ChunkChecks
-    from para_ros.execution.executor_core import ExecutorConfig
-    from para_ros.execution.smoothing import JerkLimits
-    from para_ros.execution.timeline import BlendConfig
 
     checks = ChunkChecks(
         world_frame=yam.model.world_frame, tool_frames=(yam.model.tool_site,), max_age_s=p["max_chunk_age_s"],
@@ -268,7 +270,6 @@ def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], d
 
     :returns: (level: ``para_ros.nodes.health`` OK / WARN / ERROR, problem texts, the counters to pass as ``previous`` next)
     """
-    from para_ros.nodes.health import ERROR, OK, WARN
 
     counters = {name: getattr(status, name) for name, _, _ in EVENT_PROBLEMS}
     problems = [f"{key}: {message}" for key, message in status.problems.items()]
@@ -310,10 +311,6 @@ class JointStateWatch:
     """
 
     def __init__(self, node, topic: str, names: tuple[str, ...], now_s):
-        from sensor_msgs.msg import JointState
-
-        from para_ros.ros_io.topic_backends import JOINT_STATE_QOS
-
         self.names = tuple(names)
         self._now_s = now_s
         self._heard: dict[str, float] = {}
@@ -350,6 +347,7 @@ class ChunkExecutorNode(Node):
         self.params = p = PARAMETERS.declare(self)
         self.yam = load_yam_config(p["yam_config"] or None)
         if p["calibration_file"]:  # the calibrated wrist mount replaces the CAD one
+            # OpenCV (the file's board): loaded only with a calibration_file
             from para_ros.calibration.consumers import wrist_mount
             self.yam = dataclasses.replace(self.yam, wrist_camera=wrist_mount(p["calibration_file"],
                                                                               self.yam.wrist_camera))
@@ -487,8 +485,6 @@ class ChunkExecutorNode(Node):
     def _after_time_jump(self, jump) -> None:
         """rclpy post-jump callback: say what happened (log, diagnostics)."""
         try:
-            from para_ros.nodes.runtime import time_jump_text
-
             what = time_jump_text(jump, self.now_s())
             self.core.describe_time_jump(what)
             self.get_logger().warning(f"{what}: chunks dropped; sending nothing until a joint state on the new "
@@ -585,6 +581,8 @@ class ChunkExecutorNode(Node):
             "joint_state_age_s": repr(s.joint_state_age_s), "last_joint_state_s": repr(s.last_joint_state_s),
             "joint_state_losses": s.joint_state_losses, "chunks_ignored_no_state": s.chunks_ignored_no_state,
             "time_jumps_back": s.time_jumps_back, "last_time_jump": s.last_time_jump,
+            "mode": s.mode, "transitions": s.transitions, "last_transition": s.last_transition,
+            "recent_transitions": "; ".join(s.recent_transitions),
             "control_rate_hz": self.params["control_rate_hz"],
             "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
             "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
@@ -615,7 +613,6 @@ class ChunkExecutorNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``chunk_executor [--params-file FILE] [--ros-args ...]``."""
-    from para_ros.nodes.runtime import run_node
 
     return run_node(ChunkExecutorNode, prog="chunk_executor", description=__doc__.split("\n\n")[0],
                     default_params_file="executor.yaml", argv=argv, epilog=PARAMETERS.help_text())

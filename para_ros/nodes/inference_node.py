@@ -58,30 +58,35 @@ time base is the observation stamp, step i at ``stamp + i * frame_stride / datas
 """
 from __future__ import annotations
 
+import array
 import threading
 import time
 
 import numpy as np
-
-from para_msgs.msg import ActionChunk
 from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from rclpy.time import Time
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState, PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES
+from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES, V4Config
 from para_core.model.decoding import DECODING_MODES, DecodingConfig
-from para_ros.adapters.tf import Buffer, TransformListener
+from para_core.model.policy import Policy
+from para_msgs.msg import ActionChunk
+from para_ros.adapters.tf import Buffer, TransformException, TransformListener
 from para_ros.execution.chunk import ChunkChecks
 from para_ros.inference.pipeline import InferencePipeline, PairingSettings
 from para_ros.nodes.health import HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
+from para_ros.nodes.runtime import run_node, time_jump_text
 from para_ros.observation.builder import ObservationProblem, ObservationSettings, matrix_is_finite
+from para_ros.observation.ee_from_joints import EeFromJoints
+from para_ros.ros_io.chunk_msg import action_chunk_msg
 from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
+from para_ros.ros_io.rviz import chunk_markers, voxel_cloud
 from para_ros.stamps import stamp_to_ns
-
 
 # The clock stepping back at least this far is a jump (reset, loop) that clears the node's history; less is a clock
 # publisher's jitter. The executor's value (para_ros.execution.executor_core.TIME_JUMP_BACK_MIN_S, reasons there).
@@ -181,8 +186,6 @@ class InferenceNode(Node):
                              "(forward kinematics of /joint_states)")
         self.ee_from_joints = None
         if p["ee_source"] == "joint_states":
-            from para_ros.observation.ee_from_joints import EeFromJoints
-
             self.ee_from_joints = EeFromJoints(p["yam_config"] or None)
         self.policy = self._load_policy(p)
         self.views = tuple(self.policy.view_names)
@@ -269,9 +272,6 @@ class InferenceNode(Node):
         self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 
     def _load_policy(self, p):
-        from para_core.model.config import V4Config
-        from para_core.model.policy import Policy
-
         device = None if p["device"] == "auto" else p["device"]
         keep = p["keep_freed_memory"]  # on a CPU device only
         decoding = DecodingConfig(mode=p["decoding"], top_k=int(p["decoding_top_k"]),
@@ -301,8 +301,6 @@ class InferenceNode(Node):
     def _after_time_jump(self, jump) -> None:
         """rclpy post-jump callback: count it and say what happened (diagnostics, log)."""
         try:
-            from para_ros.nodes.runtime import time_jump_text
-
             what = time_jump_text(jump, self.get_clock().now().nanoseconds / 1e9)
             self.health.count("time_jumps_back")
             self.health.set_value("last_time_jump", what)
@@ -360,9 +358,6 @@ class InferenceNode(Node):
 
     def _publish(self, prediction) -> None:
         """The chunk, then its markers, voxels and overlay (they never delay the chunk)."""
-        from para_ros.ros_io.chunk_msg import action_chunk_msg
-        from para_ros.ros_io.rviz import chunk_markers, voxel_cloud
-
         msg = action_chunk_msg(prediction.output, prediction.stamp_ns, self.params["world_frame"],
                                self.params["ee_frame"], self.policy.model_id, into=self._chunk_msg)
         header = msg.header  # one message, refilled per chunk
@@ -383,8 +378,6 @@ class InferenceNode(Node):
 
     def _publish_overlay(self, header, rgb) -> None:
         """The first view with the tool frame and the predicted path, as an rgb8 Image."""
-        import array
-
         img = Image()
         img.header.stamp = header.stamp
         img.header.frame_id = self.pipeline.camera_frames.get(self.views[0], "")
@@ -396,10 +389,6 @@ class InferenceNode(Node):
     def _lookup(self, frame: str, stamp_ns: int, wait: bool = True, what: str | None = None) -> np.ndarray:
         """(4, 4) ``T_world_frame`` at ``stamp_ns`` from TF, waiting up to ``tf_timeout_s`` when ``wait``; raises
         ``ObservationProblem`` (``tf``), its message prefixed with ``what`` when given."""
-        from rclpy.time import Time
-
-        from para_ros.adapters.tf import TransformException
-
         world = self.params["world_frame"]
         prefix = f"{what}: " if what else ""
         try:
@@ -432,8 +421,6 @@ class InferenceNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the inference node (``ros2 run para_ros inference_node --ros-args -p checkpoint:=DIR``)."""
-    from para_ros.nodes.runtime import run_node
-
     return run_node(InferenceNode, prog="inference_node", description=__doc__.split("\n\n")[0],
                     default_params_file="inference.yaml", argv=argv, epilog=PARAMETERS.help_text())
 

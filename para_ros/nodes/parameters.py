@@ -10,17 +10,18 @@ Types are applied the same way in every node: an integer is accepted for a doubl
 parameter, the value and what it expected. (Parameters are declared with dynamic typing so that rclpy lets the integer
 through to this check instead of failing the start with a type exception.)
 
-``python -m para_ros.nodes.parameters --write`` regenerates ``config/*.yaml`` from the tables; a test checks that the
-shipped files and the tables agree.
+The registry of every node's table (``parameter_registry``) regenerates ``config/*.yaml`` from the tables
+(``python -m para_ros.nodes.parameter_registry --write``); a test checks that the shipped files and the tables agree.
 """
 from __future__ import annotations
 
-import argparse
+import json
 import math
-import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from rcl_interfaces.msg import ParameterDescriptor, ParameterType, SetParametersResult
 
 KINDS = ("bool", "int", "float", "str", "float_list", "str_list")
 
@@ -163,8 +164,6 @@ class ParameterTable:
     def declare(self, node, params: Sequence[Param] | None = None) -> dict:
         """Declare the table's parameters (or ``params``: extra ones known only at run time, e.g. per camera view) on
         the rclpy ``node`` and return their coerced values. :raises ValueError: a bad value, naming it."""
-        from rcl_interfaces.msg import ParameterDescriptor, ParameterType
-
         values = {}
         for p in (self.params if params is None else params):
             descriptor = ParameterDescriptor(description=p.description, additional_constraints=p.constraints(),
@@ -181,8 +180,6 @@ class ParameterTable:
         """Validate every later change (of the table's parameters and ``extra``) and hand the coerced values of the
         dynamic ones to ``apply``, which may raise ValueError to refuse. A read-only one is refused with a reason
         (rclpy refuses it first when it was declared read-only)."""
-        from rcl_interfaces.msg import SetParametersResult
-
         known = {**self.by_name, **{p.name: p for p in extra}}
 
         def callback(changes):
@@ -213,9 +210,10 @@ class ParameterTable:
     def yaml_text(self) -> str:
         """The shipped ``config/<file>.yaml``: header, then each parameter with its description as a comment."""
         lines = [f"# {line}".rstrip() for line in self.header.strip().splitlines()] if self.header else []
-        lines += [f"# Generated from the parameter table in para_ros/nodes/ (python -m para_ros.nodes.parameters "
-                  "--write);", "# edit the table, not this file. Set any of them with -p name:=value or your own "
-                  "--params-file.", f"{self.node_name}:", "  ros__parameters:"]
+        lines += ["# Generated from the parameter table in para_ros/nodes/ (python -m "
+                  "para_ros.nodes.parameter_registry --write);",
+                  "# edit the table, not this file. Set any of them with -p name:=value or your own --params-file.",
+                  f"{self.node_name}:", "  ros__parameters:"]
         for p in self.params:
             if p.section:
                 lines.append(f"    # --- {p.section}")
@@ -239,8 +237,6 @@ class ParameterTable:
 
 
 def _yaml_value(v) -> str:
-    import json
-
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
@@ -249,63 +245,3 @@ def _yaml_value(v) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_yaml_value(x) for x in v) + "]"
     return repr(v)
-
-
-def tables() -> dict[str, tuple[ParameterTable, str]]:
-    """Every node's table and its shipped file name."""
-    from para_ros.nodes.calibration_tf import PARAMETERS as calibration_tf
-    from para_ros.nodes.chunk_executor import PARAMETERS as executor
-    from para_ros.nodes.inference_node import PARAMETERS as inference
-    from para_ros.nodes.sim_node import PARAMETERS as sim
-
-    return {"chunk_executor": (executor, "executor.yaml"), "inference_node": (inference, "inference.yaml"),
-            "sim_node": (sim, "sim.yaml"), "calibration_tf": (calibration_tf, "calibration_tf.yaml")}
-
-
-def check_node_params(node_params: Mapping[str, Mapping[str, object]]) -> dict[str, dict[str, object]]:
-    """``node_params`` ({node: {name: value}}, e.g. from ``--node-param``) with each value coerced by its node's table.
-
-    :raises ValueError: an unknown node or parameter, or a value its table refuses (range, choices, type), named.
-    """
-    if not node_params:
-        return {}
-    known = tables()
-    out: dict[str, dict[str, object]] = {}
-    for node, values in node_params.items():
-        if node not in known:
-            raise ValueError(f"--node-param: no node {node!r} in the graph (nodes: {', '.join(known)})")
-        table = known[node][0]
-        unknown = sorted(set(values) - set(table.defaults()))
-        if unknown:
-            raise ValueError(f"--node-param: {node} has no parameter {', '.join(map(repr, unknown))} "
-                             f"(`{node} --help` lists them)")
-        coerced = table.coerce_all(values)
-        out[node] = {name: coerced[name] for name in values}
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m para_ros.nodes.parameters",
-                                     description="Check (default) or --write config/*.yaml from the nodes' parameter "
-                                                 "tables.")
-    parser.add_argument("--write", action="store_true", help="rewrite the files from the tables")
-    args = parser.parse_args(argv)
-    from para_ros.paths import REPO_ROOT
-
-    stale = []
-    for name, (table, file_name) in tables().items():
-        path = REPO_ROOT / "config" / file_name
-        text = table.yaml_text()
-        if args.write:
-            path.write_text(text)
-            print(f"wrote {path}")
-        elif not path.exists() or path.read_text() != text:
-            stale.append(str(path))
-    if stale:
-        print("out of date with the parameter tables (run with --write): " + ", ".join(stale), file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

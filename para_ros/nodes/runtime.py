@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from para_ros.dds_env import apply_loopback_dds_env
+from para_ros.paths import config_file
 
 
 def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -67,11 +68,10 @@ def run_node(build_node: Callable[[], object], *, prog: str, description: str, d
     if before_init is not None:
         before_init(args)
 
-    import rclpy
+    import rclpy  # rclpy: loaded on first use, not on import
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
-    from para_ros.paths import config_file
 
     params_file = args.params_file or str(config_file(default_params_file))
     node_args = ["--ros-args", "--params-file", params_file] if params_file.lower() != "none" else []

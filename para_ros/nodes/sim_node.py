@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import array
 import json
+import os
 import time
 
 import numpy as np
@@ -55,6 +56,8 @@ from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaste
 from para_ros.adapters.transforms import matrix_to_transform
 from para_ros.nodes.health import ERROR, HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
+from para_ros.nodes.runtime import run_node
+from para_ros.observation.camera_model import camera_info_fields
 from para_ros.sim.calibration_params import CALIBRATION_PARAMS, sim_config_fields, told_frames_from_params
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
@@ -256,8 +259,6 @@ class SimNode(Node):
 
     # ---- publishing -------------------------------------------------------------------------------------
     def _camera_info(self, cam: str, frame_id: str) -> CameraInfo:
-        from para_ros.observation.camera_model import camera_info_fields
-
         K = self.sim.intrinsics(cam, self.width, self.height)  # (3, 3), para_core pixel-centre convention
         info = CameraInfo(**camera_info_fields(K))  # ROS/OpenCV convention: cx, cy 0.5 px lower
         info.header.frame_id = frame_id
@@ -380,9 +381,7 @@ class SimNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the node until Ctrl-C / SIGINT / SIGTERM."""
-    import os
 
-    from para_ros.nodes.runtime import run_node
 
     os.environ.setdefault("MUJOCO_GL", "egl")
 

@@ -162,7 +162,7 @@ def build_observation(settings: ObservationSettings, stamp_ns: int, images: Sequ
     :param info_sources: per view, where its CameraInfo comes from (a topic), for the "no CameraInfo" message.
     :raises ObservationProblem: the first check that failed, naming the camera.
     """
-    from para_ros.adapters.cv_bridge import CvBridgeError, image_msg_to_rgb
+    from para_ros.adapters.cv_bridge import CvBridgeError, image_msg_to_rgb  # rclpy: loaded on first use, not on import
 
     views = settings.view_names
     if len(images) != len(views) or len(infos) != len(views):

@@ -13,6 +13,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from para_ros.robot.yam import load_yam_config
+from para_ros.robot.yam_ik import YamKinematics
+
 
 class JointStateHistory:
     """Recent arm joint positions by stamp (ns), interpolated on request. Thread-safe."""
@@ -66,9 +69,6 @@ class EeFromJoints:
     """``T_base_tool`` at a stamp from a :class:`JointStateHistory` and the YAM's forward kinematics."""
 
     def __init__(self, yam_config_path: str | None = None, history_s: float = 10.0):
-        from para_ros.robot.yam import load_yam_config
-        from para_ros.robot.yam_ik import YamKinematics
-
         yam = load_yam_config(yam_config_path)
         self.base_frame = yam.model.world_frame
         self.history = JointStateHistory(yam.model.joint_names, history_s)

@@ -15,6 +15,7 @@ Pure Python on integer nanosecond stamps (no ROS types), so the timing rules are
 """
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -145,7 +146,6 @@ def past_positions(ee_xyz_at, stamp_ns: int, n: int, step_dt_s: float, current_x
 def sample_and_hold(stamps_ns, values, stamp_ns: int):
     """The value of the newest sample at or before ``stamp_ns`` (the first sample when all are newer); None when there
     are none. ``stamps_ns`` ascending. One rule for the live node and the bag tools (the gripper at an image stamp)."""
-    import bisect
 
     if len(stamps_ns) == 0:
         return None

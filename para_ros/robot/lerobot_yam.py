@@ -15,6 +15,9 @@ import numpy as np
 
 from para_core.calibration.calibration_file import CalibrationFile
 from para_core.data.lerobot_dataset import LeRobotDataError
+from para_ros.observation.camera_model import ros_K_to_para
+from para_ros.robot.yam import WristCameraMount, load_yam_config
+from para_ros.robot.yam_frames import YamFrames
 
 VIEW_TO_CALIBRATION_CAMERA = {"scene": "scene_cam", "wrist": "wrist_cam"}
 
@@ -27,8 +30,6 @@ def intrinsics_from_calibration(calibration: CalibrationFile, views=("scene", "w
     :param image_wh: view -> (width, height) of the dataset's images. A camera whose ``image_size`` differs raises
         LeRobotDataError: its matrix does not describe those images.
     """
-    from para_ros.observation.camera_model import ros_K_to_para
-
     out = {}
     for view in views:
         name = VIEW_TO_CALIBRATION_CAMERA.get(view)
@@ -59,9 +60,6 @@ def ignored_distortion(calibration: CalibrationFile, views=("scene", "wrist")) -
 
 def yam_joints_to_poses(calibration: CalibrationFile, views=("scene", "wrist"), yam_config_path: str | None = None):
     """-> callable (N, 6) arm joints, radians -> (T_base_tool (N, 4, 4), {view: T_base_cam (N, 4, 4)})."""
-    from para_ros.robot.yam import WristCameraMount, load_yam_config
-    from para_ros.robot.yam_frames import YamFrames
-
     cfg = load_yam_config(yam_config_path)
     cams = calibration.cameras
     mount = cfg.wrist_camera

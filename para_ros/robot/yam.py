@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from para_core.model.rotations import make_matrix
+from para_ros.paths import config_file
+
 N_ARM_JOINTS = 6
 WORKSPACE_TOL_M = 1e-6  # slack of the workspace box test (floating point only)
 
@@ -121,7 +124,6 @@ class WristCameraMount:
 
     def T_parent_camera(self) -> np.ndarray:
         """(4, 4) pose of the optical frame in ``parent_frame``."""
-        from para_core.model.rotations import make_matrix
         return make_matrix(self.xyz_m, self.quat_xyzw)
 
 
@@ -138,7 +140,6 @@ def load_yam_config(path: str | Path | None = None) -> YamConfig:
     :raises ValueError: naming the file and the bad or missing key.
     """
     if path is None or str(path) == "":
-        from para_ros.paths import config_file
         path = config_file("yam.yaml")
     path = Path(path)
     data = yaml.safe_load(path.read_text()) or {}

@@ -11,10 +11,10 @@ ROS-free; not thread-safe (one SDK ``Kinematics`` instance per :class:`YamFrames
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from para_ros.robot.yam import WristCameraMount
+from para_ros.robot.yam_ik import load_sdk_kinematics
 
 N_ARM_JOINTS = 6
 ARM_LINK_CHAIN = ("base", "link1", "link2", "link3", "link4", "link5", "gripper")
@@ -30,7 +30,6 @@ class YamFrames:
 
     def __init__(self, mount: WristCameraMount, arm_type: str = "yam", gripper_type: str = "linear_4310",
                  tool_site: str = "grasp_site"):
-        from para_ros.robot.yam_ik import load_sdk_kinematics
 
         self._kin = load_sdk_kinematics(arm_type, gripper_type, tool_site)
         self._config = self._kin._configuration  # the SDK Kinematics' mink configuration (bodies' FK)

@@ -33,13 +33,14 @@ class IkResult:
 
 def combined_yam_xml(arm_type: str = "yam", gripper_type: str = "linear_4310") -> str:
     """Path of a freshly written combined arm + gripper MJCF (the caller deletes it after loading)."""
+    # i2rt: loaded on first use, not on import
     from i2rt.robots.utils import ArmType, GripperType, combine_arm_and_gripper_xml
     return combine_arm_and_gripper_xml(ArmType.from_string_name(arm_type), GripperType.from_string_name(gripper_type))
 
 
 def load_sdk_kinematics(arm_type: str = "yam", gripper_type: str = "linear_4310", tool_site: str = "grasp_site"):
     """The I2RT SDK's ``Kinematics`` (mink) of the combined arm + gripper model; the temporary MJCF is removed."""
-    from i2rt.robots.kinematics import Kinematics
+    from i2rt.robots.kinematics import Kinematics  # i2rt: loaded on first use, not on import
 
     xml = combined_yam_xml(arm_type, gripper_type)
     try:
@@ -62,7 +63,7 @@ class YamKinematics:
 
     def __init__(self, arm_type: str = "yam", gripper_type: str = "linear_4310", tool_site: str = "grasp_site",
                  position_tol_m: float = 5e-4, rotation_tol_rad: float = 5e-3, max_iters: int = 40):
-        import mink
+        import mink  # mink: loaded on first use, not on import
 
         for name, value in (("position_tol_m", position_tol_m), ("rotation_tol_rad", rotation_tol_rad)):
             if not value > 0:

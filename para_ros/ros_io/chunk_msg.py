@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from para_core.model.rotations import unit_quaternions
 from para_ros.execution.chunk import Chunk
 from para_ros.stamps import s_to_fields, set_stamp, stamp_to_s
 
@@ -49,7 +50,7 @@ def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None, into=None):
     result is the message a fresh one would be, whatever ``into`` held before; rclpy serialises at ``publish``, so
     refilling a published message is safe.
     """
-    from builtin_interfaces.msg import Duration
+    from builtin_interfaces.msg import Duration  # rclpy: loaded on first use, not on import
     from geometry_msgs.msg import Pose
     from para_msgs.msg import ActionChunk
 
@@ -93,7 +94,6 @@ def action_chunk_msg(out, stamp_ns: int, world_frame: str, tool_frame: str, mode
     :param out: a ``PolicyOutput`` (positions_world (T, 3), quaternions_xyzw (T, 4), gripper, confidence,
         time_offsets_s).
     """
-    from para_core.model.rotations import unit_quaternions
 
     return chunk_to_msg(Chunk(
         stamp_s=0.0, time_from_stamp_s=np.asarray(out.time_offsets_s, dtype=float),

@@ -5,6 +5,7 @@ Message construction only; the numbers come from ``para_core.model.policy.Policy
 from __future__ import annotations
 
 import numpy as np
+from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point
 from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import ColorRGBA, Header
@@ -80,8 +81,6 @@ def cloud_to_array(msg: PointCloud2) -> np.ndarray:
 
 
 def _duration(seconds: float):
-    from builtin_interfaces.msg import Duration
-
     ns = int(round(seconds * 1e9))
     sec, nanosec = ns_to_fields(ns)
     return Duration(sec=sec, nanosec=nanosec)

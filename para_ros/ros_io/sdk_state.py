@@ -46,7 +46,7 @@ class SdkStatePublisher:
         self.pub = node.create_publisher(JointState, topic, QoSProfile(depth=10))
         self.tf_broadcaster = None
         if frames is not None:
-            from para_ros.adapters.tf import TransformBroadcaster
+            from para_ros.adapters.tf import TransformBroadcaster  # tf2_ros: only with frames to broadcast
             self.tf_broadcaster = TransformBroadcaster(node)
         self.published = 0
         self.failures = 0

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from para_ros.observation.camera_model import camera_info_fields
 from para_ros.stamps import set_stamp, stamp_to_ns
 
 DEFAULT_IMAGE_SIZE = 64
@@ -22,15 +23,15 @@ class SyntheticRig:
 
     def __init__(self, T_scene: np.ndarray, T_wrist: np.ndarray, T_ee: np.ndarray, seed: int = 0,
                  image_size: int = DEFAULT_IMAGE_SIZE, K: np.ndarray = DEFAULT_K, node_name: str = "synthetic_rig"):
-        import rclpy
+        import rclpy  # rclpy: loaded on first use, not on import
+        from diagnostic_msgs.msg import DiagnosticArray
+        from para_msgs.msg import ActionChunk
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import qos_profile_sensor_data
-        from diagnostic_msgs.msg import DiagnosticArray
-        from sensor_msgs.msg import CameraInfo, Image, JointState
+        from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
         from visualization_msgs.msg import MarkerArray
-        from sensor_msgs.msg import PointCloud2
-        from para_msgs.msg import ActionChunk
 
+        # rclpy: loaded on first use, not on import
         from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
 
         self.T_scene, self.T_wrist, self.T_ee, self.K = T_scene, T_wrist, T_ee, np.asarray(K, dtype=np.float64)
@@ -60,8 +61,9 @@ class SyntheticRig:
         return self.node.get_clock().now().nanoseconds
 
     def transform(self, parent, child, T, stamp_ns):
-        from para_ros.adapters.transforms import matrix_to_transform
-        from geometry_msgs.msg import TransformStamped
+        from geometry_msgs.msg import TransformStamped  # rclpy: loaded on first use, not on import
+
+        from para_ros.adapters.transforms import matrix_to_transform  # rclpy: loaded on first use, not on import
 
         t = TransformStamped()
         t.header.frame_id, t.child_frame_id = parent, child
@@ -71,9 +73,8 @@ class SyntheticRig:
 
     def camera_info(self, view, stamp_ns, K_ros=None, width=None, height=None):
         """CameraInfo of a view: the rig's K (``para_core`` convention) converted to ROS, or ``K_ros`` verbatim."""
-        from sensor_msgs.msg import CameraInfo
+        from sensor_msgs.msg import CameraInfo  # rclpy: loaded on first use, not on import
 
-        from para_ros.observation.camera_model import camera_info_fields
 
         width = self.image_size if width is None else width
         height = self.image_size if height is None else height
@@ -85,7 +86,7 @@ class SyntheticRig:
         return info
 
     def image(self, view, stamp_ns, rgb=None, encoding="rgb8"):
-        from sensor_msgs.msg import Image
+        from sensor_msgs.msg import Image  # rclpy: loaded on first use, not on import
 
         rgb = self.images[view] if rgb is None else rgb
         msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, is_bigendian=0,
@@ -96,8 +97,8 @@ class SyntheticRig:
 
     def compressed(self, view, stamp_ns, rgb=None, fmt="png"):
         """The view's image as a ``CompressedImage`` (png: lossless, so it decodes to the same pixels)."""
-        import cv2
-        from sensor_msgs.msg import CompressedImage
+        import cv2  # cv2: loaded on first use, not on import
+        from sensor_msgs.msg import CompressedImage  # rclpy: loaded on first use, not on import
 
         rgb = self.images[view] if rgb is None else rgb
         ok, data = cv2.imencode(f".{fmt}", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
@@ -119,7 +120,7 @@ class SyntheticRig:
         replace the messages of a view; ``transforms`` replaces the moving frames' TF (built beforehand by
         :meth:`observation_transforms`); ``tf_lead_s`` is how long TF goes out before the images.
         """
-        from sensor_msgs.msg import JointState
+        from sensor_msgs.msg import JointState  # rclpy: loaded on first use, not on import
 
         if "tf" not in skip:
             tfs = self.observation_transforms(stamp_ns, T_wrist, T_ee) if transforms is None else list(transforms)

@@ -23,7 +23,7 @@ def call_service(client, request=None, timeout_s: float = 10.0):
 def reset_task(params_client, reset_client, seed: int) -> dict:
     """Set ``task_seed`` on the sim node (``params_client``: its ``set_parameters`` service), call ``reset_task``
     (``reset_client``) and return the layout it applied (the service's JSON answer)."""
-    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue  # rclpy: loaded on first use, not on import
     from rcl_interfaces.srv import SetParameters
 
     req = SetParameters.Request()

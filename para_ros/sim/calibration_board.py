@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from para_ros.sim.cameras import rotation_matrix_to_quat_wxyz
+
 BOARD_BODY = "calibration_board"
 BOARD_GEOM = "calibration_board_face"
 BOARD_BACKING_GEOM = "calibration_board_backing"
@@ -146,7 +148,7 @@ class BoardMount:
     def add_to_spec(self, spec) -> None:
         """Add the board (texture, material, body ``calibration_board`` = the board frame, its two geoms) to an
         ``mujoco.MjSpec``. No collisions, no mass: the board never disturbs the arm or the objects."""
-        import mujoco
+        import mujoco  # mujoco: loaded on first use, not on import
 
         rgb, margin_m = self.texture()
         H, W = rgb.shape[:2]
@@ -198,6 +200,4 @@ class BoardMount:
 
 
 def _quat_wxyz(R: np.ndarray) -> list[float]:
-    from para_ros.sim.cameras import rotation_matrix_to_quat_wxyz
-
     return [float(v) for v in rotation_matrix_to_quat_wxyz(np.asarray(R, dtype=np.float64))]

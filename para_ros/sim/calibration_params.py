@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from para_ros.nodes.parameters import Param
-from para_ros.sim.calibration_board import BOARD_MOUNTS, BoardMount, offset_T
+from para_ros.sim.calibration_board import BOARD_MOUNTS, BoardMount, default_T_parent_board, offset_T
 from para_ros.sim.told_frames import (
     SCENE_CAM_TF_CHOICES,
     WRIST_CAM_TF_CHOICES,
@@ -50,7 +50,7 @@ CALIBRATION_PARAMS = [
 
 def board_spec_from_params(p: dict):
     """The :class:`para_core.calibration.board.CharucoBoardSpec` the parameters describe."""
-    from para_core.calibration.board import CharucoBoardSpec
+    from para_core.calibration.board import CharucoBoardSpec  # OpenCV: loaded only when the scene has a board
 
     return CharucoBoardSpec(squares_x=int(p["board_squares_x"]), squares_y=int(p["board_squares_y"]),
                             square_m=float(p["board_square_m"]), marker_m=float(p["board_marker_m"]),
@@ -61,8 +61,6 @@ def sim_config_fields(p: dict) -> dict:
     """``SimConfig`` keyword arguments for the board and the true camera offsets."""
     board = None
     if p["calibration_board"] != "none":
-        from para_ros.sim.calibration_board import default_T_parent_board
-
         spec = board_spec_from_params(p)
         T = default_T_parent_board(p["calibration_board"], spec.size_m)
         xyz, rpy = p["calibration_board_xyz_m"], p["calibration_board_rpy_deg"]

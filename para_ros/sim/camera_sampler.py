@@ -21,12 +21,14 @@ again while a draw would not see the whole workspace.
 """
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from para_ros.sim.cameras import look_at_T_world_cam
+from para_ros.paths import shipped_node_params
+from para_ros.sim.cameras import intrinsics_from_fovy, look_at_T_world_cam
 from para_ros.sim.pick_place import PickPlaceConfig
 
 # Extra entropy mixed into an episode's seed for its camera draw, so the camera does not reuse the layout's numbers.
@@ -44,7 +46,7 @@ class NominalCamera:
 
     @classmethod
     def from_sim_config(cls, config=None) -> "NominalCamera":
-        from para_ros.sim.yam_scene import SimConfig
+        from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
         c = config or SimConfig()
         return cls(tuple(c.scene_cam_pos_m), tuple(c.scene_cam_look_at_m), tuple(c.scene_cam_up_hint),
@@ -133,10 +135,9 @@ def workspace_points_m(task: PickPlaceConfig | None = None, n_per_side: int = 7,
 def visible_mask(points_m: np.ndarray, T_world_cam: np.ndarray, fovy_deg: float, width: int, height: int
                  ) -> np.ndarray:
     """Which world points (N, 3) project inside a ``width`` x ``height`` image of this camera, in front of it. (N,)"""
-    import torch
+    import torch  # torch: loaded on first use, not on import (the sim's commands and the evaluator stay light)
 
-    from para_core.model.geometry import project
-    from para_ros.sim.cameras import intrinsics_from_fovy
+    from para_core.model.geometry import project  # torch: as above
 
     K = intrinsics_from_fovy(fovy_deg, width, height)
     uv, depth = project(torch.as_tensor(points_m, dtype=torch.float64), torch.as_tensor(K),
@@ -283,8 +284,6 @@ def apply_to_sim(sim, camera: SampledCamera) -> None:
 
 # ----------------------------------------------------------------------------------------------- command line
 def _pair(text: str) -> tuple[float, float]:
-    import argparse
-
     try:
         parts = [float(v) for v in text.split(",")]
     except ValueError:
@@ -327,9 +326,7 @@ def check_scene_camera_sees_workspace(T_world_cam: np.ndarray, sim_params: dict 
     """Refuse (ValueError, naming the visible fraction) a scene camera pose of the sim node that does not see at
     least ``min_fraction`` of the task's workspace; ``sim_params``: sim_node parameters that differ from
     ``config/sim.yaml`` (``scene_cam_fovy_deg``, ``image_width``, ``image_height``). Returns the visible fraction."""
-    from para_ros.deploy.launcher import _effective_params
-
-    params = _effective_params("config/sim.yaml", "sim_node", dict(sim_params or {}))
+    params = {**shipped_node_params("config/sim.yaml", "sim_node"), **(sim_params or {})}
     fovy, width, height = float(params["scene_cam_fovy_deg"]), int(params["image_width"]), int(params["image_height"])
     frac = visible_fraction(T_world_cam, fovy, width, height)
     if frac < min_fraction:

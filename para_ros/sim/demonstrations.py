@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from para_core.data.dataset import Episode
 from para_ros.sim.expert import ExpertConfig, plan_pick_place
 from para_ros.sim.pick_place import EpisodeMonitor, Layout, PickPlaceConfig, apply_layout, judge
 from para_ros.sim.yam_scene import CAMERA_NAMES, YamSim
@@ -79,7 +80,6 @@ def run_expert(sim: YamSim, kinematics, layout: Layout, *, record: bool = True, 
 
 def frames_to_episode(frames: dict, fps: float, meta: dict):
     """The recorded frames as a ``para_core.data.dataset.Episode``."""
-    from para_core.data.dataset import Episode
 
     return Episode(
         view_names=CAMERA_NAMES, stamps_ns=frames["stamps_ns"],

@@ -9,6 +9,7 @@ disjoint seed ranges still share no layout. The pad is wherever that layout puts
 """
 from __future__ import annotations
 
+import argparse
 import math
 import operator
 import re
@@ -104,8 +105,6 @@ def parse_region_arg(text: str | None) -> CubeRegion | None:
     """``--cube-region`` as an argparse type: None for an empty value, else a validated region."""
     if text is None or text == "":
         return None
-    import argparse
-
     try:
         return CubeRegion.parse(text)
     except ValueError as exc:

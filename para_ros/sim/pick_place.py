@@ -199,3 +199,14 @@ class EpisodeMonitor:
             return "fallen"
         near = self.release_error_m is not None and self.release_error_m <= 2.0 * self.config.success_tolerance_m
         return "misplaced" if near else "dropped"
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """95 % Wilson score interval of a success rate (``z`` = the normal quantile)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)

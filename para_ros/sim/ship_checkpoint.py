@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 from pathlib import Path
+
+from para_ros.paths import shipped_node_params
 
 # sim_node parameters a policy depends on: what its cameras see and how the task is laid out.
 SIM_KEYS = ("image_width", "image_height", "scene_cam_rate_hz", "wrist_cam_rate_hz", "scene_cam_fovy_deg",
@@ -19,9 +22,7 @@ SIM_KEYS = ("image_width", "image_height", "scene_cam_rate_hz", "wrist_cam_rate_
 
 
 def sim_settings() -> dict:
-    from para_ros.deploy.launcher import _effective_params
-
-    params = _effective_params("config/sim.yaml", "sim_node", {})
+    params = shipped_node_params("config/sim.yaml", "sim_node")
     return {k: params[k] for k in SIM_KEYS}
 
 
@@ -43,8 +44,6 @@ def demonstration_options(episode_dirs) -> dict:
 
 
 def _git_commit() -> str:
-    import subprocess
-
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
                               cwd=Path(__file__).resolve().parent).stdout.strip()
@@ -63,6 +62,7 @@ def main(argv=None) -> int:
                    "with the run's preset)")
     p.add_argument("--note", default="", help="a remark recorded in the recipe (e.g. why a run stopped early)")
     args = p.parse_args(argv)
+    # scipy, torch: loaded on first use, not on import
     from para_core.train.trainer import plot_metrics, read_metrics, read_run
 
     run = Path(args.run)

@@ -23,11 +23,14 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
+from para_ros.paths import shipped_node_params
 from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose, visible_fraction
+from para_ros.sim.layout_region import add_region_argument
 
 AXES = ("orbit", "height", "fovy")
 
@@ -80,7 +83,7 @@ def shift_and_rotation(T_from: np.ndarray, T_to: np.ndarray) -> tuple[tuple, tup
     """``para-sim eval``'s ``--camera-shift`` (metres, world) and ``--camera-rotate`` (rotation vector, degrees, world
     axes about the camera centre) that move camera pose ``T_from`` (4, 4) to ``T_to`` (4, 4) exactly (see
     ``para_ros.deploy.closed_loop.moved_camera_pose``)."""
-    from scipy.spatial.transform import Rotation
+    from scipy.spatial.transform import Rotation  # scipy: loaded on first use, not on import
 
     R_delta = T_to[:3, :3] @ T_from[:3, :3].T  # (3, 3) world-frame turn
     rotvec_deg = np.degrees(Rotation.from_matrix(R_delta).as_rotvec())  # (3,)
@@ -111,8 +114,6 @@ def _numbers(text: str) -> list[float]:
 
 
 def add_sweep_arguments(p) -> None:
-    from para_ros.sim.layout_region import add_region_argument
-
     p.add_argument("--checkpoint", required=True, metavar="[LABEL=]DIR[,...]",
                    help="checkpoint directories, comma-separated, each optionally labelled, e.g. "
                         "fixed=checkpoints/pick_place,regression=checkpoints/pick_place_regression")
@@ -174,10 +175,10 @@ def write_table(out: Path, points: list[SweepPoint], labels: list[str], results:
 
 def plot_sweep(data: dict, path: Path) -> Path | None:
     """Success rate (with Wilson interval bars) against the move, one panel per axis, one line per checkpoint."""
-    import matplotlib
+    import matplotlib  # matplotlib: loaded on first use, not on import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use
 
     nominal = next((p for p in data["points"] if p["axis"] == "nominal"), None)
     axes = [a for a in AXES if any(p["axis"] == a for p in data["points"])]
@@ -226,8 +227,7 @@ def _finished_summary(report_path: Path, episodes: int) -> dict | None:
 
 
 def cmd_sweep(args) -> int:
-    from datetime import datetime
-
+    # rclpy, OpenCV: the evaluation is loaded for the sweep only (importing this module stays ROS-free)
     from para_ros.deploy import graph
     from para_ros.deploy.closed_loop import EvalSettings, check_checkpoint_matches_sim, run_eval
 
@@ -248,9 +248,7 @@ def cmd_sweep(args) -> int:
                             cube_region=args.cube_region.text if args.cube_region else "")
     except ValueError as exc:
         return refuse(str(exc))
-    from para_ros.deploy.launcher import _effective_params
-
-    sim = _effective_params("config/sim.yaml", "sim_node", dict(node_params.get("sim_node", {})))
+    sim = {**shipped_node_params("config/sim.yaml", "sim_node"), **node_params.get("sim_node", {})}
     T_nominal = camera_pose(CameraMove(), nominal)[0]
     results: dict = {}
     plans = []

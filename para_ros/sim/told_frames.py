@@ -36,7 +36,7 @@ def _calibration_camera_T(calibration_file: str, camera: str, parent: str) -> np
     if not calibration_file:
         raise ValueError(f"{camera}_tf=calibration needs calibration_file: give the path of a calibration.yaml "
                          "(para-calib solve writes one)")
-    from para_core.calibration.calibration_file import load_calibration
+    from para_core.calibration.calibration_file import load_calibration  # OpenCV (the file's board): loaded only when a calibration file is given
 
     cal = load_calibration(calibration_file)
     if camera not in cal.cameras:

@@ -41,6 +41,9 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 
+from para_core.model.rotations import make_matrix
+from para_ros.robot.yam import load_yam_config
+from para_ros.sim.pick_place import sample_layout
 from para_ros.sim.cameras import (
     QUAT_WXYZ_MJCAM_OPTICAL,
     R_MJCAM_OPTICAL,
@@ -74,7 +77,6 @@ SEGMENT_FROM_END_M = (0.028, 0.060)
 def _wrist_mount_from_yam_yaml() -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The D405 wrist mount (flange ``gripper`` -> optical frame) from ``config/yam.yaml``'s ``wrist_camera``, the
     single source the executor's TF uses too: (xyz metres, quaternion (w, x, y, z) as MuJoCo wants it)."""
-    from para_ros.robot.yam import load_yam_config
 
     mount = load_yam_config().wrist_camera
     if mount.parent_frame != "gripper":
@@ -222,8 +224,6 @@ class SimConfig:
     def wrist_cam_true_T_gripper_cam(self) -> np.ndarray:
         """Where the wrist camera is rendered on body ``gripper`` (4, 4): the ``config/yam.yaml`` mount moved by
         ``wrist_cam_true_offset_T``."""
-        from para_core.model.rotations import make_matrix
-
         w, x, y, z = WRIST_CAM_QUAT_WXYZ_IN_GRIPPER
         T = make_matrix(WRIST_CAM_POS_IN_GRIPPER_M, (x, y, z, w))
         return T if self.wrist_cam_true_offset_T is None else T @ np.asarray(self.wrist_cam_true_offset_T).reshape(4, 4)
@@ -237,6 +237,7 @@ class SimConfig:
 
 def _load_sdk_spec() -> mujoco.MjSpec:
     """The SDK's combined YAM + linear_4310 MJCF as an MjSpec; the temporary XML the SDK writes is removed."""
+    # i2rt: loaded on first use, not on import
     from i2rt.robots.utils import ArmType, GripperType, combine_arm_and_gripper_xml
 
     path = combine_arm_and_gripper_xml(ArmType.YAM, GripperType.LINEAR_4310)
@@ -583,8 +584,6 @@ class YamSim:
         placed: list[np.ndarray] = []
         layout = None
         if self.has_target_pad() and self._cube_qadr:
-            from para_ros.sim.pick_place import sample_layout
-
             layout = sample_layout(int(seed) if seed is not None else int(rng.integers(0, 2**31 - 1)))
             self.set_target_position(layout.target_xy_m)
         for i, (qadr, dadr) in enumerate(zip(self._cube_qadr, self._cube_dadr)):

@@ -27,7 +27,7 @@ TIMELINE = "stamp"
 
 def probability_colors(prob: np.ndarray) -> np.ndarray:
     """(N,) probabilities -> (N, 3) uint8 viridis colours, scaled to the maximum."""
-    from matplotlib import colormaps
+    from matplotlib import colormaps  # matplotlib: loaded on first use, not on import
 
     p = np.asarray(prob, dtype=np.float64).reshape(-1)
     scale = p.max() if p.size and p.max() > 0 else 1.0
@@ -48,7 +48,7 @@ class RerunLog:
     """
 
     def __init__(self, path: str | Path, application_id: str = "para"):
-        import rerun as rr
+        import rerun as rr  # rerun (optional: requirements-data.txt): loaded on first use, not on import
 
         self.rr = rr
         self.path = Path(path)
@@ -130,7 +130,7 @@ class RerunLog:
 def read_entities(path: str | Path) -> dict[str, list[dict]]:
     """The rows of a ``.rrd`` file per entity path: ``{entity: [{column: value, ...}, ...]}`` (rerun's RrdReader);
     timestamp columns (the ``stamp`` timeline) as int nanoseconds. For tests and tools."""
-    import pyarrow as pa
+    import pyarrow as pa  # pyarrow, rerun (optional): loaded on first use, not on import
     from rerun.chunk import RrdReader
 
     out: dict[str, list[dict]] = {}

@@ -33,192 +33,48 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
+import torch
+from scipy.spatial.transform import Rotation
 
-from para_core.model.config import INFERENCE_DTYPES, PRESET_NAMES
-from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, select_by_fps
+from para_core.eval import figures
+from para_core.eval import metrics as ev
+from para_core.eval.calibration import contact_sheet
+from para_core.eval.method_figure import figure_numbers, method_figure_data, write_method_figure
+from para_core.model.config import INFERENCE_DTYPES, PRESET_NAMES, V4Config
+from para_core.model.policy import Policy
+from para_ros.bag import lerobot_export, view
+from para_ros.bag.extraction import (
+    add_topic_args,
+    extract,
+    frame_timing,  # noqa: F401 - para-bag extract's timing, tested through this module
+    progress,
+    topic_config,
+)
+from para_ros.bag.play import BagPlayer, PlayOptions, parse_remaps
+from para_ros.bag.reader import BagError, BagReader, make_typestore
+from para_ros.bag.view import argmax_voxels
+from para_ros.dds_env import apply_loopback_dds_env
+from para_ros.ros_io.chunk_msg import action_chunk_msg
 from para_ros.stamps import stamp_to_ns, stamp_to_s
+from para_ros.viz.rerun_log import RerunLog
 
 CHUNK_TOPIC = "/para/action_chunk"
 MARKER_TOPIC = "/para/markers"
 
 
-# ------------------------------------------------------------------------------------------------- arguments
-def _key_values(items, flag: str) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise SystemExit(f"{flag} {item!r}: use VIEW=TOPIC, e.g. {flag} scene=/cam0/image_raw")
-        key, value = item.split("=", 1)
-        out[key] = value
-    return out
-
-
-def _add_topic_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("topics and frames (defaults: the inference node's parameter file)")
-    g.add_argument("--params-file", default=None, help="inference node parameters YAML to take topics, frames and "
-                   "pairing from (default: config/inference.yaml)")
-    g.add_argument("--image-topic", action="append", metavar="VIEW=TOPIC",
-                   help="image topic of a view (repeatable); CompressedImage is found at TOPIC/compressed")
-    g.add_argument("--info-topic", action="append", metavar="VIEW=TOPIC", help="CameraInfo topic of a view")
-    g.add_argument("--image-transport", choices=("auto", "raw", "compressed"), default=None,
-                   help="auto (default): raw if the bag has it, else compressed")
-    g.add_argument("--tf-topic", default=None, help="default /tf")
-    g.add_argument("--tf-static-topic", default=None, help="default /tf_static")
-    g.add_argument("--joint-states-topic", default=None, help="default /joint_states ('' = no gripper)")
-    g.add_argument("--world-frame", default=None, help="default base")
-    g.add_argument("--ee-frame", default=None, help="default grasp_site")
-    g.add_argument("--gripper-joint", default=None, help="default gripper")
-    g.add_argument("--camera-matrix", choices=("k", "p"), default=None,
-                   help="CameraInfo matrix: k (raw images, default) | p (rectified images)")
-    g.add_argument("--pair-slop-s", type=float, default=None, help="max scene/wrist stamp difference, s (0.05)")
-    g.add_argument("--max-observation-age-s", type=float, default=None, help="stale-pair age, s (1.0)")
-
-
-def topic_config(args, view_names) -> BagTopicConfig:
-    overrides = {"view_names": tuple(view_names)}
-    for name in ("image_transport", "tf_topic", "tf_static_topic", "joint_states_topic", "world_frame", "ee_frame",
-                 "gripper_joint", "pair_slop_s", "max_observation_age_s", "camera_matrix"):
-        value = getattr(args, name)
-        if value is not None:
-            overrides[name] = value
-    cfg = BagTopicConfig.from_inference_yaml(args.params_file, **overrides)
-    cfg.image_topics.update(_key_values(args.image_topic, "--image-topic"))
-    cfg.info_topics.update(_key_values(args.info_topic, "--info-topic"))
-    return BagTopicConfig(**{k: getattr(cfg, k) for k in cfg.__dataclass_fields__})  # re-validate
-
-
-def _progress(iterable, total, desc, quiet):
-    from tqdm import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, unit="obs", disable=quiet, file=sys.stderr)
-
-
-# --------------------------------------------------------------------------------------------------- extract
-GAP_FACTOR = 1.5  # a spacing longer than 1.5 measured periods is a gap (at least one frame missing)
-
-
-def frame_timing(stamps_ns) -> dict:
-    """Measured rate and gaps of an episode's stamps: ``{"measured_fps": 1 / median spacing, "max_spacing_s",
-    "gaps": {"count", "largest_s", "threshold_s"}}`` (a gap: a spacing longer than ``GAP_FACTOR`` median spacings;
-    ``largest_s`` is 0 without gaps). Fewer than two frames: measured_fps and threshold_s are None."""
-    steps_ns = np.diff(np.asarray(stamps_ns, dtype=np.int64)).astype(np.float64)  # (N - 1,)
-    if steps_ns.size == 0:
-        return {"measured_fps": None, "max_spacing_s": 0.0,
-                "gaps": {"count": 0, "largest_s": 0.0, "threshold_s": None}}
-    period_ns = float(np.median(steps_ns))
-    threshold_ns = GAP_FACTOR * period_ns
-    gaps_ns = steps_ns[steps_ns > threshold_ns]  # (n_gaps,)
-    return {"measured_fps": 1e9 / period_ns, "max_spacing_s": float(steps_ns.max()) * 1e-9,
-            "gaps": {"count": int(gaps_ns.size), "largest_s": float(gaps_ns.max()) * 1e-9 if gaps_ns.size else 0.0,
-                     "threshold_s": threshold_ns * 1e-9}}
-
-
-def extract(args) -> int:
-    from para_core.data.dataset import Episode
-
-    views = tuple(v.strip() for v in args.views.split(",") if v.strip())
-    with BagReader(args.bag, topic_config(args, views)) as bag:
-        stamps = bag.pair_stamps()
-        if not stamps:
-            raise BagError(f"no scene/wrist pair in {args.bag}: {bag.stats.summary() or 'no images'}; check the "
-                           "image topics and --pair-slop-s")
-        keep = select_by_fps(stamps, args.fps)
-        if args.max_frames:
-            keep = keep[:args.max_frames]
-        # Preallocated on the first frame (an episode of images can be GBs: no list + np.stack copy).
-        n_max, n = len(keep), 0
-        arrays: dict[str, np.ndarray] = {}
-        for obs in _progress(bag.observations(set(keep)), len(keep), "extract", args.quiet):
-            if not arrays:
-                arrays = {"stamps": np.zeros(n_max, np.int64), "T_ee": np.zeros((n_max, 4, 4)),
-                          "grip": np.zeros(n_max)}
-                for v, cam in zip(views, obs.cameras):
-                    arrays[f"img.{v}"] = np.zeros((n_max, *cam.image_rgb.shape), np.uint8)
-                    arrays[f"K.{v}"] = np.zeros((n_max, 3, 3))
-                    arrays[f"T_cam.{v}"] = np.zeros((n_max, 4, 4))
-            for v, cam in zip(views, obs.cameras):
-                if cam.image_rgb.shape != arrays[f"img.{v}"].shape[1:]:
-                    raise BagError(f"the {v} image size changes at t={obs.stamp_ns / 1e9:.3f} s "
-                                   f"({arrays[f'img.{v}'].shape[1:]} -> {cam.image_rgb.shape}); an episode needs one "
-                                   "size per view: split the bag there")
-                arrays[f"img.{v}"][n] = cam.image_rgb
-                arrays[f"K.{v}"][n] = cam.K
-                arrays[f"T_cam.{v}"][n] = cam.T_world_cam
-            arrays["stamps"][n] = obs.stamp_ns
-            arrays["T_ee"][n] = obs.T_world_ee
-            arrays["grip"][n] = obs.gripper
-            n += 1
-        if n == 0:
-            raise BagError(f"no observation could be built from {args.bag}: {bag.stats.summary()}")
-        source_rate = (len(stamps) - 1) / max((stamps[-1] - stamps[0]) / 1e9, 1e-9) if len(stamps) > 1 else 0.0
-        timing = frame_timing(arrays["stamps"][:n])
-        fallback = float(args.fps) if args.fps and args.fps > 0 else (source_rate or 1.0)
-        fps = timing["measured_fps"] or fallback  # one frame: no spacing to measure
-        cfg = bag.config
-        calibration = _recording_calibration(args)
-        meta = {"source_bag": str(Path(args.bag).resolve()), "extracted_by": "para-bag extract",
-                "image_topics": bag.image_topics, "info_topics": cfg.info_topics, "camera_frames": bag.camera_frames,
-                "world_frame": cfg.world_frame, "ee_frame": cfg.ee_frame, "gripper_joint": cfg.gripper_joint,
-                "has_gripper": bag.has_gripper, "pair_slop_s": cfg.pair_slop_s,
-                "source_pair_rate_hz": source_rate, "pairs_in_bag": len(stamps), "requested_fps": args.fps,
-                "measured_fps": timing["measured_fps"], "max_spacing_s": timing["max_spacing_s"],
-                "gaps": timing["gaps"], "reader_stats": bag.stats.summary()}
-        if calibration is not None:
-            from para_ros.calibration.consumers import file_record
-
-            meta["calibration"] = {**file_record(calibration), "source": str(Path(calibration).resolve())}
-        episode = Episode(view_names=views, stamps_ns=arrays["stamps"][:n],
-                          images={v: arrays[f"img.{v}"][:n] for v in views},
-                          K={v: arrays[f"K.{v}"][:n] for v in views},
-                          T_world_cam={v: arrays[f"T_cam.{v}"][:n] for v in views},
-                          T_world_ee=arrays["T_ee"][:n], gripper=arrays["grip"][:n],
-                          fps=fps, meta=meta)
-        out = episode.save(args.out)
-        if calibration is not None:
-            from para_ros.calibration.consumers import keep_next_to
-
-            print(f"kept the recording's calibration {calibration} as {keep_next_to(calibration, out)}")
-        if not bag.has_gripper:
-            print(f"warning: no '{cfg.gripper_joint}' joint in {cfg.joint_states_topic}: gripper stored as 1.0 "
-                  "(open)", file=sys.stderr)
-        if args.fps and args.fps > 0 and timing["measured_fps"] and \
-                abs(timing["measured_fps"] - args.fps) > 0.01 * args.fps:
-            print(f"warning: the kept frames run at {timing['measured_fps']:.4g} Hz, not the requested --fps "
-                  f"{args.fps:g} (the recording is slower); stored fps={timing['measured_fps']:.4g}, training "
-                  "resamples the targets by stamps", file=sys.stderr)
-        gaps = timing["gaps"]
-        print(f"wrote {len(episode)} frames ({episode.duration_s:.2f} s, measured {episode.fps:.4g} fps, "
-              f"{gaps['count']} gap(s)" + (f", largest {gaps['largest_s']:.3f} s" if gaps["count"] else "")
-              + f") to {out}; {bag.stats.summary()}")
-    return 0
-
-
-def _recording_calibration(args) -> Path | None:
-    """The calibration.yaml the recording used: ``--calibration``, else ``calibration.yaml`` inside the bag directory
-    (validated), else None."""
-    path = Path(args.calibration) if getattr(args, "calibration", "") else Path(args.bag) / "calibration.yaml"
-    if not path.is_file():
-        if getattr(args, "calibration", ""):
-            raise BagError(f"--calibration {args.calibration}: no such file")
-        return None
-    from para_ros.calibration.consumers import load
-
-    load(path)  # a broken file is refused (CalibrationError is a ValueError), nothing written
-    return path
-
-
 # ------------------------------------------------------------------------------------------------- calibration
 def calib(args) -> int:
     """Calibration check: project the tool frame (TF) into each camera (CameraInfo + camera TF) over time."""
-    import json
 
-    from para_core.eval.calibration import contact_sheet
 
     views = tuple(v.strip() for v in args.views.split(",") if v.strip())
     if args.frames < 1:
@@ -250,7 +106,6 @@ def calib(args) -> int:
 # ---------------------------------------------------------------------------------------------------- figure
 def figure(args) -> int:
     """The paper's method figure from one real inference step on frame ``--frame`` of a recording."""
-    from para_core.eval.method_figure import figure_numbers, method_figure_data, write_method_figure
 
     policy = load_policy(args)
     if not hasattr(policy.model, "logit_log_scale"):
@@ -310,7 +165,6 @@ def ablation_table(rows: list[tuple[str, dict]]) -> tuple[list[str], list[list[s
 
 def ablate(args) -> int:
     """Evaluate several checkpoints on the same recordings; one table of the offline metrics (stdout, CSV, MD)."""
-    import csv
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -342,11 +196,7 @@ def ablate(args) -> int:
 # ------------------------------------------------------------------------------------------------------ play
 def play(args) -> int:
     """Publish a recording into the live graph with its original timing (``para_ros.bag.play``)."""
-    import signal
-    import threading
 
-    from para_ros.bag.play import BagPlayer, PlayOptions, parse_remaps
-    from para_ros.dds_env import apply_loopback_dds_env
 
     options = PlayOptions(bag=args.bag, rate=args.rate, start_offset_s=args.start_offset, loop=args.loop,
                           clock=args.clock, clock_rate_hz=args.clock_rate, remaps=parse_remaps(args.remap),
@@ -367,9 +217,6 @@ def play(args) -> int:
 
 # ------------------------------------------------------------------------------------------------------ eval
 def load_policy(args):
-    from para_core.model.config import V4Config
-    from para_core.model.policy import Policy
-
     device = None if args.device == "auto" else args.device
     fast = bool(getattr(args, "fast", False))
     if args.checkpoint:
@@ -384,9 +231,8 @@ class ChunkBagWriter:
     """Predicted chunks (+ markers) into a new bag: ``path.mcap`` -> one MCAP file; other paths -> rosbag2 dir."""
 
     def __init__(self, path: str | Path):
-        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.rosbag2 import StoragePlugin, Writer  # rosbags: loaded on first use, not on import
 
-        from para_ros.bag.reader import make_typestore
 
         self.path = Path(path)
         self.single_file = self.path.suffix == ".mcap"
@@ -404,10 +250,9 @@ class ChunkBagWriter:
         self.count = 0
 
     def write(self, stamp_ns: int, world_frame: str, ee_frame: str, model_id: str, out, ee_xyz) -> None:
-        from rclpy.serialization import serialize_message
+        from rclpy.serialization import serialize_message  # rclpy: loaded on first use, not on import
 
-        from para_ros.ros_io.chunk_msg import action_chunk_msg
-        from para_ros.ros_io.rviz import chunk_markers
+        from para_ros.ros_io.rviz import chunk_markers  # rclpy: loaded on first use, not on import
 
         msg = action_chunk_msg(out, stamp_ns, world_frame, ee_frame, model_id)
         self._writer.write(self._chunk_conn, int(stamp_ns), serialize_message(msg))
@@ -455,9 +300,7 @@ def _append(rec: dict, bag: BagReader, stamp_ns: int, positions, quats, gripper,
 
 def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
     """Run the policy over the bag's observations; returns the records, the model id and report context."""
-    import torch
 
-    from para_core.eval import figures
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -469,8 +312,6 @@ def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
     ov = policy.view_names.index(overlay_view)
     rec = _new_record()
     writer = ChunkBagWriter(args.write_chunks) if args.write_chunks else None
-    from para_ros.viz.rerun_log import RerunLog
-
     viz = RerunLog(args.rerun) if getattr(args, "rerun", None) else None
     policy_errors: dict[str, int] = {}
     try:
@@ -479,7 +320,7 @@ def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
             if not stamps:
                 raise BagError(f"no scene/wrist pair in {args.bag}; check the image topics and --pair-slop-s")
             keep = stamps[:args.max_frames] if args.max_frames else stamps
-            for obs in _progress(bag.observations(set(keep), cfg.mv_past_n, cfg.step_dt_s), len(keep), "eval",
+            for obs in progress(bag.observations(set(keep), cfg.mv_past_n, cfg.step_dt_s), len(keep), "eval",
                                  args.quiet):
                 try:
                     out = policy.predict(obs.cameras, obs.state)
@@ -491,8 +332,6 @@ def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
                 _append(rec, bag, obs.stamp_ns, out.positions_world, out.quaternions_xyzw, out.gripper,
                         out.confidence, offsets, obs.T_world_ee[:3, 3])
                 if viz is not None:
-                    from para_ros.bag.view import argmax_voxels
-
                     viz.log_observation(obs, policy.view_names)
                     viz.log_policy_output(obs.stamp_ns, out, argmax_voxels(policy))
                 if writer is not None:
@@ -563,11 +402,6 @@ def _recorded(args) -> tuple[dict, str, dict]:
 
 
 def evaluate(args) -> int:
-    from scipy.spatial.transform import Rotation
-
-    from para_core.eval import metrics as ev
-    from para_core.eval import figures
-
     out_dir = Path(args.out or f"para_eval_{Path(args.bag).resolve().name}")
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.recorded_chunks:
@@ -615,10 +449,6 @@ def _fmt(v, scale=1.0) -> str:
 
 
 def _response_volume_figure(policy, obs, state, path: Path, step: int) -> None:
-    import torch
-
-    from para_core.eval import figures
-
     out = policy.last_output
     if out is None or not hasattr(out, "volume_logits"):  # e.g. the coordinate-regression baseline: no volume
         return
@@ -647,14 +477,14 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--calibration", default="", help="the calibration.yaml the recording used (para-calib solve); "
                     "kept next to the episode and in its meta.json, and by para-train in the checkpoint's "
                     "recipe.json (default: calibration.yaml inside the bag directory, if any)")
-    _add_topic_args(ex)
+    add_topic_args(ex)
     ca = sub.add_parser("calib", help="calibration check: the tool frame (TF) projected into each camera over time "
                                       "(contact sheet PNG + JSON)")
     ca.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
     ca.add_argument("--out", required=True, help="output directory")
     ca.add_argument("--frames", type=int, default=8, help="frames on the sheet, evenly over the recording")
     ca.add_argument("--views", default="scene,wrist", help="comma-separated camera views")
-    _add_topic_args(ca)
+    add_topic_args(ca)
     fg = sub.add_parser("figure", help="the paper's method figure (6 panels, SVG + NPZ) from one inference step")
     fg.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
     src = fg.add_mutually_exclusive_group(required=True)
@@ -666,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--out", required=True, help="output directory")
     fg.add_argument("--device", default="auto")
     fg.add_argument("--dtype", default="fp32", choices=INFERENCE_DTYPES)
-    _add_topic_args(fg)
+    add_topic_args(fg)
     ab = sub.add_parser("ablate", help="evaluate several checkpoints on the same recordings: one table of the "
                                        "offline metrics side by side (stdout, CSV, Markdown)")
     ab.add_argument("bags", nargs="+", help="rosbag2 directories")
@@ -713,9 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--rerun", default=None, metavar="FILE.rrd", help="also write a rerun recording: posed cameras, "
                     "trajectory, each chunk's path and argmax voxels, voxel cloud (open with: rerun FILE.rrd); "
                     "with a policy (for --recorded-chunks use 'para-bag view')")
-    _add_topic_args(ev)
-    from para_ros.bag import lerobot_export, view
-
+    add_topic_args(ev)
     lerobot_export.add_parsers(sub)
     view.add_parser(sub)
     return parser

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import math
 import select
+import shutil
+import signal
+import struct
 import sys
 import threading
 import time
@@ -31,6 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from para_ros.bag.recording import McapRecorder
+from para_ros.calibration.capture_poses import plan_capture_poses
+from para_ros.dds_env import apply_loopback_dds_env
+from para_ros.execution.executor_core import JointCommand
+from para_ros.execution.safety import check_command
+from para_ros.robot.yam import load_yam_config
+from para_ros.robot.yam_frames import YamFrames
+from para_ros.robot.yam_ik import YamKinematics
+from para_ros.sim.calibration_board import FLANGE_BOARD_CENTRE_M
+from para_ros.stamps import ns_to_fields
 
 CAMERAS = ("scene_cam", "wrist_cam")
 
@@ -94,7 +108,6 @@ def default_pivot_in_flange(camera: str, yam) -> np.ndarray:
     (:data:`para_ros.sim.calibration_board.FLANGE_BOARD_CENTRE_M`); for the wrist camera the point 0.25 m along its
     optical axis at ``config/yam.yaml``'s mount."""
     if camera == "scene_cam":
-        from para_ros.sim.calibration_board import FLANGE_BOARD_CENTRE_M
         return np.asarray(FLANGE_BOARD_CENTRE_M, dtype=np.float64)
     return (yam.wrist_camera.T_parent_camera() @ np.array([0.0, 0.0, 0.25, 1.0]))[:3]
 
@@ -102,7 +115,7 @@ def default_pivot_in_flange(camera: str, yam) -> np.ndarray:
 def sim_centre_q() -> np.ndarray:
     """(6,) the simulator's start pose: its flange board faces the default scene camera, the wrist camera sees the
     table board."""
-    from para_ros.sim.yam_scene import DEFAULT_HOME_Q7
+    from para_ros.sim.yam_scene import DEFAULT_HOME_Q7  # mujoco: loaded on first use, not on import
     return np.asarray(DEFAULT_HOME_Q7[:6], dtype=np.float64)
 
 
@@ -124,11 +137,6 @@ def parse_centre(text: str) -> np.ndarray | None:
 
 def make_plan(settings: CaptureSettings, centre_q: np.ndarray, yam=None, kinematics=None):
     """The :class:`para_ros.calibration.capture_poses.CapturePlan` for ``settings`` around ``centre_q``."""
-    from para_ros.calibration.capture_poses import plan_capture_poses
-    from para_ros.robot.yam import load_yam_config
-    from para_ros.robot.yam_frames import YamFrames
-    from para_ros.robot.yam_ik import YamKinematics
-
     yam = yam or load_yam_config()
     m = yam.model
     kinematics = kinematics or YamKinematics(m.arm_type, m.gripper_type, m.tool_site, max_iters=200)
@@ -162,21 +170,19 @@ class CaptureSession:
     """An rclpy node that records the topics and a command backend; used by :func:`run_capture`."""
 
     def __init__(self, settings: CaptureSettings):
-        import rclpy
+        import rclpy  # rclpy: loaded on first use, not on import (para-calib board and solve stay ROS-free)
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
         from rclpy.qos import DurabilityPolicy, QoSProfile
         from sensor_msgs.msg import CameraInfo, Image, JointState
         from tf2_msgs.msg import TFMessage
 
-        from para_ros.dds_env import apply_loopback_dds_env
-
         apply_loopback_dds_env()
         self.settings = s = settings
         if not rclpy.ok():
             # No rclpy signal handlers: Ctrl-C must reach this code as KeyboardInterrupt (the arm is then held), and
             # SIGTERM is turned into the same (rclpy's handler would only shut the context down, silently).
-            from rclpy.signals import SignalHandlerOptions
+            from rclpy.signals import SignalHandlerOptions  # rclpy: as above
 
             rclpy.init(args=[], signal_handler_options=SignalHandlerOptions.NO)  # our argv is not ROS arguments
             _sigterm_as_interrupt()
@@ -213,14 +219,11 @@ class CaptureSession:
     def _make_backend(self):
         s = self.settings
         if s.backend == "i2rt":
-            from para_ros.execution.backends import I2rtSdkBackend
-            from para_ros.robot.yam import load_yam_config
-            from para_ros.robot.yam_frames import YamFrames
-
+            from para_ros.execution.backends import I2rtSdkBackend  # the i2rt SDK: loaded only for backend i2rt
             yam = load_yam_config()
             self.frames = YamFrames(yam.wrist_camera, yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site)
             return I2rtSdkBackend(channel=s.can_channel, zero_gravity_mode=s.zero_gravity)
-        from para_ros.ros_io.topic_backends import JointTrajectoryBackend
+        from para_ros.ros_io.topic_backends import JointTrajectoryBackend  # rclpy: loaded on first use, not on import
 
         gripper = "gripper" if s.backend == "sim" else ""
         return JointTrajectoryBackend(self.node, s.joint_trajectory_topic, s.joint_states_topic,
@@ -249,8 +252,6 @@ class CaptureSession:
                     (self.last_image_ns if topic.endswith("/image_raw") else self.last_info_ns)[topic] = stamp_ns
 
     def open_bag(self, path: Path) -> None:
-        from para_ros.bag.recording import McapRecorder
-
         with self.lock:
             self.recorder = McapRecorder(path, self.topics)
             for raw in self.static_raw:
@@ -258,14 +259,12 @@ class CaptureSession:
 
     def write_own_state(self, q6: np.ndarray, gripper: float) -> None:
         """Backend i2rt: /joint_states and the arm's /tf from the joints read, stamped now."""
-        from geometry_msgs.msg import TransformStamped
+        from geometry_msgs.msg import TransformStamped  # rclpy: loaded on first use, not on import
         from rclpy.serialization import serialize_message
         from sensor_msgs.msg import JointState
         from tf2_msgs.msg import TFMessage
 
         from para_ros.adapters.transforms import matrix_to_transform
-        from para_ros.stamps import ns_to_fields
-
         now = time.time_ns()
         sec, nsec = ns_to_fields(now)
         js = JointState()
@@ -300,10 +299,7 @@ class CaptureSession:
 
 
 def _sigterm_as_interrupt() -> None:
-    import signal
-    import threading as _threading
-
-    if _threading.current_thread() is not _threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         return
 
     def handler(signum, frame):
@@ -314,8 +310,6 @@ def _sigterm_as_interrupt() -> None:
 
 def _header_stamp_ns(topic: str, data: bytes) -> int:
     """Header stamp of a CDR Image / CameraInfo (std_msgs/Header first: 4-byte encapsulation, sec, nanosec)."""
-    import struct
-
     sec, nsec = struct.unpack_from("<iI", bytes(data), 4)
     return sec * 1_000_000_000 + nsec
 
@@ -346,9 +340,6 @@ class ArmMover:
             time.sleep(0.02)
 
     def _send(self, q: np.ndarray, g: float, moving: bool) -> None:
-        from para_ros.execution.executor_core import JointCommand
-        from para_ros.execution.safety import check_command
-
         if self.q_cmd is not None:
             problems = check_command(self.yam.limits, q, g if np.isfinite(g) else 0.0, self.q_cmd,
                                      self.g_cmd if np.isfinite(self.g_cmd) else (g if np.isfinite(g) else 0.0),
@@ -368,8 +359,6 @@ class ArmMover:
         if state is None:
             return
         q, g = state
-        from para_ros.execution.executor_core import JointCommand
-
         g = g if np.isfinite(g) else self.g_cmd
         self.session.backend.send(JointCommand(time.monotonic(), self.period_s, np.asarray(q, float), float(g),
                                                self.kin.fk(q), False))
@@ -456,11 +445,6 @@ def take_sample(session: CaptureSession, mover: ArmMover, timeout_s: float) -> N
 def run_capture(settings: CaptureSettings, dry_run: bool = False, manual: bool = False, manual_samples: int = 20,
                 still_s: float = 1.0, log=print) -> int:
     """Run ``para-calib capture``; returns the number of samples recorded (poses listed on a dry run)."""
-    import shutil
-
-    from para_ros.robot.yam import load_yam_config
-    from para_ros.robot.yam_ik import YamKinematics
-
     out = Path(settings.out)
     yam = load_yam_config()
     kin = YamKinematics(yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site, max_iters=200)

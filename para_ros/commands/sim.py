@@ -23,7 +23,12 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco: an EGL context, no display needed
 
-from para_ros.sim.pick_place import MAX_SEED, check_seed
+from para_ros.deploy import graph  # noqa: E402
+from para_ros.robot.yam_ik import YamKinematics  # noqa: E402
+from para_ros.sim import sweep  # noqa: E402
+from para_ros.sim.camera_sampler import add_randomisation_arguments, apply_to_sim, randomisation_from_args  # noqa: E402
+from para_ros.sim.layout_region import add_region_argument, episode_seeds  # noqa: E402
+from para_ros.sim.pick_place import MAX_SEED, check_seed, sample_layout, wilson_interval  # noqa: E402
 
 MAX_EPISODES = 100_000
 
@@ -73,40 +78,104 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="optional JSON report path")
     e.add_argument("--no-progress", action="store_true")
 
-    from para_ros.deploy import closed_loop
-    closed_loop.add_eval_arguments(sub.add_parser("eval", help="closed-loop evaluation of a checkpoint through "
-                                                                "sim_node + inference_node + chunk_executor"))
-    from para_ros.sim import sweep
+    add_eval_arguments(sub.add_parser("eval", help="closed-loop evaluation of a checkpoint through "
+                                                   "sim_node + inference_node + chunk_executor"))
     sweep.add_sweep_arguments(sub.add_parser("sweep", help="para-sim eval of checkpoints over a grid of scene camera "
                                                            "moves: a table and a plot of success rates"))
     return p
 
 
 def _add_generalisation_arguments(p) -> None:
-    from para_ros.sim.camera_sampler import add_randomisation_arguments
-    from para_ros.sim.layout_region import add_region_argument
-
     add_region_argument(p)
     add_randomisation_arguments(p)
 
 
+def add_eval_arguments(p) -> None:
+    p.add_argument("--checkpoint", required=True, help="checkpoint directory (model.safetensors + config.json)")
+    p.add_argument("--episodes", type=int, default=50, help="episodes to run (1..10000, default 50)")
+    p.add_argument("--seed", type=int, default=100000,
+                   help=f"layout seed of the first episode (0..{MAX_SEED}; default 100000, outside the training seeds)")
+    p.add_argument("--out", default="", help="report folder (default runs/eval-<time>)")
+    p.add_argument("--time-limit", type=float, default=30.0, dest="time_limit_s",
+                   help="seconds per episode before it counts as a timeout (default 30)")
+    p.add_argument("--settle", type=float, default=1.5, dest="settle_s",
+                   help="seconds between the scene reset and handing the arm to the policy (default 1.5)")
+    p.add_argument("--camera-shift", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("DX", "DY", "DZ"),
+                   dest="camera_shift_m", help="move the scene camera by this world translation, metres (the "
+                   "viewpoint test: the policy gets the new pose through TF, nothing is retrained)")
+    p.add_argument("--camera-rotate", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("RX", "RY", "RZ"),
+                   dest="camera_rotate_deg", help="turn the scene camera about its centre by this rotation vector "
+                   "(world axes), degrees")
+    p.add_argument("--cube-rgba", type=float, nargs=4, default=(), metavar=("R", "G", "B", "A"),
+                   help="another cube colour (0..1 each)")
+    p.add_argument("--light-scale", type=float, default=1.0, help="scale of the lamps' light (default 1)")
+    p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
+    p.add_argument("--fast-path", action="store_true",
+                   help="the inference node's fast path (para_core.model.v4_fast; default: the reference path)")
+    p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
+                   help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
+                   "chunk_executor:implausible_speed:=reject (repeatable; written into the report)")
+    p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
+    add_region_argument(p)
+    p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
+    p.add_argument("--rerun", default="", metavar="FILE.rrd",
+                   help="also record the run (OUT/recording, images at 2 Hz) and write it as a rerun recording: posed "
+                        "cameras, trajectory, chunks, voxel clouds (open with: rerun FILE.rrd)")
+
+
+def cmd_eval(args) -> int:
+    # rclpy, OpenCV, matplotlib: loaded for the evaluation only (demos and expert stay ROS-free)
+    from para_ros.deploy.closed_loop import EvalSettings, run_eval
+
+    try:
+        settings = EvalSettings(
+            checkpoint=args.checkpoint, episodes=args.episodes, seed=args.seed, out=args.out,
+            time_limit_s=args.time_limit_s, settle_s=args.settle_s, camera_shift_m=tuple(args.camera_shift_m),
+            camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
+            light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
+            echo=args.echo, node_params=graph.parse_node_params(args.node_param),
+            cube_region=args.cube_region.text if args.cube_region else "", rerun=args.rerun or "")
+    except ValueError as exc:
+        print(f"para-sim eval: {exc}", file=sys.stderr)
+        return 2
+    return run_eval(settings)
+
+
+def cmd_record(args) -> int:
+    from para_ros.deploy.sim_recorder import record_episodes  # rclpy: demos and expert stay ROS-free
+
+    try:
+        seeds = episode_seeds(args.seed, args.episodes, getattr(args, "cube_region", None))
+        cameras = randomisation_from_args(args)
+    except ValueError as exc:
+        print(f"para-sim record: {exc}", file=sys.stderr)
+        return 2
+    try:
+        counts = record_episodes(Path(args.out), args.episodes, args.seed, keep_failures=args.keep_failures,
+                                 progress=not args.no_progress, echo=args.echo, seeds=seeds, cameras=cameras)
+    except (RuntimeError, ValueError) as exc:
+        print(f"para-sim record: {exc}", file=sys.stderr)
+        return 1
+    print(f"para-sim record: {counts.get('success', 0)} successful bags in {args.out} (outcomes {counts}); "
+          f"next: para-bag extract {args.out}/episode_XXXXXX --out data/episode_XXXXXX --fps 10")
+    return 0
+
+
 def _sim_and_kinematics():
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from para_ros.robot.yam_ik import YamKinematics
-    from para_ros.sim.yam_scene import SimConfig, YamSim
+    from para_ros.sim.yam_scene import SimConfig, YamSim  # mujoco: loaded on first use, not on import
 
     return YamSim(SimConfig()), YamKinematics()
 
 
 def _progress(total: int, disable: bool, desc: str):
-    from tqdm import tqdm
+    from tqdm import tqdm  # tqdm: loaded on first use, not on import
 
     return tqdm(total=total, disable=disable, desc=desc, unit="ep", dynamic_ncols=True)
 
 
 def cmd_demos(args) -> int:
-    from para_ros.sim.demonstrations import frames_to_episode, run_expert
-    from para_ros.sim.pick_place import sample_layout
+    from para_ros.sim.demonstrations import frames_to_episode, run_expert  # mujoco: loaded on first use, not on import
 
     if not 32 <= args.image_size <= 1024:
         print(f"para-sim demos: --image-size {args.image_size} must be within 32..1024", file=sys.stderr)
@@ -114,9 +183,6 @@ def cmd_demos(args) -> int:
     if not 1.0 <= args.fps <= 60.0:
         print(f"para-sim demos: --fps {args.fps} must be within 1..60 Hz", file=sys.stderr)
         return 2
-    from para_ros.sim.camera_sampler import apply_to_sim, randomisation_from_args
-    from para_ros.sim.layout_region import episode_seeds
-
     try:
         seeds = episode_seeds(args.seed, args.episodes, args.cube_region)
         cameras = randomisation_from_args(args, args.image_size)
@@ -155,8 +221,7 @@ def cmd_demos(args) -> int:
 
 
 def cmd_expert(args) -> int:
-    from para_ros.sim.demonstrations import run_expert
-    from para_ros.sim.pick_place import sample_layout
+    from para_ros.sim.demonstrations import run_expert  # mujoco: loaded on first use, not on import
 
     sim, kin = _sim_and_kinematics()
     rows = []
@@ -165,8 +230,6 @@ def cmd_expert(args) -> int:
             r = run_expert(sim, kin, sample_layout(args.seed + k), record=False)
             rows.append({"seed": args.seed + k, "outcome": r.outcome, "place_error_m": r.place_error_m})
             bar.update(1)
-    from para_ros.deploy.closed_loop import wilson_interval
-
     n_ok = sum(r["outcome"] == "success" for r in rows)
     lo, hi = wilson_interval(n_ok, len(rows))
     print(f"expert: {n_ok}/{len(rows)} successes ({100 * n_ok / len(rows):.1f} %, 95 % Wilson interval "
@@ -184,13 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "expert":
         rc = cmd_expert(args)
     elif args.command == "record":
-        from para_ros.bag.sim_recorder import cmd_record
         rc = cmd_record(args)
     elif args.command == "sweep":
-        from para_ros.sim.sweep import cmd_sweep
-        rc = cmd_sweep(args)
+        rc = sweep.cmd_sweep(args)
     else:
-        from para_ros.deploy.closed_loop import cmd_eval
         rc = cmd_eval(args)
     print(f"para-sim {args.command}: {time.monotonic() - t0:.1f} s")
     return rc

@@ -17,12 +17,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
+
+from para_ros.bag.recording import McapRecorder
+from para_ros.deploy import graph
+from para_ros.deploy.graph_run import GraphRun
+from para_ros.robot.yam_ik import YamKinematics
+from para_ros.ros_io.task_services import reset_task
+from para_ros.sim.expert import plan_pick_place
+from para_ros.sim.pick_place import Layout
 
 RECORDED = {
     "/scene_cam/image_raw": "sensor_msgs/msg/Image",
@@ -37,11 +44,11 @@ RECORDED = {
 
 class _ExpertNode:
     def __init__(self):
-        import rclpy
+        import rclpy  # rclpy: loaded on first use, not on import
+        from rcl_interfaces.srv import SetParameters
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
         from rclpy.qos import DurabilityPolicy, QoSProfile
-        from rcl_interfaces.srv import SetParameters
         from sensor_msgs.msg import CameraInfo, Image, JointState
         from std_msgs.msg import String
         from std_srvs.srv import Trigger
@@ -93,15 +100,13 @@ class _ExpertNode:
             self.last_state = json.loads(msg.data)
 
     def reset(self, seed: int) -> dict:
-        from para_ros.ros_io.task_services import reset_task
-
         return reset_task(self.param_client, self.reset_client, seed)
 
     def send(self, q7: np.ndarray, dt_s: float) -> None:
-        from builtin_interfaces.msg import Duration
+        from builtin_interfaces.msg import Duration  # rclpy: loaded on first use, not on import
         from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-        from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES
+        from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES  # mujoco: loaded on first use, not on import
 
         msg = JointTrajectory()
         msg.joint_names = list(COMMAND_JOINT_NAMES)
@@ -127,26 +132,14 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
         it and sim_node is restarted with that pose and field of view, so the bag's ``/tf_static`` and
         ``camera_info`` carry the true camera.
     """
-    from tqdm import tqdm
+    from tqdm import tqdm  # tqdm: loaded on first use, not on import
 
-    from para_ros.deploy import launcher as deploy
-    from para_ros.deploy import graph
-    from para_ros.robot.yam_ik import YamKinematics
-    from para_ros.bag.recording import McapRecorder
-    from para_ros.sim.expert import plan_pick_place
-    from para_ros.sim.pick_place import Layout
-    from para_ros.sim.yam_scene import SimConfig
+    from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
     out.mkdir(parents=True, exist_ok=True)
-    env = deploy.graph_env()
+    graph_run = GraphRun(out / "logs", echo=echo)  # the expert node in this process joins its domain
     spec = next(s for s in graph.NODES if s.name == "sim_node")
-
-    def start_sim(camera_overrides: dict):
-        g = deploy.ProcessGroup(out / "logs", env, echo=echo)
-        g.start(spec, deploy.node_command(spec, {**(sim_overrides or {}), **camera_overrides}))
-        return g
-
-    group = start_sim({})
+    graph_run.start_plan([(spec, dict(sim_overrides or {}))])
     kin = YamKinematics()
     home = np.asarray(SimConfig().home_q7, dtype=np.float64)
     start_xyz = kin.fk(home[:6])[:3, 3]
@@ -161,11 +154,11 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
                 shutil.rmtree(bag)
             camera = cameras.sample(s) if cameras is not None else None
             if camera is not None:  # a fresh sim_node with this episode's camera (read-only parameters)
-                group.stop(timeout_s=5.0)
+                graph_run.stop(timeout_s=5.0)
                 with expert.lock:
                     expert.static_raw = None
-                group = start_sim(camera.sim_node_overrides())
-                _wait_for_static_tf(expert, group)
+                graph_run.start_again([(spec, {**(sim_overrides or {}), **camera.sim_node_overrides()})])
+                _wait_for_static_tf(expert, graph_run)
             lay = expert.reset(s)
             layout = Layout(s, tuple(lay["cube_xy_m"]), lay["cube_yaw_rad"], tuple(lay["target_xy_m"]))
             time.sleep(0.6)  # the sim's reset hold-off (0.5 s) is over: commands are followed again
@@ -197,46 +190,25 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
             (bag / "para_task.json").write_text(json.dumps(task_info, indent=2))
             if outcome != "success" and not keep_failures:
                 shutil.rmtree(bag)
-            dead = group.first_dead()
+            dead = graph_run.first_dead()
             if dead is not None:
-                raise RuntimeError(f"sim_node exited with status {dead.returncode}:\n{group.log_tail(dead)}")
+                raise RuntimeError(f"sim_node exited with status {dead.returncode}:\n{graph_run.log_tail(dead)}")
     finally:
         expert.close()
-        group.stop(timeout_s=5.0)
+        graph_run.stop(timeout_s=5.0)
     return counts
 
 
-def _wait_for_static_tf(expert: _ExpertNode, group, timeout_s: float = 120.0) -> None:
+def _wait_for_static_tf(expert: _ExpertNode, graph_run: GraphRun, timeout_s: float = 120.0) -> None:
     """Wait until the (re)started sim_node's /tf_static (the scene camera's pose) has arrived."""
     deadline = time.monotonic() + timeout_s
     while True:
         with expert.lock:
             if expert.static_raw is not None:
                 return
-        dead = group.first_dead()
+        dead = graph_run.first_dead()
         if dead is not None:
-            raise RuntimeError(f"sim_node exited with status {dead.returncode}:\n{group.log_tail(dead)}")
+            raise RuntimeError(f"sim_node exited with status {dead.returncode}:\n{graph_run.log_tail(dead)}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"sim_node sent no /tf_static within {timeout_s:.0f} s of its start")
         time.sleep(0.05)
-
-
-def cmd_record(args) -> int:
-    from para_ros.sim.camera_sampler import randomisation_from_args
-    from para_ros.sim.layout_region import episode_seeds
-
-    try:
-        seeds = episode_seeds(args.seed, args.episodes, getattr(args, "cube_region", None))
-        cameras = randomisation_from_args(args)
-    except ValueError as exc:
-        print(f"para-sim record: {exc}", file=sys.stderr)
-        return 2
-    try:
-        counts = record_episodes(Path(args.out), args.episodes, args.seed, keep_failures=args.keep_failures,
-                                 progress=not args.no_progress, echo=args.echo, seeds=seeds, cameras=cameras)
-    except (RuntimeError, ValueError) as exc:
-        print(f"para-sim record: {exc}", file=sys.stderr)
-        return 1
-    print(f"para-sim record: {counts.get('success', 0)} successful bags in {args.out} (outcomes {counts}); "
-          f"next: para-bag extract {args.out}/episode_XXXXXX --out data/episode_XXXXXX --fps 10")
-    return 0
