@@ -164,7 +164,7 @@ def test_randomised_demos_record_the_true_camera_in_every_frame(tmp_path):
         ep = Episode.load(d)
         seed = ep.meta["layout"]["seed"]
         assert ep.meta["layout"]["cube_xy_m"][1] < 0 and ep.meta["cube_region"] == "y<0"
-        expected = r.sample(seed)  # the camera is a function of the seed
+        expected = r.sample(seed)  # the camera is a function of the layout seed
         T_scene = ep.T_world_cam["scene"]  # (N, 4, 4)
         assert T_scene.shape[0] == len(ep) >= 40
         np.testing.assert_allclose(T_scene, np.broadcast_to(expected.T_world_cam, T_scene.shape), atol=1e-9)
