@@ -1,0 +1,44 @@
+"""The calibration-sensitivity benchmark moves the scene camera by exactly the error it names."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from para_core.calibration.calibration_file import load_calibration, save_calibration
+from test_calibration_file import _calibration as example_calibration
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "calibration_sensitivity.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("calibration_sensitivity", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_error_is_applied_along_and_about_the_camera_x_axis(tmp_path):
+    bench = _bench()
+    cal = example_calibration()
+    T0 = cal.camera("scene_cam").T_parent_child()
+    moved = bench.perturbed_scene_camera(cal, translation_m=0.010, rotation_deg=2.0)
+    T1 = moved.camera("scene_cam").T_parent_child()
+    # Independent reference: the centre moves 10 mm along the camera's own x axis (first column of R_base_cam) ...
+    np.testing.assert_allclose(T1[:3, 3], T0[:3, 3] + 0.010 * T0[:3, 0], atol=1e-12)
+    # ... and the relative rotation is 2 deg about the camera's x axis, by scipy's rotation vector.
+    rotvec = Rotation.from_matrix(T0[:3, :3].T @ T1[:3, :3]).as_rotvec(degrees=True)
+    np.testing.assert_allclose(rotvec, [2.0, 0.0, 0.0], atol=1e-9)
+    # The wrist camera is untouched and the file round-trips.
+    np.testing.assert_array_equal(moved.camera("wrist_cam").T_parent_child(), cal.camera("wrist_cam").T_parent_child())
+    path = save_calibration(moved, tmp_path / "moved.yaml")
+    np.testing.assert_allclose(load_calibration(path).camera("scene_cam").T_parent_child(), T1, atol=1e-12)
+
+
+def test_no_error_keeps_the_pose():
+    bench = _bench()
+    cal = example_calibration()
+    same = bench.perturbed_scene_camera(cal, 0.0, 0.0)
+    np.testing.assert_allclose(same.camera("scene_cam").T_parent_child(), cal.camera("scene_cam").T_parent_child(),
+                               atol=1e-12)
