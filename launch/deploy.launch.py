@@ -6,7 +6,7 @@ parameters set from the arguments all come from :mod:`para_ros.deploy.graph`, th
 
 Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``backend``, ``device``, ``dtype``,
 ``fast_path``, ``compile_mode``, ``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``,
-``wrist_info_topic``, ``joint_trajectory_topic``, ``arm_joint_names``, ``engage``, ``rviz``, ``respawn``,
+``wrist_info_topic``, ``joint_trajectory_topic``, ``arm_joint_names``, ``engage``, ``lockstep``, ``rviz``, ``respawn``,
 ``respawn_executor``, ``respawn_delay``. An empty value keeps the node's parameter file value (``config/*.yaml``).
 Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay`` (rule: :func:`para_ros.deploy.launcher.respawns`):
 ``respawn:=true`` gives inference_node and sim_node launch_ros' ``respawn=True`` with ``respawn_delay``
@@ -47,6 +47,8 @@ ARGUMENTS = [
                             "joint1..joint6; empty = the YAM's joint1..joint6 (config/yam.yaml)"),
     ("engage", "false", "hand the arm to the policy at start: true | false (always true for backend sim; else the "
                         "executor waits for /chunk_executor/engage)"),
+    ("lockstep", "false", "backend sim only: lockstep evaluation: every node on the simulator's /clock, the simulator "
+                          "stepping only once the graph has answered (para_ros.sim.lockstep): true | false"),
     ("rviz", "false", "start rviz2 with config/para.rviz: true | false"),
     ("respawn", "false", "restart inference_node and sim_node when they die (after respawn_delay): true | false"),
     ("respawn_executor", "false", "also restart chunk_executor when it dies: true | false (default false: it "

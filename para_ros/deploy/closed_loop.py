@@ -74,6 +74,8 @@ class EvalSettings:
     videos: bool = True
     echo: bool = False
     node_params: dict = field(default_factory=dict)
+    lockstep: bool = False
+    compare: str = ""
 
     def __post_init__(self):
         from para_ros.nodes.parameters import check_node_params
@@ -153,6 +155,16 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
                    help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
                    "chunk_executor:implausible_speed:=reject (repeatable; written into the report)")
+    p.add_argument("--lockstep", action="store_true",
+                   help="lockstep evaluation: the simulator runs on /clock and steps only once the graph has answered "
+                   "(each frame's chunk, each executor tick), chunks take effect after a fixed simulated latency "
+                   "(chunk_executor lockstep_latency_s, default 0.05 s); outcomes then depend on the seeds, not on "
+                   "the machine's load; --time-limit, --settle are simulated seconds (para_ros.sim.lockstep)")
+    p.add_argument("--compare", default="", metavar="NODE:PARAM=V1,V2[,...]",
+                   help="A/B evaluation: one graph per value of one node parameter, the same seeds interleaved (seed "
+                   "s with V1, then V2, ...); the report adds each variant's success rate with its Wilson interval "
+                   "and paired exact McNemar tests on the per-seed outcomes (use with --lockstep: in real time the "
+                   "idle graphs keep running and load the machine)")
     p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
 
@@ -170,6 +182,8 @@ class EpisodeRow:
     chunks_rejected: int
     layout: dict = field(default_factory=dict)
     chunks_truncated: int = 0
+    fault: str = ""  # why the episode ended as a fault (lockstep: the answer that never came)
+    wall_s: float = float("nan")  # wall time of the whole episode (reset to judgement)
 
 
 def summarise(rows: list[EpisodeRow]) -> dict:
@@ -185,7 +199,7 @@ def summarise(rows: list[EpisodeRow]) -> dict:
 class _Evaluator:
     """The evaluator's ROS side: service clients, task-state, chunk, image and diagnostics subscriptions."""
 
-    def __init__(self, scene_T_world_cam: np.ndarray):
+    def __init__(self, scene_T_world_cam: np.ndarray, domain_id: int | None = None):
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from para_msgs.msg import ActionChunk
@@ -202,7 +216,8 @@ class _Evaluator:
         # Its own context, no signal handlers: the command that owns this evaluator owns Ctrl-C (para-deploy runs
         # one next to its monitor, which has its own context too).
         self.context = rclpy.Context()
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO,
+                   **({} if domain_id is None else {"domain_id": int(domain_id)}))
         self.rclpy = rclpy
         self.node = Node("para_sim_eval", context=self.context)
         n = self.node
@@ -222,7 +237,7 @@ class _Evaluator:
         self.frames: list[np.ndarray] = []
         self.K: np.ndarray | None = None
         self.T_world_cam = scene_T_world_cam
-        n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=50))
+        n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=500))
         n.create_subscription(ActionChunk, "/para/action_chunk", self._on_chunk, QoSProfile(depth=10))
         n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, QoSProfile(depth=20))
         n.create_subscription(Image, "/scene_cam/image_raw", self._on_image, QoSProfile(depth=2))
@@ -338,7 +353,7 @@ def plot_outcomes(rows: list[EpisodeRow], summary: dict, path: Path, title: str)
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
     colours = {"success": "tab:green", "no_grasp": "tab:red", "dropped": "tab:orange", "misplaced": "tab:purple",
-               "fallen": "tab:brown", "timeout": "tab:gray", "limits": "black"}
+               "fallen": "tab:brown", "timeout": "tab:gray", "limits": "black", "fault": "tab:pink"}
     for o in OUTCOMES:
         sel = [r for r in rows if r.outcome == o]
         if sel:
@@ -371,16 +386,22 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
              f"- scene camera moved by {list(settings.camera_shift_m)} m, turned by {list(settings.camera_rotate_deg)}"
              " deg",
              f"- inference path: {'fast (para_core.model.v4_fast)' if settings.fast_path else 'reference'}",
+             "- clock: " + ("lockstep (simulated time; the simulator steps once the graph has answered; episode "
+                            "times are simulated seconds)" if settings.lockstep else "real time (wall clock)"),
              "- node parameters beyond config/*.yaml: " + ("; ".join(
                  f"{node} {name}={value!r}" for node, values in settings.node_params.items()
-                 for name, value in values.items()) or "none"),
-             "", "| outcome | episodes |", "|---|---|"]
+                 for name, value in values.items()) or "none")]
+    walls = [r.wall_s for r in rows if math.isfinite(r.wall_s)]
+    if walls:
+        lines.append(f"- wall time per episode: median {np.median(walls):.1f} s, total {sum(walls):.0f} s")
+    lines += ["", "| outcome | episodes |", "|---|---|"]
     lines += [f"| {o} | {n} |" for o, n in summary["outcomes"].items()]
     lines += ["", "| episode | seed | outcome | time s | place error cm | max lift cm | chunks | rejected | "
-              "truncated |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "truncated | wall s | fault |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.episode} | {r.seed} | {r.outcome} | {r.duration_s:.1f} | {100 * r.place_error_m:.1f} | "
-              f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} |" for r in rows]
+              f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} | "
+              f"{r.wall_s:.1f} | {r.fault} |" for r in rows]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     if rows:
         plot_outcomes(rows, summary, out / "outcomes.png", Path(settings.checkpoint).name)
@@ -393,23 +414,14 @@ def deploy_settings(settings: EvalSettings):
     from para_ros.deploy import graph
 
     return graph.DeploySettings(backend="sim", checkpoint=str(Path(settings.checkpoint).resolve()),
-                                device=settings.device, fast_path="true" if settings.fast_path else "false")
+                                device=settings.device, fast_path="true" if settings.fast_path else "false",
+                                lockstep=settings.lockstep)
 
 
-def run_eval(settings: EvalSettings) -> int:
-    from datetime import datetime
-
-    from para_ros.deploy import launcher as deploy
-    from para_ros.deploy import graph
+def sim_overrides(settings: EvalSettings) -> tuple[np.ndarray, dict]:
+    """The scene camera pose ``T_world_cam`` (4, 4) of ``settings`` and the simulator's parameters for them."""
     from para_ros.sim.yam_scene import SimConfig
 
-    try:
-        check_checkpoint_matches_sim(settings.checkpoint)
-    except ValueError as exc:
-        print(f"para-sim eval: {exc}", file=sys.stderr)
-        return 2
-    out = Path(settings.out or Path("runs") / datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
-    out.mkdir(parents=True, exist_ok=True)
     T_cam = moved_camera_pose(SimConfig().scene_cam_T_world_cam(), settings.camera_shift_m,
                               settings.camera_rotate_deg)
     sim_over: dict = {}
@@ -419,6 +431,37 @@ def run_eval(settings: EvalSettings) -> int:
         sim_over["cube_rgba"] = [float(v) for v in settings.cube_rgba]
     if settings.light_scale != 1.0:
         sim_over["light_scale"] = float(settings.light_scale)
+    if settings.lockstep:
+        sim_over["lockstep_run_until_s"] = 0.0  # hold at the first instant until the first episode
+    return T_cam, sim_over
+
+
+def start_graph(group, ds, sim_over: dict, node_params: dict) -> None:
+    """Start the evaluation graph of ``ds`` in ``group``: the simulator with ``sim_over`` on top of its overrides,
+    then every node's ``node_params``."""
+    from para_ros.deploy import graph
+    from para_ros.deploy import launcher as deploy
+
+    for spec, overrides in graph.plan(ds):
+        if spec.name == "sim_node":
+            overrides = {**overrides, **sim_over}
+        overrides = {**overrides, **node_params.get(spec.name, {})}
+        group.start(spec, deploy.node_command(spec, overrides))
+
+
+def run_eval(settings: EvalSettings) -> int:
+    from datetime import datetime
+
+    from para_ros.deploy import launcher as deploy
+
+    try:
+        check_checkpoint_matches_sim(settings.checkpoint)
+    except ValueError as exc:
+        print(f"para-sim eval: {exc}", file=sys.stderr)
+        return 2
+    out = Path(settings.out or Path("runs") / datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    T_cam, sim_over = sim_overrides(settings)
     ds = deploy_settings(settings)
     env = deploy.graph_env()
     group = deploy.ProcessGroup(out / "logs", env, echo=settings.echo)
@@ -429,11 +472,7 @@ def run_eval(settings: EvalSettings) -> int:
     ev = None
     extra: dict = {"interrupted": False}
     try:
-        for spec, overrides in graph.plan(ds):
-            if spec.name == "sim_node":
-                overrides = {**overrides, **sim_over}
-            overrides = {**overrides, **settings.node_params.get(spec.name, {})}
-            group.start(spec, deploy.node_command(spec, overrides))
+        start_graph(group, ds, sim_over, settings.node_params)
         ev = _Evaluator(T_cam)
         print(f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
               f"{env['ROS_DOMAIN_ID']}, report in {out}", flush=True)
@@ -459,8 +498,9 @@ def run_eval(settings: EvalSettings) -> int:
             extra["videos"] = videos
             s = write_report(out, settings, rows, extra)
             print(f"  episode {k:3d} seed {row.seed}: {row.outcome:9s} {row.duration_s:5.1f} s  "
-                  f"(place error {100 * row.place_error_m:.1f} cm)  -> {s['successes']}/{s['episodes']}",
-                  flush=True)
+                  f"(place error {100 * row.place_error_m:.1f} cm)  -> {s['successes']}/{s['episodes']}"
+                  + (f"  [wall {row.wall_s:.1f} s]" if settings.lockstep else "")
+                  + (f"  {row.fault}" if row.fault else ""), flush=True)
     except RuntimeError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         extra["error"] = str(exc)
@@ -490,6 +530,13 @@ def _wait_for_first_chunk(ev: _Evaluator, group, stop: threading.Event, timeout_
 
 def _run_episode(ev: _Evaluator, settings: EvalSettings, k: int, seed: int, stop: threading.Event,
                  record: bool) -> EpisodeRow:
+    if settings.lockstep:
+        from para_ros.deploy.lockstep_episode import run_lockstep_episode
+        from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
+
+        timeout_s = float(settings.node_params.get("sim_node", {}).get("lockstep_timeout_s", DEFAULT_TIMEOUT_S))
+        return run_lockstep_episode(ev, settings, k, seed, stop, record, timeout_s)
+    wall0 = time.monotonic()
     ev.call("stop")
     layout = ev.reset_task(seed)
     time.sleep(settings.settle_s)
@@ -527,19 +574,20 @@ def _run_episode(ev: _Evaluator, settings: EvalSettings, k: int, seed: int, stop
         chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
     last = monitor.last
     return EpisodeRow(k, seed, outcome, time.monotonic() - t0, last.place_error_m if last else float("nan"),
-                      monitor.max_lift_m, chunks, rejected, layout, truncated)
+                      monitor.max_lift_m, chunks, rejected, layout, truncated, wall_s=time.monotonic() - wall0)
 
 
 class TaskDriver(threading.Thread):
     """Pick-and-place episodes back to back against a graph someone else started (``para-deploy --backend sim``):
     the same episode procedure as ``para-sim eval``; ``rows`` holds the finished episodes."""
 
-    def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5):
+    def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5,
+                 lockstep: bool = False):
         super().__init__(name="para-task-driver", daemon=True)
         from para_ros.sim.yam_scene import SimConfig
 
         self.settings = EvalSettings(checkpoint="", episodes=1, seed=seed, time_limit_s=time_limit_s,
-                                     settle_s=settle_s, videos=False)
+                                     settle_s=settle_s, videos=False, lockstep=lockstep)
         self.T_cam = SimConfig().scene_cam_T_world_cam()
         self.stop_event = threading.Event()
         self.rows: list[EpisodeRow] = []
@@ -584,8 +632,13 @@ def cmd_eval(args) -> int:
             time_limit_s=args.time_limit_s, settle_s=args.settle_s, camera_shift_m=tuple(args.camera_shift_m),
             camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
             light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
-            echo=args.echo, node_params=graph.parse_node_params(args.node_param))
+            echo=args.echo, node_params=graph.parse_node_params(args.node_param), lockstep=args.lockstep,
+            compare=args.compare)
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2
+    if settings.compare:
+        from para_ros.deploy.ab_compare import run_compare
+
+        return run_compare(settings)
     return run_eval(settings)

@@ -53,6 +53,13 @@ N_ARM_JOINTS = 6
 UNTRAINED_EXECUTOR_OVERRIDES = {"max_implied_speed_m_s": 100.0, "unreachable": "best_effort"}
 INFERENCE_PARAMS_FILE = "config/inference.yaml"
 
+# Lockstep evaluation (backend sim): the parameters that put each node on the simulator's clock; nothing else changes.
+LOCKSTEP_OVERRIDES = {
+    "sim_node": {"publish_clock": True, "lockstep": True},
+    "inference_node": {"use_sim_time": True},
+    "chunk_executor": {"use_sim_time": True, "lockstep": True},
+}
+
 # Camera-topic settings of the launchers -> inference_node parameter names.
 CAMERA_TOPIC_PARAMETERS = ("scene_image_topic", "scene_info_topic", "wrist_image_topic", "wrist_info_topic")
 
@@ -142,6 +149,8 @@ class DeploySettings:
         engage: hand the arm to the policy at start (the executor's ``auto_engage``). The executor otherwise starts
             disengaged (``config/executor.yaml``) until ``/chunk_executor/engage`` is called. Always on for backend
             ``sim``; for a real arm only when asked (``--engage`` / ``engage:=true``). Takes a bool or "true"/"false".
+        lockstep: backend ``sim`` only: lockstep evaluation (:mod:`para_ros.sim.lockstep`): every node on the
+            simulator's ``/clock`` (:data:`LOCKSTEP_OVERRIDES`), the simulator stepping only once the graph answered.
     """
 
     backend: str = "sim"
@@ -157,9 +166,14 @@ class DeploySettings:
     joint_trajectory_topic: str = ""
     arm_joint_names: str = ""
     engage: bool = False
+    lockstep: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "engage", _true_false("engage", self.engage) == "true")
+        object.__setattr__(self, "lockstep", _true_false("lockstep", self.lockstep) == "true")
+        if self.lockstep and self.backend != "sim":
+            raise ValueError(f"lockstep applies to backend sim only (backend is {self.backend!r}): a real arm runs on "
+                             "the wall clock")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
         if self.dtype not in ("", *INFERENCE_DTYPES):
@@ -227,6 +241,8 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
                     out[name] = value
         if uses_untrained_model(settings):
             out.update(UNTRAINED_EXECUTOR_OVERRIDES)
+    if settings.lockstep:
+        out.update(LOCKSTEP_OVERRIDES[spec.name])
     return out
 
 

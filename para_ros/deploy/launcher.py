@@ -301,6 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hand the arm to the policy at start (always so for backend sim); without it the "
                              "executor of a real arm waits, disengaged, for `ros2 service call /chunk_executor/engage "
                              "std_srvs/srv/Trigger`")
+    parser.add_argument("--lockstep", action="store_true",
+                        help="backend sim: lockstep evaluation: the simulator runs on /clock and steps only once the "
+                             "graph has answered (each frame's chunk, each executor tick), so the episodes' outcomes "
+                             "depend on the seeds, not on the machine's load (para_ros.sim.lockstep)")
     parser.add_argument("--no-task", action="store_true",
                         help="backend sim: do not run pick-and-place episodes (by default the launcher resets the "
                              "task after each success or --episode-time-limit and counts attempts and successes)")
@@ -357,7 +361,7 @@ def _settings(args) -> graph.DeploySettings:
         scene_image_topic=args.scene_image_topic, scene_info_topic=args.scene_info_topic,
         wrist_image_topic=args.wrist_image_topic, wrist_info_topic=args.wrist_info_topic,
         joint_trajectory_topic=args.joint_trajectory_topic, arm_joint_names=args.arm_joint_names,
-        engage=args.engage)
+        engage=args.engage, lockstep=args.lockstep)
 
 
 def _effective_params(params_file: str, node: str, overrides: dict) -> dict:
@@ -425,7 +429,7 @@ def _start_graph(args, settings, group: ProcessGroup, out: Path, topics):
     if settings.backend == "sim" and not args.no_task:
         from para_ros.deploy.closed_loop import TaskDriver
 
-        driver = TaskDriver(seed=args.task_seed, time_limit_s=args.episode_time_limit)
+        driver = TaskDriver(seed=args.task_seed, time_limit_s=args.episode_time_limit, lockstep=settings.lockstep)
         driver.start()
     return monitor, recorder, driver
 
