@@ -136,7 +136,7 @@ class SimLockstep:
 
 
 class ExecutorLockstep:
-    """``chunk_executor``'s lockstep: one tick per joint state of a new simulated instant, on exactly that state; each
+    """``chunk_executor``'s lockstep: one tick per joint state of a simulated instant, on exactly that state; each
     chunk kept until ``stamp + lockstep_latency_s``; every tick and every chunk acknowledged to the simulator."""
 
     def __init__(self, node, p: dict):
@@ -160,8 +160,9 @@ class ExecutorLockstep:
     def _on_joint_state(self, msg) -> None:
         node = self.node
         t_ns = stamp_to_ns(msg.header.stamp)
-        if t_ns == self._last_tick_ns:
-            return  # the same instant again (a resend): already ticked
+        # Every joint state is a tick, also a second one of the same instant: the simulator sends one again only for
+        # the first instant after a reset (a resend, or a reset right after a fault there), and waits for its tick;
+        # a command of that instant falls in the simulator's reset hold-off (reset_hold_off_s) and is ignored.
         if self._last_tick_ns is not None and t_ns < self._last_tick_ns - TIME_BACK_NS:
             self.release.clear()  # a reset: the chunks kept are from the old run
         self._last_tick_ns = t_ns
