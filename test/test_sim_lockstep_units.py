@@ -140,3 +140,29 @@ def test_parse_compare_values_checked_by_the_node_table():
                        ("chunk_executor:no_such=1,2", "no_such")):
         with pytest.raises(ValueError, match=match):
             parse_compare(bad)
+
+
+def test_lockstep_graph_puts_every_node_on_the_simulators_clock_and_only_for_the_sim():
+    from para_ros.deploy import graph
+
+    plan = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x",
+                                                                       lockstep="true"))}
+    assert plan["sim_node"] == {"publish_clock": True, "lockstep": True}
+    assert plan["inference_node"] == {"checkpoint": "/x", "use_sim_time": True}
+    assert plan["chunk_executor"] == {"backend": "joint_trajectory", "auto_engage": True, "use_sim_time": True,
+                                      "lockstep": True}
+    plain = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x"))}
+    assert "use_sim_time" not in plain["inference_node"] and "lockstep" not in plain["sim_node"]
+    with pytest.raises(ValueError, match="backend sim only"):
+        graph.DeploySettings(backend="i2rt", lockstep=True)
+
+
+def test_eval_and_deploy_take_lockstep_and_compare():
+    from para_ros.deploy.launcher import build_parser
+    from para_ros.sim.cli import build_parser as sim_parser
+
+    args = sim_parser().parse_args(["eval", "--checkpoint", "c", "--lockstep", "--compare",
+                                    "inference_node:fast_path=false,true"])
+    assert args.lockstep and args.compare == "inference_node:fast_path=false,true"
+    assert build_parser().parse_args(["--lockstep"]).lockstep
+    assert parse_compare(args.compare)[2] == [False, True]
