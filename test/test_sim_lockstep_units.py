@@ -8,7 +8,7 @@ import pytest
 
 from para_ros.deploy.ab_compare import interleaved_order, mcnemar_exact, paired_outcomes, parse_compare
 from para_ros.deploy.closed_loop import EpisodeRow
-from para_ros.sim.lockstep import (ChunkRelease, LockstepGate, LockstepSettings, chunk_ack, parse_ack, tick_ack)
+from para_ros.sim.lockstep import ChunkRelease, LockstepGate, LockstepSettings, chunk_ack, parse_ack, tick_ack
 
 T0 = 1_000_000_000_000  # an instant, ns
 
@@ -148,7 +148,8 @@ def test_lockstep_graph_puts_every_node_on_the_simulators_clock_and_only_for_the
     plan = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x",
                                                                        lockstep="true"))}
     assert plan["sim_node"] == {"publish_clock": True, "lockstep": True}
-    assert plan["inference_node"] == {"checkpoint": "/x", "use_sim_time": True}
+    assert plan["inference_node"] == {"checkpoint": "/x", "use_sim_time": True,
+                                      "tf_timeout_s": graph.LOCKSTEP_TF_TIMEOUT_S}
     assert plan["chunk_executor"] == {"backend": "joint_trajectory", "auto_engage": True, "use_sim_time": True,
                                       "lockstep": True}
     plain = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x"))}
