@@ -476,7 +476,8 @@ def run_eval(settings: EvalSettings) -> int:
         ev = _Evaluator(T_cam)
         print(f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
               f"{env['ROS_DOMAIN_ID']}, report in {out}", flush=True)
-        _wait_for_first_chunk(ev, group, stop, timeout_s=120.0)
+        # lockstep: the simulator waits for the model however long it loads; give a busy machine time
+        _wait_for_first_chunk(ev, group, stop, timeout_s=600.0 if settings.lockstep else 120.0)
         for k in range(settings.episodes):
             if stop.is_set():
                 extra["interrupted"] = True
