@@ -11,6 +11,7 @@ from para_ros.deploy.closed_loop import EpisodeRow
 from para_ros.sim.lockstep import ChunkRelease, LockstepGate, LockstepSettings, chunk_ack, parse_ack, tick_ack
 
 T0 = 1_000_000_000_000  # an instant, ns
+STEP = 10_000_000  # one 0.01 s step, ns
 
 
 def gate(timeout_s: float = 5.0) -> LockstepGate:
@@ -167,3 +168,21 @@ def test_eval_and_deploy_take_lockstep_and_compare():
     assert args.lockstep and args.compare == "inference_node:fast_path=false,true"
     assert build_parser().parse_args(["--lockstep"]).lockstep
     assert parse_compare(args.compare)[2] == [False, True]
+
+
+def test_gate_holds_the_frames_until_the_tick_is_answered():
+    g = gate()
+    g.published(T0, [], wall_s=0.0, frames_pending=True)
+    g.on_ack(tick_ack(T0, True))
+    assert not g.tick_answered()  # its command is not in yet
+    g.on_command()
+    assert g.tick_answered() and not g.ready()  # the frames have not gone out
+    assert g.missing() == ["the camera frames of t=1000.000 s to go out"]
+    g.frames_published([T0])
+    assert not g.ready()
+    g.on_ack(chunk_ack(T0))
+    assert g.ready()
+    g.published(T0 + STEP, [], wall_s=0.0, frames_pending=True)
+    g.on_ack(tick_ack(T0 + STEP, False))
+    g.frames_published([])  # none due at this instant
+    assert g.ready()

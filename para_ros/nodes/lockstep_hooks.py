@@ -84,8 +84,10 @@ class SimLockstep:
             return
         if gate.needs_publish:  # start, or just reset: publish the state at the current instant, then wait
             node._sim_goal_s = node.sim.time_s
-            self._published(node.step_and_publish(wall), wall)
+            self._published(node.step_and_publish(wall, frames=False), wall)
             return
+        if gate.frames_pending and gate.tick_answered():  # the frames after the tick (para_ros.sim.lockstep, rule 3)
+            gate.frames_published(node.publish_due_frames(gate.t_ns, wall))
         if not gate.ready():
             fault = gate.check_timeout(wall) if not self._held_by_limit() else ""
             if fault:
@@ -93,7 +95,7 @@ class SimLockstep:
                 node.health.count("lockstep_faults")
                 node.health.problem("lockstep", fault)
                 node._publish_task_state(node.now_ns())
-            elif (gate.t_ns == LOCKSTEP_EPOCH_NS and gate.frames_waiting  # first instant after a reset
+            elif (gate.t_ns == LOCKSTEP_EPOCH_NS  # the first instant after a reset (or the start)
                   and wall - self._last_send_s > self._resend_after_s):
                 self._resend()
             return
@@ -103,18 +105,19 @@ class SimLockstep:
                 node._publish_task_state(node.now_ns())
             return
         node._sim_goal_s += self.settings.step_s
-        self._published(node.step_and_publish(wall), wall)
+        self._published(node.step_and_publish(wall, frames=False), wall)
 
     def _published(self, frame_stamps_ns: list[int], wall: float) -> None:
         self._last_send_s = wall
         self._resend_after_s = self.resend_s
-        self.gate.published(self.node.now_ns(), frame_stamps_ns, wall)
+        self.gate.published(self.node.now_ns(), frame_stamps_ns, wall, frames_pending=True)
         self.node.health.clear("lockstep")
 
     def _resend(self) -> None:
         """The first instant after a reset (or the start) again, as after a new reset: ``/clock`` hops forward and
         back (:data:`RESET_HOP_NS`), so every node clears what it holds, then the same state and frames (same
-        stamps) go out again. For a node that was not up yet, or that saw the frames before it saw the reset (it
+        stamps; the frames if they went out already) go out again. For a node that was not up yet (the executor
+        that missed the state has no tick to answer), or that saw the frames before it saw the reset (it
         would drop them as not newer, or fail to build that observation and never try it again, and the simulator
         would wait for ever). The episode's physics has not started, so nothing of its outcome changes; the interval
         doubles each time, so a model slower than ``lockstep_resend_s`` still gets its chance."""
@@ -128,7 +131,7 @@ class SimLockstep:
         node.clock_pub.publish(ClockMsg(clock=stamp))
         node._publish_state(stamp)
         for cam, c in node.cameras.items():
-            if stamp_to_ns(c["info"].header.stamp) == self.gate.t_ns:
+            if not self.gate.frames_pending and stamp_to_ns(c["info"].header.stamp) == self.gate.t_ns:
                 node._publish_camera(cam, c, stamp)
         self._last_send_s = time.monotonic()
         self._resend_after_s *= 2.0

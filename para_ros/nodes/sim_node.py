@@ -78,7 +78,7 @@ LOCKSTEP_PARAMS = [
     Param("lockstep_timeout_s", DEFAULT_TIMEOUT_S, "Wall seconds the simulator waits for any one answer (a tick, a "
           "command, a chunk) before it is a fault: the simulator then holds until ~/reset_task and ~/task_state "
           "names what was missing (lockstep_fault).", range=(0.1, 3600.0)),
-    Param("lockstep_resend_s", 2.0, "While the chunk of the first frame after a reset (or the start) is awaited: "
+    Param("lockstep_resend_s", 2.0, "While an answer for the first instant after a reset (or the start) is awaited: "
           "after this many wall seconds, then twice as long each time, /clock hops forward and back (every node "
           "clears as after a reset) and that instant's state and frames go out again, for a node that was not up "
           "yet or saw them before the reset; the episode's physics has not started.", range=(0.05, 600.0)),
@@ -250,9 +250,9 @@ class SimNode(Node):
         self._sim_goal_s += min(dt_wall * self.params["real_time_factor"], MAX_TICK_SIM_S)
         self.step_and_publish(wall)
 
-    def step_and_publish(self, wall: float) -> list[int]:
-        """Step physics up to the goal time, publish the state (and the frames due); the frames' stamps (ns)."""
-        frames_ns = []
+    def step_and_publish(self, wall: float, frames: bool = True) -> list[int]:
+        """Step physics up to the goal time, publish the state (and, with ``frames``, the frames due); the frames'
+        stamps (ns)."""
         tick_now_ns = None if self.clock_pub is not None else self.get_clock().now().nanoseconds
         ts = self.sim.model.opt.timestep
         while self.sim.time_s + 0.5 * ts < self._sim_goal_s:
@@ -269,6 +269,12 @@ class SimNode(Node):
         if self._task_state_period_s is not None and self.sim.time_s + 1e-9 >= self._next_task_state_s:
             self._publish_task_state(stamp_ns)
             self._next_task_state_s = max(self._next_task_state_s + self._task_state_period_s, self.sim.time_s)
+        return self.publish_due_frames(stamp_ns, wall, tick_now_ns) if frames else []
+
+    def publish_due_frames(self, stamp_ns: int, wall: float, tick_now_ns: int | None = None) -> list[int]:
+        """Render and publish the camera frames due at the current instant (stamped ``stamp_ns``); their stamps."""
+        frames_ns = []
+        stamp = to_time_msg(stamp_ns)
         for cam, c in self.cameras.items():
             if self.sim.time_s + 1e-9 >= c["next_due_s"]:
                 self._publish_camera(cam, c, stamp)

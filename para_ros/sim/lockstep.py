@@ -7,17 +7,20 @@ everything it would have done in real time on an infinitely fast machine; the pe
 seeds alone. The rules:
 
 1. The simulator advances in steps of ``step_s`` (the executor's control period). After each step it publishes the
-   state (``/clock``, ``/joint_states``, ``/tf``; camera frames when due) stamped with the new simulated time ``t``.
+   state (``/clock``, ``/joint_states``, ``/tf``) stamped with the new simulated time ``t``.
 2. The executor (``lockstep: true``) ticks once per simulated instant, triggered by the joint state stamped ``t`` (it
    reads exactly that state, not whatever arrived last), and then acknowledges the tick (:func:`tick_ack`), saying
    whether it sent a command. The simulator steps again only after that acknowledgement and, when a command was sent,
    after that command arrived: physics between ``t`` and ``t + step_s`` always follows the command of tick ``t``.
-3. A camera frame stamped ``t`` holds the simulator until the executor acknowledges the chunk predicted from it
+3. The camera frames due at ``t`` go out once the executor has answered the tick at ``t``: the joint state of ``t``
+   has then reached the executor, and (the same message, the same moment) almost surely the inference node, which
+   reads the gripper opening at the frame's stamp from it.
+4. A camera frame stamped ``t`` holds the simulator until the executor acknowledges the chunk predicted from it
    (:func:`chunk_ack`; the inference node stamps each chunk with its observation's image stamp). The executor keeps
    each chunk aside and hands it to its core at the first tick at or after ``stamp + latency_s``
    (:class:`ChunkRelease`): the chunk takes effect after a fixed simulated latency instead of after however long the
    machine took.
-4. A wait longer than ``timeout_s`` of wall time is a fault (:meth:`LockstepGate.check_timeout` names what was
+5. A wait longer than ``timeout_s`` of wall time is a fault (:meth:`LockstepGate.check_timeout` names what was
    missing); the simulator then holds until the next task reset, which ends the episode as a fault.
 
 The acknowledgements travel as ``std_msgs/Int64MultiArray`` (``data = [kind, time_ns, value]``), standard messages
@@ -95,6 +98,7 @@ class LockstepGate:
         self.command_sent = False
         self.command_arrived = False
         self.frames_waiting: set[int] = set()
+        self.frames_pending = False
         self.chunks_held: set[int] = set()  # chunk stamps the executor acknowledged (<= t)
         self.fault = ""
 
@@ -102,12 +106,23 @@ class LockstepGate:
     def needs_publish(self) -> bool:
         return self.t_ns is None
 
-    def published(self, t_ns: int, frame_stamps_ns, wall_s: float) -> None:
+    def published(self, t_ns: int, frame_stamps_ns=(), wall_s: float = 0.0, frames_pending: bool = False) -> None:
+        """The state at ``t_ns`` went out, with the frames stamped ``frame_stamps_ns``; ``frames_pending``: the
+        frames due at ``t_ns`` go out later (:meth:`frames_published`), once the executor has answered the tick."""
         self.t_ns = int(t_ns)
         self.waiting_since_s = wall_s
         self.tick_acked = self.command_sent = self.command_arrived = False
+        self.frames_pending = bool(frames_pending)
         self.chunks_held = {s for s in self.chunks_held if s <= self.t_ns}
         self.frames_waiting = {int(s) for s in frame_stamps_ns} - self.chunks_held
+
+    def frames_published(self, frame_stamps_ns) -> None:
+        self.frames_pending = False
+        self.frames_waiting |= {int(s) for s in frame_stamps_ns} - self.chunks_held
+
+    def tick_answered(self) -> bool:
+        """The executor ticked on the current instant and its command (if any) arrived."""
+        return self.tick_acked and (not self.command_sent or self.command_arrived)
 
     def on_ack(self, data) -> None:
         """An acknowledgement from the executor (:func:`parse_ack`). Ones for an instant not yet published are from
@@ -137,6 +152,8 @@ class LockstepGate:
         elif self.command_sent and not self.command_arrived:
             out.append(f"the executor's command of the tick at t={t} s")
         out += [f"the chunk predicted from the camera frame of t={s / 1e9:.3f} s" for s in sorted(self.frames_waiting)]
+        if self.frames_pending and not out:
+            out.append(f"the camera frames of t={t} s to go out")
         return out
 
     def ready(self) -> bool:
