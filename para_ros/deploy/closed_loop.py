@@ -158,8 +158,10 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--lockstep", action="store_true",
                    help="lockstep evaluation: the simulator runs on /clock and steps only once the graph has answered "
                    "(each frame's chunk, each executor tick), chunks take effect after a fixed simulated latency "
-                   "(chunk_executor lockstep_latency_s, default 0.05 s); outcomes then depend on the seeds, not on "
-                   "the machine's load; --time-limit, --settle are simulated seconds (para_ros.sim.lockstep)")
+                   "(chunk_executor lockstep_latency_s, default 0.05 s, a GPU's; checkpoints/pick_place needs the "
+                   "CPU latency it was tuned with: --node-param chunk_executor:lockstep_latency_s:=0.2); outcomes then "
+                   "depend on the seeds, not on the machine's load; --time-limit, --settle are simulated seconds "
+                   "(para_ros.sim.lockstep)")
     p.add_argument("--compare", default="", metavar="NODE:PARAM=V1,V2[,...]",
                    help="A/B evaluation: one graph per value of one node parameter, the same seeds interleaved (seed "
                    "s with V1, then V2, ...); the report adds each variant's success rate with its Wilson interval "
