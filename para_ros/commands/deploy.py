@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hand the arm to the policy at start (always so for backend sim); without it the "
                              "executor of a real arm waits, disengaged, for `ros2 service call /chunk_executor/engage "
                              "std_srvs/srv/Trigger`")
+    parser.add_argument("--lockstep", action="store_true",
+                        help="backend sim: lockstep evaluation: the simulator runs on /clock and steps only once the "
+                             "graph has answered (each frame's chunk, each executor tick), so the episodes' outcomes "
+                             "depend on the seeds, not on the machine's load (para_ros.sim.lockstep)")
     parser.add_argument("--no-task", action="store_true",
                         help="backend sim: do not run pick-and-place episodes (by default the launcher resets the "
                              "task after each success or --episode-time-limit and counts attempts and successes)")
@@ -114,7 +118,7 @@ def _settings(args) -> graph.DeploySettings:
         scene_image_topic=args.scene_image_topic, scene_info_topic=args.scene_info_topic,
         wrist_image_topic=args.wrist_image_topic, wrist_info_topic=args.wrist_info_topic,
         joint_trajectory_topic=args.joint_trajectory_topic, arm_joint_names=args.arm_joint_names,
-        engage=args.engage, calibration=args.calibration)
+        engage=args.engage, calibration=args.calibration, lockstep=args.lockstep)
 
 
 def _argument_problem(args) -> str | None:
@@ -150,7 +154,7 @@ def _start_graph(args, settings, run: GraphRun, out: Path, topics):
     monitor = DeployMonitor(recorder, image_period_s=args.record_image_period, topics=topics)
     monitor.data.graph_start_ns = graph_start_ns
     if settings.backend == "sim" and not args.no_task:
-        driver = TaskDriver(seed=args.task_seed, time_limit_s=args.episode_time_limit)
+        driver = TaskDriver(seed=args.task_seed, time_limit_s=args.episode_time_limit, lockstep=settings.lockstep)
         driver.start()
     return monitor, recorder, driver
 

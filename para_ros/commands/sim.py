@@ -115,6 +115,18 @@ def add_eval_arguments(p) -> None:
     p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
                    help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
                    "chunk_executor:implausible_speed:=reject (repeatable; written into the report)")
+    p.add_argument("--lockstep", action="store_true",
+                   help="lockstep evaluation: the simulator runs on /clock and steps only once the graph has answered "
+                   "(each frame's chunk, each executor tick), chunks take effect after a fixed simulated latency "
+                   "(chunk_executor lockstep_latency_s, default 0.05 s, a GPU's; checkpoints/pick_place needs the "
+                   "CPU latency it was tuned with: --node-param chunk_executor:lockstep_latency_s:=0.2); outcomes then "
+                   "depend on the seeds, not on the machine's load; --time-limit, --settle are simulated seconds "
+                   "(para_ros.sim.lockstep)")
+    p.add_argument("--compare", default="", metavar="NODE:PARAM=V1,V2[,...]",
+                   help="A/B evaluation: one graph per value of one node parameter, the same seeds interleaved (seed "
+                   "s with V1, then V2, ...); the report adds each variant's success rate with its Wilson interval "
+                   "and paired exact McNemar tests on the per-seed outcomes (use with --lockstep: in real time the "
+                   "idle graphs keep running and load the machine)")
     p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
     add_region_argument(p)
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
@@ -125,6 +137,7 @@ def add_eval_arguments(p) -> None:
 
 def cmd_eval(args) -> int:
     # rclpy, OpenCV, matplotlib: loaded for the evaluation only (demos and expert stay ROS-free)
+    from para_ros.deploy.ab_compare import run_compare
     from para_ros.deploy.closed_loop import EvalSettings, run_eval
 
     try:
@@ -134,11 +147,12 @@ def cmd_eval(args) -> int:
             camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
             light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
             echo=args.echo, node_params=graph.parse_node_params(args.node_param),
-            cube_region=args.cube_region.text if args.cube_region else "", rerun=args.rerun or "")
+            cube_region=args.cube_region.text if args.cube_region else "", rerun=args.rerun or "",
+            lockstep=args.lockstep, compare=args.compare)
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2
-    return run_eval(settings)
+    return run_compare(settings) if settings.compare else run_eval(settings)
 
 
 def cmd_record(args) -> int:

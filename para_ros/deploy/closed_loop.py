@@ -18,6 +18,7 @@ the scene camera with the predicted path drawn in (first success and first failu
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -36,6 +37,7 @@ from para_ros.nodes.parameter_registry import check_node_params
 from para_ros.paths import shipped_node_params
 from para_ros.sim.camera_sampler import check_scene_camera_sees_workspace
 from para_ros.sim.layout_region import CubeRegion, episode_seeds
+from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import OUTCOMES, check_seed
 
 
@@ -74,6 +76,13 @@ class EvalSettings:
     node_params: dict = field(default_factory=dict)
     cube_region: str = ""
     rerun: str = ""  # .rrd to write (the run recorded, then converted by para_ros.bag.view); "" = none
+    lockstep: bool = False  # simulated time (para_ros.sim.lockstep): --time-limit and --settle in simulated seconds
+    compare: str = ""  # NODE:PARAM=V1,V2[,...]: an A/B evaluation (para_ros.deploy.ab_compare)
+
+    @property
+    def lockstep_timeout_s(self) -> float:
+        """The simulator's ``lockstep_timeout_s`` in this run (wall seconds it waits for any one answer)."""
+        return float(self.node_params.get("sim_node", {}).get("lockstep_timeout_s", DEFAULT_TIMEOUT_S))
 
     def __post_init__(self):
         self.node_params = check_node_params(self.node_params)
@@ -142,7 +151,7 @@ def plot_outcomes(rows: list[EpisodeRow], summary: dict, path: Path, title: str)
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
     colours = {"success": "tab:green", "no_grasp": "tab:red", "dropped": "tab:orange", "misplaced": "tab:purple",
-               "fallen": "tab:brown", "timeout": "tab:gray", "limits": "black"}
+               "fallen": "tab:brown", "timeout": "tab:gray", "limits": "black", "fault": "tab:pink"}
     for o in OUTCOMES:
         sel = [r for r in rows if r.outcome == o]
         if sel:
@@ -177,16 +186,22 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
              f"- scene camera moved by {list(settings.camera_shift_m)} m, turned by {list(settings.camera_rotate_deg)}"
              " deg",
              f"- inference path: {'fast (para_core.model.v4_fast)' if settings.fast_path else 'reference'}",
+             "- clock: " + ("lockstep (simulated time; the simulator steps once the graph has answered; episode "
+                            "times are simulated seconds)" if settings.lockstep else "real time (wall clock)"),
              "- node parameters beyond config/*.yaml: " + ("; ".join(
                  f"{node} {name}={value!r}" for node, values in settings.node_params.items()
-                 for name, value in values.items()) or "none"),
-             "", "| outcome | episodes |", "|---|---|"]
+                 for name, value in values.items()) or "none")]
+    walls = [r.wall_s for r in rows if math.isfinite(r.wall_s)]
+    if walls:
+        lines.append(f"- wall time per episode: median {np.median(walls):.1f} s, total {sum(walls):.0f} s")
+    lines += ["", "| outcome | episodes |", "|---|---|"]
     lines += [f"| {o} | {n} |" for o, n in summary["outcomes"].items()]
     lines += ["", "| episode | seed | outcome | time s | place error cm | max lift cm | chunks | rejected | "
-              "truncated |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "truncated | wall s | fault |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.episode} | {r.seed} | {r.outcome} | {r.duration_s:.1f} | {100 * r.place_error_m:.1f} | "
-              f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} |" for r in rows]
+              f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} | "
+              f"{r.wall_s:.1f} | {r.fault} |" for r in rows]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     if rows:
         plot_outcomes(rows, summary, out / "outcomes.png", Path(settings.checkpoint).name)
@@ -198,24 +213,16 @@ def deploy_settings(settings: EvalSettings):
     inference path chosen."""
 
     return graph.DeploySettings(backend="sim", checkpoint=str(Path(settings.checkpoint).resolve()),
-                                device=settings.device, fast_path="true" if settings.fast_path else "false")
+                                device=settings.device, fast_path="true" if settings.fast_path else "false",
+                                lockstep=settings.lockstep)
 
 
-def run_eval(settings: EvalSettings) -> int:
+def sim_overrides(settings: EvalSettings) -> tuple[np.ndarray, dict]:
+    """The scene camera pose ``T_world_cam`` (4, 4) of ``settings`` and the simulator's parameters for them."""
     from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
-    try:
-        check_checkpoint_matches_sim(settings.checkpoint)
-        seeds = episode_seeds(settings.seed, settings.episodes,
-                              CubeRegion.parse(settings.cube_region) if settings.cube_region else None)
-        T_cam = moved_camera_pose(SimConfig().scene_cam_T_world_cam(), settings.camera_shift_m,
-                                  settings.camera_rotate_deg)
-        check_scene_camera_sees_workspace(T_cam, settings.node_params.get("sim_node", {}))
-    except ValueError as exc:
-        print(f"para-sim eval: {exc}", file=sys.stderr)
-        return 2
-    out = Path(settings.out or Path("runs") / datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
-    out.mkdir(parents=True, exist_ok=True)
+    T_cam = moved_camera_pose(SimConfig().scene_cam_T_world_cam(), settings.camera_shift_m,
+                              settings.camera_rotate_deg)
     sim_over: dict = {}
     if any(settings.camera_shift_m) or any(settings.camera_rotate_deg):
         sim_over["scene_cam_T_world_cam"] = [float(v) for v in T_cam.reshape(-1)]
@@ -223,6 +230,31 @@ def run_eval(settings: EvalSettings) -> int:
         sim_over["cube_rgba"] = [float(v) for v in settings.cube_rgba]
     if settings.light_scale != 1.0:
         sim_over["light_scale"] = float(settings.light_scale)
+    if settings.lockstep:
+        sim_over["lockstep_run_until_s"] = 0.0  # hold at the first instant until the first episode
+    return T_cam, sim_over
+
+
+def start_graph(graph_run: GraphRun, ds, sim_over: dict, node_params: dict) -> list:
+    """Start the evaluation graph of ``ds`` (``graph.DeploySettings``) in ``graph_run``: the simulator with
+    ``sim_over`` on top of its overrides, then every node's ``node_params``; returns the plan started."""
+    plan = graph.plan(ds)
+    graph_run.start_plan(plan, {**node_params, "sim_node": {**sim_over, **node_params.get("sim_node", {})}})
+    return plan
+
+
+def run_eval(settings: EvalSettings) -> int:
+    try:
+        check_checkpoint_matches_sim(settings.checkpoint)
+        seeds = episode_seeds(settings.seed, settings.episodes,
+                              CubeRegion.parse(settings.cube_region) if settings.cube_region else None)
+        T_cam, sim_over = sim_overrides(settings)
+        check_scene_camera_sees_workspace(T_cam, settings.node_params.get("sim_node", {}))
+    except ValueError as exc:
+        print(f"para-sim eval: {exc}", file=sys.stderr)
+        return 2
+    out = Path(settings.out or Path("runs") / datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
     ds = deploy_settings(settings)
     graph_run = GraphRun(out / "logs", echo=settings.echo)  # the evaluator node in this process joins its domain
     signals = SignalStop()
@@ -232,9 +264,7 @@ def run_eval(settings: EvalSettings) -> int:
     ev = monitor = recorder = None
     extra: dict = {"interrupted": False}
     try:
-        extra_params = {**settings.node_params, "sim_node": {**sim_over, **settings.node_params.get("sim_node", {})}}
-        plan = graph.plan(ds)
-        graph_run.start_plan(plan, extra_params)
+        plan = start_graph(graph_run, ds, sim_over, settings.node_params)
         ev = TaskClient(T_cam)
         if settings.rerun:  # record what a rerun view needs (the deploy monitor's recorder), convert at the end
             topics = graph_topics(plan)
@@ -242,7 +272,8 @@ def run_eval(settings: EvalSettings) -> int:
             monitor = DeployMonitor(recorder, topics=topics)
         print(f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
               f"{graph_run.domain_id}, report in {out}", flush=True)
-        wait_for_first_chunk(ev, graph_run, stop, timeout_s=120.0)
+        # lockstep: the simulator waits for the model however long it loads; give a busy machine time
+        wait_for_first_chunk(ev, graph_run, stop, timeout_s=600.0 if settings.lockstep else 120.0)
         for k in range(settings.episodes):
             if stop.is_set():
                 extra["interrupted"] = True
@@ -264,8 +295,9 @@ def run_eval(settings: EvalSettings) -> int:
             extra["videos"] = videos
             s = write_report(out, settings, rows, extra)
             print(f"  episode {k:3d} seed {row.seed}: {row.outcome:9s} {row.duration_s:5.1f} s  "
-                  f"(place error {100 * row.place_error_m:.1f} cm)  -> {s['successes']}/{s['episodes']}",
-                  flush=True)
+                  f"(place error {100 * row.place_error_m:.1f} cm)  -> {s['successes']}/{s['episodes']}"
+                  + (f"  [wall {row.wall_s:.1f} s]" if settings.lockstep else "")
+                  + (f"  {row.fault}" if row.fault else ""), flush=True)
     except RuntimeError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         extra["error"] = str(exc)

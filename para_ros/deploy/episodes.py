@@ -8,6 +8,21 @@ the arm until the cube rests released on the pad (``success``, held for ``succes
 passes. ``~/task_state`` (what the simulator sees) is judged by :class:`para_ros.sim.pick_place.EpisodeMonitor`,
 which names the cause of a failure. :class:`TaskClient` is the ROS side (service clients and subscriptions, in its own
 rclpy context), :func:`run_episode` the procedure, :class:`TaskDriver` runs episodes back to back in a thread.
+
+Lockstep (``para-sim eval --lockstep``, ``para-deploy --backend sim --lockstep``; :func:`run_lockstep_episode`): the
+same procedure on simulated time. Every moment that decides the outcome is a simulated instant, so the episode does
+not depend on how fast this machine answers:
+
+1. ``/chunk_executor/stop``; ``lockstep_run_until_s`` = ``settle_s`` (the simulator holds where it is), then the task
+   reset (simulated time restarts at 0);
+2. the simulator runs to ``settle_s`` and holds there; the evaluator waits until ``~/task_state`` says it is held with
+   every answer for that instant in (``lockstep_held``), then calls ``/chunk_executor/resume``: the executor takes
+   the arm between two simulated instants, always the same two;
+3. ``lockstep_run_until_s`` = ``settle_s + time_limit_s``; the episode is judged on the task states' simulated times:
+   success once the cube has rested released on the pad for ``success_hold_s`` of simulated time, else the outcome
+   at the time limit (:class:`para_ros.sim.pick_place.EpisodeMonitor`);
+4. ``fault`` when the simulator reports a lockstep fault (an answer that did not come within its wall-time limit; the
+   reason is kept in the row) or stops publishing altogether; the evaluation goes on with the next episode.
 """
 from __future__ import annotations
 
@@ -20,7 +35,7 @@ import cv2
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from para_msgs.msg import ActionChunk
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -30,9 +45,16 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from para_msgs.msg import ActionChunk
 from para_ros.observation.camera_model import intrinsics_from_camera_info
 from para_ros.ros_io.task_services import call_service, reset_task
+from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import OUTCOMES, EpisodeMonitor, Judgement, check_seed, wilson_interval
+
+# Lockstep episodes (run_lockstep_episode):
+HALF_STEP_S = 0.005  # simulated instants are compared with half the simulator's 0.01 s step of slack
+SILENT_MARGIN_S = 30.0  # wall seconds beyond the simulator's own answer timeout before a silent simulator is a fault
+DIAGNOSTICS_WAIT_S = 0.6  # the executor's counters come on /diagnostics at 2 Hz: wait for one after a time limit
 
 
 @dataclass
@@ -42,6 +64,8 @@ class EpisodeLimits:
     time_limit_s: float = 30.0
     settle_s: float = 1.5
     success_hold_s: float = 0.5
+    lockstep: bool = False  # simulated time (:func:`run_lockstep_episode`): the times above are simulated seconds
+    lockstep_timeout_s: float = DEFAULT_TIMEOUT_S  # the simulator's lockstep_timeout_s (wall s)
 
     def __post_init__(self):
         for name in ("time_limit_s", "settle_s", "success_hold_s"):
@@ -62,6 +86,8 @@ class EpisodeRow:
     chunks_rejected: int
     layout: dict = field(default_factory=dict)
     chunks_truncated: int = 0
+    fault: str = ""  # why the episode ended as a fault (lockstep: the answer that never came)
+    wall_s: float = float("nan")  # wall time of the whole episode (reset to judgement)
 
 
 def summarise(rows: list[EpisodeRow]) -> dict:
@@ -77,11 +103,13 @@ def summarise(rows: list[EpisodeRow]) -> dict:
 class TaskClient:
     """The episode procedure's ROS side: service clients, task-state, chunk, image and diagnostics subscriptions."""
 
-    def __init__(self, scene_T_world_cam: np.ndarray):
+    def __init__(self, scene_T_world_cam: np.ndarray, domain_id: int | None = None):
         # Its own context, no signal handlers: the command that owns this evaluator owns Ctrl-C (para-deploy runs
-        # one next to its monitor, which has its own context too).
+        # one next to its monitor, which has its own context too). ``domain_id``: the graph's DDS domain when it is
+        # not this process's (``para-sim eval --compare`` runs one graph per domain).
         self.context = rclpy.Context()
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO,
+                   **({} if domain_id is None else {"domain_id": int(domain_id)}))
         self.rclpy = rclpy
         self.node = Node("para_sim_eval", context=self.context)
         n = self.node
@@ -101,7 +129,7 @@ class TaskClient:
         self.frames: list[np.ndarray] = []
         self.K: np.ndarray | None = None
         self.T_world_cam = scene_T_world_cam
-        n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=50))
+        n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=500))
         n.create_subscription(ActionChunk, "/para/action_chunk", self._on_chunk, QoSProfile(depth=10))
         n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, QoSProfile(depth=20))
         n.create_subscription(Image, "/scene_cam/image_raw", self._on_image, QoSProfile(depth=2))
@@ -204,7 +232,11 @@ def wait_for_first_chunk(ev: TaskClient, graph_run, stop: threading.Event, timeo
 
 
 def run_episode(ev: TaskClient, settings: EpisodeLimits, k: int, seed: int, stop: threading.Event,
-                 record: bool) -> EpisodeRow:
+                record: bool) -> EpisodeRow:
+    """Episode ``k`` (layout ``seed``) on the wall clock, or in lockstep when ``settings.lockstep``."""
+    if settings.lockstep:
+        return run_lockstep_episode(ev, settings, k, seed, stop, record, settings.lockstep_timeout_s)
+    wall0 = time.monotonic()
     ev.call("stop")
     layout = ev.reset_task(seed)
     time.sleep(settings.settle_s)
@@ -242,18 +274,118 @@ def run_episode(ev: TaskClient, settings: EpisodeLimits, k: int, seed: int, stop
         chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
     last = monitor.last
     return EpisodeRow(k, seed, outcome, time.monotonic() - t0, last.place_error_m if last else float("nan"),
-                      monitor.max_lift_m, chunks, rejected, layout, truncated)
+                      monitor.max_lift_m, chunks, rejected, layout, truncated, wall_s=time.monotonic() - wall0)
+
+
+def set_run_until(ev, run_until_s: float, timeout_s: float = 10.0) -> None:
+    """Set ``lockstep_run_until_s`` on ``/sim_node`` (RuntimeError when refused)."""
+    req = SetParameters.Request()
+    req.parameters = [Parameter(name="lockstep_run_until_s", value=ParameterValue(
+        type=ParameterType.PARAMETER_DOUBLE, double_value=float(run_until_s)))]
+    res = ev.call("params", req, timeout_s)
+    if not res.results[0].successful:
+        raise RuntimeError(f"sim_node refused lockstep_run_until_s={run_until_s}: {res.results[0].reason} (is it "
+                           "running with lockstep:=true?)")
+
+
+def _next_states(ev, seed: int) -> list[dict]:
+    with ev.lock:
+        states, ev.states = ev.states, []
+    return [st for st in states if st.get("seed") == seed]
+
+
+def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, timeout_s: float = 60.0):
+    """Episode ``k`` (layout ``seed``) in lockstep; an :class:`EpisodeRow` whose
+    ``duration_s`` is simulated time and ``wall_s`` the wall time the episode took. ``timeout_s``: the simulator's
+    ``lockstep_timeout_s`` (a simulator silent for that plus a margin is a fault)."""
+    wall0 = time.monotonic()
+    ev.call("stop")
+    set_run_until(ev, settings.settle_s)
+    with ev.lock:
+        ev.states.clear()
+    layout = ev.reset_task(seed)
+    silent_s = timeout_s + SILENT_MARGIN_S
+    fault = ""
+    # 2. run to the settle time, hand the arm over there
+    last_heard = time.monotonic()
+    held = False
+    while not held and not fault:
+        if stop.is_set():
+            break
+        time.sleep(0.02)
+        for st in _next_states(ev, seed):
+            last_heard = time.monotonic()
+            fault = fault or st.get("lockstep_fault", "")
+            held = held or (st.get("lockstep_held", False) and st["sim_time_s"] >= settings.settle_s - HALF_STEP_S)
+        if time.monotonic() - last_heard > silent_s:
+            fault = f"lockstep: the simulator published no task state for {silent_s:.0f} s of wall time"
+    with ev.lock:
+        chunks0, rejected0, truncated0 = ev.chunks, ev.rejected, ev.truncated
+    ev.frames = []
+    ev.record_frames = record
+    start_s = settings.settle_s
+    end_s = settings.settle_s + settings.time_limit_s
+    monitor = EpisodeMonitor()
+    success_since = None
+    outcome = None
+    sim_now = start_s
+    if not fault and not stop.is_set():
+        ev.call("resume")
+        set_run_until(ev, end_s)
+        last_heard = time.monotonic()
+    while outcome is None and not fault:
+        if stop.is_set():
+            break
+        time.sleep(0.02)
+        for st in _next_states(ev, seed):
+            last_heard = time.monotonic()
+            if st.get("lockstep_fault"):
+                fault = st["lockstep_fault"]
+                break
+            if st["sim_time_s"] < start_s - HALF_STEP_S:
+                continue
+            sim_now = st["sim_time_s"]
+            j = monitor.update(Judgement(st["state"], st["place_error_m"], st["cube_height_m"], st["held"]))
+            if j.success:
+                success_since = sim_now if success_since is None else success_since
+            else:
+                success_since = None
+            if success_since is not None and sim_now - success_since >= settings.success_hold_s - HALF_STEP_S:
+                outcome = "success"
+                break
+            if sim_now >= end_s - HALF_STEP_S:
+                time.sleep(DIAGNOSTICS_WAIT_S)  # the executor's rejection count at the limit, for "limits"
+                with ev.lock:
+                    chunks, rejected = ev.chunks - chunks0, ev.rejected - rejected0
+                outcome = monitor.outcome(limits_hit=chunks > 0 and rejected > 0.5 * chunks)
+                break
+        if outcome is None and not fault and time.monotonic() - last_heard > silent_s:
+            fault = f"lockstep: the simulator published no task state for {silent_s:.0f} s of wall time"
+    if stop.is_set() and outcome is None and not fault:
+        outcome = monitor.outcome()
+    ev.record_frames = False
+    try:
+        set_run_until(ev, 0.0)  # hold the simulator until the next episode
+    except RuntimeError:
+        pass
+    with ev.lock:
+        chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
+    last = monitor.last
+    return EpisodeRow(k, seed, "fault" if fault else outcome, max(0.0, sim_now - start_s),
+                      last.place_error_m if last else float("nan"), monitor.max_lift_m, chunks, rejected, layout,
+                      truncated, fault=fault, wall_s=time.monotonic() - wall0)
 
 
 class TaskDriver(threading.Thread):
     """Pick-and-place episodes back to back against a graph someone else started (``para-deploy --backend sim``):
     the same episode procedure as ``para-sim eval``; ``rows`` holds the finished episodes."""
 
-    def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5):
+    def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5,
+                 lockstep: bool = False):
         super().__init__(name="para-task-driver", daemon=True)
         check_seed(seed)
         self.seed = seed
-        self.settings = EpisodeLimits(time_limit_s=time_limit_s, settle_s=settle_s)
+        self.settings = EpisodeLimits(time_limit_s=time_limit_s, settle_s=settle_s, lockstep=lockstep)
         from para_ros.sim.yam_scene import SimConfig  # mujoco: para-deploy on a real arm never loads the simulator
 
         self.T_cam = SimConfig().scene_cam_T_world_cam()

@@ -57,6 +57,17 @@ N_ARM_JOINTS = 6
 UNTRAINED_EXECUTOR_OVERRIDES = {"max_implied_speed_m_s": 100.0, "unreachable": "best_effort"}
 INFERENCE_PARAMS_FILE = "config/inference.yaml"
 
+# Lockstep evaluation (backend sim): the parameters that put each node on the simulator's clock. One more: the inference
+# node's TF wait (wall time). The simulator publishes an instant's TF before its frames, so in lockstep the TF of a
+# frame always comes, but on a loaded machine sometimes later than the real-time 0.1 s; a frame given up for that would
+# never be answered (the simulator holds for it: a fault), while a longer wait costs no simulated time at all.
+LOCKSTEP_TF_TIMEOUT_S = 5.0
+LOCKSTEP_OVERRIDES = {
+    "sim_node": {"publish_clock": True, "lockstep": True},
+    "inference_node": {"use_sim_time": True, "tf_timeout_s": LOCKSTEP_TF_TIMEOUT_S},
+    "chunk_executor": {"use_sim_time": True, "lockstep": True},
+}
+
 # Camera-topic settings of the launchers -> inference_node parameter names.
 CAMERA_TOPIC_PARAMETERS = ("scene_image_topic", "scene_info_topic", "wrist_image_topic", "wrist_info_topic")
 
@@ -152,6 +163,8 @@ class DeploySettings:
         engage: hand the arm to the policy at start (the executor's ``auto_engage``). The executor otherwise starts
             disengaged (``config/executor.yaml``) until ``/chunk_executor/engage`` is called. Always on for backend
             ``sim``; for a real arm only when asked (``--engage`` / ``engage:=true``). Takes a bool or "true"/"false".
+        lockstep: backend ``sim`` only: lockstep evaluation (:mod:`para_ros.sim.lockstep`): every node on the
+            simulator's ``/clock`` (:data:`LOCKSTEP_OVERRIDES`), the simulator stepping only once the graph answered.
     """
 
     backend: str = "sim"
@@ -168,9 +181,14 @@ class DeploySettings:
     arm_joint_names: str = ""
     engage: bool = False
     calibration: str = ""
+    lockstep: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "engage", _true_false("engage", self.engage) == "true")
+        object.__setattr__(self, "lockstep", _true_false("lockstep", self.lockstep) == "true")
+        if self.lockstep and self.backend != "sim":
+            raise ValueError(f"lockstep applies to backend sim only (backend is {self.backend!r}): a real arm runs on "
+                             "the wall clock")
         if self.calibration:
             # OpenCV (the file's board): loaded only when a calibration file is given
             from para_ros.calibration.consumers import load
@@ -252,6 +270,8 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
             out.update(UNTRAINED_EXECUTOR_OVERRIDES)
     elif settings.calibration:
         out.update(calibration_overrides(spec.name, settings))
+    if settings.lockstep:
+        out.update(LOCKSTEP_OVERRIDES.get(spec.name, {}))
     return out
 
 

@@ -59,10 +59,11 @@ def graph_commands(settings: graph.DeploySettings) -> list[tuple[graph.NodeSpec,
     return [(spec, node_command(spec, overrides)) for spec, overrides in graph.plan(settings)]
 
 
-def graph_env() -> dict[str, str]:
-    """The environment of the graph's node processes (a fresh loopback DDS domain, EGL rendering, unbuffered
-    output), also applied to this process, so that a monitor or evaluator node here joins the same domain."""
-    env = loopback_dds_env()
+def graph_env(domain_id: int | None = None) -> dict[str, str]:
+    """The environment of the graph's node processes (a fresh loopback DDS domain, or ``domain_id``; EGL rendering,
+    unbuffered output), also applied to this process, so that a monitor or evaluator node here joins the same
+    domain."""
+    env = loopback_dds_env(domain_id=domain_id)
     env.setdefault("MUJOCO_GL", "egl")
     env.setdefault("PYTHONUNBUFFERED", "1")
     apply_loopback_dds_env(domain_id=int(env["ROS_DOMAIN_ID"]))
@@ -287,10 +288,13 @@ class GraphRun:
     :param echo: the nodes' output on this terminal instead of the logs.
     :param respawn_delay_s: seconds between a respawned node's death and its restart.
     :param pids_path: a JSON file of each node's current pid, rewritten at every start and restart.
+    :param domain_id: the run's DDS domain (default: this process's, else a fresh one; ``para-sim eval --compare``
+        gives each of its graphs its own).
     """
 
-    def __init__(self, log_dir: Path, echo: bool = False, respawn_delay_s: float = 2.0, pids_path: Path | None = None):
-        self.env = graph_env()
+    def __init__(self, log_dir: Path, echo: bool = False, respawn_delay_s: float = 2.0, pids_path: Path | None = None,
+                 domain_id: int | None = None):
+        self.env = graph_env(domain_id)
         self.group = ProcessGroup(log_dir, self.env, echo=echo, respawn_delay_s=respawn_delay_s, pids_path=pids_path)
 
     @property

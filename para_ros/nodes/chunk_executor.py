@@ -60,6 +60,10 @@ and calls the pre-jump callback in the executor thread before any callback can s
 still checks its own times too, for a jump nobody announced, e.g. from a caller without rclpy.) Diagnostics:
 ``time_jumps_back``, ``last_time_jump``; the log says it at WARN.
 
+Lockstep (``lockstep: true``, against the simulator's lockstep mode, :mod:`para_ros.sim.lockstep`): no fixed-rate
+loop; one tick per joint state of a new simulated instant, chunks held for ``lockstep_latency_s`` of simulated time,
+ticks and chunks acknowledged to the simulator (:class:`para_ros.nodes.lockstep_hooks.ExecutorLockstep`).
+
 Run: ``python -m para_ros.nodes.chunk_executor --ros-args --params-file config/executor.yaml -p backend:=i2rt_sdk``.
 """
 from __future__ import annotations
@@ -87,6 +91,7 @@ from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOIN
 from para_ros.execution.smoothing import JerkLimits
 from para_ros.execution.timeline import BlendConfig
 from para_ros.nodes.health import ERROR, OK, WARN, HealthReporter
+from para_ros.nodes.lockstep_hooks import ExecutorLockstep
 from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.nodes.runtime import run_node, time_jump_text
 from para_ros.robot.yam import load_yam_config
@@ -94,6 +99,7 @@ from para_ros.robot.yam_frames import YamFrames
 from para_ros.ros_io.chunk_msg import chunk_from_msg
 from para_ros.ros_io.sdk_state import SdkStatePublisher
 from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, JointTrajectoryBackend, PoseBackend, pose_stamped
+from para_ros.sim.lockstep import DEFAULT_LATENCY_S
 
 
 NODE_NAME = "chunk_executor"
@@ -201,6 +207,17 @@ PARAMETERS = ParameterTable(NODE_NAME, [
           "arm's state itself: /joint_states (and /tf) read from the SDK at this rate (Hz).", range=(0.1, 1000.0)),
     Param("publish_tf", True, "i2rt_sdk backend: also broadcast the arm's /tf (base .. gripper, grasp_site, the "
           "wrist camera optical frame of config/yam.yaml's wrist_camera) from the joints read."),
+    Param("lockstep", False, "Lockstep evaluation against the simulator (para_ros.sim.lockstep; run with "
+          "use_sim_time): instead of the fixed-rate loop, one tick per joint state of a new simulated instant, on "
+          "exactly that state; each chunk takes effect at the first tick at or after its stamp + lockstep_latency_s; "
+          "every tick and chunk is acknowledged on lockstep_ack_topic so the simulator steps only once they are done.",
+          section="lockstep evaluation (para_ros/sim/lockstep.py)"),
+    Param("lockstep_latency_s", DEFAULT_LATENCY_S, "Lockstep: simulated seconds from a chunk's stamp (its camera "
+          "frame) until it takes effect. 0.05 s = a GPU-class inference time: the PARA v4 model on an H100-class "
+          "GPU predicts a chunk in tens of ms (about 20-30 ms), plus about 10 ms of camera readout, transfer and "
+          "pairing, rounded up to whole 10 ms control periods.", range=(0.0, 10.0)),
+    Param("lockstep_ack_topic", "/chunk_executor/lockstep_ack", "Lockstep: the acknowledgements to the simulator "
+          "(std_msgs/Int64MultiArray)."),
 ], header="""Parameters of the chunk executor node (para_ros.nodes.chunk_executor); `ros2 param describe /chunk_executor
 <name>` says the same. Safety limits (joint range, speeds, workspace box, gripper range) are NOT here: they live in
 config/yam.yaml.""")
@@ -395,8 +412,12 @@ class ChunkExecutorNode(Node):
             sys.setswitchinterval(0.001)  # the GIL changes hands within 1 ms when the control thread wakes
         self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
                                   on_error=self._on_tick_error, priority=p["control_thread_priority"])
-        self.loop.start()  # before the ROS thread's own change: a new thread inherits its creator's scheduler
-        self.loop.scheduler_applied.wait(5.0)
+        self.lockstep = None
+        if p["lockstep"]:  # ticks come from the simulator's instants, not from the loop
+            self.lockstep = ExecutorLockstep(self, p)
+        else:
+            self.loop.start()  # before the ROS thread's own change: a new thread inherits its creator's scheduler
+            self.loop.scheduler_applied.wait(5.0)
         self.ros_thread_scheduler = raise_ros_thread_priority(p["control_thread_priority"], self.loop.scheduler)
         self.get_logger().info(
             f"chunk executor up: backend={self.backend.name}, {p['control_rate_hz']:.0f} Hz, blend="
@@ -422,9 +443,16 @@ class ChunkExecutorNode(Node):
     # ---- callbacks ------------------------------------------------------------------------------------------
 
     def _on_chunk(self, msg) -> None:
+        if self.lockstep is not None:
+            self.lockstep.on_chunk(msg)  # kept until its simulated latency has passed, then take_chunk
+        else:
+            self.take_chunk(msg, self.now_s())
+
+    def take_chunk(self, msg, now_s: float) -> None:
+        """Hand a chunk message to the core at ``now_s`` (log and report a rejection)."""
         try:
             chunk = chunk_from_msg(msg)
-            accepted, text = self.core.add_chunk(chunk, self.now_s())
+            accepted, text = self.core.add_chunk(chunk, now_s)
         except Exception as err:  # noqa: BLE001 - a bad message must never take the node down
             accepted, text = False, f"chunk could not be read: {type(err).__name__}: {err}"
             self.core.status.chunks_rejected += 1
@@ -477,6 +505,8 @@ class ChunkExecutorNode(Node):
         Never raises: an exception here would escape from the /clock subscription's callback."""
         try:
             self.core.clock_jumped_back("the clock jumped back (details in the log)")
+            if self.lockstep is not None:
+                self.lockstep.clear()
             if self.state_watch is not None:
                 self.state_watch.clear()
         except Exception as err:  # noqa: BLE001
@@ -496,19 +526,21 @@ class ChunkExecutorNode(Node):
     def _on_tick_error(self, err: BaseException) -> None:
         self.get_logger().error(f"control tick failed: {type(err).__name__}: {err}", throttle_duration_sec=1.0)
 
-    def _tick(self) -> None:
-        now = self.now_s()
+    def _tick(self, now: float | None = None) -> bool:
+        """One control tick at ``now`` (default: the node's clock); True when a command was sent."""
+        now = self.now_s() if now is None else now
         if now <= 0.0:  # use_sim_time and no /clock yet
-            return
+            return False
         measured, measured_s = self._read_state(now)
         if measured is not None and measured_s is not None:
             self.core.set_measured_joints(*measured, measured_s=measured_s)
         command = self.core.tick(now)
         self._report_feedback()
         if command is None:
-            return
+            return False
         self.backend.send(command)
         self.pose_pub.publish(pose_stamped(command, self.world_frame))
+        return True
 
     def _read_state(self, now: float):
         """(measured joints or None, when they were measured or None) from the backend (see module docstring)."""

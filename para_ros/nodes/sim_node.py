@@ -29,7 +29,9 @@ Time: one steady-clock timer at ``state_rate_hz`` advances physics by the elapse
 ``publish_clock`` they are the sim's clock (start wall time + simulated seconds), also published on ``/clock`` (run
 consumers with ``use_sim_time``); otherwise the node clock's now at the tick (which honours ``use_sim_time``), i.e.
 real time; use ``publish_clock`` with a ``real_time_factor`` other than 1. Everything (physics, rendering, which
-creates the EGL context, callbacks) runs on the executor's one thread.
+creates the EGL context, callbacks) runs on the executor's one thread. With ``lockstep`` the timer no longer steps by
+the wall clock: physics advances by ``lockstep_step_s`` once the graph has answered for the current instant
+(:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`).
 
 The world frame of everything published is ``base``: the SDK model puts the arm's base at the MuJoCo origin.
 """
@@ -55,11 +57,13 @@ from trajectory_msgs.msg import JointTrajectory
 from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
 from para_ros.adapters.transforms import matrix_to_transform
 from para_ros.nodes.health import ERROR, HealthReporter
+from para_ros.nodes.lockstep_hooks import LOCKSTEP_EPOCH_NS, SimLockstep
 from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.nodes.runtime import run_node
 from para_ros.observation.camera_model import camera_info_fields
 from para_ros.sim.calibration_params import CALIBRATION_PARAMS, sim_config_fields, told_frames_from_params
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
+from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
 from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim
 from para_ros.stamps import ns_to_fields, stamp_to_ns, stamp_to_s
@@ -68,6 +72,28 @@ from para_ros.stamps import ns_to_fields, stamp_to_ns, stamp_to_s
 NODE_NAME = "sim_node"
 MAX_TICK_SIM_S = 0.1  # most simulated time one tick may advance (after a stall the sim falls behind, not races)
 SUBSTEP_S = 0.005  # servo setpoints are refreshed from the trajectory every this many simulated seconds
+
+LOCKSTEP_PARAMS = [
+    Param("lockstep", False, "Lockstep evaluation (para_ros.sim.lockstep): step physics by lockstep_step_s of "
+          "simulated time only once the executor has ticked on the current instant (and its command arrived) and "
+          "the chunk predicted from each camera frame is with the executor; stamps and /clock from a fixed epoch "
+          "(needs publish_clock; run the graph with use_sim_time). Results then do not depend on the machine's load.",
+          section="lockstep evaluation (para_ros/sim/lockstep.py)"),
+    Param("lockstep_step_s", 0.01, "Simulated seconds per lockstep step: the executor ticks once per step, so this "
+          "is its control period (0.01 s = config/executor.yaml's 100 Hz).", range=(1e-4, 0.1)),
+    Param("lockstep_timeout_s", DEFAULT_TIMEOUT_S, "Wall seconds the simulator waits for any one answer (a tick, a "
+          "command, a chunk) before it is a fault: the simulator then holds until ~/reset_task and ~/task_state "
+          "names what was missing (lockstep_fault).", range=(0.1, 3600.0)),
+    Param("lockstep_resend_s", 2.0, "While an answer for the first instant after a reset (or the start) is awaited: "
+          "after this many wall seconds, then twice as long each time, /clock hops forward and back (every node "
+          "clears as after a reset) and that instant's state and frames go out again, for a node that was not up "
+          "yet or saw them before the reset; the episode's physics has not started.", range=(0.05, 600.0)),
+    Param("lockstep_run_until_s", 1e9, "Lockstep: do not step beyond this simulated time (s since the last reset; "
+          "an evaluator holds the simulator here while it hands the arm over, nothing times out meanwhile).",
+          range=(0.0, 1e9), dynamic=True),
+    Param("lockstep_ack_topic", "/chunk_executor/lockstep_ack", "The executor's acknowledgements "
+          "(std_msgs/Int64MultiArray, para_ros.sim.lockstep)."),
+]
 
 PARAMETERS = ParameterTable(NODE_NAME, [
     Param("base_frame_id", "base", "World frame of everything published (the arm's base, z up, table top at z = 0).",
@@ -115,6 +141,7 @@ PARAMETERS = ParameterTable(NODE_NAME, [
           length=4),
     Param("light_scale", 1.0, "Scale of the lamps' diffuse light (1 = the training scene).", range=(0.0, 10.0)),
     *CALIBRATION_PARAMS,
+    *LOCKSTEP_PARAMS,
 ], header="""sim_node: the embedded simulated I2RT YAM (MuJoCo) with a scene and a wrist camera. It publishes what the
 real rig publishes (images + CameraInfo, /tf, /tf_static, /joint_states) and follows trajectory_msgs/JointTrajectory
 like a ros2_control joint trajectory controller. Units: metres, radians, seconds, Hz.""")
@@ -166,8 +193,14 @@ class SimNode(Node):
         self.static_broadcaster = StaticTransformBroadcaster(self)
         self.clock_pub = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10)) \
             if p["publish_clock"] else None
-        self.create_subscription(JointTrajectory, p["joint_trajectory_topic"], self._on_trajectory,
-                                 QoSProfile(depth=10))
+        self.lockstep = None
+        if p["lockstep"]:
+            if not p["publish_clock"]:
+                raise ValueError("sim_node lockstep:=true needs publish_clock:=true (the graph runs on /clock)")
+            self.lockstep = SimLockstep(self, p)
+        on_trajectory = (self._on_trajectory if self.lockstep is None
+                         else self.lockstep.wrap_command(self._on_trajectory))
+        self.create_subscription(JointTrajectory, p["joint_trajectory_topic"], on_trajectory, QoSProfile(depth=10))
         self.create_service(Trigger, "~/reset_objects", self._on_reset_objects)
         self.create_service(Trigger, "~/reset_task", self._on_reset_task)
         self.task_state_pub = self.create_publisher(String, "~/task_state", QoSProfile(depth=10))
@@ -179,6 +212,8 @@ class SimNode(Node):
         self.health = HealthReporter(self, f"{NODE_NAME}: {self.get_name()}", hardware_id="mujoco yam")
         PARAMETERS.on_set(self, self._apply_parameters)
         self._epoch_ns = Clock(clock_type=ClockType.SYSTEM_TIME).now().nanoseconds
+        if self.lockstep is not None:
+            self._epoch_ns = LOCKSTEP_EPOCH_NS
         self._sim_goal_s = self.sim.time_s
         self._last_wall = time.monotonic()
         self._publish_static()
@@ -213,9 +248,17 @@ class SimNode(Node):
             self.health.clear("tick")
 
     def _tick_inner(self) -> None:
+        if self.lockstep is not None:
+            self.lockstep.poll()
+            return
         wall = time.monotonic()
         dt_wall, self._last_wall = wall - self._last_wall, wall
         self._sim_goal_s += min(dt_wall * self.params["real_time_factor"], MAX_TICK_SIM_S)
+        self.step_and_publish(wall)
+
+    def step_and_publish(self, wall: float, frames: bool = True) -> list[int]:
+        """Step physics up to the goal time, publish the state (and, with ``frames``, the frames due); the frames'
+        stamps (ns)."""
         tick_now_ns = None if self.clock_pub is not None else self.get_clock().now().nanoseconds
         ts = self.sim.model.opt.timestep
         while self.sim.time_s + 0.5 * ts < self._sim_goal_s:
@@ -232,13 +275,21 @@ class SimNode(Node):
         if self._task_state_period_s is not None and self.sim.time_s + 1e-9 >= self._next_task_state_s:
             self._publish_task_state(stamp_ns)
             self._next_task_state_s = max(self._next_task_state_s + self._task_state_period_s, self.sim.time_s)
+        return self.publish_due_frames(stamp_ns, wall, tick_now_ns) if frames else []
+
+    def publish_due_frames(self, stamp_ns: int, wall: float, tick_now_ns: int | None = None) -> list[int]:
+        """Render and publish the camera frames due at the current instant (stamped ``stamp_ns``); their stamps."""
+        frames_ns = []
+        stamp = to_time_msg(stamp_ns)
         for cam, c in self.cameras.items():
             if self.sim.time_s + 1e-9 >= c["next_due_s"]:
                 self._publish_camera(cam, c, stamp)
+                frames_ns.append(stamp_ns)
                 self._report_publish_delay(cam, stamp_ns, tick_now_ns, wall)
                 c["next_due_s"] += c["period_s"]
                 if c["next_due_s"] < self.sim.time_s:  # fell behind: skip, do not burst
                     c["next_due_s"] = self.sim.time_s + c["period_s"]
+        return frames_ns
 
     def _report_publish_delay(self, cam: str, stamp_ns: int, tick_now_ns: int | None, tick_wall_s: float) -> None:
         """How long after its stamp (the simulated exposure) an image left this node: ``publish_delay_median_ms.<cam>``
@@ -355,6 +406,8 @@ class SimNode(Node):
         for c in self.cameras.values():
             c["next_due_s"] = 0.0
         self._task_seed = seed
+        if self.lockstep is not None:
+            self.lockstep.reset()
         self.health.count("task_resets")
         self.health.set_value("task_seed", seed)
         response.success = True
@@ -372,6 +425,8 @@ class SimNode(Node):
                  "state": j.state, "success": j.success, "held": j.held, "place_error_m": j.place_error_m,
                  "cube_height_m": j.cube_height_m, "tool_xyz_m": self.sim.site_pose()[:3, 3].tolist(),
                  "gripper": float(self.sim.joint_positions()[6])}
+        if self.lockstep is not None:
+            state.update(self.lockstep.task_state_fields())
         self.task_state_pub.publish(String(data=json.dumps(state)))
 
     def destroy_node(self):

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-OUTCOMES = ("success", "no_grasp", "dropped", "misplaced", "fallen", "timeout", "limits")
+# "fault": the evaluation itself failed (lockstep: an answer of the graph that never came), not the policy.
+OUTCOMES = ("success", "no_grasp", "dropped", "misplaced", "fallen", "timeout", "limits", "fault")
 
 
 @dataclass

@@ -1,0 +1,184 @@
+"""The ROS side of lockstep evaluation (:mod:`para_ros.sim.lockstep` holds the rules): one helper for ``sim_node``,
+one for ``chunk_executor``, each created by its node when the node's parameter ``lockstep`` is true."""
+from __future__ import annotations
+
+import time
+
+from builtin_interfaces.msg import Time as TimeMsg
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Int64MultiArray
+
+from para_ros.sim.lockstep import ChunkRelease, LockstepGate, LockstepSettings, chunk_ack, tick_ack
+from para_ros.stamps import set_stamp, stamp_to_ns
+
+ACK_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+# Simulated time of the first instant in lockstep (ns): a fixed epoch instead of the wall clock at start, so every
+# stamp, and every floating-point difference of stamps the nodes compute, is the same from one run to the next.
+LOCKSTEP_EPOCH_NS = 1_000_000_000_000
+# A reset from an instant less than this after the epoch first publishes /clock at epoch + this (ns): every node then
+# sees the reset as a jump back of at least 0.5 s, the size at which they clear their histories (TIME_JUMP_BACK_MIN_S);
+# without it a reset right after the start (or after a fault early in an episode) would repeat stamps the nodes have
+# already seen, and they would drop the new frames as not newer.
+RESET_HOP_NS = 1_000_000_000
+TIME_BACK_NS = 500_000_000  # the executor's tick time going back this far: a reset (as the nodes' TIME_JUMP_BACK_MIN_S)
+
+
+def _time_msg(t_ns: int) -> TimeMsg:
+    """A ``builtin_interfaces/Time`` of ``t_ns`` (for /clock and stamps)."""
+    return set_stamp(TimeMsg(), t_ns)
+
+
+class SimLockstep:
+    """``sim_node``'s lockstep: steps physics by ``lockstep_step_s`` only when :class:`LockstepGate` allows it, and
+    not beyond the dynamic parameter ``lockstep_run_until_s`` (an evaluator holds the simulator there while it
+    hands the arm over; nothing waited for times out meanwhile). Stepping is driven by the answers themselves (each
+    acknowledgement or command tries a step at once) and by the node's timer (timeouts, resends, a raised limit)."""
+
+    def __init__(self, node, p: dict):
+        self.node = node
+        self.settings = LockstepSettings(step_s=p["lockstep_step_s"], timeout_s=p["lockstep_timeout_s"])
+        self.resend_s = float(p["lockstep_resend_s"])
+        self._resend_after_s = self.resend_s
+        self.gate = LockstepGate(self.settings)
+        self._last_send_s = 0.0
+        self._held_reported_ns: int | None = None
+        node.create_subscription(Int64MultiArray, p["lockstep_ack_topic"], self._on_ack, ACK_QOS)
+
+    # ---- answers
+    def _on_ack(self, msg) -> None:
+        try:
+            self.gate.on_ack(msg.data)
+        except ValueError as exc:
+            self.node.get_logger().warning(str(exc), throttle_duration_sec=1.0)
+            return
+        self.poll()
+
+    def wrap_command(self, on_command):
+        """The trajectory callback for lockstep: the node's own, then the gate learns a command came."""
+        def callback(msg):
+            on_command(msg)
+            self.gate.on_command()
+            self.poll()
+        return callback
+
+    def reset(self) -> None:
+        """The task was reset: simulated time restarts; the state at the new time is published at the next poll."""
+        if self.gate.t_ns is not None and self.gate.t_ns < LOCKSTEP_EPOCH_NS + RESET_HOP_NS:
+            self.node.clock_pub.publish(ClockMsg(clock=_time_msg(LOCKSTEP_EPOCH_NS + RESET_HOP_NS)))
+        self.gate.reset()
+        self._held_reported_ns = None
+
+    def task_state_fields(self) -> dict:
+        """Extra ``~/task_state`` fields: the fault that ended the episode (or ""), and whether the simulator is held
+        at ``lockstep_run_until_s`` with every answer for the current instant in."""
+        held = self.gate.ready() and self._held_by_limit()
+        return {"lockstep_fault": self.gate.fault, "lockstep_held": bool(held)}
+
+    # ---- stepping
+    def _held_by_limit(self) -> bool:
+        step = self.settings.step_s
+        return self.node.sim.time_s + 0.5 * step > self.node.params["lockstep_run_until_s"]
+
+    def poll(self) -> None:
+        node, gate = self.node, self.gate
+        wall = time.monotonic()
+        if gate.fault:
+            return
+        if gate.needs_publish:  # start, or just reset: publish the state at the current instant, then wait
+            node._sim_goal_s = node.sim.time_s
+            self._published(node.step_and_publish(wall, frames=False), wall)
+            return
+        if gate.frames_pending and gate.tick_answered():  # the frames after the tick (para_ros.sim.lockstep, rule 3)
+            gate.frames_published(node.publish_due_frames(gate.t_ns, wall))
+        if not gate.ready():
+            fault = gate.check_timeout(wall) if not self._held_by_limit() else ""
+            if fault:
+                node.get_logger().error(fault + "; holding until ~/reset_task")
+                node.health.count("lockstep_faults")
+                node.health.problem("lockstep", fault)
+                node._publish_task_state(node.now_ns())
+            elif (gate.t_ns == LOCKSTEP_EPOCH_NS  # the first instant after a reset (or the start)
+                  and wall - self._last_send_s > self._resend_after_s):
+                self._resend()
+            return
+        if self._held_by_limit():
+            if self._held_reported_ns != gate.t_ns:  # say once that everything for this instant is in
+                self._held_reported_ns = gate.t_ns
+                node._publish_task_state(node.now_ns())
+            return
+        node._sim_goal_s += self.settings.step_s
+        self._published(node.step_and_publish(wall, frames=False), wall)
+
+    def _published(self, frame_stamps_ns: list[int], wall: float) -> None:
+        self._last_send_s = wall
+        self._resend_after_s = self.resend_s
+        self.gate.published(self.node.now_ns(), frame_stamps_ns, wall, frames_pending=True)
+        self.node.health.clear("lockstep")
+
+    def _resend(self) -> None:
+        """The first instant after a reset (or the start) again, as after a new reset: ``/clock`` hops forward and
+        back (:data:`RESET_HOP_NS`), so every node clears what it holds, then the same state and frames (same
+        stamps; the frames if they went out already) go out again. For a node that was not up yet (the executor
+        that missed the state has no tick to answer), or that saw the frames before it saw the reset (it
+        would drop them as not newer, or fail to build that observation and never try it again, and the simulator
+        would wait for ever). The episode's physics has not started, so nothing of its outcome changes; the interval
+        doubles each time, so a model slower than ``lockstep_resend_s`` still gets its chance."""
+        node = self.node
+        stamp = _time_msg(node.now_ns())
+        node.clock_pub.publish(ClockMsg(clock=_time_msg(LOCKSTEP_EPOCH_NS + RESET_HOP_NS)))
+        node.clock_pub.publish(ClockMsg(clock=stamp))
+        node._publish_state(stamp)
+        for cam, c in node.cameras.items():
+            if not self.gate.frames_pending and stamp_to_ns(c["info"].header.stamp) == self.gate.t_ns:
+                node._publish_camera(cam, c, stamp)
+        self._last_send_s = time.monotonic()
+        self._resend_after_s *= 2.0
+        node.health.count("lockstep_resends")
+
+
+class ExecutorLockstep:
+    """``chunk_executor``'s lockstep: one tick per joint state of a simulated instant, on exactly that state; each
+    chunk kept until ``stamp + lockstep_latency_s``; every tick and every chunk acknowledged to the simulator."""
+
+    def __init__(self, node, p: dict):
+        self.node = node
+        self.release = ChunkRelease(p["lockstep_latency_s"])
+        self.pub = node.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], ACK_QOS)
+        self._last_tick_ns: int | None = None
+        node.create_subscription(JointState, p["joint_states_topic"], self._on_joint_state,
+                                 QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+
+    def on_chunk(self, msg) -> None:
+        stamp_ns = stamp_to_ns(msg.header.stamp)
+        self.release.add(msg, stamp_ns * 1e-9)
+        self.pub.publish(Int64MultiArray(data=chunk_ack(stamp_ns)))
+
+    def clear(self) -> None:
+        self.release.clear()
+
+    def _on_joint_state(self, msg) -> None:
+        node = self.node
+        t_ns = stamp_to_ns(msg.header.stamp)
+        # Every joint state is a tick, also a second one of the same instant: the simulator sends one again only for
+        # the first instant after a reset (a resend, or a reset right after a fault there), and waits for its tick;
+        # a command of that instant falls in the simulator's reset hold-off (reset_hold_off_s) and is ignored.
+        if self._last_tick_ns is not None and t_ns < self._last_tick_ns - TIME_BACK_NS:
+            self.release.clear()  # a reset: the chunks kept are from the old run
+        self._last_tick_ns = t_ns
+        # The state of this instant, whatever order the node's own joint-state subscriptions get it in.
+        reader = getattr(node.backend, "reader", None)
+        if reader is not None:
+            reader._on_joint_state(msg)
+        if node.state_watch is not None:
+            node.state_watch._on_joint_state(msg)
+        now_s = t_ns * 1e-9
+        for chunk in self.release.due(now_s):
+            node.take_chunk(chunk, now_s)
+        sent = False
+        try:
+            sent = bool(node._tick(now_s))
+        except Exception as err:  # noqa: BLE001 - acknowledge anyway: a failed tick sends nothing
+            node._on_tick_error(err)
+        self.pub.publish(Int64MultiArray(data=tick_ack(t_ns, sent)))

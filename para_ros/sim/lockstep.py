@@ -1,0 +1,196 @@
+"""Lockstep evaluation: the simulator advances on simulated time, and only once the graph has answered (ROS-free).
+
+In real time the simulator steps by the wall clock, so how stale each chunk is when it takes effect, and when the
+executor's control ticks fall, depend on how busy the machine is: two runs of the same seeds differ. In lockstep the
+simulator publishes ``/clock`` and never steps physics before the graph has done, for the current simulated instant,
+everything it would have done in real time on an infinitely fast machine; the per-episode outcome then depends on the
+seeds alone. The rules:
+
+1. The simulator advances in steps of ``step_s`` (the executor's control period). After each step it publishes the
+   state (``/clock``, ``/joint_states``, ``/tf``) stamped with the new simulated time ``t``.
+2. The executor (``lockstep: true``) ticks once per simulated instant, triggered by the joint state stamped ``t`` (it
+   reads exactly that state, not whatever arrived last), and then acknowledges the tick (:func:`tick_ack`), saying
+   whether it sent a command. The simulator steps again only after that acknowledgement and, when a command was sent,
+   after that command arrived: physics between ``t`` and ``t + step_s`` always follows the command of tick ``t``.
+3. The camera frames due at ``t`` go out once the executor has answered the tick at ``t``: the joint state of ``t``
+   has then reached the executor, and (the same message, the same moment) almost surely the inference node, which
+   reads the gripper opening at the frame's stamp from it.
+4. A camera frame stamped ``t`` holds the simulator until the executor acknowledges the chunk predicted from it
+   (:func:`chunk_ack`; the inference node stamps each chunk with its observation's image stamp). The executor keeps
+   each chunk aside and hands it to its core at the first tick at or after ``stamp + latency_s``
+   (:class:`ChunkRelease`): the chunk takes effect after a fixed simulated latency instead of after however long the
+   machine took.
+5. A wait longer than ``timeout_s`` of wall time is a fault (:meth:`LockstepGate.check_timeout` names what was
+   missing); the simulator then holds until the next task reset, which ends the episode as a fault.
+
+The acknowledgements travel as ``std_msgs/Int64MultiArray`` (``data = [kind, time_ns, value]``), standard messages
+so that no interface package changes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ACK_TICK = 0  # data = [ACK_TICK, tick time ns, 1 if a command was sent else 0]
+ACK_CHUNK = 1  # data = [ACK_CHUNK, chunk header stamp ns, 0]
+
+# Default simulated latency between a frame's exposure and its chunk taking effect (s). Why 0.05: the PARA v4 model
+# on an H100-class GPU predicts a chunk from two 256 px views in tens of ms (about 20-30 ms forward), plus about 10 ms
+# of camera readout, DDS transfer and pairing; 50 ms is that GPU-class budget rounded up to a whole number of 10 ms
+# control periods, so results do not depend on where a release falls between two ticks.
+DEFAULT_LATENCY_S = 0.05
+DEFAULT_TIMEOUT_S = 60.0  # wall time: a CPU model on a busy shared machine takes seconds per chunk, never a minute
+
+
+def tick_ack(t_ns: int, command_sent: bool) -> list[int]:
+    """The ``data`` of the executor's acknowledgement of its tick at ``t_ns``."""
+    return [ACK_TICK, int(t_ns), 1 if command_sent else 0]
+
+
+def chunk_ack(stamp_ns: int) -> list[int]:
+    """The ``data`` of the executor's acknowledgement that it holds the chunk stamped ``stamp_ns``."""
+    return [ACK_CHUNK, int(stamp_ns), 0]
+
+
+def parse_ack(data) -> tuple[int, int, int]:
+    """(kind, time ns, value) of an acknowledgement; ValueError for anything else."""
+    values = [int(v) for v in data]
+    if len(values) != 3 or values[0] not in (ACK_TICK, ACK_CHUNK):
+        raise ValueError(f"lockstep acknowledgement {values!r}: expected [kind 0|1, time_ns, value]")
+    return values[0], values[1], values[2]
+
+
+@dataclass
+class LockstepSettings:
+    """The simulator's side of lockstep.
+
+    Args:
+        step_s: simulated seconds per step; the executor ticks once per step, so this is its control period.
+        timeout_s: wall seconds the simulator waits for any one answer before the wait is a fault.
+    """
+
+    step_s: float = 0.01
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def __post_init__(self):
+        if not 1e-4 <= float(self.step_s) <= 0.1:
+            raise ValueError(f"lockstep_step_s={self.step_s}: use 0.0001..0.1 s (the executor's control period, "
+                             "0.01 s at 100 Hz)")
+        if not 0 < float(self.timeout_s) <= 3600:
+            raise ValueError(f"lockstep_timeout_s={self.timeout_s}: use (0, 3600] s of wall time")
+
+
+class LockstepGate:
+    """Whether the simulator may take its next step: what it still waits for since it published time ``t``.
+
+    Call :meth:`published` after publishing the state at ``t`` (with the stamps of the frames published with it),
+    the ``on_*`` methods as answers arrive, :meth:`ready` before stepping, :meth:`check_timeout` periodically and
+    :meth:`reset` when the task is reset (simulated time restarts: everything waited for belongs to the old run).
+    """
+
+    def __init__(self, settings: LockstepSettings):
+        self.settings = settings
+        self.reset()
+
+    def reset(self) -> None:
+        self.t_ns: int | None = None  # the instant last published; None: publish the current state first
+        self.waiting_since_s = 0.0
+        self.tick_acked = False
+        self.command_sent = False
+        self.command_arrived = False
+        self.frames_waiting: set[int] = set()
+        self.frames_pending = False
+        self.chunks_held: set[int] = set()  # chunk stamps the executor acknowledged (<= t)
+        self.fault = ""
+
+    @property
+    def needs_publish(self) -> bool:
+        return self.t_ns is None
+
+    def published(self, t_ns: int, frame_stamps_ns=(), wall_s: float = 0.0, frames_pending: bool = False) -> None:
+        """The state at ``t_ns`` went out, with the frames stamped ``frame_stamps_ns``; ``frames_pending``: the
+        frames due at ``t_ns`` go out later (:meth:`frames_published`), once the executor has answered the tick."""
+        self.t_ns = int(t_ns)
+        self.waiting_since_s = wall_s
+        self.tick_acked = self.command_sent = self.command_arrived = False
+        self.frames_pending = bool(frames_pending)
+        self.chunks_held = {s for s in self.chunks_held if s <= self.t_ns}
+        self.frames_waiting = {int(s) for s in frame_stamps_ns} - self.chunks_held
+
+    def frames_published(self, frame_stamps_ns) -> None:
+        self.frames_pending = False
+        self.frames_waiting |= {int(s) for s in frame_stamps_ns} - self.chunks_held
+
+    def tick_answered(self) -> bool:
+        """The executor ticked on the current instant and its command (if any) arrived."""
+        return self.tick_acked and (not self.command_sent or self.command_arrived)
+
+    def on_ack(self, data) -> None:
+        """An acknowledgement from the executor (:func:`parse_ack`). Ones for an instant not yet published are from
+        before a reset (times restart at 0) and are ignored."""
+        kind, t_ns, value = parse_ack(data)
+        if self.t_ns is None or t_ns > self.t_ns:
+            return
+        if kind == ACK_TICK:
+            if t_ns == self.t_ns:
+                self.tick_acked = True
+                self.command_sent = bool(value)
+        else:
+            self.chunks_held.add(t_ns)
+            self.frames_waiting.discard(t_ns)
+
+    def on_command(self) -> None:
+        """A command (trajectory) arrived; after :meth:`published` it can only be the current tick's."""
+        if self.t_ns is not None:
+            self.command_arrived = True
+
+    def missing(self) -> list[str]:
+        """What the simulator still waits for at ``t`` (empty: it may step)."""
+        out = []
+        t = "?" if self.t_ns is None else f"{self.t_ns / 1e9:.3f}"
+        if not self.tick_acked:
+            out.append(f"the executor's tick at t={t} s")
+        elif self.command_sent and not self.command_arrived:
+            out.append(f"the executor's command of the tick at t={t} s")
+        out += [f"the chunk predicted from the camera frame of t={s / 1e9:.3f} s" for s in sorted(self.frames_waiting)]
+        if self.frames_pending and not out:
+            out.append(f"the camera frames of t={t} s to go out")
+        return out
+
+    def ready(self) -> bool:
+        return self.t_ns is not None and not self.fault and not self.missing()
+
+    def check_timeout(self, wall_s: float) -> str:
+        """The fault text once the current wait has lasted longer than ``timeout_s`` (sets :attr:`fault`), else ""."""
+        if self.fault or self.t_ns is None:
+            return self.fault
+        missing = self.missing()
+        if missing and wall_s - self.waiting_since_s > self.settings.timeout_s:
+            self.fault = (f"lockstep: no {' and no '.join(missing)} within {self.settings.timeout_s:g} s of wall "
+                          "time")
+        return self.fault
+
+
+class ChunkRelease:
+    """The executor's side: chunks kept aside until ``stamp + latency_s`` of simulated time (rule 3 of the module
+    docstring). ``due(now_s)`` returns, in arrival order, every chunk whose release time has come."""
+
+    def __init__(self, latency_s: float = DEFAULT_LATENCY_S):
+        if not 0.0 <= float(latency_s) <= 10.0:
+            raise ValueError(f"lockstep_latency_s={latency_s}: use 0..10 s of simulated time")
+        self.latency_s = float(latency_s)
+        self._pending: list[tuple[float, object]] = []
+
+    def add(self, chunk, stamp_s: float) -> None:
+        self._pending.append((float(stamp_s) + self.latency_s, chunk))
+
+    def due(self, now_s: float) -> list:
+        ready = [c for t, c in self._pending if t <= now_s + 1e-6]
+        self._pending = [(t, c) for t, c in self._pending if t > now_s + 1e-6]
+        return ready
+
+    def clear(self) -> None:
+        """Drop every chunk kept (the clock jumped back: they belong to the old run)."""
+        self._pending = []
+
+    def __len__(self) -> int:
+        return len(self._pending)

@@ -1,0 +1,172 @@
+"""Lockstep over real DDS: the real ``sim_node`` and ``chunk_executor`` (both ``lockstep: true``) in their own
+processes, and, in this process, a stand-in for the inference node that answers each camera frame with a chunk
+stamped like the inference node stamps them (the frame's stamp), when the test lets it.
+
+- A late answer holds the simulator: while the chunk of a frame is missing, ``/clock`` never passes the frame's time;
+  once it comes, the simulator steps again, one executor period (0.01 s) at a time.
+- A chunk that never comes: the lockstep episode ends as a fault naming the missing chunk, and the next episode
+  runs (here to its time limit, the stand-in's chunks being empty).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("rclpy")
+
+import rclpy  # noqa: E402
+from para_msgs.msg import ActionChunk  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.qos import QoSProfile  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from ros_helpers import start_python, stop_process, wait_for  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+STEP_NS = 10_000_000  # lockstep_step_s 0.01
+EPOCH_NS = 1_000_000_000_000  # lockstep's first instant after a reset (para_ros.nodes.lockstep_hooks)
+TIMEOUT_S = 8.0  # the simulator's lockstep_timeout_s here (a loaded machine answers slowly)
+
+
+def ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+class LateInference(Node):
+    """Answers every scene frame with an (empty) ActionChunk stamped with the frame's stamp, when ``answer`` is set
+    and the frame is older than ``hold_from_ns``; the others are answered at :meth:`flush` once they may be."""
+
+    def __init__(self, context):
+        super().__init__("lockstep_test_inference", context=context)
+        self.lock = threading.Lock()
+        self.answer = False
+        self.hold_from_ns = 1 << 62
+        self.clocks: list[int] = []
+        self.frames: list[int] = []
+        self.unanswered: list = []
+        self.pub = self.create_publisher(ActionChunk, "/para/action_chunk", QoSProfile(depth=10))
+        self.create_subscription(Clock, "/clock", self._on_clock, QoSProfile(depth=1000))
+        self.create_subscription(Image, "/scene_cam/image_raw", self._on_image, QoSProfile(depth=10))
+        self.reset_client = self.create_client(Trigger, "/sim_node/reset_task")
+
+    def _on_clock(self, msg):
+        with self.lock:
+            self.clocks.append(ns(msg.clock))
+
+    def _on_image(self, msg):
+        with self.lock:
+            self.frames.append(ns(msg.header.stamp))
+            self.unanswered.append(msg.header.stamp)
+        self.flush()
+
+    def flush(self):
+        with self.lock:
+            if not self.answer:
+                return
+            stamps = [s for s in self.unanswered if ns(s) < self.hold_from_ns]
+            self.unanswered = [s for s in self.unanswered if ns(s) >= self.hold_from_ns]
+        for stamp in stamps:
+            chunk = ActionChunk()
+            chunk.header.stamp = stamp
+            chunk.header.frame_id = "base"
+            self.pub.publish(chunk)
+
+
+@pytest.fixture(scope="module")
+def rig():
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = LateInference(context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    spin = threading.Thread(target=lambda: _spin(executor, context), daemon=True)
+    spin.start()
+    sim = start_python(["para_ros.nodes.sim_node", "--ros-args", "-p", "lockstep:=true", "-p", "publish_clock:=true",
+                        "-p", "image_width:=64", "-p", "image_height:=48", "-p", f"lockstep_timeout_s:={TIMEOUT_S}",
+                        "-p", "lockstep_resend_s:=0.5"], module=True)
+    exe = start_python(["para_ros.nodes.chunk_executor", "--ros-args", "-p", "lockstep:=true",
+                        "-p", "use_sim_time:=true", "-p", "auto_engage:=true", "-p", "control_thread_priority:=0"],
+                       module=True)
+    try:
+        assert node.reset_client.wait_for_service(timeout_sec=60.0), "sim_node did not come up"
+        assert sim.poll() is None and exe.poll() is None, "a node exited early"
+        yield node, sim, exe
+    finally:
+        for proc in (sim, exe):
+            rc, out = stop_process(proc)
+            if rc not in (0, None, -2, 130):
+                print(out[-3000:])
+        context.try_shutdown()
+        spin.join(timeout=2.0)
+
+
+def _spin(executor, context):
+    while context.ok():
+        try:
+            executor.spin_once(timeout_sec=0.05)
+        except Exception:  # noqa: BLE001 - shutting down
+            break
+
+
+def reset(node) -> None:
+    future = node.reset_client.call_async(Trigger.Request())
+    wait_for(future.done, 20.0, None, "the task reset")
+    assert future.result().success
+
+
+def test_a_late_chunk_holds_the_simulator_at_its_frame_until_it_comes(rig):
+    node, sim, _ = rig
+    frame_ns = EPOCH_NS + 300_000_000  # the frame of t = 0.3 s after the reset is answered late
+    node.hold_from_ns = frame_ns
+    node.answer = True
+    reset(node)
+    wait_for(lambda: frame_ns in node.frames, 60.0, None, "the camera frame of t = 0.3 s")
+    time.sleep(0.3)
+    with node.lock:
+        node.clocks.clear()
+    time.sleep(1.5)  # the answer is late (well within the simulator's lockstep_timeout_s)
+    with node.lock:
+        held = list(node.clocks)
+    assert all(c <= frame_ns for c in held), (
+        f"the simulator went on to t={max(held) / 1e9:.3f} s without the chunk of the frame at {frame_ns / 1e9:.3f} s")
+    node.hold_from_ns = 1 << 62
+    node.flush()
+    wait_for(lambda: node.clocks and node.clocks[-1] >= frame_ns + 30 * STEP_NS, 30.0, None,
+             "the simulator to go on once the chunk came")
+    with node.lock:
+        after = [c for c in node.clocks if c > frame_ns]
+    assert sim.poll() is None
+    assert after[0] == frame_ns + STEP_NS, "the first step after the chunk is one executor period"
+    assert all(b - a == STEP_NS for a, b in zip(after[:-1], after[1:])), "steps of exactly one period"
+
+
+def test_a_chunk_that_never_comes_ends_the_episode_as_a_fault_and_the_evaluation_goes_on(rig):
+    from para_ros.deploy.closed_loop import EvalSettings
+    from para_ros.deploy.episodes import TaskClient, run_lockstep_episode
+    from para_ros.sim.yam_scene import SimConfig
+
+    node, sim, _ = rig
+    settings = EvalSettings(checkpoint="", episodes=2, seed=100000, time_limit_s=0.5, settle_s=0.2, videos=False,
+                            lockstep=True)
+    ev = TaskClient(SimConfig().scene_cam_T_world_cam())
+    stop = threading.Event()
+    try:
+        node.answer = False
+        silent = run_lockstep_episode(ev, settings, 0, 100000, stop, False, timeout_s=TIMEOUT_S)
+        node.answer = True
+        node.flush()
+        answered = run_lockstep_episode(ev, settings, 1, 100001, stop, False, timeout_s=TIMEOUT_S)
+    finally:
+        ev.close()
+    assert silent.outcome == "fault"
+    assert "the chunk predicted from the camera frame of t=1000.000 s" in silent.fault
+    assert f"within {TIMEOUT_S:g} s of wall time" in silent.fault
+    assert answered.outcome != "fault" and answered.fault == ""
+    assert answered.duration_s == pytest.approx(0.5, abs=0.011)  # ran to its time limit, in simulated seconds
+    assert sim.poll() is None

@@ -1,0 +1,188 @@
+"""Lockstep's rules and the A/B statistics, ROS-free: the simulator's gate, the executor's chunk release, the exact
+McNemar test against hand-computed binomial tails (and scipy), the interleaving order, the --compare parsing."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from para_ros.deploy.ab_compare import interleaved_order, mcnemar_exact, paired_outcomes, parse_compare
+from para_ros.deploy.episodes import EpisodeRow
+from para_ros.sim.lockstep import ChunkRelease, LockstepGate, LockstepSettings, chunk_ack, parse_ack, tick_ack
+
+T0 = 1_000_000_000_000  # an instant, ns
+STEP = 10_000_000  # one 0.01 s step, ns
+
+
+def gate(timeout_s: float = 5.0) -> LockstepGate:
+    return LockstepGate(LockstepSettings(step_s=0.01, timeout_s=timeout_s))
+
+
+def test_gate_waits_for_the_tick_its_command_and_the_frames_chunk():
+    g = gate()
+    assert g.needs_publish and not g.ready()
+    g.published(T0, [T0], wall_s=0.0)
+    assert not g.ready()
+    g.on_ack(tick_ack(T0 - 10_000_000, True))  # an older tick: not this instant's
+    assert not g.tick_acked
+    g.on_ack(tick_ack(T0, True))
+    assert not g.ready() and "command" in g.missing()[0]  # it said it sent one: wait for it
+    g.on_command()
+    assert not g.ready() and "chunk predicted from the camera frame" in g.missing()[0]
+    g.on_ack(chunk_ack(T0))
+    assert g.ready()
+    # the next instant: no frame, a tick that sent nothing needs no command
+    g.published(T0 + 10_000_000, [], wall_s=1.0)
+    assert not g.ready()
+    g.on_ack(tick_ack(T0 + 10_000_000, False))
+    assert g.ready()
+
+
+def test_gate_ignores_answers_from_before_a_reset_and_a_chunk_that_came_first_counts():
+    g = gate()
+    g.published(T0 + 5_000_000_000, [], wall_s=0.0)
+    g.reset()  # simulated time restarts
+    g.on_ack(tick_ack(T0 + 5_000_000_000, True))  # late answer from the old run: nothing is published yet
+    g.published(T0, [T0], wall_s=0.0)
+    g.on_ack(tick_ack(T0 + 5_000_000_000, False))  # from the old run (later than now): ignored
+    assert not g.tick_acked
+    g.on_ack(chunk_ack(T0))
+    g.on_ack(tick_ack(T0, False))
+    assert g.ready()
+
+
+def test_gate_fault_names_what_never_came_after_the_timeout():
+    g = gate(timeout_s=2.0)
+    g.published(T0, [T0], wall_s=10.0)
+    g.on_ack(tick_ack(T0, False))
+    assert g.check_timeout(11.9) == "" and not g.fault
+    text = g.check_timeout(12.1)
+    assert "chunk predicted from the camera frame of t=1000.000 s" in text and "2 s of wall time" in text
+    assert not g.ready()  # a fault holds until the reset
+    g.on_ack(chunk_ack(T0))
+    assert not g.ready()
+    g.reset()
+    assert g.fault == ""
+
+
+def test_parse_ack_refuses_other_layouts():
+    assert parse_ack([0, 5, 1]) == (0, 5, 1)
+    with pytest.raises(ValueError, match="expected"):
+        parse_ack([2, 5, 1])
+    with pytest.raises(ValueError, match="expected"):
+        parse_ack([0, 5])
+
+
+def test_chunk_release_after_the_latency_in_arrival_order():
+    r = ChunkRelease(latency_s=0.05)
+    r.add("a", 1000.00)
+    r.add("b", 1000.01)
+    assert r.due(1000.04) == []
+    assert r.due(1000.05) == ["a"]  # at stamp + latency exactly
+    assert r.due(1000.10) == ["b"]
+    r.add("c", 1000.2)
+    r.clear()
+    assert r.due(2000.0) == [] and len(r) == 0
+    with pytest.raises(ValueError, match="lockstep_latency_s"):
+        ChunkRelease(-0.1)
+
+
+def binomial_two_sided_by_hand(b: int, c: int) -> float:
+    n, k = b + c, min(b, c)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+@pytest.mark.parametrize("b, c, p", [
+    (0, 0, 1.0),
+    (0, 5, 2 / 32),          # 2 * 0.5^5 = 0.0625
+    (1, 6, 2 * 8 / 128),     # 2 * (1 + 7) / 2^7 = 0.125
+    (8, 2, 2 * 56 / 1024),   # 2 * (1 + 10 + 45) / 2^10 = 0.109375
+    (3, 3, 1.0),             # 2 * 42/64 > 1: clipped
+    (0, 10, 2 / 1024),       # 0.001953125
+])
+def test_mcnemar_exact_against_hand_computed_tails(b, c, p):
+    assert mcnemar_exact(b, c) == pytest.approx(p, abs=1e-12)
+    assert mcnemar_exact(c, b) == pytest.approx(p, abs=1e-12)  # symmetric
+
+
+def test_mcnemar_exact_against_scipy_binomtest():
+    stats = pytest.importorskip("scipy.stats")
+    for b, c in ((2, 9), (4, 11), (7, 7), (0, 3), (12, 30)):
+        assert mcnemar_exact(b, c) == pytest.approx(stats.binomtest(b, b + c, 0.5).pvalue, rel=1e-9)
+
+
+def test_paired_outcomes_counts_discordant_seeds():
+    def rows(outcomes):
+        return [EpisodeRow(k, 100 + k, o, 1.0, 0.0, 0.0, 0, 0) for k, o in enumerate(outcomes)]
+
+    a = rows(["success", "success", "timeout", "success", "no_grasp", "success"])
+    b = rows(["success", "no_grasp", "success", "timeout", "no_grasp", "fault"])
+    p = paired_outcomes(a, b)
+    assert (p["both"], p["a_only"], p["b_only"], p["neither"]) == (1, 3, 1, 1)
+    assert p["a_only_seeds"] == [101, 103, 105] and p["b_only_seeds"] == [102]
+    assert p["mcnemar_p"] == pytest.approx(binomial_two_sided_by_hand(3, 1))  # 2 * 5/16 = 0.625
+    assert p["difference"] == pytest.approx(2 / 6)
+    # only the seeds both variants finished are paired
+    assert paired_outcomes(a, b[:3])["seeds"] == 3
+
+
+def test_interleaved_order_runs_every_variant_on_a_seed_before_the_next_seed():
+    assert interleaved_order([7, 8], 3) == [(7, 0), (7, 1), (7, 2), (8, 0), (8, 1), (8, 2)]
+
+
+def test_parse_compare_values_checked_by_the_node_table():
+    node, name, values = parse_compare("chunk_executor:blend_mode=latest,ensemble")
+    assert (node, name, values) == ("chunk_executor", "blend_mode", ["latest", "ensemble"])
+    _, _, numbers = parse_compare("chunk_executor:lockstep_latency_s=0.05, 0.2")
+    assert numbers == [0.05, 0.2]
+    for bad, match in (("blend_mode=latest,ensemble", "NODE:PARAM"), ("chunk_executor:blend_mode=latest", "two"),
+                       ("chunk_executor:blend_mode=latest,latest", "distinct"),
+                       ("chunk_executor:blend_mode=latest,nope", "nope"),
+                       ("chunk_executor:no_such=1,2", "no_such")):
+        with pytest.raises(ValueError, match=match):
+            parse_compare(bad)
+
+
+def test_lockstep_graph_puts_every_node_on_the_simulators_clock_and_only_for_the_sim():
+    from para_ros.deploy import graph
+
+    plan = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x",
+                                                                       lockstep="true"))}
+    assert plan["sim_node"] == {"publish_clock": True, "lockstep": True}
+    assert plan["inference_node"] == {"checkpoint": "/x", "use_sim_time": True,
+                                      "tf_timeout_s": graph.LOCKSTEP_TF_TIMEOUT_S}
+    assert plan["chunk_executor"] == {"backend": "joint_trajectory", "auto_engage": True, "use_sim_time": True,
+                                      "lockstep": True}
+    plain = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x"))}
+    assert "use_sim_time" not in plain["inference_node"] and "lockstep" not in plain["sim_node"]
+    with pytest.raises(ValueError, match="backend sim only"):
+        graph.DeploySettings(backend="i2rt", lockstep=True)
+
+
+def test_eval_and_deploy_take_lockstep_and_compare():
+    from para_ros.commands.deploy import build_parser
+    from para_ros.commands.sim import build_parser as sim_parser
+
+    args = sim_parser().parse_args(["eval", "--checkpoint", "c", "--lockstep", "--compare",
+                                    "inference_node:fast_path=false,true"])
+    assert args.lockstep and args.compare == "inference_node:fast_path=false,true"
+    assert build_parser().parse_args(["--lockstep"]).lockstep
+    assert parse_compare(args.compare)[2] == [False, True]
+
+
+def test_gate_holds_the_frames_until_the_tick_is_answered():
+    g = gate()
+    g.published(T0, [], wall_s=0.0, frames_pending=True)
+    g.on_ack(tick_ack(T0, True))
+    assert not g.tick_answered()  # its command is not in yet
+    g.on_command()
+    assert g.tick_answered() and not g.ready()  # the frames have not gone out
+    assert g.missing() == ["the camera frames of t=1000.000 s to go out"]
+    g.frames_published([T0])
+    assert not g.ready()
+    g.on_ack(chunk_ack(T0))
+    assert g.ready()
+    g.published(T0 + STEP, [], wall_s=0.0, frames_pending=True)
+    g.on_ack(tick_ack(T0 + STEP, False))
+    g.frames_published([])  # none due at this instant
+    assert g.ready()
