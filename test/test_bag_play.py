@@ -64,7 +64,13 @@ def _replay_matches_eval(tmp_path, bag, preset: str, rate: float) -> None:
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(sub_node)
         spinner_thread(ex, ctx).start()
-        time.sleep(6.0)  # the node loads torch and its model
+        # The node subscribes only once torch and its model are loaded (6 to 15 s on a loaded 2-core machine): a replay
+        # started before that is lost to it. Its chunk publisher is created after its image subscriptions.
+        wait_for(lambda: node.poll() is not None or (
+            sub_node.count_publishers("/para/action_chunk") > 0
+            and all(sub_node.count_subscribers(f"/{v}_cam/image_raw") > 0 for v in ("scene", "wrist"))),
+            120.0, what="the inference node's image subscriptions")
+        assert node.poll() is None, stop_process(node)[1][-2000:]
         player = BagPlayer(PlayOptions(bag=str(bag), rate=rate, clock=True))
         player.run()
         assert player.published.get("/scene_cam/image_raw", 0) > 0
