@@ -141,13 +141,17 @@ def readme_commands() -> list[tuple[int, str, list[str]]]:
     import shlex
 
     scripts = _console_scripts()
-    found, in_shell = [], False
+    found, in_shell, pending = [], False, ""
     for n, line in enumerate((REPO / "README.md").read_text().splitlines(), 1):
         if line.startswith("```"):
-            in_shell = line.strip() == "```bash"
+            in_shell, pending = line.strip() == "```bash", ""
             continue
         if not in_shell:
             continue
+        if line.endswith("\\"):  # a command continued on the next line (reported at its last line)
+            pending += line[:-1] + " "
+            continue
+        line, pending = pending + line, ""
         words = shlex.split(line, comments=True)
         if not words:
             continue
