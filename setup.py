@@ -3,6 +3,7 @@
 Built by colcon as an ament_python package on a ROS 2 robot PC, or installed with pip into a plain venv
 (``scripts/setup``). The ROS interfaces (``para_msgs``) are a separate CMake package in ``interfaces/para_msgs``.
 """
+
 from glob import glob
 
 from setuptools import find_packages, setup

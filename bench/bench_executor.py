@@ -9,6 +9,7 @@ the loop's own; the node adds a DDS publish per tick.
 Prints machine info, settings, and for each rate: start error (start - deadline), period error
 (|interval between tick starts - period|), compute time per tick (median, p99, max), overruns (missed deadlines).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,27 +33,36 @@ def machine_info() -> str:
     except OSError:
         pass
     import mujoco
-    return (f"machine: {platform.node()} | {platform.platform()} | CPU: {cpu} | logical cores: {os.cpu_count()} | "
-            f"load avg: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n"
-            f"python {platform.python_version()} | numpy {np.__version__} | mujoco {mujoco.__version__}")
+
+    return (
+        f"machine: {platform.node()} | {platform.platform()} | CPU: {cpu} | logical cores: {os.cpu_count()} | "
+        f"load avg: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n"
+        f"python {platform.python_version()} | numpy {np.__version__} | mujoco {mujoco.__version__}"
+    )
 
 
-def run_rate(rate_hz: float, duration_s: float, backend_name: str, blend: str, smoothing: str,
-             chunk_period_s: float) -> dict:
+def run_rate(
+    rate_hz: float, duration_s: float, backend_name: str, blend: str, smoothing: str, chunk_period_s: float
+) -> dict:
     from scipy.spatial.transform import Rotation
 
+    from para_core.model.rotations import make_matrix
     from para_ros.execution.backends import I2rtSdkBackend, RecordingBackend
     from para_ros.execution.chunk import Chunk, ChunkChecks
     from para_ros.execution.control_loop import FixedRateLoop
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
-    from para_ros.robot.yam import load_yam_config
     from para_ros.execution.timeline import BlendConfig
-    from para_core.model.rotations import make_matrix
+    from para_ros.robot.yam import load_yam_config
 
     yam = load_yam_config()
     checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
-    cfg = ExecutorConfig(control_rate_hz=rate_hz, checks=checks, blend=BlendConfig(blend), smoothing=smoothing,
-                         command_lookahead_s=1.0 / rate_hz)
+    cfg = ExecutorConfig(
+        control_rate_hz=rate_hz,
+        checks=checks,
+        blend=BlendConfig(blend),
+        smoothing=smoothing,
+        command_lookahead_s=1.0 / rate_hz,
+    )
     core = ExecutorCore(cfg, yam)
     R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
     quat = Rotation.from_matrix(R).as_quat()
@@ -82,8 +92,19 @@ def run_rate(rate_hz: float, duration_s: float, backend_name: str, blend: str, s
             now = time.monotonic() - t_base
             stamp = now - 0.05
             t = np.arange(32) * (4 / 30)  # PARA: 32 steps, frame_stride 4 at 30 fps
-            core.add_chunk(Chunk(stamp, t, circle(stamp + t), np.tile(quat, (32, 1)), np.full(32, 0.5), np.ones(32),
-                                 "base", "grasp_site"), now)
+            core.add_chunk(
+                Chunk(
+                    stamp,
+                    t,
+                    circle(stamp + t),
+                    np.tile(quat, (32, 1)),
+                    np.full(32, 0.5),
+                    np.ones(32),
+                    "base",
+                    "grasp_site",
+                ),
+                now,
+            )
             stop.wait(chunk_period_s)
 
     feed = threading.Thread(target=feeder, daemon=True)
@@ -104,30 +125,36 @@ def run_rate(rate_hz: float, duration_s: float, backend_name: str, blend: str, s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--rates", type=float, nargs="+", default=[100.0, 500.0], help="control rates to run (Hz)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per rate")
-    parser.add_argument("--backend", choices=("recording", "sdk_sim"), default="recording",
-                        help="where commands go")
+    parser.add_argument("--backend", choices=("recording", "sdk_sim"), default="recording", help="where commands go")
     parser.add_argument("--blend", choices=("latest", "ensemble"), default="ensemble", help="chunk blending mode")
     parser.add_argument("--smoothing", choices=("none", "ruckig"), default="none", help="joint smoothing")
     parser.add_argument("--chunk-period", type=float, default=0.1, help="seconds between chunks (policy rate)")
     args = parser.parse_args(argv)
 
     print(machine_info())
-    print(f"settings: backend={args.backend} blend={args.blend} smoothing={args.smoothing} "
-          f"chunk every {args.chunk_period:.3f} s (32 steps, 133 ms apart) duration {args.duration:.1f} s per rate")
-    print(f"{'rate':>6} {'ticks':>6} {'overruns':>8} | {'start err ms (med/p99/max)':>28} | "
-          f"{'period err ms (med/p99/max)':>28} | {'compute ms (med/p99/max)':>26} | ik_fail limits")
+    print(
+        f"settings: backend={args.backend} blend={args.blend} smoothing={args.smoothing} "
+        f"chunk every {args.chunk_period:.3f} s (32 steps, 133 ms apart) duration {args.duration:.1f} s per rate"
+    )
+    print(
+        f"{'rate':>6} {'ticks':>6} {'overruns':>8} | {'start err ms (med/p99/max)':>28} | "
+        f"{'period err ms (med/p99/max)':>28} | {'compute ms (med/p99/max)':>26} | ik_fail limits"
+    )
     for rate in args.rates:
         s = run_rate(rate, args.duration, args.backend, args.blend, args.smoothing, args.chunk_period)
 
         def trio(name):
             return "/".join(f"{1e3 * s[f'{name}_{k}_s']:.3f}" for k in ("median", "p99", "max"))
 
-        print(f"{rate:6.0f} {int(s['ticks']):6d} {int(s['overruns']):8d} | {trio('start_error'):>28} | "
-              f"{trio('period_error'):>28} | {trio('compute'):>26} | {s['ik_failures']:7d} {s['limit_events']:6d}")
+        print(
+            f"{rate:6.0f} {int(s['ticks']):6d} {int(s['overruns']):8d} | {trio('start_error'):>28} | "
+            f"{trio('period_error'):>28} | {trio('compute'):>26} | {s['ik_failures']:7d} {s['limit_events']:6d}"
+        )
         sys.stdout.flush()
     return 0
 

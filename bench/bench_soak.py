@@ -27,6 +27,7 @@ growing; a figure that settles does not. ``--json`` (default ``<out>/soak.json``
 Exit status: 0; 1 when a node died (or had to be killed at the end), no chunk came in a window after the first, or
 RSS grew more than --max-rss-growth-mib; 2 on bad arguments.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,11 +72,12 @@ class GraphWatch:
 
     def __init__(self, chunk_topic: str, trajectory_topic: str):
         import rclpy
-        from para_msgs.msg import ActionChunk
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile
         from rclpy.signals import SignalHandlerOptions
         from trajectory_msgs.msg import JointTrajectory
+
+        from para_msgs.msg import ActionChunk
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
@@ -135,12 +137,20 @@ class GraphWatch:
         self._thread.join(timeout=2.0)
 
 
-def window_report(t_s: float, window_s: float, nodes, cpu_before: dict, latencies_s: list[float],
-                  commands: int) -> dict:
+def window_report(
+    t_s: float, window_s: float, nodes, cpu_before: dict, latencies_s: list[float], commands: int
+) -> dict:
     """One report: per node RSS and CPU % over the window, chunk and command rates, latency percentiles (ms)."""
-    report = {"t_s": round(t_s, 3), "window_s": round(window_s, 3), "nodes": {}, "chunks": len(latencies_s),
-              "chunk_rate_hz": len(latencies_s) / window_s, "command_rate_hz": commands / window_s,
-              "latency_p50_ms": float("nan"), "latency_p99_ms": float("nan")}
+    report = {
+        "t_s": round(t_s, 3),
+        "window_s": round(window_s, 3),
+        "nodes": {},
+        "chunks": len(latencies_s),
+        "chunk_rate_hz": len(latencies_s) / window_s,
+        "command_rate_hz": commands / window_s,
+        "latency_p50_ms": float("nan"),
+        "latency_p99_ms": float("nan"),
+    }
     if latencies_s:
         report["latency_p50_ms"] = 1e3 * float(np.percentile(latencies_s, 50))
         report["latency_p99_ms"] = 1e3 * float(np.percentile(latencies_s, 99))
@@ -149,16 +159,22 @@ def window_report(t_s: float, window_s: float, nodes, cpu_before: dict, latencie
         cpu = cpu_time_s(pid)
         before = cpu_before.get(n.spec.name)
         report["nodes"][n.spec.name] = {
-            "pid": pid, "rss_mib": rss_mib(pid),
-            "cpu_pct": None if cpu is None or before is None else 100.0 * (cpu - before) / window_s}
+            "pid": pid,
+            "rss_mib": rss_mib(pid),
+            "cpu_pct": None if cpu is None or before is None else 100.0 * (cpu - before) / window_s,
+        }
         cpu_before[n.spec.name] = cpu
     return report
 
 
 def figures(report: dict) -> dict[str, float]:
     """The report's figures by name (``<node>.rss_mib``, ``<node>.cpu_pct``, ``chunk_rate_hz``, ...)."""
-    out = {f"{name}.{key}": v for name, node in report["nodes"].items() for key, v in node.items()
-           if key != "pid" and v is not None}
+    out = {
+        f"{name}.{key}": v
+        for name, node in report["nodes"].items()
+        for key, v in node.items()
+        if key != "pid" and v is not None
+    }
     out.update({k: report[k] for k in ("chunk_rate_hz", "command_rate_hz", "latency_p50_ms", "latency_p99_ms")})
     return out
 
@@ -173,9 +189,16 @@ def growth(reports: list[dict]) -> dict[str, dict]:
     second, last = reports[1], reports[-1]
     hours = (last["t_s"] - second["t_s"]) / 3600.0
     a, b = figures(second), figures(last)
-    return {name: {"second": a[name], "last": b[name], "growth": b[name] - a[name],
-                   "growth_per_hour": (b[name] - a[name]) / hours if hours > 0 else float("nan")}
-            for name in a if name in b}
+    return {
+        name: {
+            "second": a[name],
+            "last": b[name],
+            "growth": b[name] - a[name],
+            "growth_per_hour": (b[name] - a[name]) / hours if hours > 0 else float("nan"),
+        }
+        for name in a
+        if name in b
+    }
 
 
 def plot_reports(reports: list[dict], path: Path, title: str = "") -> Path:
@@ -210,37 +233,63 @@ def plot_reports(reports: list[dict], path: Path, title: str = "") -> Path:
 
 
 def format_report(report: dict) -> str:
-    nodes = "  ".join(f"{name} {v['rss_mib'] or float('nan'):6.1f} MiB {v['cpu_pct'] or float('nan'):5.1f} %"
-                      for name, v in report["nodes"].items())
+    nodes = "  ".join(
+        f"{name} {v['rss_mib'] or float('nan'):6.1f} MiB {v['cpu_pct'] or float('nan'):5.1f} %"
+        for name, v in report["nodes"].items()
+    )
     executor = ""
     if "executor_tick_rate_hz" in report:
-        executor = (f"  |  executor ticks {report['executor_tick_rate_hz']:6.2f} Hz, period error p99 "
-                    f"{report['executor_tick_period_error_p99_ms']:.2f} ms ({report['executor_scheduler'] or '?'}; "
-                    f"ROS thread {report.get('executor_ros_thread_scheduler') or '?'})")
-    return (f"  t={report['t_s']:7.1f} s  chunks {report['chunk_rate_hz']:5.1f} Hz  commands "
-            f"{report['command_rate_hz']:5.1f} Hz  latency p50 {report['latency_p50_ms']:6.1f} ms p99 "
-            f"{report['latency_p99_ms']:6.1f} ms  |  {nodes}{executor}")
+        executor = (
+            f"  |  executor ticks {report['executor_tick_rate_hz']:6.2f} Hz, period error p99 "
+            f"{report['executor_tick_period_error_p99_ms']:.2f} ms ({report['executor_scheduler'] or '?'}; "
+            f"ROS thread {report.get('executor_ros_thread_scheduler') or '?'})"
+        )
+    return (
+        f"  t={report['t_s']:7.1f} s  chunks {report['chunk_rate_hz']:5.1f} Hz  commands "
+        f"{report['command_rate_hz']:5.1f} Hz  latency p50 {report['latency_p50_ms']:6.1f} ms p99 "
+        f"{report['latency_p99_ms']:6.1f} ms  |  {nodes}{executor}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=3600.0, help="seconds to run (default 3600)")
     parser.add_argument("--report-every", type=float, default=60.0, help="seconds per report (default 60)")
-    parser.add_argument("--camera-rate", type=float, default=30.0,
-                        help="both cameras' frame rate, Hz (sim_node scene_cam_rate_hz / wrist_cam_rate_hz; "
-                             "default 30)")
-    parser.add_argument("--checkpoint", default="", help="policy checkpoint (default: the sim backend's, the shipped "
-                        "pick-and-place one); none = the untrained random model (light, for CPUs)")
+    parser.add_argument(
+        "--camera-rate",
+        type=float,
+        default=30.0,
+        help="both cameras' frame rate, Hz (sim_node scene_cam_rate_hz / wrist_cam_rate_hz; default 30)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        default="",
+        help="policy checkpoint (default: the sim backend's, the shipped "
+        "pick-and-place one); none = the untrained random model (light, for CPUs)",
+    )
     parser.add_argument("--device", default="", help="torch device: auto | cpu | cuda | cuda:N (default: the file's)")
     parser.add_argument("--no-task", action="store_true", help="no pick-and-place attempts (no task resets)")
     parser.add_argument("--episode-time-limit", type=float, default=30.0, help="seconds per attempt (default 30)")
-    parser.add_argument("--max-rss-growth-mib", type=float, default=None,
-                        help="exit 1 when a node's RSS grew more than this between the second and the last report")
-    parser.add_argument("--shutdown-timeout", type=float, default=10.0,
-                        help="seconds the nodes get to stop after SIGINT before they are killed (default 10)")
+    parser.add_argument(
+        "--max-rss-growth-mib",
+        type=float,
+        default=None,
+        help="exit 1 when a node's RSS grew more than this between the second and the last report",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=10.0,
+        help="seconds the nodes get to stop after SIGINT before they are killed (default 10)",
+    )
     parser.add_argument("--out", default=None, help="output directory (default runs/soak-<timestamp>)")
-    parser.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
-                        help="a parameter for one node, e.g. chunk_executor:control_thread_priority:=50 (repeatable)")
+    parser.add_argument(
+        "--node-param",
+        action="append",
+        default=[],
+        metavar="NODE:NAME:=VALUE",
+        help="a parameter for one node, e.g. chunk_executor:control_thread_priority:=50 (repeatable)",
+    )
     parser.add_argument("--json", default=None, help="write the reports and the growth here (default <out>/soak.json)")
     return parser
 
@@ -251,15 +300,21 @@ def run(args) -> int:
     from para_ros.deploy.monitor import graph_topics
     from para_ros.nodes.parameter_registry import check_node_params
 
-    if not (args.duration > 0 and args.report_every > 0 and 0.5 <= args.camera_rate <= 120.0
-            and args.shutdown_timeout > 0):
-        print("bench_soak: --duration, --report-every and --shutdown-timeout must be > 0, --camera-rate within "
-              "0.5..120 Hz", file=sys.stderr)
+    if not (
+        args.duration > 0 and args.report_every > 0 and 0.5 <= args.camera_rate <= 120.0 and args.shutdown_timeout > 0
+    ):
+        print(
+            "bench_soak: --duration, --report-every and --shutdown-timeout must be > 0, --camera-rate within "
+            "0.5..120 Hz",
+            file=sys.stderr,
+        )
         return 2
     if args.duration < 3 * args.report_every:
-        print(f"bench_soak: --duration {args.duration:g} s gives fewer than 3 reports of --report-every "
-              f"{args.report_every:g} s: no growth between the second and the last; raise --duration",
-              file=sys.stderr)
+        print(
+            f"bench_soak: --duration {args.duration:g} s gives fewer than 3 reports of --report-every "
+            f"{args.report_every:g} s: no growth between the second and the last; raise --duration",
+            file=sys.stderr,
+        )
         return 2
     try:
         node_params = check_node_params(graph.parse_node_params(args.node_param))
@@ -277,10 +332,13 @@ def run(args) -> int:
     watch = driver = None
     reports: list[dict] = []
     status = 0
-    print(f"bench_soak: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus; "
-          f"{args.duration:g} s, report every {args.report_every:g} s, cameras {args.camera_rate:g} Hz, checkpoint "
-          f"{'untrained' if graph.uses_untrained_model(settings) else graph.effective_checkpoint(settings)}, "
-          f"task {'off' if args.no_task else 'on'}; ROS_DOMAIN_ID {group.domain_id}, output {out}", flush=True)
+    print(
+        f"bench_soak: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus; "
+        f"{args.duration:g} s, report every {args.report_every:g} s, cameras {args.camera_rate:g} Hz, checkpoint "
+        f"{'untrained' if graph.uses_untrained_model(settings) else graph.effective_checkpoint(settings)}, "
+        f"task {'off' if args.no_task else 'on'}; ROS_DOMAIN_ID {group.domain_id}, output {out}",
+        flush=True,
+    )
     try:
         cameras = {"scene_cam_rate_hz": float(args.camera_rate), "wrist_cam_rate_hz": float(args.camera_rate)}
         group.start_plan(plan, {**node_params, "sim_node": {**cameras, **node_params.get("sim_node", {})}})
@@ -300,8 +358,7 @@ def run(args) -> int:
                 dead = group.first_dead()
                 if dead is not None:
                     signals.why = f"{dead.spec.name} exited with status {dead.returncode}"
-                    print(f"bench_soak: {signals.why}; last lines of its log:\n{group.log_tail(dead)}",
-                          file=sys.stderr)
+                    print(f"bench_soak: {signals.why}; last lines of its log:\n{group.log_tail(dead)}", file=sys.stderr)
                     status = 1
                     stop.set()
                     break
@@ -313,8 +370,9 @@ def run(args) -> int:
             report = window_report(now - t0, now - t_last, group.nodes, cpu_before, latencies, commands)
             ex = watch.executor_diagnostics()
             ticks = float(ex.get("ticks", "nan"))
-            report["executor_tick_rate_hz"] = (ticks - ticks_before) / (now - t_last) if ticks_before == ticks_before \
-                else float("nan")  # NaN before the first diagnostics
+            report["executor_tick_rate_hz"] = (
+                (ticks - ticks_before) / (now - t_last) if ticks_before == ticks_before else float("nan")
+            )  # NaN before the first diagnostics
             ticks_before = ticks
             for key in ("tick_period_error_p99_ms", "tick_start_error_p99_ms", "overruns"):
                 report[f"executor_{key}"] = float(ex.get(key, "nan"))
@@ -343,30 +401,41 @@ def run(args) -> int:
         status = 1
     grown = growth(reports)
     if grown:
-        print("growth from the second report to the last "
-              f"({reports[1]['t_s']:.0f} s -> {reports[-1]['t_s']:.0f} s):")
+        print(f"growth from the second report to the last ({reports[1]['t_s']:.0f} s -> {reports[-1]['t_s']:.0f} s):")
         for name, g in grown.items():
-            print(f"  {name:32s} {g['second']:9.2f} -> {g['last']:9.2f}  {g['growth']:+9.2f}  "
-                  f"({g['growth_per_hour']:+.2f} per hour)")
+            print(
+                f"  {name:32s} {g['second']:9.2f} -> {g['last']:9.2f}  {g['growth']:+9.2f}  "
+                f"({g['growth_per_hour']:+.2f} per hour)"
+            )
     else:
         print("growth: fewer than 3 reports, none computed")
     if args.max_rss_growth_mib is not None:
-        over = {k: g["growth"] for k, g in grown.items() if k.endswith(".rss_mib")
-                and g["growth"] > args.max_rss_growth_mib}
+        over = {
+            k: g["growth"] for k, g in grown.items() if k.endswith(".rss_mib") and g["growth"] > args.max_rss_growth_mib
+        }
         if over:
             print(f"bench_soak: RSS grew more than {args.max_rss_growth_mib:g} MiB: {over}", file=sys.stderr)
             status = 1
-    result = {"settings": {k: v for k, v in vars(args).items()}, "stop_reason": signals.why, "reports": reports,
-              "growth": grown, "task": ({"attempts": len(driver.rows), "error": driver.error}
-                                        if driver is not None else None),
-              "nodes": {n.spec.name: {"returncode": n.returncode, "killed": n.killed, "exited_early": n.exited_early}
-                        for n in group.nodes}}
+    result = {
+        "settings": {k: v for k, v in vars(args).items()},
+        "stop_reason": signals.why,
+        "reports": reports,
+        "growth": grown,
+        "task": ({"attempts": len(driver.rows), "error": driver.error} if driver is not None else None),
+        "nodes": {
+            n.spec.name: {"returncode": n.returncode, "killed": n.killed, "exited_early": n.exited_early}
+            for n in group.nodes
+        },
+    }
     json_path = Path(args.json) if args.json else out / "soak.json"
     json_path.write_text(json.dumps(result, indent=2, default=str))
     if reports:
-        plot = plot_reports(reports, json_path.with_suffix(".png"),
-                            f"bench_soak: {args.duration:.0f} s, cameras {args.camera_rate:g} Hz, {platform.machine()}, "
-                            f"{os.cpu_count()} cpus")
+        plot = plot_reports(
+            reports,
+            json_path.with_suffix(".png"),
+            f"bench_soak: {args.duration:.0f} s, cameras {args.camera_rate:g} Hz, {platform.machine()}, "
+            f"{os.cpu_count()} cpus",
+        )
         print(f"bench_soak: plot {plot}", flush=True)
     print(f"bench_soak: {signals.why}; {len(reports)} reports in {json_path}", flush=True)
     return status

@@ -9,6 +9,7 @@ The PARA v4 design trains the paper config at batch 4 on a 24 GB RTX 3090: check
     python bench/bench_training.py                                   # tiny, CPU, batch 2
     python bench/bench_training.py --preset paper --device cuda --batch-size 4 --amp bf16
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,9 @@ from para_core.model.config import PRESET_NAMES
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     parser.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="model preset (default tiny)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (default cpu)")
     parser.add_argument("--batch-size", type=int, default=2, help="samples per step (default 2)")
@@ -33,8 +35,12 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
-    parser.add_argument("--allocator", choices=("keep", "default"), default="keep",
-                        help="CPU: keep = glibc keeps freed memory (the trainer's default), default = glibc as is")
+    parser.add_argument(
+        "--allocator",
+        choices=("keep", "default"),
+        default="keep",
+        help="CPU: keep = glibc keeps freed memory (the trainer's default), default = glibc as is",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1 or args.warmup < 0 or args.batch_size < 1:
         parser.error("--steps and --batch-size must be >= 1, --warmup >= 0")
@@ -42,8 +48,8 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from para_core.model.config import V4Config
     from para_core.data.synthetic import synthetic_episode
+    from para_core.model.config import V4Config
     from para_core.train.trainer import TrainConfig, Trainer
 
     if args.threads > 0:
@@ -52,8 +58,13 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         rng = np.random.default_rng(0)
         episodes = [synthetic_episode(cfg, rng, n_frames=24).save(Path(tmp) / f"ep{i}") for i in range(2)]
-        tc = TrainConfig(device=args.device, amp_dtype=args.amp, val_fraction=0.0, num_workers=0,
-                         keep_freed_memory=args.allocator == "keep")
+        tc = TrainConfig(
+            device=args.device,
+            amp_dtype=args.amp,
+            val_fraction=0.0,
+            num_workers=0,
+            keep_freed_memory=args.allocator == "keep",
+        )
         trainer = Trainer(cfg, tc, episodes, Path(tmp) / "run")
         loader = iter(trainer._loader())
         device = trainer.device
@@ -71,15 +82,23 @@ def main(argv=None) -> int:
                 torch.cuda.synchronize(device)
             times_ms.append(1e3 * (time.perf_counter() - t0))
         n_params = sum(p.numel() for p in trainer.model.parameters())
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor())
-    print(f"training step  preset={args.preset} batch={args.batch_size} amp={args.amp} device={device} "
-          f"allocator={trainer.allocator}")
-    print(f"  median {statistics.median(times_ms):.1f} ms  min {min(times_ms):.1f} ms  max {max(times_ms):.1f} ms  "
-          f"over {args.steps} steps (+{args.warmup} warm-up); data loading not timed")
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        platform.processor(),
+    )
+    print(
+        f"training step  preset={args.preset} batch={args.batch_size} amp={args.amp} device={device} "
+        f"allocator={trainer.allocator}"
+    )
+    print(
+        f"  median {statistics.median(times_ms):.1f} ms  min {min(times_ms):.1f} ms  max {max(times_ms):.1f} ms  "
+        f"over {args.steps} steps (+{args.warmup} warm-up); data loading not timed"
+    )
     if device.type == "cuda":
-        print(f"  gpu={torch.cuda.get_device_name(device)}  peak_mem={torch.cuda.max_memory_allocated(device) / 2**30:.2f}"
-              f" GiB (max_memory_allocated)")
+        print(
+            f"  gpu={torch.cuda.get_device_name(device)}  peak_mem={torch.cuda.max_memory_allocated(device) / 2**30:.2f}"
+            f" GiB (max_memory_allocated)"
+        )
     else:
         peak_rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
         print(f"  peak_rss={peak_rss_gib:.2f} GiB (whole process)")

@@ -45,8 +45,9 @@ def perturbed_scene_camera(cal: CalibrationFile, translation_m: float, rotation_
     T_new = T_base_cam @ T_err
     q_xyzw = matrix_to_quaternion(T_new[:3, :3])
     assert np.allclose(quaternion_to_matrix(q_xyzw), T_new[:3, :3], atol=1e-9)
-    moved = replace(cam, xyz_m=tuple(float(v) for v in T_new[:3, 3]), quat_xyzw=tuple(float(v) for v in q_xyzw),
-                    residuals=None)
+    moved = replace(
+        cam, xyz_m=tuple(float(v) for v in T_new[:3, 3]), quat_xyzw=tuple(float(v) for v in q_xyzw), residuals=None
+    )
     cameras = dict(cal.cameras)
     cameras["scene_cam"] = moved
     return replace(cal, cameras=cameras)
@@ -68,8 +69,12 @@ def read_summary(report_json: Path) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--calibration", required=True, help="calibration.yaml whose scene_cam is the pose to perturb "
-                   "(for the simulator: a solved file of the simulator's nominal camera)")
+    p.add_argument(
+        "--calibration",
+        required=True,
+        help="calibration.yaml whose scene_cam is the pose to perturb "
+        "(for the simulator: a solved file of the simulator's nominal camera)",
+    )
     p.add_argument("--out", required=True, help="output directory (one eval per point, the table and the plot)")
     p.add_argument("--checkpoint", default="checkpoints/pick_place")
     p.add_argument("--translation-mm", default="0,5,10,20", help="translation errors along the camera's x axis (mm)")
@@ -94,13 +99,28 @@ def main(argv: list[str] | None = None) -> int:
         cal_path = out / f"calibration_{label}.yaml"
         save_calibration(perturbed_scene_camera(base, t_m, r_deg), cal_path, force=True)
         run_dir = out / label
-        cmd = para_sim_command() + [
-            "eval", "--checkpoint", args.checkpoint, "--episodes", str(args.episodes), "--seed", str(args.seed),
-            "--no-videos", "--out", str(run_dir),
-            "--node-param", "sim_node:scene_cam_tf:=calibration",
-            "--node-param", "sim_node:wrist_cam_tf:=truth",
-            "--node-param", f"sim_node:calibration_file:={cal_path.resolve()}",
-        ] + list(args.eval_arg)
+        cmd = (
+            para_sim_command()
+            + [
+                "eval",
+                "--checkpoint",
+                args.checkpoint,
+                "--episodes",
+                str(args.episodes),
+                "--seed",
+                str(args.seed),
+                "--no-videos",
+                "--out",
+                str(run_dir),
+                "--node-param",
+                "sim_node:scene_cam_tf:=calibration",
+                "--node-param",
+                "sim_node:wrist_cam_tf:=truth",
+                "--node-param",
+                f"sim_node:calibration_file:={cal_path.resolve()}",
+            ]
+            + list(args.eval_arg)
+        )
         print(f"[{i + 1}/{len(points)}] {label}: {' '.join(cmd)}", flush=True)
         if args.dry_run:
             continue
@@ -112,18 +132,30 @@ def main(argv: list[str] | None = None) -> int:
         summary = read_summary(run_dir / "report.json")
         k, n, (lo, hi) = summary["successes"], summary["episodes"], summary["wilson95"]
         counts = {name: c for name, c in summary["outcomes"].items() if c}
-        rows.append({"translation_mm": t_m * 1000, "rotation_deg": r_deg, "successes": k, "episodes": n,
-                     "rate": k / n if n else 0.0, "wilson_lo": lo, "wilson_hi": hi, "outcomes": counts})
+        rows.append(
+            {
+                "translation_mm": t_m * 1000,
+                "rotation_deg": r_deg,
+                "successes": k,
+                "episodes": n,
+                "rate": k / n if n else 0.0,
+                "wilson_lo": lo,
+                "wilson_hi": hi,
+                "outcomes": counts,
+            }
+        )
         print(f"  {label}: {k}/{n} ({100 * k / max(n, 1):.1f} %, {100 * lo:.1f}-{100 * hi:.1f} %) {counts}", flush=True)
     if args.dry_run or not rows:
         return 0
     (out / "sensitivity.json").write_text(json.dumps(rows, indent=1))
     lines = ["| scene camera error | episodes | successes | rate (95 % Wilson) | outcomes |", "|---|---|---|---|---|"]
     for r in rows:
-        what = (f"{r['translation_mm']:g} mm along x" if r["rotation_deg"] == 0 else f"{r['rotation_deg']:g} deg about x")
+        what = f"{r['translation_mm']:g} mm along x" if r["rotation_deg"] == 0 else f"{r['rotation_deg']:g} deg about x"
         outcomes = ", ".join(f"{v} {k}" for k, v in sorted(r["outcomes"].items()))
-        lines.append(f"| {what} | {r['episodes']} | {r['successes']} | {100 * r['rate']:.1f} % "
-                     f"({100 * r['wilson_lo']:.1f}-{100 * r['wilson_hi']:.1f} %) | {outcomes} |")
+        lines.append(
+            f"| {what} | {r['episodes']} | {r['successes']} | {100 * r['rate']:.1f} % "
+            f"({100 * r['wilson_lo']:.1f}-{100 * r['wilson_hi']:.1f} %) | {outcomes} |"
+        )
     (out / "sensitivity.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     import matplotlib  # matplotlib: only for the plot at the end
@@ -132,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
-    for ax, key, unit, sel in ((axes[0], "translation_mm", "mm", lambda r: r["rotation_deg"] == 0),
-                               (axes[1], "rotation_deg", "deg", lambda r: r["translation_mm"] == 0)):
+    for ax, key, unit, sel in (
+        (axes[0], "translation_mm", "mm", lambda r: r["rotation_deg"] == 0),
+        (axes[1], "rotation_deg", "deg", lambda r: r["translation_mm"] == 0),
+    ):
         pts = sorted((r for r in rows if sel(r)), key=lambda r: r[key])
         x = [r[key] for r in pts]
         y = [100 * r["rate"] for r in pts]

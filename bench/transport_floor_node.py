@@ -13,6 +13,7 @@ image's callback), so the benchmark can print the floor's receive beside the nod
 
     python bench/transport_floor_node.py [--ros-args ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,10 +21,14 @@ import sys
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--wrist-topic", default="/wrist_cam/image_raw", help="the image that completes an "
-                        "observation (the rig publishes it last; default /wrist_cam/image_raw)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
+    parser.add_argument(
+        "--wrist-topic",
+        default="/wrist_cam/image_raw",
+        help="the image that completes an observation (the rig publishes it last; default /wrist_cam/image_raw)",
+    )
     args, ros_args = parser.parse_known_args(argv)
 
     from para_ros.dds_env import apply_loopback_dds_env

@@ -17,46 +17,83 @@ With ``backend:=topic`` (a ros2_control joint_trajectory_controller) the traject
 the gripper goes out as ``std_msgs/Float64`` 0..1 on the executor's ``gripper_command_topic`` (see
 :mod:`para_ros.deploy.graph`), e.g. ``backend:=topic joint_trajectory_topic:=/arm_controller/joint_trajectory``.
 """
-from launch import LaunchDescription
+
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import Parameter
 
+from launch import LaunchDescription
 from para_ros.deploy import graph
 from para_ros.paths import share_file
 
 ARGUMENTS = [
-    ("backend", "sim", "robot backend: sim (simulated YAM) | i2rt (real YAM on CAN via the I2RT SDK) | "
-                       "topic (an arm behind a JointTrajectory topic, e.g. ros2_control)"),
-    ("checkpoint", "", "policy checkpoint directory (model.safetensors + config.json); empty = backend sim: the "
-                       "shipped pick-and-place checkpoint (checkpoints/pick_place), a robot: config/inference.yaml "
-                       "(an UNTRAINED random model unless set there); none = the UNTRAINED random model"),
+    (
+        "backend",
+        "sim",
+        "robot backend: sim (simulated YAM) | i2rt (real YAM on CAN via the I2RT SDK) | "
+        "topic (an arm behind a JointTrajectory topic, e.g. ros2_control)",
+    ),
+    (
+        "checkpoint",
+        "",
+        "policy checkpoint directory (model.safetensors + config.json); empty = backend sim: the "
+        "shipped pick-and-place checkpoint (checkpoints/pick_place), a robot: config/inference.yaml "
+        "(an UNTRAINED random model unless set there); none = the UNTRAINED random model",
+    ),
     ("device", "", "torch device: auto | cpu | cuda | cuda:N; empty = config/inference.yaml"),
     ("dtype", "", "inference precision: auto | fp32 | bf16 | fp16; empty = config/inference.yaml"),
     ("fast_path", "", "the inference node's fast path: true | false; empty = config/inference.yaml (false)"),
-    ("compile_mode", "", "torch.compile the backbone: off | default | reduce-overhead | max-autotune; empty = "
-                         "config/inference.yaml (off)"),
+    (
+        "compile_mode",
+        "",
+        "torch.compile the backbone: off | default | reduce-overhead | max-autotune; empty = "
+        "config/inference.yaml (off)",
+    ),
     ("scene_image_topic", "", "scene camera images (sensor_msgs/Image); empty = config/inference.yaml"),
     ("scene_info_topic", "", "scene camera CameraInfo; empty = config/inference.yaml"),
     ("wrist_image_topic", "", "wrist camera images (sensor_msgs/Image); empty = config/inference.yaml"),
     ("wrist_info_topic", "", "wrist camera CameraInfo; empty = config/inference.yaml"),
-    ("joint_trajectory_topic", "", "backend topic only: the joint_trajectory_controller's topic, e.g. "
-                                   "/arm_controller/joint_trajectory; empty = config/executor.yaml (/joint_trajectory)"),
-    ("arm_joint_names", "", "backend topic only: the controller's 6 arm joint names, comma-separated, YAM order "
-                            "joint1..joint6; empty = the YAM's joint1..joint6 (config/yam.yaml)"),
-    ("engage", "false", "hand the arm to the policy at start: true | false (always true for backend sim; else the "
-                        "executor waits for /chunk_executor/engage)"),
-    ("calibration", "", "calibration.yaml (para-calib solve): the scene camera's static transform and the wrist "
-                        "mount come from it; empty = none (sim: its own truth; a robot: the camera drivers' TF and "
-                        "config/yam.yaml's wrist mount)"),
-    ("lockstep", "false", "backend sim only: lockstep evaluation: every node on the simulator's /clock, the simulator "
-                          "stepping only once the graph has answered (para_ros.sim.lockstep): true | false"),
+    (
+        "joint_trajectory_topic",
+        "",
+        "backend topic only: the joint_trajectory_controller's topic, e.g. "
+        "/arm_controller/joint_trajectory; empty = config/executor.yaml (/joint_trajectory)",
+    ),
+    (
+        "arm_joint_names",
+        "",
+        "backend topic only: the controller's 6 arm joint names, comma-separated, YAM order "
+        "joint1..joint6; empty = the YAM's joint1..joint6 (config/yam.yaml)",
+    ),
+    (
+        "engage",
+        "false",
+        "hand the arm to the policy at start: true | false (always true for backend sim; else the "
+        "executor waits for /chunk_executor/engage)",
+    ),
+    (
+        "calibration",
+        "",
+        "calibration.yaml (para-calib solve): the scene camera's static transform and the wrist "
+        "mount come from it; empty = none (sim: its own truth; a robot: the camera drivers' TF and "
+        "config/yam.yaml's wrist mount)",
+    ),
+    (
+        "lockstep",
+        "false",
+        "backend sim only: lockstep evaluation: every node on the simulator's /clock, the simulator "
+        "stepping only once the graph has answered (para_ros.sim.lockstep): true | false",
+    ),
     ("rviz", "false", "start rviz2 with config/para.rviz: true | false"),
     ("respawn", "false", "restart inference_node and sim_node when they die (after respawn_delay): true | false"),
-    ("respawn_executor", "false", "also restart chunk_executor when it dies: true | false (default false: it "
-                                  "commands the arm, so a person should look at why it died first)"),
+    (
+        "respawn_executor",
+        "false",
+        "also restart chunk_executor when it dies: true | false (default false: it "
+        "commands the arm, so a person should look at why it died first)",
+    ),
     ("respawn_delay", "2.0", "seconds between a node's death and its restart (respawn, respawn_executor)"),
 ]
 # Arguments of this launch file alone, not of the graph (para_ros.deploy.graph.DeploySettings).
@@ -92,18 +129,22 @@ def _graph_nodes(context, *args, **kwargs):
     actions = []
     for spec, overrides in graph.plan(settings):
         again = respawn_executor if spec.name == EXECUTOR_NODE else respawn
-        actions.append(Node(
-            package=graph.PACKAGE,
-            executable=spec.executable,
-            name=spec.name,
-            output="screen",
-            emulate_tty=True,
-            # The node's file first, then only what was set here (-p name:=value wins over the file).
-            parameters=[str(share_file(spec.params_file)),
-                        *[Parameter(name, value) for name, value in overrides.items()]],
-            respawn=again,
-            respawn_delay=delay if again else None,
-        ))
+        actions.append(
+            Node(
+                package=graph.PACKAGE,
+                executable=spec.executable,
+                name=spec.name,
+                output="screen",
+                emulate_tty=True,
+                # The node's file first, then only what was set here (-p name:=value wins over the file).
+                parameters=[
+                    str(share_file(spec.params_file)),
+                    *[Parameter(name, value) for name, value in overrides.items()],
+                ],
+                respawn=again,
+                respawn_delay=delay if again else None,
+            )
+        )
     return actions
 
 
@@ -112,15 +153,27 @@ def _rviz(context, *args, **kwargs):
     # (loopback discovery + the Fast DDS profile), or it might not discover them.
     from para_ros.dds_env import dds_env_vars
 
-    return [Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
-                 arguments=["-d", str(share_file(graph.RVIZ_CONFIG))], additional_env=dds_env_vars())]
+    return [
+        Node(
+            package="rviz2",
+            executable="rviz2",
+            name="rviz2",
+            output="screen",
+            arguments=["-d", str(share_file(graph.RVIZ_CONFIG))],
+            additional_env=dds_env_vars(),
+        )
+    ]
 
 
 def generate_launch_description():
-    declared = [DeclareLaunchArgument(name, default_value=default, description=description)
-                for name, default, description in ARGUMENTS]
-    return LaunchDescription([
-        *declared,
-        OpaqueFunction(function=_graph_nodes),
-        OpaqueFunction(function=_rviz, condition=IfCondition(LaunchConfiguration("rviz"))),
-    ])
+    declared = [
+        DeclareLaunchArgument(name, default_value=default, description=description)
+        for name, default, description in ARGUMENTS
+    ]
+    return LaunchDescription(
+        [
+            *declared,
+            OpaqueFunction(function=_graph_nodes),
+            OpaqueFunction(function=_rviz, condition=IfCondition(LaunchConfiguration("rviz"))),
+        ]
+    )

@@ -17,6 +17,7 @@ before ``rclpy.init``) or passes :func:`loopback_dds_env` to a child process. It
 
 Nothing here imports rclpy: the environment must be in place before the middleware starts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,9 @@ def fresh_domain_id(rng: random.Random | None = None) -> int:
     return rng.randint(*DOMAIN_ID_RANGE)
 
 
-def loopback_dds_env(base: Mapping[str, str] | None = None, domain_id: int | None = None,
-                     pick_domain: bool = True) -> dict[str, str]:
+def loopback_dds_env(
+    base: Mapping[str, str] | None = None, domain_id: int | None = None, pick_domain: bool = True
+) -> dict[str, str]:
     """Return a copy of ``base`` (default ``os.environ``) with the loopback DDS settings applied.
 
     :param base: environment to start from.
@@ -87,8 +89,9 @@ def loopback_dds_env(base: Mapping[str, str] | None = None, domain_id: int | Non
     return env
 
 
-def apply_loopback_dds_env(domain_id: int | None = None, environ: MutableMapping[str, str] | None = None,
-                           pick_domain: bool = True) -> dict:
+def apply_loopback_dds_env(
+    domain_id: int | None = None, environ: MutableMapping[str, str] | None = None, pick_domain: bool = True
+) -> dict:
     """Apply :func:`loopback_dds_env` to ``environ`` (default ``os.environ``) in place; call before ``rclpy.init``."""
     environ = os.environ if environ is None else environ
     env = loopback_dds_env(environ, domain_id, pick_domain)
@@ -101,8 +104,10 @@ def check_loopback_dds_env(environ: Mapping[str, str] | None = None) -> list[str
     environ = os.environ if environ is None else environ
     problems = []
     if environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") != DISCOVERY_RANGE:
-        problems.append(f"ROS_AUTOMATIC_DISCOVERY_RANGE is {environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE')!r}, "
-                        f"not {DISCOVERY_RANGE!r}")
+        problems.append(
+            f"ROS_AUTOMATIC_DISCOVERY_RANGE is {environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE')!r}, "
+            f"not {DISCOVERY_RANGE!r}"
+        )
     if not environ.get("ROS_DOMAIN_ID", "").isdigit():
         problems.append("ROS_DOMAIN_ID is not set to a number")
     if environ.get("ROS_STATIC_PEERS"):
@@ -118,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     """``para-env [--domain-id N] [--] CMD ...``: run CMD with the loopback DDS environment; with no CMD print it."""
 
     parser = argparse.ArgumentParser(prog="para-env", description=main.__doc__)
-    parser.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID to use (default: keep or pick fresh)")
+    parser.add_argument(
+        "--domain-id", type=int, default=None, help="ROS_DOMAIN_ID to use (default: keep or pick fresh)"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="command to run (default: print export lines)")
     args = parser.parse_args(argv)
     env = apply_loopback_dds_env(args.domain_id)
@@ -126,8 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "RMW_IMPLEMENTATION", PROFILE_ENV_VAR,
-                    LEGACY_PROFILE_ENV_VAR):
+        for key in (
+            "ROS_AUTOMATIC_DISCOVERY_RANGE",
+            "ROS_DOMAIN_ID",
+            "RMW_IMPLEMENTATION",
+            PROFILE_ENV_VAR,
+            LEGACY_PROFILE_ENV_VAR,
+        ):
             if key in env:
                 print(f"export {key}={shlex.quote(env[key])}")
         return 0

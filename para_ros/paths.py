@@ -4,6 +4,7 @@ Installed by colcon or ``pip install .`` they sit in ``<prefix>/share/para_ros/.
 (``pip install -e .``, which does not install data files) they sit next to the package in the repository.
 Both are looked up, installed first, so one code path serves a robot PC and a developer checkout.
 """
+
 from __future__ import annotations
 
 import os

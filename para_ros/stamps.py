@@ -4,6 +4,7 @@ A ``builtin_interfaces/Time`` or ``Duration`` (rclpy or rosbags object alike) is
 kept as integer nanoseconds wherever they are compared or paired (exact); float seconds only for arithmetic on
 durations and for reports.
 """
+
 from __future__ import annotations
 
 NS_PER_S = 1_000_000_000

@@ -8,6 +8,7 @@ samples are exactly the functions at their stamps, so tests can compute the trut
 
 Image i of a camera is a flat colour whose red channel is ``(7 * i) % 256``: a test can tell which frame was used.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -117,8 +118,11 @@ def camera_stamps_ns(spec: SyntheticBagSpec) -> tuple[dict[int, int], dict[int, 
     """Scene and wrist image stamps by frame index (missing frames left out; extra out-of-order frames not listed)."""
     n = int(np.floor(spec.duration_s * spec.camera_rate_hz + 1e-9)) + 1
     period = NS / spec.camera_rate_hz
-    scene = {k: T0_NS + int(round(k * period + spec.scene_jitter_s.get(k, 0.0) * NS)) for k in range(n)
-             if k not in spec.missing_scene_frames}
+    scene = {
+        k: T0_NS + int(round(k * period + spec.scene_jitter_s.get(k, 0.0) * NS))
+        for k in range(n)
+        if k not in spec.missing_scene_frames
+    }
     wrist = {k: T0_NS + int(round(k * period + spec.wrist_delay_s * NS)) for k in range(n)}
     return scene, wrist
 
@@ -146,10 +150,17 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
     ty = store.types
     Time, Header = ty["builtin_interfaces/msg/Time"], ty["std_msgs/msg/Header"]
     Vec, Quat = ty["geometry_msgs/msg/Vector3"], ty["geometry_msgs/msg/Quaternion"]
-    Tf, TfS, TFMessage = ty["geometry_msgs/msg/Transform"], ty["geometry_msgs/msg/TransformStamped"], \
-        ty["tf2_msgs/msg/TFMessage"]
-    Image, CImage, Info, Joint = ty["sensor_msgs/msg/Image"], ty["sensor_msgs/msg/CompressedImage"], \
-        ty["sensor_msgs/msg/CameraInfo"], ty["sensor_msgs/msg/JointState"]
+    Tf, TfS, TFMessage = (
+        ty["geometry_msgs/msg/Transform"],
+        ty["geometry_msgs/msg/TransformStamped"],
+        ty["tf2_msgs/msg/TFMessage"],
+    )
+    Image, CImage, Info, Joint = (
+        ty["sensor_msgs/msg/Image"],
+        ty["sensor_msgs/msg/CompressedImage"],
+        ty["sensor_msgs/msg/CameraInfo"],
+        ty["sensor_msgs/msg/JointState"],
+    )
     ROI = ty["sensor_msgs/msg/RegionOfInterest"]
 
     def header(stamp_ns, frame=""):
@@ -158,9 +169,13 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
 
     def tfs(stamp_ns, parent, child, T):
         q = Rotation.from_matrix(T[:3, :3]).as_quat()  # x, y, z, w
-        return TfS(header=header(stamp_ns, parent), child_frame_id=child,
-                   transform=Tf(translation=Vec(x=T[0, 3], y=T[1, 3], z=T[2, 3]),
-                                rotation=Quat(x=q[0], y=q[1], z=q[2], w=q[3])))
+        return TfS(
+            header=header(stamp_ns, parent),
+            child_frame_id=child,
+            transform=Tf(
+                translation=Vec(x=T[0, 3], y=T[1, 3], z=T[2, 3]), rotation=Quat(x=q[0], y=q[1], z=q[2], w=q[3])
+            ),
+        )
 
     w, h = spec.image_wh
     K = K_IMAGE(spec)
@@ -174,9 +189,19 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
     def info(stamp_ns, frame, d=(0.0,) * 5):
         P = np.zeros((3, 4))
         P[:, :3] = K_ros
-        return Info(header=header(stamp_ns, frame), height=h, width=w, distortion_model="plumb_bob",
-                    d=np.asarray(d, dtype=np.float64), k=K_ros.ravel(), r=np.eye(3).ravel(), p=P.ravel(), binning_x=0, binning_y=0,
-                    roi=ROI(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False))
+        return Info(
+            header=header(stamp_ns, frame),
+            height=h,
+            width=w,
+            distortion_model="plumb_bob",
+            d=np.asarray(d, dtype=np.float64),
+            k=K_ros.ravel(),
+            r=np.eye(3).ravel(),
+            p=P.ravel(),
+            binning_x=0,
+            binning_y=0,
+            roi=ROI(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False),
+        )
 
     events: list[tuple[int, str, object]] = []  # (log ns, topic, message)
     lat = int(round(spec.log_latency_s * NS))
@@ -184,23 +209,56 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
     T_gw = T_gripper_wristcam()
     for s in (int(v) for v in stamps):
         T = T_world_gripper((s - T0_NS) / 1e9)
-        events.append((s + lat, "/tf", TFMessage(transforms=[
-            tfs(s, "base", "gripper", T), tfs(s, "gripper", spec.ee_frame, T_GRIPPER_GRASP),
-            tfs(s, "gripper", "wrist_cam_optical_frame", T_gw)])))
-    events.append((T0_NS, "/tf_static", TFMessage(transforms=[tfs(T0_NS, "base", "scene_cam_optical_frame",
-                                                                  T_SCENE())])))
+        events.append(
+            (
+                s + lat,
+                "/tf",
+                TFMessage(
+                    transforms=[
+                        tfs(s, "base", "gripper", T),
+                        tfs(s, "gripper", spec.ee_frame, T_GRIPPER_GRASP),
+                        tfs(s, "gripper", "wrist_cam_optical_frame", T_gw),
+                    ]
+                ),
+            )
+        )
+    events.append(
+        (T0_NS, "/tf_static", TFMessage(transforms=[tfs(T0_NS, "base", "scene_cam_optical_frame", T_SCENE())]))
+    )
     for s, g in zip(*gripper_samples(spec)):
         s, g = int(s), float(g)
-        events.append((s + lat, "/joint_states", Joint(header=header(s), name=["joint1", "gripper"],
-                                                       position=np.array([0.1, g]), velocity=np.zeros(0),
-                                                       effort=np.zeros(0))))
+        events.append(
+            (
+                s + lat,
+                "/joint_states",
+                Joint(
+                    header=header(s),
+                    name=["joint1", "gripper"],
+                    position=np.array([0.1, g]),
+                    velocity=np.zeros(0),
+                    effort=np.zeros(0),
+                ),
+            )
+        )
     scene, wrist = camera_stamps_ns(spec)
     for k, s in scene.items():
         img = np.empty((h, w, 3), np.uint8)
         img[:] = frame_colour(k)
-        events.append((s + lat, "/scene_cam/image_raw", Image(header=header(s, "scene_cam_optical_frame"), height=h,
-                                                              width=w, encoding="rgb8", is_bigendian=0, step=3 * w,
-                                                              data=img.ravel())))
+        events.append(
+            (
+                s + lat,
+                "/scene_cam/image_raw",
+                Image(
+                    header=header(s, "scene_cam_optical_frame"),
+                    height=h,
+                    width=w,
+                    encoding="rgb8",
+                    is_bigendian=0,
+                    step=3 * w,
+                    data=img.ravel(),
+                ),
+            )
+        )
         events.append((s + lat, "/scene_cam/camera_info", info(s, "scene_cam_optical_frame")))
 
     def wrist_msg(k, s):
@@ -209,43 +267,79 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
         hd = header(s, "wrist_cam_optical_frame")
         if spec.wrist_compressed:
             ok, buf = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 95])
-            return "/wrist_cam/image_raw/compressed", CImage(header=hd, format="rgb8; jpeg compressed bgr8",
-                                                             data=buf.ravel())
-        return "/wrist_cam/image_raw", Image(header=hd, height=h, width=w, encoding="rgb8", is_bigendian=0,
-                                             step=3 * w, data=img.ravel())
+            return "/wrist_cam/image_raw/compressed", CImage(
+                header=hd, format="rgb8; jpeg compressed bgr8", data=buf.ravel()
+            )
+        return "/wrist_cam/image_raw", Image(
+            header=hd, height=h, width=w, encoding="rgb8", is_bigendian=0, step=3 * w, data=img.ravel()
+        )
 
     for k, s in wrist.items():
         topic, msg = wrist_msg(k, s)
         events.append((s + lat, topic, msg))
-        events.append((s + lat, "/wrist_cam/camera_info",
-                       info(s, "wrist_cam_optical_frame", spec.wrist_distortion)))
+        events.append((s + lat, "/wrist_cam/camera_info", info(s, "wrist_cam_optical_frame", spec.wrist_distortion)))
         if k in spec.out_of_order_after_wrist:
             late = s - int(0.05 * NS)
             topic, msg = wrist_msg(200 + k, late)
             events.append((s + lat + 1000, topic, msg))
 
-    Chunk, Pose, Point, Duration = ty["para_msgs/msg/ActionChunk"], ty["geometry_msgs/msg/Pose"], \
-        ty["geometry_msgs/msg/Point"], ty["builtin_interfaces/msg/Duration"]
+    Chunk, Pose, Point, Duration = (
+        ty["para_msgs/msg/ActionChunk"],
+        ty["geometry_msgs/msg/Pose"],
+        ty["geometry_msgs/msg/Point"],
+        ty["builtin_interfaces/msg/Duration"],
+    )
     for stamp, pos, quat, offsets_ns, grip in chunks:
-        poses = [Pose(position=Point(x=float(p[0]), y=float(p[1]), z=float(p[2])),
-                      orientation=Quat(x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])))
-                 for p, q in zip(pos, quat)]
+        poses = [
+            Pose(
+                position=Point(x=float(p[0]), y=float(p[1]), z=float(p[2])),
+                orientation=Quat(x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])),
+            )
+            for p, q in zip(pos, quat)
+        ]
         durations = [Duration(sec=int(o) // NS, nanosec=int(o) % NS) for o in offsets_ns]
-        events.append((int(stamp) + lat, "/para/action_chunk", Chunk(
-            header=header(stamp, "base"), tool_frame_id=spec.ee_frame, time_from_stamp=durations, poses=poses,
-            gripper=np.asarray(grip, dtype=np.float32), confidence=np.ones(len(poses), np.float32),
-            model_id="recorded-test")))
+        events.append(
+            (
+                int(stamp) + lat,
+                "/para/action_chunk",
+                Chunk(
+                    header=header(stamp, "base"),
+                    tool_frame_id=spec.ee_frame,
+                    time_from_stamp=durations,
+                    poses=poses,
+                    gripper=np.asarray(grip, dtype=np.float32),
+                    confidence=np.ones(len(poses), np.float32),
+                    model_id="recorded-test",
+                ),
+            )
+        )
 
     Cloud, Field = ty["sensor_msgs/msg/PointCloud2"], ty["sensor_msgs/msg/PointField"]
     for stamp, pts, prob in voxels:
         data = np.empty(len(pts), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("probability", "<f4")])
         data["x"], data["y"], data["z"] = np.asarray(pts, dtype=np.float32).T
         data["probability"] = prob
-        fields = [Field(name=n, offset=4 * i, datatype=7, count=1)  # 7: FLOAT32
-                  for i, n in enumerate(("x", "y", "z", "probability"))]
-        events.append((int(stamp) + lat, "/para/voxels", Cloud(
-            header=header(stamp, "base"), height=1, width=len(data), fields=fields, is_bigendian=False,
-            point_step=16, row_step=16 * len(data), data=np.frombuffer(data.tobytes(), np.uint8), is_dense=True)))
+        fields = [
+            Field(name=n, offset=4 * i, datatype=7, count=1)  # 7: FLOAT32
+            for i, n in enumerate(("x", "y", "z", "probability"))
+        ]
+        events.append(
+            (
+                int(stamp) + lat,
+                "/para/voxels",
+                Cloud(
+                    header=header(stamp, "base"),
+                    height=1,
+                    width=len(data),
+                    fields=fields,
+                    is_bigendian=False,
+                    point_step=16,
+                    row_step=16 * len(data),
+                    data=np.frombuffer(data.tobytes(), np.uint8),
+                    is_dense=True,
+                ),
+            )
+        )
 
     events = [e for e in events if e[1] not in spec.skip_topics]
     events.sort(key=lambda e: e[0])

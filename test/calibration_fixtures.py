@@ -1,5 +1,6 @@
 """Synthetic hand-eye scenes with known truth, built only from numpy, scipy's Rotation and cv2.projectPoints (not
 from the solver under test)."""
+
 from __future__ import annotations
 
 import cv2
@@ -25,16 +26,21 @@ def pose(xyz, rotvec_deg) -> np.ndarray:
 
 # Truth for eye-to-hand: a scene camera 0.9 m in front of the base looking back at the workspace, the board
 # mounted 2 cm in front of the flange (its centre on the flange axis).
-T_BASE_CAM = (pose([0.95, 0.05, 0.55], [0.0, 0.0, 0.0]) @ pose([0, 0, 0], [0.0, -90.0, 0.0])
-              @ pose([0, 0, 0], [0, 0, 90.0]) @ pose([0, 0, 0], [-30.0, 0, 0]))
+T_BASE_CAM = (
+    pose([0.95, 0.05, 0.55], [0.0, 0.0, 0.0])
+    @ pose([0, 0, 0], [0.0, -90.0, 0.0])
+    @ pose([0, 0, 0], [0, 0, 90.0])
+    @ pose([0, 0, 0], [-30.0, 0, 0])
+)
 T_FLANGE_BOARD = pose([-0.075, -0.105, 0.02], [2.0, -3.0, 5.0])
 # Truth for eye-in-hand: the wrist camera 6 cm off the flange axis looking along it, the board on the table.
 T_FLANGE_CAM = pose([0.0, -0.06, 0.03], [-8.0, 4.0, 91.0])
 T_BASE_BOARD = pose([0.30, -0.10, 0.0], [180.0, 0.0, 20.0])
 
 
-def board_views(n: int, rng: np.random.Generator, single_axis: bool = False, max_tilt_deg: float = 30.0
-                ) -> list[np.ndarray]:
+def board_views(
+    n: int, rng: np.random.Generator, single_axis: bool = False, max_tilt_deg: float = 30.0
+) -> list[np.ndarray]:
     """``n`` board poses in the camera (4, 4), 0.4-0.6 m away, tilted up to ``max_tilt_deg`` about the camera's x and
     y axes and yawed up to 30 deg; ``single_axis``: every rotation about the camera's x axis only."""
     views = []
@@ -42,8 +48,11 @@ def board_views(n: int, rng: np.random.Generator, single_axis: bool = False, max
         if single_axis:
             rotvec = [-max_tilt_deg + 2 * max_tilt_deg * k / max(n - 1, 1), 0.0, 0.0]
         else:
-            rotvec = [rng.uniform(-max_tilt_deg, max_tilt_deg), rng.uniform(-max_tilt_deg, max_tilt_deg),
-                      rng.uniform(-30.0, 30.0)]
+            rotvec = [
+                rng.uniform(-max_tilt_deg, max_tilt_deg),
+                rng.uniform(-max_tilt_deg, max_tilt_deg),
+                rng.uniform(-30.0, 30.0),
+            ]
         R = Rotation.from_rotvec(np.radians(rotvec)).as_matrix()
         centre_cam = np.array([rng.uniform(-0.05, 0.05), rng.uniform(-0.04, 0.04), rng.uniform(0.4, 0.6)])
         centre_board = np.array([*SPEC.size_m, 0.0]) / 2.0
@@ -70,16 +79,23 @@ def project(T_cam_board: np.ndarray, K=K, dist=DIST) -> tuple[np.ndarray, np.nda
     return np.flatnonzero(inside), uv[inside]
 
 
-def synthetic_samples(method: str, n: int, noise_px: float, seed: int = 0, single_axis: bool = False,
-                      K=K, dist=DIST) -> list[HandEyeSample]:
+def synthetic_samples(
+    method: str, n: int, noise_px: float, seed: int = 0, single_axis: bool = False, K=K, dist=DIST
+) -> list[HandEyeSample]:
     rng = np.random.default_rng(seed)
     samples = []
     for T_cam_board in board_views(n, rng, single_axis=single_axis):
         ids, uv = project(T_cam_board, dist=dist)
         uv = uv + rng.normal(0.0, noise_px, uv.shape)
-        samples.append(HandEyeSample(T_base_flange=flange_pose(method, T_cam_board),
-                                     detection=CharucoDetection(ids=ids, corners_px=uv), K=np.asarray(K), dist=dist,
-                                     image_size=(WIDTH, HEIGHT)))
+        samples.append(
+            HandEyeSample(
+                T_base_flange=flange_pose(method, T_cam_board),
+                detection=CharucoDetection(ids=ids, corners_px=uv),
+                K=np.asarray(K),
+                dist=dist,
+                image_size=(WIDTH, HEIGHT),
+            )
+        )
     return samples
 
 
@@ -96,22 +112,33 @@ TEXTURE_MARGIN_PX = 60
 SUPERSAMPLE = 3
 
 
-def render_board(T_cam_board: np.ndarray, K=K, texture: np.ndarray | None = None, noise_grey: float = 2.0,
-                 rng: np.random.Generator | None = None) -> np.ndarray:
+def render_board(
+    T_cam_board: np.ndarray,
+    K=K,
+    texture: np.ndarray | None = None,
+    noise_grey: float = 2.0,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
     """(HEIGHT, WIDTH) uint8 image of the board seen by a distortion-free pinhole camera K at ``T_cam_board``, on a
     grey background: cv2.warpPerspective of the board texture through the plane homography K [r1 r2 t] at
     SUPERSAMPLE times the resolution, area-averaged down (pixel-centre conventions kept exact), plus grey noise."""
     if texture is None:
         texture = SPEC.image(TEXTURE_PX_PER_M, margin_px=TEXTURE_MARGIN_PX)
     # texture pixel (centre convention) of board point (x, y): margin + x * px_per_m - 0.5 (SPEC.image's docstring)
-    A = np.array([[TEXTURE_PX_PER_M, 0.0, TEXTURE_MARGIN_PX - 0.5], [0.0, TEXTURE_PX_PER_M, TEXTURE_MARGIN_PX - 0.5],
-                  [0.0, 0.0, 1.0]])
+    A = np.array(
+        [
+            [TEXTURE_PX_PER_M, 0.0, TEXTURE_MARGIN_PX - 0.5],
+            [0.0, TEXTURE_PX_PER_M, TEXTURE_MARGIN_PX - 0.5],
+            [0.0, 0.0, 1.0],
+        ]
+    )
     s = SUPERSAMPLE
     K_big = np.array([[s, 0.0, (s - 1) / 2.0], [0.0, s, (s - 1) / 2.0], [0.0, 0.0, 1.0]]) @ K
     H_board_to_img = K_big @ np.column_stack([T_cam_board[:3, 0], T_cam_board[:3, 1], T_cam_board[:3, 3]])
     H = H_board_to_img @ np.linalg.inv(A)
-    big = cv2.warpPerspective(texture, H, (WIDTH * s, HEIGHT * s), flags=cv2.INTER_LINEAR,
-                              borderMode=cv2.BORDER_CONSTANT, borderValue=110)
+    big = cv2.warpPerspective(
+        texture, H, (WIDTH * s, HEIGHT * s), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=110
+    )
     img = cv2.resize(big, (WIDTH, HEIGHT), interpolation=cv2.INTER_AREA).astype(np.float64)
     if noise_grey:
         img += (rng or np.random.default_rng(0)).normal(0.0, noise_grey, img.shape)

@@ -3,6 +3,7 @@
 The DDS environment is applied here, at import, before any test module can import rclpy, so every in-process node
 and every child process the tests start (they inherit ``os.environ``) stays on loopback.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def pytest_addoption(parser):
-    parser.addoption("--runslow", action="store_true", default=False,
-                     help="also run tests marked slow (CI does)")
+    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow (CI does)")
 
 
 def pytest_collection_modifyitems(config, items):

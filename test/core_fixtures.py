@@ -1,4 +1,5 @@
 """Shared synthetic inputs for the para_core tests (not a test module)."""
+
 import numpy as np
 import torch
 
@@ -23,10 +24,14 @@ def make_inputs(cfg: V4Config, batch: int = 1, seed: int = 0, dtype=torch.float3
     imgs = np.stack([np.stack([syn.random_image(rng, S, S) for _ in range(N)]) for _ in range(batch)])
     images = (torch.tensor(imgs, dtype=dtype).permute(0, 1, 4, 2, 3) / 255.0 - 0.45) / 0.225
     T_ee = torch.tensor(np.stack(ees), dtype=dtype)
-    return V4Inputs(images=images, K_img=K.expand(batch, N, 3, 3).clone(),
-                    T_world_cam=torch.tensor(np.stack(Ts), dtype=dtype), T_world_ee=T_ee,
-                    gripper=torch.ones(batch, dtype=dtype),
-                    past_positions_world=T_ee[:, None, :3, 3].expand(-1, cfg.mv_past_n, -1).clone())
+    return V4Inputs(
+        images=images,
+        K_img=K.expand(batch, N, 3, 3).clone(),
+        T_world_cam=torch.tensor(np.stack(Ts), dtype=dtype),
+        T_world_ee=T_ee,
+        gripper=torch.ones(batch, dtype=dtype),
+        past_positions_world=T_ee[:, None, :3, 3].expand(-1, cfg.mv_past_n, -1).clone(),
+    )
 
 
 def make_trajectory(cfg: V4Config, batch: int = 1, seed: int = 0):

@@ -9,6 +9,7 @@ records every JointTrajectory, commanded pose and diagnostics message with its a
 References are independent of the code under test: FK is the i2rt SDK's own ``Kinematics`` on its MJCF;
 interpolation is ``numpy.interp`` for positions/gripper and ``scipy.spatial.transform.Slerp`` for orientations.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,9 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from scipy.spatial.transform import Rotation, Slerp
-
 from ros_helpers import start_python, stop_process, wait_for
+from scipy.spatial.transform import Rotation, Slerp
 
 REPO = Path(__file__).resolve().parent.parent
 TOP_DOWN_R = np.array([[-1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]]).T  # columns: tool x, y, z in base
@@ -39,6 +39,7 @@ class ReferenceKinematics:
         import mink
         from i2rt.robots.kinematics import Kinematics
         from i2rt.robots.utils import ArmType, GripperType, combine_arm_and_gripper_xml
+
         xml = combine_arm_and_gripper_xml(ArmType.YAM, GripperType.LINEAR_4310)
         try:
             self.kin = Kinematics(xml, "grasp_site")
@@ -86,19 +87,21 @@ class ExecutorDriver:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import PoseStamped
-        from para_msgs.msg import ActionChunk
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
         from trajectory_msgs.msg import JointTrajectory
+
+        from para_msgs.msg import ActionChunk
 
         self.prefix = prefix
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx)
         self.node = rclpy.create_node("executor_test_driver", context=self.ctx)
         deep = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
-        self.chunk_pub = self.node.create_publisher(ActionChunk, f"{prefix}/chunks", QoSProfile(
-            depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+        self.chunk_pub = self.node.create_publisher(
+            ActionChunk, f"{prefix}/chunks", QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        )
         self.js_pub = self.node.create_publisher(JointState, f"{prefix}/joint_states", 10)
         self.lock = threading.Lock()
         self.commands: list[tuple[float, object]] = []  # (arrival wall time, JointTrajectory)
@@ -158,10 +161,15 @@ class ExecutorDriver:
     # ---- the executor process -------------------------------------------------------------------------------------
 
     def start_executor(self, node_name: str, **params) -> None:
-        p = {"chunk_topic": f"{self.prefix}/chunks", "joint_states_topic": f"{self.prefix}/joint_states",
-             "joint_trajectory_topic": f"{self.prefix}/joint_trajectory",
-             "commanded_pose_topic": f"{self.prefix}/commanded_pose", "diagnostics_rate_hz": 5.0,
-             "auto_engage": "true", **params}  # these tests drive the executor directly: engaged from the start
+        p = {
+            "chunk_topic": f"{self.prefix}/chunks",
+            "joint_states_topic": f"{self.prefix}/joint_states",
+            "joint_trajectory_topic": f"{self.prefix}/joint_trajectory",
+            "commanded_pose_topic": f"{self.prefix}/commanded_pose",
+            "diagnostics_rate_hz": 5.0,
+            "auto_engage": "true",
+            **params,
+        }  # these tests drive the executor directly: engaged from the start
         args = ["para_ros.nodes.chunk_executor", "--ros-args", "-r", f"__node:={node_name}"]
         for k, v in p.items():
             args += ["-p", f"{k}:={v}"]
@@ -179,22 +187,35 @@ class ExecutorDriver:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"executor exited with {self.proc.returncode}:\n{self.executor_log()}")
             return len(self.commands) >= start + n
+
         wait_for(ready, timeout_s, what=f"{n} commands from the executor")
 
     def call_trigger(self, node_name: str, service: str, timeout_s: float = 10.0):
         from std_srvs.srv import Trigger
+
         client = self.node.create_client(Trigger, f"/{node_name}/{service}")
         assert client.wait_for_service(timeout_sec=timeout_s), f"service /{node_name}/{service} not available"
         future = client.call_async(Trigger.Request())
         wait_for(future.done, timeout_s, what=f"/{node_name}/{service} response")
         return future.result()
 
-    def publish_chunk(self, stamp, t_from_stamp, positions, quats, gripper, confidence=None, frame_id="base",
-                      tool_frame_id="grasp_site"):
-        from para_ros.stamps import s_to_fields
+    def publish_chunk(
+        self,
+        stamp,
+        t_from_stamp,
+        positions,
+        quats,
+        gripper,
+        confidence=None,
+        frame_id="base",
+        tool_frame_id="grasp_site",
+    ):
         from builtin_interfaces.msg import Duration
         from geometry_msgs.msg import Pose
+
         from para_msgs.msg import ActionChunk
+        from para_ros.stamps import s_to_fields
+
         msg = ActionChunk()
         msg.header.stamp.sec, msg.header.stamp.nanosec = s_to_fields(stamp)
         msg.header.frame_id = frame_id
@@ -251,8 +272,9 @@ def pose_arrays(poses):
     for = its tick + lookahead), (N, 3) positions (m), (N, 4) quaternions (x, y, z, w)."""
     stamps = np.array([stamp_s(msg.header.stamp) for _, msg in poses])
     pos = np.array([[m.pose.position.x, m.pose.position.y, m.pose.position.z] for _, m in poses]).reshape(-1, 3)
-    quat = np.array([[m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w]
-                     for _, m in poses]).reshape(-1, 4)
+    quat = np.array(
+        [[m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w] for _, m in poses]
+    ).reshape(-1, 4)
     order = np.argsort(stamps, kind="stable")
     return stamps[order], pos[order], quat[order]
 

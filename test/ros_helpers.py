@@ -1,23 +1,24 @@
 """Small helpers for tests that talk real DDS: child processes with the loopback env, waiting on conditions."""
+
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
-import threading
 import sys
+import threading
 from collections.abc import Sequence
 
 from para_ros.dds_env import loopback_dds_env
 from para_ros.ros_io.synthetic_rig import wait_for  # noqa: F401 (re-exported for the tests)
 
-
 # Every child process the tests start, so the test run can make sure none outlives it (see conftest.py).
 STARTED: list[subprocess.Popen] = []
 
 
-def start_python(code_or_args: str | Sequence[str], *, module: bool = False, env_extra: dict | None = None,
-                 stdout=subprocess.PIPE) -> subprocess.Popen:
+def start_python(
+    code_or_args: str | Sequence[str], *, module: bool = False, env_extra: dict | None = None, stdout=subprocess.PIPE
+) -> subprocess.Popen:
     """Start ``python -c CODE`` (or ``python -m MODULE ARGS...`` when ``module``) with this run's loopback DDS env."""
     env = loopback_dds_env()
     env.update(env_extra or {})
@@ -25,14 +26,14 @@ def start_python(code_or_args: str | Sequence[str], *, module: bool = False, env
         args = [sys.executable, "-m", *code_or_args]
     else:
         args = [sys.executable, "-c", code_or_args]
-    proc = subprocess.Popen(args, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(args, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     STARTED.append(proc)
     return proc
 
 
 def spinner_thread(executor, context) -> threading.Thread:
     """A daemon thread (not started) that spins ``executor`` until ``context`` is shut down."""
+
     def spin_until_shutdown():
         while context.ok():
             try:

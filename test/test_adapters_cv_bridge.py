@@ -1,5 +1,6 @@
 """cv_bridge stand-in (para_ros.adapters.cv_bridge): round trips against numpy byte layouts, hand-padded rows,
 big-endian data, colour conversions against numpy/formula references, error cases, compressed jpg/png."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,9 +11,17 @@ from std_msgs.msg import Header
 from para_ros.adapters.cv_bridge import CvBridge, CvBridgeError, image_msg_to_rgb
 
 H, W = 5, 7
-LAYOUTS = {"rgb8": (np.uint8, 3), "bgr8": (np.uint8, 3), "rgba8": (np.uint8, 4), "bgra8": (np.uint8, 4),
-           "mono8": (np.uint8, 1), "mono16": (np.uint16, 1), "16UC1": (np.uint16, 1), "32FC1": (np.float32, 1),
-           "8UC3": (np.uint8, 3)}
+LAYOUTS = {
+    "rgb8": (np.uint8, 3),
+    "bgr8": (np.uint8, 3),
+    "rgba8": (np.uint8, 4),
+    "bgra8": (np.uint8, 4),
+    "mono8": (np.uint8, 1),
+    "mono16": (np.uint16, 1),
+    "16UC1": (np.uint16, 1),
+    "32FC1": (np.float32, 1),
+    "8UC3": (np.uint8, 3),
+}
 
 
 def random_image(dtype, channels, seed=0, h=H, w=W):
@@ -50,8 +59,9 @@ def test_round_trip_each_encoding(encoding):
     np.testing.assert_array_equal(bridge.imgmsg_to_cv2(hand_message(arr, encoding)), arr)
 
 
-@pytest.mark.parametrize("encoding, pad", [("rgb8", 3), ("mono8", 1), ("bgra8", 12), ("mono16", 6), ("32FC1", 4),
-                                           ("16UC1", 1)])
+@pytest.mark.parametrize(
+    "encoding, pad", [("rgb8", 3), ("mono8", 1), ("bgra8", 12), ("mono16", 6), ("32FC1", 4), ("16UC1", 1)]
+)
 def test_padded_rows(encoding, pad):
     dtype, channels = LAYOUTS[encoding]
     arr = random_image(dtype, channels, seed=pad)
@@ -80,11 +90,11 @@ def test_colour_conversions_against_numpy():
     np.testing.assert_array_equal(bridge.imgmsg_to_cv2(bridge.cv2_to_imgmsg(rgb, "bgr8"), "rgb8"), rgb[..., ::-1])
     luma = 0.299 * rgb[..., 0] + 0.587 * rgb[..., 1] + 0.114 * rgb[..., 2]  # ITU-R BT.601, as OpenCV
     assert np.abs(bridge.imgmsg_to_cv2(msg_rgb, "mono8").astype(float) - luma).max() <= 1.0
-    np.testing.assert_array_equal(bridge.imgmsg_to_cv2(bridge.cv2_to_imgmsg(gray, "mono8"), "rgb8"),
-                                  np.repeat(gray[..., None], 3, axis=2))
+    np.testing.assert_array_equal(
+        bridge.imgmsg_to_cv2(bridge.cv2_to_imgmsg(gray, "mono8"), "rgb8"), np.repeat(gray[..., None], 3, axis=2)
+    )
     np.testing.assert_array_equal(bridge.imgmsg_to_cv2(bridge.cv2_to_imgmsg(rgba, "rgba8"), "rgb8"), rgba[..., :3])
-    np.testing.assert_array_equal(bridge.imgmsg_to_cv2(bridge.cv2_to_imgmsg(rgba, "bgra8"), "rgb8"),
-                                  rgba[..., 2::-1])
+    np.testing.assert_array_equal(bridge.imgmsg_to_cv2(bridge.cv2_to_imgmsg(rgba, "bgra8"), "rgb8"), rgba[..., 2::-1])
     np.testing.assert_array_equal(bridge.imgmsg_to_cv2(bridge.cv2_to_imgmsg(rgb, "8UC3"), "rgb8"), rgb)
 
 
@@ -133,8 +143,9 @@ def test_compressed_png_is_exact_and_jpg_is_close():
     np.testing.assert_array_equal(bridge.compressed_imgmsg_to_cv2(png), bgr)
     np.testing.assert_array_equal(bridge.compressed_imgmsg_to_cv2(png, "rgb8"), bgr[..., ::-1])
     gray16 = random_image(np.uint16, 1, seed=4)
-    np.testing.assert_array_equal(bridge.compressed_imgmsg_to_cv2(bridge.cv2_to_compressed_imgmsg(gray16, "png")),
-                                  gray16)
+    np.testing.assert_array_equal(
+        bridge.compressed_imgmsg_to_cv2(bridge.cv2_to_compressed_imgmsg(gray16, "png")), gray16
+    )
     jpg = bridge.cv2_to_compressed_imgmsg(bgr)
     assert jpg.format == "jpg" and bytes(jpg.data[:2]) == b"\xff\xd8"
     decoded = bridge.compressed_imgmsg_to_cv2(jpg)
@@ -155,8 +166,9 @@ def test_image_msg_to_rgb_for_every_camera_message_kind():
     out = image_msg_to_rgb(bridge.cv2_to_compressed_imgmsg(bgr, "png"))
     assert out.shape == (48, 64, 3) and out.dtype == np.uint8
     np.testing.assert_array_equal(out, bgr[..., ::-1])
-    np.testing.assert_array_equal(image_msg_to_rgb(bridge.cv2_to_compressed_imgmsg(gray, "png")),
-                                  np.repeat(gray[..., None], 3, 2))
+    np.testing.assert_array_equal(
+        image_msg_to_rgb(bridge.cv2_to_compressed_imgmsg(gray, "png")), np.repeat(gray[..., None], 3, 2)
+    )
     with pytest.raises(CvBridgeError, match="not a colour image"):
         image_msg_to_rgb(hand_message(random_image(np.float32, 1), "32FC1"))
     with pytest.raises(CvBridgeError, match="CompressedImage"):

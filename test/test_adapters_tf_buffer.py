@@ -1,5 +1,6 @@
 """tf Buffer contract (para_ros.adapters.tf, whichever implementation is active) against hand-composed matrices and
 scipy's Slerp. No DDS here: transforms are inserted directly, as the listener would."""
+
 from __future__ import annotations
 
 import threading
@@ -12,8 +13,13 @@ from rclpy.duration import Duration
 from rclpy.time import Time
 from scipy.spatial.transform import Rotation, Slerp
 
-from para_ros.adapters.tf import (Buffer, ConnectivityException, ExtrapolationException, LookupException,
-                                  TransformException)
+from para_ros.adapters.tf import (
+    Buffer,
+    ConnectivityException,
+    ExtrapolationException,
+    LookupException,
+    TransformException,
+)
 from para_ros.adapters.transforms import invert_matrix, make_matrix, transform_to_matrix
 
 pytestmark = pytest.mark.ros  # uses rclpy's Time/Duration (no DDS traffic)
@@ -41,8 +47,10 @@ def at(t_s: float) -> Time:
 @pytest.fixture
 def tree():
     """base -> arm -> wrist -> wrist_cam (dynamic arm/wrist), base -> table -> scene_cam (static); map -> odom apart."""
-    T = {name: random_T(i) for i, name in enumerate(["base_arm", "arm_wrist", "wrist_cam", "base_table",
-                                                     "table_scene", "map_odom"])}
+    T = {
+        name: random_T(i)
+        for i, name in enumerate(["base_arm", "arm_wrist", "wrist_cam", "base_table", "table_scene", "map_odom"])
+    }
     buf = Buffer()
     for t_s in (1.0, 2.0):  # the same value at both stamps: lookups anywhere in [1, 2] see exactly these
         assert buf.set_transform(stamped("base", "arm", T["base_arm"], t_s), "test")
@@ -61,13 +69,16 @@ def test_chain_through_common_ancestor_matches_hand_composition(tree):
     result = buf.lookup_transform("scene_cam", "wrist_cam", at(1.5))
     assert result.header.frame_id == "scene_cam" and result.child_frame_id == "wrist_cam"
     assert Time.from_msg(result.header.stamp).nanoseconds == at(1.5).nanoseconds
-    np.testing.assert_allclose(transform_to_matrix(result), invert_matrix(T_base_scenecam) @ T_base_wristcam,
-                               atol=1e-9)
+    np.testing.assert_allclose(transform_to_matrix(result), invert_matrix(T_base_scenecam) @ T_base_wristcam, atol=1e-9)
     # Down the tree, up the tree, and the identity.
-    np.testing.assert_allclose(transform_to_matrix(buf.lookup_transform("base", "wrist_cam", at(1.5))),
-                               T_base_wristcam, atol=1e-9)
-    np.testing.assert_allclose(transform_to_matrix(buf.lookup_transform("wrist_cam", "base", at(1.5))),
-                               np.linalg.inv(T_base_wristcam), atol=1e-9)
+    np.testing.assert_allclose(
+        transform_to_matrix(buf.lookup_transform("base", "wrist_cam", at(1.5))), T_base_wristcam, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        transform_to_matrix(buf.lookup_transform("wrist_cam", "base", at(1.5))),
+        np.linalg.inv(T_base_wristcam),
+        atol=1e-9,
+    )
     np.testing.assert_allclose(transform_to_matrix(buf.lookup_transform("arm", "arm", at(1.5))), np.eye(4))
 
 
@@ -79,8 +90,7 @@ def test_lookup_matrix_is_lookup_transform_as_a_matrix(tree):
     T_base_wristcam = T["base_arm"] @ T["arm_wrist"] @ T["wrist_cam"]
     got = buf.lookup_matrix("base", "wrist_cam", at(1.5))
     np.testing.assert_allclose(got, T_base_wristcam, atol=1e-9)
-    np.testing.assert_allclose(got, transform_to_matrix(buf.lookup_transform("base", "wrist_cam", at(1.5))),
-                               atol=1e-12)
+    np.testing.assert_allclose(got, transform_to_matrix(buf.lookup_transform("base", "wrist_cam", at(1.5))), atol=1e-12)
     static = buf.lookup_matrix("table", "scene_cam", at(1.5))
     np.testing.assert_allclose(static, T["table_scene"], atol=1e-9)
     static[:3, 3] += 1.0
@@ -113,8 +123,9 @@ def test_time_zero_is_latest_common_time():
     buf.set_transform_static(stamped("hand", "cam", random_T(99)), "test")
     result = buf.lookup_transform("base", "cam", Time())
     assert Time.from_msg(result.header.stamp).nanoseconds == at(2.5).nanoseconds
-    np.testing.assert_allclose(transform_to_matrix(result),
-                               transform_to_matrix(buf.lookup_transform("base", "cam", at(2.5))), atol=1e-12)
+    np.testing.assert_allclose(
+        transform_to_matrix(result), transform_to_matrix(buf.lookup_transform("base", "cam", at(2.5))), atol=1e-12
+    )
     # Only static links: time 0 works and gives the static value.
     only_static = buf.lookup_transform("hand", "cam", Time())
     np.testing.assert_allclose(transform_to_matrix(only_static), random_T(99), atol=1e-9)
@@ -123,8 +134,11 @@ def test_time_zero_is_latest_common_time():
 def test_static_transforms_hold_at_all_times_dynamic_do_not(tree):
     buf, T = tree
     for t_s in (0.001, 1e6):
-        np.testing.assert_allclose(transform_to_matrix(buf.lookup_transform("base", "scene_cam", at(t_s))),
-                                   T["base_table"] @ T["table_scene"], atol=1e-9)
+        np.testing.assert_allclose(
+            transform_to_matrix(buf.lookup_transform("base", "scene_cam", at(t_s))),
+            T["base_table"] @ T["table_scene"],
+            atol=1e-9,
+        )
     assert not buf.can_transform("base", "wrist_cam", at(1e6))
     assert buf.can_transform("base", "wrist_cam", at(1.0))
 
@@ -169,8 +183,9 @@ def check_cache_window_rule(buffer_class):
     assert "old data in TF from 'base' to 'arm'" in buf.last_rejection and "arm" in buf.rejections_by_child
     with pytest.raises(ExtrapolationException, match="past"):
         buf.lookup_transform("base", "arm", at(3.45))
-    np.testing.assert_allclose(transform_to_matrix(buf.lookup_transform("base", "arm", at(3.5))), random_T(1),
-                               atol=1e-9)
+    np.testing.assert_allclose(
+        transform_to_matrix(buf.lookup_transform("base", "arm", at(3.5))), random_T(1), atol=1e-9
+    )
     # Exactly the cache time old is not "older": accepted (and a good transform clears the child's refusal).
     assert buf.set_transform(stamped("base", "arm", random_T(1), 3.5), "test")
     assert "arm" not in buf.rejections_by_child
@@ -189,13 +204,16 @@ def test_unknown_and_disconnected_frames(tree):
     assert not buf.can_transform("odom", "wrist_cam", at(1.5))
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("rotation.w", 1.2, "non-unit quaternion in TF from 'base' to 'cam'"),
-    ("rotation.w", 0.0, "non-unit quaternion"),
-    ("rotation.x", float("nan"), "non-finite"),
-    ("translation.y", float("inf"), "non-finite"),
-    ("translation.z", float("-inf"), "non-finite"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("rotation.w", 1.2, "non-unit quaternion in TF from 'base' to 'cam'"),
+        ("rotation.w", 0.0, "non-unit quaternion"),
+        ("rotation.x", float("nan"), "non-finite"),
+        ("translation.y", float("inf"), "non-finite"),
+        ("translation.z", float("-inf"), "non-finite"),
+    ],
+)
 def test_bad_transforms_are_refused_with_a_reason(field, value, words):
     buf = Buffer()
     good = stamped("base", "cam", np.eye(4), 1.0)
@@ -295,8 +313,9 @@ def test_concurrent_inserts_and_lookups_stay_consistent():
             except (LookupException, ExtrapolationException):
                 continue  # nothing inserted yet
             t_s = Time.from_msg(result.header.stamp).nanoseconds / 1e9
-            np.testing.assert_allclose(transform_to_matrix(result), invert_matrix(random_T(3)) @ value_at(t_s),
-                                       atol=1e-6)
+            np.testing.assert_allclose(
+                transform_to_matrix(result), invert_matrix(random_T(3)) @ value_at(t_s), atol=1e-6
+            )
             checked += 1
     finally:
         stop.set()
@@ -312,18 +331,22 @@ def test_a_changed_tree_changes_the_answer_of_a_pair_looked_up_before(tree):
     np.testing.assert_allclose(first, T["base_arm"] @ T["arm_wrist"] @ T["wrist_cam"], atol=1e-12)
     # wrist_cam moves from the wrist onto the table (a static re-parent): the same pair, another chain
     assert buf.set_transform_static(stamped("table", "wrist_cam", T["map_odom"]), "test")
-    np.testing.assert_allclose(buf.lookup_matrix("base", "wrist_cam", at(1.5)), T["base_table"] @ T["map_odom"],
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        buf.lookup_matrix("base", "wrist_cam", at(1.5)), T["base_table"] @ T["map_odom"], atol=1e-12
+    )
     # the other way round, and from a frame below the target: the target side of the chain is inverted
-    np.testing.assert_allclose(buf.lookup_matrix("scene_cam", "wrist_cam", at(1.5)),
-                               invert_matrix(T["table_scene"]) @ T["map_odom"], atol=1e-12)
+    np.testing.assert_allclose(
+        buf.lookup_matrix("scene_cam", "wrist_cam", at(1.5)),
+        invert_matrix(T["table_scene"]) @ T["map_odom"],
+        atol=1e-12,
+    )
     # base gets a parent: a look-up from base's new root goes through it
     assert buf.set_transform_static(stamped("world", "base", T["arm_wrist"]), "test")
-    np.testing.assert_allclose(buf.lookup_matrix("world", "wrist_cam", at(1.5)),
-                               T["arm_wrist"] @ T["base_table"] @ T["map_odom"], atol=1e-12)
+    np.testing.assert_allclose(
+        buf.lookup_matrix("world", "wrist_cam", at(1.5)), T["arm_wrist"] @ T["base_table"] @ T["map_odom"], atol=1e-12
+    )
     # clear() drops the dynamic history: a pair through a dynamic link no longer resolves
-    np.testing.assert_allclose(buf.lookup_matrix("base", "wrist", at(1.5)), T["base_arm"] @ T["arm_wrist"],
-                               atol=1e-12)
+    np.testing.assert_allclose(buf.lookup_matrix("base", "wrist", at(1.5)), T["base_arm"] @ T["arm_wrist"], atol=1e-12)
     buf.clear()
     with pytest.raises(TransformException):  # fallback: LookupException; tf2: the frame is there without data
         buf.lookup_matrix("base", "wrist", at(1.5))

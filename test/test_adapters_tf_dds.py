@@ -1,5 +1,6 @@
 """tf over real DDS (loopback): a separate process broadcasts /tf_static and /tf with the adapter's broadcasters; this
 process looks the chained transform up with Buffer + TransformListener and compares it with the hand-computed one."""
+
 from __future__ import annotations
 
 import json
@@ -70,6 +71,7 @@ def random_T(seed: int) -> np.ndarray:
 def ros_node():
     # The default context, because upstream tf2_ros' listener thread spins an executor on the default context.
     import rclpy
+
     owns_init = not rclpy.ok()
     if owns_init:
         rclpy.init()
@@ -83,10 +85,16 @@ def ros_node():
 def test_listener_gets_chained_transform_from_another_process(ros_node):
     from para_ros.adapters.tf import Buffer, TransformListener
 
-    spec = {name: random_T(seed) for seed, name in enumerate(["base_table", "table_scene", "arm_wrist",
-                                                             "base_arm_0", "base_arm_1"])}
-    publisher = subprocess.Popen([sys.executable, "-c", PUBLISHER, json.dumps({k: v.tolist() for k, v in spec.items()})],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    spec = {
+        name: random_T(seed)
+        for seed, name in enumerate(["base_table", "table_scene", "arm_wrist", "base_arm_0", "base_arm_1"])
+    }
+    publisher = subprocess.Popen(
+        [sys.executable, "-c", PUBLISHER, json.dumps({k: v.tolist() for k, v in spec.items()})],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert publisher.stdout.readline().strip() == "ready", publisher.stderr.read()
         # The listener starts after the static transforms were sent: TRANSIENT_LOCAL must still deliver them.
@@ -94,10 +102,12 @@ def test_listener_gets_chained_transform_from_another_process(ros_node):
         listener = TransformListener(buffer, ros_node, spin_thread=True)
         result = buffer.lookup_transform("scene_cam", "wrist", Time(seconds=100.5), timeout=Duration(seconds=30))
 
-        slerp = Slerp([0.0, 1.0], Rotation.from_matrix(np.stack([spec["base_arm_0"][:3, :3],
-                                                                 spec["base_arm_1"][:3, :3]])))
-        T_base_arm = make_matrix(0.5 * (spec["base_arm_0"][:3, 3] + spec["base_arm_1"][:3, 3]),
-                                 slerp([0.5])[0].as_quat())
+        slerp = Slerp(
+            [0.0, 1.0], Rotation.from_matrix(np.stack([spec["base_arm_0"][:3, :3], spec["base_arm_1"][:3, :3]]))
+        )
+        T_base_arm = make_matrix(
+            0.5 * (spec["base_arm_0"][:3, 3] + spec["base_arm_1"][:3, 3]), slerp([0.5])[0].as_quat()
+        )
         T_base_scene = spec["base_table"] @ spec["table_scene"]
         expected = invert_matrix(T_base_scene) @ T_base_arm @ spec["arm_wrist"]
         assert result.header.frame_id == "scene_cam" and result.child_frame_id == "wrist"

@@ -1,4 +1,5 @@
 """ROS pose messages <-> numpy 4x4 (para_ros.adapters.transforms), checked against scipy's Rotation."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,14 @@ from para_ros.adapters import transforms as tr
 def random_rotations(n, seed=0):
     rots = list(Rotation.random(n, random_state=seed))
     # Add the hard cases for matrix -> quaternion: identity and half turns about each axis and a diagonal.
-    for rotvec in ([0, 0, 0], [np.pi, 0, 0], [0, np.pi, 0], [0, 0, np.pi], np.pi * np.array([1, 1, 0]) / np.sqrt(2),
-                   [np.pi - 1e-7, 0, 0]):
+    for rotvec in (
+        [0, 0, 0],
+        [np.pi, 0, 0],
+        [0, np.pi, 0],
+        [0, 0, np.pi],
+        np.pi * np.array([1, 1, 0]) / np.sqrt(2),
+        [np.pi - 1e-7, 0, 0],
+    ):
         rots.append(Rotation.from_rotvec(rotvec))
     return rots
 
@@ -31,8 +38,9 @@ def test_quaternion_matrix_round_trip_matches_scipy():
 
 def test_quaternion_multiply_matches_scipy_composition():
     a, b = Rotation.random(2, random_state=3)
-    np.testing.assert_allclose(tr.quaternion_to_matrix(tr.quaternion_multiply(a.as_quat(), b.as_quat())),
-                               (a * b).as_matrix(), atol=1e-12)
+    np.testing.assert_allclose(
+        tr.quaternion_to_matrix(tr.quaternion_multiply(a.as_quat(), b.as_quat())), (a * b).as_matrix(), atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.1, 0.5, 0.77, 1.0])
@@ -79,13 +87,16 @@ def test_invert_matrix():
     np.testing.assert_allclose(tr.invert_matrix(T), np.linalg.inv(T), atol=1e-12)
 
 
-@pytest.mark.parametrize("bad, words", [
-    (np.eye(3), "shape"),
-    (np.diag([1.0, 1, 1, 2]), "last row"),
-    (np.diag([2.0, 1, 1, 1]), "rotation"),
-    (np.diag([-1.0, 1, 1, 1]), "det"),
-    (np.full((4, 4), np.nan), "non-finite"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (np.eye(3), "shape"),
+        (np.diag([1.0, 1, 1, 2]), "last row"),
+        (np.diag([2.0, 1, 1, 1]), "rotation"),
+        (np.diag([-1.0, 1, 1, 1]), "det"),
+        (np.full((4, 4), np.nan), "non-finite"),
+    ],
+)
 def test_non_rigid_matrices_are_refused(bad, words):
     with pytest.raises(ValueError, match=words):
         tr.matrix_to_transform(bad)

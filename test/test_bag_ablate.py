@@ -1,4 +1,5 @@
 """``para-bag ablate``: several checkpoints on the same recording, one table; the v2 preset of the paper's table."""
+
 import csv
 import json
 
@@ -20,14 +21,29 @@ def test_ablation_table_matches_each_checkpoints_own_eval(tmp_path):
         torch.manual_seed(seed)
         cfg = V4Config.tiny()
         ckpts.append(save_checkpoint(tmp_path / name, build_model(cfg), cfg, model_id=f"para_v4:{name}"))
-    assert bag_tools.main(["ablate", str(bag), "--checkpoints", *map(str, ckpts), "--out",
-                           str(tmp_path / "ab")]) == 0
+    assert bag_tools.main(["ablate", str(bag), "--checkpoints", *map(str, ckpts), "--out", str(tmp_path / "ab")]) == 0
     rows = list(csv.reader(open(tmp_path / "ab" / "ablation.csv")))
     assert rows[0][:3] == ["checkpoint", "model", "chunks"] and [r[0] for r in rows[1:]] == ["tiny_a", "tiny_b"]
     for ckpt, row in zip(ckpts, rows[1:]):  # each row = that checkpoint's own para-bag eval
         out = tmp_path / f"own_{ckpt.name}"
-        assert bag_tools.main(["eval", str(bag), "--checkpoint", str(ckpt), "--out", str(out), "--quiet",
-                               "--overlay-every", "0", "--response-volume-every", "-1"]) == 0
+        assert (
+            bag_tools.main(
+                [
+                    "eval",
+                    str(bag),
+                    "--checkpoint",
+                    str(ckpt),
+                    "--out",
+                    str(out),
+                    "--quiet",
+                    "--overlay-every",
+                    "0",
+                    "--response-volume-every",
+                    "-1",
+                ]
+            )
+            == 0
+        )
         m = json.loads((out / "metrics.json").read_text())
         assert float(row[3]) == pytest.approx(m["position_error_m"]["all"]["mean"] * 100, abs=0.006)
         assert float(row[8]) == pytest.approx(m["gripper_accuracy"]["all"] * 100, abs=0.006)
@@ -42,6 +58,7 @@ def test_v2_preset_is_the_seed_parity_column():
     assert (v2.height_encoding, v2.z_range_mode, v2.n_height_bins, v2.pred_size) == ("learned", "fixed", 32, 128)
     assert v2.n_voxels == 2 * 32 * 128 * 128
     v4 = V4Config.paper()
-    same = {k for k in v4.to_dict() if k not in ("name", "height_encoding", "z_range_mode", "n_height_bins",
-                                                   "pred_size")}
+    same = {
+        k for k in v4.to_dict() if k not in ("name", "height_encoding", "z_range_mode", "n_height_bins", "pred_size")
+    }
     assert all(v2.to_dict()[k] == v4.to_dict()[k] for k in same)

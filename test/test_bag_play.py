@@ -1,15 +1,15 @@
 """``para-bag play`` over real DDS: a recording replayed with /clock into the real inference node (use_sim_time)
 gives the same chunks as ``para-bag eval`` on the same frames; option checks."""
-import threading
+
 import time
 
 import numpy as np
 import pytest
-
 from bag_fixtures import SyntheticBagSpec, write_synthetic_bag
-from para_ros.commands import bag as bag_tools
-from para_ros.bag.play import BagPlayer, PlayOptions, parse_remaps
 from ros_helpers import start_python, stop_process, wait_for
+
+from para_ros.bag.play import BagPlayer, PlayOptions, parse_remaps
+from para_ros.commands import bag as bag_tools
 
 pytestmark = pytest.mark.ros
 SEED = 5
@@ -36,20 +36,51 @@ def _replay_matches_eval(tmp_path, bag, preset: str, rate: float) -> None:
     """Play ``bag`` with /clock into a real inference node (use_sim_time, random ``preset`` weights) and compare its
     chunks with ``para-bag eval``'s on the same frames."""
     import rclpy
-    from para_msgs.msg import ActionChunk
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile
-
     from ros_helpers import spinner_thread
 
-    assert bag_tools.main(["eval", str(bag), "--random-preset", preset, "--random-seed", str(SEED), "--out",
-                           str(tmp_path / "eval"), "--write-chunks", str(tmp_path / "chunks"), "--quiet",
-                           "--overlay-every", "0", "--response-volume-every", "-1"]) == 0
+    from para_msgs.msg import ActionChunk
+
+    assert (
+        bag_tools.main(
+            [
+                "eval",
+                str(bag),
+                "--random-preset",
+                preset,
+                "--random-seed",
+                str(SEED),
+                "--out",
+                str(tmp_path / "eval"),
+                "--write-chunks",
+                str(tmp_path / "chunks"),
+                "--quiet",
+                "--overlay-every",
+                "0",
+                "--response-volume-every",
+                "-1",
+            ]
+        )
+        == 0
+    )
     expected = _read_chunks(tmp_path / "chunks")
     assert len(expected) >= 20
-    node = start_python(["para_ros.nodes.inference_node", "--ros-args", "-p", f"random_preset:={preset}", "-p",
-                         f"random_seed:={SEED}", "-p", "use_sim_time:=true", "-p", "max_observation_age_s:=5.0"],
-                        module=True)
+    node = start_python(
+        [
+            "para_ros.nodes.inference_node",
+            "--ros-args",
+            "-p",
+            f"random_preset:={preset}",
+            "-p",
+            f"random_seed:={SEED}",
+            "-p",
+            "use_sim_time:=true",
+            "-p",
+            "max_observation_age_s:=5.0",
+        ],
+        module=True,
+    )
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     got: dict[int, np.ndarray] = {}
@@ -66,10 +97,17 @@ def _replay_matches_eval(tmp_path, bag, preset: str, rate: float) -> None:
         spinner_thread(ex, ctx).start()
         # The node subscribes only once torch and its model are loaded (6 to 15 s on a loaded 2-core machine): a replay
         # started before that is lost to it. Its chunk publisher is created after its image subscriptions.
-        wait_for(lambda: node.poll() is not None or (
-            sub_node.count_publishers("/para/action_chunk") > 0
-            and all(sub_node.count_subscribers(f"/{v}_cam/image_raw") > 0 for v in ("scene", "wrist"))),
-            120.0, what="the inference node's image subscriptions")
+        wait_for(
+            lambda: (
+                node.poll() is not None
+                or (
+                    sub_node.count_publishers("/para/action_chunk") > 0
+                    and all(sub_node.count_subscribers(f"/{v}_cam/image_raw") > 0 for v in ("scene", "wrist"))
+                )
+            ),
+            120.0,
+            what="the inference node's image subscriptions",
+        )
         assert node.poll() is None, stop_process(node)[1][-2000:]
         player = BagPlayer(PlayOptions(bag=str(bag), rate=rate, clock=True))
         player.run()
@@ -121,10 +159,14 @@ def test_play_respects_rate_and_start_offset(tmp_path):
     assert 0.45 <= fast_s <= 0.5 + 0.7 + 1.0  # 2 s at 4x = 0.5 s (+ the 0.5 s matching pause and slack)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"rate": 0.0}, "--rate"), ({"start_offset_s": -1.0}, "--start-offset"),
-    ({"remaps": {"a": "/b"}}, "absolute topic names"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"rate": 0.0}, "--rate"),
+        ({"start_offset_s": -1.0}, "--start-offset"),
+        ({"remaps": {"a": "/b"}}, "absolute topic names"),
+    ],
+)
 def test_bad_play_options_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         PlayOptions(bag="x", **kwargs)

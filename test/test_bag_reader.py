@@ -1,9 +1,20 @@
 """para_ros.bag.reader on real rosbag2 files (mcap and sqlite3) written with rosbags; truth from bag_fixtures."""
+
 import numpy as np
 import pytest
+from bag_fixtures import (
+    K_IMAGE,
+    NS,
+    T0_NS,
+    T_SCENE,
+    SyntheticBagSpec,
+    camera_stamps_ns,
+    reference_ee_pose,
+    reference_gripper,
+    reference_wrist_pose,
+    write_synthetic_bag,
+)
 
-from bag_fixtures import (NS, T0_NS, K_IMAGE, T_SCENE, SyntheticBagSpec, camera_stamps_ns, reference_ee_pose,
-                          reference_gripper, reference_wrist_pose, write_synthetic_bag)
 from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, select_by_fps
 
 # Scene frame 5 missing, a stale wrist frame after wrist frame 8, scene frame 12 stamped 60 ms late (> 50 ms slop).
@@ -108,12 +119,21 @@ def test_raw_wrist_images_and_forced_transport(tmp_path):
         BagReader(path, BagTopicConfig(image_transport="compressed"))
 
 
-@pytest.mark.parametrize("skip, pattern", [
-    ("/wrist_cam/camera_info", r"no topic '/wrist_cam/camera_info' \(wrist CameraInfo\).*The bag has: .*"
-                               r"/scene_cam/camera_info \(sensor_msgs/msg/CameraInfo"),
-    ("/wrist_cam/image_raw/compressed", r"no wrist camera images on '/wrist_cam/image_raw' or "
-                                        r"'/wrist_cam/image_raw/compressed'"),
-])
+@pytest.mark.parametrize(
+    "skip, pattern",
+    [
+        (
+            "/wrist_cam/camera_info",
+            r"no topic '/wrist_cam/camera_info' \(wrist CameraInfo\).*The bag has: .*"
+            r"/scene_cam/camera_info \(sensor_msgs/msg/CameraInfo",
+        ),
+        (
+            "/wrist_cam/image_raw/compressed",
+            r"no wrist camera images on '/wrist_cam/image_raw' or "
+            r"'/wrist_cam/image_raw/compressed'",
+        ),
+    ],
+)
 def test_missing_topics_name_what_the_bag_has(tmp_path, skip, pattern):
     path = write_synthetic_bag(tmp_path / "bag", SyntheticBagSpec(duration_s=0.3, skip_topics=(skip,)))
     with pytest.raises(BagError, match=pattern):
@@ -122,8 +142,11 @@ def test_missing_topics_name_what_the_bag_has(tmp_path, skip, pattern):
 
 def test_missing_tf_frame_lists_the_known_frames(tmp_path):
     path = write_synthetic_bag(tmp_path / "bag", SyntheticBagSpec(duration_s=0.3, ee_frame="tool0"))
-    with pytest.raises(BagError, match=r"end-effector \(ee_frame\) frame 'grasp_site'.*Frames in the bag's TF: "
-                                       r"\[.*'tool0'"):
+    with pytest.raises(
+        BagError,
+        match=r"end-effector \(ee_frame\) frame 'grasp_site'.*Frames in the bag's TF: "
+        r"\[.*'tool0'",
+    ):
         BagReader(path)
     with BagReader(path, BagTopicConfig(ee_frame="tool0")) as bag:  # the fix the message suggests works
         assert len(list(bag.observations())) == 3
@@ -168,8 +191,12 @@ def test_config_from_the_inference_yaml_and_validation():
     cfg = BagTopicConfig.from_inference_yaml()
     assert cfg.image_topics == {"scene": "/scene_cam/image_raw", "wrist": "/wrist_cam/image_raw"}
     assert cfg.info_topics["wrist"] == "/wrist_cam/camera_info"
-    assert (cfg.world_frame, cfg.ee_frame, cfg.gripper_joint, cfg.pair_slop_s) == ("base", "grasp_site", "gripper",
-                                                                                    0.05)
+    assert (cfg.world_frame, cfg.ee_frame, cfg.gripper_joint, cfg.pair_slop_s) == (
+        "base",
+        "grasp_site",
+        "gripper",
+        0.05,
+    )
     assert BagTopicConfig.from_inference_yaml(ee_frame="tool0").ee_frame == "tool0"
     with pytest.raises(ValueError, match="image_transport"):
         BagTopicConfig(image_transport="theora")

@@ -1,4 +1,5 @@
 """``para-bag extract`` and ``para-bag eval`` end to end on real rosbag2 files; numbers recomputed independently."""
+
 import json
 import math
 import subprocess
@@ -6,14 +7,23 @@ import sys
 
 import numpy as np
 import pytest
+from bag_fixtures import (
+    K_IMAGE,
+    NS,
+    T0_NS,
+    T_SCENE,
+    SyntheticBagSpec,
+    reference_ee_pose,
+    reference_gripper,
+    reference_wrist_pose,
+    write_synthetic_bag,
+)
 from scipy.spatial.transform import Rotation
-
-from bag_fixtures import (NS, T0_NS, K_IMAGE, T_SCENE, SyntheticBagSpec, reference_ee_pose, reference_gripper,
-                          reference_wrist_pose, write_synthetic_bag)
-from para_core.data.dataset import Episode
-from para_ros.commands import bag as bag_tools
-from para_ros.bag.reader import select_by_fps
 from test_bag_reader import ANOMALIES, expected_pairs
+
+from para_core.data.dataset import Episode
+from para_ros.bag.reader import select_by_fps
+from para_ros.commands import bag as bag_tools
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +53,14 @@ def test_extract_writes_the_synchronised_episode(bag, tmp_path):
         assert int(ep.images["scene"][i, 0, 0, 0]) == (7 * k_scene) % 256
     assert ep.meta["source_bag"].endswith("bag") and ep.meta["world_frame"] == "base"
     # The training pipeline takes it as it is.
-    from para_core.model.config import V4Config
     from para_core.data.dataset import EpisodeDataset
+    from para_core.model.config import V4Config
 
     item = EpisodeDataset([tmp_path / "ep"], V4Config.tiny())[0]
     np.testing.assert_allclose(item["T_world_ee"].numpy(), ep.T_world_ee[0], atol=1e-6)
-    rc = bag_tools.main(["extract", str(path), "--out", str(tmp_path / "ep2"), "--fps", "0", "--max-frames", "4",
-                         "--quiet"])
+    rc = bag_tools.main(
+        ["extract", str(path), "--out", str(tmp_path / "ep2"), "--fps", "0", "--max-frames", "4", "--quiet"]
+    )
     assert rc == 0 and Episode.load(tmp_path / "ep2").stamps_ns.tolist() == sorted(pairs)[:4]
 
 
@@ -67,8 +78,8 @@ def test_extract_stores_the_measured_rate_and_gaps_and_training_resamples(bag, t
     assert ep.fps == pytest.approx(10.0, rel=1e-6)
     assert ep.meta["requested_fps"] == 30.0 and ep.meta["measured_fps"] == pytest.approx(10.0, rel=1e-6)
     assert ep.meta["gaps"]["count"] == 2 and ep.meta["gaps"]["largest_s"] == pytest.approx(0.2, abs=1e-6)
-    from para_core.model.config import V4Config
     from para_core.data.dataset import EpisodeDataset
+    from para_core.model.config import V4Config
 
     cfg = V4Config.tiny()  # frame_stride 4, dataset_fps 30, n_window 4
     ds = EpisodeDataset([tmp_path / "ep"], cfg)
@@ -78,8 +89,9 @@ def test_extract_stores_the_measured_rate_and_gaps_and_training_resamples(bag, t
         query = times_s[t] + np.arange(4) * 4 / 30
         want = np.stack([np.interp(query, times_s, ep.T_world_ee[:, k, 3]) for k in range(3)], axis=-1)
         np.testing.assert_allclose(ds[t]["target_positions_world"].double().numpy(), want, atol=1e-6)
-        np.testing.assert_allclose(ds[t]["target_gripper"].double().numpy(), np.interp(query, times_s, ep.gripper),
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            ds[t]["target_gripper"].double().numpy(), np.interp(query, times_s, ep.gripper), atol=1e-6
+        )
 
 
 def test_frame_timing_by_hand():
@@ -102,7 +114,7 @@ def _read_chunks(bag_dir):
         conns = [c for c in reader.connections if c.topic == "/para/action_chunk"]
         assert [c.msgtype for c in conns] == ["para_msgs/msg/ActionChunk"]
         assert {c.topic for c in reader.connections} == {"/para/action_chunk", "/para/markers"}
-        for conn, log_ns, raw in reader.messages(connections=conns):
+        for conn, _log_ns, raw in reader.messages(connections=conns):
             chunks.append(store.deserialize_cdr(raw, conn.msgtype))
     return chunks
 
@@ -110,8 +122,23 @@ def _read_chunks(bag_dir):
 def test_eval_end_to_end_metrics_equal_a_recomputation_from_the_chunks_bag(bag, tmp_path):
     path, spec = bag
     out = tmp_path / "eval"
-    rc = bag_tools.main(["eval", str(path), "--random-preset", "tiny", "--out", str(out), "--overlay-every", "5",
-                         "--write-chunks", str(tmp_path / "chunks"), "--threads", "1", "--quiet"])
+    rc = bag_tools.main(
+        [
+            "eval",
+            str(path),
+            "--random-preset",
+            "tiny",
+            "--out",
+            str(out),
+            "--overlay-every",
+            "5",
+            "--write-chunks",
+            str(tmp_path / "chunks"),
+            "--threads",
+            "1",
+            "--quiet",
+        ]
+    )
     assert rc == 0
     metrics = json.loads((out / "metrics.json").read_text())
     chunks = _read_chunks(tmp_path / "chunks")
@@ -150,8 +177,13 @@ def test_eval_end_to_end_metrics_equal_a_recomputation_from_the_chunks_bag(bag, 
     assert metrics["gripper_accuracy"]["all"] == pytest.approx(np.nanmean(grip_ok), abs=1e-12)
     assert metrics["time_offsets_s"] == pytest.approx([i * 4 / 30 for i in range(T)])
     # Figures and arrays.
-    for name in ("error_per_step.png", "rotation_error_per_step.png", "trajectory.png", "response_volume_00000.png",
-                 "chunks.npz"):
+    for name in (
+        "error_per_step.png",
+        "rotation_error_per_step.png",
+        "trajectory.png",
+        "response_volume_00000.png",
+        "chunks.npz",
+    ):
         assert (out / name).stat().st_size > 0, name
     overlays = sorted(p.name for p in (out / "overlays").iterdir())
     assert overlays == [f"overlay_{i:05d}.png" for i in range(0, len(chunks), 5)]
@@ -162,9 +194,27 @@ def test_eval_write_chunks_single_mcap_file(bag, tmp_path):
 
     path, spec = bag
     target = tmp_path / "pred.mcap"
-    rc = bag_tools.main(["eval", str(path), "--random-preset", "tiny", "--out", str(tmp_path / "e"), "--max-frames",
-                         "3", "--overlay-every", "0", "--response-volume-every", "-1", "--write-chunks", str(target),
-                         "--threads", "1", "--quiet"])
+    rc = bag_tools.main(
+        [
+            "eval",
+            str(path),
+            "--random-preset",
+            "tiny",
+            "--out",
+            str(tmp_path / "e"),
+            "--max-frames",
+            "3",
+            "--overlay-every",
+            "0",
+            "--response-volume-every",
+            "-1",
+            "--write-chunks",
+            str(target),
+            "--threads",
+            "1",
+            "--quiet",
+        ]
+    )
     assert rc == 0 and target.is_file() and not (tmp_path / "pred.mcap.d").exists()
     with open(target, "rb") as f:
         reader = make_reader(f)
@@ -180,12 +230,37 @@ def test_eval_fast_path_writes_the_reference_chunks(bag, tmp_path):
     path, _ = bag
     poses = {}
     for name, extra in (("reference", []), ("fast", ["--fast"])):
-        assert bag_tools.main(["eval", str(path), "--random-preset", "tiny", "--out", str(tmp_path / name),
-                               "--max-frames", "4", "--overlay-every", "0", "--response-volume-every", "-1",
-                               "--write-chunks", str(tmp_path / f"{name}_chunks"), "--threads", "1", "--quiet",
-                               *extra]) == 0
-        poses[name] = np.array([[[q.position.x, q.position.y, q.position.z] for q in c.poses]
-                                for c in _read_chunks(tmp_path / f"{name}_chunks")])
+        assert (
+            bag_tools.main(
+                [
+                    "eval",
+                    str(path),
+                    "--random-preset",
+                    "tiny",
+                    "--out",
+                    str(tmp_path / name),
+                    "--max-frames",
+                    "4",
+                    "--overlay-every",
+                    "0",
+                    "--response-volume-every",
+                    "-1",
+                    "--write-chunks",
+                    str(tmp_path / f"{name}_chunks"),
+                    "--threads",
+                    "1",
+                    "--quiet",
+                    *extra,
+                ]
+            )
+            == 0
+        )
+        poses[name] = np.array(
+            [
+                [[q.position.x, q.position.y, q.position.z] for q in c.poses]
+                for c in _read_chunks(tmp_path / f"{name}_chunks")
+            ]
+        )
     assert poses["reference"].shape == poses["fast"].shape and poses["reference"].shape[0] == 4
     # Equal, except a rare step where two voxels of the random model tie within float rounding and the argmax flips
     # (test_core_fast_path checks such flips are ties): at most one step per chunk, under a tenth of all steps.
@@ -195,26 +270,49 @@ def test_eval_fast_path_writes_the_reference_chunks(bag, tmp_path):
 
 def test_cli_errors_and_help(bag, tmp_path, capsys):
     path, _ = bag
-    assert bag_tools.main(["eval", str(path), "--random-preset", "tiny", "--out", str(tmp_path / "x"),
-                           "--image-topic", "wrist=/nope/image", "--quiet"]) == 2
+    assert (
+        bag_tools.main(
+            [
+                "eval",
+                str(path),
+                "--random-preset",
+                "tiny",
+                "--out",
+                str(tmp_path / "x"),
+                "--image-topic",
+                "wrist=/nope/image",
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "no wrist camera images on '/nope/image'" in err and "/wrist_cam/image_raw/compressed" in err
     assert bag_tools.main(["extract", str(tmp_path / "missing"), "--out", str(tmp_path / "y")]) == 2
     assert "does not exist" in capsys.readouterr().err
     for args in ([], ["extract"], ["eval"]):
-        r = subprocess.run([sys.executable, "-m", "para_ros.commands.bag", *args, "--help"], capture_output=True,
-                           text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "para_ros.commands.bag", *args, "--help"], capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == 0 and "usage: para-bag" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "para_ros.commands.bag", "eval", str(path)], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "para_ros.commands.bag", "eval", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and "--checkpoint" in r.stderr
 
 
 def test_eval_recorded_chunks_by_hand(tmp_path):
     """Chunks recorded by a 'live run' with known errors: step i is 1 cm * (i + 1) off in x and turned 5 deg * i
     about the tool z axis; chunk 2 says 'closed' while the gripper is open. No images and no model are needed."""
-    spec = SyntheticBagSpec(duration_s=1.0, skip_topics=("/scene_cam/image_raw", "/wrist_cam/image_raw/compressed",
-                                                         "/scene_cam/camera_info", "/wrist_cam/camera_info"))
+    spec = SyntheticBagSpec(
+        duration_s=1.0,
+        skip_topics=(
+            "/scene_cam/image_raw",
+            "/wrist_cam/image_raw/compressed",
+            "/scene_cam/camera_info",
+            "/wrist_cam/camera_info",
+        ),
+    )
     offsets_ns = np.array([0, 150_000_000, 350_000_000])
     chunks = []
     for k in range(9):  # stamps 0.0 .. 0.8 s; steps after the last TF sample (1.0 s) have no ground truth

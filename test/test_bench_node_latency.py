@@ -1,4 +1,5 @@
 """bench/bench_inference_node.py and its transport floor (bench/transport_floor_node.py) over real DDS."""
+
 from __future__ import annotations
 
 import re
@@ -10,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ros_helpers import start_python, stop_process, wait_for
 
 from para_ros.ros_io.synthetic_rig import SyntheticRig
-from ros_helpers import start_python, stop_process, wait_for
 
 pytestmark = pytest.mark.ros
 
@@ -21,8 +22,10 @@ K = np.array([[60.0, 0, 32.0], [0, 60.0, 32.0], [0, 0, 1.0]])
 
 
 def start_floor_node():
-    return start_python(f"import sys; sys.path.insert(0, {str(BENCH_DIR)!r}); import transport_floor_node as n; "
-                        "raise SystemExit(n.main([]))")
+    return start_python(
+        f"import sys; sys.path.insert(0, {str(BENCH_DIR)!r}); import transport_floor_node as n; "
+        "raise SystemExit(n.main([]))"
+    )
 
 
 def test_floor_node_answers_the_wrist_image_with_its_stamp_and_its_receive_stage():
@@ -41,12 +44,21 @@ def test_floor_node_answers_the_wrist_image_with_its_stamp_and_its_receive_stage
         rclpy.init()
         rig = SyntheticRig(np.eye(4), np.eye(4), T_ee, image_size=64, K=K, node_name="floor_test_rig")
         receipt_ns: dict[int, int] = {}
-        rig.node.create_subscription(ActionChunk, "/para/action_chunk",
-                                     lambda m: receipt_ns.setdefault(stamp_to_ns(m.header.stamp), time.time_ns()),
-                                     10)
+        rig.node.create_subscription(
+            ActionChunk,
+            "/para/action_chunk",
+            lambda m: receipt_ns.setdefault(stamp_to_ns(m.header.stamp), time.time_ns()),
+            10,
+        )
         try:
-            wait_for(lambda: rig.node.count_subscribers("/wrist_cam/image_raw") > 0
-                     and rig.node.count_publishers("/para/action_chunk") > 0, 30, what="the floor node")
+            wait_for(
+                lambda: (
+                    rig.node.count_subscribers("/wrist_cam/image_raw") > 0
+                    and rig.node.count_publishers("/para/action_chunk") > 0
+                ),
+                30,
+                what="the floor node",
+            )
             time.sleep(0.5)  # discovery of the chunk subscription on the node's side
             sent = []
             for _ in range(5):
@@ -75,11 +87,19 @@ def test_floor_node_answers_the_wrist_image_with_its_stamp_and_its_receive_stage
 
 
 def test_node_bench_help():
-    res = subprocess.run([sys.executable, str(BENCH_DIR / "bench_inference_node.py"), "--help"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, str(BENCH_DIR / "bench_inference_node.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0 and "--floor" in res.stdout and "--fast-path" in res.stdout
-    res = subprocess.run([sys.executable, str(BENCH_DIR / "transport_floor_node.py"), "--help"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, str(BENCH_DIR / "transport_floor_node.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0 and "transport floor" in res.stdout
 
 
@@ -89,9 +109,22 @@ def test_node_bench_prints_the_stages_and_the_floor_of_the_same_run():
     runs no model: a floor at or above the node would mean it measured the node again, or nothing)."""
     from para_ros.dds_env import loopback_dds_env
 
-    res = subprocess.run([sys.executable, str(BENCH_DIR / "bench_inference_node.py"), "--duration", "3",
-                          "--warmup", "1", "--rate", "10"], capture_output=True, text=True, timeout=300,
-                         env=loopback_dds_env())
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH_DIR / "bench_inference_node.py"),
+            "--duration",
+            "3",
+            "--warmup",
+            "1",
+            "--rate",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=loopback_dds_env(),
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout
     for stage in ("receive", "wait", "observation_tf", "preprocess", "model", "decode", "publish", "other"):

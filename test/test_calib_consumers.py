@@ -5,6 +5,7 @@ The calibration file is written here as YAML text by hand (not by the package's 
 matrices are composed here independently (Rodrigues), so a consumer that swaps quaternion order, inverts a transform
 or ignores the file fails.
 """
+
 from __future__ import annotations
 
 import time
@@ -19,8 +20,8 @@ from test_deploy_graph import (  # noqa: F401
     launch_nodes,
 )
 
-from para_ros.deploy import graph
 from para_ros.commands import deploy
+from para_ros.deploy import graph
 
 SCENE_T = np.eye(4)
 SCENE_T[:3, :3] = cv2.Rodrigues(np.array([-2.2, 0.05, 0.1]))[0]
@@ -39,17 +40,23 @@ def _quat_xyzw(R: np.ndarray) -> list[float]:
 
 
 def _entry(method, parent, frame, T, board_on) -> str:
-    return (f"    method: {method}\n    parent_frame: {parent}\n    frame_id: {frame}\n"
-            f"    xyz_m: {T[:3, 3].tolist()}\n    quat_xyzw: {_quat_xyzw(T[:3, :3])}\n"
-            f"    board_on: {board_on}\n    board_xyz_m: [0.1, 0.0, 0.05]\n    board_quat_xyzw: [0.0, 0.0, 0.0, 1.0]\n")
+    return (
+        f"    method: {method}\n    parent_frame: {parent}\n    frame_id: {frame}\n"
+        f"    xyz_m: {T[:3, 3].tolist()}\n    quat_xyzw: {_quat_xyzw(T[:3, :3])}\n"
+        f"    board_on: {board_on}\n    board_xyz_m: [0.1, 0.0, 0.05]\n    board_quat_xyzw: [0.0, 0.0, 0.0, 1.0]\n"
+    )
 
 
 @pytest.fixture()
 def calibration_file(tmp_path):
-    text = ("para_calibration: 1\ndate: '2026-12-03T04:00:00Z'\n"
-            "board: {squares_x: 5, squares_y: 7, square_m: 0.03, marker_m: 0.022, dictionary: DICT_5X5_100}\n"
-            "cameras:\n  scene_cam:\n" + _entry("eye_to_hand", "base", "scene_cam_optical_frame", SCENE_T, "gripper")
-            + "  wrist_cam:\n" + _entry("eye_in_hand", "gripper", "wrist_cam_optical_frame", WRIST_T, "base"))
+    text = (
+        "para_calibration: 1\ndate: '2026-12-03T04:00:00Z'\n"
+        "board: {squares_x: 5, squares_y: 7, square_m: 0.03, marker_m: 0.022, dictionary: DICT_5X5_100}\n"
+        "cameras:\n  scene_cam:\n"
+        + _entry("eye_to_hand", "base", "scene_cam_optical_frame", SCENE_T, "gripper")
+        + "  wrist_cam:\n"
+        + _entry("eye_in_hand", "gripper", "wrist_cam_optical_frame", WRIST_T, "base")
+    )
     path = tmp_path / "calibration.yaml"
     path.write_text(text)
     return path
@@ -58,25 +65,39 @@ def calibration_file(tmp_path):
 def _deploy_side(argv):
     args = deploy.build_parser().parse_args(argv)
     executable_of_module = {s.module: s.executable for s in graph.NODES}
-    return {d["name"]: d for d in (describe_command(cmd, executable_of_module)
-                                   for _, cmd in deploy.graph_commands(deploy._settings(args)))}
+    return {
+        d["name"]: d
+        for d in (
+            describe_command(cmd, executable_of_module) for _, cmd in deploy.graph_commands(deploy._settings(args))
+        )
+    }
 
 
 @pytest.mark.parametrize("backend", graph.BACKENDS)
 def test_both_launchers_pass_the_calibration_the_same_way(launch_module, calibration_file, backend):  # noqa: F811
-    launch_side = {d["name"]: d for d in (describe_launch_node(n) for n in launch_nodes(
-        launch_module, backend=backend, calibration=str(calibration_file)))}
+    launch_side = {
+        d["name"]: d
+        for d in (
+            describe_launch_node(n)
+            for n in launch_nodes(launch_module, backend=backend, calibration=str(calibration_file))
+        )
+    }
     deploy_side = _deploy_side(["--backend", backend, "--calibration", str(calibration_file)])
     assert launch_side == deploy_side
     path = str(calibration_file.resolve())
     assert deploy_side["chunk_executor"]["overrides"]["calibration_file"] == path
     if backend == "sim":
         assert "calibration_tf" not in deploy_side
-        assert deploy_side["sim_node"]["overrides"] == {"calibration_file": path, "scene_cam_tf": "calibration",
-                                                        "wrist_cam_tf": "calibration"}
+        assert deploy_side["sim_node"]["overrides"] == {
+            "calibration_file": path,
+            "scene_cam_tf": "calibration",
+            "wrist_cam_tf": "calibration",
+        }
     else:
-        assert deploy_side["calibration_tf"]["overrides"] == {"calibration_file": path,
-                                                              "publish_wrist": backend == "topic"}
+        assert deploy_side["calibration_tf"]["overrides"] == {
+            "calibration_file": path,
+            "publish_wrist": backend == "topic",
+        }
     without = _deploy_side(["--backend", backend])
     assert "calibration_tf" not in without
     assert "calibration_file" not in without["chunk_executor"]["overrides"]
@@ -114,8 +135,12 @@ def test_calibration_tf_node_publishes_the_file_on_tf_static(calibration_file):
 
     rclpy.init()
     try:
-        node = CalibrationTfNode(parameter_overrides=[rclpy.parameter.Parameter(
-            "calibration_file", value=str(calibration_file)), rclpy.parameter.Parameter("publish_wrist", value=True)])
+        node = CalibrationTfNode(
+            parameter_overrides=[
+                rclpy.parameter.Parameter("calibration_file", value=str(calibration_file)),
+                rclpy.parameter.Parameter("publish_wrist", value=True),
+            ]
+        )
         listener_node = rclpy.create_node("calibration_tf_test_listener")
         buffer = Buffer()
         TransformListener(buffer, listener_node)
@@ -156,12 +181,18 @@ def test_extract_keeps_the_calibration_and_train_records_it(calibration_file, tm
     # Bad file: refused, nothing written.
     bad = tmp_path / "bad.yaml"
     bad.write_text("para_calibration: 1\n")
-    assert bag_tools.main(["extract", str(bag), "--out", str(tmp_path / "ep_bad"), "--calibration", str(bad),
-                           "--quiet"]) == 2
+    assert (
+        bag_tools.main(["extract", str(bag), "--out", str(tmp_path / "ep_bad"), "--calibration", str(bad), "--quiet"])
+        == 2
+    )
     assert not (tmp_path / "ep_bad").exists()
     # Given on the command line.
-    assert bag_tools.main(["extract", str(bag), "--out", str(tmp_path / "ep1"), "--calibration",
-                           str(calibration_file), "--quiet"]) == 0
+    assert (
+        bag_tools.main(
+            ["extract", str(bag), "--out", str(tmp_path / "ep1"), "--calibration", str(calibration_file), "--quiet"]
+        )
+        == 0
+    )
     assert (tmp_path / "ep1" / "calibration.yaml").read_bytes() == calibration_file.read_bytes()
     meta = json.loads((tmp_path / "ep1" / "meta.json").read_text())["meta"]["calibration"]
     assert meta["sha256"] == sha and meta["content"]["cameras"]["scene_cam"]["parent_frame"] == "base"

@@ -5,6 +5,7 @@ end to end; then every kind of bad input: nothing written, a message that says w
 
 Truth (scene camera rendered 5 cm / 5 deg away from its configured pose) is composed here from the offset.
 """
+
 from __future__ import annotations
 
 import time
@@ -41,9 +42,14 @@ def write_sim_bag(path, sim: YamSim, poses_q, zero_focal: bool = False, with_tf:
     from para_ros.observation.camera_model import camera_info_fields
     from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES
 
-    topics = {"/scene_cam/image_raw": "sensor_msgs/msg/Image", "/scene_cam/camera_info": "sensor_msgs/msg/CameraInfo",
-              "/wrist_cam/image_raw": "sensor_msgs/msg/Image", "/wrist_cam/camera_info": "sensor_msgs/msg/CameraInfo",
-              "/tf": "tf2_msgs/msg/TFMessage", "/joint_states": "sensor_msgs/msg/JointState"}
+    topics = {
+        "/scene_cam/image_raw": "sensor_msgs/msg/Image",
+        "/scene_cam/camera_info": "sensor_msgs/msg/CameraInfo",
+        "/wrist_cam/image_raw": "sensor_msgs/msg/Image",
+        "/wrist_cam/camera_info": "sensor_msgs/msg/CameraInfo",
+        "/tf": "tf2_msgs/msg/TFMessage",
+        "/joint_states": "sensor_msgs/msg/JointState",
+    }
     names = {WRIST_CAM_BODY: "wrist_cam_optical_frame", GRASP_SITE: GRASP_SITE}
     rec = McapRecorder(path, topics)
     for k, q in enumerate(poses_q):
@@ -60,13 +66,19 @@ def write_sim_bag(path, sim: YamSim, poses_q, zero_focal: bool = False, with_tf:
                 tf.transforms.append(m)
             if with_tf:
                 rec.write("/tf", t_ns + dt, _serialize(tf))
-            js = JointState(name=list(COMMAND_JOINT_NAMES), position=[float(v) for v in sim.joint_positions()],
-                            velocity=[0.0] * 7, effort=[0.0] * 7)  # rosbags refuses rclpy's CDR of empty sequences
+            js = JointState(
+                name=list(COMMAND_JOINT_NAMES),
+                position=[float(v) for v in sim.joint_positions()],
+                velocity=[0.0] * 7,
+                effort=[0.0] * 7,
+            )  # rosbags refuses rclpy's CDR of empty sequences
             js.header.stamp.sec, js.header.stamp.nanosec = sec, nsec
             rec.write("/joint_states", t_ns + dt, _serialize(js))
         sec, nsec = divmod(t_ns, 10**9)
-        for cam, ns, frame in (("scene", "/scene_cam", "scene_cam_optical_frame"),
-                               ("wrist", "/wrist_cam", "wrist_cam_optical_frame")):
+        for cam, ns, frame in (
+            ("scene", "/scene_cam", "scene_cam_optical_frame"),
+            ("wrist", "/wrist_cam", "wrist_cam_optical_frame"),
+        ):
             rgb = sim.render(cam, W, H)
             img = Image(height=H, width=W, encoding="rgb8", step=3 * W, data=rgb.tobytes())
             img.header.stamp.sec, img.header.stamp.nanosec, img.header.frame_id = sec, nsec, frame
@@ -169,8 +181,9 @@ def test_capture_dry_run_lists_poses_inside_the_limits(capsys):
         plan = make_plan(CaptureSettings(out="unused", camera=camera, poses=16, angle_deg=40.0), sim_centre_q())
         assert len(plan.poses) >= 6
         for p in plan.poses:  # checked here by plain comparisons against config/yam.yaml
-            assert np.all(p.q_rad >= np.asarray(yam.limits.joint_lower_rad)) and \
-                np.all(p.q_rad <= np.asarray(yam.limits.joint_upper_rad))
+            assert np.all(p.q_rad >= np.asarray(yam.limits.joint_lower_rad)) and np.all(
+                p.q_rad <= np.asarray(yam.limits.joint_upper_rad)
+            )
             tool = kin.fk(p.q_rad)[:3, 3]
             assert np.all(tool >= yam.limits.workspace_min_m) and np.all(tool <= yam.limits.workspace_max_m)
         axes = np.array([p.axis for p in plan.poses])
@@ -225,8 +238,9 @@ def test_moves_stay_within_every_limit_and_a_stuck_pose_holds_the_arm():
 
     yam = load_yam_config()
     kin = YamKinematics()
-    settings = CaptureSettings(out="unused", control_rate_hz=100.0, speed_fraction=1.0, settle_s=0.05,
-                               sample_timeout_s=0.3)
+    settings = CaptureSettings(
+        out="unused", control_rate_hz=100.0, speed_fraction=1.0, settle_s=0.05, sample_timeout_s=0.3
+    )
     q0 = sim_centre_q()
     backend = RecordingBackend(q0, gripper0=1.0)  # a perfect arm: measured = commanded
     mover = ArmMover(_Session(backend), yam, kin, settings)
@@ -271,8 +285,13 @@ def test_capture_with_the_sdk_writes_joint_states_and_tf_a_reader_understands(tm
     settings = CaptureSettings(out=tmp_path / "bag", backend="i2rt")
     yam = load_yam_config()
     frames = YamFrames(yam.wrist_camera)
-    fake = types.SimpleNamespace(settings=settings, frames=frames, lock=threading.Lock(), recording=True,
-                                 recorder=McapRecorder(tmp_path / "bag", settings.recorded_topics()))
+    fake = types.SimpleNamespace(
+        settings=settings,
+        frames=frames,
+        lock=threading.Lock(),
+        recording=True,
+        recorder=McapRecorder(tmp_path / "bag", settings.recorded_topics()),
+    )
     q = sim_centre_q()
     for _ in range(3):
         CaptureSession.write_own_state(fake, q, 1.0)
@@ -284,7 +303,7 @@ def test_capture_with_the_sdk_writes_joint_states_and_tf_a_reader_understands(tm
         assert np.allclose(js.position[:6], q)
         stamp = int(js.header.stamp.sec) * 10**9 + int(js.header.stamp.nanosec)
         T_chain = np.eye(4)
-        for parent, child, T in frames.transforms(q):
+        for _parent, child, T in frames.transforms(q):
             if child in ("link1", "link2", "link3", "link4", "link5", "gripper"):
                 T_chain = T_chain @ T
         assert np.allclose(bag.lookup("gripper", stamp), T_chain, atol=1e-6)

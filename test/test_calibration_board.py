@@ -1,6 +1,7 @@
 """The ChArUco board generator: geometry against hand-computed numbers and OpenCV's own board, the image's stated
 board-frame convention against cornerSubPix, the PNG's pixel pitch (read back by Pillow) and the PDF's page and
 image placement (parsed from the file)."""
+
 from __future__ import annotations
 
 import re
@@ -41,7 +42,7 @@ def test_image_puts_board_points_where_the_docstring_says(px_per_m, margin_px):
         for c in range(SPEC.squares_x):
             u = margin_px + (c + 0.5) * SPEC.square_m * px_per_m - 0.5
             v = margin_px + (r + 0.5) * SPEC.square_m * px_per_m - 0.5
-            square = img[int(v) - 3:int(v) + 4, int(u) - 3:int(u) + 4]
+            square = img[int(v) - 3 : int(v) + 4, int(u) - 3 : int(u) + 4]
             if (r + c) % 2 == 0:
                 assert square.max() == 0, (r, c)
     # Corner positions found by cornerSubPix (independent of the generator) land at margin + x * px_per_m - 0.5.
@@ -80,7 +81,7 @@ def _pdf_parts(data: bytes):
     height = int(re.search(rb"/Height (\d+)", data).group(1))
     length = int(re.search(rb"/Subtype /Image[^>]*/Length (\d+)", data).group(1))
     start = data.index(b"stream\n", data.index(b"/Subtype /Image")) + len(b"stream\n")
-    pixels = np.frombuffer(zlib.decompress(data[start:start + length]), dtype=np.uint8).reshape(height, width)
+    pixels = np.frombuffer(zlib.decompress(data[start : start + length]), dtype=np.uint8).reshape(height, width)
     return media, cm, pixels
 
 
@@ -115,13 +116,16 @@ def test_pdf_fit_page_and_refusal_of_a_board_larger_than_the_page(tmp_path):
     assert media[2] == pytest.approx((0.32 + 0.02) * PT_PER_M, abs=1e-3)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"marker_m": 0.03}, "marker_m"),
-    ({"square_m": 0.0}, "square_m"),
-    ({"squares_x": 2}, "squares_x"),
-    ({"dictionary": "DICT_NOPE"}, "dictionary"),
-    ({"squares_x": 20, "squares_y": 20, "dictionary": "DICT_4X4_50"}, "needs 200 markers"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"marker_m": 0.03}, "marker_m"),
+        ({"square_m": 0.0}, "square_m"),
+        ({"squares_x": 2}, "squares_x"),
+        ({"dictionary": "DICT_NOPE"}, "dictionary"),
+        ({"squares_x": 20, "squares_y": 20, "dictionary": "DICT_4X4_50"}, "needs 200 markers"),
+    ],
+)
 def test_invalid_specs_are_refused_with_the_field_named(kwargs, match):
     with pytest.raises(CalibrationError, match=match):
         CharucoBoardSpec(**{**SPEC.to_dict(), **kwargs})

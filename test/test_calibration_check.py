@@ -1,12 +1,13 @@
 """Calibration check: the tool frame projected with CameraInfo + TF lands on the rendered gripper; a wrong extrinsic
 shows as the offset it should; ``para-bag calib`` on a recording agrees with OpenCV's projection."""
+
 import json
 
 import cv2
 import numpy as np
 import pytest
-
 from bag_fixtures import K_IMAGE, T_SCENE, SyntheticBagSpec, reference_ee_pose, write_synthetic_bag
+
 from para_core.eval.calibration import expected_pixel_offset, project_tool
 from para_ros.commands import bag as bag_tools
 
@@ -56,8 +57,13 @@ def test_a_two_centimetre_extrinsic_error_moves_the_projection_by_f_d_over_depth
     # the same from OpenCV, independently
     T_cam_world = np.linalg.inv(T_wrong)
     rvec, _ = cv2.Rodrigues(T_cam_world[:3, :3])
-    uv, _ = cv2.projectPoints(sim.site_pose()[:3, 3].reshape(1, 3), rvec, T_cam_world[:3, 3], K - np.array(
-        [[0, 0, 0.5], [0, 0, 0.5], [0, 0, 0]]), None)  # OpenCV pixel centres at integers
+    uv, _ = cv2.projectPoints(
+        sim.site_pose()[:3, 3].reshape(1, 3),
+        rvec,
+        T_cam_world[:3, 3],
+        K - np.array([[0, 0, 0.5], [0, 0, 0.5], [0, 0, 0]]),
+        None,
+    )  # OpenCV pixel centres at integers
     np.testing.assert_allclose(uv.reshape(2) + 0.5, bad.origin_uv, atol=1e-6)
     # and the wrong projection misses the rendered marker by about that much
     miss = np.linalg.norm(bad.origin_uv - _marker_centroid(sim, "scene", size))
@@ -77,8 +83,9 @@ def test_para_bag_calib_writes_the_sheet_and_projections(tmp_path):
     rvec, _ = cv2.Rodrigues(T_cam_world[:3, :3])
     for f in report["frames"]:
         p = reference_ee_pose(spec, f["stamp_ns"])[:3, 3]
-        uv, _ = cv2.projectPoints(p.reshape(1, 3), rvec, T_cam_world[:3, 3],
-                                  K - np.array([[0, 0, 0.5], [0, 0, 0.5], [0, 0, 0]]), None)
+        uv, _ = cv2.projectPoints(
+            p.reshape(1, 3), rvec, T_cam_world[:3, 3], K - np.array([[0, 0, 0.5], [0, 0, 0.5], [0, 0, 0]]), None
+        )
         np.testing.assert_allclose(f["views"]["scene"]["uv"], uv.reshape(2) + 0.5, atol=1e-4)
 
 

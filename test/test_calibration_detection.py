@@ -1,5 +1,6 @@
 """ChArUco detection end to end on boards rendered into a synthetic camera (cv2.warpPerspective of the board image),
 against the corners cv2.projectPoints gives for the same pose; PnP against the rendered pose."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,7 @@ def test_detected_corners_match_projected_truth_without_half_pixel_bias():
         assert len(det) >= 20
         errors.append(np.array([det.corners_px[k] - truth_by_id[i] for k, i in enumerate(det.ids.tolist())]))
     errors = np.concatenate(errors)  # (M, 2) detected - true, pixels
-    assert np.sqrt(np.mean(np.sum(errors ** 2, axis=1))) < 0.1
+    assert np.sqrt(np.mean(np.sum(errors**2, axis=1))) < 0.1
     # OpenCV's CharucoDetector alone reports +0.5 px in x and y; the re-refinement removes it.
     assert np.all(np.abs(errors.mean(axis=0)) < 0.05)
 

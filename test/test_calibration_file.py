@@ -1,4 +1,5 @@
 """calibration.yaml: exact round trip, no overwrite without force, nothing written on error, clear load errors."""
+
 from __future__ import annotations
 
 import cv2
@@ -24,17 +25,40 @@ K_SCENE = np.array([[612.0 + 1 / 3, 0.0, 319.25], [0.0, 611.5, 241.0 - 1 / 7], [
 def _calibration() -> CalibrationFile:
     rng = np.random.default_rng(0)
     q1, q2 = Rotation.random(2, random_state=1).as_quat()
-    scene = CameraCalibration(method="eye_to_hand", parent_frame="base", frame_id="scene_cam_optical_frame",
-                              xyz_m=tuple(rng.normal(size=3)), quat_xyzw=tuple(q1), board_on="gripper",
-                              board_xyz_m=(0.0123456789012345, -0.1, 1e-7), board_quat_xyzw=(0.0, 0.0, 0.0, 1.0),
-                              residuals={"samples": 12, "samples_skipped": 1, "reprojection_rms_px": 0.2134567,
-                                         "reprojection_max_px": 0.6, "handeye_rotation_deg": 0.05,
-                                         "handeye_translation_mm": 0.4, "rotation_coverage_deg": 48.0,
-                                         "rotation_axis_spread_deg": 60.1, "per_sample_rms_px": [0.1, 1 / 3]},
-                              camera_matrix=K_SCENE, distortion=DIST[None], image_size=(WIDTH, HEIGHT))
-    wrist = CameraCalibration(method="eye_in_hand", parent_frame="gripper", frame_id="wrist_cam_optical_frame",
-                              xyz_m=(0.0, -0.06, 0.03), quat_xyzw=tuple(q2), board_on="base",
-                              board_xyz_m=(0.3, -0.1, 0.0), board_quat_xyzw=(1.0, 0.0, 0.0, 0.0))
+    scene = CameraCalibration(
+        method="eye_to_hand",
+        parent_frame="base",
+        frame_id="scene_cam_optical_frame",
+        xyz_m=tuple(rng.normal(size=3)),
+        quat_xyzw=tuple(q1),
+        board_on="gripper",
+        board_xyz_m=(0.0123456789012345, -0.1, 1e-7),
+        board_quat_xyzw=(0.0, 0.0, 0.0, 1.0),
+        residuals={
+            "samples": 12,
+            "samples_skipped": 1,
+            "reprojection_rms_px": 0.2134567,
+            "reprojection_max_px": 0.6,
+            "handeye_rotation_deg": 0.05,
+            "handeye_translation_mm": 0.4,
+            "rotation_coverage_deg": 48.0,
+            "rotation_axis_spread_deg": 60.1,
+            "per_sample_rms_px": [0.1, 1 / 3],
+        },
+        camera_matrix=K_SCENE,
+        distortion=DIST[None],
+        image_size=(WIDTH, HEIGHT),
+    )
+    wrist = CameraCalibration(
+        method="eye_in_hand",
+        parent_frame="gripper",
+        frame_id="wrist_cam_optical_frame",
+        xyz_m=(0.0, -0.06, 0.03),
+        quat_xyzw=tuple(q2),
+        board_on="base",
+        board_xyz_m=(0.3, -0.1, 0.0),
+        board_quat_xyzw=(1.0, 0.0, 0.0, 0.0),
+    )
     return CalibrationFile(date="2026-12-03T04:00:00Z", board=SPEC, cameras={"scene_cam": scene, "wrist_cam": wrist})
 
 
@@ -87,47 +111,68 @@ def test_existing_file_is_not_overwritten_without_force(tmp_path):
 
 def test_invalid_calibration_writes_nothing(tmp_path):
     cal = _calibration()
-    bad = CalibrationFile(date=cal.date, board=cal.board, cameras={
-        "scene_cam": CameraCalibration(**{**cal.cameras["scene_cam"].__dict__, "quat_xyzw": (0.0, 0.0, 0.0, 2.0)})})
+    bad = CalibrationFile(
+        date=cal.date,
+        board=cal.board,
+        cameras={
+            "scene_cam": CameraCalibration(**{**cal.cameras["scene_cam"].__dict__, "quat_xyzw": (0.0, 0.0, 0.0, 2.0)})
+        },
+    )
     with pytest.raises(CalibrationError, match="cameras.scene_cam.quat_xyzw.*unit quaternion"):
         save_calibration(bad, tmp_path / "calibration.yaml")
     K_zero = K_SCENE.copy()
     K_zero[1, 1] = 0.0
-    bad = CalibrationFile(date=cal.date, board=cal.board, cameras={
-        "scene_cam": CameraCalibration(**{**cal.cameras["scene_cam"].__dict__, "camera_matrix": K_zero})})
+    bad = CalibrationFile(
+        date=cal.date,
+        board=cal.board,
+        cameras={"scene_cam": CameraCalibration(**{**cal.cameras["scene_cam"].__dict__, "camera_matrix": K_zero})},
+    )
     with pytest.raises(CalibrationError, match="cameras.scene_cam.camera_matrix has focal length .*fy = 0.0"):
         save_calibration(bad, tmp_path / "calibration.yaml")
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("edit,match", [
-    (lambda d: d.pop("para_calibration"), "para_calibration = None"),
-    (lambda d: d.update(para_calibration=2), "para_calibration = 2"),
-    (lambda d: d["cameras"]["scene_cam"].pop("xyz_m"), "cameras.scene_cam lacks the keys \\['xyz_m'\\]"),
-    (lambda d: d["cameras"]["scene_cam"].update(xyz_m=[1, 2]), "cameras.scene_cam.xyz_m = \\[1, 2\\]"),
-    (lambda d: d["cameras"]["wrist_cam"].update(quat_xyzw=[0, 0, 0]), "cameras.wrist_cam.quat_xyzw"),
-    (lambda d: d["cameras"]["wrist_cam"].update(method="eye_on_hand"), "cameras.wrist_cam.method"),
-    (lambda d: d["cameras"].update(top_cam=d["cameras"]["scene_cam"]), "unknown names \\['top_cam'\\]"),
-    (lambda d: d["cameras"]["scene_cam"]["residuals"].update(reprojection_rms_px=-1.0), "reprojection_rms_px"),
-    (lambda d: d["board"].update(marker_m=0.5), "marker_m"),
-    (lambda d: d.update(date="yesterday"), "date = 'yesterday'"),
-    (lambda d: d.update(cameras={}), "at least one of"),
-    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"][0].__setitem__(0, 0.0),
-     "cameras.scene_cam.camera_matrix has focal length fx = 0.0"),
-    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"][1].__setitem__(1, -600.0),
-     "cameras.scene_cam.camera_matrix has focal length .*fy = -600.0"),
-    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"].pop(), "cameras.scene_cam.camera_matrix = "),
-    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"][2].__setitem__(2, 2.0), "row 3 be \\[0, 0, 1\\]"),
-    (lambda d: d["cameras"]["scene_cam"]["camera_matrix"][1].__setitem__(2, "cy"),
-     "cameras.scene_cam.camera_matrix\\[1\\]"),
-    (lambda d: d["cameras"]["scene_cam"].update(distortion=[0.1, 0.0, 0.0]), "cameras.scene_cam.distortion"),
-    (lambda d: d["cameras"]["scene_cam"].update(image_size=[640.5, 480]), "cameras.scene_cam.image_size"),
-    (lambda d: d["cameras"]["scene_cam"].update(image_size=[640, 0]), "cameras.scene_cam.image_size"),
-    (lambda d: d["cameras"]["wrist_cam"].update(distortion=[0.0] * 5),
-     "cameras.wrist_cam.distortion needs cameras.wrist_cam.camera_matrix"),
-    (lambda d: d["cameras"]["wrist_cam"].update(K=[[600, 0, 32], [0, 600, 24], [0, 0, 1]]),
-     "unknown keys \\['K'\\].*camera_matrix, distortion and image_size"),
-])
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        (lambda d: d.pop("para_calibration"), "para_calibration = None"),
+        (lambda d: d.update(para_calibration=2), "para_calibration = 2"),
+        (lambda d: d["cameras"]["scene_cam"].pop("xyz_m"), "cameras.scene_cam lacks the keys \\['xyz_m'\\]"),
+        (lambda d: d["cameras"]["scene_cam"].update(xyz_m=[1, 2]), "cameras.scene_cam.xyz_m = \\[1, 2\\]"),
+        (lambda d: d["cameras"]["wrist_cam"].update(quat_xyzw=[0, 0, 0]), "cameras.wrist_cam.quat_xyzw"),
+        (lambda d: d["cameras"]["wrist_cam"].update(method="eye_on_hand"), "cameras.wrist_cam.method"),
+        (lambda d: d["cameras"].update(top_cam=d["cameras"]["scene_cam"]), "unknown names \\['top_cam'\\]"),
+        (lambda d: d["cameras"]["scene_cam"]["residuals"].update(reprojection_rms_px=-1.0), "reprojection_rms_px"),
+        (lambda d: d["board"].update(marker_m=0.5), "marker_m"),
+        (lambda d: d.update(date="yesterday"), "date = 'yesterday'"),
+        (lambda d: d.update(cameras={}), "at least one of"),
+        (
+            lambda d: d["cameras"]["scene_cam"]["camera_matrix"][0].__setitem__(0, 0.0),
+            "cameras.scene_cam.camera_matrix has focal length fx = 0.0",
+        ),
+        (
+            lambda d: d["cameras"]["scene_cam"]["camera_matrix"][1].__setitem__(1, -600.0),
+            "cameras.scene_cam.camera_matrix has focal length .*fy = -600.0",
+        ),
+        (lambda d: d["cameras"]["scene_cam"]["camera_matrix"].pop(), "cameras.scene_cam.camera_matrix = "),
+        (lambda d: d["cameras"]["scene_cam"]["camera_matrix"][2].__setitem__(2, 2.0), "row 3 be \\[0, 0, 1\\]"),
+        (
+            lambda d: d["cameras"]["scene_cam"]["camera_matrix"][1].__setitem__(2, "cy"),
+            "cameras.scene_cam.camera_matrix\\[1\\]",
+        ),
+        (lambda d: d["cameras"]["scene_cam"].update(distortion=[0.1, 0.0, 0.0]), "cameras.scene_cam.distortion"),
+        (lambda d: d["cameras"]["scene_cam"].update(image_size=[640.5, 480]), "cameras.scene_cam.image_size"),
+        (lambda d: d["cameras"]["scene_cam"].update(image_size=[640, 0]), "cameras.scene_cam.image_size"),
+        (
+            lambda d: d["cameras"]["wrist_cam"].update(distortion=[0.0] * 5),
+            "cameras.wrist_cam.distortion needs cameras.wrist_cam.camera_matrix",
+        ),
+        (
+            lambda d: d["cameras"]["wrist_cam"].update(K=[[600, 0, 32], [0, 600, 24], [0, 0, 1]]),
+            "unknown keys \\['K'\\].*camera_matrix, distortion and image_size",
+        ),
+    ],
+)
 def test_load_errors_name_the_key(tmp_path, edit, match):
     data = yaml.safe_load(dump_calibration(_calibration()))
     edit(data)

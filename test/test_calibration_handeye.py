@@ -1,5 +1,6 @@
 """Hand-eye solver against synthetic scenes with known truth (corners projected by cv2.projectPoints with pixel noise,
 and boards rendered into images and detected), degenerate sets, the reported residuals and the coverage."""
+
 from __future__ import annotations
 
 import cv2
@@ -31,8 +32,10 @@ from para_core.calibration.handeye import (
     solve_eye_to_hand,
 )
 
-CASES = [("eye_to_hand", solve_eye_to_hand, T_BASE_CAM, T_FLANGE_BOARD),
-         ("eye_in_hand", solve_eye_in_hand, T_FLANGE_CAM, T_BASE_BOARD)]
+CASES = [
+    ("eye_to_hand", solve_eye_to_hand, T_BASE_CAM, T_FLANGE_BOARD),
+    ("eye_in_hand", solve_eye_in_hand, T_FLANGE_CAM, T_BASE_BOARD),
+]
 
 
 @pytest.mark.parametrize("method,solve,T_cam_truth,T_board_truth", CASES)
@@ -44,12 +47,14 @@ def test_noise_free_samples_give_the_truth_exactly(method, solve, T_cam_truth, T
     assert result.reprojection_rms_px < 1e-4
     assert result.method == method
     assert (result.cam_parent_frame, result.board_parent_frame) == (
-        ("base", "gripper") if method == "eye_to_hand" else ("gripper", "base"))
+        ("base", "gripper") if method == "eye_to_hand" else ("gripper", "base")
+    )
 
 
 @pytest.mark.parametrize("method,solve,T_cam_truth,T_board_truth", CASES)
-def test_noisy_samples_recover_the_truth_and_refinement_beats_the_closed_form(method, solve, T_cam_truth,
-                                                                                T_board_truth):
+def test_noisy_samples_recover_the_truth_and_refinement_beats_the_closed_form(
+    method, solve, T_cam_truth, T_board_truth
+):
     samples = synthetic_samples(method, 15, noise_px=0.3, seed=0)
     result = solve(samples, SPEC)
     cam_mm, cam_deg = transform_error(result.T_parent_cam, T_cam_truth)
@@ -64,18 +69,27 @@ def test_noisy_samples_recover_the_truth_and_refinement_beats_the_closed_form(me
     # Reported errors, recomputed here with cv2.projectPoints: 0.3 px per axis is 0.3 * sqrt(2) px per corner.
     errors, pnp_rot_deg, pnp_trans_mm = [], [], []
     for s in samples:
-        T_cam_board = (np.linalg.inv(result.T_parent_cam) @ (s.T_base_flange if method == "eye_to_hand"
-                       else np.linalg.inv(s.T_base_flange)) @ result.T_parent_board)
-        uv = cv2.projectPoints(SPEC.corners_board_m()[s.detection.ids], cv2.Rodrigues(T_cam_board[:3, :3])[0],
-                               T_cam_board[:3, 3], s.K, s.dist)[0].reshape(-1, 2)
+        T_cam_board = (
+            np.linalg.inv(result.T_parent_cam)
+            @ (s.T_base_flange if method == "eye_to_hand" else np.linalg.inv(s.T_base_flange))
+            @ result.T_parent_board
+        )
+        uv = cv2.projectPoints(
+            SPEC.corners_board_m()[s.detection.ids],
+            cv2.Rodrigues(T_cam_board[:3, :3])[0],
+            T_cam_board[:3, 3],
+            s.K,
+            s.dist,
+        )[0].reshape(-1, 2)
         errors.append(np.linalg.norm(uv - s.detection.corners_px, axis=1))
         _, rvec, tvec = cv2.solvePnP(SPEC.corners_board_m()[s.detection.ids], s.detection.corners_px, s.K, s.dist)
-        pnp_rot_deg.append(np.degrees(np.linalg.norm(Rotation.from_matrix(
-            T_cam_board[:3, :3].T @ cv2.Rodrigues(rvec)[0]).as_rotvec())))
+        pnp_rot_deg.append(
+            np.degrees(np.linalg.norm(Rotation.from_matrix(T_cam_board[:3, :3].T @ cv2.Rodrigues(rvec)[0]).as_rotvec()))
+        )
         pnp_trans_mm.append(1000.0 * np.linalg.norm(T_cam_board[:3, 3] - tvec.ravel()))
-    np.testing.assert_allclose(result.per_sample_rms_px, [np.sqrt(np.mean(e ** 2)) for e in errors], rtol=1e-6)
+    np.testing.assert_allclose(result.per_sample_rms_px, [np.sqrt(np.mean(e**2)) for e in errors], rtol=1e-6)
     all_errors = np.concatenate(errors)
-    assert result.reprojection_rms_px == pytest.approx(np.sqrt(np.mean(all_errors ** 2)), rel=1e-6)
+    assert result.reprojection_rms_px == pytest.approx(np.sqrt(np.mean(all_errors**2)), rel=1e-6)
     assert result.reprojection_max_px == pytest.approx(all_errors.max(), rel=1e-6)
     assert 0.3 * np.sqrt(2) * 0.85 < result.reprojection_rms_px < 0.3 * np.sqrt(2) * 1.15
     # Hand-eye residuals: each sample's PnP pose (cv2.solvePnP here) against the calibration's prediction.
@@ -92,10 +106,18 @@ def test_rendered_images_detected_and_solved_end_to_end(method, solve, T_cam_tru
     samples = []
     for T_cam_board in board_views(10, rng):
         image = render_board(T_cam_board, rng=rng)
-        samples.append(HandEyeSample(T_base_flange=flange_pose(method, T_cam_board),
-                                     detection=detect_charuco(image, SPEC), K=K, dist=None, image_size=(640, 480)))
-    samples.append(HandEyeSample(T_base_flange=np.eye(4), detection=detect_charuco(np.full((480, 640), 90, np.uint8),
-                                                                                  SPEC), K=K))
+        samples.append(
+            HandEyeSample(
+                T_base_flange=flange_pose(method, T_cam_board),
+                detection=detect_charuco(image, SPEC),
+                K=K,
+                dist=None,
+                image_size=(640, 480),
+            )
+        )
+    samples.append(
+        HandEyeSample(T_base_flange=np.eye(4), detection=detect_charuco(np.full((480, 640), 90, np.uint8), SPEC), K=K)
+    )
     result = solve(samples, SPEC)
     cam_mm, cam_deg = transform_error(result.T_parent_cam, T_cam_truth)
     board_mm, board_deg = transform_error(result.T_parent_board, T_board_truth)
@@ -128,8 +150,9 @@ def test_too_few_samples_and_too_few_detections_are_refused():
     with pytest.raises(CalibrationError, match="only 5 of 5 samples show the board.*at least 6"):
         solve_eye_to_hand(synthetic_samples("eye_to_hand", 5, 0.3), SPEC)
     samples = synthetic_samples("eye_to_hand", 8, 0.3)
-    missing = [HandEyeSample(s.T_base_flange, None if k % 2 else s.detection, s.K, s.dist) for k, s in
-               enumerate(samples)]
+    missing = [
+        HandEyeSample(s.T_base_flange, None if k % 2 else s.detection, s.K, s.dist) for k, s in enumerate(samples)
+    ]
     with pytest.raises(CalibrationError, match="only 4 of 8 samples show the board \\(4 without"):
         solve_eye_to_hand(missing, SPEC)
     with pytest.raises(CalibrationError, match="no samples"):
@@ -149,12 +172,21 @@ def test_rotation_coverage_hand_computed():
     assert coverage.axis_spread_deg == pytest.approx(0.0, abs=1e-6) and coverage.pairs_used == 3
     # Two poses 30 deg about x, two 30 deg about y, none shared: pairs (0, x1), (0, y1) and (x1, y1) -- and the
     # spread of their axes is large; a pair below min_rotation_deg does not count.
-    mixed = [pose([0, 0, 0], [0, 0, 0]), pose([0, 0, 0], [30, 0, 0]), pose([0, 0, 0], [0, 30, 0]),
-             pose([0, 0, 0], [0, 0, 2.0])]
+    mixed = [
+        pose([0, 0, 0], [0, 0, 0]),
+        pose([0, 0, 0], [30, 0, 0]),
+        pose([0, 0, 0], [0, 30, 0]),
+        pose([0, 0, 0], [0, 0, 2.0]),
+    ]
     coverage = rotation_coverage(mixed, HandEyeConfig(min_rotation_deg=5.0))
     assert coverage.pairs_used == 5
-    angle_xy = np.degrees(np.linalg.norm((Rotation.from_rotvec([np.radians(30), 0, 0]).inv()
-                                          * Rotation.from_rotvec([0, np.radians(30), 0])).as_rotvec()))
+    angle_xy = np.degrees(
+        np.linalg.norm(
+            (
+                Rotation.from_rotvec([np.radians(30), 0, 0]).inv() * Rotation.from_rotvec([0, np.radians(30), 0])
+            ).as_rotvec()
+        )
+    )
     assert coverage.max_relative_rotation_deg == pytest.approx(angle_xy)
     assert coverage.axis_spread_deg > 45.0
 

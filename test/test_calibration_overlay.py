@@ -1,4 +1,5 @@
 """Overlay image: green circles at the detected corners, red crosses at the reprojected ones, at the right pixels."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ from para_core.calibration.overlay import draw_overlay
 def _ring(canvas, centre, radius, channel_bgr):
     """How many pixels on a ring around ``centre`` are the colour's dominant channel."""
     u, v = np.round(centre).astype(int)
-    patch = canvas[v - radius - 1:v + radius + 2, u - radius - 1:u + radius + 2].astype(int)
+    patch = canvas[v - radius - 1 : v + radius + 2, u - radius - 1 : u + radius + 2].astype(int)
     others = [c for c in range(3) if c != channel_bgr]
     return int(np.sum((patch[..., channel_bgr] > 120) & (patch[..., others].max(axis=-1) < 80)))
 

@@ -1,5 +1,6 @@
 """Calibration pose generation: count, workspace box, board facing the camera, tilt range, rotation coverage, and
 that the generated poses calibrate (synthetic projections at those poses recover the truth)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,8 +39,11 @@ def _solve_at(method, poses, seed=0):
     rng = np.random.default_rng(seed)
     samples = []
     for T in poses:
-        T_cam_board = (np.linalg.inv(T_BASE_CAM) @ T @ T_FLANGE_BOARD if method == "eye_to_hand"
-                       else np.linalg.inv(T_FLANGE_CAM) @ np.linalg.inv(T) @ T_BASE_BOARD)
+        T_cam_board = (
+            np.linalg.inv(T_BASE_CAM) @ T @ T_FLANGE_BOARD
+            if method == "eye_to_hand"
+            else np.linalg.inv(T_FLANGE_CAM) @ np.linalg.inv(T) @ T_BASE_BOARD
+        )
         ids, uv = project(T_cam_board)
         samples.append(HandEyeSample(T, CharucoDetection(ids, uv + rng.normal(0, 0.3, uv.shape)), K, DIST))
     return (solve_eye_to_hand if method == "eye_to_hand" else solve_eye_in_hand)(samples, SPEC), samples
@@ -66,8 +70,16 @@ def test_eye_to_hand_poses_face_the_camera_inside_the_box_and_calibrate():
 
 
 def test_eye_in_hand_poses_look_at_the_board_from_the_distance_and_calibrate():
-    poses = eye_in_hand_flange_poses(T_BASE_BOARD, T_FLANGE_CAM, REFERENCE, [0.0, -0.5, 0.05], [0.7, 0.5, 0.7], 0.4,
-                                     PoseGenerationConfig(n_poses=12), spec=SPEC)
+    poses = eye_in_hand_flange_poses(
+        T_BASE_BOARD,
+        T_FLANGE_CAM,
+        REFERENCE,
+        [0.0, -0.5, 0.05],
+        [0.7, 0.5, 0.7],
+        0.4,
+        PoseGenerationConfig(n_poses=12),
+        spec=SPEC,
+    )
     assert poses.shape == (12, 4, 4)
     for T in poses:
         T_cam_board = np.linalg.inv(T @ T_FLANGE_CAM) @ T_BASE_BOARD

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import numpy as np
 from scipy.spatial.transform import Rotation
+from test_calibration_file import _calibration as example_calibration
 
 from para_core.calibration.calibration_file import load_calibration, save_calibration
-from test_calibration_file import _calibration as example_calibration
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "calibration_sensitivity.py"
 
@@ -40,5 +40,6 @@ def test_no_error_keeps_the_pose():
     bench = _bench()
     cal = example_calibration()
     same = bench.perturbed_scene_camera(cal, 0.0, 0.0)
-    np.testing.assert_allclose(same.camera("scene_cam").T_parent_child(), cal.camera("scene_cam").T_parent_child(),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        same.camera("scene_cam").T_parent_child(), cal.camera("scene_cam").T_parent_child(), atol=1e-12
+    )

@@ -1,12 +1,21 @@
 """Action labels: encode -> decode round trips (voxel within half a cell, rotation within half a bin), refinement."""
+
 import numpy as np
 import pytest
 import torch
 from core_fixtures import make_inputs, make_trajectory
 from scipy.spatial.transform import Rotation
 
-from para_core.model.actions import (decode_gripper, decode_outputs, decode_rotation, encode_gripper, encode_rotation,
-                               encode_targets, refine_positions, time_offsets)
+from para_core.model.actions import (
+    decode_gripper,
+    decode_outputs,
+    decode_rotation,
+    encode_gripper,
+    encode_rotation,
+    encode_targets,
+    refine_positions,
+    time_offsets,
+)
 from para_core.model.config import V4Config
 from para_core.model.geometry import project
 from para_core.model.model_io import V4Output
@@ -19,12 +28,25 @@ def _fake_output(cfg, grid, logits, grip_bins, rot_bins):
     gl = torch.nn.functional.one_hot(torch.as_tensor(grip_bins), G).float()
     rl = torch.nn.functional.one_hot(torch.as_tensor(rot_bins), R).float()
     z = torch.zeros(1)
-    return V4Output(volume_logits=logits, voxel_xyz=grid.voxel_xyz, voxel_valid=grid.valid, voxel_feat=z, query=z,
-                    chosen_voxel=logits.argmax(-1), gripper_logits=gl, rotation_logits=rl, grid=grid, cls=z)
+    return V4Output(
+        volume_logits=logits,
+        voxel_xyz=grid.voxel_xyz,
+        voxel_valid=grid.valid,
+        voxel_feat=z,
+        query=z,
+        chosen_voxel=logits.argmax(-1),
+        gripper_logits=gl,
+        rotation_logits=rl,
+        grid=grid,
+        cls=z,
+    )
 
 
-@pytest.mark.parametrize("cfg", [V4Config.tiny(), V4Config.tiny(pred_size=48, n_height_bins=32, n_window=8),
-                                 V4Config.tiny(z_range_mode="fixed")], ids=["tiny", "finer", "fixed_z"])
+@pytest.mark.parametrize(
+    "cfg",
+    [V4Config.tiny(), V4Config.tiny(pred_size=48, n_height_bins=32, n_window=8), V4Config.tiny(z_range_mode="fixed")],
+    ids=["tiny", "finer", "fixed_z"],
+)
 def test_encode_decode_round_trip_within_half_a_voxel(cfg):
     B = 3
     inp = make_inputs(cfg, batch=B)
@@ -54,8 +76,7 @@ def test_encode_decode_round_trip_within_half_a_voxel(cfg):
         rv_gt = Rotation.from_matrix(R_ref.T @ rot[b]).as_rotvec()
         rv_dec = Rotation.from_matrix(R_ref.T @ ch.rotations_world).as_rotvec()
         assert np.abs(rv_gt - rv_dec).max() <= half_bin + 1e-9
-        np.testing.assert_allclose(Rotation.from_quat(ch.quaternions_xyzw).as_matrix(), ch.rotations_world,
-                                   atol=1e-9)
+        np.testing.assert_allclose(Rotation.from_quat(ch.quaternions_xyzw).as_matrix(), ch.rotations_world, atol=1e-9)
         np.testing.assert_allclose(ch.time_offsets_s, np.arange(cfg.n_window) * cfg.frame_stride / cfg.dataset_fps)
         assert (ch.confidence > 0.99).all()  # all mass on the decoded voxel (plus the other view's copy nearby)
 
@@ -82,8 +103,9 @@ def test_rotation_bins_hand_numbers_and_clipping():
     assert np.array_equal(encode_rotation(cfg, R_ref), [6, 6, 6])  # r = 0 is the centre of bin 6 = 12 // 2
     yaw = Rotation.from_euler("z", -0.3).as_matrix()
     assert np.array_equal(encode_rotation(cfg, R_ref @ yaw), [6, 6, 5])
-    np.testing.assert_allclose(Rotation.from_matrix(R_ref.T @ decode_rotation(cfg, [6, 6, 5])).as_rotvec(),
-                               [0.0, 0.0, -np.pi / 6], atol=1e-12)
+    np.testing.assert_allclose(
+        Rotation.from_matrix(R_ref.T @ decode_rotation(cfg, [6, 6, 5])).as_rotvec(), [0.0, 0.0, -np.pi / 6], atol=1e-12
+    )
     narrow = V4Config.tiny(rotation_range_rad=0.5, n_rotation_bins=10)
     assert encode_rotation(narrow, R_ref @ Rotation.from_euler("z", 1.0).as_matrix())[2] == 9
 
@@ -143,9 +165,16 @@ def _confidence_brute_force(cfg, logits, voxel_xyz, positions):
     return out
 
 
-@pytest.mark.parametrize("cfg", [V4Config.tiny(), V4Config.tiny(pred_size=24, n_height_bins=48, n_window=6),
-                                 V4Config.tiny(z_range_mode="fixed", confidence_radius_m=0.05),
-                                 V4Config.tiny(n_height_bins=1)], ids=["tiny", "many_bins", "fixed_z", "one_bin"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        V4Config.tiny(),
+        V4Config.tiny(pred_size=24, n_height_bins=48, n_window=6),
+        V4Config.tiny(z_range_mode="fixed", confidence_radius_m=0.05),
+        V4Config.tiny(n_height_bins=1),
+    ],
+    ids=["tiny", "many_bins", "fixed_z", "one_bin"],
+)
 def test_ball_confidence_equals_the_sum_over_every_voxel(cfg):
     """The windowed confidence visits only the bins near each point; a brute-force sum over all V voxels must agree,
     for points at voxel centres (many voxels on the sphere's edge), between them and off the grid, with peaked and

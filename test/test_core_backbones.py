@@ -3,6 +3,7 @@ token layout and pixel alignment against hand computations, the 300 M parameter 
 forward + backward, checkpoints, local pretrained directories (a saved tower and a whole InternVL model), and the
 config validation. DINOv3: token layout (CLS, registers, row-major patches) and pixel alignment against hand
 computations, and the same positional encodings in train and eval mode (its RoPE rescaling is off)."""
+
 import dataclasses
 import json
 
@@ -11,8 +12,13 @@ import pytest
 import torch
 from core_fixtures import make_inputs, make_trajectory
 
-from para_core.model.backbones import (BACKBONE_REGISTRY, DINOv3Backbone, InternVLVisionBackbone, build_backbone,
-                                 count_parameters)
+from para_core.model.backbones import (
+    BACKBONE_REGISTRY,
+    DINOv3Backbone,
+    InternVLVisionBackbone,
+    build_backbone,
+    count_parameters,
+)
 from para_core.model.checkpoint import load_checkpoint, save_checkpoint
 from para_core.model.config import DINOV3_TINY, INTERNVL25_1B_VISION, INTERNVL_VISION_TINY, V4Config
 from para_core.model.registry import build_model
@@ -66,7 +72,8 @@ def test_internvl25_1b_vision_tower_parameter_count():
     # the toy preset has the same structure
     t = INTERNVL_VISION_TINY
     assert count_parameters(build_backbone(_tiny())) == _internvit_params_by_hand(
-        C=t["hidden_size"], I=t["intermediate_size"], L=t["num_hidden_layers"], p=14, S=56, qkv_bias=True)
+        C=t["hidden_size"], I=t["intermediate_size"], L=t["num_hidden_layers"], p=14, S=56, qkv_bias=True
+    )
 
 
 @pytest.mark.parametrize("img_size", [56, 84])  # 84: position embeddings interpolated from the 4 x 4 table to 6 x 6
@@ -129,8 +136,9 @@ def test_full_v4_forward_backward_with_internvl():
     assert out.volume_logits.shape == (1, cfg.n_window, cfg.n_voxels)
     assert all(torch.isfinite(v).all() for v in out.losses.values())
     out.losses["loss"].backward()
-    no_grad = [n for n, p in model.named_parameters()
-               if p.requires_grad and (p.grad is None or p.grad.abs().sum() == 0)]
+    no_grad = [
+        n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or p.grad.abs().sum() == 0)
+    ]
     assert no_grad == []  # every backbone tensor (CLS, position table, layer scales, ...) is reached
     groups = {g["name"]: g for g in model.param_groups()}
     assert sum(p.numel() for p in groups["backbone"]["params"]) == count_parameters(model.backbone)
@@ -190,10 +198,18 @@ def test_pretrained_whole_internvl_model_dir_takes_the_vision_tower(tmp_path):
 
     cfg = _tiny()
     torch.manual_seed(6)
-    text = dict(model_type="qwen2", hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                num_key_value_heads=1, vocab_size=300)
-    full = InternVLForConditionalGeneration(InternVLConfig(vision_config=dict(cfg.backbone_config), text_config=text,
-                                                           image_token_id=299))
+    text = dict(
+        model_type="qwen2",
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=300,
+    )
+    full = InternVLForConditionalGeneration(
+        InternVLConfig(vision_config=dict(cfg.backbone_config), text_config=text, image_token_id=299)
+    )
     with torch.no_grad():
         for p in full.model.vision_tower.parameters():
             p.normal_()
@@ -218,11 +234,13 @@ def test_pretrained_dir_refusals(tmp_path):
     orig.mkdir()
     (orig / "config.json").write_text(json.dumps({"model_type": "internvl_chat"}))
     from safetensors.torch import save_file
+
     save_file({"x": torch.zeros(1)}, str(orig / "model.safetensors"))
     with pytest.raises(ValueError, match="original OpenGVLab InternVL checkpoint.*convert"):
         build_model(cfg.replace(backbone_pretrained_dir=str(orig)))
     # a tower directory with a tensor missing is refused instead of leaving random weights behind
     from safetensors.torch import load_file
+
     vit.save_pretrained(tmp_path / "partial")
     w = tmp_path / "partial" / "model.safetensors"
     state = load_file(str(w))
@@ -233,15 +251,21 @@ def test_pretrained_dir_refusals(tmp_path):
 
 
 def test_validation_errors_name_field_value_and_fix():
-    with pytest.raises(ValueError, match=r"V4Config\.img_size = 512 is invalid: must be a multiple of patch_size=14"
-                                         r".*use 504 or 518.*448"):
+    with pytest.raises(
+        ValueError,
+        match=r"V4Config\.img_size = 512 is invalid: must be a multiple of patch_size=14"
+        r".*use 504 or 518.*448",
+    ):
         V4Config.paper_internvl(img_size=512)
     with pytest.raises(ValueError, match=r"V4Config\.img_size = 64 is invalid.*use 56 or 70"):
         _tiny(img_size=64)
     with pytest.raises(ValueError, match=r"V4Config\.patch_size = 16 is invalid.*set patch_size=14.*448"):
         V4Config.paper_internvl(patch_size=16)
-    with pytest.raises(ValueError, match=r"V4Config\.backbone_config = .*use_gated_mlp.*not transformers\."
-                                         r"InternVLVisionConfig fields.*INTERNVL25_1B_VISION"):
+    with pytest.raises(
+        ValueError,
+        match=r"V4Config\.backbone_config = .*use_gated_mlp.*not transformers\."
+        r"InternVLVisionConfig fields.*INTERNVL25_1B_VISION",
+    ):
         V4Config(backbone_kind="internvl_vision", patch_size=14, img_size=448)  # the default DINOv3 config
     with pytest.raises(ValueError, match=r"V4Config\.patch_size = 14 is invalid.*7-pixel patches.*set patch_size=7"):
         _tiny(backbone_config={**INTERNVL_VISION_TINY, "patch_size": 7})
@@ -299,15 +323,16 @@ def test_dinov3_token_layout_and_pixel_alignment_by_hand():
         out = bb(x)
 
     def ln(t):  # the model's final LayerNorm, in float64
-        return torch.nn.functional.layer_norm(t.double(), (t.shape[-1],), vit.norm.weight.detach().double(),
-                                              vit.norm.bias.detach().double(), vit.norm.eps)
+        return torch.nn.functional.layer_norm(
+            t.double(), (t.shape[-1],), vit.norm.weight.detach().double(), vit.norm.bias.detach().double(), vit.norm.eps
+        )
 
     assert torch.allclose(out.cls[0].double(), ln(vit.embeddings.cls_token[0, 0].detach()), atol=1e-5)
     conv = vit.embeddings.patch_embeddings
     Wp = conv.weight.detach().double().reshape(conv.out_channels, -1)  # (C, 3 * 16 * 16)
     for i in range(4):
         for j in range(6):
-            block = x[0, :, 16 * i:16 * (i + 1), 16 * j:16 * (j + 1)].double().reshape(-1)  # (3 * 16 * 16,)
+            block = x[0, :, 16 * i : 16 * (i + 1), 16 * j : 16 * (j + 1)].double().reshape(-1)  # (3 * 16 * 16,)
             ref = ln(Wp @ block + conv.bias.detach().double())
             assert torch.allclose(out.patch_grid[0, :, i, j].double(), ref, atol=1e-5), (i, j)
     # the register tokens come between the CLS and the patches, and are not part of the grid

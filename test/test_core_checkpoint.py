@@ -1,4 +1,5 @@
 """Checkpoints: save -> load -> identical outputs; every bad checkpoint fails with a clear message; no pickle."""
+
 import json
 import re
 from pathlib import Path
@@ -58,8 +59,11 @@ def test_wrong_kind(saved):
 def test_mismatched_shapes(saved):
     _, _, path = saved
     _edit_config(path, lambda m: m["config"].update(feat_dim=8))
-    with pytest.raises(CheckpointError, match=r"shape mismatch.*proj\.weight: checkpoint \(16, 64, 1, 1\) vs model "
-                                              r"\(8, 64, 1, 1\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"shape mismatch.*proj\.weight: checkpoint \(16, 64, 1, 1\) vs model "
+        r"\(8, 64, 1, 1\)",
+    ):
         load_checkpoint(path)
 
 

@@ -1,4 +1,5 @@
 """V4Config: paper/tiny presets, validation errors that name field + value + fix, JSON/YAML round trips."""
+
 import math
 
 import pytest
@@ -14,7 +15,7 @@ def test_paper_preset_matches_seed_table():
     assert (cfg.lr_warmup, cfg.lr_schedule, cfg.max_iters) == (500, "cosine", 20000)
     assert cfg.view_names == ("scene", "wrist")
     assert (cfg.height_encoding, cfg.z_range_mode) == ("sincos", "adaptive")
-    assert cfg.n_voxels == 2 * 128 * 64 ** 2 == 1_048_576
+    assert cfg.n_voxels == 2 * 128 * 64**2 == 1_048_576
     assert cfg.img_size % 16 == 0 and cfg.patch_grid == 32
 
 
@@ -31,20 +32,23 @@ def test_img_size_504_rejected_with_fix():
     assert "img_size" in msg and "504" in msg and "496 or 512" in msg and "multiple of patch_size=16" in msg
 
 
-@pytest.mark.parametrize("field,value,fragment", [
-    ("pred_size", 0, "positive integer"),
-    ("height_enc_dim", 15, "even"),
-    ("height_encoding", "fourier", "sincos"),
-    ("z_range_mode", "auto", "adaptive"),
-    ("z_hi_m", -1.0, "greater than z_lo_m"),
-    ("workspace_x_m", (0.5, 0.1), "min < max"),
-    ("rotation_ref_quat_xyzw", (0.0, 2.0, 0.0, 0.0), "unit quaternion"),
-    ("n_gripper_bins", 1, ">= 2"),
-    ("dataset_fps", 0.0, "> 0"),
-    ("backbone_kind", "resnet", "dinov3"),
-    ("voxel_chunk_size", -5, "no chunking"),
-    ("cam_margin_m", float("nan"), "finite"),
-])
+@pytest.mark.parametrize(
+    "field,value,fragment",
+    [
+        ("pred_size", 0, "positive integer"),
+        ("height_enc_dim", 15, "even"),
+        ("height_encoding", "fourier", "sincos"),
+        ("z_range_mode", "auto", "adaptive"),
+        ("z_hi_m", -1.0, "greater than z_lo_m"),
+        ("workspace_x_m", (0.5, 0.1), "min < max"),
+        ("rotation_ref_quat_xyzw", (0.0, 2.0, 0.0, 0.0), "unit quaternion"),
+        ("n_gripper_bins", 1, ">= 2"),
+        ("dataset_fps", 0.0, "> 0"),
+        ("backbone_kind", "resnet", "dinov3"),
+        ("voxel_chunk_size", -5, "no chunking"),
+        ("cam_margin_m", float("nan"), "finite"),
+    ],
+)
 def test_invalid_values_name_field_value_and_fix(field, value, fragment):
     with pytest.raises(ValueError) as exc:
         V4Config.tiny(**{field: value})

@@ -1,4 +1,5 @@
 """para_core.model.cpu_attention against softmax(q k^T / sqrt(d)) v written out in float64, and its hand-over rules."""
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,11 @@ def reference_attention(q, k, v, scale):
 
 def qkv(B, H, Nq, Nk, D, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, H, Nq, D, generator=g).to(dtype), torch.randn(B, H, Nk, D, generator=g).to(dtype),
-            torch.randn(B, H, Nk, D, generator=g).to(dtype))
+    return (
+        torch.randn(B, H, Nq, D, generator=g).to(dtype),
+        torch.randn(B, H, Nk, D, generator=g).to(dtype),
+        torch.randn(B, H, Nk, D, generator=g).to(dtype),
+    )
 
 
 @pytest.mark.parametrize("block_bytes", [1, 3 * 33 * 45 * 4, 2**40])  # one head a block, 3 heads a block, all heads
@@ -50,9 +54,9 @@ def test_blocked_attention_in_low_precision_is_within_its_resolution(dtype, reso
     reference (the probabilities are rounded to the dtype once). Dropping the scale or the max shift of the softmax
     would be off by far more."""
     q, k, v = qkv(2, 6, 70, 70, 64, dtype, seed=1)
-    out = cpu_attention.blocked_attention(q, k, v, 64 ** -0.5)
+    out = cpu_attention.blocked_attention(q, k, v, 64**-0.5)
     assert out.dtype == dtype
-    err = (out.double() - reference_attention(q, k, v, 64 ** -0.5)).abs().max().item()
+    err = (out.double() - reference_attention(q, k, v, 64**-0.5)).abs().max().item()
     assert err <= 8 * resolution, err
 
 
@@ -128,8 +132,9 @@ def test_what_it_does_not_cover_goes_to_sdpa_unchanged(monkeypatch, case):
     assert torch.equal(out, ref)
 
 
-@pytest.mark.parametrize("fast, dtype, expected", [(True, "bf16", cpu_attention.NAME), (True, "fp32", "sdpa"),
-                                                   (False, "bf16", "sdpa")])
+@pytest.mark.parametrize(
+    "fast, dtype, expected", [(True, "bf16", cpu_attention.NAME), (True, "fp32", "sdpa"), (False, "bf16", "sdpa")]
+)
 def test_policy_uses_it_only_on_the_fast_path_in_low_precision(monkeypatch, fast, dtype, expected):
     """And the backbone's layers really call it: one blocked call per layer and view batch in a prediction."""
     cfg = V4Config.tiny()

@@ -1,5 +1,6 @@
 """Episodes on disk and the training dataset: exact round trip, clear errors on bad episodes (never unpickling),
 chunk targets at hand-computed frame indices / times, the same preprocessing and target encoding as inference."""
+
 import json
 import re
 import zipfile
@@ -11,10 +12,16 @@ import torch
 from torch.utils.data import default_collate
 
 from para_core.data import synthetic as syn
+from para_core.data.dataset import (
+    Episode,
+    EpisodeDataset,
+    find_episode_dirs,
+    future_frame_indices,
+    make_batch,
+    past_frame_indices,
+)
 from para_core.model.actions import encode_targets
 from para_core.model.config import V4Config
-from para_core.data.dataset import (Episode, EpisodeDataset, find_episode_dirs, future_frame_indices, make_batch,
-                               past_frame_indices)
 from para_core.model.policy import CameraObservation, Policy, RobotState
 from para_core.model.voxels import build_voxel_grid
 
@@ -37,16 +44,29 @@ def ramp_episode(n=20, fps=30.0, hw=(12, 16), views=VIEWS, seed=0) -> Episode:
         stamps_ns=(10**18 + np.rint(np.arange(n) * 1e9 / fps)).astype(np.int64),
         images={v: rng.integers(0, 256, size=(n, H, W, 3), dtype=np.uint8) for v in views},
         K={v: np.repeat(K[None], n, axis=0) for v in views},
-        T_world_cam={views[0]: np.repeat(syn.scene_camera_pose()[None], n, axis=0),
-                     **{v: np.stack([syn.wrist_camera_pose(p) for p in T_ee[:, :3, 3]]) for v in views[1:]}},
-        T_world_ee=T_ee, gripper=np.arange(n) / (n - 1), fps=fps, meta={"task": "ramp", "n": n},
+        T_world_cam={
+            views[0]: np.repeat(syn.scene_camera_pose()[None], n, axis=0),
+            **{v: np.stack([syn.wrist_camera_pose(p) for p in T_ee[:, :3, 3]]) for v in views[1:]},
+        },
+        T_world_ee=T_ee,
+        gripper=np.arange(n) / (n - 1),
+        fps=fps,
+        meta={"task": "ramp", "n": n},
     )
 
 
 def _kwargs(ep: Episode) -> dict:
-    return dict(view_names=ep.view_names, stamps_ns=ep.stamps_ns.copy(), images=dict(ep.images), K=dict(ep.K),
-                T_world_cam=dict(ep.T_world_cam), T_world_ee=ep.T_world_ee.copy(), gripper=ep.gripper.copy(),
-                fps=ep.fps, meta=dict(ep.meta))
+    return dict(
+        view_names=ep.view_names,
+        stamps_ns=ep.stamps_ns.copy(),
+        images=dict(ep.images),
+        K=dict(ep.K),
+        T_world_cam=dict(ep.T_world_cam),
+        T_world_ee=ep.T_world_ee.copy(),
+        gripper=ep.gripper.copy(),
+        fps=ep.fps,
+        meta=dict(ep.meta),
+    )
 
 
 # ----------------------------------------------------------------------------------------------------- Episode
@@ -66,23 +86,26 @@ def test_episode_save_load_round_trip_is_exact(tmp_path):
     assert header["image_sizes"] == {"scene": [12, 16], "wrist": [12, 16]}
 
 
-@pytest.mark.parametrize("change, field", [
-    (lambda k: k.update(stamps_ns=k["stamps_ns"][[0, 2, 1] + list(range(3, 20))]), "stamps_ns"),
-    (lambda k: k.update(stamps_ns=np.concatenate([k["stamps_ns"][:1], k["stamps_ns"][:19]])), "stamps_ns"),
-    (lambda k: k.update(stamps_ns=k["stamps_ns"].astype(np.float64)), "stamps_ns"),
-    (lambda k: k["T_world_ee"].__setitem__((5, 0, 3), np.nan), "T_world_ee"),
-    (lambda k: k["T_world_ee"].__setitem__((5, 0, 0), 2.0), "T_world_ee"),
-    (lambda k: k.update(T_world_ee=k["T_world_ee"][:19]), "T_world_ee"),
-    (lambda k: k["K"].update(wrist=k["K"]["wrist"][:, :2]), "K['wrist']"),
-    (lambda k: k["T_world_cam"].update(scene=np.full((20, 4, 4), np.inf)), "T_world_cam['scene']"),
-    (lambda k: k["images"].update(scene=k["images"]["scene"].astype(np.float32)), "images['scene']"),
-    (lambda k: k["images"].update(scene=k["images"]["scene"][:18]), "images['scene']"),
-    (lambda k: k["images"].pop("wrist"), "images"),
-    (lambda k: k.update(gripper=k["gripper"] * 100), "gripper"),
-    (lambda k: k.update(fps=0.0), "fps"),
-    (lambda k: k.update(meta={"obj": object()}), "meta"),
-    (lambda k: k.update(view_names=("scene", "wrist/left")), "view_names"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda k: k.update(stamps_ns=k["stamps_ns"][[0, 2, 1] + list(range(3, 20))]), "stamps_ns"),
+        (lambda k: k.update(stamps_ns=np.concatenate([k["stamps_ns"][:1], k["stamps_ns"][:19]])), "stamps_ns"),
+        (lambda k: k.update(stamps_ns=k["stamps_ns"].astype(np.float64)), "stamps_ns"),
+        (lambda k: k["T_world_ee"].__setitem__((5, 0, 3), np.nan), "T_world_ee"),
+        (lambda k: k["T_world_ee"].__setitem__((5, 0, 0), 2.0), "T_world_ee"),
+        (lambda k: k.update(T_world_ee=k["T_world_ee"][:19]), "T_world_ee"),
+        (lambda k: k["K"].update(wrist=k["K"]["wrist"][:, :2]), "K['wrist']"),
+        (lambda k: k["T_world_cam"].update(scene=np.full((20, 4, 4), np.inf)), "T_world_cam['scene']"),
+        (lambda k: k["images"].update(scene=k["images"]["scene"].astype(np.float32)), "images['scene']"),
+        (lambda k: k["images"].update(scene=k["images"]["scene"][:18]), "images['scene']"),
+        (lambda k: k["images"].pop("wrist"), "images"),
+        (lambda k: k.update(gripper=k["gripper"] * 100), "gripper"),
+        (lambda k: k.update(fps=0.0), "fps"),
+        (lambda k: k.update(meta={"obj": object()}), "meta"),
+        (lambda k: k.update(view_names=("scene", "wrist/left")), "view_names"),
+    ],
+)
 def test_bad_episodes_raise_value_errors_naming_the_field(change, field):
     kwargs = _kwargs(ramp_episode())
     kwargs["images"] = {v: a.copy() for v, a in kwargs["images"].items()}
@@ -182,14 +205,20 @@ def test_dataset_preprocessing_and_targets_match_policy_and_actions(tmp_path):
         past = ep.T_world_ee[[max(t - 8, 0), max(t - 4, 0)], :3, 3]
         ref = policy.preprocess(cams, RobotState(ep.T_world_ee[t], float(ep.gripper[t]), past))
         assert torch.allclose(inputs.images[b], ref.images[0], atol=1e-6)
-        assert torch.allclose(inputs.K_img[b], ref.K_img[0]) and torch.allclose(inputs.T_world_cam[b],
-                                                                                ref.T_world_cam[0])
+        assert torch.allclose(inputs.K_img[b], ref.K_img[0]) and torch.allclose(
+            inputs.T_world_cam[b], ref.T_world_cam[0]
+        )
         assert torch.allclose(inputs.past_positions_world[b], ref.past_positions_world[0])
         assert torch.allclose(inputs.T_world_ee[b], ref.T_world_ee[0]) and inputs.gripper[b] == ref.gripper[0]
     fut = np.stack([[min(t + 4 * i, 23) for i in range(4)] for t in ts])  # (3, 4) frames by hand
     grid = build_voxel_grid(cfg, inputs.K_img, inputs.T_world_cam)
-    ref_t = encode_targets(cfg, grid, torch.tensor(ep.T_world_ee[fut, :3, 3], dtype=torch.float32),
-                           ep.T_world_ee[fut, :3, :3], ep.gripper[fut])
+    ref_t = encode_targets(
+        cfg,
+        grid,
+        torch.tensor(ep.T_world_ee[fut, :3, 3], dtype=torch.float32),
+        ep.T_world_ee[fut, :3, :3],
+        ep.gripper[fut],
+    )
     for name in ("voxel_index", "voxel_weight", "teacher_voxel", "gripper_bin", "rotation_bins"):
         assert torch.equal(getattr(targets, name), getattr(ref_t, name)), name
     assert (targets.voxel_weight.sum(-1) > 0).all(), "synthetic targets must be visible in some view"
@@ -223,8 +252,7 @@ def test_stamp_resampling_when_episode_fps_differs(tmp_path):
     ds = EpisodeDataset([ramp_episode(fps=15.0).save(tmp_path / "e15")], cfg)
     assert ds.episodes[0].time_base == "stamps"
     s = ds[7]
-    assert np.allclose(((s["target_positions_world"][:, 0].double() - 0.3) / 0.01).numpy(), [7, 9, 11, 13],
-                       atol=1e-4)
+    assert np.allclose(((s["target_positions_world"][:, 0].double() - 0.3) / 0.01).numpy(), [7, 9, 11, 13], atol=1e-4)
     assert np.allclose(((s["past_positions_world"][:, 0].double() - 0.3) / 0.01).numpy(), [3, 5], atol=1e-4)
     # 20 fps: a step is 8/3 frames; frame of step i = 16 + 8i/3, clamped to the last frame 19.
     ds = EpisodeDataset([ramp_episode(fps=20.0).save(tmp_path / "e20")], cfg)
@@ -235,8 +263,9 @@ def test_stamp_resampling_when_episode_fps_differs(tmp_path):
     # forcing frame indexing ignores the rate mismatch (with a warning)
     with pytest.warns(UserWarning, match="20 Hz"):
         ds = EpisodeDataset([tmp_path / "e20"], cfg, time_base="index")
-    assert np.allclose(((ds[16]["target_positions_world"][:, 0].double() - 0.3) / 0.01).numpy(),
-                       [16, 19, 19, 19], atol=1e-4)
+    assert np.allclose(
+        ((ds[16]["target_positions_world"][:, 0].double() - 0.3) / 0.01).numpy(), [16, 19, 19, 19], atol=1e-4
+    )
 
 
 def timed_episode(times_s, fps_label=30.0, hw=(8, 8), views=VIEWS) -> Episode:
@@ -253,11 +282,15 @@ def timed_episode(times_s, fps_label=30.0, hw=(8, 8), views=VIEWS) -> Episode:
     T_ee[:, :3, :3] = syn.top_down_rotation() @ np.stack([_rot_z(0.5 * a) for a in tau])
     K = syn.intrinsics_from_fovy(W, H, 60.0)
     return Episode(
-        view_names=views, stamps_ns=(10**18 + np.rint(tau * 1e9)).astype(np.int64),
+        view_names=views,
+        stamps_ns=(10**18 + np.rint(tau * 1e9)).astype(np.int64),
         images={v: np.zeros((n, H, W, 3), np.uint8) for v in views},
         K={v: np.repeat(K[None], n, axis=0) for v in views},
         T_world_cam={v: np.repeat(syn.scene_camera_pose()[None], n, axis=0) for v in views},
-        T_world_ee=T_ee, gripper=tau / 2.0, fps=fps_label)
+        T_world_ee=T_ee,
+        gripper=tau / 2.0,
+        fps=fps_label,
+    )
 
 
 def _rot_z(a: float) -> np.ndarray:
@@ -360,4 +393,3 @@ def test_memory_mapped_cache_and_colour_jitter(tmp_path):
     assert not torch.equal(a["images"], b["images"])
     assert torch.equal(a["target_positions_world"], b["target_positions_world"])  # geometry is never augmented
     assert torch.equal(a["K_img"], b["K_img"])
-

@@ -1,6 +1,7 @@
 """Chunk decoding in voxel space (para_core.model.decoding): the joint decoder against a brute-force search over every
 path, the speed limit, the fusion against a hand computation, refusal of NaN / all -inf distributions, and the
 Policy end to end (argmax unchanged, bit for bit)."""
+
 import itertools
 import math
 
@@ -77,8 +78,9 @@ def test_joint_decoder_never_steps_faster_than_the_limit_when_a_slower_path_exis
 def test_when_every_path_breaks_the_limit_the_least_excess_one_is_taken():
     """No path within the limit: the decoder is penalised, not refused; it takes the path of least excess distance,
     even against a much more probable one (the excess ranks first)."""
-    xyz = np.array([[[0.0, 0, 0], [0.0, 0, 0]],
-                    [[1.0, 0, 0], [2.0, 0, 0]]])  # (2, 2, 3): step 1 is 1 m or 2 m away, limit 0.2 m
+    xyz = np.array(
+        [[[0.0, 0, 0], [0.0, 0, 0]], [[1.0, 0, 0], [2.0, 0, 0]]]
+    )  # (2, 2, 3): step 1 is 1 m or 2 m away, limit 0.2 m
     log_probs = np.array([[0.0, -50.0], [math.log(0.01), math.log(0.99)]])
     got = best_path(log_probs, xyz, step_dt_s=0.2, max_speed_m_s=1.0)
     assert tuple(got.index) == (0, 0) and got.excess_m == pytest.approx(0.8)
@@ -97,20 +99,28 @@ def test_fusion_against_a_hand_computation():
     """An earlier chunk stamped 1.0 s (dt 0.1 s, 3 steps, 2 stored voxels a step) and a new chunk at 1.1 s: new step 0
     (1.1 s) meets old step 1, new step 1 (1.2 s) old step 2, new step 2 (1.3 s) is past the old chunk."""
     fusion = ChunkFusion(tau_s=0.5, radius_m=0.02, store_k=2, max_chunks=4)
-    old_xyz = np.array([[[0.0, 0, 0], [0.1, 0, 0]],
-                        [[0.2, 0, 0], [0.3, 0, 0]],
-                        [[0.4, 0, 0], [0.5, 0, 0]]])  # (3, 2, 3)
+    old_xyz = np.array(
+        [[[0.0, 0, 0], [0.1, 0, 0]], [[0.2, 0, 0], [0.3, 0, 0]], [[0.4, 0, 0], [0.5, 0, 0]]]
+    )  # (3, 2, 3)
     old_p = np.array([[0.6, 0.3], [0.7, 0.2], [0.5, 0.4]])  # (3, 2)
     fusion.add(1.0, 0.1, old_xyz, old_p)
-    new_xyz = np.array([[[0.21, 0, 0], [0.30, 0.015, 0]],  # 1 cm from old (1, 0); 1.5 cm from old (1, 1)
-                        [[0.45, 0, 0], [0.5, 0, 0.019]],  # 5 cm from both (floor); 1.9 cm from old (2, 1)
-                        [[0.0, 0, 0], [1.0, 0, 0]]])  # no old step
+    new_xyz = np.array(
+        [
+            [[0.21, 0, 0], [0.30, 0.015, 0]],  # 1 cm from old (1, 0); 1.5 cm from old (1, 1)
+            [[0.45, 0, 0], [0.5, 0, 0.019]],  # 5 cm from both (floor); 1.9 cm from old (2, 1)
+            [[0.0, 0, 0], [1.0, 0, 0]],
+        ]
+    )  # no old step
     new_lp = np.log(np.array([[0.5, 0.5], [0.2, 0.8], [0.9, 0.1]]))
     got = fusion.fused_scores(new_lp, new_xyz, stamp_s=1.1, step_dt_s=0.1)
     w = math.exp(-0.1 / 0.5)
-    expected = np.array([[math.log(0.5) + w * math.log(0.7), math.log(0.5) + w * math.log(0.2)],
-                         [math.log(0.2) + w * math.log(0.4), math.log(0.8) + w * math.log(0.4)],
-                         [math.log(0.9), math.log(0.1)]])
+    expected = np.array(
+        [
+            [math.log(0.5) + w * math.log(0.7), math.log(0.5) + w * math.log(0.2)],
+            [math.log(0.2) + w * math.log(0.4), math.log(0.8) + w * math.log(0.4)],
+            [math.log(0.9), math.log(0.1)],
+        ]
+    )
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
     # the stored mass within the radius adds up: 5 cm from both voxels of old step 2 (1.2 s), radius 6 cm
     wide = ChunkFusion(tau_s=0.5, radius_m=0.06, store_k=2)
@@ -136,17 +146,22 @@ def test_decoding_config_refuses_bad_values_naming_the_field():
     with pytest.raises(ValueError, match="motion_cost_per_m"):
         DecodingConfig(motion_cost_per_m=float("nan"))
     with pytest.raises(ValueError, match="decoding='joint'"):
-        Policy(torch.nn.Linear(1, 1), V4Config.tiny(model_kind="coord_regression"), torch.device("cpu"),
-               decoding="joint")
+        Policy(
+            torch.nn.Linear(1, 1), V4Config.tiny(model_kind="coord_regression"), torch.device("cpu"), decoding="joint"
+        )
 
 
 def _obs(cfg, seed=0):
     rng = np.random.default_rng(seed)
     ee = np.array([0.3, 0.0, 0.2])
-    cams = [CameraObservation(syn.random_image(rng, 96, 128), syn.intrinsics_from_fovy(128, 96, 60.0),
-                              syn.scene_camera_pose()),
-            CameraObservation(syn.random_image(rng, 96, 128), syn.intrinsics_from_fovy(128, 96, 80.0),
-                              syn.wrist_camera_pose(ee))][: cfg.n_views]
+    cams = [
+        CameraObservation(
+            syn.random_image(rng, 96, 128), syn.intrinsics_from_fovy(128, 96, 60.0), syn.scene_camera_pose()
+        ),
+        CameraObservation(
+            syn.random_image(rng, 96, 128), syn.intrinsics_from_fovy(128, 96, 80.0), syn.wrist_camera_pose(ee)
+        ),
+    ][: cfg.n_views]
     T = np.eye(4)
     T[:3, :3] = syn.top_down_rotation()
     T[:3, 3] = ee
@@ -201,8 +216,9 @@ def test_policy_joint_and_fused_end_to_end():
     cfg = V4Config.tiny()
     cams, state = _obs(cfg, seed=2)
     for mode in ("joint", "fused"):
-        pol = Policy.random_init(cfg, device="cpu", seed=6, decoding=DecodingConfig(mode=mode, top_k=16,
-                                                                                    max_speed_m_s=3.0))
+        pol = Policy.random_init(
+            cfg, device="cpu", seed=6, decoding=DecodingConfig(mode=mode, top_k=16, max_speed_m_s=3.0)
+        )
         for stamp_s in (10.0, 10.0 + cfg.step_dt_s):
             out = pol.predict(cams, state, stamp_s=stamp_s)
             assert np.isfinite(out.positions_world).all() and ((out.confidence >= 0) & (out.confidence <= 1)).all()

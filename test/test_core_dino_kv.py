@@ -1,6 +1,7 @@
 """The single-view dino_kv head: a hand-built single-peak volume decodes to the ray-plane point (independent maths),
 factorised logits equal a brute-force loop, the tiny preset overfits one sample, checkpoint round trip, and the
 Policy / trainer dispatch on it with nothing v4-specific."""
+
 import math
 
 import numpy as np
@@ -73,11 +74,13 @@ def test_factorised_logits_equal_a_brute_force_loop(cfg):
         if not bool(out.voxel_valid[0, idx]):
             continue
         # the key by the paper's formula, written out: unit(t_emb[t] + h_emb[z]), sin/cos pairs
-        t_emb = [math.sin(t * math.exp(-math.log(100.0) * 2 * i / D)) for i in range(D // 2)] + \
-                [math.cos(t * math.exp(-math.log(100.0) * 2 * i / D)) for i in range(D // 2)]
+        t_emb = [math.sin(t * math.exp(-math.log(100.0) * 2 * i / D)) for i in range(D // 2)] + [
+            math.cos(t * math.exp(-math.log(100.0) * 2 * i / D)) for i in range(D // 2)
+        ]
         zn = (float(heights[z]) - cfg.z_lo_m) / (cfg.z_hi_m - cfg.z_lo_m)
-        h_emb = [math.sin(2 ** k * math.pi * zn) for k in range(D // 2)] + \
-                [math.cos(2 ** k * math.pi * zn) for k in range(D // 2)]
+        h_emb = [math.sin(2**k * math.pi * zn) for k in range(D // 2)] + [
+            math.cos(2**k * math.pi * zn) for k in range(D // 2)
+        ]
         key = np.add(t_emb, h_emb)
         key /= np.linalg.norm(key)
         f = F[0, :, v, u].double().numpy()
@@ -85,8 +88,9 @@ def test_factorised_logits_equal_a_brute_force_loop(cfg):
         want = math.exp(float(model.logit_log_scale.detach())) * float(f @ key)
         assert float(out.volume_logits[0, t, idx]) == pytest.approx(want, abs=1e-4)
     # the helpers match the formula above too
-    np.testing.assert_allclose(step_embedding(3, 4)[2].numpy(),
-                               [math.sin(2), math.sin(2 / 10), math.cos(2), math.cos(2 / 10)], atol=1e-6)
+    np.testing.assert_allclose(
+        step_embedding(3, 4)[2].numpy(), [math.sin(2), math.sin(2 / 10), math.cos(2), math.cos(2 / 10)], atol=1e-6
+    )
     assert sincos_height_encoding(torch.tensor([0.0]), 0.0, 1.0, 4).tolist()[0] == pytest.approx([0, 0, 1, 1])
 
 
@@ -129,9 +133,9 @@ def test_checkpoint_round_trip_and_policy_dispatch(cfg, tmp_path):
     assert torch.equal(a, b)
     policy = Policy.from_checkpoint(tmp_path / "ck")
     img = ((inp.images[0, 0].permute(1, 2, 0).numpy() * 0.225 + 0.45) * 255).clip(0, 255).astype(np.uint8)
-    out = policy.predict([CameraObservation(img, inp.K_img[0, 0].double().numpy(),
-                                            inp.T_world_cam[0, 0].double().numpy())],
-                         RobotState(inp.T_world_ee[0].double().numpy(), 1.0,
-                                    inp.past_positions_world[0].double().numpy()))
+    out = policy.predict(
+        [CameraObservation(img, inp.K_img[0, 0].double().numpy(), inp.T_world_cam[0, 0].double().numpy())],
+        RobotState(inp.T_world_ee[0].double().numpy(), 1.0, inp.past_positions_world[0].double().numpy()),
+    )
     assert out.positions_world.shape == (cfg.n_window, 3) and np.isfinite(out.positions_world).all()
     assert out.top_voxels_world.shape[1] == 3

@@ -1,5 +1,6 @@
 """Multi-process training with torchrun (gloo on CPU, loopback only): 2 processes give the same weights as one
 process with the same global batch; gradient accumulation too; resume with another process count; batch checks."""
+
 import os
 import subprocess
 import sys
@@ -33,14 +34,39 @@ def _env():
 
 
 def _train(nproc: int, out: Path, episodes, *extra: str) -> subprocess.CompletedProcess:
-    args = ["--data", *map(str, episodes), "--preset", "tiny", "--out", str(out), "--max-iters", "4",
-            "--batch-size", "4", "--val-fraction", "0", "--num-workers", "0", "--no-progress", "--device", "cpu",
-            "--no-tensorboard", *extra]
+    args = [
+        "--data",
+        *map(str, episodes),
+        "--preset",
+        "tiny",
+        "--out",
+        str(out),
+        "--max-iters",
+        "4",
+        "--batch-size",
+        "4",
+        "--val-fraction",
+        "0",
+        "--num-workers",
+        "0",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--no-tensorboard",
+        *extra,
+    ]
     if nproc == 1:
         cmd = [sys.executable, "-m", "para_core.train.cli", *args]
     else:
-        cmd = [str(TORCHRUN), "--standalone", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
-               "-m", "para_core.train.cli", *args]
+        cmd = [
+            str(TORCHRUN),
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            "--master_addr=127.0.0.1",
+            "-m",
+            "para_core.train.cli",
+            *args,
+        ]
     return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
 
 
@@ -67,9 +93,23 @@ def test_two_processes_equal_one_with_the_same_global_batch_and_resume_with_one(
     b = [r["loss"] for r in read_metrics(tmp_path / "ddp" / "metrics.jsonl") if r["split"] == "train"]
     np.testing.assert_allclose(a, b, rtol=1e-5)
     # resume the 2-process run with 1 process and compare with an uninterrupted 6-iteration single run
-    resumed = subprocess.run([sys.executable, "-m", "para_core.train.cli", "--out", str(tmp_path / "ddp"),
-                              "--resume", "--max-iters", "6", "--no-progress"], env=_env(), capture_output=True,
-                             text=True, timeout=300)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "para_core.train.cli",
+            "--out",
+            str(tmp_path / "ddp"),
+            "--resume",
+            "--max-iters",
+            "6",
+            "--no-progress",
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     longer = _train(1, tmp_path / "single6", episodes, "--max-iters", "6")
     assert longer.returncode == 0
@@ -81,8 +121,17 @@ def test_gradient_accumulation_equals_the_whole_batch(tmp_path, episodes):
     out = {}
     for accum in (1, 2):
         cfg = V4Config.tiny(max_iters=3, batch_size=4)
-        tc = TrainConfig(device="cpu", num_workers=0, log_interval=1, eval_interval=0, ckpt_interval=0,
-                         val_fraction=0.0, progress=False, tensorboard=False, grad_accum_steps=accum)
+        tc = TrainConfig(
+            device="cpu",
+            num_workers=0,
+            log_interval=1,
+            eval_interval=0,
+            ckpt_interval=0,
+            val_fraction=0.0,
+            progress=False,
+            tensorboard=False,
+            grad_accum_steps=accum,
+        )
         Trainer(cfg, tc, episodes, tmp_path / f"acc{accum}").run()
         out[accum] = _weights(tmp_path / f"acc{accum}")
     _assert_same(out[1], out[2], atol=1e-5)

@@ -1,4 +1,5 @@
 """para_core.eval.metrics against hand-computed numbers."""
+
 import math
 
 import numpy as np
@@ -85,8 +86,13 @@ def test_chunk_errors_and_metrics_dict_by_hand():
     m = ev.metrics_dict(errs, [0.0, 0.1333], model_id="m")
     assert m["chunks_evaluated"] == 2 and m["steps"] == 2 and m["model_id"] == "m"
     assert m["position_error_m"]["per_step"][0]["mean"] == pytest.approx(0.25)
-    assert m["position_error_m"]["per_step"][1] == {"mean": pytest.approx(0.1), "median": pytest.approx(0.1),
-                                                     "p90": pytest.approx(0.1), "max": pytest.approx(0.1), "count": 1}
+    assert m["position_error_m"]["per_step"][1] == {
+        "mean": pytest.approx(0.1),
+        "median": pytest.approx(0.1),
+        "p90": pytest.approx(0.1),
+        "max": pytest.approx(0.1),
+        "count": 1,
+    }
     assert m["position_error_m"]["all"]["mean"] == pytest.approx(0.6 / 3)
     assert m["rotation_error_deg"]["all"]["mean"] == pytest.approx(10.0)
     # gripper: (1 vs 1) ok, (0 vs 1) wrong, (0.2 vs 0) ok, (0.9 vs NaN) not counted -> 2/3

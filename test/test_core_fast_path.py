@@ -1,6 +1,7 @@
 """The fast v4 inference path (``para_core.model.v4_fast``) against the reference path, its oracle: the
 same argmax voxels, logits within float tolerance, decoded poses within a tenth of a voxel, the same rviz voxels, for
 the tiny config, the mid-size pick-and-place config and a learned height encoding, and with a chunked voxel MLP."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,10 +20,16 @@ def observation(cfg: V4Config, seed: int):
     T_ee[:3, :3] = syn.top_down_rotation()
     T_ee[:3, 3] = [0.32 + 0.05 * rng.standard_normal(), 0.03 * rng.standard_normal(), 0.12]
     K = np.array([[300.0, 0, 160.0], [0, 300.0, 120.0], [0, 0, 1.0]])
-    cams = [CameraObservation(image_rgb=rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), K=K,
-                              T_world_cam=syn.scene_camera_pose()),
-            CameraObservation(image_rgb=rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), K=K,
-                              T_world_cam=syn.wrist_camera_pose(T_ee[:3, 3]))]
+    cams = [
+        CameraObservation(
+            image_rgb=rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), K=K, T_world_cam=syn.scene_camera_pose()
+        ),
+        CameraObservation(
+            image_rgb=rng.integers(0, 255, (240, 320, 3), dtype=np.uint8),
+            K=K,
+            T_world_cam=syn.wrist_camera_pose(T_ee[:3, 3]),
+        ),
+    ]
     past = T_ee[:3, 3] + 0.01 * rng.standard_normal((cfg.mv_past_n, 3))
     return cams, RobotState(T_world_ee=T_ee, gripper=0.7, past_positions_world=past)
 
@@ -65,8 +72,9 @@ def test_fast_path_gives_the_reference_outputs(name):
         lse_ref = torch.logsumexp(lr.float(), dim=-1)  # the normaliser the fast path accumulated chunk by chunk
         torch.testing.assert_close(fast.last_output.volume_lse, lse_ref, atol=1e-4, rtol=1e-5)
         # rviz voxels: the same probabilities; the same voxels except where near-equal probabilities swap places
-        np.testing.assert_allclose(np.sort(out_fast.top_voxels_prob), np.sort(out_ref.top_voxels_prob),
-                                   rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(
+            np.sort(out_fast.top_voxels_prob), np.sort(out_ref.top_voxels_prob), rtol=1e-4, atol=1e-7
+        )
         kth = out_ref.top_voxels_prob.min()
         clear = out_ref.top_voxels_prob > kth * (1 + 1e-3)  # not tied with the last one in
         ref_set = {tuple(np.round(x, 9)) for x in out_ref.top_voxels_world[clear]}
@@ -91,7 +99,8 @@ def _reference_volume(model, feat_maps, grid, q):
     """The reference path's voxel features (B, V, F) and masked logits (B, T, V), written out as in the paper."""
     feat = model.voxel_features(feat_maps, grid)
     logits = (torch.einsum("btf,bvf->btv", q, feat) * model.logit_log_scale.exp()).masked_fill(
-        ~grid.valid.unsqueeze(1), float("-inf"))
+        ~grid.valid.unsqueeze(1), float("-inf")
+    )
     return feat, logits
 
 
@@ -106,8 +115,15 @@ def test_any_chunking_gives_the_reference_features_logits_and_normaliser(bins_pe
     model, grid, feat_maps, q = _forward_parts(cfg)
     with torch.no_grad():
         ref_feat, ref_logits = _reference_volume(model, feat_maps, grid, q)  # (1, V, F), (1, T, V)
-        fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=bins_per_chunk * cfg.pred_size ** 2,
-                                   skip_invalid=skip_invalid, keep_voxel_feat=True)
+        fast = voxel_features_fast(
+            model,
+            feat_maps,
+            grid,
+            q,
+            chunk_voxels=bins_per_chunk * cfg.pred_size**2,
+            skip_invalid=skip_invalid,
+            keep_voxel_feat=True,
+        )
     assert 0 < int(grid.valid.sum()) < grid.valid.numel()  # the case has voxels to skip
     valid = grid.valid[0]
     torch.testing.assert_close(fast.voxel_feat[:, valid], ref_feat[:, valid], atol=1e-5, rtol=1e-4)
@@ -155,7 +171,7 @@ def test_block_plan_covers_every_valid_voxel_once_in_voxel_order(kind, chunk_vox
     assert starts == sorted(starts)
     for b in blocks:
         assert b.n_voxels <= max(chunk_voxels, b.col1 - b.col0)
-        assert valid[b.bin0:b.bin1, b.row0:b.row1, b.col0:b.col1].any()  # no box without a valid voxel
+        assert valid[b.bin0 : b.bin1, b.row0 : b.row1, b.col0 : b.col1].any()  # no box without a valid voxel
     if kind == "dense":
         assert sum(b.n_voxels for b in blocks) == Z * P * P
 
@@ -216,8 +232,9 @@ def test_compiled_backbone_gives_the_eager_outputs():
     for seed in range(2):
         cams, state = observation(cfg, seed)
         a, b = eager.predict(cams, state), compiled.predict(cams, state)
-        torch.testing.assert_close(compiled.last_output.volume_logits, eager.last_output.volume_logits,
-                                   atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(
+            compiled.last_output.volume_logits, eager.last_output.volume_logits, atol=1e-4, rtol=1e-4
+        )
         np.testing.assert_allclose(b.positions_world, a.positions_world, atol=1e-6)
 
 
@@ -231,7 +248,7 @@ def test_a_nan_logit_is_chosen_as_torch_argmax_chooses_it():
     feat_maps[0, 1, :, 9, 7] = float("nan")  # one wrist pixel: its voxels, and scene voxels sampling it
     with torch.no_grad():
         _, ref = _reference_volume(model, feat_maps, grid, q)
-        fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=cfg.pred_size ** 2)
+        fast = voxel_features_fast(model, feat_maps, grid, q, chunk_voxels=cfg.pred_size**2)
     assert torch.isnan(ref).any()
     assert torch.equal(fast.argmax, ref.argmax(dim=-1))
 
@@ -251,7 +268,7 @@ def test_fast_path_under_autocast_agrees_to_the_dtype_precision(dtype, mantissa_
         fast.predict(cams, state)
         lr, lf = ref.last_output.volume_logits[0].float(), fast.last_output.volume_logits[0].float()  # (T, V)
         valid = ref.last_output.voxel_valid[0]
-        tol = 4 * 2.0 ** -mantissa_bits * lr[:, valid].abs().max().item()
+        tol = 4 * 2.0**-mantissa_bits * lr[:, valid].abs().max().item()
         assert (lf[:, valid] - lr[:, valid]).abs().max().item() <= tol, (dtype, seed)
         c_ref, c_fast = ref.last_output.chosen_voxel[0], fast.last_output.chosen_voxel[0]
         for t in torch.nonzero(c_ref != c_fast).flatten().tolist():
@@ -294,8 +311,9 @@ def _camera_image(rng, H: int, W: int, kind: str) -> np.ndarray:
     step, where area weights matter most) and ``checker`` (2-pixel squares: every output pixel straddles edges)."""
     y, x = np.mgrid[:H, :W]
     if kind == "smooth":
-        img = np.stack([120 + 100 * np.sin(6 * x / max(H, W) + c) * np.cos(4 * y / max(H, W) - c)
-                        for c in range(3)], axis=-1) + rng.normal(0, 4, (H, W, 3))
+        img = np.stack(
+            [120 + 100 * np.sin(6 * x / max(H, W) + c) * np.cos(4 * y / max(H, W) - c) for c in range(3)], axis=-1
+        ) + rng.normal(0, 4, (H, W, 3))
     elif kind == "edge":
         img = np.repeat(np.where(x >= W * 0.37, 230.0, 20.0)[..., None], 3, axis=-1)
     else:
@@ -305,10 +323,29 @@ def _camera_image(rng, H: int, W: int, kind: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("kind", ["smooth", "edge", "checker"])
-@pytest.mark.parametrize("hw, size", [((480, 640), 64), ((720, 1280), 512), ((600, 800), 448), ((240, 320), 224),
-                                      ((128, 128), 64), ((40, 50), 64), ((100, 50), 64), ((64, 64), 64)],
-                         ids=["shrink_7.5", "shrink_1.4_2.5", "shrink_1.3_1.8", "shrink_1.07_1.4", "shrink_by_2",
-                              "enlarge", "mixed", "same_size"])
+@pytest.mark.parametrize(
+    "hw, size",
+    [
+        ((480, 640), 64),
+        ((720, 1280), 512),
+        ((600, 800), 448),
+        ((240, 320), 224),
+        ((128, 128), 64),
+        ((40, 50), 64),
+        ((100, 50), 64),
+        ((64, 64), 64),
+    ],
+    ids=[
+        "shrink_7.5",
+        "shrink_1.4_2.5",
+        "shrink_1.3_1.8",
+        "shrink_1.07_1.4",
+        "shrink_by_2",
+        "enlarge",
+        "mixed",
+        "same_size",
+    ],
+)
 def test_device_preprocessing_gives_the_host_pixels_to_a_grey_level(hw, size, kind):
     """``resize_on_device`` (uint8 up, area / bilinear on the device) against OpenCV on the host, the pixels training
     sees: identical at the model's size, else within one grey level (OpenCV's fixed-point weights round differently),
@@ -330,8 +367,7 @@ def test_area_weights_by_hand():
     """5 -> 2 pixels: output 0 covers [0, 2.5): pixels 0, 1 whole and half of 2; output 1 the rest."""
     from para_core.model.policy import area_weights
 
-    torch.testing.assert_close(area_weights(5, 2), torch.tensor([[0.4, 0.4, 0.2, 0.0, 0.0],
-                                                                 [0.0, 0.0, 0.2, 0.4, 0.4]]))
+    torch.testing.assert_close(area_weights(5, 2), torch.tensor([[0.4, 0.4, 0.2, 0.0, 0.0], [0.0, 0.0, 0.2, 0.4, 0.4]]))
 
 
 def test_device_preprocessing_policy_predicts_what_the_host_path_does():
@@ -351,5 +387,6 @@ def test_device_preprocessing_policy_predicts_what_the_host_path_does():
     voxel_m = (cfg.z_hi_m - cfg.z_lo_m) / cfg.n_height_bins
     same = host.last_output.chosen_voxel[0] == dev.last_output.chosen_voxel[0]
     assert same.float().mean() >= 0.75
-    np.testing.assert_allclose(out_b.positions_world[same.numpy()], out_a.positions_world[same.numpy()],
-                               atol=0.1 * voxel_m)
+    np.testing.assert_allclose(
+        out_b.positions_world[same.numpy()], out_a.positions_world[same.numpy()], atol=0.1 * voxel_m
+    )

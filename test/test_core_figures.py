@@ -1,4 +1,5 @@
 """para_core.eval.figures: projection vs cv2.projectPoints, drawing at the right pixels, response volume vs brute force."""
+
 import cv2
 import numpy as np
 import pytest
@@ -32,8 +33,9 @@ def test_points_behind_the_camera_are_not_projected_nor_drawn():
     uv, front = figures.project_points(np.array([[0, 0, -1.0], [0, 0, 1.0]]), K, T)
     assert front.tolist() == [False, True] and np.isnan(uv[0]).all()
     img = np.zeros((20, 40, 3), np.uint8)
-    out = figures.draw_path_overlay(img, K, T, [figures.Path3D(np.array([[0, 0, -1.0], [0.1, 0, -1.0]]),
-                                                               (255, 0, 0))], min_width=40)
+    out = figures.draw_path_overlay(
+        img, K, T, [figures.Path3D(np.array([[0, 0, -1.0], [0.1, 0, -1.0]]), (255, 0, 0))], min_width=40
+    )
     assert out.max() == 0
 
 
@@ -42,8 +44,9 @@ def test_overlay_draws_at_the_projected_pixel():
     T = np.eye(4)
     K = np.array([[50.0, 0, 20.5], [0, 50.0, 10.5], [0, 0, 1]])
     img = np.zeros((21, 41, 3), np.uint8)
-    out = figures.draw_path_overlay(img, K, T, [figures.Path3D(np.array([[0, 0, 1.0]]), (255, 0, 0))],
-                                    min_width=41)  # no upscaling: s = 1
+    out = figures.draw_path_overlay(
+        img, K, T, [figures.Path3D(np.array([[0, 0, 1.0]]), (255, 0, 0))], min_width=41
+    )  # no upscaling: s = 1
     assert out.shape == img.shape
     assert tuple(out[10, 20]) == (255, 0, 0)
     # The disc is symmetric about that pixel centre: its red mass has its centroid there.
@@ -52,8 +55,7 @@ def test_overlay_draws_at_the_projected_pixel():
     assert np.average(cols, weights=w) == pytest.approx(20.0, abs=0.05)
     assert np.average(rows, weights=w) == pytest.approx(10.0, abs=0.05)
     # Upscaled x4 (min_width): K scales exactly, the point lands at (82, 42) -> pixel centre (81.5, 41.5).
-    big = figures.draw_path_overlay(img, K, T, [figures.Path3D(np.array([[0, 0, 1.0]]), (255, 0, 0))],
-                                    min_width=160)
+    big = figures.draw_path_overlay(img, K, T, [figures.Path3D(np.array([[0, 0, 1.0]]), (255, 0, 0))], min_width=160)
     assert big.shape == (84, 164, 3)
     rows, cols = np.nonzero(big[..., 0] > 0)
     w = big[rows, cols, 0].astype(float)
@@ -100,15 +102,21 @@ def test_response_volume_data_matches_brute_force_and_geometry(tmp_path):
     best = int(logits.argmax())
     N, Z, P = cfg.n_views, cfg.n_height_bins, cfg.pred_size
     # Brute force: find the (view, bin, row, col) whose flat index is the argmax.
-    found = [(n, z, r, c) for n in range(N) for z in range(Z) for r in range(P) for c in range(P)
-             if ((n * Z + z) * P + r) * P + c == best]
+    found = [
+        (n, z, r, c)
+        for n in range(N)
+        for z in range(Z)
+        for r in range(P)
+        for c in range(P)
+        if ((n * Z + z) * P + r) * P + c == best
+    ]
     assert data.argmax == found[0]
     probs = torch.softmax(logits, 0).numpy()
     assert data.argmax_prob == pytest.approx(float(probs.max()), rel=1e-5)
     n, z, r, c = data.argmax
     assert data.view == n
     assert data.probs[z, r, c] == pytest.approx(float(probs.max()), rel=1e-5)
-    assert data.probs.sum() == pytest.approx(probs[n * Z * P * P:(n + 1) * Z * P * P].sum(), rel=1e-5)
+    assert data.probs.sum() == pytest.approx(probs[n * Z * P * P : (n + 1) * Z * P * P].sum(), rel=1e-5)
     # Geometry: the argmax voxel lies on the ray of its grid pixel's centre at its bin height.
     uv, _ = figures.project_points(data.argmax_xyz[None], data.K_pred, inputs.T_world_cam[0, n].double().numpy())
     np.testing.assert_allclose(uv[0], [c + 0.5, r + 0.5], atol=1e-3)

@@ -1,12 +1,21 @@
 """Geometry against independent references: cv2.projectPoints, cv2.resize's pixel grid, hand-computed numbers."""
+
 import cv2
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from para_core.model.geometry import (adaptive_z_range, crop_intrinsics, look_at, pixel_centres, project,
-                                resize_intrinsics, scale_intrinsics, unproject_to_height)
+from para_core.model.geometry import (
+    adaptive_z_range,
+    crop_intrinsics,
+    look_at,
+    pixel_centres,
+    project,
+    resize_intrinsics,
+    scale_intrinsics,
+    unproject_to_height,
+)
 
 
 def _cameras():
@@ -17,13 +26,23 @@ def _cameras():
     K = np.array([[600.0, 0, 320.0], [0, 610.0, 240.0], [0, 0, 1]])
     cams.append(("scene_oblique", K, look_at(torch.tensor([0.3, -0.6, 0.9]), torch.tensor([0.3, 0.0, 0.0]))))
     Kw = np.array([[420.0, 0, 212.3], [0, 420.0, 119.7], [0, 0, 1]])
-    cams.append(("wrist_down", Kw, look_at(torch.tensor([0.35, 0.05, 0.2]), torch.tensor([0.37, 0.04, 0.0]),
-                                           up=torch.tensor([1.0, 0.0, 0.0]))))
+    cams.append(
+        (
+            "wrist_down",
+            Kw,
+            look_at(torch.tensor([0.35, 0.05, 0.2]), torch.tensor([0.37, 0.04, 0.0]), up=torch.tensor([1.0, 0.0, 0.0])),
+        )
+    )
     for i in range(4):
         eye = torch.tensor([rng.uniform(-0.5, 0.8), rng.uniform(-0.8, 0.8), rng.uniform(0.3, 1.5)])
         tgt = torch.tensor([rng.uniform(0.1, 0.5), rng.uniform(-0.2, 0.2), 0.0])
-        Kr = np.array([[rng.uniform(200, 900), 0, rng.uniform(100, 400)],
-                       [0, rng.uniform(200, 900), rng.uniform(100, 300)], [0, 0, 1]])
+        Kr = np.array(
+            [
+                [rng.uniform(200, 900), 0, rng.uniform(100, 400)],
+                [0, rng.uniform(200, 900), rng.uniform(100, 300)],
+                [0, 0, 1],
+            ]
+        )
         cams.append((f"random{i}", Kr, look_at(eye, tgt)))
     return [(n, torch.tensor(K, dtype=torch.float64), T.double()) for n, K, T in cams]
 
@@ -108,8 +127,9 @@ def test_resize_intrinsics_matches_cv2_resize_pixel_grid():
     assert np.abs(v2[inner] - centres[..., 1][inner] / sy).max() < 1e-4
     K = torch.tensor([[500.0, 0, 31.0], [0, 510.0, 23.0], [0, 0, 1]], dtype=torch.float64)
     K2 = resize_intrinsics(K, (H, W), (H2, W2))
-    assert torch.allclose(K2, torch.tensor([[500 * sx, 0, 31 * sx], [0, 510 * sy, 23 * sy], [0, 0, 1]],
-                                           dtype=torch.float64))
+    assert torch.allclose(
+        K2, torch.tensor([[500 * sx, 0, 31 * sx], [0, 510 * sy, 23 * sy], [0, 0, 1]], dtype=torch.float64)
+    )
     assert torch.allclose(scale_intrinsics(K, sx, sy), K2)
     Kc = crop_intrinsics(K, 10, 5)
     assert Kc[0, 2] == 21.0 and Kc[1, 2] == 18.0 and Kc[0, 0] == 500.0

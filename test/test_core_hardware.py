@@ -3,6 +3,7 @@
 The allocator change is process-wide, so it is tested in fresh interpreters, against the kernel's own count of page
 faults (getrusage), and ``Policy`` is checked to apply it on a CPU and to leave it alone when told.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -17,12 +18,15 @@ from para_core.model import hardware
 from para_core.model.config import DTYPES, INFERENCE_DTYPES
 
 
-@pytest.mark.parametrize("flags, expected", [
-    (frozenset({"avx2", "avx512f", "avx512_bf16"}), "bf16"),  # Zen 4/5, Cooper Lake: bf16 dot products
-    (frozenset({"avx512f", "amx_bf16", "amx_tile"}), "bf16"),  # Sapphire Rapids: AMX
-    (frozenset({"avx2", "avx512f", "avx512_vnni"}), "fp32"),  # Cascade Lake: bf16 only emulated, slower than fp32
-    (frozenset(), "fp32"),  # flags unknown (not Linux): the safe choice
-])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (frozenset({"avx2", "avx512f", "avx512_bf16"}), "bf16"),  # Zen 4/5, Cooper Lake: bf16 dot products
+        (frozenset({"avx512f", "amx_bf16", "amx_tile"}), "bf16"),  # Sapphire Rapids: AMX
+        (frozenset({"avx2", "avx512f", "avx512_vnni"}), "fp32"),  # Cascade Lake: bf16 only emulated, slower than fp32
+        (frozenset(), "fp32"),  # flags unknown (not Linux): the safe choice
+    ],
+)
 def test_auto_on_a_cpu_is_bf16_only_with_bf16_instructions(flags, expected):
     assert hardware.resolve_inference_dtype("auto", torch.device("cpu"), flags=flags) == expected
 
@@ -77,8 +81,13 @@ _FAULTS_SCRIPT = textwrap.dedent("""
 
 
 def _faults_of_last_rounds(setup: str) -> int:
-    out = subprocess.run([sys.executable, "-c", _FAULTS_SCRIPT.format(setup=setup)], capture_output=True, text=True,
-                         timeout=600, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _FAULTS_SCRIPT.format(setup=setup)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     return int(out.stdout.split()[-1])
 
 
@@ -93,14 +102,18 @@ def test_keep_freed_memory_ends_the_page_faults_of_repeated_large_allocations():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_policy_keeps_freed_memory_on_a_cpu_unless_told_not_to():
-    on = _faults_of_last_rounds("from para_core.model.config import V4Config\n"
-                               "from para_core.model.policy import Policy\n"
-                               "p = Policy.random_init(V4Config.tiny(), device='cpu')\n"
-                               "assert 'keeps freed memory' in p.allocator, p.allocator")
-    off = _faults_of_last_rounds("from para_core.model.config import V4Config\n"
-                                "from para_core.model.policy import Policy\n"
-                                "p = Policy.random_init(V4Config.tiny(), device='cpu', keep_freed_memory=False)\n"
-                                "assert p.allocator == 'unchanged', p.allocator")
+    on = _faults_of_last_rounds(
+        "from para_core.model.config import V4Config\n"
+        "from para_core.model.policy import Policy\n"
+        "p = Policy.random_init(V4Config.tiny(), device='cpu')\n"
+        "assert 'keeps freed memory' in p.allocator, p.allocator"
+    )
+    off = _faults_of_last_rounds(
+        "from para_core.model.config import V4Config\n"
+        "from para_core.model.policy import Policy\n"
+        "p = Policy.random_init(V4Config.tiny(), device='cpu', keep_freed_memory=False)\n"
+        "assert p.allocator == 'unchanged', p.allocator"
+    )
     assert on < 500 < 15000 < off, (on, off)
 
 

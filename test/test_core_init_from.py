@@ -1,6 +1,7 @@
 """``para-train --init-from``: a new run starts from a checkpoint's weights (tensors equal) with a new schedule
 (iteration 0, an empty optimizer, the warm-up again); a checkpoint of another kind, preset, camera set or
 architecture is refused, naming the mismatch, before anything is written."""
+
 import json
 
 import numpy as np
@@ -31,8 +32,17 @@ def episodes(tmp_path_factory):
 
 
 def quick(**kw) -> TrainConfig:
-    base = dict(device="cpu", num_workers=0, log_interval=1, eval_interval=0, ckpt_interval=0, keep_checkpoints=1,
-                val_fraction=0.0, progress=False, tensorboard=False)
+    base = dict(
+        device="cpu",
+        num_workers=0,
+        log_interval=1,
+        eval_interval=0,
+        ckpt_interval=0,
+        keep_checkpoints=1,
+        val_fraction=0.0,
+        progress=False,
+        tensorboard=False,
+    )
     return TrainConfig(**{**base, **kw})
 
 
@@ -69,21 +79,28 @@ def test_init_from_loads_the_weights_and_starts_a_new_schedule(tmp_path, episode
     run = json.loads((tmp_path / "ft" / "run.json").read_text())
     assert run["train_config"]["init_from"] == str(path)
     # resuming the fine-tune continues its own schedule and weights (the source is not loaded again)
-    resumed = Trainer(tune.replace(max_iters=4), TrainConfig.from_dict(run["train_config"]), [], tmp_path / "ft",
-                      resume=True)
+    resumed = Trainer(
+        tune.replace(max_iters=4), TrainConfig.from_dict(run["train_config"]), [], tmp_path / "ft", resume=True
+    )
     assert resumed.iteration == 3
     for k, v in t.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[k], v), k
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"name": "pick_place"}, r"trained with preset 'tiny', this run uses 'pick_place': pass --preset tiny"),
-    ({"view_names": ("front", "wrist")}, r"trained on cameras \['scene', 'wrist'\], this run's data has "
-                                         r"\['front', 'wrist'\]"),
-    ({"view_names": ("scene",)}, r"cameras \['scene', 'wrist'\]"),
-    ({"feat_dim": 8}, r"another architecture than this run \(feat_dim: checkpoint 16 vs run 8\)"),
-    ({"model_kind": "coord_regression"}, r"holds a 'para_v4' model, this run trains 'coord_regression'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"name": "pick_place"}, r"trained with preset 'tiny', this run uses 'pick_place': pass --preset tiny"),
+        (
+            {"view_names": ("front", "wrist")},
+            r"trained on cameras \['scene', 'wrist'\], this run's data has "
+            r"\['front', 'wrist'\]",
+        ),
+        ({"view_names": ("scene",)}, r"cameras \['scene', 'wrist'\]"),
+        ({"feat_dim": 8}, r"another architecture than this run \(feat_dim: checkpoint 16 vs run 8\)"),
+        ({"model_kind": "coord_regression"}, r"holds a 'para_v4' model, this run trains 'coord_regression'"),
+    ],
+)
 def test_init_from_refuses_another_model_naming_the_mismatch(tmp_path, episodes, source, change, message):
     path, cfg = source
     with pytest.raises(ValueError, match=message):
@@ -106,8 +123,24 @@ def test_init_from_refuses_a_missing_or_damaged_checkpoint(tmp_path, episodes, s
 
 def test_cli_init_from(tmp_path, episodes, source, capsys):
     path, _ = source
-    base = ["--data", str(episodes[0].parent), "--out", str(tmp_path / "run"), "--max-iters", "1", "--batch-size",
-            "2", "--val-fraction", "0", "--num-workers", "0", "--no-progress", "--no-tensorboard", "--device", "cpu"]
+    base = [
+        "--data",
+        str(episodes[0].parent),
+        "--out",
+        str(tmp_path / "run"),
+        "--max-iters",
+        "1",
+        "--batch-size",
+        "2",
+        "--val-fraction",
+        "0",
+        "--num-workers",
+        "0",
+        "--no-progress",
+        "--no-tensorboard",
+        "--device",
+        "cpu",
+    ]
     assert cli_main(base + ["--preset", "pick_place", "--init-from", str(path)]) == 2
     assert "trained with preset 'tiny', this run uses 'pick_place'" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()

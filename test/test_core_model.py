@@ -1,6 +1,7 @@
 """The v4 model: fused voxel features vs a plain Python loop, paper-config facts, loss baselines, gradients, overfit,
 fp32 sampling under bf16 autocast, the head's voxel in training and inference, the MLP structure of PARA v4 and the
 query's inputs (these last tests each fail for a one-line mutation of the model that the others let through)."""
+
 import dataclasses
 import math
 
@@ -83,8 +84,7 @@ def test_fused_voxel_feature_matches_python_loop(height_encoding):
         if height_encoding == "sincos":
             zn = (z - cfg.z_lo_m) / (cfg.z_hi_m - cfg.z_lo_m)
             octs = range(cfg.height_enc_dim // 2)
-            parts.append([math.sin(2 ** o * math.pi * zn) for o in octs] + [math.cos(2 ** o * math.pi * zn)
-                                                                             for o in octs])
+            parts.append([math.sin(2**o * math.pi * zn) for o in octs] + [math.cos(2**o * math.pi * zn) for o in octs])
         else:
             parts.append(model.height_emb.weight[k * Z + i].detach().double().numpy())
         ref = _mlp_by_hand(model.voxel_mlp, np.concatenate([np.asarray(p, dtype=np.float64) for p in parts]))
@@ -97,8 +97,9 @@ def test_fused_voxel_feature_matches_python_loop(height_encoding):
     assert seen_single >= 2 and seen_both >= 2, (seen_single, seen_both)
     # logits: scale * q . f, -inf at invalid voxels
     q = out.query[0]
-    assert torch.allclose(out.volume_logits[0][:, valid], (q @ out.voxel_feat[0].T)[:, valid]
-                          * model.logit_log_scale.exp(), atol=1e-5)
+    assert torch.allclose(
+        out.volume_logits[0][:, valid], (q @ out.voxel_feat[0].T)[:, valid] * model.logit_log_scale.exp(), atol=1e-5
+    )
     assert torch.isinf(out.volume_logits[0][:, ~valid]).all()
 
 
@@ -134,7 +135,7 @@ def test_uniform_logits_give_documented_baseline():
     assert abs(uniform_voxel_ce_baseline(V) - 13.8629) < 1e-4
     assert abs(seed_joint_baseline(V, 32) - 17.3287) < 1e-4
     # masked voxels: uniform over the valid ones only
-    logits[:, :, V // 2:] = float("-inf")
+    logits[:, :, V // 2 :] = float("-inf")
     mean, _ = volume_ce(logits, torch.tensor([[[5, 0], [17, 0]]]), w)
     assert abs(mean.item() - math.log(V // 2)) < 1e-4
 
@@ -144,11 +145,12 @@ def test_soft_target_ce_by_hand():
     idx = torch.tensor([[[1, 2]]])
     w = torch.tensor([[[0.5, 0.5]]])
     mean, _ = volume_ce(logits, idx, w)
-    lse = math.log(1 + math.e + math.e ** 2)
+    lse = math.log(1 + math.e + math.e**2)
     assert abs(mean.item() - (lse - 0.5 * 1.0 - 0.5 * 2.0)) < 1e-6
     # steps with no visible target are skipped
-    mean, per = volume_ce(logits.expand(1, 2, 4), torch.tensor([[[1, 2], [0, 0]]]),
-                          torch.tensor([[[0.5, 0.5], [0.0, 0.0]]]))
+    mean, per = volume_ce(
+        logits.expand(1, 2, 4), torch.tensor([[[1, 2], [0, 0]]]), torch.tensor([[[0.5, 0.5], [0.0, 0.0]]])
+    )
     assert per[0, 1] == 0 and abs(mean.item() - (lse - 1.5)) < 1e-6
 
 
@@ -169,8 +171,9 @@ def test_gradients_reach_every_parameter_and_lr_groups():
     assert (tgt.teacher_voxel >= 0).all()
     out = model(inp, tgt)
     out.losses["loss"].backward()
-    no_grad = [n for n, p in model.named_parameters()
-               if p.requires_grad and (p.grad is None or p.grad.abs().sum() == 0)]
+    no_grad = [
+        n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or p.grad.abs().sum() == 0)
+    ]
     assert no_grad == []
     groups = {g["name"]: g for g in model.param_groups()}
     assert groups["backbone"]["lr"] == pytest.approx(cfg.lr * cfg.backbone_lr_mult)
@@ -199,8 +202,11 @@ def test_tiny_model_overfits_one_sample():
         opt.step()
         losses.append(out.losses["loss"].item())
     assert losses[-1] < 0.1 * losses[0], (losses[0], losses[-1])
-    moved = [not torch.equal(a, b) for a, b, p in zip(bb_before, model.backbone.parameters(),
-                                                       model.backbone.parameters()) if p.requires_grad]
+    moved = [
+        not torch.equal(a, b)
+        for a, b, p in zip(bb_before, model.backbone.parameters(), model.backbone.parameters())
+        if p.requires_grad
+    ]
     assert all(moved)
     model.eval()
     with torch.no_grad():
@@ -254,7 +260,7 @@ def test_sampling_positions_stay_fp32_under_bf16_autocast():
     bf16 output rounding, and the test checks that quantised positions would be told apart from it."""
     import torch.nn.functional as Fn
 
-    from para_core.model.geometry import uv_to_grid_sample, unproject_to_height
+    from para_core.model.geometry import unproject_to_height, uv_to_grid_sample
     from para_core.model.voxels import build_voxel_grid
 
     torch.manual_seed(0)
@@ -265,8 +271,10 @@ def test_sampling_positions_stay_fp32_under_bf16_autocast():
     P, F = cfg.pred_size, cfg.feat_dim
     # Scene-view pixel positions whose grid coordinates 2u/P - 1 are not bf16 numbers (|x| in [0.25, 1): steps of
     # 1/32 .. 1/16 of a unit, i.e. 1/16 .. 1/8 pixel).
-    uv = torch.tensor([[40.3, 50.7], [12.345, 21.9], [58.91, 5.43], [33.33, 44.44], [7.77, 60.06], [47.123, 29.87]],
-                      dtype=torch.float64)
+    uv = torch.tensor(
+        [[40.3, 50.7], [12.345, 21.9], [58.91, 5.43], [33.33, 44.44], [7.77, 60.06], [47.123, 29.87]],
+        dtype=torch.float64,
+    )
     xyz, front = unproject_to_height(uv, 0.05, grid.K_pred[0, 0].double(), grid.T_world_cam[0, 0].double())
     assert front.all()
     xyz = xyz.float().unsqueeze(0)  # (1, n, 3)
@@ -276,13 +284,15 @@ def test_sampling_positions_stay_fp32_under_bf16_autocast():
     assert (amp[0, :, F] == 1).all()  # visible in the scene view
     got = amp[0, :, :F].float()  # (n, F) scene-view features
     g = uv_to_grid_sample(uv, P, P).float().view(1, -1, 1, 2)  # (1, n, 1, 2) exact positions, fp32
-    ref = Fn.grid_sample(fm[:, 0].float(), g, mode="bilinear", padding_mode="border",
-                         align_corners=False)[0, :, :, 0].T  # (n, F)
-    tol = ref.abs() * 2.0 ** -8 + 1e-4  # bf16 rounding of the sampled value (+ the uv -> xyz -> uv round trip)
+    ref = Fn.grid_sample(fm[:, 0].float(), g, mode="bilinear", padding_mode="border", align_corners=False)[
+        0, :, :, 0
+    ].T  # (n, F)
+    tol = ref.abs() * 2.0**-8 + 1e-4  # bf16 rounding of the sampled value (+ the uv -> xyz -> uv round trip)
     assert ((got - ref).abs() <= tol).all(), (got - ref).abs().max()
     # the quantised positions the old code sampled at would fail the same tolerance at every point
-    quant = Fn.grid_sample(fm[:, 0].float(), g.bfloat16().float(), mode="bilinear", padding_mode="border",
-                           align_corners=False)[0, :, :, 0].T  # (n, F)
+    quant = Fn.grid_sample(
+        fm[:, 0].float(), g.bfloat16().float(), mode="bilinear", padding_mode="border", align_corners=False
+    )[0, :, :, 0].T  # (n, F)
     assert ((quant - ref).abs() > tol).any(dim=-1).all()
 
 
@@ -296,7 +306,7 @@ def test_training_head_voxel_rule_by_hand():
     V = 10
     logits = torch.zeros(1, 6, V)
     index = torch.tensor([[[2, 7], [2, 7], [0, 7], [0, 0], [2, 7], [4, 6]]])  # (1, 6, N = 2)
-    weight = torch.tensor([[[.5, .5], [.5, .5], [0., 1.], [0., 0.], [.5, .5], [0., 1.]]])
+    weight = torch.tensor([[[0.5, 0.5], [0.5, 0.5], [0.0, 1.0], [0.0, 0.0], [0.5, 0.5], [0.0, 1.0]]])
     logits[0, 0, 2], logits[0, 0, 7] = 1.0, 3.0  # both views see it, the second view's voxel scores higher
     logits[0, 1, 2], logits[0, 1, 7] = 5.0, 3.0  # the first view's voxel scores higher
     logits[0, 2, 0], logits[0, 2, 7] = 100.0, 1.0  # only the second view sees it; voxel 0 is no GT voxel
@@ -304,8 +314,14 @@ def test_training_head_voxel_rule_by_hand():
     logits[0, 4, 2] = logits[0, 4, 7] = 2.0  # tie: the earlier view
     logits[0, 5, 4], logits[0, 5, 6] = 1.0, ninf  # the only GT voxel is masked in the model's grid: still it
     zeros = torch.zeros(1, 6, dtype=torch.long)
-    tgt = V4Targets(voxel_index=index, voxel_weight=weight, teacher_voxel=zeros, gripper_bin=zeros,
-                    rotation_bins=zeros.unsqueeze(-1).expand(-1, -1, 3), positions_world=torch.zeros(1, 6, 3))
+    tgt = V4Targets(
+        voxel_index=index,
+        voxel_weight=weight,
+        teacher_voxel=zeros,
+        gripper_bin=zeros,
+        rotation_bins=zeros.unsqueeze(-1).expand(-1, -1, 3),
+        positions_world=torch.zeros(1, 6, 3),
+    )
     chosen = training_head_voxel(logits, tgt, logits.argmax(-1))
     assert chosen.tolist() == [[7, 2, 7, 9, 2, 6]]
 
@@ -415,12 +431,11 @@ def test_queries_by_hand():
     hi = np.array([cfg.workspace_x_m[1], cfg.workspace_y_m[1], cfg.z_hi_m])
     R_rel = Rotation.from_quat(cfg.rotation_ref_quat_xyzw).as_matrix().T @ T_ee[:3, :3]
     past = (inp.past_positions_world[0].double().numpy() - pos) / 0.1  # (mv_past_n, 3)
-    state = np.concatenate([2 * (pos - lo) / (hi - lo) - 1, R_rel[:, 0], R_rel[:, 1], [2 * 0.3 - 1],
-                            past.reshape(-1)])
+    state = np.concatenate([2 * (pos - lo) / (hi - lo) - 1, R_rel[:, 0], R_rel[:, 1], [2 * 0.3 - 1], past.reshape(-1)])
     assert np.abs(past).max() > 0.1  # non-trivial past features
     x = np.concatenate([state, cls[0].double().numpy().reshape(-1)])
     g = _gelu(_mlp_by_hand(model.global_mlp, x))
-    ref = (model.q_head.weight.detach().double().numpy() @ g + model.q_head.bias.detach().double().numpy())
+    ref = model.q_head.weight.detach().double().numpy() @ g + model.q_head.bias.detach().double().numpy()
     assert np.abs(q - ref.reshape(cfg.n_window, cfg.feat_dim)).max() < 1e-5
 
 
@@ -451,8 +466,9 @@ def test_every_query_input_moves_the_queries():
         from scipy.spatial.transform import Rotation
 
         T_ee = inp.T_world_ee.clone()
-        T_ee[0, :3, :3] = T_ee[0, :3, :3] @ torch.tensor(Rotation.from_rotvec([0, 0, 0.3]).as_matrix(),
-                                                          dtype=torch.float32)
+        T_ee[0, :3, :3] = T_ee[0, :3, :3] @ torch.tensor(
+            Rotation.from_rotvec([0, 0, 0.3]).as_matrix(), dtype=torch.float32
+        )
         assert moved(T_world_ee=T_ee), "EE orientation"
         assert moved(gripper=torch.full_like(inp.gripper, 0.9)), "gripper"
         for i in range(cfg.mv_past_n):

@@ -1,4 +1,5 @@
 """Policy: the contract API (random_init / from_checkpoint / predict), preprocessing, input validation."""
+
 import numpy as np
 import pytest
 import torch
@@ -15,10 +16,14 @@ def _obs(cfg, scene_hw=(480, 640), wrist_hw=(240, 320), seed=0):
     rng = np.random.default_rng(seed)
     (Hs, Ws), (Hw, Ww) = scene_hw, wrist_hw
     ee = np.array([0.3, 0.0, 0.2])
-    cams = [CameraObservation(syn.random_image(rng, Hs, Ws), syn.intrinsics_from_fovy(Ws, Hs, 60.0),
-                              syn.scene_camera_pose()),
-            CameraObservation(syn.random_image(rng, Hw, Ww), syn.intrinsics_from_fovy(Ww, Hw, 80.0),
-                              syn.wrist_camera_pose(ee))]
+    cams = [
+        CameraObservation(
+            syn.random_image(rng, Hs, Ws), syn.intrinsics_from_fovy(Ws, Hs, 60.0), syn.scene_camera_pose()
+        ),
+        CameraObservation(
+            syn.random_image(rng, Hw, Ww), syn.intrinsics_from_fovy(Ww, Hw, 80.0), syn.wrist_camera_pose(ee)
+        ),
+    ]
     T = np.eye(4)
     T[:3, :3] = syn.top_down_rotation()
     T[:3, 3] = ee
@@ -63,16 +68,19 @@ def test_preprocess_rescales_intrinsics_exactly():
     # ImageNet normalisation: a uniform grey image maps to (0.5 - mean) / std
     grey = [CameraObservation(np.full((32, 48, 3), 128, np.uint8), c.K, c.T_world_cam) for c in cams]
     x = pol.preprocess(grey, state).images[0, 0, :, 5, 5]
-    np.testing.assert_allclose(x.numpy(), (128 / 255 - np.array([0.485, 0.456, 0.406])) / [0.229, 0.224, 0.225],
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        x.numpy(), (128 / 255 - np.array([0.485, 0.456, 0.406])) / [0.229, 0.224, 0.225], rtol=1e-5
+    )
 
 
 def test_same_scene_at_two_resolutions_gives_same_voxel_grid():
     cfg = V4Config.tiny()
     pol = Policy.random_init(cfg, device="cpu")
     cams, state = _obs(cfg, scene_hw=(128, 128), wrist_hw=(64, 64))
-    big = [CameraObservation(np.repeat(np.repeat(c.image_rgb, 2, 0), 2, 1), np.diag([2.0, 2.0, 1.0]) @ c.K,
-                             c.T_world_cam) for c in cams]
+    big = [
+        CameraObservation(np.repeat(np.repeat(c.image_rgb, 2, 0), 2, 1), np.diag([2.0, 2.0, 1.0]) @ c.K, c.T_world_cam)
+        for c in cams
+    ]
     pol.predict(cams, state)
     xyz_small = pol.last_output.voxel_xyz.clone()
     pol.predict(big, state)
@@ -127,17 +135,20 @@ def _bad(cams, state, which):
     return cams, state
 
 
-@pytest.mark.parametrize("which,fragment", [
-    ("n_cams", "got 1 cameras; this policy needs 2"),
-    ("gray_image", "pass (H, W, 3) RGB"),
-    ("float_image", "dtype float32; pass uint8"),
-    ("nan_K", "finite (3, 3)"),
-    ("K_shape", "finite (3, 3)"),
-    ("inf_pose", "non-finite"),
-    ("scaled_pose", "not a rigid transform"),
-    ("past_shape", "pass finite (2, 3) positions"),
-    ("nan_gripper", "state.gripper"),
-])
+@pytest.mark.parametrize(
+    "which,fragment",
+    [
+        ("n_cams", "got 1 cameras; this policy needs 2"),
+        ("gray_image", "pass (H, W, 3) RGB"),
+        ("float_image", "dtype float32; pass uint8"),
+        ("nan_K", "finite (3, 3)"),
+        ("K_shape", "finite (3, 3)"),
+        ("inf_pose", "non-finite"),
+        ("scaled_pose", "not a rigid transform"),
+        ("past_shape", "pass finite (2, 3) positions"),
+        ("nan_gripper", "state.gripper"),
+    ],
+)
 def test_bad_inputs_raise_clear_errors(which, fragment):
     cfg = V4Config.tiny()
     pol = Policy.random_init(cfg, device="cpu")
@@ -152,8 +163,10 @@ def _predict_with_scene_camera_at(cfg, scene_z_m, policy=None):
     rng = np.random.default_rng(0)
     K = syn.intrinsics_from_fovy(32, 32, 60.0)
     scene = syn.scene_camera_pose(eye=(0.3, -0.55, scene_z_m))
-    cams = [CameraObservation(syn.random_image(rng, 32, 32), K, scene),
-            CameraObservation(syn.random_image(rng, 32, 32), K, syn.wrist_camera_pose())]
+    cams = [
+        CameraObservation(syn.random_image(rng, 32, 32), K, scene),
+        CameraObservation(syn.random_image(rng, 32, 32), K, syn.wrist_camera_pose()),
+    ]
     T_ee = np.eye(4)
     T_ee[:3, 3] = (0.3, 0.0, 0.15)
     policy.predict(cams, RobotState(T_ee, 1.0, np.tile(T_ee[:3, 3], (cfg.mv_past_n, 1))))
@@ -172,12 +185,15 @@ def test_scene_camera_below_the_height_range_is_warned_once():
         _predict_with_scene_camera_at(cfg, cfg.z_hi_m - 0.05, policy)  # once per policy, not at every frame
 
 
-@pytest.mark.parametrize("mode, margins_above_z_hi, clipped", [
-    ("adaptive", 0.5, True),    # above z_hi, within the margin: clipped (the old check missed it)
-    ("adaptive", 1.5, False),   # the whole range fits below the camera
-    ("fixed", 0.5, False),      # fixed mode never clips: the camera is above every bin
-    ("fixed", -2.0, True),      # ... but a camera below z_hi has bins above it
-])
+@pytest.mark.parametrize(
+    "mode, margins_above_z_hi, clipped",
+    [
+        ("adaptive", 0.5, True),  # above z_hi, within the margin: clipped (the old check missed it)
+        ("adaptive", 1.5, False),  # the whole range fits below the camera
+        ("fixed", 0.5, False),  # fixed mode never clips: the camera is above every bin
+        ("fixed", -2.0, True),  # ... but a camera below z_hi has bins above it
+    ],
+)
 def test_scene_camera_warning_fires_exactly_when_the_range_is_clipped(mode, margins_above_z_hi, clipped):
     import dataclasses
     import warnings
@@ -186,8 +202,15 @@ def test_scene_camera_warning_fires_exactly_when_the_range_is_clipped(mode, marg
 
     cfg = dataclasses.replace(V4Config.tiny(), z_range_mode=mode, cam_margin_m=0.05)
     cam_z = cfg.z_hi_m + margins_above_z_hi * cfg.cam_margin_m
-    z_hi_k, _ = adaptive_z_range(torch.tensor([cam_z], dtype=torch.float64), cfg.z_lo_m, cfg.z_hi_m,
-                                 cfg.cam_margin_m, cfg.n_height_bins, mode, cfg.min_z_span_m)
+    z_hi_k, _ = adaptive_z_range(
+        torch.tensor([cam_z], dtype=torch.float64),
+        cfg.z_lo_m,
+        cfg.z_hi_m,
+        cfg.cam_margin_m,
+        cfg.n_height_bins,
+        mode,
+        cfg.min_z_span_m,
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _predict_with_scene_camera_at(cfg, cam_z)

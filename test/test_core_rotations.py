@@ -1,5 +1,6 @@
 """para_core.model.rotations against scipy's Rotation / Slerp / mean and numpy's general inverse; and that the ROS adapters,
 the executor and the simulated rig use this one implementation."""
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,15 @@ from para_core.model import rotations as rot
 def hard_and_random_rotations(n, seed=0):
     rots = list(Rotation.random(n, random_state=seed))
     # The hard cases for matrix -> quaternion: identity, half turns about each axis and a diagonal, almost half.
-    for rotvec in ([0, 0, 0], [np.pi, 0, 0], [0, np.pi, 0], [0, 0, np.pi], np.pi * np.array([1, 1, 0]) / np.sqrt(2),
-                   [np.pi - 1e-7, 0, 0], [0, 0, -np.pi + 1e-9]):
+    for rotvec in (
+        [0, 0, 0],
+        [np.pi, 0, 0],
+        [0, np.pi, 0],
+        [0, 0, np.pi],
+        np.pi * np.array([1, 1, 0]) / np.sqrt(2),
+        [np.pi - 1e-7, 0, 0],
+        [0, 0, -np.pi + 1e-9],
+    ):
         rots.append(Rotation.from_rotvec(rotvec))
     return rots
 
@@ -76,8 +84,9 @@ def test_one_pair_slerp_is_the_batched_slerp():
     q1[:20] *= -1.0
     for i, angle_deg in enumerate(np.geomspace(1e-4, 10.0, 20)):  # small angles around the branch threshold
         axis = rng.normal(size=3)
-        q1[20 + i] = (Rotation.from_rotvec(np.radians(angle_deg) * axis / np.linalg.norm(axis))
-                      * Rotation.from_quat(q0[20 + i])).as_quat()
+        q1[20 + i] = (
+            Rotation.from_rotvec(np.radians(angle_deg) * axis / np.linalg.norm(axis)) * Rotation.from_quat(q0[20 + i])
+        ).as_quat()
     q1[40:] = -(Rotation.from_rotvec(rng.normal(scale=1e-3, size=(20, 3))) * Rotation.from_quat(q0[40:])).as_quat()
     fractions = rng.uniform(0.0, 1.0, size=60)
     batched = rot.quaternion_slerp_many(q0, q1, fractions)  # (60, 4)
@@ -87,8 +96,9 @@ def test_one_pair_slerp_is_the_batched_slerp():
 
 def test_make_matrix_by_hand_and_against_scipy():
     q = Rotation.from_euler("z", 90, degrees=True).as_quat()
-    np.testing.assert_allclose(rot.make_matrix([1.0, 2.0, 3.0], q),
-                               [[0, -1, 0, 1], [1, 0, 0, 2], [0, 0, 1, 3], [0, 0, 0, 1]], atol=1e-12)
+    np.testing.assert_allclose(
+        rot.make_matrix([1.0, 2.0, 3.0], q), [[0, -1, 0, 1], [1, 0, 0, 2], [0, 0, 1, 3], [0, 0, 0, 1]], atol=1e-12
+    )
     for r in Rotation.random(10, random_state=5):
         T = rot.make_matrix(np.array([[0.1, -0.2, 0.3]]), 2.0 * r.as_quat())  # any shape of 3; a non-unit quaternion
         np.testing.assert_allclose(T[:3, :3], r.as_matrix(), atol=1e-12)
@@ -128,20 +138,24 @@ def test_make_matrix_matrix_to_pose_and_invert_rigid():
         assert rot.check_rigid(T) is not None
 
 
-@pytest.mark.parametrize("bad, words", [
-    (np.eye(3), "shape"),
-    (np.diag([1.0, 1, 1, 2]), "last row"),
-    (np.diag([2.0, 1, 1, 1]), "rotation"),
-    (np.diag([-1.0, 1, 1, 1]), "det"),
-    (np.full((4, 4), np.nan), "non-finite"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (np.eye(3), "shape"),
+        (np.diag([1.0, 1, 1, 2]), "last row"),
+        (np.diag([2.0, 1, 1, 1]), "rotation"),
+        (np.diag([-1.0, 1, 1, 1]), "det"),
+        (np.full((4, 4), np.nan), "non-finite"),
+    ],
+)
 def test_non_rigid_matrices_are_refused(bad, words):
     with pytest.raises(ValueError, match=words):
         rot.check_rigid(bad, "T_world_cam")
 
 
-@pytest.mark.parametrize("bad, words", [([0, 0, 0, 0], "zero length"), ([np.nan, 0, 0, 1], "not finite"),
-                                        ([0, 0, 1], "3 values")])
+@pytest.mark.parametrize(
+    "bad, words", [([0, 0, 0, 0], "zero length"), ([np.nan, 0, 0, 1], "not finite"), ([0, 0, 1], "3 values")]
+)
 def test_bad_quaternions_are_refused_naming_the_value(bad, words):
     with pytest.raises(ValueError, match=words):
         rot.quaternion_to_matrix(bad)

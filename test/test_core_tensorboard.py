@@ -1,5 +1,6 @@
 """TensorBoard event files of para-train, read back with tensorboard's own event reader: the scalars of
 metrics.jsonl (losses by part, learning rates, validation errors per horizon step) and the validation overlays."""
+
 import numpy as np
 import pytest
 import torch
@@ -22,8 +23,17 @@ def episodes(tmp_path_factory):
 def _run(tmp_path, episodes, **kw):
     torch.set_num_threads(1)
     cfg = V4Config.tiny(max_iters=6, batch_size=2)
-    tc = TrainConfig(device="cpu", num_workers=0, log_interval=2, eval_interval=3, ckpt_interval=0,
-                     val_episodes=(str(episodes[-1]),), val_max_samples=4, progress=False, **kw)
+    tc = TrainConfig(
+        device="cpu",
+        num_workers=0,
+        log_interval=2,
+        eval_interval=3,
+        ckpt_interval=0,
+        val_episodes=(str(episodes[-1]),),
+        val_max_samples=4,
+        progress=False,
+        **kw,
+    )
     train(cfg, tc, episodes[:-1], tmp_path / "run")
     return cfg, tmp_path / "run"
 
@@ -33,9 +43,19 @@ def test_event_files_hold_the_metrics_scalars_and_overlays(tmp_path, episodes):
     acc = event_accumulator.EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0, "images": 0})
     acc.Reload()
     tags = acc.Tags()
-    for tag in ("train/loss", "train/voxel_ce", "train/gripper_ce", "train/rotation_ce", "train/lr",
-                "train/grad_norm", "lr/head", "lr/backbone", "val/pos_err_m", "val/voxel_ce",
-                *[f"val/pos_err_step{t}_m" for t in range(cfg.n_window)]):
+    for tag in (
+        "train/loss",
+        "train/voxel_ce",
+        "train/gripper_ce",
+        "train/rotation_ce",
+        "train/lr",
+        "train/grad_norm",
+        "lr/head",
+        "lr/backbone",
+        "val/pos_err_m",
+        "val/voxel_ce",
+        *[f"val/pos_err_step{t}_m" for t in range(cfg.n_window)],
+    ):
         assert tag in tags["scalars"], (tag, sorted(tags["scalars"]))
     rows = read_metrics(run / "metrics.jsonl")
     train_rows = [r for r in rows if r["split"] == "train"]

@@ -1,5 +1,6 @@
 """The trainer: validated config, schedule by hand, exact data-order replay, optimizer state through safetensors,
 learning on synthetic episodes, deployable checkpoints, resume at the right iteration, and the para-train CLI."""
+
 import json
 import math
 import subprocess
@@ -10,13 +11,21 @@ import pytest
 import torch
 
 from para_core.data import synthetic as syn
+from para_core.data.dataset import Episode, EpisodeDataset, make_batch
 from para_core.model.checkpoint import load_checkpoint
 from para_core.model.config import V4Config
-from para_core.data.dataset import Episode, EpisodeDataset, make_batch
 from para_core.model.policy import CameraObservation, Policy, RobotState
-from para_core.train.trainer import (ResumableBatchSampler, TrainConfig, Trainer, load_optimizer, lr_factor, read_metrics,
-                                save_optimizer, train)
 from para_core.train.cli import main as cli_main
+from para_core.train.trainer import (
+    ResumableBatchSampler,
+    TrainConfig,
+    Trainer,
+    load_optimizer,
+    lr_factor,
+    read_metrics,
+    save_optimizer,
+    train,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -36,18 +45,36 @@ def episodes(tmp_path_factory):
 
 
 def quick(**kw) -> TrainConfig:
-    base = dict(device="cpu", num_workers=0, log_interval=1, eval_interval=0, ckpt_interval=0, keep_checkpoints=1,
-                val_fraction=0.0, progress=False)
+    base = dict(
+        device="cpu",
+        num_workers=0,
+        log_interval=1,
+        eval_interval=0,
+        ckpt_interval=0,
+        keep_checkpoints=1,
+        val_fraction=0.0,
+        progress=False,
+    )
     base.update(kw)
     return TrainConfig(**base)
 
 
 # ------------------------------------------------------------------------------------------------ config, parts
-@pytest.mark.parametrize("field, value", [
-    ("amp_dtype", "fp8"), ("grad_clip_norm", -1.0), ("val_fraction", 1.0), ("num_workers", -1),
-    ("log_interval", 0), ("adam_betas", (0.9, 1.0)), ("device", "tpu:0"), ("augment", "yes"),
-    ("min_lr_ratio", 2.0), ("seed", 1.5),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("amp_dtype", "fp8"),
+        ("grad_clip_norm", -1.0),
+        ("val_fraction", 1.0),
+        ("num_workers", -1),
+        ("log_interval", 0),
+        ("adam_betas", (0.9, 1.0)),
+        ("device", "tpu:0"),
+        ("augment", "yes"),
+        ("min_lr_ratio", 2.0),
+        ("seed", 1.5),
+    ],
+)
 def test_train_config_rejects_bad_values_by_name(field, value):
     with pytest.raises(ValueError, match=f"TrainConfig.{field} = "):
         TrainConfig(**{field: value})
@@ -78,7 +105,7 @@ def test_resumable_sampler_replays_the_same_batches():
     it = iter(full)
     batches = [next(it) for _ in range(12)]  # 36 samples: 3.6 epochs
     for e in range(3):  # every epoch is a permutation of all samples
-        assert sorted(sum(batches, [])[10 * e:10 * (e + 1)]) == list(range(10))
+        assert sorted(sum(batches, [])[10 * e : 10 * (e + 1)]) == list(range(10))
     resumed = iter(ResumableBatchSampler(10, 3, seed=7, start_iter=5))
     assert [next(resumed) for _ in range(7)] == batches[5:]
     other = iter(ResumableBatchSampler(10, 3, seed=8))
@@ -100,8 +127,10 @@ def test_sampler_continues_the_stream_after_a_sample_count():
 def test_optimizer_state_round_trips_through_safetensors(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
-    groups = [{"params": model[0].parameters(), "lr": 1e-3, "name": "a"},
-              {"params": model[1].parameters(), "lr": 1e-4, "name": "b"}]
+    groups = [
+        {"params": model[0].parameters(), "lr": 1e-3, "name": "a"},
+        {"params": model[1].parameters(), "lr": 1e-4, "name": "b"},
+    ]
     opt = torch.optim.AdamW(groups, betas=(0.8, 0.95), weight_decay=0.01)
     for _ in range(3):
         opt.zero_grad()
@@ -109,8 +138,12 @@ def test_optimizer_state_round_trips_through_safetensors(tmp_path):
         opt.step()
     save_optimizer(opt, tmp_path, {"iteration": 3})
     assert not list(tmp_path.glob("*.pt")) and not list(tmp_path.glob("*.pkl"))
-    opt2 = torch.optim.AdamW([{"params": model[0].parameters(), "lr": 5.0, "name": "a"},
-                              {"params": model[1].parameters(), "lr": 5.0, "name": "b"}])
+    opt2 = torch.optim.AdamW(
+        [
+            {"params": model[0].parameters(), "lr": 5.0, "name": "a"},
+            {"params": model[1].parameters(), "lr": 5.0, "name": "b"},
+        ]
+    )
     extra = load_optimizer(opt2, tmp_path)
     assert extra["iteration"] == 3
     a, b = opt.state_dict(), opt2.state_dict()
@@ -158,10 +191,20 @@ def test_short_run_writes_a_checkpoint_the_policy_loads(tmp_path, episodes):
     result = train(cfg, quick(), episodes[:2], tmp_path / "run")
     assert result.iterations == 3
     run = tmp_path / "run"
-    assert sorted(p.name for p in run.iterdir()) == ["checkpoint", "checkpoints", "loss_curve.png", "metrics.jsonl",
-                                                     "run.json", "tensorboard", "train_state"]
-    assert sorted(p.name for p in (run / "train_state").iterdir()) == ["optimizer.safetensors", "rng.safetensors",
-                                                                      "state.json"]
+    assert sorted(p.name for p in run.iterdir()) == [
+        "checkpoint",
+        "checkpoints",
+        "loss_curve.png",
+        "metrics.jsonl",
+        "run.json",
+        "tensorboard",
+        "train_state",
+    ]
+    assert sorted(p.name for p in (run / "train_state").iterdir()) == [
+        "optimizer.safetensors",
+        "rng.safetensors",
+        "state.json",
+    ]
     model, loaded_cfg, meta = load_checkpoint(result.checkpoint_dir)
     assert loaded_cfg == cfg and meta["extra"]["iteration"] == 3
     policy = Policy.from_checkpoint(result.checkpoint_dir, device="cpu")
@@ -236,8 +279,9 @@ def test_a_crash_inside_save_never_pairs_new_weights_with_old_optimizer_state(tm
     """A crash while the iteration-4 save is being written leaves the iteration-2 pair intact, and resuming from it
     ends bit-identical to an uninterrupted run, with every iteration logged once. A crash after the save was fully
     written (while moving it into place) is completed on resume. A mismatched pair (older para_core) is refused."""
-    import para_core.train.trainer as training
     from safetensors.torch import load_file
+
+    import para_core.train.trainer as training
 
     cfg = V4Config.tiny(max_iters=4, batch_size=2, lr_schedule="constant", lr_warmup=2, lr=1e-3)
     tc = quick(ckpt_interval=2, keep_checkpoints=3)
@@ -324,8 +368,16 @@ def test_validation_reports_gripper_and_rotation_ce_at_the_argmax_voxel(tmp_path
     tc = quick(val_episodes=(str(episodes[-1]),), val_max_samples=4)
     t = Trainer(cfg, tc, episodes, tmp_path / "v4")
     metrics = t.evaluate()
-    assert {"loss", "voxel_ce", "gripper_ce", "rotation_ce", "pos_err_m", "pos_err_last_m", "gripper_ce_at_argmax",
-            "rotation_ce_at_argmax"} <= set(metrics)
+    assert {
+        "loss",
+        "voxel_ce",
+        "gripper_ce",
+        "rotation_ce",
+        "pos_err_m",
+        "pos_err_last_m",
+        "gripper_ce_at_argmax",
+        "rotation_ce_at_argmax",
+    } <= set(metrics)
     n = len(t.val_set)
     idx = np.unique(np.linspace(0, n - 1, 4).round().astype(int))  # the frames evaluate() picks: one batch of 4
     inputs, targets = make_batch(default_collate([t.val_set[int(i)] for i in idx]), cfg, "cpu")
@@ -350,8 +402,9 @@ def test_validation_reports_gripper_and_rotation_ce_at_the_argmax_voxel(tmp_path
 
 # ----------------------------------------------------------------------------------------------------------- CLI
 def test_cli_help():
-    out = subprocess.run([sys.executable, "-m", "para_core.train.cli", "--help"], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "para_core.train.cli", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     for flag in ("--data", "--preset", "--config", "--out", "--max-iters", "--batch-size", "--device", "--resume"):
         assert flag in out.stdout
@@ -360,8 +413,23 @@ def test_cli_help():
 def test_cli_trains_resumes_and_prints_how_to_deploy(tmp_path, episodes, capsys):
     (tmp_path / "model.yaml").write_text("feat_dim: 8\ntrain:\n  num_workers: 0\n  val_fraction: 0.0\n")
     out_dir = tmp_path / "runs" / "cli"
-    args = ["--data", str(episodes[0].parent), "--preset", "tiny", "--config", str(tmp_path / "model.yaml"),
-            "--out", str(out_dir), "--max-iters", "2", "--batch-size", "2", "--device", "cpu", "--no-progress"]
+    args = [
+        "--data",
+        str(episodes[0].parent),
+        "--preset",
+        "tiny",
+        "--config",
+        str(tmp_path / "model.yaml"),
+        "--out",
+        str(out_dir),
+        "--max-iters",
+        "2",
+        "--batch-size",
+        "2",
+        "--device",
+        "cpu",
+        "--no-progress",
+    ]
     assert cli_main(args + ["--print-config"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["model"]["feat_dim"] == 8 and printed["model"]["max_iters"] == 2
@@ -397,8 +465,17 @@ def test_bf16_autocast_and_worker_processes(tmp_path, episodes):
 def test_keep_freed_memory_is_a_validated_bool_the_cli_can_turn_off(tmp_path, episodes, capsys):
     with pytest.raises(ValueError, match="keep_freed_memory"):
         TrainConfig(keep_freed_memory="yes")
-    args = ["--data", str(episodes[0].parent), "--preset", "tiny", "--out", str(tmp_path / "run"), "--device", "cpu",
-            "--print-config"]
+    args = [
+        "--data",
+        str(episodes[0].parent),
+        "--preset",
+        "tiny",
+        "--out",
+        str(tmp_path / "run"),
+        "--device",
+        "cpu",
+        "--print-config",
+    ]
     assert cli_main(args) == 0
     assert json.loads(capsys.readouterr().out)["train"]["keep_freed_memory"] is True
     assert cli_main(args + ["--no-keep-freed-memory"]) == 0

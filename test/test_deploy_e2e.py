@@ -5,6 +5,7 @@ The launcher is started as a user would (its own process), stopped with SIGINT, 
 recording (every ``/joint_trajectory`` command and ``/joint_states`` message, read back with rosbags), its
 summary.json and the node pids. Limits are read here with plain yaml; FK is the i2rt SDK's own (test/executor_helpers).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from executor_helpers import ReferenceKinematics, load_limits
-from para_ros.dds_env import loopback_dds_env
 from test_deploy_launcher import pid_gone
+
+from para_ros.dds_env import loopback_dds_env
 
 REPO = Path(__file__).resolve().parent.parent
 ARM_JOINTS = [f"joint{i}" for i in range(1, 7)]
@@ -54,10 +55,26 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
     launcher = subprocess.Popen(
         # the untrained model without task resets: its wild chunks exercise the executor's limits (the shipped
         # policy and the task driver are covered by test_sim_record_eval.py's closed-loop test)
-        [sys.executable, "-m", "para_ros.commands.deploy", "--duration", "0", "--out", str(out), "--record-image-period", "1.0",
-         "--checkpoint", "none", "--no-task"],
-        env={**loopback_dds_env(), "MUJOCO_GL": "egl"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "para_ros.commands.deploy",
+            "--duration",
+            "0",
+            "--out",
+            str(out),
+            "--record-image-period",
+            "1.0",
+            "--checkpoint",
+            "none",
+            "--no-task",
+        ],
+        env={**loopback_dds_env(), "MUJOCO_GL": "egl"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+    )
     lines = []
     try:
         deadline = time.monotonic() + 240
@@ -131,9 +148,24 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
     # --- the recording holds both cameras, so it replays offline through a policy and scores the live chunks
     for mode in (["--random-preset", "tiny", "--max-frames", "6"], ["--recorded-chunks"]):
         eval_out = tmp_path / f"eval_{mode[0].strip('-')}"
-        result = subprocess.run([sys.executable, "-m", "para_ros.commands.bag", "eval", summary["recording"], *mode,
-                                 "--out", str(eval_out), "--quiet"], capture_output=True, text=True, timeout=300,
-                                env={**loopback_dds_env(), "MUJOCO_GL": "egl"}, cwd=REPO)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "para_ros.commands.bag",
+                "eval",
+                summary["recording"],
+                *mode,
+                "--out",
+                str(eval_out),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**loopback_dds_env(), "MUJOCO_GL": "egl"},
+            cwd=REPO,
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         metrics = json.loads((eval_out / "metrics.json").read_text())
         assert metrics["chunks_evaluated"] > 0, metrics

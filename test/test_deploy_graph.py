@@ -6,6 +6,7 @@ upstream classes it uses injected into ``sys.modules`` (same names and keyword a
 compared with the command lines ``para-deploy`` builds. The executable <-> module link is checked against setup.py's
 console_scripts (what ``ros2 run``/launch_ros would start).
 """
+
 from __future__ import annotations
 
 import ast
@@ -122,8 +123,13 @@ def describe_launch_node(node: Node) -> dict:
     files = [p for p in params if isinstance(p, str)]
     overrides = {p.name: p.value for p in params if isinstance(p, Parameter)}
     assert len(files) + len(overrides) == len(params), f"unexpected parameter entries {params}"
-    return {"name": node.kwargs["name"], "executable": node.kwargs["executable"], "package": node.kwargs["package"],
-            "params_files": [str(Path(f).resolve()) for f in files], "overrides": overrides}
+    return {
+        "name": node.kwargs["name"],
+        "executable": node.kwargs["executable"],
+        "package": node.kwargs["package"],
+        "params_files": [str(Path(f).resolve()) for f in files],
+        "overrides": overrides,
+    }
 
 
 def describe_command(cmd: list[str], executable_of_module: dict[str, str]) -> dict:
@@ -146,8 +152,13 @@ def describe_command(cmd: list[str], executable_of_module: dict[str, str]) -> di
         else:
             raise AssertionError(f"unexpected ROS argument {flag} {value} in {cmd}")
         i += 2
-    return {"name": name, "executable": executable_of_module[module], "package": "para_ros",
-            "params_files": files, "overrides": overrides}
+    return {
+        "name": name,
+        "executable": executable_of_module[module],
+        "package": "para_ros",
+        "params_files": files,
+        "overrides": overrides,
+    }
 
 
 def console_scripts() -> dict[str, str]:
@@ -166,31 +177,45 @@ SETTINGS = [
     {"backend": "sim"},
     {"backend": "i2rt"},
     {"backend": "topic"},
-    {"backend": "sim", "checkpoint": "/data/ckpt/para-v4", "device": "cuda:0", "dtype": "bf16",
-     "scene_image_topic": "/cam_a/image", "scene_info_topic": "/cam_a/info",
-     "wrist_image_topic": "/cam_b/image", "wrist_info_topic": "/cam_b/info"},
+    {
+        "backend": "sim",
+        "checkpoint": "/data/ckpt/para-v4",
+        "device": "cuda:0",
+        "dtype": "bf16",
+        "scene_image_topic": "/cam_a/image",
+        "scene_info_topic": "/cam_a/info",
+        "wrist_image_topic": "/cam_b/image",
+        "wrist_info_topic": "/cam_b/info",
+    },
     {"backend": "i2rt", "checkpoint": "123", "device": "cpu"},  # a numeric-looking path must stay a string
     {"backend": "sim", "fast_path": "true", "compile_mode": "reduce-overhead"},
     {"backend": "i2rt", "fast_path": "false"},
     {"backend": "sim", "fast_path": "true", "dtype": "auto"},  # the fastest precision of the device
-    {"backend": "topic", "joint_trajectory_topic": "/arm_controller/joint_trajectory",
-     "arm_joint_names": "shoulder_pan, shoulder_lift,elbow,wrist_1,wrist_2,wrist_3", "checkpoint": "/ckpt"},
+    {
+        "backend": "topic",
+        "joint_trajectory_topic": "/arm_controller/joint_trajectory",
+        "arm_joint_names": "shoulder_pan, shoulder_lift,elbow,wrist_1,wrist_2,wrist_3",
+        "checkpoint": "/ckpt",
+    },
     {"backend": "topic", "arm_joint_names": "1,2,3,4,5,6"},  # numeric-looking names must stay one string
 ]
 
 
 @pytest.mark.parametrize("chosen", SETTINGS, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items())[:60])
 def test_launch_file_and_para_deploy_start_the_same_graph(launch_module, chosen):
-    launch_side = sorted((describe_launch_node(n) for n in launch_nodes(launch_module, **chosen)),
-                         key=lambda d: d["name"])
+    launch_side = sorted(
+        (describe_launch_node(n) for n in launch_nodes(launch_module, **chosen)), key=lambda d: d["name"]
+    )
     # what the launcher's own argparse makes of the same choice
     argv = []
     for key, value in chosen.items():
         argv += [f"--{key.replace('_', '-')}", value]
     args = deploy.build_parser().parse_args(argv)
     executable_of_module = {s.module: s.executable for s in graph.NODES}
-    deploy_side = sorted((describe_command(cmd, executable_of_module)
-                          for _, cmd in deploy.graph_commands(deploy._settings(args))), key=lambda d: d["name"])
+    deploy_side = sorted(
+        (describe_command(cmd, executable_of_module) for _, cmd in deploy.graph_commands(deploy._settings(args))),
+        key=lambda d: d["name"],
+    )
     assert launch_side == deploy_side
     names = {d["name"] for d in launch_side}
     assert {"inference_node", "chunk_executor"} <= names
@@ -206,7 +231,8 @@ def test_launch_file_and_para_deploy_start_the_same_graph(launch_module, chosen)
         executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
         # relaxed only for the untrained model
         assert set(executor["overrides"]) - {"gripper_joint_name", *graph.TOPIC_EXECUTOR_SETTINGS} == (
-            {"backend", "auto_engage"} if chosen["backend"] == "sim" else {"backend"})  # the sim engages at once
+            {"backend", "auto_engage"} if chosen["backend"] == "sim" else {"backend"}
+        )  # the sim engages at once
     inference = next(d for d in deploy_side if d["name"] == "inference_node")
     if "fast_path" in chosen:  # a bool parameter, not the string typed
         assert inference["overrides"]["fast_path"] is (chosen["fast_path"] == "true")
@@ -256,8 +282,9 @@ def test_bad_backend_is_refused_naming_the_choices(launch_module):
 
 def test_every_executable_is_a_console_script_of_its_module():
     scripts = console_scripts()
-    missing = [f"{s.executable} = {s.module}:main" for s in graph.NODES
-               if scripts.get(s.executable) != f"{s.module}:main"]
+    missing = [
+        f"{s.executable} = {s.module}:main" for s in graph.NODES if scripts.get(s.executable) != f"{s.module}:main"
+    ]
     if scripts.get("para-deploy") != "para_ros.commands.deploy:main":
         missing.append("para-deploy = para_ros.commands.deploy:main")
     assert not missing, f"register in setup.py console_scripts: {missing}"
@@ -266,14 +293,19 @@ def test_every_executable_is_a_console_script_of_its_module():
 def test_untrained_model_relaxes_only_chunk_plausibility_and_unreachable_mode():
     untrained = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(checkpoint=graph.UNTRAINED)))
     trained = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(checkpoint="/x")))
-    assert untrained["chunk_executor"] == {"backend": "joint_trajectory", "max_implied_speed_m_s": 100.0,
-                                           "unreachable": "best_effort", "auto_engage": True}
+    assert untrained["chunk_executor"] == {
+        "backend": "joint_trajectory",
+        "max_implied_speed_m_s": 100.0,
+        "unreachable": "best_effort",
+        "auto_engage": True,
+    }
     assert trained["chunk_executor"] == {"backend": "joint_trajectory", "auto_engage": True}
     assert untrained["sim_node"] == {} and untrained["inference_node"] == {"checkpoint": ""}
     topic = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="topic", checkpoint="/x")))
     assert topic["chunk_executor"] == {"backend": "joint_trajectory", "gripper_joint_name": ""}  # not engaged
-    engaged = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="i2rt", checkpoint="/x",
-                                                                           engage="true")))
+    engaged = dict(
+        (s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="i2rt", checkpoint="/x", engage="true"))
+    )
     assert engaged["chunk_executor"]["auto_engage"] is True
 
 
@@ -290,28 +322,40 @@ def test_sim_backend_defaults_to_the_shipped_checkpoint_and_a_robot_never_does()
     assert graph.uses_untrained_model(graph.DeploySettings(checkpoint=graph.UNTRAINED))
 
 
-@pytest.mark.parametrize("kwargs, fix", [
-    ({"backend": "real"}, "sim, i2rt, topic"), ({"dtype": "fp64"}, "fp32"),
-    ({"fast_path": "yes"}, "true or false"), ({"compile_mode": "fastest"}, "off, default, reduce-overhead"),
-    ({"scene_image_topic": "cam/image"}, "/cam/image"),
-    ({"backend": "topic", "joint_trajectory_topic": "arm_controller/joint_trajectory"},
-     "'/arm_controller/joint_trajectory'"),
-    ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5"}, "6 distinct arm joint names"),
-    ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5,j5"}, "6 distinct arm joint names"),
-    ({"backend": "sim", "joint_trajectory_topic": "/arm_controller/joint_trajectory"}, "backend topic only"),
-    ({"backend": "i2rt", "arm_joint_names": "a,b,c,d,e,f"}, "backend topic only"),
-])
+@pytest.mark.parametrize(
+    "kwargs, fix",
+    [
+        ({"backend": "real"}, "sim, i2rt, topic"),
+        ({"dtype": "fp64"}, "fp32"),
+        ({"fast_path": "yes"}, "true or false"),
+        ({"compile_mode": "fastest"}, "off, default, reduce-overhead"),
+        ({"scene_image_topic": "cam/image"}, "/cam/image"),
+        (
+            {"backend": "topic", "joint_trajectory_topic": "arm_controller/joint_trajectory"},
+            "'/arm_controller/joint_trajectory'",
+        ),
+        ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5"}, "6 distinct arm joint names"),
+        ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5,j5"}, "6 distinct arm joint names"),
+        ({"backend": "sim", "joint_trajectory_topic": "/arm_controller/joint_trajectory"}, "backend topic only"),
+        ({"backend": "i2rt", "arm_joint_names": "a,b,c,d,e,f"}, "backend topic only"),
+    ],
+)
 def test_bad_settings_name_the_value_and_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
         graph.DeploySettings(**kwargs)
 
 
 def test_para_deploy_help_and_bad_argument():
-    out = subprocess.run([sys.executable, "-m", "para_ros.commands.deploy", "--help"], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "para_ros.commands.deploy", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and "--duration" in out.stdout and "--backend" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "para_ros.commands.deploy", "--backend", "gazebo"], capture_output=True,
-                         text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "para_ros.commands.deploy", "--backend", "gazebo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "gazebo" in bad.stderr
 
 
@@ -322,11 +366,13 @@ def test_yaml_value_keeps_strings_strings():
 
 def test_monitor_watches_the_topics_the_nodes_will_use():
     """The summary and the recording follow the graph: a custom trajectory topic (topic backend) and camera topics."""
-    from para_ros.deploy.monitor import graph_topics
-    from para_ros.deploy.monitor import record_topics
+    from para_ros.deploy.monitor import graph_topics, record_topics
 
-    settings = graph.DeploySettings(backend="topic", joint_trajectory_topic="/arm_controller/joint_trajectory",
-                                    scene_image_topic="/cam_a/image_rect")
+    settings = graph.DeploySettings(
+        backend="topic",
+        joint_trajectory_topic="/arm_controller/joint_trajectory",
+        scene_image_topic="/cam_a/image_rect",
+    )
     topics = graph_topics(graph.plan(settings))
     assert topics.joint_trajectory == "/arm_controller/joint_trajectory"
     assert topics.scene_image == "/cam_a/image_rect" and topics.wrist_image == "/wrist_cam/image_raw"

@@ -2,6 +2,7 @@
 stand-in node processes, so start-up, the SIGINT/kill shutdown rule and "no process left behind" are checked in
 seconds. The real graph runs in test_deploy_e2e.py (slow).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from para_ros.commands import deploy
-from para_ros.deploy import graph_run
-from para_ros.deploy import graph
 from para_ros.dds_env import loopback_dds_env
+from para_ros.deploy import graph, graph_run
 
 # Stand-in nodes: print their pid, then wait; what they do on SIGINT is the point of each.
-POLITE = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(0)); print('up', flush=True); "
-          "time.sleep(300)")
+POLITE = (
+    "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(0)); print('up', flush=True); "
+    "time.sleep(300)"
+)
 STUBBORN = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('up', flush=True); time.sleep(300)"
 # Starts a grandchild (in its process group) and leaves it running when it exits on SIGINT.
 LEAVES_GRANDCHILD = textwrap.dedent("""
@@ -51,8 +53,11 @@ def pid_gone(pid: int, timeout_s: float = 5.0) -> bool:
 
 def stand_in_graph(scripts: dict[str, list[str]]):
     def graph_commands(settings):
-        return [(graph.NodeSpec(name, name, f"stand_in.{name}", "config/inference.yaml"),
-                 [sys.executable, "-c", *args]) for name, args in scripts.items()]
+        return [
+            (graph.NodeSpec(name, name, f"stand_in.{name}", "config/inference.yaml"), [sys.executable, "-c", *args])
+            for name, args in scripts.items()
+        ]
+
     return graph_commands
 
 
@@ -64,9 +69,11 @@ def test_process_group_sigint_then_kill_then_group_sweep(tmp_path):
     group.start(specs["stubborn"], [sys.executable, "-c", STUBBORN])
     group.start(specs["parent"], [sys.executable, "-c", LEAVES_GRANDCHILD, str(grandchild_file)])
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (grandchild_file.exists() and grandchild_file.read_text()
-                                                and all("up" in (tmp_path / "logs" / f"{n}.log").read_text()
-                                                        for n in ("polite", "stubborn"))):
+    while time.monotonic() < deadline and not (
+        grandchild_file.exists()
+        and grandchild_file.read_text()
+        and all("up" in (tmp_path / "logs" / f"{n}.log").read_text() for n in ("polite", "stubborn"))
+    ):
         time.sleep(0.05)
     grandchild = int(grandchild_file.read_text())
     assert group.first_dead() is None
@@ -84,13 +91,16 @@ def test_launcher_runs_stops_and_reports(tmp_path, monkeypatch):
     monkeypatch.setattr(deploy, "graph_commands", stand_in_graph({"a": [POLITE], "b": [POLITE]}))
     out = tmp_path / "run"
     # stand-in nodes: the untrained-model path, no pick-and-place driver (it would wait for chunks)
-    status = deploy.main(["--duration", "1.5", "--out", str(out), "--shutdown-timeout", "3", "--checkpoint", "none",
-                          "--no-task"])
+    status = deploy.main(
+        ["--duration", "1.5", "--out", str(out), "--shutdown-timeout", "3", "--checkpoint", "none", "--no-task"]
+    )
     assert status == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"] == "duration reached"
-    assert {n: (v["returncode"], v["killed"]) for n, v in summary["nodes"].items()} == {"a": (0, False),
-                                                                                        "b": (0, False)}
+    assert {n: (v["returncode"], v["killed"]) for n, v in summary["nodes"].items()} == {
+        "a": (0, False),
+        "b": (0, False),
+    }
     assert summary["untrained_model"] is True and summary["snapshot"] is None
     assert (out / "recording" / "metadata.yaml").is_file()
     assert "UNTRAINED" in (out / "summary.txt").read_text()
@@ -126,8 +136,13 @@ def test_ctrl_c_of_the_launcher_stops_every_node(tmp_path, sig):
         raise SystemExit(deploy.main(["--duration", "0", "--out", {str(out)!r}, "--no-record",
                                       "--shutdown-timeout", "1"]))
     """)
-    launcher = subprocess.Popen([sys.executable, "-c", code], env=loopback_dds_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=loopback_dds_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
     for line in launcher.stdout:
         lines.append(line)
@@ -158,8 +173,13 @@ def test_children_die_with_a_killed_launcher(tmp_path):
         deploy.graph_commands = stand_in_graph({{"a": ["import time; print('up', flush=True); time.sleep(300)"]}})
         raise SystemExit(deploy.main(["--duration", "0", "--out", {str(out)!r}, "--no-record"]))
     """)
-    launcher = subprocess.Popen([sys.executable, "-c", code], env=loopback_dds_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=loopback_dds_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     for line in launcher.stdout:
         if "running until Ctrl-C" in line:
             break

@@ -1,6 +1,7 @@
 """The pieces of para-deploy's output on synthetic data: projection (vs cv2.projectPoints), the snapshot drawing,
 the summary figures (vs hand-computed numbers), and the MCAP recording (read back with rosbags' Reader).
 """
+
 from __future__ import annotations
 
 import time
@@ -9,9 +10,16 @@ import cv2
 import numpy as np
 import pytest
 
-from para_ros.deploy.summary import (RunRecord, achieved_rate_hz, format_summary, joint_motion_rad, latencies_s,
-                                  percentiles_ms, summary_dict)
 from para_ros.deploy.snapshot import SnapshotScene, draw_snapshot, project_points, scale_intrinsics
+from para_ros.deploy.summary import (
+    RunRecord,
+    achieved_rate_hz,
+    format_summary,
+    joint_motion_rad,
+    latencies_s,
+    percentiles_ms,
+    summary_dict,
+)
 
 
 def look_at(position, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
@@ -61,11 +69,21 @@ def test_snapshot_draws_each_step_where_it_projects():
     image = np.full((256, 256, 3), 128, np.uint8)
     path = np.array([[0.30, -0.10, 0.05], [0.35, 0.0, 0.10], [0.40, 0.10, 0.05]])
     scale = 3.0
-    out = draw_snapshot(SnapshotScene(image_rgb=image, K=K, T_world_cam=T_WORLD_CAM, path_world=path,
-                                      ee_world=np.array([0.3, 0.0, 0.2]), voxel_size_m=0.01), scale=scale)
+    out = draw_snapshot(
+        SnapshotScene(
+            image_rgb=image,
+            K=K,
+            T_world_cam=T_WORLD_CAM,
+            path_world=path,
+            ee_world=np.array([0.3, 0.0, 0.2]),
+            voxel_size_m=0.01,
+        ),
+        scale=scale,
+    )
     assert out.shape == (768, 768, 3) and out.dtype == np.uint8
-    ref, _ = cv2.projectPoints(path, cv2.Rodrigues(np.linalg.inv(T_WORLD_CAM)[:3, :3])[0],
-                               np.linalg.inv(T_WORLD_CAM)[:3, 3], K, np.zeros(5))
+    ref, _ = cv2.projectPoints(
+        path, cv2.Rodrigues(np.linalg.inv(T_WORLD_CAM)[:3, :3])[0], np.linalg.inv(T_WORLD_CAM)[:3, 3], K, np.zeros(5)
+    )
     for i, (u, v) in enumerate(ref.reshape(-1, 2) * scale):
         col, row = int(np.floor(u)), int(np.floor(v))  # the pixel that contains the continuous point
         b, g, r = out[row, col].astype(int)
@@ -76,8 +94,11 @@ def test_snapshot_draws_each_step_where_it_projects():
 
 def test_snapshot_refuses_a_grey_image():
     with pytest.raises(ValueError, match=r"\(H, W, 3\)"):
-        draw_snapshot(SnapshotScene(image_rgb=np.zeros((8, 8), np.uint8), K=K, T_world_cam=T_WORLD_CAM,
-                                    path_world=np.zeros((1, 3))))
+        draw_snapshot(
+            SnapshotScene(
+                image_rgb=np.zeros((8, 8), np.uint8), K=K, T_world_cam=T_WORLD_CAM, path_world=np.zeros((1, 3))
+            )
+        )
 
 
 def test_summary_figures_against_hand_computation():
@@ -85,20 +106,34 @@ def test_summary_figures_against_hand_computation():
     chunk_stamps = [start + k * 100_000_000 for k in range(5)]
     lat_ms = [80, 90, 100, 110, 400]
     record = RunRecord(
-        duration_s=10.0, graph_start_ns=start - 2_000_000_000,
+        duration_s=10.0,
+        graph_start_ns=start - 2_000_000_000,
         scene_frame_recv_ns=[start + k * 100_000_000 for k in range(11)],  # 11 frames over 1 s: 10 Hz
-        chunk_stamp_ns=chunk_stamps, chunk_recv_ns=[s + m * 1_000_000 for s, m in zip(chunk_stamps, lat_ms)],
+        chunk_stamp_ns=chunk_stamps,
+        chunk_recv_ns=[s + m * 1_000_000 for s, m in zip(chunk_stamps, lat_ms)],
         command_recv_ns=[start + k * 10_000_000 for k in range(101)],  # 101 commands over 1 s: 100 Hz
         joint_positions_first={"joint1": 0.0, "joint2": 1.7, "gripper": 1.0},
         joint_positions_last={"joint1": 0.25, "joint2": 1.2, "gripper": 0.0},
         joint_state_count=50,
-        diagnostics={"para: inference_node": {"frames_in.scene": "11", "chunks_out": "5",
-                                              "stage_median_ms.receive": "21.5", "stage_median_ms.model": "5.25"},
-                     "chunk_executor: chunk_executor": {"commands": "101", "limit_events": "7",
-                                                        "chunks_modified": "4", "chunks_truncated": "3",
-                                                        "control_rate_hz": "100.0"},
-                     "sim_node: sim_node": {"publish_delay_median_ms.scene": "12.25", "tick_errors": "0"}},
-        model_id="para_v4:tiny:random-seed0", untrained=True)
+        diagnostics={
+            "para: inference_node": {
+                "frames_in.scene": "11",
+                "chunks_out": "5",
+                "stage_median_ms.receive": "21.5",
+                "stage_median_ms.model": "5.25",
+            },
+            "chunk_executor: chunk_executor": {
+                "commands": "101",
+                "limit_events": "7",
+                "chunks_modified": "4",
+                "chunks_truncated": "3",
+                "control_rate_hz": "100.0",
+            },
+            "sim_node: sim_node": {"publish_delay_median_ms.scene": "12.25", "tick_errors": "0"},
+        },
+        model_id="para_v4:tiny:random-seed0",
+        untrained=True,
+    )
     s = summary_dict(record)
     assert s["scene_frames_seen"] == 11 and s["scene_frame_rate_hz"] == pytest.approx(10.0)
     assert s["control_rate_hz"] == pytest.approx(100.0)
@@ -138,12 +173,14 @@ def test_recording_round_trip(tmp_path):
     from para_msgs.msg import ActionChunk
     from para_ros.bag.recording import McapRecorder, make_typestore, ros_type_name
 
-    topics = {"/joint_trajectory": ros_type_name(JointTrajectory), "/para/action_chunk": ros_type_name(ActionChunk),
-              "/joint_states": ros_type_name(JointState)}
+    topics = {
+        "/joint_trajectory": ros_type_name(JointTrajectory),
+        "/para/action_chunk": ros_type_name(ActionChunk),
+        "/joint_states": ros_type_name(JointState),
+    }
     assert topics["/para/action_chunk"] == "para_msgs/msg/ActionChunk"
     recorder = McapRecorder(tmp_path / "bag", topics)
-    cmd = JointTrajectory(joint_names=["joint1", "gripper"],
-                          points=[JointTrajectoryPoint(positions=[0.5, 0.25])])
+    cmd = JointTrajectory(joint_names=["joint1", "gripper"], points=[JointTrajectoryPoint(positions=[0.5, 0.25])])
     chunk = ActionChunk(model_id="m", gripper=[0.5, 1.0])
     cmd_bytes, chunk_bytes = serialize_message(cmd), serialize_message(chunk)  # (padding bytes vary per call)
     recorder.write("/joint_trajectory", 10, cmd_bytes)
@@ -159,11 +196,16 @@ def test_recording_round_trip(tmp_path):
         summary = mcap_reader.get_summary()
     assert profile == "ros2"
     assert {c.topic: c.message_encoding for c in summary.channels.values()} == {
-        "/joint_trajectory": "cdr", "/para/action_chunk": "cdr", "/joint_states": "cdr"}
+        "/joint_trajectory": "cdr",
+        "/para/action_chunk": "cdr",
+        "/joint_states": "cdr",
+    }
     with Reader(tmp_path / "bag") as reader:  # the bytes come back unchanged, and deserialize as the ROS types
         got = [(c.topic, c.msgtype, t, bytes(raw)) for c, t, raw in reader.messages()]
-    assert [g[:3] for g in got] == [("/joint_trajectory", "trajectory_msgs/msg/JointTrajectory", 10),
-                                    ("/para/action_chunk", "para_msgs/msg/ActionChunk", 20)]
+    assert [g[:3] for g in got] == [
+        ("/joint_trajectory", "trajectory_msgs/msg/JointTrajectory", 10),
+        ("/para/action_chunk", "para_msgs/msg/ActionChunk", 20),
+    ]
     assert got[0][3] == cmd_bytes and got[1][3] == chunk_bytes
     assert list(deserialize_message(got[0][3], JointTrajectory).points[0].positions) == [0.5, 0.25]
     back = deserialize_message(got[1][3], ActionChunk)
@@ -176,10 +218,10 @@ def test_monitor_hears_best_effort_sensor_publishers():
     """Camera and joint-state drivers are often best effort: the monitor (and so the recording) must still hear them."""
     import rclpy
     from rclpy.qos import qos_profile_sensor_data
+    from ros_helpers import wait_for
     from sensor_msgs.msg import JointState
 
     from para_ros.deploy.monitor import DeployMonitor
-    from ros_helpers import wait_for
 
     monitor = DeployMonitor(recorder=None)
     rclpy.init()

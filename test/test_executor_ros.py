@@ -7,6 +7,7 @@ targets the step due now, not step 0), stale-chunk hold, ~/stop and ~/resume, a 
 ~/disengage, the commanded pose topic, diagnostics.
 No assertion depends on how promptly the machine schedules anything: times come from the node's own stamps.
 """
+
 from __future__ import annotations
 
 import time
@@ -17,8 +18,15 @@ from scipy.spatial.transform import Rotation
 
 pytestmark = pytest.mark.ros
 
-from executor_helpers import (TOP_DOWN_R, ExecutorDriver, ReferenceKinematics, command_arrays,  # noqa: E402
-                              diag_values, nearest_pose, pose_arrays)
+from executor_helpers import (  # noqa: E402
+    TOP_DOWN_R,
+    ExecutorDriver,
+    ReferenceKinematics,
+    command_arrays,
+    diag_values,
+    nearest_pose,
+    pose_arrays,
+)
 
 NODE = "chunk_executor_track"
 PERIOD_S = 0.01
@@ -53,8 +61,9 @@ def rig():
     # joint_state_timeout_s 2 s: these tests count ticks and commands; on a loaded machine the driver's 100 Hz joint
     # states can pause past the default 0.2 s, and the executor then (rightly) ticks without commanding (lost
     # feedback has its own tests: test_faults_executor_joint_state_loss)
-    drv.start_executor(NODE, control_rate_hz=100.0, command_lookahead_s=LOOKAHEAD_S, stale_timeout_s=STALE_S,
-                       joint_state_timeout_s=2.0)
+    drv.start_executor(
+        NODE, control_rate_hz=100.0, command_lookahead_s=LOOKAHEAD_S, stale_timeout_s=STALE_S, joint_state_timeout_s=2.0
+    )
     try:
         drv.wait_for_commands(20, timeout_s=90.0)
         yield drv, kin
@@ -128,8 +137,10 @@ def test_tracks_chunks_at_control_rate_with_latency_compensation_then_holds_when
     p_ref, R_ref, g_ref = traj.at(t_pose[track])
     pos_err = np.linalg.norm(p_pose[track] - p_ref, axis=1)
     rot_err = (Rotation.from_quat(q_pose[track]).inv() * R_ref).magnitude()
-    print(f"tracking: {len(track)} commands, max pos err {pos_err.max() * 1e3:.3f} mm, "
-          f"max rot err {rot_err.max():.4f} rad")
+    print(
+        f"tracking: {len(track)} commands, max pos err {pos_err.max() * 1e3:.3f} mm, "
+        f"max rot err {rot_err.max():.4f} rad"
+    )
     assert pos_err.max() < 2e-3, f"tracking error up to {pos_err.max() * 1000:.2f} mm"
     assert rot_err.max() < 0.01
 
@@ -217,8 +228,11 @@ def test_started_disengaged_publishes_nothing_until_engage_then_starts_at_the_ar
         return [d for d in diags if d.name == f"chunk_executor: {node}"]
 
     try:
-        wait_for(lambda: any(d.message.startswith("disengaged") for d in own(drv.snapshot()[2])), 90.0,
-                 what="the executor reporting disengaged")
+        wait_for(
+            lambda: any(d.message.startswith("disengaged") for d in own(drv.snapshot()[2])),
+            90.0,
+            what="the executor reporting disengaged",
+        )
         p_now, R_now = _current_pose(drv, kin)
         traj = LinearTrajectory(time.time() + 0.015, p_now, R_now)
         _publish_stream(drv, traj, duration_s=0.5)  # ignored: not engaged
@@ -263,10 +277,10 @@ def test_joint_states_are_heard_from_best_effort_and_reliable_publishers(reliabi
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from ros_helpers import wait_for
     from sensor_msgs.msg import JointState
 
     from para_ros.ros_io.topic_backends import JointTrajectoryBackend
-    from ros_helpers import wait_for
 
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
@@ -274,16 +288,20 @@ def test_joint_states_are_heard_from_best_effort_and_reliable_publishers(reliabi
     topic = f"/exec_js_qos_{reliability}/joint_states"
     policy = ReliabilityPolicy.BEST_EFFORT if reliability == "best_effort" else ReliabilityPolicy.RELIABLE
     pub = node.create_publisher(JointState, topic, QoSProfile(depth=10, reliability=policy))
-    backend = JointTrajectoryBackend(node, f"/exec_js_qos_{reliability}/joint_trajectory", topic,
-                                     tuple(f"joint{i}" for i in range(1, 7)), "gripper")
+    backend = JointTrajectoryBackend(
+        node, f"/exec_js_qos_{reliability}/joint_trajectory", topic, tuple(f"joint{i}" for i in range(1, 7)), "gripper"
+    )
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
     q = [0.1, 1.2, 0.9, -0.3, 0.2, -0.1]
     js = JointState(name=[f"joint{i}" for i in range(1, 7)] + ["gripper"], position=q + [0.4])
     try:
-        wait_for(lambda: backend.read_joints() is not None, 20.0,
-                 spin=lambda: (pub.publish(js), ex.spin_once(timeout_sec=0.05)),
-                 what=f"a {reliability} JointState heard by the executor's reader")
+        wait_for(
+            lambda: backend.read_joints() is not None,
+            20.0,
+            spin=lambda: (pub.publish(js), ex.spin_once(timeout_sec=0.05)),
+            what=f"a {reliability} JointState heard by the executor's reader",
+        )
         q_read, g_read = backend.read_joints()
         np.testing.assert_array_equal(q_read, q)
         assert g_read == 0.4

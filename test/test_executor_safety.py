@@ -3,6 +3,7 @@ a child process, and a 1 kHz flood. Asserted over EVERY command the node sent: j
 tool speeds below their limits per tick, tool (FK by the i2rt SDK's own kinematics) inside the workspace box,
 gripper in range; the node stays up, keeps tracking afterwards, and names each problem in /diagnostics.
 """
+
 from __future__ import annotations
 
 import time
@@ -80,8 +81,14 @@ def test_bad_chunks_and_flood_never_break_the_limits(tmp_path):
         bad("50 cm jump", "max_implied_speed", positions=p_jump)
         bad("stamp far in the past", "old", stamp=now() - 10.0)
         bad("stamp far in the future", "in the future", stamp=now() + 10.0)
-        bad("empty chunk", "empty chunk", t_from_stamp=[], positions=np.zeros((0, 3)), quats=np.zeros((0, 4)),
-            gripper=[])
+        bad(
+            "empty chunk",
+            "empty chunk",
+            t_from_stamp=[],
+            positions=np.zeros((0, 3)),
+            quats=np.zeros((0, 4)),
+            gripper=[],
+        )
         bad("mismatched lengths", "mismatched array lengths", gripper=good_g[:-2])
         bad("time not increasing", "strictly increasing", t_from_stamp=t[::-1])
         bad("wrong frame", "frame_id", frame_id="camera")
@@ -105,7 +112,7 @@ def test_bad_chunks_and_flood_never_break_the_limits(tmp_path):
         # Flood: 1000 chunks at ~1 kHz, a mix of valid chunks near the arm, far valid chunks and garbage.
         t_flood = time.time()
         next_t = t_flood
-        for k in range(1000):
+        for _k in range(1000):
             kind = rng.integers(0, 5)
             stamp = time.time() - 0.02
             p = good_p + rng.normal(0.0, 0.002, good_p.shape)

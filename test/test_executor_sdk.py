@@ -4,6 +4,7 @@
    backend publishes over real DDS (and the SDK robot ends where the chunk says, by the SDK's own FK).
 2. The node with ``backend:=i2rt_sdk sdk_sim:=true`` runs as a child process and its commanded poses follow a chunk.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,6 +22,7 @@ from ros_helpers import spinner_thread, start_python, stop_process, wait_for  # 
 
 def _chunk(stamp, p0, R0, v, n=15, step=0.1):
     from para_ros.execution.chunk import Chunk
+
     t = np.arange(n) * step
     pos = np.asarray(p0) + np.outer(t, v)
     quat = Rotation.from_matrix(R0).as_quat()
@@ -57,24 +59,37 @@ def test_sdk_sim_backend_gets_the_same_joint_targets_as_the_topic_backend():
     received = []
     node.create_subscription(JointTrajectory, "/exec_sdk_eq/joint_trajectory", received.append, 1000)
     js_pub = node.create_publisher(JointState, "/exec_sdk_eq/joint_states", 10)
-    topic = JointTrajectoryBackend(node, "/exec_sdk_eq/joint_trajectory", "/exec_sdk_eq/joint_states",
-                                   yam.model.joint_names, "gripper")
+    topic = JointTrajectoryBackend(
+        node, "/exec_sdk_eq/joint_trajectory", "/exec_sdk_eq/joint_states", yam.model.joint_names, "gripper"
+    )
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
     try:
         js = JointState(name=[f"joint{i}" for i in range(1, 7)] + ["gripper"], position=list(q_init) + [0.8])
-        wait_for(lambda: topic.read_joints() is not None, 20.0,
-                 spin=lambda: (js_pub.publish(js), ex.spin_once(timeout_sec=0.05)), what="joint state over DDS")
-        wait_for(lambda: topic.pub.get_subscription_count() > 0, 20.0, spin=lambda: ex.spin_once(timeout_sec=0.05),
-                 what="trajectory subscriber")
+        wait_for(
+            lambda: topic.read_joints() is not None,
+            20.0,
+            spin=lambda: (js_pub.publish(js), ex.spin_once(timeout_sec=0.05)),
+            what="joint state over DDS",
+        )
+        wait_for(
+            lambda: topic.pub.get_subscription_count() > 0,
+            20.0,
+            spin=lambda: ex.spin_once(timeout_sec=0.05),
+            what="trajectory subscriber",
+        )
         core_sdk, core_topic = core(), core()
         core_sdk.set_measured_joints(*sdk.read_joints())
         core_topic.set_measured_joints(*topic.read_joints())
         T0 = ref.fk(q_init)
         t0 = 1000.0
         chunk = _chunk(t0 - 0.2, T0[:3, 3] - 0.2 * np.array([0.05, 0.03, 0.02]), T0[:3, :3], [0.05, 0.03, 0.02])
-        assert core_sdk.add_chunk(chunk, t0)[0] and core_topic.add_chunk(_chunk(
-            t0 - 0.2, T0[:3, 3] - 0.2 * np.array([0.05, 0.03, 0.02]), T0[:3, :3], [0.05, 0.03, 0.02]), t0)[0]
+        assert (
+            core_sdk.add_chunk(chunk, t0)[0]
+            and core_topic.add_chunk(
+                _chunk(t0 - 0.2, T0[:3, 3] - 0.2 * np.array([0.05, 0.03, 0.02]), T0[:3, :3], [0.05, 0.03, 0.02]), t0
+            )[0]
+        )
         q_sdk = []
         n_ticks = 100
         for k in range(n_ticks):
@@ -83,8 +98,12 @@ def test_sdk_sim_backend_gets_the_same_joint_targets_as_the_topic_backend():
             q_sdk.append(np.asarray(sdk.robot.get_joint_pos(), float))
             topic.send(core_topic.tick(now))
             ex.spin_once(timeout_sec=0.0)
-        wait_for(lambda: len(received) >= n_ticks, 20.0, spin=lambda: ex.spin_once(timeout_sec=0.05),
-                 what="all JointTrajectory messages")
+        wait_for(
+            lambda: len(received) >= n_ticks,
+            20.0,
+            spin=lambda: ex.spin_once(timeout_sec=0.05),
+            what="all JointTrajectory messages",
+        )
         q_topic = np.array([list(m.points[0].positions) for m in received[:n_ticks]])  # (N, 7)
         assert received[0].joint_names == [f"joint{i}" for i in range(1, 7)] + ["gripper"]
         # Stamped 0 (start on receipt: a real joint_trajectory_controller drops a stamped trajectory that ends in
@@ -109,18 +128,34 @@ def test_sdk_sim_backend_gets_the_same_joint_targets_as_the_topic_backend():
 def test_node_with_sdk_sim_backend_follows_a_chunk(tmp_path):
     import rclpy
     from geometry_msgs.msg import PoseStamped
-    from para_msgs.msg import ActionChunk
     from rclpy.executors import SingleThreadedExecutor
 
+    from para_msgs.msg import ActionChunk
     from para_ros.ros_io.chunk_msg import chunk_to_msg
 
     ref = ReferenceKinematics()
     T_home = ref.fk(np.zeros(6))  # the SDK's SimRobot starts at all-zero joints
     log = open(tmp_path / "executor.log", "w")
-    proc = start_python(["para_ros.nodes.chunk_executor", "--ros-args", "-r", "__node:=chunk_executor_sdk",
-                         "-p", "backend:=i2rt_sdk", "-p", "sdk_sim:=true", "-p", "auto_engage:=true",
-                         "-p", "chunk_topic:=/exec_sdk/chunks", "-p", "commanded_pose_topic:=/exec_sdk/pose"],
-                        module=True, stdout=log)
+    proc = start_python(
+        [
+            "para_ros.nodes.chunk_executor",
+            "--ros-args",
+            "-r",
+            "__node:=chunk_executor_sdk",
+            "-p",
+            "backend:=i2rt_sdk",
+            "-p",
+            "sdk_sim:=true",
+            "-p",
+            "auto_engage:=true",
+            "-p",
+            "chunk_topic:=/exec_sdk/chunks",
+            "-p",
+            "commanded_pose_topic:=/exec_sdk/pose",
+        ],
+        module=True,
+        stdout=log,
+    )
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = rclpy.create_node("executor_sdk_node_test", context=ctx)
@@ -179,15 +214,28 @@ def test_pose_backend_publishes_the_tool_pose_of_each_checked_command():
     node.create_subscription(PoseStamped, "/exec_pose/target", poses.append, 1000)
     node.create_subscription(Float64, "/exec_pose/gripper", grippers.append, 1000)
     js_pub = node.create_publisher(JointState, "/exec_pose/joint_states", 10)
-    backend = PoseBackend(node, "/exec_pose/target", "/exec_pose/gripper", "/exec_pose/joint_states",
-                          yam.model.joint_names, "gripper", "base")
+    backend = PoseBackend(
+        node,
+        "/exec_pose/target",
+        "/exec_pose/gripper",
+        "/exec_pose/joint_states",
+        yam.model.joint_names,
+        "gripper",
+        "base",
+    )
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
     try:
-        js = JointState(name=["gripper"] + [f"joint{i}" for i in range(6, 0, -1)],  # any order: matched by name
-                        position=[0.7] + list(q_init[::-1]))
-        wait_for(lambda: backend.read_joints() is not None, 20.0,
-                 spin=lambda: (js_pub.publish(js), ex.spin_once(timeout_sec=0.05)), what="joint state over DDS")
+        js = JointState(
+            name=["gripper"] + [f"joint{i}" for i in range(6, 0, -1)],  # any order: matched by name
+            position=[0.7] + list(q_init[::-1]),
+        )
+        wait_for(
+            lambda: backend.read_joints() is not None,
+            20.0,
+            spin=lambda: (js_pub.publish(js), ex.spin_once(timeout_sec=0.05)),
+            what="joint state over DDS",
+        )
         q_read, g_read = backend.read_joints()
         np.testing.assert_allclose(q_read, q_init)
         assert g_read == 0.7
@@ -199,8 +247,12 @@ def test_pose_backend_publishes_the_tool_pose_of_each_checked_command():
         commands = [core.tick(100.0 + 0.01 * k) for k in range(30)]
         for c in commands:
             backend.send(c)
-        wait_for(lambda: len(poses) >= 30 and len(grippers) >= 30, 20.0,
-                 spin=lambda: ex.spin_once(timeout_sec=0.05), what="pose commands")
+        wait_for(
+            lambda: len(poses) >= 30 and len(grippers) >= 30,
+            20.0,
+            spin=lambda: ex.spin_once(timeout_sec=0.05),
+            what="pose commands",
+        )
         lookahead_s = core.config.command_lookahead_s
         for k, (c, msg) in enumerate(zip(commands, poses)):
             # Stamped with the time the pose is meant for: tick (100 s + k * 10 ms) + lookahead, not the tick.

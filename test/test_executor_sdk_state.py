@@ -10,6 +10,7 @@ SDK's own ``Kinematics`` FK of ``grasp_site`` (``executor_helpers.ReferenceKinem
    ``base <- wrist_cam_optical_frame`` at a joint-state stamp) matches the references for the joints published
    with that stamp; chunks then move the SDK robot and the published state follows it.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,10 +19,9 @@ import time
 
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation
-
 from executor_helpers import ReferenceKinematics, stamp_s  # noqa: E402
 from ros_helpers import spinner_thread, start_python, stop_process, wait_for  # noqa: E402
+from scipy.spatial.transform import Rotation
 
 ARM = [f"joint{i}" for i in range(1, 7)]
 
@@ -32,8 +32,14 @@ class StationReference:
     def __init__(self):
         import i2rt
         import mujoco
-        path = os.path.join(os.path.dirname(i2rt.__file__), "robot_models", "station",
-                            "yam_station_linear_4310_d405", "yam_station_linear_4310_d405.xml")
+
+        path = os.path.join(
+            os.path.dirname(i2rt.__file__),
+            "robot_models",
+            "station",
+            "yam_station_linear_4310_d405",
+            "yam_station_linear_4310_d405.xml",
+        )
         self.mj = mujoco
         self.model = mujoco.MjModel.from_xml_path(path)
         self.data = mujoco.MjData(self.model)
@@ -88,9 +94,16 @@ def test_yam_frames_match_the_sdk_station_model_and_sdk_fk():
     for _ in range(10):
         q = rng.uniform(lo, hi)
         tf = frames.transforms(q)
-        assert [(p, c) for p, c, _ in tf] == [("base", "link1"), ("link1", "link2"), ("link2", "link3"),
-                                             ("link3", "link4"), ("link4", "link5"), ("link5", "gripper"),
-                                             ("gripper", "grasp_site"), ("gripper", "wrist_cam_optical_frame")]
+        assert [(p, c) for p, c, _ in tf] == [
+            ("base", "link1"),
+            ("link1", "link2"),
+            ("link2", "link3"),
+            ("link3", "link4"),
+            ("link4", "link5"),
+            ("link5", "gripper"),
+            ("gripper", "grasp_site"),
+            ("gripper", "wrist_cam_optical_frame"),
+        ]
         T_tool, T_cam = station.frames(q)
         ok, err = _close(_compose(tf, "grasp_site"), ref.fk(q), 1e-9, 1e-9)
         assert ok, f"grasp_site vs SDK FK at {q}: {err}"
@@ -113,11 +126,11 @@ def test_a_mount_that_is_not_on_the_arm_is_refused():
 @pytest.mark.ros
 def test_sdk_backend_publishes_joint_states_and_tf_and_a_chunk_moves_the_robot(tmp_path):
     import rclpy
-    from para_msgs.msg import ActionChunk
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.time import Time
     from sensor_msgs.msg import JointState
 
+    from para_msgs.msg import ActionChunk
     from para_ros.adapters.tf import Buffer, TransformListener
     from para_ros.adapters.transforms import transform_to_matrix
     from para_ros.execution.chunk import Chunk
@@ -125,17 +138,38 @@ def test_sdk_backend_publishes_joint_states_and_tf_and_a_chunk_moves_the_robot(t
 
     ref, station = ReferenceKinematics(), StationReference()
     log = open(tmp_path / "executor.log", "w")
-    proc = start_python(["para_ros.nodes.chunk_executor", "--ros-args", "-r", "__node:=chunk_executor_sdk_state",
-                         "-p", "backend:=i2rt_sdk", "-p", "sdk_sim:=true", "-p", "state_publish_rate_hz:=50.0", "-p", "auto_engage:=true",
-                         "-p", "joint_states_topic:=/sdk_state/joint_states", "-p", "chunk_topic:=/sdk_state/chunks",
-                         "-p", "commanded_pose_topic:=/sdk_state/pose"], module=True, stdout=log)
+    proc = start_python(
+        [
+            "para_ros.nodes.chunk_executor",
+            "--ros-args",
+            "-r",
+            "__node:=chunk_executor_sdk_state",
+            "-p",
+            "backend:=i2rt_sdk",
+            "-p",
+            "sdk_sim:=true",
+            "-p",
+            "state_publish_rate_hz:=50.0",
+            "-p",
+            "auto_engage:=true",
+            "-p",
+            "joint_states_topic:=/sdk_state/joint_states",
+            "-p",
+            "chunk_topic:=/sdk_state/chunks",
+            "-p",
+            "commanded_pose_topic:=/sdk_state/pose",
+        ],
+        module=True,
+        stdout=log,
+    )
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = rclpy.create_node("sdk_state_test", context=ctx)
     lock = threading.Lock()
     states = []
-    node.create_subscription(JointState, "/sdk_state/joint_states", lambda m: (lock.acquire(), states.append(m),
-                                                                              lock.release()), 1000)
+    node.create_subscription(
+        JointState, "/sdk_state/joint_states", lambda m: (lock.acquire(), states.append(m), lock.release()), 1000
+    )
     buffer = Buffer(node=node)
     TransformListener(buffer, node)
     pub = node.create_publisher(ActionChunk, "/sdk_state/chunks", 10)
@@ -149,8 +183,11 @@ def test_sdk_backend_publishes_joint_states_and_tf_and_a_chunk_moves_the_robot(t
         """TF at this joint state's stamp == the references at its joints (what the inference node relies on)."""
         q = np.array(msg.position[:6])
         T_tool_ref, T_cam_ref = station.frames(q)
-        wait_for(lambda: buffer.can_transform("base", "wrist_cam_optical_frame", Time.from_msg(msg.header.stamp)),
-                 10.0, what="TF at the joint state's stamp")
+        wait_for(
+            lambda: buffer.can_transform("base", "wrist_cam_optical_frame", Time.from_msg(msg.header.stamp)),
+            10.0,
+            what="TF at the joint state's stamp",
+        )
         ok, err = _close(lookup("grasp_site", msg.header.stamp), ref.fk(q), 1e-6, 1e-6)
         assert ok, f"TF grasp_site vs SDK FK of the published joints: {err}"
         ok, err = _close(lookup("wrist_cam_optical_frame", msg.header.stamp), T_cam_ref)
@@ -184,7 +221,9 @@ def test_sdk_backend_publishes_joint_states_and_tf_and_a_chunk_moves_the_robot(t
             t = np.arange(n) * 0.1
             pos = T_home[:3, 3] + np.outer((stamp - t_first) + t, v)
             quat = np.tile(Rotation.from_matrix(T_home[:3, :3]).as_quat(), (n, 1))
-            pub.publish(chunk_to_msg(Chunk(stamp, t, pos, quat, np.full(n, g_target), np.ones(n), "base", "grasp_site")))
+            pub.publish(
+                chunk_to_msg(Chunk(stamp, t, pos, quat, np.full(n, g_target), np.ones(n), "base", "grasp_site"))
+            )
             time.sleep(0.1)
         time.sleep(0.2)
         with lock:

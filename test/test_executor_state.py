@@ -5,6 +5,7 @@ the world can cause (engage, disengage, a chunk, the joint state lost and back, 
 breadth first from both starts (``auto_engage`` true and false), and checks after each step that the core's state is
 the one the table names for (state before, event), that a change is counted and named, and what the tick sent. It
 ends by checking that every pair of the table was walked, except the pairs the rules make unreachable (named)."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -12,14 +13,22 @@ from collections import deque
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
+from test_executor_units import make_chunk
 
 from para_ros.execution.chunk import ChunkChecks
 from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
-from para_ros.execution.executor_state import (FEEDBACK_LOST, IGNORES_CHUNKS, NOT_ENGAGED_YET, RESTART_GRANTED,
-                                               TRANSITIONS, ExecutorEvent, ExecutorState, transition_text)
+from para_ros.execution.executor_state import (
+    FEEDBACK_LOST,
+    IGNORES_CHUNKS,
+    NOT_ENGAGED_YET,
+    RESTART_GRANTED,
+    TRANSITIONS,
+    ExecutorEvent,
+    ExecutorState,
+    transition_text,
+)
 from para_ros.robot.yam import load_yam_config
 from para_ros.robot.yam_ik import YamKinematics
-from test_executor_units import make_chunk
 
 S, E = ExecutorState, ExecutorEvent
 TOP_DOWN_R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
@@ -29,7 +38,8 @@ STALE_S = 0.1  # stale_timeout_s
 # Pairs no sequence reaches (the walk checks that it reaches every other pair, and not these):
 UNREACHABLE = {
     # no command was ever sent in these states, so a loss in them is one "before the first command"
-    (S.DISENGAGED, E.FEEDBACK_LOST), (S.DISENGAGED_FEEDBACK_LOST, E.FEEDBACK_LOST),
+    (S.DISENGAGED, E.FEEDBACK_LOST),
+    (S.DISENGAGED_FEEDBACK_LOST, E.FEEDBACK_LOST),
     (S.STOPPED_RESUMING, E.FEEDBACK_LOST),
     # entered only by a loss after a command was sent
     (S.WAITING_FOR_CHUNK, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND),
@@ -50,8 +60,13 @@ class Rig:
     def __init__(self, kin, start_engaged: bool):
         yam = load_yam_config()
         checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
-        self.core = ExecutorCore(ExecutorConfig(checks=checks, stale_timeout_s=STALE_S, joint_state_timeout_s=TIMEOUT_S,
-                                                start_engaged=start_engaged), yam, kinematics=kin)
+        self.core = ExecutorCore(
+            ExecutorConfig(
+                checks=checks, stale_timeout_s=STALE_S, joint_state_timeout_s=TIMEOUT_S, start_engaged=start_engaged
+            ),
+            yam,
+            kinematics=kin,
+        )
         T = np.eye(4)
         T[:3, :3], T[:3, 3] = TOP_DOWN_R, [0.3, 0.0, 0.1]
         self.q0 = kin.ik(T, np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
@@ -122,8 +137,17 @@ class Rig:
         return E.CLOCK_JUMPED_BACK
 
 
-ACTIONS = ("engage", "disengage", "resume", "stop", "chunk", "lose_feedback", "feedback_back", "chunks_go_stale",
-           "clock_jump")
+ACTIONS = (
+    "engage",
+    "disengage",
+    "resume",
+    "stop",
+    "chunk",
+    "lose_feedback",
+    "feedback_back",
+    "chunks_go_stale",
+    "clock_jump",
+)
 
 
 def key(rig: Rig):
@@ -160,8 +184,10 @@ def replay(kin, start_engaged: bool, path: tuple[str, ...], covered: set) -> Rig
 
 def test_the_table_names_a_next_state_for_every_state_and_event():
     assert set(TRANSITIONS) == {(s, e) for s in ExecutorState for e in ExecutorEvent}
-    assert transition_text(S.FOLLOWING, E.FEEDBACK_LOST, S.WAITING_FOR_CHUNK) == \
-        "following --feedback_lost--> waiting_for_chunk"
+    assert (
+        transition_text(S.FOLLOWING, E.FEEDBACK_LOST, S.WAITING_FOR_CHUNK)
+        == "following --feedback_lost--> waiting_for_chunk"
+    )
 
 
 def test_the_core_follows_the_table_for_every_reachable_transition(kin):

@@ -13,6 +13,7 @@ back, and records what arrives. Checked:
 * then the gripper goes out on its own topic (``std_msgs/Float64``, 0 closed .. 1 open) and follows the chunk's
   gripper values (rate limit of config/yam.yaml), and the arm follows the chunk (independent FK: the SDK's own).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,7 @@ from scipy.spatial.transform import Rotation
 
 pytestmark = pytest.mark.ros
 
-from executor_helpers import TOP_DOWN_R, REPO, ReferenceKinematics  # noqa: E402
+from executor_helpers import REPO, TOP_DOWN_R, ReferenceKinematics  # noqa: E402
 from ros_helpers import spinner_thread, start_python, stop_process, wait_for  # noqa: E402
 
 ARM = ["shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3"]
@@ -37,27 +38,46 @@ TRAJ_TOPIC = "/arm_controller/joint_trajectory"
 def _executor_command():
     from para_ros.commands import deploy
 
-    args = deploy.build_parser().parse_args(["--backend", "topic", "--checkpoint", "/some/ckpt", "--engage",
-                                             "--joint-trajectory-topic", TRAJ_TOPIC,
-                                             "--arm-joint-names", ",".join(ARM)])
+    args = deploy.build_parser().parse_args(
+        [
+            "--backend",
+            "topic",
+            "--checkpoint",
+            "/some/ckpt",
+            "--engage",
+            "--joint-trajectory-topic",
+            TRAJ_TOPIC,
+            "--arm-joint-names",
+            ",".join(ARM),
+        ]
+    )
     cmd = dict((spec.name, c) for spec, c in deploy.graph_commands(deploy._settings(args)))["chunk_executor"]
     assert "gripper_joint_name:=''" in cmd and f"joint_trajectory_topic:={TRAJ_TOPIC}" in cmd
-    gripper_topic = yaml.safe_load((REPO / "config" / "executor.yaml").read_text())[
-        "chunk_executor"]["ros__parameters"]["gripper_command_topic"]
-    extra = ["-p", "chunk_topic:=/topic_be/chunks", "-p", "joint_states_topic:=/topic_be/joint_states",
-             "-p", "commanded_pose_topic:=/topic_be/pose", "-p", "stale_timeout_s:=5.0"]
+    gripper_topic = yaml.safe_load((REPO / "config" / "executor.yaml").read_text())["chunk_executor"][
+        "ros__parameters"
+    ]["gripper_command_topic"]
+    extra = [
+        "-p",
+        "chunk_topic:=/topic_be/chunks",
+        "-p",
+        "joint_states_topic:=/topic_be/joint_states",
+        "-p",
+        "commanded_pose_topic:=/topic_be/pose",
+        "-p",
+        "stale_timeout_s:=5.0",
+    ]
     return cmd[2:] + extra, gripper_topic  # cmd = [python, -m, module, --ros-args, ...]
 
 
 def test_topic_backend_sends_arm_joints_only_and_the_gripper_on_its_own_topic():
     import rclpy
-    from para_msgs.msg import ActionChunk
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64
     from trajectory_msgs.msg import JointTrajectory
 
+    from para_msgs.msg import ActionChunk
     from para_ros.execution.chunk import Chunk
     from para_ros.ros_io.chunk_msg import chunk_to_msg
 
@@ -105,6 +125,7 @@ def test_topic_backend_sends_arm_joints_only_and_the_gripper_on_its_own_topic():
         def commanding():
             assert proc.poll() is None, open(log_path).read()
             return len(trajectories) >= 50
+
         wait_for(commanding, 90.0, what="trajectories from the executor")
         assert not grippers, "a gripper command went out before any chunk gave a gripper value (state unmeasured)"
 
@@ -118,9 +139,20 @@ def test_topic_backend_sends_arm_joints_only_and_the_gripper_on_its_own_topic():
             n = 12
             t = np.arange(n) * 0.1
             ts = (stamp - t_first) + t
-            chunk_pub.publish(chunk_to_msg(Chunk(stamp, t, T0[:3, 3] + np.outer(ts, v), np.tile(quat, (n, 1)),
-                                                 np.clip(0.9 - 0.5 * ts, 0.0, 1.0), np.ones(n), "base",
-                                                 "grasp_site")))
+            chunk_pub.publish(
+                chunk_to_msg(
+                    Chunk(
+                        stamp,
+                        t,
+                        T0[:3, 3] + np.outer(ts, v),
+                        np.tile(quat, (n, 1)),
+                        np.clip(0.9 - 0.5 * ts, 0.0, 1.0),
+                        np.ones(n),
+                        "base",
+                        "grasp_site",
+                    )
+                )
+            )
             time.sleep(0.1)
         wait_for(lambda: len(grippers) >= 50, 20.0, what="gripper commands")
         with lock:

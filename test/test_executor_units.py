@@ -1,4 +1,5 @@
 """ROS-free unit tests of the chunk executor's pieces against hand-computed numbers and scipy."""
+
 from __future__ import annotations
 
 import math
@@ -11,9 +12,9 @@ from scipy.spatial.transform import Rotation
 from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, trim_past_steps, validate_chunk
 from para_ros.execution.control_loop import FixedRateLoop
 from para_ros.execution.interpolation import sample_chunk
-from para_ros.robot.yam import YamLimits, load_yam_config
 from para_ros.execution.safety import SafetyFilter, check_command
 from para_ros.execution.timeline import BlendConfig, Timeline, ensemble_weights
+from para_ros.robot.yam import YamLimits, load_yam_config
 
 QI = np.array([0.0, 0.0, 0.0, 1.0])
 
@@ -28,6 +29,7 @@ def make_chunk(stamp, t, pos, quats=None, grip=None):
 
 
 # ---- interpolation ---------------------------------------------------------------------------------------------------
+
 
 def test_sample_chunk_by_hand():
     # steps due at 10.0, 10.1, 10.2 s; at 10.15 s we are halfway between steps 1 and 2.
@@ -50,6 +52,7 @@ def test_trim_past_steps_keeps_one_anchor():
 
 
 # ---- timeline and blending -------------------------------------------------------------------------------------------
+
 
 def test_ensemble_weights_by_hand():
     w = ensemble_weights(3, 0.5)
@@ -102,19 +105,22 @@ def good(stamp=100.0):
     return make_chunk(stamp, [0.0, 0.1, 0.2], [[0.3, 0, 0.1], [0.31, 0, 0.1], [0.32, 0, 0.1]])
 
 
-@pytest.mark.parametrize("mutate, words", [
-    (lambda c: setattr(c, "positions_m", np.array([[0.3, 0, 0.1], [np.nan, 0, 0.1], [0.3, 0, 0.1]])), "non-finite"),
-    (lambda c: c.quats_xyzw.__setitem__((1, 0), np.inf), "non-finite"),
-    (lambda c: setattr(c, "gripper", np.array([0.5, 0.5])), "mismatched array lengths"),
-    (lambda c: setattr(c, "time_from_stamp_s", np.array([0.0, 0.2, 0.1])), "strictly increasing"),
-    (lambda c: setattr(c, "time_from_stamp_s", np.array([-0.1, 0.1, 0.2])), "negative"),
-    (lambda c: setattr(c, "quats_xyzw", np.zeros((3, 4))), "unit quaternion"),
-    (lambda c: setattr(c, "frame_id", "world"), "frame_id"),
-    (lambda c: setattr(c, "tool_frame_id", "tcp_site"), "tool_frame_id"),
-    (lambda c: setattr(c, "gripper", np.array([0.5, 2.0, 0.5])), "gripper[1]"),
-    (lambda c: setattr(c, "stamp_s", 95.0), "old"),
-    (lambda c: setattr(c, "stamp_s", 105.0), "future"),
-])
+@pytest.mark.parametrize(
+    "mutate, words",
+    [
+        (lambda c: setattr(c, "positions_m", np.array([[0.3, 0, 0.1], [np.nan, 0, 0.1], [0.3, 0, 0.1]])), "non-finite"),
+        (lambda c: c.quats_xyzw.__setitem__((1, 0), np.inf), "non-finite"),
+        (lambda c: setattr(c, "gripper", np.array([0.5, 0.5])), "mismatched array lengths"),
+        (lambda c: setattr(c, "time_from_stamp_s", np.array([0.0, 0.2, 0.1])), "strictly increasing"),
+        (lambda c: setattr(c, "time_from_stamp_s", np.array([-0.1, 0.1, 0.2])), "negative"),
+        (lambda c: setattr(c, "quats_xyzw", np.zeros((3, 4))), "unit quaternion"),
+        (lambda c: setattr(c, "frame_id", "world"), "frame_id"),
+        (lambda c: setattr(c, "tool_frame_id", "tcp_site"), "tool_frame_id"),
+        (lambda c: setattr(c, "gripper", np.array([0.5, 2.0, 0.5])), "gripper[1]"),
+        (lambda c: setattr(c, "stamp_s", 95.0), "old"),
+        (lambda c: setattr(c, "stamp_s", 105.0), "future"),
+    ],
+)
 def test_validate_rejects_bad_chunks(mutate, words):
     c = good()
     mutate(c)
@@ -133,8 +139,11 @@ def test_validate_empty_past_and_workspace_modes():
     clean, warnings = validate_chunk(out, 100.0, CHECKS)
     assert np.all(clean.positions_m[:, 2] == 0.01) and "outside the workspace" in warnings[0]
     with pytest.raises(ChunkRejected, match="outside the workspace"):
-        validate_chunk(out, 100.0, ChunkChecks(out_of_workspace="reject", workspace_min_m=[0.1, -0.4, 0.01],
-                                               workspace_max_m=[0.6, 0.4, 0.5]))
+        validate_chunk(
+            out,
+            100.0,
+            ChunkChecks(out_of_workspace="reject", workspace_min_m=[0.1, -0.4, 0.01], workspace_max_m=[0.6, 0.4, 0.5]),
+        )
     q = good()
     q.quats_xyzw[:] = [0, 0, 0, 1.01]  # within tolerance: normalised
     clean, _ = validate_chunk(q, 100.0, CHECKS)
@@ -151,19 +160,23 @@ def test_validate_truncates_before_the_first_implausibly_fast_step_or_rejects():
     np.testing.assert_array_equal(clean.positions_m, pos[:3])
     np.testing.assert_array_equal(clean.gripper, grip[:3])
     assert clean.quats_xyzw.shape == (3, 4) and clean.confidence.shape == (3,)
-    assert warnings == ["truncated to steps 0..2 of 5: steps 2->3 move 0.580 m in 0.100 s = 5.80 m/s > "
-                        "max_implied_speed_m_s=1.0"]
-    reject = ChunkChecks(implausible_speed="reject", workspace_min_m=CHECKS.workspace_min_m,
-                         workspace_max_m=CHECKS.workspace_max_m)
+    assert warnings == [
+        "truncated to steps 0..2 of 5: steps 2->3 move 0.580 m in 0.100 s = 5.80 m/s > max_implied_speed_m_s=1.0"
+    ]
+    reject = ChunkChecks(
+        implausible_speed="reject", workspace_min_m=CHECKS.workspace_min_m, workspace_max_m=CHECKS.workspace_max_m
+    )
     with pytest.raises(ChunkRejected, match=r"steps 2->3 move 0.580 m"):
         validate_chunk(make_chunk(100.0, t, pos), 100.05, reject)
     # A jump right after step 0 would leave one step, no motion that checks out (random garbage jumps at every
     # step): rejected. The limit itself is not a jump (1.0 m/s exactly passes).
     with pytest.raises(ChunkRejected, match=r"steps 0->1 .* \(right after step 0"):
-        validate_chunk(make_chunk(100.0, [0.0, 0.1, 0.2], [[0.3, 0, 0.1], [0.5, 0, 0.1], [0.51, 0, 0.1]]), 100.0,
-                       CHECKS)
-    at_limit, warnings = validate_chunk(make_chunk(100.0, [0.0, 0.5], [[0.3, -0.2, 0.1], [0.3, 0.3, 0.1]]), 100.0,
-                                        CHECKS)
+        validate_chunk(
+            make_chunk(100.0, [0.0, 0.1, 0.2], [[0.3, 0, 0.1], [0.5, 0, 0.1], [0.51, 0, 0.1]]), 100.0, CHECKS
+        )
+    at_limit, warnings = validate_chunk(
+        make_chunk(100.0, [0.0, 0.5], [[0.3, -0.2, 0.1], [0.3, 0.3, 0.1]]), 100.0, CHECKS
+    )
     assert at_limit.n_steps == 2 and warnings == []
     # What is kept is in the past (steps due 100.0 .. 100.2, now 100.25) while the jumped steps are not: rejected.
     with pytest.raises(ChunkRejected, match="every kept step is already in the past"):
@@ -179,10 +192,19 @@ def test_validate_truncates_before_the_first_implausibly_fast_step_or_rejects():
 
 # ---- limits -----------------------------------------------------------------------------------------------------------
 
+
 def linear_limits(**kw):
-    base = dict(joint_lower_rad=[-1] * 6, joint_upper_rad=[1] * 6, max_joint_speed_rad_s=[1, 2, 1, 1, 1, 1],
-                max_ee_speed_m_s=10.0, workspace_min_m=[-1, -1, -1], workspace_max_m=[1, 1, 0.5],
-                gripper_min=0.0, gripper_max=1.0, max_gripper_speed_per_s=2.0)
+    base = dict(
+        joint_lower_rad=[-1] * 6,
+        joint_upper_rad=[1] * 6,
+        max_joint_speed_rad_s=[1, 2, 1, 1, 1, 1],
+        max_ee_speed_m_s=10.0,
+        workspace_min_m=[-1, -1, -1],
+        workspace_max_m=[1, 1, 0.5],
+        gripper_min=0.0,
+        gripper_max=1.0,
+        max_gripper_speed_per_s=2.0,
+    )
     base.update(kw)
     return YamLimits(**base)
 
@@ -211,8 +233,7 @@ def test_safety_filter_joint_clip_workspace_and_gripper():
 
 
 def test_safety_filter_ee_speed_by_hand():
-    f = SafetyFilter(linear_limits(max_joint_speed_rad_s=100.0, max_ee_speed_m_s=0.5), fk_first3,
-                     bisection_steps=40)
+    f = SafetyFilter(linear_limits(max_joint_speed_rad_s=100.0, max_ee_speed_m_s=0.5), fk_first3, bisection_steps=40)
     q, _, rep = f.apply(np.array([0.03, 0.04, 0, 0, 0, 0]), 0.5, np.zeros(6), 0.5, 0.01)
     # 5 cm wanted, 0.5 m/s * 0.01 s = 5 mm allowed: 1/10 of the step
     np.testing.assert_allclose(q[:2], [0.003, 0.004], atol=1e-9)
@@ -224,8 +245,14 @@ def test_check_command_names_every_violation():
     assert check_command(lim, np.zeros(6), 0.5, np.zeros(6), 0.5, 0.01, fk_first3) == []
     problems = check_command(lim, np.array([1.5, 0, 0.8, 0, 0, 0]), 1.2, np.zeros(6), 0.5, 0.01, fk_first3)
     text = " ".join(problems)
-    for words in ("joint position", "joint speed", "outside the workspace", "tool speed", "gripper 1.2",
-                  "gripper speed"):
+    for words in (
+        "joint position",
+        "joint speed",
+        "outside the workspace",
+        "tool speed",
+        "gripper 1.2",
+        "gripper speed",
+    ):
         assert words in text
     assert "non-finite" in check_command(lim, np.full(6, np.nan), 0.5, np.zeros(6), 0.5, 0.01, fk_first3)[0]
 
@@ -246,16 +273,20 @@ def test_yam_config_loads_and_validates(tmp_path):
 
 # ---- IK, smoother, loop, core -----------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def kin():
     from para_ros.robot.yam_ik import YamKinematics
+
     return YamKinematics()
 
 
 def test_ik_round_trip_against_sdk_fk(kin):
+    import os
+
     from i2rt.robots.kinematics import Kinematics
     from i2rt.robots.utils import ArmType, GripperType, combine_arm_and_gripper_xml
-    import os
+
     xml = combine_arm_and_gripper_xml(ArmType.YAM, GripperType.LINEAR_4310)
     ref = Kinematics(xml, "grasp_site")
     os.remove(xml)
@@ -275,6 +306,7 @@ def test_ik_round_trip_against_sdk_fk(kin):
 
 def test_ruckig_smoother_respects_jerk_and_converges():
     from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
+
     dt = 0.01
     lim = JerkLimits(1.0, 5.0, 50.0)
     sm = JerkLimitedSmoother(lim, dt)
@@ -333,6 +365,7 @@ def test_fixed_rate_loop_ticks_on_the_period_grid_in_simulated_time():
 
 def _core(kin, **kw):
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
+
     yam = load_yam_config()
     checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
     return ExecutorCore(ExecutorConfig(checks=checks, **kw), yam, kinematics=kin)
@@ -348,8 +381,15 @@ def _top_down_chunk(kin, stamp, p_start, v, n=20, step=0.1):
 def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     core = _core(kin, stale_timeout_s=0.3)
     assert core.tick(0.0) is None  # no joint state yet
-    q0 = kin.ik(np.block([[np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T, np.array([[0.3], [0], [0.1]])],
-                          [np.zeros((1, 3)), np.ones((1, 1))]]), np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    q0 = kin.ik(
+        np.block(
+            [
+                [np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T, np.array([[0.3], [0], [0.1]])],
+                [np.zeros((1, 3)), np.ones((1, 1))],
+            ]
+        ),
+        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
+    ).q_rad
     core.set_measured_joints(q0, 0.5)
     cmd = core.tick(0.0)
     np.testing.assert_array_equal(cmd.q_rad, q0)
@@ -379,12 +419,16 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     assert core.status.state == "hold_stale"
 
 
-@pytest.mark.parametrize("mode, taken_while_following, taken_when_idle", [
-    ("truncate_when_idle", False, True), ("truncate", True, True), ("reject", False, False)])
+@pytest.mark.parametrize(
+    "mode, taken_while_following, taken_when_idle",
+    [("truncate_when_idle", False, True), ("truncate", True, True), ("reject", False, False)],
+)
 def test_core_implausibly_fast_chunks_by_mode(kin, mode, taken_while_following, taken_when_idle):
     R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
-    q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
-                np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    q0 = kin.ik(
+        np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
+        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
+    ).q_rad
 
     def jumping(stamp, p_start):  # 0.05 m/s in x over 1 s, but 0.25 m sideways in 0.1 s at steps 5 -> 6
         c = _top_down_chunk(kin, stamp, p_start, [0.05, 0, 0], n=11)
@@ -438,8 +482,10 @@ def test_core_a_stale_state_before_the_first_command_needs_no_new_chunk(kin):
 
 def test_core_unreachable_hold_vs_best_effort(kin):
     R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
-    q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
-                np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    q0 = kin.ik(
+        np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
+        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
+    ).q_rad
     for mode, moves in (("hold", False), ("best_effort", True)):
         core = _core(kin, unreachable=mode)
         core.set_measured_joints(q0, 0.5)
@@ -456,8 +502,10 @@ def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_
     chunk after it restarts from the freshly measured joints (not from the old target)."""
     core = _core(kin, stale_timeout_s=5.0, joint_state_timeout_s=0.2)
     R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
-    q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
-                np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    q0 = kin.ik(
+        np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
+        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
+    ).q_rad
     core.set_measured_joints(q0, 0.5, measured_s=0.0)
     assert core.add_chunk(_top_down_chunk(kin, 0.0, [0.3, 0, 0.1], [0.05, 0, 0], n=40), 0.0)[0]
     sent = {}
@@ -472,8 +520,9 @@ def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_
     assert np.any(last_before_loss != q0), "the arm was not moving before the loss"
     s = core.status_snapshot()
     assert s.state == "joint_state_lost" and s.joint_state_losses == 1 and len(core.timeline) == 0
-    assert "no fresh joint state within joint_state_timeout_s 0.2 s (the last one measured at t=0.500 s)" in \
-        s.problems["joint_state"] and s.joint_state_age_s == pytest.approx(0.5)
+    assert "no fresh joint state within joint_state_timeout_s 0.2 s (the last one measured at t=0.500 s)" in s.problems[
+        "joint_state"
+    ] and s.joint_state_age_s == pytest.approx(0.5)
     # A chunk while the state is stale is ignored (counted), not kept for later.
     ok, why = core.add_chunk(_top_down_chunk(kin, 1.0, [0.35, 0, 0.1], [0.05, 0, 0]), 1.0)
     assert not ok and "joint_state_timeout_s" in why and core.status.chunks_ignored_no_state == 1
@@ -497,8 +546,10 @@ def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_
 def test_core_started_disengaged_sends_nothing_until_engaged_then_starts_at_the_measured_joints(kin):
     core = _core(kin, start_engaged=False)
     R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
-    q0 = kin.ik(np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
-                np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad
+    q0 = kin.ik(
+        np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
+        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
+    ).q_rad
     assert not core.engaged and core.tick(0.0) is None  # no state yet
     core.set_measured_joints(q0, 0.5)
     assert core.tick(0.01) is None and core.status.state == "disengaged"  # a state, still nothing: not ours
@@ -555,6 +606,7 @@ def test_core_feedback_lost_while_disengaged_then_engage_starts_at_the_fresh_mea
 
 def test_core_watchdog_needs_measurement_times_and_a_positive_timeout(kin):
     from para_ros.execution.executor_core import ExecutorConfig
+
     core = _core(kin, joint_state_timeout_s=0.2)
     with pytest.raises(ValueError, match="measured_s"):
         core.set_measured_joints(np.zeros(6), 0.5)
@@ -596,6 +648,7 @@ def test_joint_state_watch_dates_the_oldest_needed_joint():
 
 # ---- node configuration (no middleware needed) -----------------------------------------------------------------------
 
+
 def test_executor_defaults_build_a_valid_config_and_bad_values_are_refused():
     from para_ros.nodes.chunk_executor import PARAMETERS, build_executor_config
 
@@ -617,11 +670,18 @@ def test_executor_defaults_build_a_valid_config_and_bad_values_are_refused():
 def test_help_runs_without_middleware():
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-m", "para_ros.nodes.chunk_executor", "--help"], capture_output=True, text=True,
-                         timeout=60)
+
+    out = subprocess.run(
+        [sys.executable, "-m", "para_ros.nodes.chunk_executor", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and "control_rate_hz" in out.stdout
-    out = subprocess.run([sys.executable, "bench/bench_executor.py", "--help"], capture_output=True, text=True,
-                         timeout=60, cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    out = subprocess.run(
+        [sys.executable, "bench/bench_executor.py", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent),
+    )
     assert out.returncode == 0 and "--rates" in out.stdout
 
 
@@ -637,11 +697,18 @@ def test_ros_thread_priority_is_one_below_the_control_thread_or_reported():
     seen = {}
 
     def in_thread(key, priority, control_scheduler):
-        seen[key] = (raise_ros_thread_priority(priority, control_scheduler), os.sched_getscheduler(0),
-                     os.sched_getparam(0).sched_priority)
+        seen[key] = (
+            raise_ros_thread_priority(priority, control_scheduler),
+            os.sched_getscheduler(0),
+            os.sched_getparam(0).sched_priority,
+        )
 
-    cases = {"granted": (50, "SCHED_FIFO 50"), "refused": (50, "normal (SCHED_FIFO 50 refused: EPERM)"),
-             "lowest": (1, "SCHED_FIFO 1"), "off": (0, "normal")}
+    cases = {
+        "granted": (50, "SCHED_FIFO 50"),
+        "refused": (50, "normal (SCHED_FIFO 50 refused: EPERM)"),
+        "lowest": (1, "SCHED_FIFO 1"),
+        "off": (0, "normal"),
+    }
     for key, (priority, control) in cases.items():
         worker = threading.Thread(target=in_thread, args=(key, priority, control))
         worker.start()
@@ -674,6 +741,7 @@ def test_control_loop_priority_is_applied_in_its_thread_or_reported():
     loop = FixedRateLoop(100.0, tick, priority=10)
     loop.start()
     import time as _time
+
     deadline = _time.monotonic() + 5.0
     while "policy" not in seen and _time.monotonic() < deadline:
         _time.sleep(0.01)

@@ -13,6 +13,7 @@ cleared keeps ``/diagnostics`` at WARN forever (it happened with a wrist image s
   next report once the executor is back to normal. A final check makes sure every key the static walk finds is
   exercised (or named as covered otherwise). Lost feedback over real DDS: test_faults_executor_joint_state_loss.
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,6 +31,7 @@ OBSERVATION_BUILDER = REPO / "para_ros" / "observation" / "builder.py"  # raises
 
 # ---- static: every key set has a clear -----------------------------------------------------------------------------
 
+
 def _key_of(arg) -> str | None:
     """The key an argument names: a literal, or an f-string as a pattern ("distortion.{}"); None if dynamic."""
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
@@ -44,7 +46,9 @@ def _callee(call: ast.Call) -> str:
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
-def problem_keys(*paths: Path, set_names=("problem", "fault"), clear_names=("clear",), key_classes=("ObservationProblem",)):
+def problem_keys(
+    *paths: Path, set_names=("problem", "fault"), clear_names=("clear",), key_classes=("ObservationProblem",)
+):
     """(keys set, keys cleared, dynamic setter calls) in the sources at ``paths``.
 
     A setter whose key is ``<x>.key`` (the inference node re-raising an ``ObservationProblem``) is fine when the keys
@@ -53,11 +57,19 @@ def problem_keys(*paths: Path, set_names=("problem", "fault"), clear_names=("cle
     """
     keys_set, cleared, dynamic = set(), set(), []
     for node in (n for path in paths for n in ast.walk(ast.parse(path.read_text()))):
-        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, (ast.Tuple,
-                                                                                                      ast.List)):
+        if (
+            isinstance(node, ast.For)
+            and isinstance(node.target, ast.Name)
+            and isinstance(node.iter, (ast.Tuple, ast.List))
+        ):
             for sub in ast.walk(node):
-                if (isinstance(sub, ast.Call) and _callee(sub) in clear_names and sub.args
-                        and isinstance(sub.args[0], ast.Name) and sub.args[0].id == node.target.id):
+                if (
+                    isinstance(sub, ast.Call)
+                    and _callee(sub) in clear_names
+                    and sub.args
+                    and isinstance(sub.args[0], ast.Name)
+                    and sub.args[0].id == node.target.id
+                ):
                     cleared |= {e.value for e in node.iter.elts if isinstance(e, ast.Constant)}
         if not isinstance(node, ast.Call) or not node.args:
             continue
@@ -96,7 +108,8 @@ def test_problem_key_walk_sees_what_it_must():
         "    self.health.clear(f'b.{view}')\n"
         "    for key in ('a', 'c'):\n"
         "        self.health.clear(key)\n"
-        "    self._wake.clear()\n")
+        "    self._wake.clear()\n"
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
         fh.write(sample)
     try:
@@ -129,6 +142,7 @@ def test_health_reporter_logs_warn_and_error_problems_and_clears_them():
 
         def get_clock(self):
             from rclpy.clock import Clock
+
             return Clock()
 
     health = HealthReporter(FakeNode(), "test", log_throttle_s=0.0, median_window=3)
@@ -148,9 +162,10 @@ def test_health_reporter_logs_warn_and_error_problems_and_clears_them():
 
 # ---- the executor: event problems last one report, non-normal states clear when the state changes ---------------------
 
+
 def test_executor_event_problems_are_gone_from_the_next_report():
-    from para_ros.nodes.chunk_executor import EVENT_PROBLEMS, diagnostic_summary
     from para_ros.execution.executor_core import ExecutorStatus
+    from para_ros.nodes.chunk_executor import EVENT_PROBLEMS, diagnostic_summary
     from para_ros.nodes.health import ERROR, OK, WARN
 
     s = ExecutorStatus(state="tracking")
@@ -170,6 +185,7 @@ def test_executor_event_problems_are_gone_from_the_next_report():
 @pytest.fixture(scope="module")
 def kin():
     from para_ros.robot.yam_ik import YamKinematics
+
     return YamKinematics()
 
 
@@ -187,17 +203,26 @@ def _chunk(stamp, p_start, R, v=(0.0, 0.0, 0.0), n=20, step=0.1):
 
     t = np.arange(n) * step
     pos = np.asarray(p_start, float) + np.outer(t, v)
-    return Chunk(stamp, t, pos, np.tile(Rotation.from_matrix(R).as_quat(), (n, 1)), np.full(n, 0.5), np.ones(n),
-                 "base", "grasp_site", "m")
+    return Chunk(
+        stamp,
+        t,
+        pos,
+        np.tile(Rotation.from_matrix(R).as_quat(), (n, 1)),
+        np.full(n, 0.5),
+        np.ones(n),
+        "base",
+        "grasp_site",
+        "m",
+    )
 
 
 def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     """Drive the ROS-free core into each state that makes /diagnostics WARN and out of it again."""
-    from para_ros.nodes.chunk_executor import WARN_STATES, diagnostic_summary
     from para_ros.execution.chunk import ChunkChecks
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
-    from para_ros.robot.yam import load_yam_config
+    from para_ros.nodes.chunk_executor import WARN_STATES, diagnostic_summary
     from para_ros.nodes.health import OK
+    from para_ros.robot.yam import load_yam_config
 
     yam = load_yam_config()
     checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
@@ -261,8 +286,13 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
 
 
 def _module_constants(tree) -> dict[str, str]:
-    return {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
-            for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}
+    return {
+        t.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)
+    }
 
 
 def test_every_executor_problem_key_is_removed_somewhere():
@@ -280,8 +310,13 @@ def test_every_executor_problem_key_is_removed_somewhere():
             for t in node.targets:
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr == "problems":
                     keys_set.add(key(t.slice))
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pop"
-                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "problems"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "pop"
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "problems"
+        ):
             removed.add(key(node.args[0]))
     assert keys_set == {"joint_state"}, keys_set  # the walk works (and sees every key: none is None)
     assert not keys_set - removed, f"executor problems set but never removed: {sorted(keys_set - removed)}"
@@ -357,8 +392,14 @@ class InProcessRig:
         from sensor_msgs.msg import Image
 
         rgb = self.images[view] if rgb is None else rgb
-        msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, is_bigendian=0,
-                    step=rgb.shape[1] * (rgb.shape[2] if rgb.ndim == 3 else 1), data=rgb.tobytes())
+        msg = Image(
+            height=rgb.shape[0],
+            width=rgb.shape[1],
+            encoding=encoding,
+            is_bigendian=0,
+            step=rgb.shape[1] * (rgb.shape[2] if rgb.ndim == 3 else 1),
+            data=rgb.tobytes(),
+        )
         msg.header.frame_id = f"{view}_cam_optical_frame"
         return self._stamp(msg, stamp_ns)
 
@@ -384,8 +425,11 @@ class InProcessRig:
         """(level, active problem keys, chunks published) of the node's diagnostics status right now."""
         s = self.n.health.status()
         values = {kv.key: kv.value for kv in s.values}
-        return (s.level, sorted(k[len("problem."):] for k in values if k.startswith("problem.")),
-                int(values.get("chunks_out", 0)))
+        return (
+            s.level,
+            sorted(k[len("problem.") :] for k in values if k.startswith("problem.")),
+            int(values.get("chunks_out", 0)),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -418,6 +462,7 @@ def exercises(*keys):
     def mark(fn):
         EXERCISED.update(keys)
         return fn
+
     return mark
 
 
@@ -494,7 +539,9 @@ def test_unknown_gripper_then_a_joint_state_is_ok_again(inference):
 
 
 @exercises("policy", "internal_error")
-@pytest.mark.parametrize("error, key", [(ValueError("bad input"), "policy"), (RuntimeError("CUDA OOM"), "internal_error")])
+@pytest.mark.parametrize(
+    "error, key", [(ValueError("bad input"), "policy"), (RuntimeError("CUDA OOM"), "internal_error")]
+)
 def test_policy_refusal_or_unexpected_error_then_a_good_step_is_ok_again(inference, monkeypatch, error, key):
     def refuse(*_args, **_kw):
         raise error
@@ -532,9 +579,18 @@ def test_latency_stages_on_diagnostics_are_measured_and_add_up(inference):
     inference.observe(inference.now_ns() - 80_000_000)
     assert len(n.latencies_s) == before + 1, "no chunk"
     values = {kv.key: kv.value for kv in n.health.status().values}
-    stages = {k[len("stage_median_ms."):]: float(v) for k, v in values.items() if k.startswith("stage_median_ms.")}
-    assert set(stages) == {"receive", "wait", "observation_decode", "observation_tf", "preprocess", "model", "decode",
-                           "publish", "other"}
+    stages = {k[len("stage_median_ms.") :]: float(v) for k, v in values.items() if k.startswith("stage_median_ms.")}
+    assert set(stages) == {
+        "receive",
+        "wait",
+        "observation_decode",
+        "observation_tf",
+        "preprocess",
+        "model",
+        "decode",
+        "publish",
+        "other",
+    }
     assert stages["receive"] >= 80.0
     assert stages["model"] == pytest.approx(1e3 * n.policy.last_timing_s["model"], abs=1e-3)
     assert all(v >= 0.0 for k, v in stages.items() if k != "other")
@@ -558,7 +614,7 @@ def test_rolling_medians_are_numpy_medians_of_each_keys_last_window():
             if i < len(values):
                 medians.add(key, float(values[i]))
                 got = medians.medians()[key]
-                assert got == pytest.approx(float(np.median(values[max(0, i - 6):i + 1])), abs=1e-12), (key, i)
+                assert got == pytest.approx(float(np.median(values[max(0, i - 6) : i + 1])), abs=1e-12), (key, i)
 
 
 def test_per_frame_endpoints_have_no_event_handlers_to_poll(inference):

@@ -6,13 +6,13 @@ Timing assertions use the node's own clock (the tick time of every commanded pos
 joint state from its diagnostics), so they do not depend on how promptly this machine delivers anything; the test's
 clock only says when to cut and restore.
 """
+
 from __future__ import annotations
 
 import time
 
 import numpy as np
 import pytest
-
 from executor_helpers import TOP_DOWN_R, ExecutorDriver, ReferenceKinematics, diag_values, pose_arrays
 from ros_helpers import wait_for
 from test_executor_ros import LinearTrajectory, _current_pose, _publish_stream
@@ -36,8 +36,13 @@ def _latest(drv, predicate=lambda d: True):
 def test_commands_stop_within_one_timeout_after_joint_states_are_cut_and_resume_only_with_a_new_chunk():
     kin = ReferenceKinematics()
     drv = ExecutorDriver("/exec_state_loss", kin.ik([0.30, 0.0, 0.15], TOP_DOWN_R))
-    drv.start_executor(NODE, control_rate_hz=100.0, command_lookahead_s=LOOKAHEAD_S, stale_timeout_s=5.0,
-                       joint_state_timeout_s=TIMEOUT_S)
+    drv.start_executor(
+        NODE,
+        control_rate_hz=100.0,
+        command_lookahead_s=LOOKAHEAD_S,
+        stale_timeout_s=5.0,
+        joint_state_timeout_s=TIMEOUT_S,
+    )
     try:
         drv.wait_for_commands(20, timeout_s=90.0)
         p_now, R_now = _current_pose(drv, kin)
@@ -49,8 +54,11 @@ def test_commands_stop_within_one_timeout_after_joint_states_are_cut_and_resume_
         time.sleep(0.05)  # a state already on its way may still arrive
         t_cut = drv.last_state_publish_s
         _publish_stream(drv, traj, duration_s=1.0)
-        wait_for(lambda: _latest(drv, lambda d: "joint_state_lost" in d.message) is not None, 10.0,
-                 what="diagnostics reporting joint_state_lost")
+        wait_for(
+            lambda: _latest(drv, lambda d: "joint_state_lost" in d.message) is not None,
+            10.0,
+            what="diagnostics reporting joint_state_lost",
+        )
         lost = diag_values(_latest(drv, lambda d: "joint_state_lost" in d.message))
         last_state_s = float(lost["last_joint_state_s"])  # when the node heard the last joint state (its clock)
         assert t_cut - 1e-3 <= last_state_s <= t_cut + 0.5, (t_cut, last_state_s)  # it was the cut one
@@ -60,12 +68,15 @@ def test_commands_stop_within_one_timeout_after_joint_states_are_cut_and_resume_
         ticks = ticks - LOOKAHEAD_S  # (N,) node tick time of every command
         after = ticks[ticks > last_state_s]
         # Within one timeout: no command ticked later than the last joint state + joint_state_timeout_s ...
-        assert after.size and after.max() <= last_state_s + TIMEOUT_S + 1e-6, \
+        assert after.size and after.max() <= last_state_s + TIMEOUT_S + 1e-6, (
             f"commands {after.max() - last_state_s:.3f} s after the last joint state (timeout {TIMEOUT_S} s)"
+        )
         assert after.max() > last_state_s + TIMEOUT_S / 2, "stopped long before the timeout"  # ... not far earlier
         # ... while the node kept ticking (its own counters) and ignored the chunks that came meanwhile.
         in_loss = [diag_values(d) for d in _own(diags) if "joint_state_lost" in d.message]
-        assert int(in_loss[-1]["ticks"]) > int(in_loss[0]["ticks"]) and in_loss[-1]["commands"] == in_loss[0]["commands"]
+        assert (
+            int(in_loss[-1]["ticks"]) > int(in_loss[0]["ticks"]) and in_loss[-1]["commands"] == in_loss[0]["commands"]
+        )
         assert int(lost["chunks_ignored_no_state"]) > 0 and int(lost["joint_state_losses"]) == 1
         status = _latest(drv, lambda d: "joint_state_lost" in d.message)
         assert status.level == b"\x02" and "no fresh joint state" in lost["problem.joint_state"]  # ERROR
@@ -76,8 +87,11 @@ def test_commands_stop_within_one_timeout_after_joint_states_are_cut_and_resume_
         # ---- joint states back, no chunk: still nothing sent; the problem clears
         n_before = len(poses)
         drv.publish_states = True
-        wait_for(lambda: _latest(drv, lambda d: "waiting_for_chunk" in d.message) is not None, 10.0,
-                 what="diagnostics reporting waiting_for_chunk")
+        wait_for(
+            lambda: _latest(drv, lambda d: "waiting_for_chunk" in d.message) is not None,
+            10.0,
+            what="diagnostics reporting waiting_for_chunk",
+        )
         time.sleep(0.3)
         back = _latest(drv)
         assert "waiting_for_chunk" in back.message and "problem.joint_state" not in diag_values(back)
@@ -88,8 +102,9 @@ def test_commands_stop_within_one_timeout_after_joint_states_are_cut_and_resume_
         # ---- a new chunk: commands again, starting where the arm is (the last position it reported)
         p_arm, R_arm = _current_pose(drv, kin)
         t_resume = time.time()
-        _publish_stream(drv, LinearTrajectory(time.time() + 0.015, p_arm, R_arm, v=(0.0, 0.03, 0.0), yaw_rate=0.0),
-                        duration_s=0.5)
+        _publish_stream(
+            drv, LinearTrajectory(time.time() + 0.015, p_arm, R_arm, v=(0.0, 0.03, 0.0), yaw_rate=0.0), duration_s=0.5
+        )
         _, poses, _ = drv.snapshot()
         ticks, p_cmd, _ = pose_arrays(poses)
         resumed = np.flatnonzero(ticks - LOOKAHEAD_S >= t_resume - 0.05)
@@ -97,6 +112,7 @@ def test_commands_stop_within_one_timeout_after_joint_states_are_cut_and_resume_
         # One limited step from the measured joints (the tool moves at most max_ee_speed_m_s for one period; how far
         # towards the chunk depends on how late the chunk arrived on a loaded machine), never a jump to an old target.
         from para_ros.robot.yam import load_yam_config
+
         one_step_m = load_yam_config().limits.max_ee_speed_m_s / 100.0  # control_rate_hz 100
         assert np.linalg.norm(p_cmd[resumed[0]] - p_arm) <= one_step_m + 1e-4, "the first command jumped away"
         assert np.any(np.diff(p_cmd[resumed], axis=0) != 0), "no motion after the new chunk"

@@ -12,6 +12,7 @@ process: the chunk executor (process) follows the chunks of an inference node (p
 Times for the executor's behaviour are its own (the tick time of every commanded pose, the acceptance time of its
 last chunk from its diagnostics); the test's clock only chooses when to kill, mute and restore.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,9 @@ import time
 
 import numpy as np
 import pytest
-
 from executor_helpers import TOP_DOWN_R, ExecutorDriver, ReferenceKinematics, diag_values, pose_arrays
 from ros_helpers import start_python, wait_for
-from test_inference_node import Rig, SEED
+from test_inference_node import SEED, Rig
 
 pytestmark = pytest.mark.ros
 
@@ -59,9 +59,21 @@ class CameraStream:
 
 
 def start_inference_node():
-    return start_python(["para_ros.nodes.inference_node", "--ros-args", "-r", f"__node:={INFERENCE_NODE}",
-                         "-p", f"random_seed:={SEED}", "-p", "tf_timeout_s:=0.2", "-p", "max_rate_hz:=10.0"],
-                        module=True)
+    return start_python(
+        [
+            "para_ros.nodes.inference_node",
+            "--ros-args",
+            "-r",
+            f"__node:={INFERENCE_NODE}",
+            "-p",
+            f"random_seed:={SEED}",
+            "-p",
+            "tf_timeout_s:=0.2",
+            "-p",
+            "max_rate_hz:=10.0",
+        ],
+        module=True,
+    )
 
 
 def chunk_stamps_s(rig) -> np.ndarray:
@@ -81,17 +93,20 @@ def moving_ticks(drv, since_s: float) -> tuple[np.ndarray, np.ndarray]:
     """(tick times of every command since ``since_s``, True where it differs from the command before it)."""
     t, p, q = pose_arrays(drv.snapshot()[1])
     tick = t - LOOKAHEAD_S
-    change = np.r_[False, np.any(np.abs(np.diff(p, axis=0)) > 1e-9, axis=1)
-                   | np.any(np.abs(np.diff(q, axis=0)) > 1e-9, axis=1)]
+    change = np.r_[
+        False, np.any(np.abs(np.diff(p, axis=0)) > 1e-9, axis=1) | np.any(np.abs(np.diff(q, axis=0)) > 1e-9, axis=1)
+    ]
     sel = tick >= since_s
     return tick[sel], change[sel]
 
 
 def wait_following(drv, rig, since_s: float, timeout_s: float, what: str) -> None:
     """Until the executor has made at least 20 changing commands after ``since_s`` (it follows chunks again)."""
+
     def following():
         _, change = moving_ticks(drv, since_s)
         return int(change.sum()) >= 20
+
     wait_for(following, timeout_s, what=what)
 
 
@@ -104,9 +119,9 @@ def assert_holds_after_last_chunk(drv, t_from_s: float, label: str) -> float:
     assert last_accept_s >= t_from_s - 2.0, f"{label}: no chunk accepted shortly before ({last_accept_s}, {t_from_s})"
     ticks, change = moving_ticks(drv, last_accept_s)
     late = ticks[change]
-    assert late.size == 0 or late.max() <= last_accept_s + STALE_S + 1.5 / RATE_HZ, \
-        f"{label}: commands still changing {late.max() - last_accept_s:.3f} s after the last chunk (stale " \
-        f"{STALE_S} s)"
+    assert late.size == 0 or late.max() <= last_accept_s + STALE_S + 1.5 / RATE_HZ, (
+        f"{label}: commands still changing {late.max() - last_accept_s:.3f} s after the last chunk (stale {STALE_S} s)"
+    )
     held = ticks[ticks > last_accept_s + STALE_S + 1.5 / RATE_HZ]
     assert held.size > 0.5 * RATE_HZ, f"{label}: the executor stopped commanding instead of holding"
     assert values["state"] == "hold_stale", f"{label}: {status.message}"
@@ -119,9 +134,16 @@ def test_inference_node_killed_then_restarted_and_a_silent_camera():
     kin = ReferenceKinematics()
     drv = ExecutorDriver(PREFIX, kin.ik([0.30, 0.0, 0.15], TOP_DOWN_R))
     # the untrained random model's chunks: accepted and followed as in the untrained demo (para_ros/deploy/graph.py)
-    drv.start_executor(EXEC_NODE, chunk_topic="/para/action_chunk", control_rate_hz=RATE_HZ,
-                       command_lookahead_s=LOOKAHEAD_S, stale_timeout_s=STALE_S, max_implied_speed_m_s=100.0,
-                       unreachable="best_effort", joint_state_timeout_s=2.0)
+    drv.start_executor(
+        EXEC_NODE,
+        chunk_topic="/para/action_chunk",
+        control_rate_hz=RATE_HZ,
+        command_lookahead_s=LOOKAHEAD_S,
+        stale_timeout_s=STALE_S,
+        max_implied_speed_m_s=100.0,
+        unreachable="best_effort",
+        joint_state_timeout_s=2.0,
+    )
     # joint_state_timeout_s: this test is about chunks, not feedback (test_faults_executor_joint_state_loss is). The
     # joint states come from this process's driver thread, which can stall 0.5 s at the kill on a loaded
     # machine, where the executor rightly goes to waiting_for_chunk instead of holding a stale chunk.
@@ -161,21 +183,29 @@ def test_inference_node_killed_then_restarted_and_a_silent_camera():
         time.sleep(3.0)
         t_unmute = time.time()
         stamps = chunk_stamps_s(rig)
-        assert not np.any((stamps > t_mute + 0.05) & (stamps < t_unmute)), \
+        assert not np.any((stamps > t_mute + 0.05) & (stamps < t_unmute)), (
             f"chunks from observations without the wrist camera: {stamps[stamps > t_mute + 0.05] - t_mute}"
+        )
         muted = [s for s in own_inference_status(rig) if "camera" in s.message and "lags or is silent" in s.message]
         assert muted, "the inference node's /diagnostics did not report the silent camera"
-        assert all("the wrist camera" in s.message and "the scene camera" not in s.message for s in muted), \
-            [s.message for s in muted]
+        assert all("the wrist camera" in s.message and "the scene camera" not in s.message for s in muted), [
+            s.message for s in muted
+        ]
         assert muted[-1].level >= b"\x01"  # WARN
         assert_holds_after_last_chunk(drv, t_mute, "wrist camera silent")
 
         stream.skip = ()
         wait_for(lambda: np.any(chunk_stamps_s(rig) > t_unmute), 30, what="chunks once the wrist camera is back")
         wait_following(drv, rig, t_unmute, 30, "the executor to follow again once the wrist camera is back")
-        wait_for(lambda: (lambda s: s and "pairing" not in s[-1].message and not any(
-            kv.key == "problem.pairing" for kv in s[-1].values))(own_inference_status(rig)), 10,
-            what="the pairing problem to clear from the inference node's /diagnostics")
+        wait_for(
+            lambda: (
+                lambda s: (
+                    s and "pairing" not in s[-1].message and not any(kv.key == "problem.pairing" for kv in s[-1].values)
+                )
+            )(own_inference_status(rig)),
+            10,
+            what="the pairing problem to clear from the inference node's /diagnostics",
+        )
         assert drv.proc.poll() is None and drv.proc.pid == executor_pid
         assert inference.poll() is None, "the restarted inference node died"
     finally:

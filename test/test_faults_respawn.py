@@ -5,6 +5,7 @@ as para-deploy's options (the executor only with ``respawn_executor``).
 
 No ROS needed for the ProcessGroup part: the "nodes" are tiny ``python -c`` children that exit after a second.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,13 +13,12 @@ import sys
 import time
 
 import pytest
-
-from para_ros.commands import deploy
-from para_ros.deploy import graph_run
-from para_ros.deploy import graph
-from para_ros.dds_env import loopback_dds_env
 from test_deploy_graph import launch_module, launch_nodes  # noqa: F401 (the fixture, with the stand-in launch modules)
 from test_deploy_launcher import POLITE, pid_gone, stand_in_graph
+
+from para_ros.commands import deploy
+from para_ros.dds_env import loopback_dds_env
+from para_ros.deploy import graph, graph_run
 
 # Exits on its own after a second; prints its pid first, so each life of it shows in its log.
 SHORT_LIVED = "import os, sys, time; print('pid', os.getpid(), flush=True); time.sleep(1.0); sys.exit(7)"
@@ -49,8 +49,11 @@ def test_a_respawned_node_is_restarted_after_the_delay_and_never_reported_dead(t
         assert time.monotonic() - t0 >= 2.5
         assert node.proc.pid != first_pid and node.exit_statuses == [7, 7]
         assert group.restarts() == 2 and group.pids() == [node.proc.pid]
-        _wait(lambda: node.proc.poll() is None and "pid" in node.log_path.read_text().split("restart 2")[-1], 10,
-              "the second restart to be up")
+        _wait(
+            lambda: node.proc.poll() is None and "pid" in node.log_path.read_text().split("restart 2")[-1],
+            10,
+            "the second restart to be up",
+        )
     finally:
         group.stop(timeout_s=2.0)
     log = node.log_path.read_text()
@@ -98,11 +101,24 @@ def test_the_existing_api_still_works_without_respawn(tmp_path):
 
 @pytest.mark.ros
 def test_para_deploy_respawns_and_reports_the_restarts(tmp_path, monkeypatch):
-    monkeypatch.setattr(deploy, "graph_commands", stand_in_graph({"inference_node": [SHORT_LIVED],
-                                                                  "chunk_executor": [POLITE]}))
+    monkeypatch.setattr(
+        deploy, "graph_commands", stand_in_graph({"inference_node": [SHORT_LIVED], "chunk_executor": [POLITE]})
+    )
     out = tmp_path / "run"
-    status = deploy.main(["--duration", "4", "--out", str(out), "--no-record", "--respawn",
-                          "--respawn-delay", "0.3", "--shutdown-timeout", "3"])
+    status = deploy.main(
+        [
+            "--duration",
+            "4",
+            "--out",
+            str(out),
+            "--no-record",
+            "--respawn",
+            "--respawn-delay",
+            "0.3",
+            "--shutdown-timeout",
+            "3",
+        ]
+    )
     summary = json.loads((out / "summary.json").read_text())
     inference = summary["nodes"]["inference_node"]
     assert summary["stop_reason"] == "duration reached"  # the death did not end the run
@@ -117,8 +133,9 @@ def test_para_deploy_respawns_and_reports_the_restarts(tmp_path, monkeypatch):
 @pytest.mark.ros
 def test_para_deploy_without_respawn_the_executor_death_ends_the_run(tmp_path, monkeypatch):
     """``--respawn`` alone does not bring the executor back."""
-    monkeypatch.setattr(deploy, "graph_commands", stand_in_graph({"inference_node": [POLITE],
-                                                                  "chunk_executor": [SHORT_LIVED]}))
+    monkeypatch.setattr(
+        deploy, "graph_commands", stand_in_graph({"inference_node": [POLITE], "chunk_executor": [SHORT_LIVED]})
+    )
     out = tmp_path / "run"
     assert deploy.main(["--duration", "30", "--out", str(out), "--no-record", "--respawn"]) == 1
     summary = json.loads((out / "summary.json").read_text())
@@ -130,8 +147,9 @@ def test_bad_respawn_delay_is_refused():
     assert deploy.main(["--respawn", "--respawn-delay", "-1"]) == 2
 
 
-@pytest.mark.parametrize("respawn, respawn_executor", [("false", "false"), ("true", "false"), ("false", "true"),
-                                                       ("true", "true")])
+@pytest.mark.parametrize(
+    "respawn, respawn_executor", [("false", "false"), ("true", "false"), ("false", "true"), ("true", "true")]
+)
 def test_launch_respawn_arguments_reach_the_node_actions(launch_module, respawn, respawn_executor):  # noqa: F811
     nodes = launch_nodes(launch_module, respawn=respawn, respawn_executor=respawn_executor, respawn_delay="1.5")
     by_name = {n.kwargs["name"]: n.kwargs for n in nodes}

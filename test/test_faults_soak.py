@@ -2,6 +2,7 @@
 simulator that fails on growth (slow): a node's RSS growing more than a bound between the second report and the last,
 the chunks stopping in a window, chunks too late for the executor, a node dying.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -38,15 +39,21 @@ def test_proc_figures_of_this_process():
     while time.process_time() < deadline:  # 0.3 s of CPU
         pass
     assert bench.cpu_time_s(os.getpid()) - t0 >= 0.25
-    assert bench.rss_mib(2 ** 22 + 12345) is None and bench.cpu_time_s(2 ** 22 + 12345) is None  # no such pid
+    assert bench.rss_mib(2**22 + 12345) is None and bench.cpu_time_s(2**22 + 12345) is None  # no such pid
 
 
 def test_growth_is_last_minus_second_report_and_per_hour():
     bench = _bench()
 
     def report(t, rss, rate):
-        return {"t_s": t, "nodes": {"n": {"pid": 1, "rss_mib": rss, "cpu_pct": 10.0}}, "chunk_rate_hz": rate,
-                "command_rate_hz": 100.0, "latency_p50_ms": 50.0, "latency_p99_ms": 90.0}
+        return {
+            "t_s": t,
+            "nodes": {"n": {"pid": 1, "rss_mib": rss, "cpu_pct": 10.0}},
+            "chunk_rate_hz": rate,
+            "command_rate_hz": 100.0,
+            "latency_p50_ms": 50.0,
+            "latency_p99_ms": 90.0,
+        }
 
     reports = [report(60, 900.0, 5.0), report(120, 300.0, 10.0), report(240, 302.0, 10.0), report(1920, 310.0, 9.0)]
     g = bench.growth(reports)
@@ -66,9 +73,24 @@ def test_bad_arguments_are_refused():
 @pytest.mark.ros
 def test_two_minute_soak_of_the_graph_shows_no_growth(tmp_path):
     out = tmp_path / "soak"
-    cmd = [sys.executable, str(BENCH), "--duration", "120", "--report-every", "20", "--checkpoint", "none",
-           "--camera-rate", "10", "--out", str(out), "--max-rss-growth-mib", str(RSS_GROWTH_BOUND_MIB),
-           "--shutdown-timeout", "20"]  # a loaded machine (load 10 on 2 cores) made the inference node miss 5 s
+    cmd = [
+        sys.executable,
+        str(BENCH),
+        "--duration",
+        "120",
+        "--report-every",
+        "20",
+        "--checkpoint",
+        "none",
+        "--camera-rate",
+        "10",
+        "--out",
+        str(out),
+        "--max-rss-growth-mib",
+        str(RSS_GROWTH_BOUND_MIB),
+        "--shutdown-timeout",
+        "20",
+    ]  # a loaded machine (load 10 on 2 cores) made the inference node miss 5 s
     env = loopback_dds_env()
     env.setdefault("MUJOCO_GL", "egl")
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=480)

@@ -6,6 +6,7 @@ cache rule) and, like upstream's Python ``tf2_ros.Buffer``, returns None from ``
 inside. So everything the subclass reports (False and a reason for data older than the cache window, one throttled
 warning for a burst of refusals) is its own doing, as on a robot PC with real tf2_ros.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rclpy.duration import Duration
+from test_adapters_tf_buffer import at, check_cache_window_rule, random_T, stamped
 
 from para_ros.adapters import tf_fallback
-from test_adapters_tf_buffer import at, check_cache_window_rule, random_T, stamped
 
 pytestmark = pytest.mark.ros  # rclpy's Time/Duration and logging (no DDS traffic)
 
@@ -55,9 +56,17 @@ def upstream_tf(monkeypatch):
     """``para_ros/adapters/tf.py`` loaded (as a separate module) with the stand-in as ``tf2_ros``."""
     fake = types.ModuleType("tf2_ros")
     fake.Buffer = UpstreamLikeBuffer
-    for name in ("ConnectivityException", "ExtrapolationException", "InvalidArgumentException", "LookupException",
-                 "StaticTransformBroadcaster", "TimeoutException", "TransformBroadcaster", "TransformException",
-                 "TransformListener"):
+    for name in (
+        "ConnectivityException",
+        "ExtrapolationException",
+        "InvalidArgumentException",
+        "LookupException",
+        "StaticTransformBroadcaster",
+        "TimeoutException",
+        "TransformBroadcaster",
+        "TransformException",
+        "TransformListener",
+    ):
         setattr(fake, name, getattr(tf_fallback, name))
     monkeypatch.setitem(sys.modules, "tf2_ros", fake)
     monkeypatch.delenv("PARA_FORCE_TF_FALLBACK", raising=False)
@@ -94,8 +103,9 @@ def test_upstream_path_forgets_the_newest_stamp_on_clear_and_for_a_static_frame(
     assert buf.set_transform(stamped("base", "arm", random_T(1), 5.0), "test")
     assert buf.set_transform_static(stamped("base", "arm", random_T(1)), "test")  # re-typed: history replaced
     assert buf.set_transform(stamped("base", "arm", random_T(1), 1.0), "test")
-    np.testing.assert_allclose(tf_fallback.time_to_ns(buf.lookup_transform("base", "arm", at(1.0)).header.stamp),
-                               1_000_000_000)
+    np.testing.assert_allclose(
+        tf_fallback.time_to_ns(buf.lookup_transform("base", "arm", at(1.0)).header.stamp), 1_000_000_000
+    )
 
 
 @pytest.mark.parametrize("path", ["upstream", "fallback"])

@@ -13,6 +13,7 @@ forward from t=1000 s, then makes it jump back by 60 s, as a simulator reset or 
   by the pairer and the new TF refused as older than the 30 s TF history, and with tf2's clear the static camera
   transform (published once) must survive.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,12 +22,10 @@ import time
 
 import numpy as np
 import pytest
-
 from executor_helpers import TOP_DOWN_R, ExecutorDriver, ReferenceKinematics, diag_values, pose_arrays
 from ros_helpers import start_python, stop_process, wait_for
 from test_executor_ros import LinearTrajectory, _current_pose
-from test_inference_node import Rig, SEED
-
+from test_inference_node import SEED, Rig
 
 T0_S = 1000.0
 JUMP_S = 60.0
@@ -84,8 +83,9 @@ def _core(core_parts, **config):
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
 
     yam, kin, checks = core_parts
-    return ExecutorCore(ExecutorConfig(checks=checks, stale_timeout_s=5.0, joint_state_timeout_s=0.2, **config), yam,
-                        kinematics=kin)
+    return ExecutorCore(
+        ExecutorConfig(checks=checks, stale_timeout_s=5.0, joint_state_timeout_s=0.2, **config), yam, kinematics=kin
+    )
 
 
 def _top_down_q(core_parts, p=(0.3, 0.0, 0.1)):
@@ -101,9 +101,17 @@ def _moving_chunk(stamp, p0, v=(0.03, 0.0, 0.0), n=30, step=0.1):
     from para_ros.execution.chunk import Chunk
 
     t = np.arange(n) * step
-    return Chunk(stamp, t, np.asarray(p0, float) + np.outer(t, v),
-                 np.tile(Rotation.from_matrix(TOP_DOWN_R).as_quat(), (n, 1)), np.full(n, 0.5), np.ones(n), "base",
-                 "grasp_site", "m")
+    return Chunk(
+        stamp,
+        t,
+        np.asarray(p0, float) + np.outer(t, v),
+        np.tile(Rotation.from_matrix(TOP_DOWN_R).as_quat(), (n, 1)),
+        np.full(n, 0.5),
+        np.ones(n),
+        "base",
+        "grasp_site",
+        "m",
+    )
 
 
 @pytest.mark.parametrize("announced", [True, False], ids=["jump_callback", "tick_detects"])
@@ -177,8 +185,14 @@ def test_executor_drops_the_old_chunk_and_holds_at_the_measured_joints_after_a_c
     kin = ReferenceKinematics()
     drv = ExecutorDriver("/exec_time_jump", kin.ik([0.30, 0.0, 0.15], TOP_DOWN_R))
     clock = SimClock(drv.node)
-    drv.start_executor(node, use_sim_time="true", control_rate_hz=100.0, command_lookahead_s=LOOKAHEAD_S,
-                       stale_timeout_s=5.0, joint_state_timeout_s=0.2)
+    drv.start_executor(
+        node,
+        use_sim_time="true",
+        control_rate_hz=100.0,
+        command_lookahead_s=LOOKAHEAD_S,
+        stale_timeout_s=5.0,
+        joint_state_timeout_s=0.2,
+    )
 
     def own():
         return [d for d in drv.snapshot()[2] if d.name == f"chunk_executor: {node}"]
@@ -187,8 +201,9 @@ def test_executor_drops_the_old_chunk_and_holds_at_the_measured_joints_after_a_c
         drv.wait_for_commands(20, timeout_s=90.0)
         p_now, R_now = _current_pose(drv, kin)
         stamp = clock.now_s()
-        old_chunk = LinearTrajectory(stamp, p_now, R_now, v=(0.03, 0.0, 0.0), yaw_rate=0.0,
-                                     g_rate=0.0).chunk(stamp, n=30)
+        old_chunk = LinearTrajectory(stamp, p_now, R_now, v=(0.03, 0.0, 0.0), yaw_rate=0.0, g_rate=0.0).chunk(
+            stamp, n=30
+        )
         drv.publish_chunk(*old_chunk)  # 3 s of motion along +x
         time.sleep(0.8)
         _, poses, _ = drv.snapshot()
@@ -221,8 +236,9 @@ def test_executor_drops_the_old_chunk_and_holds_at_the_measured_joints_after_a_c
         p_arm, R_arm = _current_pose(drv, kin)
         stamp = clock.now_s()
         t_new = time.time()
-        drv.publish_chunk(*LinearTrajectory(stamp, p_arm, R_arm, v=(0.0, 0.03, 0.0), yaw_rate=0.0,
-                                            g_rate=0.0).chunk(stamp))
+        drv.publish_chunk(
+            *LinearTrajectory(stamp, p_arm, R_arm, v=(0.0, 0.03, 0.0), yaw_rate=0.0, g_rate=0.0).chunk(stamp)
+        )
         time.sleep(0.8)
         _, poses, _ = drv.snapshot()
         _, p_new, _ = pose_arrays([(w, m) for w, m in poses if w > t_new])
@@ -239,8 +255,21 @@ def test_inference_node_clears_and_resumes_after_a_clock_jump_back():
     import rclpy
 
     name = "inference_node_time_jump"
-    proc = start_python(["para_ros.nodes.inference_node", "--ros-args", "-r", f"__node:={name}", "-p", "use_sim_time:=true",
-                         "-p", f"random_seed:={SEED}", "-p", "tf_timeout_s:=0.2"], module=True)
+    proc = start_python(
+        [
+            "para_ros.nodes.inference_node",
+            "--ros-args",
+            "-r",
+            f"__node:={name}",
+            "-p",
+            "use_sim_time:=true",
+            "-p",
+            f"random_seed:={SEED}",
+            "-p",
+            "tf_timeout_s:=0.2",
+        ],
+        module=True,
+    )
     rclpy.init()
     rig = clock = None
     stop = threading.Event()
@@ -269,8 +298,11 @@ def test_inference_node_clears_and_resumes_after_a_clock_jump_back():
         wait_for(lambda: np.any(stamps_s() < T0_S), 20, what="chunks on the new clock after the jump")
         n_new = int(np.sum(stamps_s() < T0_S))
         wait_for(lambda: np.sum(stamps_s() < T0_S) >= n_new + 5, 20, what="chunks to keep coming after the jump")
-        wait_for(lambda: any(kv.key == "time_jumps_back" for s in statuses() for kv in s.values), 10,
-                 what="the jump on /diagnostics")
+        wait_for(
+            lambda: any(kv.key == "time_jumps_back" for s in statuses() for kv in s.values),
+            10,
+            what="the jump on /diagnostics",
+        )
         values = {kv.key: kv.value for kv in statuses()[-1].values}
         assert values["time_jumps_back"] == "1", values
         assert jump_size_s(values["last_time_jump"]) == pytest.approx(JUMP_S, abs=0.1), values["last_time_jump"]

@@ -1,4 +1,5 @@
 """The test processes keep DDS on loopback: discovery range, per-run domain, and the shipped profile in force."""
+
 from __future__ import annotations
 
 import json
@@ -6,10 +7,10 @@ import os
 import xml.etree.ElementTree as ET
 
 import pytest
+from ros_helpers import start_python, stop_process
 
 from para_ros import dds_env
 from para_ros.paths import config_file
-from ros_helpers import start_python, stop_process
 
 # A child process that starts a DDS participant and reports the UDP sockets it bound (from /proc, not from DDS).
 SOCKET_PROBE = r"""
@@ -47,7 +48,7 @@ def probe_sockets(env_extra=None):
         stop_process(proc)
     lines = [line for line in out.splitlines() if line.startswith("SOCKETS=")]
     assert lines, f"probe printed no sockets (rc={rc}):\n{out}"
-    return json.loads(lines[0][len("SOCKETS="):])
+    return json.loads(lines[0][len("SOCKETS=") :])
 
 
 def test_environment_of_the_test_run_is_loopback_only():
@@ -104,8 +105,12 @@ def test_env_helper_keeps_a_chosen_domain_and_picks_fresh_ones():
 
 
 def test_multi_host_opt_out_leaves_the_users_dds_alone_and_launch_env_lists_only_changes(monkeypatch):
-    user = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET", "ROS_STATIC_PEERS": "192.168.1.20", "ROS_DOMAIN_ID": "7",
-            dds_env.OPT_OUT_ENV_VAR: "0"}
+    user = {
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET",
+        "ROS_STATIC_PEERS": "192.168.1.20",
+        "ROS_DOMAIN_ID": "7",
+        dds_env.OPT_OUT_ENV_VAR: "0",
+    }
     env = dds_env.loopback_dds_env(user, pick_domain=False)
     assert env == user  # nothing changed: the robot's own multi-host set-up
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "SUBNET")

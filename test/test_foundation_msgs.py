@@ -1,11 +1,11 @@
 """ActionChunk crosses real DDS between two processes with every field intact."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-
 from ros_helpers import start_python, stop_process, wait_for
 
 pytestmark = pytest.mark.ros
@@ -54,6 +54,7 @@ def expected_fields():
 
 def test_action_chunk_round_trips_between_processes():
     import rclpy
+
     from para_msgs.msg import ActionChunk
 
     publisher = start_python(PUBLISHER)
@@ -62,8 +63,12 @@ def test_action_chunk_round_trips_between_processes():
         node = rclpy.create_node("chunk_listener")
         received = []
         node.create_subscription(ActionChunk, "/para/action_chunk", received.append, 10)
-        wait_for(lambda: bool(received), 15.0, spin=lambda: rclpy.spin_once(node, timeout_sec=0.1),
-                 what="an ActionChunk from the publisher process")
+        wait_for(
+            lambda: bool(received),
+            15.0,
+            spin=lambda: rclpy.spin_once(node, timeout_sec=0.1),
+            what="an ActionChunk from the publisher process",
+        )
         msg = received[0]
         pos, q, grip, conf = expected_fields()
         assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (1700000000, 123456789)

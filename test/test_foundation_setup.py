@@ -1,4 +1,5 @@
 """scripts/setup: idempotent, names missing tools, never marks a failed set-up as done; colcon builds the packages."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,25 @@ def _path_without(tmp_path: Path, missing: str) -> str:
     """A PATH holding the usual tools except ``missing``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash", "dirname", "sed", "cat", "cut", "sha256sum", "find", "sort", "python3", "g++", "gcc",
-                 "cmake", "make", "rm", "mkdir", "tail", "nproc"):
+    for tool in (
+        "bash",
+        "dirname",
+        "sed",
+        "cat",
+        "cut",
+        "sha256sum",
+        "find",
+        "sort",
+        "python3",
+        "g++",
+        "gcc",
+        "cmake",
+        "make",
+        "rm",
+        "mkdir",
+        "tail",
+        "nproc",
+    ):
         found = shutil.which(tool)
         if tool != missing and found:
             (bin_dir / tool).symlink_to(found)
@@ -79,11 +97,27 @@ def test_colcon_builds_both_packages_in_a_ros_workspace(tmp_path):
         elif (REPO / rel).is_file():
             shutil.copy2(REPO / rel, dst)
     ws = tmp_path / "ws"
-    env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ['PATH']}", "PARA_PYPI_ROS": "1",
-           "AMENT_PREFIX_PATH": str(VENV), "CMAKE_PREFIX_PATH": str(VENV)}
-    result = run([str(VENV / "bin" / "colcon"), "build", "--paths", "src/para_ros", "src/para_ros/interfaces/para_msgs",
-                  "--cmake-args", f"-DPython3_EXECUTABLE={VENV / 'bin' / 'python'}", "-DBUILD_TESTING=OFF"],
-                 env=env, cwd=ws)
+    env = {
+        **os.environ,
+        "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "PARA_PYPI_ROS": "1",
+        "AMENT_PREFIX_PATH": str(VENV),
+        "CMAKE_PREFIX_PATH": str(VENV),
+    }
+    result = run(
+        [
+            str(VENV / "bin" / "colcon"),
+            "build",
+            "--paths",
+            "src/para_ros",
+            "src/para_ros/interfaces/para_msgs",
+            "--cmake-args",
+            f"-DPython3_EXECUTABLE={VENV / 'bin' / 'python'}",
+            "-DBUILD_TESTING=OFF",
+        ],
+        env=env,
+        cwd=ws,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "2 packages finished" in result.stdout
     install = ws / "install"
@@ -96,7 +130,9 @@ def test_colcon_builds_both_packages_in_a_ros_workspace(tmp_path):
     assert (install / "para_ros" / "share" / "para_ros" / "launch" / "deploy.launch.py").is_file()
     # The colcon-built message imports and is the one from the workspace, not the venv's.
     site = generated[0].parent.parent.parent
-    check = run([sys.executable, "-c", "import para_msgs.msg as m; m.ActionChunk(model_id='x'); print(m.__file__)"],
-                env={**os.environ, "PYTHONPATH": str(site)})
+    check = run(
+        [sys.executable, "-c", "import para_msgs.msg as m; m.ActionChunk(model_id='x'); print(m.__file__)"],
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
     assert check.returncode == 0, check.stderr
     assert str(site) in check.stdout

@@ -1,6 +1,7 @@
 """The import graph of ``para_core`` and ``para_ros`` has no cycle, counting every import: module level, inside
 functions, relative imports resolved. Layers run one way (the command-line front doors on top, nothing below imports
 them); a cycle means two modules each need the other, so neither can be read, tested or moved alone."""
+
 from __future__ import annotations
 
 import ast
@@ -39,7 +40,7 @@ def imports_of(source: str, module: str, is_package: bool, known: set[str]) -> l
             elif isinstance(child, ast.ImportFrom):
                 if child.level:
                     base = module.split(".") if is_package else module.split(".")[:-1]
-                    base = base[:len(base) - (child.level - 1)]
+                    base = base[: len(base) - (child.level - 1)]
                     parent = ".".join(base + ([child.module] if child.module else []))
                 else:
                     parent = child.module or ""
@@ -57,8 +58,10 @@ def project_modules(root: Path = REPO) -> dict[str, Path]:
 
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     known = set(modules)
-    return {name: {dep for _, dep, _ in imports_of(path.read_text(), name, path.name == "__init__.py", known)}
-            for name, path in modules.items()}
+    return {
+        name: {dep for _, dep, _ in imports_of(path.read_text(), name, path.name == "__init__.py", known)}
+        for name, path in modules.items()
+    }
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -141,26 +144,41 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 
 def test_imports_resolve_relative_nested_and_from_names(tmp_path):
-    _write(tmp_path, {"para_core/__init__.py": "", "para_core/model/__init__.py": "",
-                      "para_core/model/a.py": "def f():\n    from . import b\n    from .b import thing\n",
-                      "para_core/model/b.py": "from para_core.model.c import x\nimport para_core.model\n",
-                      "para_core/model/c.py": "from ..model import a as _a\n", "para_ros/__init__.py": ""})
+    _write(
+        tmp_path,
+        {
+            "para_core/__init__.py": "",
+            "para_core/model/__init__.py": "",
+            "para_core/model/a.py": "def f():\n    from . import b\n    from .b import thing\n",
+            "para_core/model/b.py": "from para_core.model.c import x\nimport para_core.model\n",
+            "para_core/model/c.py": "from ..model import a as _a\n",
+            "para_ros/__init__.py": "",
+        },
+    )
     modules = project_modules(tmp_path)
-    found = {name: imports_of(p.read_text(), name, p.name == "__init__.py", set(modules))
-             for name, p in modules.items()}
+    found = {
+        name: imports_of(p.read_text(), name, p.name == "__init__.py", set(modules)) for name, p in modules.items()
+    }
     assert found["para_core.model.a"] == [(2, "para_core.model.b", True), (3, "para_core.model.b", True)]
     assert found["para_core.model.b"] == [(1, "para_core.model.c", False), (2, "para_core.model", False)]
     assert found["para_core.model.c"] == [(1, "para_core.model.a", False)]
 
 
 def test_the_checker_finds_a_cycle_through_an_import_inside_a_function(tmp_path):
-    _write(tmp_path, {"para_core/__init__.py": "", "para_ros/__init__.py": "",
-                      "para_core/a.py": "import para_core.b\n",
-                      "para_core/b.py": "from para_core import c\n",
-                      "para_core/c.py": "def late():\n    from . import a\n",
-                      "para_core/d.py": "import para_core.a\n"})
+    _write(
+        tmp_path,
+        {
+            "para_core/__init__.py": "",
+            "para_ros/__init__.py": "",
+            "para_core/a.py": "import para_core.b\n",
+            "para_core/b.py": "from para_core import c\n",
+            "para_core/c.py": "def late():\n    from . import a\n",
+            "para_core/d.py": "import para_core.a\n",
+        },
+    )
     assert find_cycles(import_graph(project_modules(tmp_path))) == [
-        ["para_core.a", "para_core.b", "para_core.c", "para_core.a"]]
+        ["para_core.a", "para_core.b", "para_core.c", "para_core.a"]
+    ]
     (tmp_path / "para_core/c.py").write_text("def late():\n    pass\n")
     assert find_cycles(import_graph(project_modules(tmp_path))) == []
 
@@ -178,8 +196,13 @@ def test_nothing_below_the_front_doors_imports_them():
     modules = project_modules()
     assert "para_ros.commands.deploy" in modules and "para_core.train.cli" in modules
     graph = import_graph(modules)
-    offenders = [f"{m} imports {d}" for m, deps in sorted(graph.items()) if not is_front_door(m)
-                 for d in sorted(deps) if is_front_door(d)]
+    offenders = [
+        f"{m} imports {d}"
+        for m, deps in sorted(graph.items())
+        if not is_front_door(m)
+        for d in sorted(deps)
+        if is_front_door(d)
+    ]
     assert not offenders, "\n".join(offenders)
     assert not is_front_door("para_ros.commandsx") and is_front_door("para_ros.commands.sim")
 
@@ -189,4 +212,5 @@ def test_no_import_cycles_in_the_project():
     assert "para_core.model.v4" in modules and "para_ros.nodes.chunk_executor" in modules
     cycles = find_cycles(import_graph(modules))
     assert not cycles, "import cycles (each module imports the next, inside functions too):\n" + "\n".join(
-        " -> ".join(c) for c in cycles)
+        " -> ".join(c) for c in cycles
+    )

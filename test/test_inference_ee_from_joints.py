@@ -1,16 +1,17 @@
 """ee_source: joint_states: the EE pose from /joint_states interpolated at the image stamp + the YAM's FK."""
+
 from __future__ import annotations
 
 import time
 
 import numpy as np
 import pytest
-from sensor_msgs.msg import JointState
-
 from executor_helpers import ReferenceKinematics
-from para_ros.observation.ee_from_joints import JointStateHistory
 from ros_helpers import wait_for
-from test_inference_node import K, SEED, T_SCENE, T_WRIST, chunk_positions, running_inference_node, synthetic_images
+from sensor_msgs.msg import JointState
+from test_inference_node import SEED, T_SCENE, T_WRIST, K, chunk_positions, running_inference_node, synthetic_images
+
+from para_ros.observation.ee_from_joints import JointStateHistory
 
 ARM = [f"joint{i}" for i in range(1, 7)]
 MS = 1_000_000
@@ -51,13 +52,13 @@ def test_node_takes_the_ee_pose_from_joint_states_at_the_image_stamp():
         joints.publish(joint_state(s - 100 * MS, q_a))
         joints.publish(joint_state(s + 100 * MS, q_b))
         # no grasp_site in TF at all: the node must not need it
-        rig.tf.sendTransform([rig.transform("base", "wrist_cam_optical_frame", T_WRIST, t)
-                              for t in (s - 100 * MS, s, s + 100 * MS)])
+        rig.tf.sendTransform(
+            [rig.transform("base", "wrist_cam_optical_frame", T_WRIST, t) for t in (s - 100 * MS, s, s + 100 * MS)]
+        )
         time.sleep(0.1)
         rig.publish_observation(s, skip=("tf",))
         chunk = rig.wait_chunk_with_stamp(s)
-        wait_for(lambda: any(m.markers[0].header.stamp == chunk.header.stamp for m in rig.markers), 5,
-                 what="markers")
+        wait_for(lambda: any(m.markers[0].header.stamp == chunk.header.stamp for m in rig.markers), 5, what="markers")
         markers = next(m for m in rig.markers if m.markers[0].header.stamp == chunk.header.stamp)
         ee_marker = next(m for m in markers.markers if m.ns == "para_ee").pose.position
         # a stamp after the newest joint state: reported, not extrapolated

@@ -4,6 +4,7 @@ The test process plays the robot rig (two cameras, CameraInfo, TF, joint states)
 ``para_core.model.policy.Policy`` run here on the same observation (same random weights by seed), and the geometry of the
 result is checked independently with ``cv2.projectPoints`` and the workspace box.
 """
+
 from __future__ import annotations
 
 import time
@@ -12,9 +13,9 @@ from contextlib import contextmanager
 import cv2
 import numpy as np
 import pytest
+from ros_helpers import start_python, stop_process, wait_for
 
 from para_ros.ros_io.synthetic_rig import SyntheticRig, synthetic_images
-from ros_helpers import start_python, stop_process, wait_for
 
 pytestmark = pytest.mark.ros
 
@@ -65,8 +66,11 @@ def running_inference_node(*params: str, rig_factory=None, output: list | None =
         r = (rig_factory or Rig)()
         r.publish_static_scene()
         # the node is up once it publishes /diagnostics (once a second)
-        wait_for(lambda: any(s.name.startswith("para: inference") for d in r.diagnostics for s in d.status), 60,
-                 what="the inference node to come up")
+        wait_for(
+            lambda: any(s.name.startswith("para: inference") for d in r.diagnostics for s in d.status),
+            60,
+            what="the inference node to come up",
+        )
         yield r
     finally:
         if "r" in locals():
@@ -91,8 +95,13 @@ def expected_output(T_scene=T_SCENE, T_wrist=T_WRIST):
     from para_core.model.policy import CameraObservation, Policy, RobotState
 
     policy = Policy.random_init(V4Config.tiny(), seed=SEED)
-    cams = [CameraObservation(r_img, K, T) for r_img, T in ((synthetic_images(SEED, IMG)["scene"], T_scene),
-                                                              (synthetic_images(SEED, IMG)["wrist"], T_wrist))]
+    cams = [
+        CameraObservation(r_img, K, T)
+        for r_img, T in (
+            (synthetic_images(SEED, IMG)["scene"], T_scene),
+            (synthetic_images(SEED, IMG)["wrist"], T_wrist),
+        )
+    ]
     state = RobotState(T_EE, 0.8, np.tile(T_EE[:3, 3], (policy.config.mv_past_n, 1)))
     return policy, policy.predict(cams, state)
 
@@ -138,8 +147,11 @@ def test_chunk_from_a_good_observation(rig):
     np.testing.assert_allclose([path.points[0].x, path.points[0].y, path.points[0].z], T_EE[:3, 3], atol=1e-9)
     assert rig.clouds, "no voxel point cloud published"
     # diagnostics carry counters and their rates
-    wait_for(lambda: any(kv.key == "rate_hz.chunks_out" for d in rig.diagnostics for s in d.status
-                         for kv in s.values), 5, what="a chunks_out rate in /diagnostics")
+    wait_for(
+        lambda: any(kv.key == "rate_hz.chunks_out" for d in rig.diagnostics for s in d.status for kv in s.values),
+        5,
+        what="a chunks_out rate in /diagnostics",
+    )
 
 
 def test_camera_pose_is_taken_from_tf_at_the_image_stamp(rig):
@@ -150,10 +162,14 @@ def test_camera_pose_is_taken_from_tf_at_the_image_stamp(rig):
     later = s + 300_000_000
     tfs = []
     for k in range(4, -1, -1):
-        tfs += [rig.transform("base", "wrist_cam_optical_frame", T_WRIST, s - k * 50_000_000),
-                rig.transform("base", "grasp_site", T_EE, s - k * 50_000_000)]
-    tfs += [rig.transform("base", "wrist_cam_optical_frame", T_wrist_b, later),
-            rig.transform("base", "grasp_site", T_EE, later)]
+        tfs += [
+            rig.transform("base", "wrist_cam_optical_frame", T_WRIST, s - k * 50_000_000),
+            rig.transform("base", "grasp_site", T_EE, s - k * 50_000_000),
+        ]
+    tfs += [
+        rig.transform("base", "wrist_cam_optical_frame", T_wrist_b, later),
+        rig.transform("base", "grasp_site", T_EE, later),
+    ]
     rig.tf.sendTransform(tfs)
     time.sleep(0.1)
     rig.publish_observation(s, skip=("tf",))
@@ -164,8 +180,9 @@ def test_camera_pose_is_taken_from_tf_at_the_image_stamp(rig):
     chunk_b = rig.wait_chunk_with_stamp(later)
     _, expected_a = expected_output(T_wrist=T_WRIST)
     _, expected_b = expected_output(T_wrist=T_wrist_b)
-    assert np.abs(expected_a.positions_world - expected_b.positions_world).max() > 1e-3, \
+    assert np.abs(expected_a.positions_world - expected_b.positions_world).max() > 1e-3, (
         "test is not sensitive: both wrist poses give the same chunk"
+    )
     np.testing.assert_allclose(chunk_positions(chunk_a), expected_a.positions_world, atol=1e-4)
     np.testing.assert_allclose(chunk_positions(chunk_b), expected_b.positions_world, atol=1e-4)
 
@@ -186,27 +203,41 @@ def _expect_rejected(rig, publish, problem_text, timeout_s=3.0):
 
 def test_unsupported_encoding(rig):
     depth = np.zeros((IMG, IMG), np.uint16)
-    _expect_rejected(rig, lambda s: rig.publish_observation(
-        s, images={"scene": rig.image("scene", s, depth, encoding="16UC1")}), "not a colour image")
+    _expect_rejected(
+        rig,
+        lambda s: rig.publish_observation(s, images={"scene": rig.image("scene", s, depth, encoding="16UC1")}),
+        "not a colour image",
+    )
 
 
 def test_image_size_differs_from_camera_info(rig):
-    _expect_rejected(rig, lambda s: rig.publish_observation(
-        s, info={"wrist": rig.camera_info("wrist", s, width=IMG * 2, height=IMG * 2)}), "its CameraInfo says")
+    _expect_rejected(
+        rig,
+        lambda s: rig.publish_observation(
+            s, info={"wrist": rig.camera_info("wrist", s, width=IMG * 2, height=IMG * 2)}
+        ),
+        "its CameraInfo says",
+    )
 
 
-@pytest.mark.parametrize("bad_K, text", [(np.zeros((3, 3)), "all zeros"),
-                                         (np.array([[np.nan, 0, 32], [0, 60, 32], [0, 0, 1]]), "non-finite")])
+@pytest.mark.parametrize(
+    "bad_K, text",
+    [(np.zeros((3, 3)), "all zeros"), (np.array([[np.nan, 0, 32], [0, 60, 32], [0, 0, 1]]), "non-finite")],
+)
 def test_bad_intrinsics(rig, bad_K, text):
-    _expect_rejected(rig, lambda s: rig.publish_observation(s, info={"scene": rig.camera_info("scene", s, bad_K)}),
-                     text)
+    _expect_rejected(
+        rig, lambda s: rig.publish_observation(s, info={"scene": rig.camera_info("scene", s, bad_K)}), text
+    )
 
 
 def test_missing_tf_extrapolation_into_the_future(rig):
     """TF lags: the newest wrist-camera/EE transforms are 0.5 s older than the images."""
+
     def publish(s):
-        tfs = [rig.transform("base", "wrist_cam_optical_frame", T_WRIST, s - 500_000_000),
-               rig.transform("base", "grasp_site", T_EE, s - 500_000_000)]
+        tfs = [
+            rig.transform("base", "wrist_cam_optical_frame", T_WRIST, s - 500_000_000),
+            rig.transform("base", "grasp_site", T_EE, s - 500_000_000),
+        ]
         rig.tf.sendTransform(tfs)
         time.sleep(0.05)
         rig.publish_observation(s, skip=("tf",))
@@ -216,6 +247,7 @@ def test_missing_tf_extrapolation_into_the_future(rig):
 
 def test_missing_tf_frame(rig):
     """The CameraInfo names a frame nobody publishes in TF."""
+
     def publish(s):
         info = rig.camera_info("scene", s)
         info.header.frame_id = "ghost_optical_frame"
@@ -235,10 +267,13 @@ def test_image_stamped_in_the_future_is_dropped(rig):
     _expect_rejected(rig, publish, "in the future")
 
 
-@pytest.mark.parametrize("child, field, value, text", [
-    ("wrist_cam_optical_frame", "rotation.w", 2.0, "non-unit quaternion"),
-    ("grasp_site", "translation.x", float("nan"), "non-finite"),
-])
+@pytest.mark.parametrize(
+    "child, field, value, text",
+    [
+        ("wrist_cam_optical_frame", "rotation.w", 2.0, "non-unit quaternion"),
+        ("grasp_site", "translation.x", float("nan"), "non-finite"),
+    ],
+)
 def test_bad_transform_in_tf(rig, child, field, value, text):
     """A transform with a non-unit quaternion or a NaN is refused by the buffer, and the node says which and why."""
     from geometry_msgs.msg import TransformStamped
@@ -273,8 +308,11 @@ def test_images_out_of_order(rig):
     _expect_rejected(rig, publish, "is not newer than the last")
     assert len(rig.chunks) > stamp_count
     # ... and the problem is gone once newer frames came (it once stayed on /diagnostics for good).
-    wait_for(lambda: not any(kv.key.startswith("problem.image_stamp") for kv in _latest_status(rig).values), 5,
-             what="/diagnostics without the image_stamp problem after newer frames")
+    wait_for(
+        lambda: not any(kv.key.startswith("problem.image_stamp") for kv in _latest_status(rig).values),
+        5,
+        what="/diagnostics without the image_stamp problem after newer frames",
+    )
 
 
 def _latest_status(rig):

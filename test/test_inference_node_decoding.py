@@ -1,5 +1,6 @@
 """The inference node's chunk decoding parameters reach the policy and its pipeline (an in-process node, no DDS peer);
 the parameter table refuses an unknown mode and an out-of-range value."""
+
 import pytest
 
 from para_ros.nodes.inference_node import PARAMETERS
@@ -8,9 +9,15 @@ from para_ros.nodes.inference_node import PARAMETERS
 def test_decoding_parameters_reach_the_policy_and_the_pipeline_holds_its_fusion_memory():
     from ros_helpers import in_process_inference_node
 
-    for node in in_process_inference_node("inference_decoding_test", random_seed=2, decoding="fused",
-                                          decoding_top_k=4, decoding_max_speed_m_s=0.5,
-                                          decoding_motion_cost_per_m=2.0, fusion_tau_s=0.3):
+    for node in in_process_inference_node(
+        "inference_decoding_test",
+        random_seed=2,
+        decoding="fused",
+        decoding_top_k=4,
+        decoding_max_speed_m_s=0.5,
+        decoding_motion_cost_per_m=2.0,
+        fusion_tau_s=0.3,
+    ):
         d = node.policy.decoding
         assert (d.mode, d.top_k, d.max_speed_m_s, d.motion_cost_per_m, d.fusion_tau_s) == ("fused", 4, 0.5, 2.0, 0.3)
         assert node.pipeline.fusion is node.policy.fusion and node.policy.fusion.tau_s == 0.3

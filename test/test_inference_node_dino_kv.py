@@ -1,9 +1,10 @@
 """The single-view dino_kv head through the real inference node over DDS: the node subscribes the one camera the
 checkpoint names and publishes the chunk Policy computes on that observation (the user switches by checkpoint only)."""
+
 import numpy as np
 import pytest
 import torch
-from test_inference_node import K, SEED, T_EE, T_SCENE, chunk_positions, running_inference_node
+from test_inference_node import SEED, T_EE, T_SCENE, K, chunk_positions, running_inference_node
 
 from para_ros.ros_io.synthetic_rig import synthetic_images
 

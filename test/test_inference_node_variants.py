@@ -1,5 +1,6 @@
 """inference_node variants that need their own node process: a CameraInfo that never arrives, compressed images,
 and the geometric check that moving the camera in TF moves the decoded point by the same transform."""
+
 from __future__ import annotations
 
 import time
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.ros
 def test_camera_info_that_never_arrives():
     """A node that never gets the wrist CameraInfo: nothing is published, diagnostics say why."""
     with running_inference_node(f"random_seed:={SEED}", "wrist_info_topic:=/nobody/camera_info") as r:
+
         def publish_and_check():
             r.publish_observation(r.now_ns())
             return r.diagnostics_mention("no CameraInfo received on /nobody/camera_info")
@@ -31,8 +33,10 @@ def test_compressed_images_give_the_same_chunk_as_raw():
     from test_inference_node import expected_output
 
     with running_inference_node(f"random_seed:={SEED}", "image_transport:=compressed") as r:
-        compressed = {view: r.node.create_publisher(type(r.compressed(view, 0)), f"/{view}_cam/image_raw/compressed",
-                                                    10) for view in ("scene", "wrist")}
+        compressed = {
+            view: r.node.create_publisher(type(r.compressed(view, 0)), f"/{view}_cam/image_raw/compressed", 10)
+            for view in ("scene", "wrist")
+        }
         stamp = r.now_ns()
         r.publish_observation(stamp, skip=("scene", "wrist"))
         for view, pub in compressed.items():
@@ -132,8 +136,9 @@ def test_dtype_auto_resolves_for_the_device_and_the_allocator_follows_its_parame
 
     from para_core.model.hardware import resolve_inference_dtype
 
-    for node in in_process_inference_node("inference_dtype_test", random_seed=2, dtype="auto", device="cpu",
-                                          keep_freed_memory=keep):
+    for node in in_process_inference_node(
+        "inference_dtype_test", random_seed=2, dtype="auto", device="cpu", keep_freed_memory=keep
+    ):
         assert node.policy.dtype == resolve_inference_dtype("auto", torch.device("cpu"))
         assert node.policy.dtype in ("bf16", "fp32")  # auto never picks fp16 on a CPU
         assert ("keeps freed memory" in node.policy.allocator) == keep, node.policy.allocator

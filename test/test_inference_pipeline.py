@@ -1,6 +1,7 @@
 """InferencePipeline without ROS (no rclpy, no DDS: plain message objects, poses from a dict): pairing, the chunk of
 an observation against the policy on the same observation, clock jumps, fused decoding's memory, refusals and the
 latency stages."""
+
 import math
 import subprocess
 import sys
@@ -25,8 +26,11 @@ EE = np.array([0.3, 0.0, 0.2])
 T_EE = np.eye(4)
 T_EE[:3, :3] = syn.top_down_rotation()
 T_EE[:3, 3] = EE
-POSES = {"scene_cam_optical_frame": syn.scene_camera_pose(), "wrist_cam_optical_frame": syn.wrist_camera_pose(EE),
-         "grasp_site": T_EE}
+POSES = {
+    "scene_cam_optical_frame": syn.scene_camera_pose(),
+    "wrist_cam_optical_frame": syn.wrist_camera_pose(EE),
+    "grasp_site": T_EE,
+}
 S = 1_000_000_000
 
 
@@ -85,8 +89,14 @@ def info(view):
 def make(decoding="argmax", seed=3):
     cfg = V4Config.tiny()
     policy = Policy.random_init(cfg, device="cpu", seed=seed, decoding=decoding)
-    settings = ObservationSettings(view_names=policy.view_names, camera_matrix="k", gripper_joint="gripper",
-                                   gripper_open_position=1.0, past_n=cfg.mv_past_n, step_dt_s=cfg.step_dt_s)
+    settings = ObservationSettings(
+        view_names=policy.view_names,
+        camera_matrix="k",
+        gripper_joint="gripper",
+        gripper_open_position=1.0,
+        past_n=cfg.mv_past_n,
+        step_dt_s=cfg.step_dt_s,
+    )
     report = RecordingReport()
     pipe = InferencePipeline(policy, settings, report, PairingSettings(pair_slop_s=0.05, max_observation_age_s=1.0))
     for view in pipe.views:
@@ -114,7 +124,9 @@ def test_a_step_is_the_policy_on_the_same_observation():
     feed(pipe, stamp, received_ns=stamp + 30_000_000)
     prediction = pipe.step(stamp + 50_000_000, lookup, ee_pose)
     assert prediction is not None and prediction.stamp_ns == stamp and not report.problems
-    assert prediction.stages_ms["receive"] == pytest.approx(30.0) and prediction.stages_ms["wait"] == pytest.approx(20.0)
+    assert prediction.stages_ms["receive"] == pytest.approx(30.0) and prediction.stages_ms["wait"] == pytest.approx(
+        20.0
+    )
     assert prediction.state.gripper == pytest.approx(0.8)
     twin = Policy.random_init(V4Config.tiny(), device="cpu", seed=3)
     expected = twin.predict(prediction.cameras, prediction.state)
@@ -135,9 +147,18 @@ def test_finish_records_the_latency_and_the_stages_add_up_to_it():
     pipe.finish(prediction, 0.25, t_published)
     assert list(pipe.latencies_s) == [0.25] and report.counts["chunks_out"] == 1
     assert report.values["latency_median_s"] == "0.2500"
-    stages = {k[len("stage_median_ms."):]: v[-1] for k, v in report.samples.items() if k.startswith("stage_")}
-    assert set(stages) == {"receive", "wait", "observation_decode", "observation_tf", "preprocess", "model", "decode",
-                           "publish", "other"}
+    stages = {k[len("stage_median_ms.") :]: v[-1] for k, v in report.samples.items() if k.startswith("stage_")}
+    assert set(stages) == {
+        "receive",
+        "wait",
+        "observation_decode",
+        "observation_tf",
+        "preprocess",
+        "model",
+        "decode",
+        "publish",
+        "other",
+    }
     assert sum(stages.values()) == pytest.approx(250.0)
     assert stages["publish"] == pytest.approx(3.0)
     assert stages["decode"] == pytest.approx(1e3 * pipe.policy.last_timing_s["decode"])
@@ -175,8 +196,9 @@ def test_fused_decoding_keeps_each_chunk_and_fuses_the_next_with_it():
     fused = pipe.fusion.fused_scores(own, candidates, 10.0 + dt, dt)
     w = math.exp(-dt / pipe.fusion.tau_s)
     for j in range(3):
-        mass = sum(p for p, x in zip(stored.prob[1], stored.xyz[1])
-                   if math.dist(x, candidates[0, j]) <= pipe.fusion.radius_m)
+        mass = sum(
+            p for p, x in zip(stored.prob[1], stored.xyz[1]) if math.dist(x, candidates[0, j]) <= pipe.fusion.radius_m
+        )
         expected = own[0, j] + w * math.log(max(mass, stored.prob[1].min()))
         assert fused[0, j] == pytest.approx(expected, abs=1e-9)
     feed(pipe, 10 * S + int(dt * 1e9))
@@ -193,8 +215,7 @@ def test_a_silent_camera_is_named_and_a_refused_observation_reported():
     # a pose that TF does not hold: the observation is dropped, the problem named
     pipe2, report2 = make()
     feed(pipe2, 30 * S)
-    assert pipe2.step(30 * S, lambda *a, **k: (_ for _ in ()).throw(ObservationProblem("tf", "no TF")), ee_pose) \
-        is None
+    assert pipe2.step(30 * S, lambda *a, **k: (_ for _ in ()).throw(ObservationProblem("tf", "no TF")), ee_pose) is None
     assert "tf" in report2.problems and report2.counts["dropped.tf"] == 1
 
 

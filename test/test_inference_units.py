@@ -1,4 +1,5 @@
 """ROS-free pieces of the inference node: pairing rules, the CameraInfo boundary, rviz messages."""
+
 from __future__ import annotations
 
 import cv2
@@ -7,8 +8,13 @@ import pytest
 from sensor_msgs.msg import CameraInfo
 from std_msgs.msg import Header
 
-from para_ros.observation.camera_model import (camera_info_fields, distortion_ignored, intrinsics_from_camera_info,
-                                   para_K_to_ros, ros_K_to_para)
+from para_ros.observation.camera_model import (
+    camera_info_fields,
+    distortion_ignored,
+    intrinsics_from_camera_info,
+    para_K_to_ros,
+    ros_K_to_para,
+)
 from para_ros.observation.pairing import ObservationPairer
 from para_ros.ros_io.rviz import chunk_markers, cloud_to_array, voxel_cloud
 
@@ -16,8 +22,9 @@ MS = 1_000_000
 
 
 def pairer(**kw):
-    return ObservationPairer(("scene", "wrist"), slop_ns=kw.pop("slop", 20 * MS), max_age_ns=kw.pop("age", 500 * MS),
-                             **kw)
+    return ObservationPairer(
+        ("scene", "wrist"), slop_ns=kw.pop("slop", 20 * MS), max_age_ns=kw.pop("age", 500 * MS), **kw
+    )
 
 
 def test_newest_pair_within_slop_wins_and_is_used_once():
@@ -106,8 +113,10 @@ def test_camera_info_pixel_convention_matches_opencv():
     np.testing.assert_allclose(ros_K_to_para(para_K_to_ros(K_para)), K_para, atol=1e-12)
 
 
-@pytest.mark.parametrize("k, text", [([0.0] * 9, "all zeros"), ([np.inf] + [0.0] * 8, "non-finite"),
-                                     ([-5.0, 0, 1, 0, 5, 1, 0, 0, 1], "not a pinhole")])
+@pytest.mark.parametrize(
+    "k, text",
+    [([0.0] * 9, "all zeros"), ([np.inf] + [0.0] * 8, "non-finite"), ([-5.0, 0, 1, 0, 5, 1, 0, 0, 1], "not a pinhole")],
+)
 def test_bad_camera_info_is_refused(k, text):
     info = info_for(np.eye(3))
     info.k = k

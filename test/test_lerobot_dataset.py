@@ -1,5 +1,6 @@
 """LeRobotDataset v3 export/import with LeRobot's own classes, joint-space YAM datasets through a calibration file and
 the YAM's kinematics (checked against the MuJoCo simulator), and the bad-input messages."""
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,22 @@ def recording(tmp_path_factory):
     root = tmp_path_factory.mktemp("lerobot")
     bag = write_synthetic_bag(root / "bag", SyntheticBagSpec(duration_s=1.0, image_wh=(48, 36)))
     assert bag_main(["extract", str(bag), "--out", str(root / "extracted"), "--fps", "0", "--quiet"]) == 0
-    assert bag_main(["export-lerobot", str(bag), "--out", str(root / "ds"), "--task", "pick up the cube",
-                     "--fps", "0", "--quiet"]) == 0
+    assert (
+        bag_main(
+            [
+                "export-lerobot",
+                str(bag),
+                "--out",
+                str(root / "ds"),
+                "--task",
+                "pick up the cube",
+                "--fps",
+                "0",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return root
 
 
@@ -61,8 +76,14 @@ def test_export_is_a_lerobot_v3_dataset_that_lerobot_opens(recording):
     assert meta.info["codebase_version"] == version == "v3.0"
     assert meta.total_episodes == 1 and meta.total_frames == len(ref) and meta.fps == round(ref.fps)
     assert set(meta.video_keys) == {"observation.images.scene", "observation.images.wrist"}
-    for key in ("observation.state", "action", "observation.tool_pose", "observation.cameras.scene.K",
-                "observation.cameras.wrist.T_base_cam", "para.stamp"):
+    for key in (
+        "observation.state",
+        "action",
+        "observation.tool_pose",
+        "observation.cameras.scene.K",
+        "observation.cameras.wrist.T_base_cam",
+        "para.stamp",
+    ):
         assert key in meta.features, key
     assert meta.info["para"]["view_names"] == ["scene", "wrist"]
     scene = meta.info["para"]["calibration"]["cameras"]["scene"]
@@ -81,11 +102,13 @@ def test_export_is_a_lerobot_v3_dataset_that_lerobot_opens(recording):
     lerobot_rgb = (item["observation.images.wrist"].permute(1, 2, 0).numpy() * 255.0).round().astype(int)
     assert np.abs(read_lerobot_episodes(recording / "ds")[0].images["wrist"][3] - lerobot_rgb).max() <= 2
     # LeRobot's item access hands out float32 tensors; the table keeps float64 (the import reads it, exact below)
-    assert np.allclose(item["observation.cameras.wrist.T_base_cam"].numpy().reshape(4, 4),
-                       ref.T_world_cam["wrist"][3], atol=1e-6)
+    assert np.allclose(
+        item["observation.cameras.wrist.T_base_cam"].numpy().reshape(4, 4), ref.T_world_cam["wrist"][3], atol=1e-6
+    )
     table = ds.hf_dataset.with_format(None)
-    assert np.array_equal(np.asarray(table[3]["observation.cameras.wrist.T_base_cam"]).reshape(4, 4),
-                          ref.T_world_cam["wrist"][3])
+    assert np.array_equal(
+        np.asarray(table[3]["observation.cameras.wrist.T_base_cam"]).reshape(4, 4), ref.T_world_cam["wrist"][3]
+    )
 
 
 def test_training_sees_the_same_episodes_as_extract(recording, tmp_path):
@@ -114,16 +137,19 @@ def test_para_train_recognises_a_lerobot_dataset(recording, tmp_path, capsys):
     from para_core.train.cli import main as train_main
 
     out = tmp_path / "run"
-    assert train_main(["--data", str(recording / "ds"), "--preset", "tiny", "--out", str(out),
-                       "--print-config"]) == 0
+    assert train_main(["--data", str(recording / "ds"), "--preset", "tiny", "--out", str(out), "--print-config"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert len(printed["episodes"]) == 1 and "lerobot_episodes" in printed["episodes"][0]
 
 
 def test_export_refuses_to_overwrite_without_force(recording):
     stamp = (recording / "ds" / "meta" / "info.json").stat().st_mtime_ns
-    assert bag_main(["export-lerobot", str(recording / "extracted"), "--out", str(recording / "ds"),
-                     "--task", "x", "--quiet"]) == 2
+    assert (
+        bag_main(
+            ["export-lerobot", str(recording / "extracted"), "--out", str(recording / "ds"), "--task", "x", "--quiet"]
+        )
+        == 2
+    )
     assert (recording / "ds" / "meta" / "info.json").stat().st_mtime_ns == stamp
 
 
@@ -183,12 +209,15 @@ def yam_dataset(tmp_path_factory):
     rng = np.random.default_rng(3)
     home = np.asarray(sim.config.home_q7, dtype=float)
     n_frames, fps = 8, 10
-    features = {f"observation.images.{v}": {"dtype": "video", "shape": (h, w, 3),
-                                           "names": ["height", "width", "channels"]} for v in ("scene", "wrist")}
+    features = {
+        f"observation.images.{v}": {"dtype": "video", "shape": (h, w, 3), "names": ["height", "width", "channels"]}
+        for v in ("scene", "wrist")
+    }
     features["observation.state"] = {"dtype": "float32", "shape": (7,), "names": YAM_STATE_NAMES}
     features["action"] = {"dtype": "float32", "shape": (7,), "names": YAM_STATE_NAMES}
-    ds = LeRobotDataset.create(repo_id="local/yam", fps=fps, features=features, root=root / "ds",
-                               robot_type="yam_follower", use_videos=True)
+    ds = LeRobotDataset.create(
+        repo_id="local/yam", fps=fps, features=features, root=root / "ds", robot_type="yam_follower", use_videos=True
+    )
     truth = {"T_tool": [], "T_wrist": [], "gripper": []}
     for _e in range(2):
         for _t in range(n_frames):
@@ -197,9 +226,15 @@ def yam_dataset(tmp_path_factory):
             sim.reset(q7)
             q = sim.joint_positions()
             state = np.concatenate([np.rad2deg(q[:6]), [100.0 * q[6]]]).astype(np.float32)
-            ds.add_frame({"observation.images.scene": sim.render("scene", w, h),
-                          "observation.images.wrist": sim.render("wrist", w, h),
-                          "observation.state": state, "action": state, "task": "pick"})
+            ds.add_frame(
+                {
+                    "observation.images.scene": sim.render("scene", w, h),
+                    "observation.images.wrist": sim.render("wrist", w, h),
+                    "observation.state": state,
+                    "action": state,
+                    "task": "pick",
+                }
+            )
             truth["T_tool"].append(sim.site_pose())
             truth["T_wrist"].append(sim.T_world_cam("wrist"))
             truth["gripper"].append(q[6])
@@ -209,10 +244,13 @@ def yam_dataset(tmp_path_factory):
     # the renders' intrinsics in the file's OpenCV convention (the simulator's K is in para_core's).
     T_scene = sim.T_world_cam("scene")
     truth["K"] = {v: sim.intrinsics(v, w, h) for v in ("scene", "wrist")}
-    scene, wrist = _yam_calibration_cameras(T_scene, load_yam_config().wrist_camera,
-                                            {v: para_K_to_ros(K) for v, K in truth["K"].items()}, (w, h))
-    save_calibration(CalibrationFile(date="2026-12-03T04:00:00Z", board=BOARD,
-                                     cameras={"scene_cam": scene, "wrist_cam": wrist}), root / "calibration.yaml")
+    scene, wrist = _yam_calibration_cameras(
+        T_scene, load_yam_config().wrist_camera, {v: para_K_to_ros(K) for v, K in truth["K"].items()}, (w, h)
+    )
+    save_calibration(
+        CalibrationFile(date="2026-12-03T04:00:00Z", board=BOARD, cameras={"scene_cam": scene, "wrist_cam": wrist}),
+        root / "calibration.yaml",
+    )
     truth["T_scene"] = T_scene
     return root, {k: (v if isinstance(v, dict) else np.asarray(v)) for k, v in truth.items()}
 
@@ -225,23 +263,43 @@ def _yam_calibration_cameras(T_base_scene, mount, K_ros=None, image_wh=None):
     xyz, quat = matrix_to_pose(T_base_scene)
     K_ros = K_ros or {}
     size = image_wh if K_ros else None
-    scene = CameraCalibration(method="eye_to_hand", parent_frame="base", frame_id="scene_cam_optical_frame",
-                              xyz_m=tuple(xyz), quat_xyzw=tuple(quat), board_on="gripper",
-                              board_xyz_m=(0.0, 0.0, 0.02), board_quat_xyzw=(0.0, 0.0, 0.0, 1.0),
-                              camera_matrix=K_ros.get("scene"), distortion=(0.0,) * 5 if K_ros else None,
-                              image_size=size)
-    wrist = CameraCalibration(method="eye_in_hand", parent_frame="gripper", frame_id=mount.frame_id,
-                              xyz_m=tuple(mount.xyz_m), quat_xyzw=tuple(mount.quat_xyzw), board_on="base",
-                              board_xyz_m=(0.3, 0.0, 0.0), board_quat_xyzw=(1.0, 0.0, 0.0, 0.0),
-                              camera_matrix=K_ros.get("wrist"), image_size=size)
+    scene = CameraCalibration(
+        method="eye_to_hand",
+        parent_frame="base",
+        frame_id="scene_cam_optical_frame",
+        xyz_m=tuple(xyz),
+        quat_xyzw=tuple(quat),
+        board_on="gripper",
+        board_xyz_m=(0.0, 0.0, 0.02),
+        board_quat_xyzw=(0.0, 0.0, 0.0, 1.0),
+        camera_matrix=K_ros.get("scene"),
+        distortion=(0.0,) * 5 if K_ros else None,
+        image_size=size,
+    )
+    wrist = CameraCalibration(
+        method="eye_in_hand",
+        parent_frame="gripper",
+        frame_id=mount.frame_id,
+        xyz_m=tuple(mount.xyz_m),
+        quat_xyzw=tuple(mount.quat_xyzw),
+        board_on="base",
+        board_xyz_m=(0.3, 0.0, 0.0),
+        board_quat_xyzw=(1.0, 0.0, 0.0, 0.0),
+        camera_matrix=K_ros.get("wrist"),
+        image_size=size,
+    )
     return scene, wrist
 
 
 def test_yam_joint_space_dataset_gives_the_simulators_poses(yam_dataset, tmp_path):
     root, truth = yam_dataset
     out = tmp_path / "episodes"
-    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(out),
-                     "--calibration", str(root / "calibration.yaml")]) == 0
+    assert (
+        bag_main(
+            ["import-lerobot", str(root / "ds"), "--out", str(out), "--calibration", str(root / "calibration.yaml")]
+        )
+        == 0
+    )
     eps = [Episode.load(p) for p in sorted(out.iterdir())]
     assert [len(e) for e in eps] == [8, 8]
     T_tool = np.concatenate([e.T_world_ee for e in eps])
@@ -265,17 +323,24 @@ def test_yam_import_without_intrinsics_in_the_file_takes_them_from_the_command_l
     root, truth = yam_dataset
     cal = load_calibration(root / "calibration.yaml")
     scene, wrist = _yam_calibration_cameras(cal.camera("scene_cam").T_parent_child(), load_yam_config().wrist_camera)
-    path = save_calibration(CalibrationFile(date=cal.date, board=cal.board,
-                                            cameras={"scene_cam": scene, "wrist_cam": wrist}), tmp_path / "c.yaml")
-    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "none"), "--calibration",
-                     str(path)]) == 2
+    path = save_calibration(
+        CalibrationFile(date=cal.date, board=cal.board, cameras={"scene_cam": scene, "wrist_cam": wrist}),
+        tmp_path / "c.yaml",
+    )
+    assert (
+        bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "none"), "--calibration", str(path)]) == 2
+    )
     assert "no intrinsics for views ['scene', 'wrist']" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
     K_ros = {v: para_K_to_ros(truth["K"][v]) for v in ("scene", "wrist")}
-    flags = [f"--intrinsics={v}=" + ",".join(repr(float(K[i, j])) for i, j in ((0, 0), (1, 1), (0, 2), (1, 2)))
-             for v, K in K_ros.items()]
-    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration", str(path),
-                     *flags]) == 0
+    flags = [
+        f"--intrinsics={v}=" + ",".join(repr(float(K[i, j])) for i, j in ((0, 0), (1, 1), (0, 2), (1, 2)))
+        for v, K in K_ros.items()
+    ]
+    assert (
+        bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration", str(path), *flags])
+        == 0
+    )
     ep = Episode.load(sorted((tmp_path / "e").iterdir())[0])
     for view in ("scene", "wrist"):
         assert np.abs(ep.K[view] - truth["K"][view]).max() < 1e-12, view
@@ -285,16 +350,30 @@ def test_yam_import_refuses_intrinsics_of_another_image_size(yam_dataset, tmp_pa
     root, _ = yam_dataset
     cal = load_calibration(root / "calibration.yaml")
     scene = CameraCalibration(**{**cal.camera("scene_cam").__dict__, "image_size": (128, 96)})
-    path = save_calibration(CalibrationFile(date=cal.date, board=cal.board,
-                                            cameras={**cal.cameras, "scene_cam": scene}), tmp_path / "c.yaml")
-    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration",
-                     str(path)]) == 2
+    path = save_calibration(
+        CalibrationFile(date=cal.date, board=cal.board, cameras={**cal.cameras, "scene_cam": scene}),
+        tmp_path / "c.yaml",
+    )
+    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration", str(path)]) == 2
     err = capsys.readouterr().err
     assert "cameras.scene_cam.image_size is 128x96 but the dataset's scene images are 64x48" in err
     assert "--intrinsics scene=" in err and not (tmp_path / "e").exists()
     # --intrinsics for that view replaces the file's matrix, so its size no longer matters.
-    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration", str(path),
-                     "--intrinsics", "scene=50,50,31.5,23.5"]) == 0
+    assert (
+        bag_main(
+            [
+                "import-lerobot",
+                str(root / "ds"),
+                "--out",
+                str(tmp_path / "e"),
+                "--calibration",
+                str(path),
+                "--intrinsics",
+                "scene=50,50,31.5,23.5",
+            ]
+        )
+        == 0
+    )
     ep = Episode.load(sorted((tmp_path / "e").iterdir())[0])
     np.testing.assert_array_equal(ep.K["scene"][0], [[50.0, 0.0, 32.0], [0.0, 50.0, 24.0], [0.0, 0.0, 1.0]])
 
@@ -304,8 +383,19 @@ def test_yam_import_names_a_calibration_file_that_does_not_load(yam_dataset, tmp
     data = yaml.safe_load((root / "calibration.yaml").read_text())
     data["cameras"]["scene_cam"]["camera_matrix"][0][0] = 0.0
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
-    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration",
-                     str(tmp_path / "c.yaml")]) == 2
+    assert (
+        bag_main(
+            [
+                "import-lerobot",
+                str(root / "ds"),
+                "--out",
+                str(tmp_path / "e"),
+                "--calibration",
+                str(tmp_path / "c.yaml"),
+            ]
+        )
+        == 2
+    )
     assert "cameras.scene_cam.camera_matrix has focal length fx = 0.0" in capsys.readouterr().err
     assert not (tmp_path / "e").exists()
 
@@ -316,12 +406,43 @@ def test_yam_joint_space_dataset_trains_the_tiny_preset(yam_dataset, tmp_path):
 
     root, _ = yam_dataset
     episodes = tmp_path / "episodes"
-    assert bag_main(["import-lerobot", str(root / "ds"), "--out", str(episodes),
-                     "--calibration", str(root / "calibration.yaml")]) == 0
+    assert (
+        bag_main(
+            [
+                "import-lerobot",
+                str(root / "ds"),
+                "--out",
+                str(episodes),
+                "--calibration",
+                str(root / "calibration.yaml"),
+            ]
+        )
+        == 0
+    )
     (tmp_path / "model.yaml").write_text("feat_dim: 8\ntrain:\n  num_workers: 0\n  val_fraction: 0.0\n")
-    assert train_main(["--data", str(episodes), "--preset", "tiny", "--config", str(tmp_path / "model.yaml"),
-                       "--out", str(tmp_path / "run"), "--max-iters", "2", "--batch-size", "2", "--device", "cpu",
-                       "--no-progress", "--no-tensorboard"]) == 0
+    assert (
+        train_main(
+            [
+                "--data",
+                str(episodes),
+                "--preset",
+                "tiny",
+                "--config",
+                str(tmp_path / "model.yaml"),
+                "--out",
+                str(tmp_path / "run"),
+                "--max-iters",
+                "2",
+                "--batch-size",
+                "2",
+                "--device",
+                "cpu",
+                "--no-progress",
+                "--no-tensorboard",
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "run" / "checkpoint").is_dir()
 
 
@@ -338,6 +459,16 @@ def test_joint_space_dataset_without_a_calibration_source_is_named(yam_dataset, 
 
 def test_joint_space_names_are_checked(yam_dataset, tmp_path):
     root, _ = yam_dataset
-    code = bag_main(["import-lerobot", str(root / "ds"), "--out", str(tmp_path / "e"), "--calibration",
-                     str(root / "calibration.yaml"), "--joint-names", "j1,j2,j3,j4,j5,j6"])
+    code = bag_main(
+        [
+            "import-lerobot",
+            str(root / "ds"),
+            "--out",
+            str(tmp_path / "e"),
+            "--calibration",
+            str(root / "calibration.yaml"),
+            "--joint-names",
+            "j1,j2,j3,j4,j5,j6",
+        ]
+    )
     assert code == 2 and not (tmp_path / "e").exists()

@@ -1,28 +1,40 @@
 """``para-bag figure``: the paper's six-panel method figure from a real inference step of either head; the SVG's
 numbers equal the .npz, the predicted pixel is the projection of the argmax voxel's 3-D point."""
+
 import re
 
 import numpy as np
 import pytest
-
 from bag_fixtures import SyntheticBagSpec, write_synthetic_bag
+
 from para_ros.commands import bag as bag_tools
 
-PANELS = ("panel_a_rgb.png", "panel_b_tokens_pca.png", "panel_c_features_pca.png", "panel_d_feature_vec.png",
-          "panel_e_key_query.png", "panel_f_response_volume.png")
+PANELS = (
+    "panel_a_rgb.png",
+    "panel_b_tokens_pca.png",
+    "panel_c_features_pca.png",
+    "panel_d_feature_vec.png",
+    "panel_e_key_query.png",
+    "panel_f_response_volume.png",
+)
 
 
 @pytest.fixture(scope="module")
 def bag(tmp_path_factory):
-    return write_synthetic_bag(tmp_path_factory.mktemp("fig") / "bag",
-                               SyntheticBagSpec(duration_s=1.5, wrist_compressed=False))
+    return write_synthetic_bag(
+        tmp_path_factory.mktemp("fig") / "bag", SyntheticBagSpec(duration_s=1.5, wrist_compressed=False)
+    )
 
 
 @pytest.mark.parametrize("preset", ["tiny", "tiny_dino_kv"])
 def test_figure_panels_svg_and_npz_agree(bag, tmp_path, preset):
     out = tmp_path / "fig"
-    assert bag_tools.main(["figure", str(bag), "--random-preset", preset, "--frame", "3", "--step", "1",
-                           "--out", str(out)]) == 0
+    assert (
+        bag_tools.main(
+            ["figure", str(bag), "--random-preset", preset, "--frame", "3", "--step", "1", "--out", str(out)]
+        )
+        == 0
+    )
     for name in PANELS + ("figure.svg", "figure.npz"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     d = np.load(out / "figure.npz", allow_pickle=False)
@@ -42,7 +54,6 @@ def test_figure_panels_svg_and_npz_agree(bag, tmp_path, preset):
 def test_predicted_pixel_is_the_projection_of_the_argmax_point(bag, tmp_path):
     """Independent of the panel code: project the argmax voxel's world point with the bag's scene camera."""
     import cv2
-
     from bag_fixtures import K_IMAGE, T_SCENE
 
     out = tmp_path / "fig"
@@ -57,8 +68,10 @@ def test_predicted_pixel_is_the_projection_of_the_argmax_point(bag, tmp_path):
 
 
 def test_figure_refuses_a_frame_out_of_range(bag, tmp_path, capsys):
-    assert bag_tools.main(["figure", str(bag), "--random-preset", "tiny", "--frame", "999",
-                           "--out", str(tmp_path / "f")]) == 2
+    assert (
+        bag_tools.main(["figure", str(bag), "--random-preset", "tiny", "--frame", "999", "--out", str(tmp_path / "f")])
+        == 2
+    )
     assert "--frame 999" in capsys.readouterr().err
 
 
@@ -66,11 +79,11 @@ def test_figure_data_of_a_fast_path_model_is_the_reference_paths():
     """A policy built with the fast path (which keeps no per-voxel features) still gives the figure's fused voxel
     feature: the data equal a reference-path model's, and the model is left on its fast path."""
     import torch
+    from test_core_fast_path import observation
 
     from para_core.eval.method_figure import method_figure_data
     from para_core.model.config import V4Config
     from para_core.model.policy import Policy
-    from test_core_fast_path import observation
 
     cfg = V4Config.tiny()
     ref = Policy.random_init(cfg, device="cpu", seed=3)

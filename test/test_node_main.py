@@ -1,4 +1,5 @@
 """run_node: shipped params first and overridable, ROS args passed through, the caller's domain kept, --help."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,10 @@ def run_probe(*args, env=None):
 
 
 def test_split_ros_args():
-    assert split_ros_args(["--params-file", "a", "--ros-args", "-p", "x:=1"]) == (["--params-file", "a"],
-                                                                                  ["--ros-args", "-p", "x:=1"])
+    assert split_ros_args(["--params-file", "a", "--ros-args", "-p", "x:=1"]) == (
+        ["--params-file", "a"],
+        ["--ros-args", "-p", "x:=1"],
+    )
     assert split_ros_args(["--help"]) == (["--help"], [])
 
 
@@ -60,10 +63,17 @@ def test_node_keeps_the_callers_domain_and_never_picks_a_random_one():
     assert loopback_dds_env({}, pick_domain=False)["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
 
 
-@pytest.mark.parametrize("module", ["para_ros.nodes.inference_node", "para_ros.nodes.chunk_executor", "para_ros.nodes.sim_node"])
+@pytest.mark.parametrize(
+    "module", ["para_ros.nodes.inference_node", "para_ros.nodes.chunk_executor", "para_ros.nodes.sim_node"]
+)
 def test_every_node_has_help(module):
-    out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "MUJOCO_GL": "egl"})
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "MUJOCO_GL": "egl"},
+    )
     assert out.returncode == 0 and "--params-file" in out.stdout and "--ros-args" in out.stdout
     assert "ROS parameters" in out.stdout  # the parameters and their defaults are listed
 

@@ -2,6 +2,7 @@
 ``config/*.yaml`` and of ``--help``; the type rules are the same in every node; and over real DDS every parameter set
 request (``ros2 param set`` sends the same SetParameters service call) is applied or refused with a reason, never
 acknowledged and ignored."""
+
 from __future__ import annotations
 
 import subprocess
@@ -47,8 +48,13 @@ def test_the_check_catches_an_edited_file(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("node", ["chunk_executor", "inference_node", "sim_node"])
 def test_help_lists_every_parameter_of_the_table(node):
-    out = subprocess.run([sys.executable, "-m", f"para_ros.nodes.{node}", "--help"], capture_output=True, text=True,
-                         timeout=120, cwd=REPO_ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", f"para_ros.nodes.{node}", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
     assert out.returncode == 0, out.stderr
     table, _ = tables()[node]
     missing = [p.name for p in table.params if f"  {p.name} = " not in out.stdout]
@@ -59,21 +65,30 @@ def test_node_param_rules_are_parsed_then_checked_against_the_tables():
     from para_ros.deploy.graph import parse_node_params
     from para_ros.nodes.parameter_registry import check_node_params
 
-    rules = ["chunk_executor:implausible_speed:=reject", "chunk_executor:control_rate_hz:=200",
-             "sim_node:scene_cam_rate_hz:=15.5", "inference_node:fast_path:=true"]
+    rules = [
+        "chunk_executor:implausible_speed:=reject",
+        "chunk_executor:control_rate_hz:=200",
+        "sim_node:scene_cam_rate_hz:=15.5",
+        "inference_node:fast_path:=true",
+    ]
     parsed = parse_node_params(rules)
-    assert parsed == {"chunk_executor": {"implausible_speed": "reject", "control_rate_hz": 200},
-                      "sim_node": {"scene_cam_rate_hz": 15.5}, "inference_node": {"fast_path": True}}
+    assert parsed == {
+        "chunk_executor": {"implausible_speed": "reject", "control_rate_hz": 200},
+        "sim_node": {"scene_cam_rate_hz": 15.5},
+        "inference_node": {"fast_path": True},
+    }
     checked = check_node_params(parsed)
     assert checked["chunk_executor"] == {"implausible_speed": "reject", "control_rate_hz": 200.0}
     assert type(checked["chunk_executor"]["control_rate_hz"]) is float  # coerced like a params file's value
     for bad in (["chunk_executor=implausible_speed"], ["implausible_speed:=reject"], [":x:=1"]):
         with pytest.raises(ValueError, match="NODE:NAME:=VALUE"):
             parse_node_params(bad)
-    for rules, words in ((["planner:x:=1"], "no node 'planner'"),
-                         (["chunk_executor:max_speed:=1"], "no parameter 'max_speed'"),
-                         (["chunk_executor:implausible_speed:=clip"], "implausible_speed"),
-                         (["chunk_executor:control_rate_hz:=0.5"], "control_rate_hz")):
+    for rules, words in (
+        (["planner:x:=1"], "no node 'planner'"),
+        (["chunk_executor:max_speed:=1"], "no parameter 'max_speed'"),
+        (["chunk_executor:implausible_speed:=clip"], "implausible_speed"),
+        (["chunk_executor:control_rate_hz:=0.5"], "control_rate_hz"),
+    ):
         with pytest.raises(ValueError, match=words):
             check_node_params(parse_node_params(rules))
     assert check_node_params({}) == {}
@@ -139,6 +154,7 @@ def test_a_choice_word_that_yaml_read_as_a_bool_is_the_word():
 
 # ---- over DDS: applied or refused, never ignored ---------------------------------------------------------------------
 
+
 def _set(client_node, executor, node_name: str, name: str, value):
     """One SetParameters request, as ``ros2 param set`` sends it; returns the SetParametersResult."""
     from rcl_interfaces.srv import SetParameters
@@ -189,23 +205,68 @@ def test_every_parameter_set_over_dds_is_applied_or_refused_with_a_reason():
         # joint_state_timeout_s 5 s: this test is about parameters; on a loaded machine the driver's joint states can
         # pause past the default 0.2 s, after which the executor (rightly) waits for a new chunk to command again
         drv.start_executor("params_executor", joint_state_timeout_s=5.0)
-        procs.append(start_python(["para_ros.nodes.inference_node", "--ros-args", "-r", "__node:=params_inference",
-                                   "-p", "publish_pointcloud:=false"], module=True))
-        procs.append(start_python(["para_ros.nodes.sim_node", "--ros-args", "-r", "__node:=params_sim",
-                                   "-p", "scene_cam_rate_hz:=1.0", "-p", "wrist_cam_rate_hz:=1.0",
-                                   "-p", "image_width:=32", "-p", "image_height:=32",
-                                   "-p", "joint_states_topic:=/params_sim/joint_states",
-                                   "-p", "joint_trajectory_topic:=/params_sim/joint_trajectory"], module=True))
+        procs.append(
+            start_python(
+                [
+                    "para_ros.nodes.inference_node",
+                    "--ros-args",
+                    "-r",
+                    "__node:=params_inference",
+                    "-p",
+                    "publish_pointcloud:=false",
+                ],
+                module=True,
+            )
+        )
+        procs.append(
+            start_python(
+                [
+                    "para_ros.nodes.sim_node",
+                    "--ros-args",
+                    "-r",
+                    "__node:=params_sim",
+                    "-p",
+                    "scene_cam_rate_hz:=1.0",
+                    "-p",
+                    "wrist_cam_rate_hz:=1.0",
+                    "-p",
+                    "image_width:=32",
+                    "-p",
+                    "image_height:=32",
+                    "-p",
+                    "joint_states_topic:=/params_sim/joint_states",
+                    "-p",
+                    "joint_trajectory_topic:=/params_sim/joint_trajectory",
+                ],
+                module=True,
+            )
+        )
         calibration = Path(tempfile.mkdtemp()) / "calibration.yaml"
         calibration.write_text(
             "para_calibration: 1\ndate: '2026-12-03T04:00:00Z'\nboard: {squares_x: 5, squares_y: 7, square_m: 0.03, "
             "marker_m: 0.022, dictionary: DICT_5X5_100}\ncameras:\n  scene_cam: {method: eye_to_hand, parent_frame: "
             "base, frame_id: scene_cam_optical_frame, xyz_m: [0.3, -0.5, 0.6], quat_xyzw: [1.0, 0.0, 0.0, 0.0], "
-            "board_on: gripper, board_xyz_m: [0.1, 0.0, 0.0], board_quat_xyzw: [0.0, 0.0, 0.0, 1.0]}\n")
-        procs.append(start_python(["para_ros.nodes.calibration_tf", "--ros-args", "-r", "__node:=params_calib_tf",
-                                   "-p", f"calibration_file:={calibration}"], module=True))
-        names = {"chunk_executor": "params_executor", "inference_node": "params_inference", "sim_node": "params_sim",
-                 "calibration_tf": "params_calib_tf"}
+            "board_on: gripper, board_xyz_m: [0.1, 0.0, 0.0], board_quat_xyzw: [0.0, 0.0, 0.0, 1.0]}\n"
+        )
+        procs.append(
+            start_python(
+                [
+                    "para_ros.nodes.calibration_tf",
+                    "--ros-args",
+                    "-r",
+                    "__node:=params_calib_tf",
+                    "-p",
+                    f"calibration_file:={calibration}",
+                ],
+                module=True,
+            )
+        )
+        names = {
+            "chunk_executor": "params_executor",
+            "inference_node": "params_inference",
+            "sim_node": "params_sim",
+            "calibration_tf": "params_calib_tf",
+        }
         for node, (table, _) in tables().items():
             for p in table.params:
                 if p.optional:
@@ -230,8 +291,9 @@ def test_every_parameter_set_over_dds_is_applied_or_refused_with_a_reason():
         drv.wait_for_commands(3)
         p_now = kin.fk(drv.q_arm)[:3, 3]
         t = np.linspace(0.0, 0.5, 6)
-        drv.publish_chunk(time.time(), t, np.tile(p_now, (6, 1)),
-                          np.tile([1.0, 0.0, 0.0, 0.0], (6, 1)), np.full(6, 0.5))
+        drv.publish_chunk(
+            time.time(), t, np.tile(p_now, (6, 1)), np.tile([1.0, 0.0, 0.0, 0.0], (6, 1)), np.full(6, 0.5)
+        )
 
         def rejected_for_steps():
             for d in drv.snapshot()[2]:

@@ -4,16 +4,16 @@ messages, build identical observations, because both call :func:`para_ros.observ
 The node path is the real ``InferenceNode`` (rclpy, its TF buffer, its joint-state callback) fed the bag's own bytes
 deserialised by rclpy; the bag path is :class:`para_ros.bag.reader.BagReader`. Also the builder's rules by hand.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 from bag_fixtures import SyntheticBagSpec, reference_ee_pose, reference_gripper, write_synthetic_bag
-from para_ros.observation.builder import (GripperHistory, ObservationProblem, ObservationSettings,
-                                          gripper_opening)
+
+from para_ros.observation.builder import GripperHistory, ObservationProblem, ObservationSettings, gripper_opening
 
 
 def _rclpy_messages(bag_dir):
@@ -39,8 +39,9 @@ def node():
     from ros_helpers import in_process_inference_node
 
     # the fixture bag's wrist camera is jpeg: compressed transport
-    yield from in_process_inference_node("observation_builder_test", random_seed=1, publish_pointcloud=False,
-                                         image_transport="compressed")
+    yield from in_process_inference_node(
+        "observation_builder_test", random_seed=1, publish_pointcloud=False, image_transport="compressed"
+    )
 
 
 def test_node_and_bag_reader_build_identical_observations_from_the_same_messages(tmp_path, node):

@@ -1,6 +1,7 @@
 """The package layout's one rule (docs/contracts.md): only ``nodes/``, ``ros_io/``, ``adapters/``, ``bag/``,
 ``deploy/`` and ``commands/`` import rclpy or a ROS message package; ``para_core`` never imports ``para_ros``. Imports
 inside functions count too (an AST walk, not a grep of the top of the file)."""
+
 from __future__ import annotations
 
 import ast
@@ -8,8 +9,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ROS_AWARE = ("nodes", "ros_io", "adapters", "bag", "deploy", "commands")
-ROS_PACKAGES = ("rclpy", "rcl_interfaces", "rosidl_runtime_py", "builtin_interfaces", "launch", "launch_ros",
-                "tf2_ros", "cv_bridge", "message_filters", "rosgraph_msgs", "para_msgs")
+ROS_PACKAGES = (
+    "rclpy",
+    "rcl_interfaces",
+    "rosidl_runtime_py",
+    "builtin_interfaces",
+    "launch",
+    "launch_ros",
+    "tf2_ros",
+    "cv_bridge",
+    "message_filters",
+    "rosgraph_msgs",
+    "para_msgs",
+)
 
 
 def is_ros_module(name: str) -> bool:
@@ -47,17 +59,31 @@ def test_no_ros_imports_outside_the_node_and_ros_io_packages():
     files = ros_free_modules()
     names = {str(p.relative_to(REPO)) for p in files}
     # the layout itself: these ROS-free packages exist and are checked
-    for must in ("para_ros/observation/builder.py", "para_ros/execution/executor_core.py", "para_ros/robot/yam.py",
-                 "para_ros/sim/yam_scene.py", "para_core/model/policy.py", "para_ros/stamps.py"):
+    for must in (
+        "para_ros/observation/builder.py",
+        "para_ros/execution/executor_core.py",
+        "para_ros/robot/yam.py",
+        "para_ros/sim/yam_scene.py",
+        "para_core/model/policy.py",
+        "para_ros/stamps.py",
+    ):
         assert must in names, must
-    offenders = [f"{p.relative_to(REPO)}:{line} imports {mod}"
-                 for p in files for line, mod in imported_modules(p.read_text()) if is_ros_module(mod)]
+    offenders = [
+        f"{p.relative_to(REPO)}:{line} imports {mod}"
+        for p in files
+        for line, mod in imported_modules(p.read_text())
+        if is_ros_module(mod)
+    ]
     assert not offenders, "ROS imports outside nodes/ros_io/adapters/bag/deploy/commands:\n" + "\n".join(offenders)
 
 
 def test_para_core_never_imports_para_ros():
-    offenders = [f"{p.relative_to(REPO)}:{line} imports {mod}" for p in sorted((REPO / "para_core").rglob("*.py"))
-                 for line, mod in imported_modules(p.read_text()) if mod.split(".")[0] == "para_ros"]
+    offenders = [
+        f"{p.relative_to(REPO)}:{line} imports {mod}"
+        for p in sorted((REPO / "para_core").rglob("*.py"))
+        for line, mod in imported_modules(p.read_text())
+        if mod.split(".")[0] == "para_ros"
+    ]
     assert not offenders, "\n".join(offenders)
 
 

@@ -1,5 +1,6 @@
 """rerun recordings of a recording (``para-bag view``) and of an offline evaluation (``para-bag eval --rerun``), read
 back with rerun's own reader: the camera poses are the recording's TF, the clouds the voxels given or predicted."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,9 @@ pytest.importorskip("rerun")
 sys.path.insert(0, str(Path(__file__).parent))
 from bag_fixtures import NS, T0_NS, SyntheticBagSpec, reference_wrist_pose, write_synthetic_bag  # noqa: E402
 
-from para_ros.commands.bag import load_policy, main as bag_main, topic_config  # noqa: E402
 from para_ros.bag.reader import BagReader  # noqa: E402
+from para_ros.commands.bag import load_policy, topic_config  # noqa: E402
+from para_ros.commands.bag import main as bag_main
 from para_ros.viz.rerun_log import read_entities  # noqa: E402
 
 SPEC = SyntheticBagSpec(duration_s=1.0, image_wh=(48, 36))
@@ -31,20 +33,48 @@ def _stamp_ns(value) -> int:
 
 @pytest.fixture(scope="module")
 def bag(tmp_path_factory):
-    chunk = (CHUNK_STAMP, CHUNK_POS, np.tile([0.0, 0.0, 0.0, 1.0], (3, 1)), np.array([0, NS // 10, NS // 5]),
-             np.ones(3))
-    return write_synthetic_bag(tmp_path_factory.mktemp("rr") / "bag", SPEC, chunks=[chunk],
-                               voxels=[(CHUNK_STAMP, VOXELS, VOXEL_PROB)])
+    chunk = (
+        CHUNK_STAMP,
+        CHUNK_POS,
+        np.tile([0.0, 0.0, 0.0, 1.0], (3, 1)),
+        np.array([0, NS // 10, NS // 5]),
+        np.ones(3),
+    )
+    return write_synthetic_bag(
+        tmp_path_factory.mktemp("rr") / "bag", SPEC, chunks=[chunk], voxels=[(CHUNK_STAMP, VOXELS, VOXEL_PROB)]
+    )
 
 
 def test_view_holds_posed_cameras_trajectory_chunk_and_cloud(bag, tmp_path):
     out = tmp_path / "view.rrd"
     assert bag_main(["view", str(bag), "--out", str(out), "--quiet"]) == 0
     ents = read_entities(out)
-    with BagReader(bag, topic_config(argparse.Namespace(**{k: None for k in (
-            "image_transport", "tf_topic", "tf_static_topic", "joint_states_topic", "world_frame", "ee_frame",
-            "gripper_joint", "pair_slop_s", "max_observation_age_s", "camera_matrix", "params_file", "image_topic",
-            "info_topic")}), ("scene", "wrist"))) as reader:
+    with BagReader(
+        bag,
+        topic_config(
+            argparse.Namespace(
+                **{
+                    k: None
+                    for k in (
+                        "image_transport",
+                        "tf_topic",
+                        "tf_static_topic",
+                        "joint_states_topic",
+                        "world_frame",
+                        "ee_frame",
+                        "gripper_joint",
+                        "pair_slop_s",
+                        "max_observation_age_s",
+                        "camera_matrix",
+                        "params_file",
+                        "image_topic",
+                        "info_topic",
+                    )
+                }
+            ),
+            ("scene", "wrist"),
+        ),
+    ) as reader:
         observations = list(reader.observations())
     assert len(observations) >= 8
     wrist = {_stamp_ns(r["stamp"]): r for r in ents["/world/cameras/wrist"] if "Transform3D:translation" in r}
@@ -58,12 +88,14 @@ def test_view_holds_posed_cameras_trajectory_chunk_and_cloud(bag, tmp_path):
         # and TF is the fixture's analytic truth (TF interpolation between 100 Hz samples: < 1 mm)
         assert np.allclose(T_tf[:3, 3], reference_wrist_pose(SPEC, stamp)[:3, 3], atol=1e-3)
     pinhole = [r for r in ents["/world/cameras/scene"] if "Pinhole:image_from_camera" in r]
-    assert pinhole and np.allclose(np.asarray(pinhole[0]["Pinhole:image_from_camera"]).reshape(3, 3).T,
-                                   observations[0].cameras[0].K)
+    assert pinhole and np.allclose(
+        np.asarray(pinhole[0]["Pinhole:image_from_camera"]).reshape(3, 3).T, observations[0].cameras[0].K
+    )
     assert len(ents["/world/cameras/scene/image"]) == len(observations)
     ee = ents["/world/ee"]
-    assert np.allclose([np.ravel(r["Points3D:positions"]) for r in ee], [o.T_world_ee[:3, 3] for o in observations],
-                       atol=1e-6)
+    assert np.allclose(
+        [np.ravel(r["Points3D:positions"]) for r in ee], [o.T_world_ee[:3, 3] for o in observations], atol=1e-6
+    )
     assert len(ents["/world/ee/trajectory"][-1]["LineStrips3D:strips"][0]) == len(observations)
     (chunk,) = ents["/world/chunk/path"]
     assert _stamp_ns(chunk["stamp"]) == CHUNK_STAMP
@@ -78,23 +110,61 @@ def test_view_holds_posed_cameras_trajectory_chunk_and_cloud(bag, tmp_path):
 
 def test_eval_rerun_cloud_is_the_policys_top_voxels(bag, tmp_path):
     out = tmp_path / "eval.rrd"
-    assert bag_main(["eval", str(bag), "--random-preset", "tiny", "--out", str(tmp_path / "e"), "--max-frames", "2",
-                     "--overlay-every", "0", "--response-volume-every", "-1", "--rerun", str(out), "--quiet",
-                     "--device", "cpu"]) == 0
+    assert (
+        bag_main(
+            [
+                "eval",
+                str(bag),
+                "--random-preset",
+                "tiny",
+                "--out",
+                str(tmp_path / "e"),
+                "--max-frames",
+                "2",
+                "--overlay-every",
+                "0",
+                "--response-volume-every",
+                "-1",
+                "--rerun",
+                str(out),
+                "--quiet",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     ents = read_entities(out)
     clouds = ents["/world/voxels"]
     assert len(clouds) == 2 and len(ents["/world/chunk/argmax"]) == 2
     args = argparse.Namespace(checkpoint=None, random_preset="tiny", random_seed=0, device="cpu", dtype="fp32")
     policy = load_policy(args)
-    ns = argparse.Namespace(**{k: None for k in (
-        "image_transport", "tf_topic", "tf_static_topic", "joint_states_topic", "world_frame", "ee_frame",
-        "gripper_joint", "pair_slop_s", "max_observation_age_s", "camera_matrix", "params_file", "image_topic",
-        "info_topic")})
+    ns = argparse.Namespace(
+        **{
+            k: None
+            for k in (
+                "image_transport",
+                "tf_topic",
+                "tf_static_topic",
+                "joint_states_topic",
+                "world_frame",
+                "ee_frame",
+                "gripper_joint",
+                "pair_slop_s",
+                "max_observation_age_s",
+                "camera_matrix",
+                "params_file",
+                "image_topic",
+                "info_topic",
+            )
+        }
+    )
     with BagReader(bag, topic_config(ns, policy.view_names)) as reader:
         stamps = reader.pair_stamps()[:2]
         cfg = policy.config
-        for obs, cloud, path in zip(reader.observations(set(stamps), cfg.mv_past_n, cfg.step_dt_s), clouds,
-                                    ents["/world/chunk/path"]):
+        for obs, cloud, path in zip(
+            reader.observations(set(stamps), cfg.mv_past_n, cfg.step_dt_s), clouds, ents["/world/chunk/path"]
+        ):
             pred = policy.predict(obs.cameras, obs.state)
             assert _stamp_ns(cloud["stamp"]) == obs.stamp_ns
             assert np.allclose(np.asarray(cloud["Points3D:positions"]), pred.top_voxels_world, atol=1e-6)
@@ -109,8 +179,25 @@ def test_sim_eval_rerun_holds_the_runs_cameras_chunks_and_clouds(tmp_path):
 
     shipped = Path(__file__).resolve().parents[1] / "checkpoints" / "pick_place"
     out = tmp_path / "eval"
-    assert sim_cli.main(["eval", "--checkpoint", str(shipped), "--episodes", "1", "--time-limit", "8", "--no-videos",
-                         "--out", str(out), "--rerun", str(out / "eval.rrd")]) == 0
+    assert (
+        sim_cli.main(
+            [
+                "eval",
+                "--checkpoint",
+                str(shipped),
+                "--episodes",
+                "1",
+                "--time-limit",
+                "8",
+                "--no-videos",
+                "--out",
+                str(out),
+                "--rerun",
+                str(out / "eval.rrd"),
+            ]
+        )
+        == 0
+    )
     ents = read_entities(out / "eval.rrd")
     for entity in ("/world/cameras/scene", "/world/cameras/wrist/image", "/world/ee", "/world/chunk/path"):
         assert entity in ents, entity

@@ -1,4 +1,5 @@
 """ActionChunk <-> numpy (para_ros.ros_io.chunk_msg) against a message filled by hand, field by field."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ def hand_made_chunk_msg(stamp_ns, frame, tool, model_id, dts, positions, quats, 
     """The reference: every field set one at a time, in the .msg's words."""
     from builtin_interfaces.msg import Duration
     from geometry_msgs.msg import Pose
+
     from para_msgs.msg import ActionChunk
 
     msg = ActionChunk()
@@ -34,9 +36,9 @@ def hand_made_chunk_msg(stamp_ns, frame, tool, model_id, dts, positions, quats, 
 
 
 def test_action_chunk_msg_is_the_hand_made_message_and_round_trips():
-    from para_msgs.msg import ActionChunk
     from rclpy.serialization import deserialize_message, serialize_message
 
+    from para_msgs.msg import ActionChunk
     from para_ros.ros_io.chunk_msg import action_chunk_msg, chunk_from_msg
 
     rng = np.random.default_rng(3)
@@ -45,14 +47,26 @@ def test_action_chunk_msg_is_the_hand_made_message_and_round_trips():
     q[0] = [0.0, 0.0, 0.6, -0.8]  # w < 0: sent as the same rotation with w >= 0
     q_sent = 3.0 * q  # not unit: sent as unit
     unit = np.where(q_sent[:, 3:] < 0, -q_sent, q_sent) / np.linalg.norm(q_sent, axis=1, keepdims=True)
-    out = SimpleNamespace(time_offsets_s=np.array([0.0, 0.1, 0.2, 1.3, 2.000000001]),
-                          positions_world=rng.normal(size=(T, 3)), quaternions_xyzw=q_sent,
-                          gripper=rng.uniform(size=T), confidence=rng.uniform(size=T))
+    out = SimpleNamespace(
+        time_offsets_s=np.array([0.0, 0.1, 0.2, 1.3, 2.000000001]),
+        positions_world=rng.normal(size=(T, 3)),
+        quaternions_xyzw=q_sent,
+        gripper=rng.uniform(size=T),
+        confidence=rng.uniform(size=T),
+    )
     stamp_ns = 1_234_567_890_123
     msg = action_chunk_msg(out, stamp_ns, "base", "grasp_site", "para_v4@test")
-    expected = hand_made_chunk_msg(stamp_ns, "base", "grasp_site", "para_v4@test",
-                                   [0, 100_000_000, 200_000_000, 1_300_000_000, 2_000_000_001],
-                                   out.positions_world, unit, out.gripper, out.confidence)
+    expected = hand_made_chunk_msg(
+        stamp_ns,
+        "base",
+        "grasp_site",
+        "para_v4@test",
+        [0, 100_000_000, 200_000_000, 1_300_000_000, 2_000_000_001],
+        out.positions_world,
+        unit,
+        out.gripper,
+        out.confidence,
+    )
     # Field by field (the generated __eq__), and through the wire format: CDR padding bytes are not zeroed by the
     # serialiser, so two serialisations of one message can differ in them and bytes are no reference.
     assert msg == expected
@@ -70,9 +84,17 @@ def test_odd_content_is_copied_not_refused():
     from para_ros.execution.chunk import Chunk
     from para_ros.ros_io.chunk_msg import chunk_from_msg, chunk_to_msg
 
-    chunk = Chunk(stamp_s=1.5, time_from_stamp_s=np.array([0.0, 0.1, 0.2]), positions_m=np.array([[np.nan, 0, 0]]),
-                  quats_xyzw=np.array([[0, 0, 0, 1.0], [0, 0, 0, 1.0]]), gripper=np.array([0.5, 0.5]),
-                  confidence=np.array([]), frame_id="base", tool_frame_id="tool", model_id="m")
+    chunk = Chunk(
+        stamp_s=1.5,
+        time_from_stamp_s=np.array([0.0, 0.1, 0.2]),
+        positions_m=np.array([[np.nan, 0, 0]]),
+        quats_xyzw=np.array([[0, 0, 0, 1.0], [0, 0, 0, 1.0]]),
+        gripper=np.array([0.5, 0.5]),
+        confidence=np.array([]),
+        frame_id="base",
+        tool_frame_id="tool",
+        model_id="m",
+    )
     back = chunk_from_msg(chunk_to_msg(chunk))
     assert back.stamp_s == 1.5 and len(back.time_from_stamp_s) == 3 and len(back.gripper) == 2
     assert back.positions_m.shape == (1, 3) and np.isnan(back.positions_m[0, 0])  # zip: one pose of the shorter
@@ -83,15 +105,18 @@ def test_refilled_message_is_the_fresh_message_whatever_it_held():
     """``into=``: a message refilled in place equals a fresh one, after chunks that were longer, shorter, or had other
     frames; a refill that kept stale poses, durations or scalars from the chunk before would differ."""
     from para_msgs.msg import ActionChunk
-
     from para_ros.ros_io.chunk_msg import action_chunk_msg
 
     rng = np.random.default_rng(7)
     reused = ActionChunk()
     for T, frame, model_id in ((8, "base", "a"), (3, "world", "b"), (11, "base", "c"), (0, "base", "d"), (5, "w", "")):
-        out = SimpleNamespace(time_offsets_s=np.arange(T) * 0.1 + rng.uniform(), positions_world=rng.normal(size=(T, 3)),
-                              quaternions_xyzw=rng.normal(size=(T, 4)), gripper=rng.uniform(size=T),
-                              confidence=rng.uniform(size=T))
+        out = SimpleNamespace(
+            time_offsets_s=np.arange(T) * 0.1 + rng.uniform(),
+            positions_world=rng.normal(size=(T, 3)),
+            quaternions_xyzw=rng.normal(size=(T, 4)),
+            gripper=rng.uniform(size=T),
+            confidence=rng.uniform(size=T),
+        )
         stamp_ns = int(rng.integers(0, 2**40))
         fresh = action_chunk_msg(out, stamp_ns, frame, "tool", model_id)
         refilled = action_chunk_msg(out, stamp_ns, frame, "tool", model_id, into=reused)

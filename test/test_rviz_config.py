@@ -1,4 +1,5 @@
 """config/para.rviz shows what the graph publishes: both cameras, TF, the markers and the voxel cloud, in the world frame."""
+
 from __future__ import annotations
 
 import yaml

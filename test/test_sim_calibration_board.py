@@ -7,6 +7,7 @@ composed here by hand) and the OpenCV-convention K (the CameraInfo one: centre a
 orientation, a board frame flipped or shifted by the margin, a camera rendered at the told pose instead of the true one
 (or the reverse) each move the corners by many pixels.
 """
+
 from __future__ import annotations
 
 import cv2
@@ -40,8 +41,12 @@ def project(points_board: np.ndarray, T_world_board: np.ndarray, T_world_cam: np
 
 @pytest.fixture(scope="module", params=["table", "flange"])
 def sim(request):
-    config = SimConfig(n_cubes=0, calibration_board=BoardMount(SPEC, request.param),
-                       scene_cam_true_offset_T=SCENE_OFFSET, wrist_cam_true_offset_T=WRIST_OFFSET)
+    config = SimConfig(
+        n_cubes=0,
+        calibration_board=BoardMount(SPEC, request.param),
+        scene_cam_true_offset_T=SCENE_OFFSET,
+        wrist_cam_true_offset_T=WRIST_OFFSET,
+    )
     s = YamSim(config)
     yield request.param, s
     s.close()
@@ -67,8 +72,11 @@ def test_rendered_corners_match_projection_through_the_true_pose(sim, camera):
     if (where, camera) == ("flange", "wrist"):
         pytest.skip("the wrist camera sees the back of a flange board")
     cfg = s.config
-    T_world_cam_true = cfg.scene_cam_T_world_cam() @ SCENE_OFFSET if camera == "scene" else \
-        s.T_world_body("gripper") @ cfg.wrist_cam_true_T_gripper_cam()
+    T_world_cam_true = (
+        cfg.scene_cam_T_world_cam() @ SCENE_OFFSET
+        if camera == "scene"
+        else s.T_world_body("gripper") @ cfg.wrist_cam_true_T_gripper_cam()
+    )
     if camera == "wrist":  # composed by hand: yam.yaml's mount @ offset
         from para_ros.robot.yam import load_yam_config
 
@@ -83,8 +91,11 @@ def test_rendered_corners_match_projection_through_the_true_pose(sim, camera):
     err = np.linalg.norm(det.corners_px - expected, axis=1)
     assert err.max() < 0.5, f"{camera}/{where}: corner errors {np.round(err, 2)}"
     # The told pose is 5 cm / 5 deg away: projecting through it misses by far more.
-    T_told = cfg.scene_cam_T_world_cam() if camera == "scene" else \
-        s.T_world_body("gripper") @ told_frames(cfg).T_gripper_wrist_cam
+    T_told = (
+        cfg.scene_cam_T_world_cam()
+        if camera == "scene"
+        else s.T_world_body("gripper") @ told_frames(cfg).T_gripper_wrist_cam
+    )
     wrong = project(SPEC.corners_board_m()[det.ids], s.T_world_body(BOARD_BODY), T_told, K_cv)
     assert np.linalg.norm(det.corners_px - wrong, axis=1).mean() > 3.0
 

@@ -1,13 +1,21 @@
 """The scene-camera sampler (ranges, visibility against OpenCV's projection), cube regions, and the ROS-free
 demonstrations rendered from a drawn camera (the true pose in every frame)."""
+
 import math
 
 import cv2
 import numpy as np
 import pytest
 
-from para_ros.sim.camera_sampler import (CameraMove, CameraRandomisation, NominalCamera, camera_pose,
-                                         check_workspace_visible, visible_fraction, workspace_points_m)
+from para_ros.sim.camera_sampler import (
+    CameraMove,
+    CameraRandomisation,
+    NominalCamera,
+    camera_pose,
+    check_workspace_visible,
+    visible_fraction,
+    workspace_points_m,
+)
 from para_ros.sim.cameras import intrinsics_from_fovy
 from para_ros.sim.layout_region import CubeRegion, episode_seeds
 from para_ros.sim.pick_place import sample_layout
@@ -45,8 +53,12 @@ def test_visible_fraction_matches_opencv_projection():
     rng = np.random.default_rng(3)
     fractions = []
     for _ in range(40):
-        move = CameraMove(orbit_deg=rng.uniform(-120, 120), height_m=rng.uniform(-0.5, 0.4),
-                          look_at_m=tuple(rng.uniform(-0.25, 0.25, 3)), fovy_deg=rng.uniform(12, 60))
+        move = CameraMove(
+            orbit_deg=rng.uniform(-120, 120),
+            height_m=rng.uniform(-0.5, 0.4),
+            look_at_m=tuple(rng.uniform(-0.25, 0.25, 3)),
+            fovy_deg=rng.uniform(12, 60),
+        )
         T, fovy = camera_pose(move)
         ref = _cv2_inside(pts, T, fovy, 200).mean()
         assert visible_fraction(T, fovy, 200, 200) == pytest.approx(ref, abs=1e-12)
@@ -55,8 +67,14 @@ def test_visible_fraction_matches_opencv_projection():
 
 
 def test_sampler_stays_within_its_ranges_and_always_sees_the_workspace():
-    r = CameraRandomisation(orbit_deg=(-45, 45), height_m=(-0.17, 0.17), distance_m=(-0.08, 0.08),
-                            look_at_jitter_m=0.03, fovy_deg=(28, 48), image_size=128)
+    r = CameraRandomisation(
+        orbit_deg=(-45, 45),
+        height_m=(-0.17, 0.17),
+        distance_m=(-0.08, 0.08),
+        look_at_jitter_m=0.03,
+        fovy_deg=(28, 48),
+        image_size=128,
+    )
     pts = workspace_points_m()
     moves = []
     for seed in range(150):
@@ -82,14 +100,17 @@ def test_sampler_redraws_until_the_workspace_is_in_view_and_gives_up_on_hopeless
         hopeless.sample(0)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"orbit_deg": (10, -10)}, "orbit_deg"),
-    ({"fovy_deg": (5, 30)}, "fovy_deg"),
-    ({"height_m": (0, 2)}, "height_m"),
-    ({"look_at_jitter_m": -0.1}, "look_at_jitter_m"),
-    ({"distance_m": (-0.8, 0)}, "distance_m"),
-    ({"min_visible_fraction": 0}, "min_visible_fraction"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"orbit_deg": (10, -10)}, "orbit_deg"),
+        ({"fovy_deg": (5, 30)}, "fovy_deg"),
+        ({"height_m": (0, 2)}, "height_m"),
+        ({"look_at_jitter_m": -0.1}, "look_at_jitter_m"),
+        ({"distance_m": (-0.8, 0)}, "distance_m"),
+        ({"min_visible_fraction": 0}, "min_visible_fraction"),
+    ],
+)
 def test_randomisation_refuses_bad_ranges(kwargs, message):
     with pytest.raises(ValueError, match=message):
         CameraRandomisation(**kwargs)
@@ -103,13 +124,18 @@ def test_a_move_out_of_view_is_refused_with_the_visible_fraction():
 
 
 def test_eval_refuses_a_camera_that_does_not_see_the_workspace(tmp_path, capsys):
-    from para_ros.commands import sim as sim_cli
     from test_sim_record_eval import _fake_checkpoint
+
+    from para_ros.commands import sim as sim_cli
 
     ck = _fake_checkpoint(tmp_path)
     out = tmp_path / "r"
-    assert sim_cli.main(["eval", "--checkpoint", str(ck), "--episodes", "1", "--out", str(out),
-                         "--camera-rotate", "0", "0", "30"]) == 2
+    assert (
+        sim_cli.main(
+            ["eval", "--checkpoint", str(ck), "--episodes", "1", "--out", str(out), "--camera-rotate", "0", "0", "30"]
+        )
+        == 2
+    )
     assert "sees 50 % of the workspace" in capsys.readouterr().err and not out.exists()
 
 
@@ -126,11 +152,16 @@ def test_cube_region_seeds_hold_cubes_only_in_the_region():
     assert CubeRegion.parse("x>=0.3,y<0").area_fraction() == pytest.approx((0.10 / 0.14) * 0.5)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("z<0", "not AXIS OP NUMBER"), ("y=0", "not AXIS OP NUMBER"), ("", "empty"),
-    ("y<-0.2", r"keeps 0.0 % of the task's cube region \(x 0.26..0.4 m, y -0.12..0.12 m"),
-    ("x>0.395", r"keeps 3.6 %"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("z<0", "not AXIS OP NUMBER"),
+        ("y=0", "not AXIS OP NUMBER"),
+        ("", "empty"),
+        ("y<-0.2", r"keeps 0.0 % of the task's cube region \(x 0.26..0.4 m, y -0.12..0.12 m"),
+        ("x>0.395", r"keeps 3.6 %"),
+    ],
+)
 def test_cube_region_refuses_bad_text(text, message):
     with pytest.raises(ValueError, match=message):
         CubeRegion.parse(text)
@@ -154,8 +185,26 @@ def test_randomised_demos_record_the_true_camera_in_every_frame(tmp_path):
     from para_ros.commands import sim as sim_cli
 
     out = tmp_path / "demos"
-    assert sim_cli.main(["demos", "--out", str(out), "--episodes", "2", "--seed", "0", "--image-size", "64",
-                         "--randomise-camera", "--cube-region", "y<0", "--no-progress"]) == 0
+    assert (
+        sim_cli.main(
+            [
+                "demos",
+                "--out",
+                str(out),
+                "--episodes",
+                "2",
+                "--seed",
+                "0",
+                "--image-size",
+                "64",
+                "--randomise-camera",
+                "--cube-region",
+                "y<0",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     r = CameraRandomisation(image_size=64)
     episodes = sorted(out.glob("episode_*"))
     assert len(episodes) == 2
@@ -168,8 +217,11 @@ def test_randomised_demos_record_the_true_camera_in_every_frame(tmp_path):
         T_scene = ep.T_world_cam["scene"]  # (N, 4, 4)
         assert T_scene.shape[0] == len(ep) >= 40
         np.testing.assert_allclose(T_scene, np.broadcast_to(expected.T_world_cam, T_scene.shape), atol=1e-9)
-        np.testing.assert_allclose(ep.K["scene"], np.broadcast_to(intrinsics_from_fovy(expected.fovy_deg, 64, 64),
-                                                                  ep.K["scene"].shape), atol=1e-9)
+        np.testing.assert_allclose(
+            ep.K["scene"],
+            np.broadcast_to(intrinsics_from_fovy(expected.fovy_deg, 64, 64), ep.K["scene"].shape),
+            atol=1e-9,
+        )
         assert not np.allclose(expected.T_world_cam, camera_pose(CameraMove())[0])  # not the nominal camera
         # the cube's projection through the recorded pose lands on red pixels of the first image
         cube = np.array([*ep.meta["layout"]["cube_xy_m"], 0.02])
@@ -182,9 +234,10 @@ def test_randomised_demos_record_the_true_camera_in_every_frame(tmp_path):
 def test_a_sampled_camera_renders_what_its_pose_and_intrinsics_project():
     """The simulator renders from the drawn pose AND field of view: the grasp marker's rendered centroid is where
     OpenCV projects it with the drawn camera's pose and K (a wrong fovy in the renderer moves it by pixels)."""
+    from test_sim_scene import marker_centroid, project_cv2
+
     from para_ros.sim.camera_sampler import apply_to_sim
     from para_ros.sim.yam_scene import SimConfig, YamSim
-    from test_sim_scene import marker_centroid, project_cv2
 
     sim = YamSim(SimConfig())
     try:
@@ -204,9 +257,10 @@ def test_a_sampled_camera_renders_what_its_pose_and_intrinsics_project():
 
 
 def test_eval_takes_a_validated_cube_region(tmp_path, capsys):
-    from para_ros.deploy.closed_loop import EvalSettings
-    from para_ros.commands import sim as sim_cli
     from test_sim_record_eval import _fake_checkpoint
+
+    from para_ros.commands import sim as sim_cli
+    from para_ros.deploy.closed_loop import EvalSettings
 
     assert EvalSettings(checkpoint="x", cube_region="y >= 0").cube_region == "y>=0"
     with pytest.raises(ValueError, match="keeps 0.0 %"):

@@ -1,4 +1,5 @@
 """config/sim.yaml, launch/sim.launch.py and sim_node's command line agree with the node's declared parameters."""
+
 from __future__ import annotations
 
 import ast

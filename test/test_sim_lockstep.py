@@ -7,6 +7,7 @@ stamped like the inference node stamps them (the frame's stamp), when the test l
 - A chunk that never comes: the lockstep episode ends as a fault naming the missing chunk, and the next episode
   runs (here to its time limit, the stand-in's chunks being empty).
 """
+
 from __future__ import annotations
 
 import threading
@@ -17,15 +18,15 @@ import pytest
 pytest.importorskip("rclpy")
 
 import rclpy  # noqa: E402
-from para_msgs.msg import ActionChunk  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.qos import QoSProfile  # noqa: E402
+from ros_helpers import start_python, stop_process, wait_for  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
-from ros_helpers import start_python, stop_process, wait_for  # noqa: E402
+from para_msgs.msg import ActionChunk  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -87,12 +88,40 @@ def rig():
     executor.add_node(node)
     spin = threading.Thread(target=lambda: _spin(executor, context), daemon=True)
     spin.start()
-    sim = start_python(["para_ros.nodes.sim_node", "--ros-args", "-p", "lockstep:=true", "-p", "publish_clock:=true",
-                        "-p", "image_width:=64", "-p", "image_height:=48", "-p", f"lockstep_timeout_s:={TIMEOUT_S}",
-                        "-p", "lockstep_resend_s:=0.5"], module=True)
-    exe = start_python(["para_ros.nodes.chunk_executor", "--ros-args", "-p", "lockstep:=true",
-                        "-p", "use_sim_time:=true", "-p", "auto_engage:=true", "-p", "control_thread_priority:=0"],
-                       module=True)
+    sim = start_python(
+        [
+            "para_ros.nodes.sim_node",
+            "--ros-args",
+            "-p",
+            "lockstep:=true",
+            "-p",
+            "publish_clock:=true",
+            "-p",
+            "image_width:=64",
+            "-p",
+            "image_height:=48",
+            "-p",
+            f"lockstep_timeout_s:={TIMEOUT_S}",
+            "-p",
+            "lockstep_resend_s:=0.5",
+        ],
+        module=True,
+    )
+    exe = start_python(
+        [
+            "para_ros.nodes.chunk_executor",
+            "--ros-args",
+            "-p",
+            "lockstep:=true",
+            "-p",
+            "use_sim_time:=true",
+            "-p",
+            "auto_engage:=true",
+            "-p",
+            "control_thread_priority:=0",
+        ],
+        module=True,
+    )
     try:
         assert node.reset_client.wait_for_service(timeout_sec=60.0), "sim_node did not come up"
         assert sim.poll() is None and exe.poll() is None, "a node exited early"
@@ -134,11 +163,16 @@ def test_a_late_chunk_holds_the_simulator_at_its_frame_until_it_comes(rig):
     with node.lock:
         held = list(node.clocks)
     assert all(c <= frame_ns for c in held), (
-        f"the simulator went on to t={max(held) / 1e9:.3f} s without the chunk of the frame at {frame_ns / 1e9:.3f} s")
+        f"the simulator went on to t={max(held) / 1e9:.3f} s without the chunk of the frame at {frame_ns / 1e9:.3f} s"
+    )
     node.hold_from_ns = 1 << 62
     node.flush()
-    wait_for(lambda: node.clocks and node.clocks[-1] >= frame_ns + 30 * STEP_NS, 30.0, None,
-             "the simulator to go on once the chunk came")
+    wait_for(
+        lambda: node.clocks and node.clocks[-1] >= frame_ns + 30 * STEP_NS,
+        30.0,
+        None,
+        "the simulator to go on once the chunk came",
+    )
     with node.lock:
         after = [c for c in node.clocks if c > frame_ns]
     assert sim.poll() is None
@@ -152,8 +186,9 @@ def test_a_chunk_that_never_comes_ends_the_episode_as_a_fault_and_the_evaluation
     from para_ros.sim.yam_scene import SimConfig
 
     node, sim, _ = rig
-    settings = EvalSettings(checkpoint="", episodes=2, seed=100000, time_limit_s=0.5, settle_s=0.2, videos=False,
-                            lockstep=True)
+    settings = EvalSettings(
+        checkpoint="", episodes=2, seed=100000, time_limit_s=0.5, settle_s=0.2, videos=False, lockstep=True
+    )
     ev = TaskClient(SimConfig().scene_cam_T_world_cam())
     stop = threading.Event()
     try:

@@ -1,5 +1,6 @@
 """Lockstep's rules and the A/B statistics, ROS-free: the simulator's gate, the executor's chunk release, the exact
 McNemar test against hand-computed binomial tails (and scipy), the interleaving order, the --compare parsing."""
+
 from __future__ import annotations
 
 import math
@@ -89,17 +90,20 @@ def test_chunk_release_after_the_latency_in_arrival_order():
 
 def binomial_two_sided_by_hand(b: int, c: int) -> float:
     n, k = b + c, min(b, c)
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
 
 
-@pytest.mark.parametrize("b, c, p", [
-    (0, 0, 1.0),
-    (0, 5, 2 / 32),          # 2 * 0.5^5 = 0.0625
-    (1, 6, 2 * 8 / 128),     # 2 * (1 + 7) / 2^7 = 0.125
-    (8, 2, 2 * 56 / 1024),   # 2 * (1 + 10 + 45) / 2^10 = 0.109375
-    (3, 3, 1.0),             # 2 * 42/64 > 1: clipped
-    (0, 10, 2 / 1024),       # 0.001953125
-])
+@pytest.mark.parametrize(
+    "b, c, p",
+    [
+        (0, 0, 1.0),
+        (0, 5, 2 / 32),  # 2 * 0.5^5 = 0.0625
+        (1, 6, 2 * 8 / 128),  # 2 * (1 + 7) / 2^7 = 0.125
+        (8, 2, 2 * 56 / 1024),  # 2 * (1 + 10 + 45) / 2^10 = 0.109375
+        (3, 3, 1.0),  # 2 * 42/64 > 1: clipped
+        (0, 10, 2 / 1024),  # 0.001953125
+    ],
+)
 def test_mcnemar_exact_against_hand_computed_tails(b, c, p):
     assert mcnemar_exact(b, c) == pytest.approx(p, abs=1e-12)
     assert mcnemar_exact(c, b) == pytest.approx(p, abs=1e-12)  # symmetric
@@ -135,10 +139,13 @@ def test_parse_compare_values_checked_by_the_node_table():
     assert (node, name, values) == ("chunk_executor", "blend_mode", ["latest", "ensemble"])
     _, _, numbers = parse_compare("chunk_executor:lockstep_latency_s=0.05, 0.2")
     assert numbers == [0.05, 0.2]
-    for bad, match in (("blend_mode=latest,ensemble", "NODE:PARAM"), ("chunk_executor:blend_mode=latest", "two"),
-                       ("chunk_executor:blend_mode=latest,latest", "distinct"),
-                       ("chunk_executor:blend_mode=latest,nope", "nope"),
-                       ("chunk_executor:no_such=1,2", "no_such")):
+    for bad, match in (
+        ("blend_mode=latest,ensemble", "NODE:PARAM"),
+        ("chunk_executor:blend_mode=latest", "two"),
+        ("chunk_executor:blend_mode=latest,latest", "distinct"),
+        ("chunk_executor:blend_mode=latest,nope", "nope"),
+        ("chunk_executor:no_such=1,2", "no_such"),
+    ):
         with pytest.raises(ValueError, match=match):
             parse_compare(bad)
 
@@ -146,13 +153,21 @@ def test_parse_compare_values_checked_by_the_node_table():
 def test_lockstep_graph_puts_every_node_on_the_simulators_clock_and_only_for_the_sim():
     from para_ros.deploy import graph
 
-    plan = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x",
-                                                                       lockstep="true"))}
+    plan = {
+        spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x", lockstep="true"))
+    }
     assert plan["sim_node"] == {"publish_clock": True, "lockstep": True}
-    assert plan["inference_node"] == {"checkpoint": "/x", "use_sim_time": True,
-                                      "tf_timeout_s": graph.LOCKSTEP_TF_TIMEOUT_S}
-    assert plan["chunk_executor"] == {"backend": "joint_trajectory", "auto_engage": True, "use_sim_time": True,
-                                      "lockstep": True}
+    assert plan["inference_node"] == {
+        "checkpoint": "/x",
+        "use_sim_time": True,
+        "tf_timeout_s": graph.LOCKSTEP_TF_TIMEOUT_S,
+    }
+    assert plan["chunk_executor"] == {
+        "backend": "joint_trajectory",
+        "auto_engage": True,
+        "use_sim_time": True,
+        "lockstep": True,
+    }
     plain = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x"))}
     assert "use_sim_time" not in plain["inference_node"] and "lockstep" not in plain["sim_node"]
     with pytest.raises(ValueError, match="backend sim only"):
@@ -163,8 +178,9 @@ def test_eval_and_deploy_take_lockstep_and_compare():
     from para_ros.commands.deploy import build_parser
     from para_ros.commands.sim import build_parser as sim_parser
 
-    args = sim_parser().parse_args(["eval", "--checkpoint", "c", "--lockstep", "--compare",
-                                    "inference_node:fast_path=false,true"])
+    args = sim_parser().parse_args(
+        ["eval", "--checkpoint", "c", "--lockstep", "--compare", "inference_node:fast_path=false,true"]
+    )
     assert args.lockstep and args.compare == "inference_node:fast_path=false,true"
     assert build_parser().parse_args(["--lockstep"]).lockstep
     assert parse_compare(args.compare)[2] == [False, True]

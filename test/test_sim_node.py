@@ -4,6 +4,7 @@ The node runs as ``python -m para_ros.nodes.sim_node`` with the loopback DDS env
 consumer would. The camera check uses only what is published (CameraInfo K, /tf chain composed by hand with numpy,
 /tf_static) and ``cv2.projectPoints``, against where MuJoCo draws the grasp site for the published joint state.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,6 +21,7 @@ import rclpy  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
+from ros_helpers import start_python, stop_process, wait_for  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from tf2_msgs.msg import TFMessage  # noqa: E402
@@ -27,7 +29,6 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 
 from para_ros.sim.cameras import intrinsics_from_fovy  # noqa: E402
 from para_ros.sim.yam_scene import MARKER_GROUP, SimConfig, YamSim  # noqa: E402
-from ros_helpers import start_python, stop_process, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -45,9 +46,13 @@ def stamp_ns(header) -> int:
 def tf_matrix(t) -> np.ndarray:
     """4x4 of a geometry_msgs/Transform, by hand (independent of the project's adapters)."""
     x, y, z, w = t.rotation.x, t.rotation.y, t.rotation.z, t.rotation.w
-    R = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                  [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                  [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    R = np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
     T = np.eye(4)
     T[:3, :3] = R
     T[:3, 3] = [t.translation.x, t.translation.y, t.translation.z]
@@ -59,15 +64,18 @@ class Listener(Node):
         super().__init__("sim_node_test_listener", context=context)
         self.counts = {}
         self.msgs = {k: [] for k in ("scene_img", "scene_info", "wrist_img", "wrist_info", "js", "tf", "tf_static")}
-        for key, typ, topic in (("scene_img", Image, "/scene_cam/image_raw"),
-                                ("scene_info", CameraInfo, "/scene_cam/camera_info"),
-                                ("wrist_img", Image, "/wrist_cam/image_raw"),
-                                ("wrist_info", CameraInfo, "/wrist_cam/camera_info")):
+        for key, typ, topic in (
+            ("scene_img", Image, "/scene_cam/image_raw"),
+            ("scene_info", CameraInfo, "/scene_cam/camera_info"),
+            ("wrist_img", Image, "/wrist_cam/image_raw"),
+            ("wrist_info", CameraInfo, "/wrist_cam/camera_info"),
+        ):
             self.create_subscription(typ, topic, self._keep(key), qos_profile_sensor_data)
         self.create_subscription(JointState, "/joint_states", self._keep("js"), 50)
         self.create_subscription(TFMessage, "/tf", self._keep("tf"), 200)
-        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                             reliability=ReliabilityPolicy.RELIABLE)
+        latched = QoSProfile(
+            depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
+        )
         self.create_subscription(TFMessage, "/tf_static", self._keep("tf_static"), latched)
         self.traj_pub = self.create_publisher(JointTrajectory, "/joint_trajectory", 10)
         self.reset_client = self.create_client(Trigger, "/sim_node/reset_objects")
@@ -78,6 +86,7 @@ class Listener(Node):
             buf = self.msgs[key]
             buf.append(msg)
             del buf[:-300]
+
         return cb
 
     def latest_q(self):
@@ -97,11 +106,24 @@ class Listener(Node):
 
 @pytest.fixture(scope="module")
 def rig():
-    args = ["para_ros.nodes.sim_node", "--ros-args",
-            "-p", f"image_width:={WIDTH}", "-p", f"image_height:={HEIGHT}",
-            "-p", "scene_cam_rate_hz:=10.0", "-p", "wrist_cam_rate_hz:=5.0",
-            "-p", f"scene_cam_position_m:={SCENE_POS}", "-p", f"scene_cam_look_at_m:={SCENE_LOOK}",
-            "-p", "scene_cam_up_hint:=[0.0, 0.0, 1.0]"]
+    args = [
+        "para_ros.nodes.sim_node",
+        "--ros-args",
+        "-p",
+        f"image_width:={WIDTH}",
+        "-p",
+        f"image_height:={HEIGHT}",
+        "-p",
+        "scene_cam_rate_hz:=10.0",
+        "-p",
+        "wrist_cam_rate_hz:=5.0",
+        "-p",
+        f"scene_cam_position_m:={SCENE_POS}",
+        "-p",
+        f"scene_cam_look_at_m:={SCENE_LOOK}",
+        "-p",
+        "scene_cam_up_hint:=[0.0, 0.0, 1.0]",
+    ]
     proc = start_python(args, module=True)
     ctx = rclpy.Context()  # own context: independent of other modules' rclpy.init()
     rclpy.init(context=ctx)
@@ -110,8 +132,15 @@ def rig():
     executor.add_node(listener)
     spin = lambda: executor.spin_once(timeout_sec=0.05)  # noqa: E731
     try:
-        wait_for(lambda: all(len(listener.msgs[k]) >= 2 for k in ("scene_img", "wrist_img", "js", "tf"))
-                 or proc.poll() is not None, 60.0, spin, "sim_node's first messages")
+        wait_for(
+            lambda: (
+                all(len(listener.msgs[k]) >= 2 for k in ("scene_img", "wrist_img", "js", "tf"))
+                or proc.poll() is not None
+            ),
+            60.0,
+            spin,
+            "sim_node's first messages",
+        )
         assert proc.poll() is None, f"sim_node exited early:\n{proc.communicate()[0]}"
         yield proc, listener, spin
     finally:
@@ -124,9 +153,17 @@ def rig():
 
 def move_and_settle(listener, spin, target, seconds=1.5, tol=0.01):
     listener.send(NAMES, [(seconds, target)])
-    wait_for(lambda: listener.latest_q() is not None and np.allclose(listener.latest_q(), target, atol=tol)
-             and len(listener.msgs["js"]) > 1 and np.max(np.abs(listener.msgs["js"][-1].velocity)) < 0.01,
-             seconds + 20.0, spin, f"joint_states to converge to {target}")
+    wait_for(
+        lambda: (
+            listener.latest_q() is not None
+            and np.allclose(listener.latest_q(), target, atol=tol)
+            and len(listener.msgs["js"]) > 1
+            and np.max(np.abs(listener.msgs["js"][-1].velocity)) < 0.01
+        ),
+        seconds + 20.0,
+        spin,
+        f"joint_states to converge to {target}",
+    )
 
 
 def frames_at(listener, stamp):
@@ -173,8 +210,12 @@ def T_base(links, frame):
 
 def test_topics_frames_and_stamps(rig):
     proc, listener, spin = rig
-    wait_for(lambda: len(listener.msgs["tf_static"]) >= 1 and len(listener.msgs["scene_info"]) >= 3,
-             20.0, spin, "tf_static and camera_info")
+    wait_for(
+        lambda: len(listener.msgs["tf_static"]) >= 1 and len(listener.msgs["scene_info"]) >= 3,
+        20.0,
+        spin,
+        "tf_static and camera_info",
+    )
     m = listener.msgs
     for cam, fovy, frame in (("scene", 38.0, "scene_cam_optical_frame"), ("wrist", 58.0, "wrist_cam_optical_frame")):
         img, info = m[f"{cam}_img"][-1], m[f"{cam}_info"][-1]
@@ -197,9 +238,16 @@ def test_topics_frames_and_stamps(rig):
         assert img_stamps == sorted(img_stamps) and len(set(img_stamps)) == len(img_stamps)
     assert list(m["js"][-1].name) == NAMES
     children = {(t.header.frame_id, t.child_frame_id) for t in m["tf"][-1].transforms}
-    assert children == {("base", "link1"), ("link1", "link2"), ("link2", "link3"), ("link3", "link4"),
-                        ("link4", "link5"), ("link5", "gripper"), ("gripper", "grasp_site"),
-                        ("gripper", "wrist_cam_optical_frame")}
+    assert children == {
+        ("base", "link1"),
+        ("link1", "link2"),
+        ("link2", "link3"),
+        ("link3", "link4"),
+        ("link4", "link5"),
+        ("link5", "gripper"),
+        ("gripper", "grasp_site"),
+        ("gripper", "wrist_cam_optical_frame"),
+    }
     static = m["tf_static"][-1].transforms
     assert [(t.header.frame_id, t.child_frame_id) for t in static] == [("base", "scene_cam_optical_frame")]
     T = tf_matrix(static[0].transform)
@@ -212,14 +260,16 @@ def test_trajectory_moves_arm_and_published_camera_model_matches_render(rig):
     """At several poses: published CameraInfo + /tf(+static) project grasp_site onto MuJoCo's drawing of it (<2 px)
     and the published image is the render of the published joint state."""
     proc, listener, spin = rig
-    local = YamSim(SimConfig(scene_cam_pos_m=SCENE_POS, scene_cam_look_at_m=SCENE_LOOK,
-                             scene_cam_up_hint=(0.0, 0.0, 1.0)))
+    local = YamSim(
+        SimConfig(scene_cam_pos_m=SCENE_POS, scene_cam_look_at_m=SCENE_LOOK, scene_cam_up_hint=(0.0, 0.0, 1.0))
+    )
     try:
         for target in (POSE_A, POSE_B):
             move_and_settle(listener, spin, target)
             n_before = {k: listener.counts[k] for k in ("scene_img", "wrist_img")}
-            wait_for(lambda: all(listener.counts[k] > n_before[k] + 1 for k in n_before), 10.0, spin,
-                     "fresh images at rest")
+            wait_for(
+                lambda: all(listener.counts[k] > n_before[k] + 1 for k in n_before), 10.0, spin, "fresh images at rest"
+            )
             for cam, frame in (("scene", "scene_cam_optical_frame"), ("wrist", "wrist_cam_optical_frame")):
                 img, info, js = latest_matched(listener, spin, cam)
                 s = stamp_ns(img.header)
@@ -276,8 +326,9 @@ def test_publish_delay_on_diagnostics_is_the_stamp_to_publish_time_in_ms(rig):
     """Each camera's stamp -> publish delay (the simulator's share of the graph's camera-to-chunk latency) is on
     /diagnostics in ms: positive, and no more than what this subscriber sees as stamp -> receive (which adds the DDS
     delivery to it). Catches ns/s units, the wrong sign, or a delay measured before rendering (zero)."""
-    from diagnostic_msgs.msg import DiagnosticArray
     import time as _time
+
+    from diagnostic_msgs.msg import DiagnosticArray
 
     proc, listener, spin = rig
     seen = {}
@@ -291,12 +342,21 @@ def test_publish_delay_on_diagnostics_is_the_stamp_to_publish_time_in_ms(rig):
     def on_image(cam):
         return lambda msg: received[cam].append(_time.time_ns() - stamp_ns(msg.header))
 
-    subs = [listener.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10),
-            listener.create_subscription(Image, "/scene_cam/image_raw", on_image("scene"), qos_profile_sensor_data),
-            listener.create_subscription(Image, "/wrist_cam/image_raw", on_image("wrist"), qos_profile_sensor_data)]
+    subs = [
+        listener.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10),
+        listener.create_subscription(Image, "/scene_cam/image_raw", on_image("scene"), qos_profile_sensor_data),
+        listener.create_subscription(Image, "/wrist_cam/image_raw", on_image("wrist"), qos_profile_sensor_data),
+    ]
     try:
-        wait_for(lambda: all(f"publish_delay_median_ms.{c}" in seen for c in received)
-                 and all(len(v) >= 10 for v in received.values()), 30.0, spin, "sim_node's publish delays")
+        wait_for(
+            lambda: (
+                all(f"publish_delay_median_ms.{c}" in seen for c in received)
+                and all(len(v) >= 10 for v in received.values())
+            ),
+            30.0,
+            spin,
+            "sim_node's publish delays",
+        )
     finally:
         for sub in subs:
             listener.destroy_subscription(sub)
@@ -321,24 +381,40 @@ def test_publish_clock_and_use_sim_time_stamp_everything_with_the_sim_clock():
     on that clock is followed."""
     from rosgraph_msgs.msg import Clock
 
-    proc = start_python(["para_ros.nodes.sim_node", "--ros-args", "-p", "publish_clock:=true", "-p", "use_sim_time:=true",
-                         "-p", "real_time_factor:=2.0", "-p", "image_width:=64", "-p", "image_height:=48"],
-                        module=True)
+    proc = start_python(
+        [
+            "para_ros.nodes.sim_node",
+            "--ros-args",
+            "-p",
+            "publish_clock:=true",
+            "-p",
+            "use_sim_time:=true",
+            "-p",
+            "real_time_factor:=2.0",
+            "-p",
+            "image_width:=64",
+            "-p",
+            "image_height:=48",
+        ],
+        module=True,
+    )
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = rclpy.create_node("sim_clock_listener", context=ctx)
     clocks, imgs, js = [], [], []
     node.create_subscription(Clock, "/clock", lambda m: clocks.append(m.clock.sec * 10**9 + m.clock.nanosec), 100)
-    node.create_subscription(Image, "/wrist_cam/image_raw", lambda m: imgs.append(stamp_ns(m.header)),
-                             qos_profile_sensor_data)
+    node.create_subscription(
+        Image, "/wrist_cam/image_raw", lambda m: imgs.append(stamp_ns(m.header)), qos_profile_sensor_data
+    )
     node.create_subscription(JointState, "/joint_states", lambda m: js.append(m), 100)
     pub = node.create_publisher(JointTrajectory, "/joint_trajectory", 10)
     executor = SingleThreadedExecutor(context=ctx)
     executor.add_node(node)
     spin = lambda: executor.spin_once(timeout_sec=0.05)  # noqa: E731
     try:
-        wait_for(lambda: len(imgs) >= 5 and len(clocks) >= 40 or proc.poll() is not None, 60.0, spin,
-                 "/clock and images")
+        wait_for(
+            lambda: len(imgs) >= 5 and len(clocks) >= 40 or proc.poll() is not None, 60.0, spin, "/clock and images"
+        )
         assert proc.poll() is None
         clock_set = set(clocks)
         # Only what was published after this listener heard its first /clock can be checked against the /clock values

@@ -1,5 +1,6 @@
 """The pick-and-place task: finger collision boxes, seeded layouts, the success detector on hand-placed cubes, the
 scripted expert, and the Wilson interval."""
+
 import math
 
 import numpy as np
@@ -7,10 +8,18 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from para_ros.deploy.closed_loop import moved_camera_pose
-from para_ros.sim.pick_place import wilson_interval
 from para_ros.sim.expert import ExpertConfig, min_jerk, plan_pick_place
-from para_ros.sim.pick_place import (EpisodeMonitor, Judgement, PickPlaceConfig, apply_layout, check_seed, judge,
-                                     judge_state, sample_layout)
+from para_ros.sim.pick_place import (
+    EpisodeMonitor,
+    Judgement,
+    PickPlaceConfig,
+    apply_layout,
+    check_seed,
+    judge,
+    judge_state,
+    sample_layout,
+    wilson_interval,
+)
 
 H = 0.02  # the task cube's half edge, metres
 
@@ -26,21 +35,29 @@ def _pose(xyz, rotvec=(0.0, 0.0, 0.0)):
 TARGET = np.array([0.30, 0.05, 0.0])
 
 
-@pytest.mark.parametrize("case, T, vel, fingers, want", [
-    ("on target", _pose([0.31, 0.06, H]), np.zeros(6), 0, "on_target"),
-    ("on target, yawed 40 deg", _pose([0.30, 0.05, H], (0, 0, math.radians(40))), np.zeros(6), 0, "on_target"),
-    ("on target, another face down", _pose([0.30, 0.05, H], (math.pi / 2, 0, 0)), np.zeros(6), 0, "on_target"),
-    ("2.9 cm off: inside the 3 cm tolerance", _pose([0.30 + 0.029, 0.05, H]), np.zeros(6), 0, "on_target"),
-    ("3.1 cm off", _pose([0.30, 0.05 + 0.031, H]), np.zeros(6), 0, "off_target"),
-    ("far off", _pose([0.40, -0.10, H]), np.zeros(6), 0, "off_target"),
-    ("still held above the pad", _pose([0.30, 0.05, H + 0.002]), np.zeros(6), 2, "held"),
-    ("held by one finger", _pose([0.30, 0.05, H]), np.zeros(6), 1, "held"),
-    ("fallen over on an edge", _pose([0.30, 0.05, H * math.sqrt(2)], (math.pi / 4, 0, 0)), np.zeros(6), 0,
-     "fallen"),
-    ("off the table", _pose([0.30, 0.05, -0.3]), np.zeros(6), 0, "fallen"),
-    ("still sliding", _pose([0.30, 0.05, H]), np.array([0.05, 0, 0, 0, 0, 0]), 0, "moving"),
-    ("in the air, released", _pose([0.30, 0.05, H + 0.05]), np.array([0, 0, -0.01, 0, 0, 0]), 0, "moving"),
-])
+@pytest.mark.parametrize(
+    "case, T, vel, fingers, want",
+    [
+        ("on target", _pose([0.31, 0.06, H]), np.zeros(6), 0, "on_target"),
+        ("on target, yawed 40 deg", _pose([0.30, 0.05, H], (0, 0, math.radians(40))), np.zeros(6), 0, "on_target"),
+        ("on target, another face down", _pose([0.30, 0.05, H], (math.pi / 2, 0, 0)), np.zeros(6), 0, "on_target"),
+        ("2.9 cm off: inside the 3 cm tolerance", _pose([0.30 + 0.029, 0.05, H]), np.zeros(6), 0, "on_target"),
+        ("3.1 cm off", _pose([0.30, 0.05 + 0.031, H]), np.zeros(6), 0, "off_target"),
+        ("far off", _pose([0.40, -0.10, H]), np.zeros(6), 0, "off_target"),
+        ("still held above the pad", _pose([0.30, 0.05, H + 0.002]), np.zeros(6), 2, "held"),
+        ("held by one finger", _pose([0.30, 0.05, H]), np.zeros(6), 1, "held"),
+        (
+            "fallen over on an edge",
+            _pose([0.30, 0.05, H * math.sqrt(2)], (math.pi / 4, 0, 0)),
+            np.zeros(6),
+            0,
+            "fallen",
+        ),
+        ("off the table", _pose([0.30, 0.05, -0.3]), np.zeros(6), 0, "fallen"),
+        ("still sliding", _pose([0.30, 0.05, H]), np.array([0.05, 0, 0, 0, 0, 0]), 0, "moving"),
+        ("in the air, released", _pose([0.30, 0.05, H + 0.05]), np.array([0, 0, -0.01, 0, 0, 0]), 0, "moving"),
+    ],
+)
 def test_judge_state_on_hand_placed_poses(case, T, vel, fingers, want):
     j = judge_state(T, vel, fingers, TARGET, H)
     assert j.state == want, case
@@ -61,8 +78,11 @@ def test_judge_in_the_simulator_hand_placed(sim_task):
     sim.step(0.5)
     assert judge(sim).state == "off_target"
     # tipped onto an edge on the pad, at the moment of placing: not resting on a face
-    sim.set_cube_pose(0, (0.32, 0.08, H * math.sqrt(2) + 1e-3), quat_wxyz=Rotation.from_euler(
-        "x", 45, degrees=True).as_quat(scalar_first=True))
+    sim.set_cube_pose(
+        0,
+        (0.32, 0.08, H * math.sqrt(2) + 1e-3),
+        quat_wxyz=Rotation.from_euler("x", 45, degrees=True).as_quat(scalar_first=True),
+    )
     assert judge(sim).state in ("moving", "fallen")
 
 

@@ -1,6 +1,7 @@
 """The user's data path on the simulator, over real DDS: ``para-sim record`` (expert through sim_node) -> rosbag2 ->
 ``para-bag extract`` -> ``para-train``; the closed-loop evaluation's refusals; and (slow) the shipped checkpoint
 picking and placing through the real nodes."""
+
 import json
 import shutil
 
@@ -9,8 +10,8 @@ import pytest
 
 from para_core.data.dataset import Episode
 from para_ros.commands import bag as bag_tools
-from para_ros.paths import REPO_ROOT
 from para_ros.commands import sim as sim_cli
+from para_ros.paths import REPO_ROOT
 from para_ros.sim.pick_place import sample_layout
 
 pytestmark = pytest.mark.ros
@@ -38,8 +39,23 @@ def test_recorded_bag_extracts_to_an_episode_that_trains(tmp_path):
     assert np.linalg.norm(xy - lay.target_xy_m, axis=1).min() < 0.01
     assert ep.T_world_ee[:, 2, 3].min() < 0.03 and ep.gripper.min() < 0.7 and ep.gripper.max() > 0.95
 
-    rc = train_cli.main(["--data", str(tmp_path / "ep"), "--preset", "tiny", "--out", str(tmp_path / "run"),
-                         "--max-iters", "3", "--val-fraction", "0", "--num-workers", "0", "--no-progress"])
+    rc = train_cli.main(
+        [
+            "--data",
+            str(tmp_path / "ep"),
+            "--preset",
+            "tiny",
+            "--out",
+            str(tmp_path / "run"),
+            "--max-iters",
+            "3",
+            "--val-fraction",
+            "0",
+            "--num-workers",
+            "0",
+            "--no-progress",
+        ]
+    )
     assert rc == 0 and (tmp_path / "run" / "checkpoint" / "model.safetensors").is_file()
 
 
@@ -70,14 +86,17 @@ def test_eval_refuses_a_checkpoint_trained_on_another_simulator(tmp_path, capsys
     assert "scene_cam_fovy_deg=50.0" in err and "scene_cam_fovy_deg=38.0" in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--episodes", "0"], "out of range: use 1..10000"),
-    (["--seed", "-3"], "[0, 2147483647]"),
-    (["--seed", "2147483647", "--episodes", "2"], "[0, 2147483647]"),
-    (["--node-param", "chunk_executor:implausible_speed:=clip"], "implausible_speed"),
-    (["--node-param", "planner:rate:=1"], "no node 'planner'"),
-    (["--node-param", "chunk_executor=reject"], "NODE:NAME:=VALUE"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--episodes", "0"], "out of range: use 1..10000"),
+        (["--seed", "-3"], "[0, 2147483647]"),
+        (["--seed", "2147483647", "--episodes", "2"], "[0, 2147483647]"),
+        (["--node-param", "chunk_executor:implausible_speed:=clip"], "implausible_speed"),
+        (["--node-param", "planner:rate:=1"], "no node 'planner'"),
+        (["--node-param", "chunk_executor=reject"], "NODE:NAME:=VALUE"),
+    ],
+)
 def test_eval_refuses_bad_settings(tmp_path, capsys, argv, message):
     ck = _fake_checkpoint(tmp_path)
     assert sim_cli.main(["eval", "--checkpoint", str(ck), "--out", str(tmp_path / "r"), *argv]) == 2
@@ -90,8 +109,21 @@ def test_shipped_checkpoint_picks_and_places_through_the_real_nodes(tmp_path):
     success in a few held-out episodes (the README's figure is over 50)."""
     assert (SHIPPED / "model.safetensors").is_file(), "the shipped checkpoint is missing: scripts/train_pick_place"
     out = tmp_path / "eval"
-    rc = sim_cli.main(["eval", "--checkpoint", str(SHIPPED), "--episodes", "4", "--seed", "100000",
-                       "--out", str(out), "--time-limit", "30"])
+    rc = sim_cli.main(
+        [
+            "eval",
+            "--checkpoint",
+            str(SHIPPED),
+            "--episodes",
+            "4",
+            "--seed",
+            "100000",
+            "--out",
+            str(out),
+            "--time-limit",
+            "30",
+        ]
+    )
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["episodes"] == 4

@@ -4,6 +4,7 @@ The camera check is independent of the sim's camera math: the grasp site is proj
 from the sim's K and ``T_world_cam``, and compared with where MuJoCo's renderer draws a tiny sphere placed at the
 site (rendered alone, so nothing occludes it; the centroid of its pixels in the pixel-centre convention).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,11 +18,11 @@ from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES, MARKER_GROUP, SimConfig,
 
 # Arm poses (joint1..joint6 rad, gripper 0..1) from IK of top-down grasps at tabletop targets, plus two tilted ones.
 POSES = [
-    (0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0),          # home, above (0.31, 0, 0.14)
-    (0.0, 1.68, 1.354, -1.244, 0.0, 0.0, 0.0),      # (0.30, 0.00, 0.10), closed
-    (0.359, 2.2, 1.91, -1.28, 0.0, 0.359, 0.5),     # (0.40, 0.15, 0.06)
+    (0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0),  # home, above (0.31, 0, 0.14)
+    (0.0, 1.68, 1.354, -1.244, 0.0, 0.0, 0.0),  # (0.30, 0.00, 0.10), closed
+    (0.359, 2.2, 1.91, -1.28, 0.0, 0.359, 0.5),  # (0.40, 0.15, 0.06)
     (-0.54, 1.644, 1.394, -1.321, 0.0, -0.54, 0.0),  # (0.25, -0.15, 0.12), closed
-    (0.2, 1.2, 1.0, -0.35, 0.3, 0.8, 1.0),          # tilted, gripper looking forward
+    (0.2, 1.2, 1.0, -0.35, 0.3, 0.8, 1.0),  # tilted, gripper looking forward
 ]
 SIZES = [(256, 256), (320, 240)]
 

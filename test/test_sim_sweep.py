@@ -1,15 +1,16 @@
 """``para-sim sweep``: its points, the exact camera each point hands to ``para-sim eval``, the table's Wilson
 intervals, refusals before anything runs, and (slow, real nodes over DDS) two points with a tiny checkpoint; and
 (slow) ``para-sim record --randomise-camera`` putting the drawn camera on /tf_static of every bag."""
+
 import json
 
 import numpy as np
 import pytest
 
-from para_ros.deploy.closed_loop import moved_camera_pose
-from para_ros.sim.pick_place import wilson_interval
 from para_ros.commands import sim as sim_cli
+from para_ros.deploy.closed_loop import moved_camera_pose
 from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose
+from para_ros.sim.pick_place import wilson_interval
 from para_ros.sim.sweep import parse_checkpoints, shift_and_rotation, sweep_points, write_table
 
 
@@ -36,8 +37,12 @@ def test_points_one_axis_at_a_time_or_every_combination():
 def test_each_point_reaches_the_simulator_as_its_exact_pose():
     """The shift + rotation handed to para-sim eval rebuild the point's camera through the eval's own function."""
     T0 = camera_pose(CameraMove())[0]
-    for move in (CameraMove(orbit_deg=40), CameraMove(orbit_deg=-25), CameraMove(height_m=0.15),
-                 CameraMove(orbit_deg=30, height_m=-0.1, distance_m=0.05, look_at_m=(0.02, -0.01, 0.0))):
+    for move in (
+        CameraMove(orbit_deg=40),
+        CameraMove(orbit_deg=-25),
+        CameraMove(height_m=0.15),
+        CameraMove(orbit_deg=30, height_m=-0.1, distance_m=0.05, look_at_m=(0.02, -0.01, 0.0)),
+    ):
         T = camera_pose(move)[0]
         shift, rot = shift_and_rotation(T0, T)
         np.testing.assert_allclose(moved_camera_pose(T0, shift, rot), T, atol=1e-9)
@@ -46,10 +51,20 @@ def test_each_point_reaches_the_simulator_as_its_exact_pose():
 def test_table_cells_are_the_wilson_intervals(tmp_path):
     nominal = NominalCamera()
     pts = sweep_points([0, 25], [0], [38], nominal)
-    results = {("a", pts[0].label): {"episodes": 30, "successes": 27, "success_rate": 0.9,
-                                     "wilson95": list(wilson_interval(27, 30))},
-               ("a", pts[1].label): {"episodes": 30, "successes": 0, "success_rate": 0.0,
-                                     "wilson95": list(wilson_interval(0, 30))}}
+    results = {
+        ("a", pts[0].label): {
+            "episodes": 30,
+            "successes": 27,
+            "success_rate": 0.9,
+            "wilson95": list(wilson_interval(27, 30)),
+        },
+        ("a", pts[1].label): {
+            "episodes": 30,
+            "successes": 0,
+            "success_rate": 0.0,
+            "wilson95": list(wilson_interval(0, 30)),
+        },
+    }
     data = write_table(tmp_path, pts, ["a", "b"], results, nominal, {"episodes": 30, "seed": 100000})
     md = (tmp_path / "sweep.md").read_text()
     # hand-computed Wilson 95 % intervals: 27/30 -> 74.4..96.5 %, 0/30 -> 0..11.4 %
@@ -68,8 +83,24 @@ def test_checkpoint_labels():
 def test_sweep_refuses_a_point_out_of_view_and_a_bad_checkpoint_before_running(tmp_path, capsys):
     ck = _tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "sweep"
-    assert sim_cli.main(["sweep", "--checkpoint", str(ck), "--orbit-deg", "0", "--height-m", "0",
-                         "--fovy-deg", "12", "--out", str(out)]) == 2
+    assert (
+        sim_cli.main(
+            [
+                "sweep",
+                "--checkpoint",
+                str(ck),
+                "--orbit-deg",
+                "0",
+                "--height-m",
+                "0",
+                "--fovy-deg",
+                "12",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "camera move orbit +0 deg, height +0 cm, fovy 12 deg sees" in err and "% of the workspace" in err
     assert not out.exists()
@@ -86,8 +117,25 @@ def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
     done."""
     ck = _tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "sweep"
-    argv = ["sweep", "--checkpoint", f"tiny={ck}", "--orbit-deg", "0,10", "--height-m", "0", "--fovy-deg", "38",
-            "--episodes", "1", "--time-limit", "3", "--settle", "0.5", "--out", str(out)]
+    argv = [
+        "sweep",
+        "--checkpoint",
+        f"tiny={ck}",
+        "--orbit-deg",
+        "0,10",
+        "--height-m",
+        "0",
+        "--fovy-deg",
+        "38",
+        "--episodes",
+        "1",
+        "--time-limit",
+        "3",
+        "--settle",
+        "0.5",
+        "--out",
+        str(out),
+    ]
     assert sim_cli.main(argv) == 0
     data = json.loads((out / "sweep.json").read_text())
     assert [p["point"] for p in data["points"]] == ["orbit+0_height+0cm", "orbit+10_height+0cm"]
@@ -96,8 +144,11 @@ def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
     assert (out / "sweep.png").stat().st_size > 1000 and "| orbit +10 deg" in (out / "sweep.md").read_text()
     moved = json.loads((out / "tiny" / "orbit+10_height+0cm" / "report.json").read_text())["settings"]
     T0 = camera_pose(CameraMove())[0]
-    np.testing.assert_allclose(moved_camera_pose(T0, moved["camera_shift_m"], moved["camera_rotate_deg"]),
-                               camera_pose(CameraMove(orbit_deg=10))[0], atol=1e-9)
+    np.testing.assert_allclose(
+        moved_camera_pose(T0, moved["camera_shift_m"], moved["camera_rotate_deg"]),
+        camera_pose(CameraMove(orbit_deg=10))[0],
+        atol=1e-9,
+    )
     capsys.readouterr()
     assert sim_cli.main(argv) == 0  # resumable: nothing is run again
     assert capsys.readouterr().out.count("done before") == 2

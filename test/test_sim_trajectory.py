@@ -1,4 +1,5 @@
 """JointTrajectory following semantics (ROS-free): validation, clamping, timing, interpolation by hand."""
+
 from __future__ import annotations
 
 import math
@@ -16,21 +17,33 @@ S = 1_000_000_000  # ns per second
 
 def plan(names, times, positions, setpoint=None, now_ns=10 * S, start_ns=0):
     setpoint = np.zeros(7) + 0.5 if setpoint is None else np.asarray(setpoint, float)
-    return plan_trajectory(names, times, positions, command_joint_names=NAMES, q_lower=LO, q_upper=HI,
-                           setpoint_now=setpoint, now_ns=now_ns, start_ns=start_ns)
+    return plan_trajectory(
+        names,
+        times,
+        positions,
+        command_joint_names=NAMES,
+        q_lower=LO,
+        q_upper=HI,
+        setpoint_now=setpoint,
+        now_ns=now_ns,
+        start_ns=start_ns,
+    )
 
 
-@pytest.mark.parametrize("names, times, positions, match", [
-    (["joint1", "elbow"], [1.0], [[0.0, 0.0]], "unknown joint"),
-    ([], [1.0], [[]], "joint_names is empty"),
-    (["joint1", "joint1"], [1.0], [[0.0, 0.0]], "duplicates"),
-    (["joint1", "joint2"], [1.0], [[0.0]], "1 positions for 2"),
-    (["joint1"], [1.0], [[math.nan]], "finite"),
-    (["joint1"], [1.0], [[math.inf]], "finite"),
-    (["joint1"], [1.0, 0.5], [[0.0], [0.1]], "strictly increasing"),
-    (["joint1"], [-1.0], [[0.0]], ">= 0"),
-    (["joint1"], [1.0, 2.0], [[0.0]], "2 times"),
-])
+@pytest.mark.parametrize(
+    "names, times, positions, match",
+    [
+        (["joint1", "elbow"], [1.0], [[0.0, 0.0]], "unknown joint"),
+        ([], [1.0], [[]], "joint_names is empty"),
+        (["joint1", "joint1"], [1.0], [[0.0, 0.0]], "duplicates"),
+        (["joint1", "joint2"], [1.0], [[0.0]], "1 positions for 2"),
+        (["joint1"], [1.0], [[math.nan]], "finite"),
+        (["joint1"], [1.0], [[math.inf]], "finite"),
+        (["joint1"], [1.0, 0.5], [[0.0], [0.1]], "strictly increasing"),
+        (["joint1"], [-1.0], [[0.0]], ">= 0"),
+        (["joint1"], [1.0, 2.0], [[0.0]], "2 times"),
+    ],
+)
 def test_rejections(names, times, positions, match):
     with pytest.raises(TrajectoryRejected, match=match):
         plan(names, times, positions)

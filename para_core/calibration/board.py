@@ -7,6 +7,7 @@ its rows (downwards), z = x cross y, INTO the board (away from someone looking a
 rotation near identity. ChArUco corner id ``i`` is the inner chessboard corner at ``corners_board_m()[i]``: row-major
 from the top-left, ``((c + 1) * square_m, (r + 1) * square_m, 0)`` for ``c < squares_x - 1``, ``r < squares_y - 1``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,8 +64,12 @@ class CharucoBoardSpec:
                 _fail(name, value, "give an integer of at least 3 (a ChArUco board needs inner corners in both axes)")
         for name in ("square_m", "marker_m"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(value) \
-                    or value <= 0.0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float, np.floating))
+                or not math.isfinite(value)
+                or value <= 0.0
+            ):
                 _fail(name, value, "give a positive length in metres (e.g. 0.03 for 30 mm)")
         if self.marker_m >= self.square_m:
             _fail("marker_m", self.marker_m, f"the marker must be smaller than the square ({self.square_m} m)")
@@ -74,15 +79,20 @@ class CharucoBoardSpec:
         needed = (self.squares_x * self.squares_y) // 2
         available = cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, self.dictionary)).bytesList.shape[0]
         if needed > available:
-            _fail("dictionary", self.dictionary, f"a {self.squares_x}x{self.squares_y} board needs {needed} markers "
-                  f"and this dictionary has {available}; pick a larger one (e.g. DICT_5X5_250)")
+            _fail(
+                "dictionary",
+                self.dictionary,
+                f"a {self.squares_x}x{self.squares_y} board needs {needed} markers "
+                f"and this dictionary has {available}; pick a larger one (e.g. DICT_5X5_250)",
+            )
 
     # ---- geometry ----
     def cv_board(self) -> cv2.aruco.CharucoBoard:
         """The OpenCV board object (metres), for detection and drawing."""
         dictionary = cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, self.dictionary))
-        return cv2.aruco.CharucoBoard((int(self.squares_x), int(self.squares_y)), float(self.square_m),
-                                      float(self.marker_m), dictionary)
+        return cv2.aruco.CharucoBoard(
+            (int(self.squares_x), int(self.squares_y)), float(self.square_m), float(self.marker_m), dictionary
+        )
 
     @property
     def size_m(self) -> tuple[float, float]:
@@ -123,12 +133,15 @@ class CharucoBoardSpec:
         width_px, height_px = self.image_size_px(px_per_m, 0)
         min_px = 4 * (cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, self.dictionary)).markerSize + 2)
         if min(width_px / self.squares_x, height_px / self.squares_y) < min_px:
-            raise CalibrationError(f"px_per_m = {px_per_m} gives {width_px / self.squares_x:.1f} px per square; give "
-                                   f"at least {min_px / self.square_m:.0f} px per metre so the markers are drawable")
+            raise CalibrationError(
+                f"px_per_m = {px_per_m} gives {width_px / self.squares_x:.1f} px per square; give "
+                f"at least {min_px / self.square_m:.0f} px per metre so the markers are drawable"
+            )
         board_img = self.cv_board().generateImage((width_px, height_px), marginSize=0, borderBits=MARKER_BORDER_BITS)
         if margin_px:
-            board_img = cv2.copyMakeBorder(board_img, margin_px, margin_px, margin_px, margin_px,
-                                           cv2.BORDER_CONSTANT, value=255)
+            board_img = cv2.copyMakeBorder(
+                board_img, margin_px, margin_px, margin_px, margin_px, cv2.BORDER_CONSTANT, value=255
+            )
         return board_img  # (H, W) uint8
 
     def write_png(self, path: str | Path, dpi: float = 300.0, margin_m: float = 0.01) -> Path:
@@ -161,9 +174,11 @@ class CharucoBoardSpec:
         else:
             raise CalibrationError(f"page = {page!r} is invalid: use one of {[*PAGE_SIZES_M, 'fit']}")
         if width_m + 2 * margin_m > page_w_m + 1e-9 or height_m + 2 * margin_m + caption_m > page_h_m + 1e-9:
-            raise CalibrationError(f"the {width_m * 1000:.0f} x {height_m * 1000:.0f} mm board does not fit a {page} "
-                                   f"page with {margin_m * 1000:.0f} mm margins; use page='fit' (and a printer that "
-                                   "takes that size) or a smaller square_m")
+            raise CalibrationError(
+                f"the {width_m * 1000:.0f} x {height_m * 1000:.0f} mm board does not fit a {page} "
+                f"page with {margin_m * 1000:.0f} mm margins; use page='fit' (and a printer that "
+                "takes that size) or a smaller square_m"
+            )
         # Raster with an integer number of pixels per square, so its grid is exact; the PDF scales it to true size.
         square_px = max(int(math.ceil(self.square_m * dpi / METRES_PER_INCH)), 40)
         img = self.image(square_px / self.square_m)  # (H, W) uint8, board only
@@ -172,11 +187,22 @@ class CharucoBoardSpec:
         page_w_pt, page_h_pt = page_w_m * pt_per_m, page_h_m * pt_per_m
         x0_pt = (page_w_pt - board_w_pt) / 2.0
         y0_pt = max((page_h_pt - board_h_pt) / 2.0, (margin_m + caption_m) * pt_per_m)  # PDF y is up from the bottom
-        caption = (f"ChArUco {self.squares_x} x {self.squares_y}, square {self.square_m * 1000:.2f} mm, marker "
-                   f"{self.marker_m * 1000:.2f} mm, {self.dictionary}. Print at 100 % (no fit to page); "
-                   "measure a square and give that size to the solver.")
-        data = _one_image_pdf(img, page_w_pt, page_h_pt, x0_pt, y0_pt, board_w_pt, board_h_pt, caption,
-                              caption_y_pt=y0_pt - 0.008 * pt_per_m)
+        caption = (
+            f"ChArUco {self.squares_x} x {self.squares_y}, square {self.square_m * 1000:.2f} mm, marker "
+            f"{self.marker_m * 1000:.2f} mm, {self.dictionary}. Print at 100 % (no fit to page); "
+            "measure a square and give that size to the solver."
+        )
+        data = _one_image_pdf(
+            img,
+            page_w_pt,
+            page_h_pt,
+            x0_pt,
+            y0_pt,
+            board_w_pt,
+            board_h_pt,
+            caption,
+            caption_y_pt=y0_pt - 0.008 * pt_per_m,
+        )
         path = Path(path)
         path.write_bytes(data)
         return path
@@ -184,15 +210,22 @@ class CharucoBoardSpec:
     # ---- serialisation ----
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (the ``board`` entry of calibration.yaml)."""
-        return {"squares_x": int(self.squares_x), "squares_y": int(self.squares_y), "square_m": float(self.square_m),
-                "marker_m": float(self.marker_m), "dictionary": str(self.dictionary)}
+        return {
+            "squares_x": int(self.squares_x),
+            "squares_y": int(self.squares_y),
+            "square_m": float(self.square_m),
+            "marker_m": float(self.marker_m),
+            "dictionary": str(self.dictionary),
+        }
 
     @classmethod
     def from_dict(cls, data: Any) -> CharucoBoardSpec:
         """The spec of a dict from :meth:`to_dict`; CalibrationError naming a missing or unknown key."""
         if not isinstance(data, dict):
-            raise CalibrationError(f"board must be a mapping with keys {[f.name for f in dataclasses.fields(cls)]}, "
-                                   f"got {type(data).__name__}")
+            raise CalibrationError(
+                f"board must be a mapping with keys {[f.name for f in dataclasses.fields(cls)]}, "
+                f"got {type(data).__name__}"
+            )
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(data) - set(names))
         missing = [name for name in names if name not in data]
@@ -216,25 +249,41 @@ def _png_with_phys(png: bytes, px_per_m: int) -> bytes:
     return png[:ihdr_end] + phys + png[ihdr_end:]
 
 
-def _one_image_pdf(img: np.ndarray, page_w_pt: float, page_h_pt: float, x_pt: float, y_pt: float, w_pt: float,
-                   h_pt: float, caption: str, caption_y_pt: float) -> bytes:
+def _one_image_pdf(
+    img: np.ndarray,
+    page_w_pt: float,
+    page_h_pt: float,
+    x_pt: float,
+    y_pt: float,
+    w_pt: float,
+    h_pt: float,
+    caption: str,
+    caption_y_pt: float,
+) -> bytes:
     """A minimal PDF 1.4: one page of ``page_w_pt`` x ``page_h_pt`` points with the greyscale image ``img`` (H, W)
     placed at (x_pt, y_pt) (bottom-left, PDF y up) with size (w_pt, h_pt), and one line of Helvetica caption."""
     height_px, width_px = img.shape
     text = caption.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
     font_pt = 7.0
-    content = (f"q {w_pt:.4f} 0 0 {h_pt:.4f} {x_pt:.4f} {y_pt:.4f} cm /Im0 Do Q\n"
-               f"BT /F1 {font_pt:.1f} Tf {x_pt:.4f} {caption_y_pt:.4f} Td ({text}) Tj ET\n").encode("latin-1")
+    content = (
+        f"q {w_pt:.4f} 0 0 {h_pt:.4f} {x_pt:.4f} {y_pt:.4f} cm /Im0 Do Q\n"
+        f"BT /F1 {font_pt:.1f} Tf {x_pt:.4f} {caption_y_pt:.4f} Td ({text}) Tj ET\n"
+    ).encode("latin-1")
     image_data = zlib.compress(np.ascontiguousarray(img, dtype=np.uint8).tobytes(), 6)
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        (f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {page_w_pt:.4f} {page_h_pt:.4f}] "
-         f"/Resources << /XObject << /Im0 5 0 R >> /Font << /F1 6 0 R >> >> /Contents 4 0 R >>").encode(),
+        (
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {page_w_pt:.4f} {page_h_pt:.4f}] "
+            f"/Resources << /XObject << /Im0 5 0 R >> /Font << /F1 6 0 R >> >> /Contents 4 0 R >>"
+        ).encode(),
         f"<< /Length {len(content)} >>\nstream\n".encode() + content + b"endstream",
-        (f"<< /Type /XObject /Subtype /Image /Width {width_px} /Height {height_px} /ColorSpace /DeviceGray "
-         f"/BitsPerComponent 8 /Interpolate false /Filter /FlateDecode /Length {len(image_data)} >>\nstream\n").encode()
-        + image_data + b"\nendstream",
+        (
+            f"<< /Type /XObject /Subtype /Image /Width {width_px} /Height {height_px} /ColorSpace /DeviceGray "
+            f"/BitsPerComponent 8 /Interpolate false /Filter /FlateDecode /Length {len(image_data)} >>\nstream\n"
+        ).encode()
+        + image_data
+        + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
     out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")

@@ -25,6 +25,7 @@ Intrinsics (optional, written only when present): ``camera_matrix`` is the 3x3 p
 describes. Both need ``camera_matrix``. ``para_core`` works in its own pixel-centre convention (cx, cy + 0.5):
 convert with ``para_ros.observation.camera_model.ros_K_to_para``.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -48,12 +49,29 @@ CAMERA_NAMES = ("scene_cam", "wrist_cam")
 METHODS = ("eye_to_hand", "eye_in_hand")
 # How far from unit length a stored quaternion may be (it is written normalised; hand edits keep a few digits).
 QUATERNION_NORM_TOLERANCE = 1e-3
-RESIDUAL_KEYS = {"samples": int, "samples_skipped": int, "reprojection_rms_px": float, "reprojection_max_px": float,
-                 "handeye_rotation_deg": float, "handeye_translation_mm": float, "rotation_coverage_deg": float,
-                 "rotation_axis_spread_deg": float, "per_sample_rms_px": list}
+RESIDUAL_KEYS = {
+    "samples": int,
+    "samples_skipped": int,
+    "reprojection_rms_px": float,
+    "reprojection_max_px": float,
+    "handeye_rotation_deg": float,
+    "handeye_translation_mm": float,
+    "rotation_coverage_deg": float,
+    "rotation_axis_spread_deg": float,
+    "per_sample_rms_px": list,
+}
 TOP_KEYS = (FORMAT_KEY, "date", "board", "cameras")
-CAMERA_KEYS = ("method", "parent_frame", "frame_id", "xyz_m", "quat_xyzw", "board_on", "board_xyz_m",
-               "board_quat_xyzw", "residuals")
+CAMERA_KEYS = (
+    "method",
+    "parent_frame",
+    "frame_id",
+    "xyz_m",
+    "quat_xyzw",
+    "board_on",
+    "board_xyz_m",
+    "board_quat_xyzw",
+    "residuals",
+)
 INTRINSICS_KEYS = ("camera_matrix", "distortion", "image_size")  # optional, after CAMERA_KEYS
 OPTIONAL_CAMERA_KEYS = ("residuals", *INTRINSICS_KEYS)
 # The coefficient counts OpenCV's distortion models take (cv2.calibrateCamera / cv2.projectPoints).
@@ -65,8 +83,11 @@ def _where(path: str, key: str) -> str:
 
 
 def _number_list(value: Any, key: str, length: int) -> tuple[float, ...]:
-    if not isinstance(value, (list, tuple)) or len(value) != length or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != length
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+    ):
         raise CalibrationError(f"{key} = {value!r} is invalid: give a list of {length} finite numbers")
     return tuple(float(v) for v in value)
 
@@ -85,25 +106,33 @@ def _camera_matrix(value: Any, key: str) -> tuple[tuple[float, float, float], ..
         raise CalibrationError(f"{key} = {value!r} is invalid: {fix}")
     K = tuple(_number_list(row, f"{key}[{i}]", 3) for i, row in enumerate(value))
     if not (K[0][0] > 0.0 and K[1][1] > 0.0):
-        raise CalibrationError(f"{key} has focal length fx = {K[0][0]}, fy = {K[1][1]}: both must be > 0 (an "
-                               f"uncalibrated camera?); {fix}")
+        raise CalibrationError(
+            f"{key} has focal length fx = {K[0][0]}, fy = {K[1][1]}: both must be > 0 (an uncalibrated camera?); {fix}"
+        )
     if K[1][0] != 0.0 or K[2] != (0.0, 0.0, 1.0):
-        raise CalibrationError(f"{key} = {[list(r) for r in K]} is not a pinhole matrix: row 2 must start with 0 and "
-                               f"row 3 be [0, 0, 1]; {fix}")
+        raise CalibrationError(
+            f"{key} = {[list(r) for r in K]} is not a pinhole matrix: row 2 must start with 0 and "
+            f"row 3 be [0, 0, 1]; {fix}"
+        )
     return K
 
 
 def _distortion(value: Any, key: str) -> tuple[float, ...]:
     length = len(value) if isinstance(value, (list, tuple)) and len(value) in DISTORTION_LENGTHS else -1
     if length < 0:
-        raise CalibrationError(f"{key} = {value!r} is invalid: give OpenCV's distortion coefficients, a list of "
-                               f"{' / '.join(map(str, DISTORTION_LENGTHS))} finite numbers (k1, k2, p1, p2[, k3, ...])")
+        raise CalibrationError(
+            f"{key} = {value!r} is invalid: give OpenCV's distortion coefficients, a list of "
+            f"{' / '.join(map(str, DISTORTION_LENGTHS))} finite numbers (k1, k2, p1, p2[, k3, ...])"
+        )
     return _number_list(value, key, length)
 
 
 def _image_size(value: Any, key: str) -> tuple[int, int]:
-    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    ):
         raise CalibrationError(f"{key} = {value!r} is invalid: give [width, height] in pixels, two positive integers")
     return int(value[0]), int(value[1])
 
@@ -172,8 +201,10 @@ class CameraCalibration:
     def K(self) -> np.ndarray:
         """(3, 3) float64 ``camera_matrix`` (OpenCV / ``CameraInfo.k`` convention); CalibrationError when absent."""
         if self.camera_matrix is None:
-            raise CalibrationError(f"the calibration of {self.frame_id} has no camera_matrix; add the camera's "
-                                   "intrinsics (camera_matrix, distortion, image_size) to its entry")
+            raise CalibrationError(
+                f"the calibration of {self.frame_id} has no camera_matrix; add the camera's "
+                "intrinsics (camera_matrix, distortion, image_size) to its entry"
+            )
         return np.array(self.camera_matrix, dtype=np.float64)
 
     def T_parent_child(self) -> np.ndarray:
@@ -185,10 +216,16 @@ class CameraCalibration:
         return make_matrix(self.board_xyz_m, self.board_quat_xyzw)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"method": self.method, "parent_frame": self.parent_frame, "frame_id": self.frame_id,
-               "xyz_m": [float(v) for v in self.xyz_m], "quat_xyzw": [float(v) for v in self.quat_xyzw],
-               "board_on": self.board_on, "board_xyz_m": [float(v) for v in self.board_xyz_m],
-               "board_quat_xyzw": [float(v) for v in self.board_quat_xyzw]}
+        out = {
+            "method": self.method,
+            "parent_frame": self.parent_frame,
+            "frame_id": self.frame_id,
+            "xyz_m": [float(v) for v in self.xyz_m],
+            "quat_xyzw": [float(v) for v in self.quat_xyzw],
+            "board_on": self.board_on,
+            "board_xyz_m": [float(v) for v in self.board_xyz_m],
+            "board_quat_xyzw": [float(v) for v in self.board_quat_xyzw],
+        }
         if self.residuals is not None:
             out["residuals"] = _plain(self.residuals)
         for name in INTRINSICS_KEYS:
@@ -212,29 +249,38 @@ class CameraCalibration:
             raise CalibrationError(f"{where} lacks the keys {missing}: give all of {required}")
         for name in INTRINSICS_KEYS[1:]:
             if name in data and "camera_matrix" not in data:
-                raise CalibrationError(f"{_where(where, name)} needs {_where(where, 'camera_matrix')}: give the "
-                                       "camera matrix it belongs to, or remove it")
+                raise CalibrationError(
+                    f"{_where(where, name)} needs {_where(where, 'camera_matrix')}: give the "
+                    "camera matrix it belongs to, or remove it"
+                )
         method = data["method"]
         if method not in METHODS:
             raise CalibrationError(f"{where}.method = {method!r} is invalid: use one of {list(METHODS)}")
         parent = _text(data["parent_frame"], _where(where, "parent_frame"))
         board_on = _text(data["board_on"], _where(where, "board_on"))
         if parent == board_on:
-            raise CalibrationError(f"{where}: parent_frame and board_on are both {parent!r}; the board is on the arm "
-                                   "for eye_to_hand and in the scene for eye_in_hand, never on the camera's parent")
-        return cls(method=method, parent_frame=parent, frame_id=_text(data["frame_id"], _where(where, "frame_id")),
-                   xyz_m=_number_list(data["xyz_m"], _where(where, "xyz_m"), 3),
-                   quat_xyzw=_quaternion(data["quat_xyzw"], _where(where, "quat_xyzw")),
-                   board_on=board_on,
-                   board_xyz_m=_number_list(data["board_xyz_m"], _where(where, "board_xyz_m"), 3),
-                   board_quat_xyzw=_quaternion(data["board_quat_xyzw"], _where(where, "board_quat_xyzw")),
-                   residuals=_residuals(data.get("residuals"), _where(where, "residuals")),
-                   camera_matrix=(_camera_matrix(data["camera_matrix"], _where(where, "camera_matrix"))
-                                  if "camera_matrix" in data else None),
-                   distortion=(_distortion(data["distortion"], _where(where, "distortion"))
-                               if "distortion" in data else None),
-                   image_size=_image_size(data["image_size"], _where(where, "image_size")) if "image_size" in data
-                   else None)
+            raise CalibrationError(
+                f"{where}: parent_frame and board_on are both {parent!r}; the board is on the arm "
+                "for eye_to_hand and in the scene for eye_in_hand, never on the camera's parent"
+            )
+        return cls(
+            method=method,
+            parent_frame=parent,
+            frame_id=_text(data["frame_id"], _where(where, "frame_id")),
+            xyz_m=_number_list(data["xyz_m"], _where(where, "xyz_m"), 3),
+            quat_xyzw=_quaternion(data["quat_xyzw"], _where(where, "quat_xyzw")),
+            board_on=board_on,
+            board_xyz_m=_number_list(data["board_xyz_m"], _where(where, "board_xyz_m"), 3),
+            board_quat_xyzw=_quaternion(data["board_quat_xyzw"], _where(where, "board_quat_xyzw")),
+            residuals=_residuals(data.get("residuals"), _where(where, "residuals")),
+            camera_matrix=(
+                _camera_matrix(data["camera_matrix"], _where(where, "camera_matrix"))
+                if "camera_matrix" in data
+                else None
+            ),
+            distortion=(_distortion(data["distortion"], _where(where, "distortion")) if "distortion" in data else None),
+            image_size=_image_size(data["image_size"], _where(where, "image_size")) if "image_size" in data else None,
+        )
 
 
 def _residuals(value: Any, where: str) -> dict | None:
@@ -285,23 +331,32 @@ class CalibrationFile:
     def camera(self, name: str) -> CameraCalibration:
         """The camera ``name``; CalibrationError naming the cameras the file has."""
         if name not in self.cameras:
-            raise CalibrationError(f"the calibration has no camera {name!r} (it has {sorted(self.cameras) or 'none'}); "
-                                   f"run para-calib solve with that camera's images")
+            raise CalibrationError(
+                f"the calibration has no camera {name!r} (it has {sorted(self.cameras) or 'none'}); "
+                f"run para-calib solve with that camera's images"
+            )
         return self.cameras[name]
 
     def to_dict(self) -> dict[str, Any]:
-        return {FORMAT_KEY: FORMAT_VERSION, "date": self.date, "board": self.board.to_dict(),
-                "cameras": {name: cam.to_dict() for name, cam in self.cameras.items()}}
+        return {
+            FORMAT_KEY: FORMAT_VERSION,
+            "date": self.date,
+            "board": self.board.to_dict(),
+            "cameras": {name: cam.to_dict() for name, cam in self.cameras.items()},
+        }
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "calibration") -> CalibrationFile:
         """Validated content; CalibrationError naming the key and the fix."""
         if not isinstance(data, dict):
-            raise CalibrationError(f"{source} is not a YAML mapping; it must start with "
-                                   f"'{FORMAT_KEY}: {FORMAT_VERSION}'")
+            raise CalibrationError(
+                f"{source} is not a YAML mapping; it must start with '{FORMAT_KEY}: {FORMAT_VERSION}'"
+            )
         if data.get(FORMAT_KEY) != FORMAT_VERSION:
-            raise CalibrationError(f"{source}: {FORMAT_KEY} = {data.get(FORMAT_KEY)!r}; this package reads "
-                                   f"'{FORMAT_KEY}: {FORMAT_VERSION}' files (written by para-calib solve)")
+            raise CalibrationError(
+                f"{source}: {FORMAT_KEY} = {data.get(FORMAT_KEY)!r}; this package reads "
+                f"'{FORMAT_KEY}: {FORMAT_VERSION}' files (written by para-calib solve)"
+            )
         unknown = sorted(set(data) - set(TOP_KEYS))
         if unknown:
             raise CalibrationError(f"{source} has unknown keys {unknown}: the keys are {list(TOP_KEYS)}")
@@ -323,8 +378,11 @@ class CalibrationFile:
         unknown = sorted(set(cameras_data) - set(CAMERA_NAMES))
         if unknown:
             raise CalibrationError(f"cameras has unknown names {unknown}: the cameras are {list(CAMERA_NAMES)}")
-        cameras = {name: CameraCalibration.from_dict(cameras_data[name], f"cameras.{name}") for name in CAMERA_NAMES
-                   if name in cameras_data}
+        cameras = {
+            name: CameraCalibration.from_dict(cameras_data[name], f"cameras.{name}")
+            for name in CAMERA_NAMES
+            if name in cameras_data
+        }
         return cls(date=date, board=board, cameras=cameras)
 
 
@@ -340,11 +398,20 @@ def camera_from_result(result, frame_id: str, K=None, dist=None, image_size=None
     xyz, quat = matrix_to_pose(result.T_parent_cam)
     dist = None if dist is None or np.size(dist) == 0 else np.asarray(dist, dtype=np.float64)
     board_xyz, board_quat = matrix_to_pose(result.T_parent_board)
-    return CameraCalibration(method=result.method, parent_frame=result.cam_parent_frame, frame_id=frame_id,
-                             xyz_m=tuple(float(v) for v in xyz), quat_xyzw=tuple(float(v) for v in quat),
-                             board_on=result.board_parent_frame, board_xyz_m=tuple(float(v) for v in board_xyz),
-                             board_quat_xyzw=tuple(float(v) for v in board_quat), residuals=result.residuals_dict(),
-                             camera_matrix=K, distortion=dist, image_size=image_size)
+    return CameraCalibration(
+        method=result.method,
+        parent_frame=result.cam_parent_frame,
+        frame_id=frame_id,
+        xyz_m=tuple(float(v) for v in xyz),
+        quat_xyzw=tuple(float(v) for v in quat),
+        board_on=result.board_parent_frame,
+        board_xyz_m=tuple(float(v) for v in board_xyz),
+        board_quat_xyzw=tuple(float(v) for v in board_quat),
+        residuals=result.residuals_dict(),
+        camera_matrix=K,
+        distortion=dist,
+        image_size=image_size,
+    )
 
 
 def load_calibration(path: str | Path) -> CalibrationFile:
@@ -381,8 +448,9 @@ def save_calibration(cal: CalibrationFile, path: str | Path, force: bool = False
     """
     path = Path(path)
     if path.exists() and not force:
-        raise CalibrationError(f"{path} already exists; pass --force (force=True) to overwrite it, or give another "
-                               "path")
+        raise CalibrationError(
+            f"{path} already exists; pass --force (force=True) to overwrite it, or give another path"
+        )
     if not path.parent.is_dir():
         raise CalibrationError(f"folder {path.parent} does not exist; create it or give another path")
     text = dump_calibration(cal)

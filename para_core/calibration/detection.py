@@ -1,4 +1,5 @@
 """ChArUco board detection (OpenCV ``aruco``) and the board's pose in the camera by PnP."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +27,10 @@ class CharucoDetection:
         ids = np.asarray(self.ids).reshape(-1).astype(np.int64)  # (M,)
         corners = np.asarray(self.corners_px, dtype=np.float64).reshape(-1, 2)  # (M, 2)
         if ids.shape[0] != corners.shape[0]:
-            raise CalibrationError(f"CharucoDetection has {ids.shape[0]} ids and {corners.shape[0]} corners; give one "
-                                   "pixel position per id")
+            raise CalibrationError(
+                f"CharucoDetection has {ids.shape[0]} ids and {corners.shape[0]} corners; give one "
+                "pixel position per id"
+            )
         object.__setattr__(self, "ids", ids)
         object.__setattr__(self, "corners_px", corners)
 
@@ -44,9 +47,11 @@ def check_intrinsics(K, dist=None, name: str = "K") -> tuple[np.ndarray, np.ndar
     if K.shape != (3, 3) or not np.all(np.isfinite(K)):
         raise CalibrationError(f"{name} = {K.tolist()} is not a finite 3x3 camera matrix; give the camera's intrinsics")
     if K[0, 0] <= 0.0 or K[1, 1] <= 0.0:
-        raise CalibrationError(f"{name} has focal length fx = {K[0, 0]}, fy = {K[1, 1]}: the camera is not calibrated. "
-                               "Calibrate its intrinsics first (e.g. OpenCV's or ROS camera_calibration) and publish "
-                               "them in CameraInfo.k")
+        raise CalibrationError(
+            f"{name} has focal length fx = {K[0, 0]}, fy = {K[1, 1]}: the camera is not calibrated. "
+            "Calibrate its intrinsics first (e.g. OpenCV's or ROS camera_calibration) and publish "
+            "them in CameraInfo.k"
+        )
     dist = np.zeros(0) if dist is None else np.asarray(dist, dtype=np.float64).reshape(-1)  # (D,)
     if not np.all(np.isfinite(dist)):
         raise CalibrationError(f"distortion coefficients {dist.tolist()} are not finite; give the camera's own ones")
@@ -66,8 +71,9 @@ def _subpixel_window(corners_px: np.ndarray, spec: CharucoBoardSpec) -> int:
     return int(np.clip(fraction * float(d.min()), 2, 8))
 
 
-def detect_charuco(image: np.ndarray, spec: CharucoBoardSpec, K=None, dist=None,
-                   min_corners: int = MIN_CORNERS) -> CharucoDetection | None:
+def detect_charuco(
+    image: np.ndarray, spec: CharucoBoardSpec, K=None, dist=None, min_corners: int = MIN_CORNERS
+) -> CharucoDetection | None:
     """ChArUco corners of ``spec`` in ``image`` ((H, W) grey or (H, W, 3) BGR/RGB uint8), or None when fewer than
     ``min_corners`` are found.
 
@@ -96,8 +102,13 @@ def detect_charuco(image: np.ndarray, spec: CharucoBoardSpec, K=None, dist=None,
     corners = corners.reshape(-1, 2).astype(np.float32)  # (M, 2)
     ids = ids.reshape(-1)  # (M,)
     half = _subpixel_window(corners, spec)
-    refined = cv2.cornerSubPix(grey, corners.reshape(-1, 1, 2).copy(), (half, half), (-1, -1),
-                               (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 50, 1e-3)).reshape(-1, 2)
+    refined = cv2.cornerSubPix(
+        grey,
+        corners.reshape(-1, 1, 2).copy(),
+        (half, half),
+        (-1, -1),
+        (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 50, 1e-3),
+    ).reshape(-1, 2)
     # A corner that the re-refinement moved by more than its window is not trusted: keep the detector's position.
     moved = np.linalg.norm(refined - corners, axis=1) > half
     refined[moved] = corners[moved]
@@ -111,8 +122,10 @@ def board_pose_from_detection(det: CharucoDetection | None, spec: CharucoBoardSp
         return None
     K, dist = check_intrinsics(K, dist)
     if np.any(det.ids < 0) or np.any(det.ids >= spec.n_corners):
-        raise CalibrationError(f"detection has corner ids outside 0..{spec.n_corners - 1}: it is not of this board "
-                               f"({spec.squares_x}x{spec.squares_y}); give the board that was filmed")
+        raise CalibrationError(
+            f"detection has corner ids outside 0..{spec.n_corners - 1}: it is not of this board "
+            f"({spec.squares_x}x{spec.squares_y}); give the board that was filmed"
+        )
     obj = spec.corners_board_m()[det.ids]  # (M, 3)
     ok, rvec, tvec = cv2.solvePnP(obj, det.corners_px, K, dist if dist.size else None, flags=cv2.SOLVEPNP_ITERATIVE)
     if not ok or not np.all(np.isfinite(rvec)) or not np.all(np.isfinite(tvec)):

@@ -1,4 +1,5 @@
 """The one error type of the calibration package."""
+
 from __future__ import annotations
 
 

@@ -25,6 +25,7 @@ Degenerate sets are refused with :class:`CalibrationError` before solving: too f
 rotations about fewer than two non-parallel axes (the translation along a single rotation axis is unobservable),
 a zero focal length.
 """
+
 from __future__ import annotations
 
 import math
@@ -153,8 +154,7 @@ class HandEyeResult:
         """(4, 4) board pose in the camera that the calibration predicts at flange pose ``T_base_flange``."""
         return _predict(self.T_parent_cam, self.T_parent_board, _motion(self.method, T_base_flange))
 
-    def project_corners(self, T_base_flange: np.ndarray, spec: CharucoBoardSpec, K, dist=None,
-                        ids=None) -> np.ndarray:
+    def project_corners(self, T_base_flange: np.ndarray, spec: CharucoBoardSpec, K, dist=None, ids=None) -> np.ndarray:
         """(M, 2) pixel positions of the board's corners ``ids`` (default: all) reprojected through the calibration
         and the flange pose: what the overlay compares with the detected corners."""
         K, dist = check_intrinsics(K, dist)
@@ -179,15 +179,17 @@ class HandEyeResult:
         """A few lines for the terminal: the pose, the errors and the coverage."""
         xyz = self.T_parent_cam[:3, 3]
         rpy = Rotation.from_matrix(self.T_parent_cam[:3, :3]).as_euler("xyz", degrees=True)
-        return (f"{self.method}: camera in {self.cam_parent_frame}: "
-                f"xyz = [{xyz[0]:.4f}, {xyz[1]:.4f}, {xyz[2]:.4f}] m, "
-                f"rpy = [{rpy[0]:.2f}, {rpy[1]:.2f}, {rpy[2]:.2f}] deg\n"
-                f"  samples {len(self.sample_indices)} used, {self.samples_skipped} without the board\n"
-                f"  reprojection rms {self.reprojection_rms_px:.3f} px, max {self.reprojection_max_px:.3f} px "
-                f"(closed form {self.initial_method}: {self.initial_reprojection_rms_px:.3f} px)\n"
-                f"  hand-eye residuals rms {self.handeye_rotation_deg:.3f} deg, {self.handeye_translation_mm:.2f} mm\n"
-                f"  rotation coverage {self.coverage.max_relative_rotation_deg:.1f} deg, axis spread "
-                f"{self.coverage.axis_spread_deg:.1f} deg over {self.coverage.pairs_used} pairs")
+        return (
+            f"{self.method}: camera in {self.cam_parent_frame}: "
+            f"xyz = [{xyz[0]:.4f}, {xyz[1]:.4f}, {xyz[2]:.4f}] m, "
+            f"rpy = [{rpy[0]:.2f}, {rpy[1]:.2f}, {rpy[2]:.2f}] deg\n"
+            f"  samples {len(self.sample_indices)} used, {self.samples_skipped} without the board\n"
+            f"  reprojection rms {self.reprojection_rms_px:.3f} px, max {self.reprojection_max_px:.3f} px "
+            f"(closed form {self.initial_method}: {self.initial_reprojection_rms_px:.3f} px)\n"
+            f"  hand-eye residuals rms {self.handeye_rotation_deg:.3f} deg, {self.handeye_translation_mm:.2f} mm\n"
+            f"  rotation coverage {self.coverage.max_relative_rotation_deg:.1f} deg, axis spread "
+            f"{self.coverage.axis_spread_deg:.1f} deg over {self.coverage.pairs_used} pairs"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -203,8 +205,9 @@ def _predict(P: np.ndarray, Q: np.ndarray, M: np.ndarray) -> np.ndarray:
 
 def _project(points_board: np.ndarray, T_cam_board: np.ndarray, K: np.ndarray, dist: np.ndarray) -> np.ndarray:
     rvec = cv2.Rodrigues(T_cam_board[:3, :3])[0]
-    uv, _ = cv2.projectPoints(points_board.reshape(-1, 1, 3), rvec, T_cam_board[:3, 3].copy(), K,
-                              dist if dist.size else None)
+    uv, _ = cv2.projectPoints(
+        points_board.reshape(-1, 1, 3), rvec, T_cam_board[:3, 3].copy(), K, dist if dist.size else None
+    )
     return uv.reshape(-1, 2)  # (M, 2)
 
 
@@ -241,16 +244,19 @@ def _check_coverage(coverage: RotationCoverage, config: HandEyeConfig) -> None:
             f"the flange barely rotates between samples (largest relative rotation "
             f"{coverage.max_relative_rotation_deg:.1f} deg, under {config.min_rotation_deg} deg): hand-eye calibration "
             "needs rotations about at least two non-parallel axes; capture poses tilted 15-30 deg about the flange's "
-            "x and y axes and yawed about its z axis")
+            "x and y axes and yawed about its z axis"
+        )
     if coverage.axis_spread_deg < config.min_axis_spread_deg:
         raise CalibrationError(
             f"the flange rotates about one axis only (rotation axes spread {coverage.axis_spread_deg:.1f} deg, under "
             f"{config.min_axis_spread_deg} deg): the translation along that axis cannot be found; add poses rotated "
-            "about a second, non-parallel axis (tilt the flange about its x and y axes, not only one)")
+            "about a second, non-parallel axis (tilt the flange about its x and y axes, not only one)"
+        )
 
 
-def _closed_form_candidates(method: str, M: list[np.ndarray], T_cam_board: list[np.ndarray]
-                            ) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def _closed_form_candidates(
+    method: str, M: list[np.ndarray], T_cam_board: list[np.ndarray]
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """[(solver name, P (4, 4), Q (4, 4))] from each of OpenCV's hand-eye solvers that returns a finite answer."""
     out = []
     R_a = [T[:3, :3] for T in T_cam_board]
@@ -260,15 +266,17 @@ def _closed_form_candidates(method: str, M: list[np.ndarray], T_cam_board: list[
     for name in ("SHAH", "LI"):
         try:
             R_x, t_x, R_z, t_z = cv2.calibrateRobotWorldHandEye(
-                R_a, t_a, R_b, t_b, method=getattr(cv2, f"CALIB_ROBOT_WORLD_HAND_EYE_{name}"))
+                R_a, t_a, R_b, t_b, method=getattr(cv2, f"CALIB_ROBOT_WORLD_HAND_EYE_{name}")
+            )
         except cv2.error:
             continue
         X, Z = np.eye(4), np.eye(4)
         X[:3, :3], X[:3, 3] = R_x, np.asarray(t_x).reshape(3)
         Z[:3, :3], Z[:3, 3] = R_z, np.asarray(t_z).reshape(3)
         if np.all(np.isfinite(X)) and np.all(np.isfinite(Z)):
-            out.append((f"calibrateRobotWorldHandEye/{name}", _orthonormal(invert_rigid(Z)),
-                        _orthonormal(invert_rigid(X))))
+            out.append(
+                (f"calibrateRobotWorldHandEye/{name}", _orthonormal(invert_rigid(Z)), _orthonormal(invert_rigid(X)))
+            )
     G = [invert_rigid(T) for T in M]
     R_g = [T[:3, :3] for T in G]
     t_g = [T[:3, 3].reshape(3, 1) for T in G]
@@ -284,8 +292,9 @@ def _closed_form_candidates(method: str, M: list[np.ndarray], T_cam_board: list[
         P = _orthonormal(P)
         Q_all = np.stack([Gi @ P @ C for Gi, C in zip(G, T_cam_board)])  # (N, 4, 4) one estimate of Q per sample
         Q = np.eye(4)
-        Q[:3, :3] = Rotation.from_quat(quaternion_weighted_mean(
-            Rotation.from_matrix(Q_all[:, :3, :3]).as_quat(), np.ones(len(G)))).as_matrix()
+        Q[:3, :3] = Rotation.from_quat(
+            quaternion_weighted_mean(Rotation.from_matrix(Q_all[:, :3, :3]).as_quat(), np.ones(len(G)))
+        ).as_matrix()
         Q[:3, 3] = Q_all[:, :3, 3].mean(axis=0)
         out.append((f"calibrateHandEye/{name}", P, Q))
     return out
@@ -300,15 +309,17 @@ def _orthonormal(T: np.ndarray) -> np.ndarray:
     return out
 
 
-def _solve(method: str, samples: list[HandEyeSample], spec: CharucoBoardSpec,
-           config: HandEyeConfig | None) -> HandEyeResult:
+def _solve(
+    method: str, samples: list[HandEyeSample], spec: CharucoBoardSpec, config: HandEyeConfig | None
+) -> HandEyeResult:
     config = config or HandEyeConfig()
     if not isinstance(spec, CharucoBoardSpec):
         raise CalibrationError(f"spec is a {type(spec).__name__}; give the CharucoBoardSpec of the filmed board")
     samples = list(samples)
     if not samples:
-        raise CalibrationError("no samples: capture at least "
-                               f"{config.min_samples} poses with the board in view (para-calib capture)")
+        raise CalibrationError(
+            f"no samples: capture at least {config.min_samples} poses with the board in view (para-calib capture)"
+        )
     corners_board = spec.corners_board_m()  # (N, 3)
     used, M, T_cam_board, Ks, dists, obs_ids, obs_px = [], [], [], [], [], [], []
     for index, sample in enumerate(samples):
@@ -335,31 +346,35 @@ def _solve(method: str, samples: list[HandEyeSample], spec: CharucoBoardSpec,
         raise CalibrationError(
             f"only {len(used)} of {len(samples)} samples show the board ({skipped} without at least "
             f"{config.min_corners} ChArUco corners); at least {config.min_samples} are needed: capture more poses with "
-            "the whole board in view, check the board options (squares, sizes, dictionary) match the printed board")
+            "the whole board in view, check the board options (squares, sizes, dictionary) match the printed board"
+        )
     coverage = rotation_coverage([_motion(method, m) for m in M], config)  # the flange poses back from M
     _check_coverage(coverage, config)
 
     def residual(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
-        parts = [(_project(corners_board[ids], _predict(P, Q, Mi), K, d) - px).ravel()
-                 for Mi, K, d, ids, px in zip(M, Ks, dists, obs_ids, obs_px)]
+        parts = [
+            (_project(corners_board[ids], _predict(P, Q, Mi), K, d) - px).ravel()
+            for Mi, K, d, ids, px in zip(M, Ks, dists, obs_ids, obs_px)
+        ]
         return np.concatenate(parts)  # (2 * total corners,)
 
     def rms(P: np.ndarray, Q: np.ndarray) -> float:
         r = residual(P, Q)
-        return float(np.sqrt(np.mean(r ** 2) * 2.0))  # per-point distance rms
+        return float(np.sqrt(np.mean(r**2) * 2.0))  # per-point distance rms
 
     candidates = _closed_form_candidates(method, M, T_cam_board)
     if not candidates:
-        raise CalibrationError("every OpenCV hand-eye solver failed on these samples; check the flange poses and the "
-                               "detections belong together (same time stamps) and the poses rotate about two axes")
+        raise CalibrationError(
+            "every OpenCV hand-eye solver failed on these samples; check the flange poses and the "
+            "detections belong together (same time stamps) and the poses rotate about two axes"
+        )
     scored = sorted(((rms(P, Q), name, P, Q) for name, P, Q in candidates), key=lambda item: item[0])
     initial_rms, initial_name, P0, Q0 = scored[0]
 
     def fun(x: np.ndarray) -> np.ndarray:
         return residual(P0 @ _se3(x[:6]), Q0 @ _se3(x[6:]))
 
-    fit = least_squares(fun, np.zeros(12), method="lm", max_nfev=config.max_iterations * 13, xtol=1e-12,
-                        ftol=1e-12)
+    fit = least_squares(fun, np.zeros(12), method="lm", max_nfev=config.max_iterations * 13, xtol=1e-12, ftol=1e-12)
     P, Q = P0 @ _se3(fit.x[:6]), Q0 @ _se3(fit.x[6:])
     if rms(P, Q) > initial_rms:  # never return something worse than the closed form
         P, Q = P0, Q0
@@ -369,24 +384,37 @@ def _solve(method: str, samples: list[HandEyeSample], spec: CharucoBoardSpec,
         T_pred = _predict(P, Q, Mi)
         err = np.linalg.norm(_project(corners_board[ids], T_pred, K, d) - px, axis=1)  # (m,)
         all_err.append(err)
-        per_sample_rms.append(float(np.sqrt(np.mean(err ** 2))))
+        per_sample_rms.append(float(np.sqrt(np.mean(err**2))))
         rot_deg.append(math.degrees(rotation_angle_between(T_pred[:3, :3], T_obs[:3, :3])))
         trans_mm.append(1000.0 * float(np.linalg.norm(T_pred[:3, 3] - T_obs[:3, 3])))
     all_err = np.concatenate(all_err)
     cam_parent, board_parent = PARENT_FRAMES[method]
     return HandEyeResult(
-        method=method, T_parent_cam=P, T_parent_board=Q, cam_parent_frame=cam_parent, board_parent_frame=board_parent,
-        sample_indices=used, samples_skipped=skipped, per_sample_rms_px=per_sample_rms,
-        reprojection_rms_px=float(np.sqrt(np.mean(all_err ** 2))), reprojection_max_px=float(all_err.max()),
-        per_sample_rotation_deg=rot_deg, per_sample_translation_mm=trans_mm,
+        method=method,
+        T_parent_cam=P,
+        T_parent_board=Q,
+        cam_parent_frame=cam_parent,
+        board_parent_frame=board_parent,
+        sample_indices=used,
+        samples_skipped=skipped,
+        per_sample_rms_px=per_sample_rms,
+        reprojection_rms_px=float(np.sqrt(np.mean(all_err**2))),
+        reprojection_max_px=float(all_err.max()),
+        per_sample_rotation_deg=rot_deg,
+        per_sample_translation_mm=trans_mm,
         handeye_rotation_deg=float(np.sqrt(np.mean(np.square(rot_deg)))),
-        handeye_translation_mm=float(np.sqrt(np.mean(np.square(trans_mm)))), coverage=coverage,
-        initial_method=initial_name, initial_reprojection_rms_px=initial_rms, T_parent_cam_initial=P0,
-        T_parent_board_initial=Q0)
+        handeye_translation_mm=float(np.sqrt(np.mean(np.square(trans_mm)))),
+        coverage=coverage,
+        initial_method=initial_name,
+        initial_reprojection_rms_px=initial_rms,
+        T_parent_cam_initial=P0,
+        T_parent_board_initial=Q0,
+    )
 
 
-def solve_eye_to_hand(samples: list[HandEyeSample], spec: CharucoBoardSpec,
-                      config: HandEyeConfig | None = None) -> HandEyeResult:
+def solve_eye_to_hand(
+    samples: list[HandEyeSample], spec: CharucoBoardSpec, config: HandEyeConfig | None = None
+) -> HandEyeResult:
     """Fixed camera, board on the flange: ``T_parent_cam = T_base_cam``, ``T_parent_board = T_flange_board``.
 
     :raises CalibrationError: too few samples with the board, rotations about fewer than two axes, a zero focal
@@ -395,8 +423,9 @@ def solve_eye_to_hand(samples: list[HandEyeSample], spec: CharucoBoardSpec,
     return _solve(EYE_TO_HAND, samples, spec, config)
 
 
-def solve_eye_in_hand(samples: list[HandEyeSample], spec: CharucoBoardSpec,
-                      config: HandEyeConfig | None = None) -> HandEyeResult:
+def solve_eye_in_hand(
+    samples: list[HandEyeSample], spec: CharucoBoardSpec, config: HandEyeConfig | None = None
+) -> HandEyeResult:
     """Camera on the flange, board fixed in the scene: ``T_parent_cam = T_flange_cam`` (the wrist mount, parent
     ``gripper``), ``T_parent_board = T_base_board``.
 

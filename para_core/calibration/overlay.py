@@ -1,6 +1,7 @@
 """Overlay image for one calibration sample: the ChArUco corners the detector found (green circles) against the
 corners reprojected through the solved calibration and the arm's kinematics (red crosses), joined by a yellow line,
 with the sample's error written on it. What ``para-calib solve`` writes per camera to let a user SEE the fit."""
+
 from __future__ import annotations
 
 import cv2
@@ -15,8 +16,14 @@ ERROR_LINE_BGR = (0, 220, 255)
 TEXT_BGR = (255, 255, 255)
 
 
-def draw_overlay(image: np.ndarray, sample: HandEyeSample, result: HandEyeResult, spec: CharucoBoardSpec,
-                 scale: float = 1.0, label: str = "") -> np.ndarray:
+def draw_overlay(
+    image: np.ndarray,
+    sample: HandEyeSample,
+    result: HandEyeResult,
+    spec: CharucoBoardSpec,
+    scale: float = 1.0,
+    label: str = "",
+) -> np.ndarray:
     """(H * scale, W * scale, 3) uint8 BGR copy of ``image`` ((H, W) grey or (H, W, 3) BGR) with the detected
     corners (circles), the reprojected corners (crosses: all the board's corners that project inside the image) and
     a text line ``label``, the sample's rms / max error (px) and the calibration's overall rms.
@@ -44,12 +51,14 @@ def draw_overlay(image: np.ndarray, sample: HandEyeSample, result: HandEyeResult
     det = sample.detection
     if det is not None and len(det):
         detected = to_canvas(det.corners_px)  # (M, 2)
-        errors = np.linalg.norm(det.corners_px - result.project_corners(sample.T_base_flange, spec, sample.K,
-                                                                        sample.dist, ids=det.ids), axis=1)  # (M,)
+        errors = np.linalg.norm(
+            det.corners_px - result.project_corners(sample.T_base_flange, spec, sample.K, sample.dist, ids=det.ids),
+            axis=1,
+        )  # (M,)
         for (u, v), (pu, pv) in zip(detected, projected[det.ids]):
             cv2.line(canvas, _pt(u, v), _pt(pu, pv), ERROR_LINE_BGR, 1, cv2.LINE_AA)
             cv2.circle(canvas, _pt(u, v), radius, DETECTED_BGR, 1, cv2.LINE_AA)
-        text += f" rms {np.sqrt(np.mean(errors ** 2)):.2f} px, max {errors.max():.2f} px"
+        text += f" rms {np.sqrt(np.mean(errors**2)):.2f} px, max {errors.max():.2f} px"
     else:
         text += " board not detected"
     for u, v in projected:

@@ -23,6 +23,7 @@ the tilt makes around the board's normal, and drops candidates whose flange leav
 close as possible to a reference flange pose (the smallest rotation that makes the board / camera face the other),
 so the poses sit near a posture the arm reaches comfortably.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,22 +64,30 @@ class PoseGenerationConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.n_poses, bool) or not isinstance(self.n_poses, (int, np.integer)) or self.n_poses < 6:
-            raise CalibrationError(f"PoseGenerationConfig.n_poses = {self.n_poses!r} is invalid: give at least 6 "
-                                   "(12-20 recommended)")
+            raise CalibrationError(
+                f"PoseGenerationConfig.n_poses = {self.n_poses!r} is invalid: give at least 6 (12-20 recommended)"
+            )
         if not 0.0 < self.tilt_min_deg <= self.tilt_max_deg < 60.0:
-            raise CalibrationError(f"PoseGenerationConfig tilt range [{self.tilt_min_deg}, {self.tilt_max_deg}] deg is "
-                                   "invalid: give 0 < tilt_min_deg <= tilt_max_deg < 60 (15 and 30 recommended)")
+            raise CalibrationError(
+                f"PoseGenerationConfig tilt range [{self.tilt_min_deg}, {self.tilt_max_deg}] deg is "
+                "invalid: give 0 < tilt_min_deg <= tilt_max_deg < 60 (15 and 30 recommended)"
+            )
         if not 0.0 <= self.yaw_max_deg <= 90.0:
             raise CalibrationError(f"PoseGenerationConfig.yaw_max_deg = {self.yaw_max_deg!r} is invalid: give 0..90")
         if not 0.0 <= self.aim_offset_m < 1.0:
-            raise CalibrationError(f"PoseGenerationConfig.aim_offset_m = {self.aim_offset_m!r} is invalid: give metres "
-                                   "in [0, 1) (a few centimetres; the board must stay in view)")
+            raise CalibrationError(
+                f"PoseGenerationConfig.aim_offset_m = {self.aim_offset_m!r} is invalid: give metres "
+                "in [0, 1) (a few centimetres; the board must stay in view)"
+            )
         if not 0.0 <= self.distance_spread < 0.5:
-            raise CalibrationError(f"PoseGenerationConfig.distance_spread = {self.distance_spread!r} is invalid: give "
-                                   "a fraction in [0, 0.5)")
+            raise CalibrationError(
+                f"PoseGenerationConfig.distance_spread = {self.distance_spread!r} is invalid: give "
+                "a fraction in [0, 0.5)"
+            )
         if not 0.0 < self.workspace_fill <= 1.0:
-            raise CalibrationError(f"PoseGenerationConfig.workspace_fill = {self.workspace_fill!r} is invalid: give "
-                                   "a fraction in (0, 1]")
+            raise CalibrationError(
+                f"PoseGenerationConfig.workspace_fill = {self.workspace_fill!r} is invalid: give a fraction in (0, 1]"
+            )
 
 
 def view_pattern(count: int, config: PoseGenerationConfig) -> np.ndarray:
@@ -89,8 +98,11 @@ def view_pattern(count: int, config: PoseGenerationConfig) -> np.ndarray:
     yaw_cycle = np.array([1.0, -1.0, 0.5, -0.5, 0.0])
     out = np.zeros((count, 3))
     for k in range(1, count):
-        out[k] = (math.radians(GOLDEN_ANGLE_DEG * (k - 1)), math.radians(tilts[(k - 1) % 3]),
-                  math.radians(config.yaw_max_deg * yaw_cycle[(k - 1) % 5]))
+        out[k] = (
+            math.radians(GOLDEN_ANGLE_DEG * (k - 1)),
+            math.radians(tilts[(k - 1) % 3]),
+            math.radians(config.yaw_max_deg * yaw_cycle[(k - 1) % 5]),
+        )
     return out  # (count, 3)
 
 
@@ -134,8 +146,9 @@ def _box(workspace_min_m, workspace_max_m) -> tuple[np.ndarray, np.ndarray]:
     lo = np.asarray(workspace_min_m, dtype=np.float64).reshape(3)
     hi = np.asarray(workspace_max_m, dtype=np.float64).reshape(3)
     if not np.all(np.isfinite(lo)) or not np.all(np.isfinite(hi)) or np.any(hi <= lo):
-        raise CalibrationError(f"workspace box [{lo.tolist()}, {hi.tolist()}] is invalid: give min < max on x, y, z "
-                               "(metres, in base)")
+        raise CalibrationError(
+            f"workspace box [{lo.tolist()}, {hi.tolist()}] is invalid: give min < max on x, y, z (metres, in base)"
+        )
     return lo, hi
 
 
@@ -146,9 +159,15 @@ def _rigid(T, name: str) -> np.ndarray:
         raise CalibrationError(str(exc)) from exc
 
 
-def eye_to_hand_flange_poses(T_base_cam, T_flange_board, T_base_flange_reference, workspace_min_m, workspace_max_m,
-                             config: PoseGenerationConfig | None = None,
-                             spec: CharucoBoardSpec | None = None) -> np.ndarray:
+def eye_to_hand_flange_poses(
+    T_base_cam,
+    T_flange_board,
+    T_base_flange_reference,
+    workspace_min_m,
+    workspace_max_m,
+    config: PoseGenerationConfig | None = None,
+    spec: CharucoBoardSpec | None = None,
+) -> np.ndarray:
     """(N, 4, 4) flange poses ``T_base_flange`` for calibrating a fixed camera with the board on the flange.
 
     :param T_base_cam: the camera's approximate pose (its nominal or CAD pose is enough).
@@ -185,9 +204,16 @@ def eye_to_hand_flange_poses(T_base_cam, T_flange_board, T_base_flange_reference
     return np.stack(poses)  # (N, 4, 4)
 
 
-def eye_in_hand_flange_poses(T_base_board, T_flange_cam, T_base_flange_reference, workspace_min_m, workspace_max_m,
-                             viewing_distance_m: float, config: PoseGenerationConfig | None = None,
-                             spec: CharucoBoardSpec | None = None) -> np.ndarray:
+def eye_in_hand_flange_poses(
+    T_base_board,
+    T_flange_cam,
+    T_base_flange_reference,
+    workspace_min_m,
+    workspace_max_m,
+    viewing_distance_m: float,
+    config: PoseGenerationConfig | None = None,
+    spec: CharucoBoardSpec | None = None,
+) -> np.ndarray:
     """(N, 4, 4) flange poses ``T_base_flange`` for calibrating the wrist camera with the board fixed in the scene.
 
     The camera stays ``viewing_distance_m`` from the board's centre, looking at it, from directions tilted away from
@@ -217,8 +243,11 @@ def eye_in_hand_flange_poses(T_base_board, T_flange_cam, T_base_flange_reference
         # Aim off-centre and vary the distance: with every view through one point at one distance, a mount rotation
         # about that point would move the image only through the board's tilt, and be poorly determined.
         aim_angle = math.radians(GOLDEN_ANGLE_DEG * 2.0 * k + 45.0)
-        aim_board = np.array([math.cos(aim_angle), math.sin(aim_angle), 0.0]) * config.aim_offset_m * (
-            aim_cycle[k % 4] if k else 0.0)
+        aim_board = (
+            np.array([math.cos(aim_angle), math.sin(aim_angle), 0.0])
+            * config.aim_offset_m
+            * (aim_cycle[k % 4] if k else 0.0)
+        )
         distance = viewing_distance_m * (1.0 + config.distance_spread * (distance_cycle[k % 7] if k else 0.0))
         cam_xyz = centre + T_base_board[:3, :3] @ aim_board - distance * view_dir
         R_cam = _align(R_ref_cam, view_dir) @ _yaw(yaw)  # face the board, then roll about the optical axis
@@ -232,4 +261,5 @@ def eye_in_hand_flange_poses(T_base_board, T_flange_cam, T_base_flange_reference
     raise CalibrationError(
         f"only {len(poses)} of {config.n_poses} eye-in-hand poses keep the flange inside the workspace box "
         f"[{lo.tolist()}, {hi.tolist()}] at {viewing_distance_m} m from the board: move the board nearer the arm, "
-        "shorten viewing_distance_m or enlarge the box")
+        "shorten viewing_distance_m or enlarge the box"
+    )

@@ -1,2 +1,1 @@
-"""Demonstrations on disk (``dataset``: ``Episode``, ``EpisodeDataset``) and synthetic episodes (``synthetic``).
-"""
+"""Demonstrations on disk (``dataset``: ``Episode``, ``EpisodeDataset``) and synthetic episodes (``synthetic``)."""

@@ -30,6 +30,7 @@ pause, no other rate). Any other episode (a 10 Hz or 2 Hz recording, a 30 Hz one
 dropped frame) is resampled by its stamps: positions and gripper interpolated linearly, rotations slerped, at exactly
 ``stamps_ns[t] + i * frame_stride / dataset_fps``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,15 +60,17 @@ def _err(field_name: str, problem: str, fix: str) -> ValueError:
 def _check_finite(field_name: str, array: np.ndarray) -> None:
     if not np.all(np.isfinite(array)):
         bad = np.argwhere(~np.isfinite(array))[0]
-        raise _err(field_name, f"non-finite value (NaN/inf) at index {tuple(int(i) for i in bad)}",
-                   "drop or repair that frame before building the episode")
+        raise _err(
+            field_name,
+            f"non-finite value (NaN/inf) at index {tuple(int(i) for i in bad)}",
+            "drop or repair that frame before building the episode",
+        )
 
 
 def _as_float64(field_name: str, value: Any, shape: tuple) -> np.ndarray:
     """Convert to float64 and check the shape; ``None`` entries in ``shape`` match any size."""
     array = np.asarray(value)
-    if array.dtype == object or not (np.issubdtype(array.dtype, np.floating)
-                                     or np.issubdtype(array.dtype, np.integer)):
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
         raise _err(field_name, f"dtype {array.dtype} is not numeric", "pass a float array")
     if array.ndim != len(shape) or any(s is not None and a != s for a, s in zip(array.shape, shape)):
         want = "(" + ", ".join("N" if s is None else str(s) for s in shape) + ")"
@@ -82,17 +85,23 @@ def _check_homogeneous(field_name: str, T: np.ndarray) -> None:
     last = T[:, 3, :]
     if not np.allclose(last, np.array([0.0, 0.0, 0.0, 1.0]), atol=1e-6):
         i = int(np.argmax(np.abs(last - np.array([0.0, 0.0, 0.0, 1.0])).max(axis=1)))
-        raise _err(field_name, f"frame {i} is not a homogeneous transform (last row {last[i].tolist()})",
-                   "pass 4x4 matrices whose last row is [0, 0, 0, 1]")
+        raise _err(
+            field_name,
+            f"frame {i} is not a homogeneous transform (last row {last[i].tolist()})",
+            "pass 4x4 matrices whose last row is [0, 0, 0, 1]",
+        )
     R = T[:, :3, :3]
     err = np.abs(np.einsum("nij,nkj->nik", R, R) - np.eye(3)).max(axis=(1, 2))  # (N,)
     det = np.linalg.det(R)  # (N,)
     bad = np.nonzero((err > 1e-3) | (det < 0))[0]
     if bad.size:
         i = int(bad[0])
-        raise _err(field_name, f"frame {i} has a rotation block that is not a proper rotation "
-                               f"(|R R^T - I| = {err[i]:.2e}, det = {det[i]:.3f})",
-                   "orthonormalise the rotation (e.g. from a unit quaternion) before saving")
+        raise _err(
+            field_name,
+            f"frame {i} has a rotation block that is not a proper rotation "
+            f"(|R R^T - I| = {err[i]:.2e}, det = {det[i]:.3f})",
+            "orthonormalise the rotation (e.g. from a unit quaternion) before saving",
+        )
 
 
 @dataclass
@@ -127,8 +136,9 @@ class Episode:
     # ---------------------------------------------------------------------------------------------- validation
     def __post_init__(self) -> None:
         if isinstance(self.view_names, str):
-            raise _err("view_names", f"got the string {self.view_names!r}",
-                       'pass a tuple of names, e.g. ("scene", "wrist")')
+            raise _err(
+                "view_names", f"got the string {self.view_names!r}", 'pass a tuple of names, e.g. ("scene", "wrist")'
+            )
         self.view_names = tuple(str(v) for v in self.view_names)
         if not self.view_names:
             raise _err("view_names", "is empty", "name at least one camera view")
@@ -136,26 +146,39 @@ class Episode:
             raise _err("view_names", f"{self.view_names} has duplicates", "use distinct view names")
         for v in self.view_names:
             if not _VIEW_NAME_RE.match(v):
-                raise _err("view_names", f"{v!r} has characters other than letters, digits, '_' and '-'",
-                           "rename the view (it becomes part of an array name on disk)")
+                raise _err(
+                    "view_names",
+                    f"{v!r} has characters other than letters, digits, '_' and '-'",
+                    "rename the view (it becomes part of an array name on disk)",
+                )
 
         stamps = np.asarray(self.stamps_ns)
         if stamps.ndim != 1 or stamps.shape[0] < 1:
             raise _err("stamps_ns", f"shape {stamps.shape} is not (N,) with N >= 1", "pass one stamp per frame")
         if not np.issubdtype(stamps.dtype, np.integer):
-            raise _err("stamps_ns", f"dtype {stamps.dtype} is not an integer type",
-                       "pass int64 nanoseconds (e.g. sec * 1_000_000_000 + nanosec)")
+            raise _err(
+                "stamps_ns",
+                f"dtype {stamps.dtype} is not an integer type",
+                "pass int64 nanoseconds (e.g. sec * 1_000_000_000 + nanosec)",
+            )
         self.stamps_ns = stamps.astype(np.int64, copy=False)
         n = int(self.stamps_ns.shape[0])
         steps = np.diff(self.stamps_ns)
         if np.any(steps <= 0):
             i = int(np.nonzero(steps <= 0)[0][0])
-            raise _err("stamps_ns", f"not strictly increasing at frame {i + 1} "
-                                    f"({int(self.stamps_ns[i])} -> {int(self.stamps_ns[i + 1])} ns)",
-                       "sort the frames by time and drop duplicates")
+            raise _err(
+                "stamps_ns",
+                f"not strictly increasing at frame {i + 1} "
+                f"({int(self.stamps_ns[i])} -> {int(self.stamps_ns[i + 1])} ns)",
+                "sort the frames by time and drop duplicates",
+            )
 
-        if isinstance(self.fps, bool) or not isinstance(self.fps, (int, float, np.floating, np.integer)) \
-                or not math.isfinite(float(self.fps)) or float(self.fps) <= 0:
+        if (
+            isinstance(self.fps, bool)
+            or not isinstance(self.fps, (int, float, np.floating, np.integer))
+            or not math.isfinite(float(self.fps))
+            or float(self.fps) <= 0
+        ):
             raise _err("fps", f"{self.fps!r} is not a positive finite number", "pass the frame rate in Hz, e.g. 30.0")
         self.fps = float(self.fps)
 
@@ -164,29 +187,43 @@ class Episode:
             if not isinstance(mapping, dict):
                 raise _err(name, f"is a {type(mapping).__name__}", "pass a dict view name -> array")
             if set(mapping) != set(self.view_names):
-                raise _err(name, f"has views {sorted(mapping)} but view_names is {list(self.view_names)}",
-                           "give exactly one array per view")
+                raise _err(
+                    name,
+                    f"has views {sorted(mapping)} but view_names is {list(self.view_names)}",
+                    "give exactly one array per view",
+                )
 
         images = {}
         for v in self.view_names:
             img = np.asarray(self.images[v])
             if img.dtype != np.uint8:
-                raise _err(f"images[{v!r}]", f"dtype {img.dtype} is not uint8",
-                           "store 8-bit RGB images (convert with np.clip(x, 0, 255).astype(np.uint8))")
+                raise _err(
+                    f"images[{v!r}]",
+                    f"dtype {img.dtype} is not uint8",
+                    "store 8-bit RGB images (convert with np.clip(x, 0, 255).astype(np.uint8))",
+                )
             if img.ndim != 4 or img.shape[0] != n or img.shape[3] != 3 or img.shape[1] < 1 or img.shape[2] < 1:
-                raise _err(f"images[{v!r}]", f"shape {img.shape} does not match (N={n}, H, W, 3)",
-                           "pass one RGB image per frame")
+                raise _err(
+                    f"images[{v!r}]",
+                    f"shape {img.shape} does not match (N={n}, H, W, 3)",
+                    "pass one RGB image per frame",
+                )
             images[v] = img
         self.images = images
         self.K = {v: _as_float64(f"K[{v!r}]", self.K[v], (n, 3, 3)) for v in self.view_names}
         for v in self.view_names:
             K = self.K[v]
-            if not (np.all(K[:, 0, 0] > 0) and np.all(K[:, 1, 1] > 0)
-                    and np.allclose(K[:, 2, :], np.array([0.0, 0.0, 1.0]))):
-                raise _err(f"K[{v!r}]", "is not a pinhole intrinsics matrix (fx, fy > 0, last row [0, 0, 1])",
-                           "pass the CameraInfo K of the images (reshaped to 3x3)")
-        self.T_world_cam = {v: _as_float64(f"T_world_cam[{v!r}]", self.T_world_cam[v], (n, 4, 4))
-                            for v in self.view_names}
+            if not (
+                np.all(K[:, 0, 0] > 0) and np.all(K[:, 1, 1] > 0) and np.allclose(K[:, 2, :], np.array([0.0, 0.0, 1.0]))
+            ):
+                raise _err(
+                    f"K[{v!r}]",
+                    "is not a pinhole intrinsics matrix (fx, fy > 0, last row [0, 0, 1])",
+                    "pass the CameraInfo K of the images (reshaped to 3x3)",
+                )
+        self.T_world_cam = {
+            v: _as_float64(f"T_world_cam[{v!r}]", self.T_world_cam[v], (n, 4, 4)) for v in self.view_names
+        }
         for v in self.view_names:
             _check_homogeneous(f"T_world_cam[{v!r}]", self.T_world_cam[v])
         self.T_world_ee = _as_float64("T_world_ee", self.T_world_ee, (n, 4, 4))
@@ -194,8 +231,11 @@ class Episode:
         self.gripper = _as_float64("gripper", self.gripper, (n,))
         if np.any(self.gripper < -1e-6) or np.any(self.gripper > 1 + 1e-6):
             i = int(np.nonzero((self.gripper < -1e-6) | (self.gripper > 1 + 1e-6))[0][0])
-            raise _err("gripper", f"frame {i} has {self.gripper[i]!r}, outside [0, 1]",
-                       "normalise the opening to 0 closed .. 1 open")
+            raise _err(
+                "gripper",
+                f"frame {i} has {self.gripper[i]!r}, outside [0, 1]",
+                "normalise the opening to 0 closed .. 1 open",
+            )
         self.gripper = np.clip(self.gripper, 0.0, 1.0)
 
         if not isinstance(self.meta, dict):
@@ -203,8 +243,9 @@ class Episode:
         try:
             json.dumps(self.meta)
         except (TypeError, ValueError) as exc:
-            raise _err("meta", f"is not JSON-serialisable ({exc})",
-                       "use only str/int/float/bool/None/list/dict values") from exc
+            raise _err(
+                "meta", f"is not JSON-serialisable ({exc})", "use only str/int/float/bool/None/list/dict values"
+            ) from exc
 
     # ------------------------------------------------------------------------------------------------ accessors
     def __len__(self) -> int:
@@ -225,16 +266,22 @@ class Episode:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         arrays: dict[str, np.ndarray] = {
-            "stamps_ns": self.stamps_ns, "T_world_ee": self.T_world_ee, "gripper": self.gripper,
+            "stamps_ns": self.stamps_ns,
+            "T_world_ee": self.T_world_ee,
+            "gripper": self.gripper,
         }
         for v in self.view_names:
             arrays[f"images.{v}"] = self.images[v]
             arrays[f"K.{v}"] = self.K[v]
             arrays[f"T_world_cam.{v}"] = self.T_world_cam[v]
         header = {
-            "format": EPISODE_FORMAT, "version": EPISODE_VERSION, "view_names": list(self.view_names),
-            "fps": self.fps, "n_frames": len(self),
-            "image_sizes": {v: list(self.image_size(v)) for v in self.view_names}, "meta": self.meta,
+            "format": EPISODE_FORMAT,
+            "version": EPISODE_VERSION,
+            "view_names": list(self.view_names),
+            "fps": self.fps,
+            "n_frames": len(self),
+            "image_sizes": {v: list(self.image_size(v)) for v in self.view_names},
+            "meta": self.meta,
         }
         # Write the arrays first, the header last: a directory with meta.json is a complete episode.
         tmp = directory / (ARRAYS_FILE + ".tmp.npz")
@@ -244,30 +291,36 @@ class Episode:
         return directory
 
     @classmethod
-    def load(cls, directory: str | Path) -> "Episode":
+    def load(cls, directory: str | Path) -> Episode:
         """Read an episode directory written by ``save``; never unpickles (``allow_pickle=False``)."""
         directory = Path(directory)
         meta_path, arrays_path = directory / META_FILE, directory / ARRAYS_FILE
         if not meta_path.is_file() or not arrays_path.is_file():
             raise FileNotFoundError(
                 f"{directory} is not a PARA episode directory (needs {META_FILE} and {ARRAYS_FILE}); "
-                f"write episodes with para_core.data.dataset.Episode.save or the bag extractor")
+                f"write episodes with para_core.data.dataset.Episode.save or the bag extractor"
+            )
         try:
             header = json.loads(meta_path.read_text())
         except json.JSONDecodeError as exc:
             raise ValueError(f"{meta_path}: not valid JSON ({exc}); re-export the episode") from exc
         if not isinstance(header, dict) or header.get("format") != EPISODE_FORMAT:
-            raise ValueError(f"{meta_path}: 'format' is {header.get('format') if isinstance(header, dict) else None!r}"
-                             f", expected {EPISODE_FORMAT!r}; this is not a PARA episode")
+            raise ValueError(
+                f"{meta_path}: 'format' is {header.get('format') if isinstance(header, dict) else None!r}"
+                f", expected {EPISODE_FORMAT!r}; this is not a PARA episode"
+            )
         if header.get("version") != EPISODE_VERSION:
-            raise ValueError(f"{meta_path}: episode format version {header.get('version')!r} is not supported "
-                             f"(this code reads version {EPISODE_VERSION}); re-export with a matching version")
+            raise ValueError(
+                f"{meta_path}: episode format version {header.get('version')!r} is not supported "
+                f"(this code reads version {EPISODE_VERSION}); re-export with a matching version"
+            )
         view_names = tuple(header.get("view_names", ()))
         try:
             with np.load(arrays_path, allow_pickle=False) as npz:
                 keys = set(npz.files)
                 needed = {"stamps_ns", "T_world_ee", "gripper"} | {
-                    f"{kind}.{v}" for v in view_names for kind in ("images", "K", "T_world_cam")}
+                    f"{kind}.{v}" for v in view_names for kind in ("images", "K", "T_world_cam")
+                }
                 missing = sorted(needed - keys)
                 if missing:
                     raise ValueError(f"{arrays_path}: missing array(s) {missing}; re-export the episode")
@@ -276,7 +329,8 @@ class Episode:
             if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
                 raise ValueError(
                     f"{arrays_path} holds pickled object arrays; refusing to unpickle a data file (it could run "
-                    f"arbitrary code). Re-export the episode with plain numeric arrays (Episode.save)") from exc
+                    f"arbitrary code). Re-export the episode with plain numeric arrays (Episode.save)"
+                ) from exc
             raise
         return cls(
             view_names=view_names,
@@ -343,9 +397,11 @@ def frame_indexing_matches_stamps(stamps_ns: np.ndarray, dataset_fps: float) -> 
         i = int(np.argmax(rel))
         n_bad = int(np.count_nonzero(rel > STEP_PERIOD_REL_TOL))
         gap = steps_ns[i] > period_ns and 2 * n_bad <= steps_ns.size  # a few long spacings among good ones
-        problems.append(f"{n_bad} of {steps_ns.size} frame spacings differ from 1/{dataset_fps:g} s by more than "
-                        f"{STEP_PERIOD_REL_TOL:.0%} (worst: {steps_ns[i] * 1e-9:.4f} s after frame {i}"
-                        + (": a dropped frame or a pause)" if gap else ")"))
+        problems.append(
+            f"{n_bad} of {steps_ns.size} frame spacings differ from 1/{dataset_fps:g} s by more than "
+            f"{STEP_PERIOD_REL_TOL:.0%} (worst: {steps_ns[i] * 1e-9:.4f} s after frame {i}"
+            + (": a dropped frame or a pause)" if gap else ")")
+        )
     mean_ns = float(steps_ns.mean())
     if abs(mean_ns - period_ns) > MEAN_PERIOD_REL_TOL * period_ns:
         problems.append(f"its stamps run at {1e9 / mean_ns:.4g} Hz (mean over the episode), not {dataset_fps:g} Hz")
@@ -430,8 +486,15 @@ class EpisodeDataset:
         memory-mapped (for datasets larger than RAM); otherwise they are held in memory.
     """
 
-    def __init__(self, episode_dirs, config, augment: bool = False, jitter_strength: float = 0.2,
-                 cache_dir: str | Path | None = None, time_base: str = "auto"):
+    def __init__(
+        self,
+        episode_dirs,
+        config,
+        augment: bool = False,
+        jitter_strength: float = 0.2,
+        cache_dir: str | Path | None = None,
+        time_base: str = "auto",
+    ):
         if time_base not in TIME_BASES:
             raise ValueError(f"EpisodeDataset time_base={time_base!r}; use one of {TIME_BASES}")
         if not (0.0 <= float(jitter_strength) < 1.0):
@@ -447,8 +510,9 @@ class EpisodeDataset:
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.time_base = time_base
         self.episodes: list[_PreparedEpisode] = [self._prepare(p) for p in self.episode_dirs]
-        self.index = np.array([(e, t) for e, ep in enumerate(self.episodes) for t in range(len(ep))],
-                              dtype=np.int64).reshape(-1, 2)  # (samples, 2): (episode, frame)
+        self.index = np.array(
+            [(e, t) for e, ep in enumerate(self.episodes) for t in range(len(ep))], dtype=np.int64
+        ).reshape(-1, 2)  # (samples, 2): (episode, frame)
 
     # ------------------------------------------------------------------------------------------------ loading
     def _prepare(self, path: Path) -> _PreparedEpisode:
@@ -456,16 +520,21 @@ class EpisodeDataset:
         ep = Episode.load(path)
         missing = [v for v in cfg.view_names if v not in ep.view_names]
         if missing:
-            raise ValueError(f"episode {path} has views {list(ep.view_names)} but the model config needs "
-                             f"{list(cfg.view_names)} (missing {missing}); set V4Config.view_names to views the "
-                             f"episodes have, or re-extract the episodes with those cameras")
+            raise ValueError(
+                f"episode {path} has views {list(ep.view_names)} but the model config needs "
+                f"{list(cfg.view_names)} (missing {missing}); set V4Config.view_names to views the "
+                f"episodes have, or re-extract the episodes with those cameras"
+            )
         time_base = self.time_base
         index_ok, why_not = frame_indexing_matches_stamps(ep.stamps_ns, cfg.dataset_fps)
         if time_base == "auto":
             time_base = "index" if index_ok else "stamps"
         elif time_base == "index" and not index_ok:
-            warnings.warn(f"episode {path}: time_base='index' but {why_not}; chunk targets will not be "
-                          f"frame_stride / dataset_fps apart in time (use time_base='auto' or 'stamps' to resample)")
+            warnings.warn(
+                f"episode {path}: time_base='index' but {why_not}; chunk targets will not be "
+                f"frame_stride / dataset_fps apart in time (use time_base='auto' or 'stamps' to resample)",
+                stacklevel=2,
+            )
         S = cfg.img_size
         images = []
         for v in cfg.view_names:
@@ -476,8 +545,9 @@ class EpisodeDataset:
             # cv2, scipy, torch: loaded on first use, not on import
             from para_core.model.policy import resize_to_model_input
 
-            resized = np.stack([resize_to_model_input(ep.images[v][i], ep.K[v][i], S)[0]
-                                for i in range(len(ep))])  # (n, S, S, 3)
+            resized = np.stack(
+                [resize_to_model_input(ep.images[v][i], ep.K[v][i], S)[0] for i in range(len(ep))]
+            )  # (n, S, S, 3)
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 tmp = cached.with_suffix(".tmp.npy")
@@ -485,12 +555,31 @@ class EpisodeDataset:
                 tmp.replace(cached)
                 resized = np.load(cached, mmap_mode="r", allow_pickle=False)
             images.append(resized)
-        K_img = np.stack([np.stack([ep.K[v][:, 0] * (S / ep.image_size(v)[1]),
-                                    ep.K[v][:, 1] * (S / ep.image_size(v)[0]),
-                                    ep.K[v][:, 2]], axis=1) for v in cfg.view_names], axis=1)  # (n, N, 3, 3)
+        K_img = np.stack(
+            [
+                np.stack(
+                    [
+                        ep.K[v][:, 0] * (S / ep.image_size(v)[1]),
+                        ep.K[v][:, 1] * (S / ep.image_size(v)[0]),
+                        ep.K[v][:, 2],
+                    ],
+                    axis=1,
+                )
+                for v in cfg.view_names
+            ],
+            axis=1,
+        )  # (n, N, 3, 3)
         T_world_cam = np.stack([ep.T_world_cam[v] for v in cfg.view_names], axis=1)  # (n, N, 4, 4)
-        return _PreparedEpisode(path=str(path), time_base=time_base, stamps_ns=ep.stamps_ns, images=images,
-                                K_img=K_img, T_world_cam=T_world_cam, T_world_ee=ep.T_world_ee, gripper=ep.gripper)
+        return _PreparedEpisode(
+            path=str(path),
+            time_base=time_base,
+            stamps_ns=ep.stamps_ns,
+            images=images,
+            K_img=K_img,
+            T_world_cam=T_world_cam,
+            T_world_ee=ep.T_world_ee,
+            gripper=ep.gripper,
+        )
 
     def _cache_path(self, path: Path, view: str) -> Path | None:
         if self.cache_dir is None:
@@ -518,8 +607,7 @@ class EpisodeDataset:
         if ep.time_base == "index":
             fut = future_frame_indices(t, len(ep), cfg.n_window, cfg.frame_stride)
             past = past_frame_indices(t, cfg.mv_past_n, cfg.frame_stride)
-            return (ep.T_world_ee[fut, :3, 3], ep.T_world_ee[fut, :3, :3], ep.gripper[fut],
-                    ep.T_world_ee[past, :3, 3])
+            return (ep.T_world_ee[fut, :3, 3], ep.T_world_ee[fut, :3, :3], ep.gripper[fut], ep.T_world_ee[past, :3, 3])
         step_ns = cfg.step_dt_s * 1e9
         t0 = int(ep.stamps_ns[t])
         fut_ns = t0 + np.rint(np.arange(cfg.n_window) * step_ns).astype(np.int64)
@@ -539,7 +627,7 @@ class EpisodeDataset:
         x = x * b
         mean = x.mean(dim=(1, 2, 3), keepdim=True)  # (N, 1, 1, 1)
         x = (x - mean) * c + mean
-        gray = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3])  # (N, 1, S, S)
+        gray = 0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]  # (N, 1, S, S)
         x = (x - gray) * sat + gray
         return (x.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8)
 
@@ -597,6 +685,11 @@ def make_batch(batch: dict, config, device) -> tuple:
         past_positions_world=batch["past_positions_world"].to(device),  # (B, mv_past_n, 3)
     )
     grid = build_voxel_grid(config, inputs.K_img.float(), inputs.T_world_cam.float())
-    targets = encode_targets(config, grid, batch["target_positions_world"].to(device),
-                             batch["target_rotations_world"].double(), batch["target_gripper"].double())
+    targets = encode_targets(
+        config,
+        grid,
+        batch["target_positions_world"].to(device),
+        batch["target_rotations_world"].double(),
+        batch["target_gripper"].double(),
+    )
     return inputs, targets

@@ -10,6 +10,7 @@ uint8, "pts": seconds}`` per decoded frame, torchvision's pyav behaviour). With 
 the real one is used. Decoding then goes through LeRobot's own ``decode_video_frames(..., backend="pyav")``. The
 stand-in is in ``sys.modules`` only while LeRobot is imported: transformers and datasets never see it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,10 @@ import types
 
 import numpy as np
 
-LEROBOT_INSTALL_HINT = ("pip install -r requirements-data.txt -c constraints.txt && pip install --no-deps "
-                        "lerobot==0.4.4 (scripts/setup does both)")
+LEROBOT_INSTALL_HINT = (
+    "pip install -r requirements-data.txt -c constraints.txt && pip install --no-deps "
+    "lerobot==0.4.4 (scripts/setup does both)"
+)
 
 
 class _ToTensor:
@@ -49,7 +52,7 @@ class _PyAVVideoReader:
         self._stream = self.container.streams.video[0]
         self._frames = None
 
-    def seek(self, time_s: float, keyframes_only: bool = True) -> "_PyAVVideoReader":
+    def seek(self, time_s: float, keyframes_only: bool = True) -> _PyAVVideoReader:
         tb = self._stream.time_base
         self.container.seek(int(time_s / tb), stream=self._stream, backward=True, any_frame=not keyframes_only)
         self._frames = self.container.decode(self._stream)
@@ -123,8 +126,9 @@ def lerobot_dataset_classes():
             # lerobot (optional: requirements-data.txt)
             from lerobot.datasets.lerobot_dataset import CODEBASE_VERSION, LeRobotDataset, LeRobotDatasetMetadata
     except ImportError as exc:
-        raise ImportError(f"the LeRobot dataset library is not importable ({exc}); install it with: "
-                          f"{LEROBOT_INSTALL_HINT}") from exc
+        raise ImportError(
+            f"the LeRobot dataset library is not importable ({exc}); install it with: {LEROBOT_INSTALL_HINT}"
+        ) from exc
     return LeRobotDataset, LeRobotDatasetMetadata, CODEBASE_VERSION
 
 

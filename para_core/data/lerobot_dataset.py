@@ -26,6 +26,7 @@ YAM plugins: joint positions as ``observation.state``, two cameras) the caller s
 arm joints in radians -> (T_base_tool (N, 4, 4), {view: T_base_cam (N, 4, 4)}), from a calibration file and the YAM's
 forward kinematics (``para_ros.robot.lerobot_yam``), plus per-view intrinsics.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,14 @@ STAMP_KEY = "para.stamp"
 DEFAULT_REPO_ID = "local/para_export"
 # LeRobot's YAM plugins (lerobot-robot-yam): motors "<name>.pos", arm joints in degrees (use_degrees) and the gripper
 # 0 closed .. 100 open; the camera names are the user's (here the package's view names).
-YAM_JOINT_NAMES = ("shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos",
-                   "wrist_rotate.pos")
+YAM_JOINT_NAMES = (
+    "shoulder_pan.pos",
+    "shoulder_lift.pos",
+    "elbow_flex.pos",
+    "wrist_flex.pos",
+    "wrist_roll.pos",
+    "wrist_rotate.pos",
+)
 YAM_GRIPPER_NAME = "gripper.pos"
 
 
@@ -75,9 +82,17 @@ def _quat_rows(T: np.ndarray) -> np.ndarray:
 
 
 # ============================================================================================================ export
-def write_lerobot_dataset(episodes: list[Episode], root: str | Path, task: str, repo_id: str = DEFAULT_REPO_ID,
-                          calibration: dict | None = None, force: bool = False, robot_type: str = "yam",
-                          vcodec: str = "libsvtav1", progress=None) -> Path:
+def write_lerobot_dataset(
+    episodes: list[Episode],
+    root: str | Path,
+    task: str,
+    repo_id: str = DEFAULT_REPO_ID,
+    calibration: dict | None = None,
+    force: bool = False,
+    robot_type: str = "yam",
+    vcodec: str = "libsvtav1",
+    progress=None,
+) -> Path:
     """Write ``episodes`` as one LeRobotDataset v3 directory at ``root`` with LeRobot's ``LeRobotDataset.create``.
 
     :param task: the task string stored with every frame (LeRobot's ``task``), e.g. "pick the cube".
@@ -95,12 +110,16 @@ def write_lerobot_dataset(episodes: list[Episode], root: str | Path, task: str, 
     views = episodes[0].view_names
     for i, ep in enumerate(episodes):
         if ep.view_names != views:
-            raise LeRobotDataError(f"episode {i} has views {list(ep.view_names)}, episode 0 has {list(views)}; "
-                                   "export episodes with the same cameras together")
+            raise LeRobotDataError(
+                f"episode {i} has views {list(ep.view_names)}, episode 0 has {list(views)}; "
+                "export episodes with the same cameras together"
+            )
         for v in views:
             if ep.image_size(v) != episodes[0].image_size(v):
-                raise LeRobotDataError(f"episode {i}: view {v!r} is {ep.image_size(v)} px, episode 0 has "
-                                       f"{episodes[0].image_size(v)}; one image size per view and dataset")
+                raise LeRobotDataError(
+                    f"episode {i}: view {v!r} is {ep.image_size(v)} px, episode 0 has "
+                    f"{episodes[0].image_size(v)}; one image size per view and dataset"
+                )
     fps = int(round(episodes[0].fps))
     if fps < 1:
         raise LeRobotDataError(f"episode 0 runs at {episodes[0].fps:.3g} Hz; LeRobot needs at least 1 fps")
@@ -112,8 +131,11 @@ def write_lerobot_dataset(episodes: list[Episode], root: str | Path, task: str, 
     features: dict = {}
     for v in views:
         h, w = episodes[0].image_size(v)
-        features[IMAGE_KEY.format(view=v)] = {"dtype": "video", "shape": (h, w, 3),
-                                              "names": ["height", "width", "channels"]}
+        features[IMAGE_KEY.format(view=v)] = {
+            "dtype": "video",
+            "shape": (h, w, 3),
+            "names": ["height", "width", "channels"],
+        }
     features["observation.state"] = {"dtype": "float32", "shape": (8,), "names": list(STATE_NAMES)}
     features["action"] = {"dtype": "float32", "shape": (8,), "names": list(STATE_NAMES)}
     # No (1,)-shaped features: LeRobot 0.4 stores those as scalars and numpy 2.4 refuses float() of a (1,) array.
@@ -122,8 +144,9 @@ def write_lerobot_dataset(episodes: list[Episode], root: str | Path, task: str, 
         features[K_KEY.format(view=v)] = {"dtype": "float64", "shape": (9,), "names": None}
         features[T_KEY.format(view=v)] = {"dtype": "float64", "shape": (16,), "names": None}
     features[STAMP_KEY] = {"dtype": "int64", "shape": (2,), "names": ["sec", "nanosec"]}
-    ds = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features, root=root, robot_type=robot_type,
-                               use_videos=True, vcodec=vcodec)
+    ds = LeRobotDataset.create(
+        repo_id=repo_id, fps=fps, features=features, root=root, robot_type=robot_type, use_videos=True, vcodec=vcodec
+    )
     try:
         for e, ep in enumerate(episodes):
             if progress:
@@ -132,11 +155,15 @@ def write_lerobot_dataset(episodes: list[Episode], root: str | Path, task: str, 
             action = state[np.minimum(np.arange(len(ep)) + 1, len(ep) - 1)]  # (N, 8)
             for t in range(len(ep)):
                 frame = {IMAGE_KEY.format(view=v): ep.images[v][t] for v in views}
-                frame.update({"observation.state": state[t].astype(np.float32),
-                              "action": action[t].astype(np.float32),
-                              TOOL_KEY: np.append(ep.T_world_ee[t].reshape(16), ep.gripper[t]),
-                              STAMP_KEY: np.array(divmod(int(ep.stamps_ns[t]), 10**9), dtype=np.int64),
-                              "task": task})
+                frame.update(
+                    {
+                        "observation.state": state[t].astype(np.float32),
+                        "action": action[t].astype(np.float32),
+                        TOOL_KEY: np.append(ep.T_world_ee[t].reshape(16), ep.gripper[t]),
+                        STAMP_KEY: np.array(divmod(int(ep.stamps_ns[t]), 10**9), dtype=np.int64),
+                        "task": task,
+                    }
+                )
                 for v in views:
                     frame[K_KEY.format(view=v)] = ep.K[v][t].reshape(9).copy()
                     frame[T_KEY.format(view=v)] = ep.T_world_cam[v][t].reshape(16).copy()
@@ -146,16 +173,28 @@ def write_lerobot_dataset(episodes: list[Episode], root: str | Path, task: str, 
         ds.finalize()
     if calibration is None:  # the scene camera's pose when it is static in the data
         T0 = episodes[0].T_world_cam[views[0]]
-        calibration = {"source": "poses recorded in the data (no calibration file given)",
-                       "cameras": {views[0]: {"parent_frame": "base", "T_parent_cam": T0[0].tolist(),
-                                              "static": bool(np.allclose(T0, T0[0], atol=1e-9))}}}
+        calibration = {
+            "source": "poses recorded in the data (no calibration file given)",
+            "cameras": {
+                views[0]: {
+                    "parent_frame": "base",
+                    "T_parent_cam": T0[0].tolist(),
+                    "static": bool(np.allclose(T0, T0[0], atol=1e-9)),
+                }
+            },
+        }
     info_path = root / "meta" / "info.json"
     info = json.loads(info_path.read_text())
-    info["para"] = {"format": "para_lerobot", "version": 1, "view_names": list(views),
-                    "camera_keys": {v: IMAGE_KEY.format(view=v) for v in views},
-                    "state_names": list(STATE_NAMES), "action": "tool pose + gripper at the next frame",
-                    "calibration": calibration,
-                    "source_episodes": [ep.meta.get("source_bag", "") for ep in episodes]}
+    info["para"] = {
+        "format": "para_lerobot",
+        "version": 1,
+        "view_names": list(views),
+        "camera_keys": {v: IMAGE_KEY.format(view=v) for v in views},
+        "state_names": list(STATE_NAMES),
+        "action": "tool pose + gripper at the next frame",
+        "calibration": calibration,
+        "source_episodes": [ep.meta.get("source_bag", "") for ep in episodes],
+    }
     info_path.write_text(json.dumps(info, indent=4))
     return root
 
@@ -191,11 +230,14 @@ class LeRobotImportOptions:
         if self.joint_unit not in ("deg", "rad"):
             raise LeRobotDataError(f"LeRobotImportOptions.joint_unit={self.joint_unit!r}; use 'deg' or 'rad'")
         if not (isinstance(self.gripper_scale, (int, float)) and self.gripper_scale > 0):
-            raise LeRobotDataError(f"LeRobotImportOptions.gripper_scale={self.gripper_scale!r}; give the open value "
-                                   "(100 for LeRobot's YAM plugin)")
+            raise LeRobotDataError(
+                f"LeRobotImportOptions.gripper_scale={self.gripper_scale!r}; give the open value "
+                "(100 for LeRobot's YAM plugin)"
+            )
         if len(self.joint_names) != 6:
-            raise LeRobotDataError(f"LeRobotImportOptions.joint_names has {len(self.joint_names)} names; the YAM "
-                                   "arm has 6 joints")
+            raise LeRobotDataError(
+                f"LeRobotImportOptions.joint_names has {len(self.joint_names)} names; the YAM arm has 6 joints"
+            )
 
     def camera_key(self, view: str) -> str:
         return self.camera_keys.get(view, IMAGE_KEY.format(view=view))
@@ -214,8 +256,11 @@ def video_image_wh(root: str | Path, options: LeRobotImportOptions) -> dict[str,
         shape, names = feature.get("shape"), list(feature.get("names") or [])
         if not isinstance(shape, list) or len(shape) != 3:
             continue
-        h, w = ((shape[names.index("height")], shape[names.index("width")]) if {"height", "width"} <= set(names)
-                else shape[:2])  # LeRobot stores (height, width, channels)
+        h, w = (
+            (shape[names.index("height")], shape[names.index("width")])
+            if {"height", "width"} <= set(names)
+            else shape[:2]
+        )  # LeRobot stores (height, width, channels)
         out[view] = (int(w), int(h))
     return out
 
@@ -227,9 +272,11 @@ def _check_info(root: Path, codebase_version: str) -> dict:
     info = json.loads(info_path.read_text())
     version = info.get("codebase_version")
     if version != codebase_version:
-        raise LeRobotDataError(f"{root} is a LeRobot dataset of version {version!r}; this reader takes "
-                               f"{codebase_version} (LeRobotDataset v3). Convert it with LeRobot's "
-                               "lerobot.datasets.v30.convert_dataset_v21_to_v30 first")
+        raise LeRobotDataError(
+            f"{root} is a LeRobot dataset of version {version!r}; this reader takes "
+            f"{codebase_version} (LeRobotDataset v3). Convert it with LeRobot's "
+            "lerobot.datasets.v30.convert_dataset_v21_to_v30 first"
+        )
     return info
 
 
@@ -249,9 +296,11 @@ def _check_video_frame_counts(root: Path, meta, video_keys: list[str]) -> None:
             stream = container.streams.video[0]
             n_video = int(stream.frames) or sum(1 for _ in container.decode(stream))
         if n_video != n_table:
-            raise LeRobotDataError(f"{path.relative_to(root)} holds {n_video} frames but the table gives its "
-                                   f"episodes {n_table} frames; the video and the data disagree (re-encode or "
-                                   "re-export the dataset)")
+            raise LeRobotDataError(
+                f"{path.relative_to(root)} holds {n_video} frames but the table gives its "
+                f"episodes {n_table} frames; the video and the data disagree (re-encode or "
+                "re-export the dataset)"
+            )
 
 
 def decode_episode_video(path: Path, from_timestamp_s: float, timestamps_s: np.ndarray, fps: float) -> np.ndarray:
@@ -278,14 +327,21 @@ def decode_episode_video(path: Path, from_timestamp_s: float, timestamps_s: np.n
                 out[i] = frame.to_ndarray(format="rgb24")
     missing = [i for i, f in enumerate(out) if f is None]
     if missing:
-        raise LeRobotDataError(f"{path}: no frame within {half * 1e3:.1f} ms of frame {missing[0]} "
-                               f"(t={want[missing[0]]:.3f} s) of the episode starting at {from_timestamp_s:.3f} s; "
-                               "the video and the table disagree")
+        raise LeRobotDataError(
+            f"{path}: no frame within {half * 1e3:.1f} ms of frame {missing[0]} "
+            f"(t={want[missing[0]]:.3f} s) of the episode starting at {from_timestamp_s:.3f} s; "
+            "the video and the table disagree"
+        )
     return np.stack(out)
 
 
-def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None = None, joints_to_poses=None,
-                          repo_id: str = DEFAULT_REPO_ID, progress=None) -> list[Episode]:
+def read_lerobot_episodes(
+    root: str | Path,
+    options: LeRobotImportOptions | None = None,
+    joints_to_poses=None,
+    repo_id: str = DEFAULT_REPO_ID,
+    progress=None,
+) -> list[Episode]:
     """Every episode of the LeRobotDataset v3 at ``root`` as a PARA ``Episode`` (read with LeRobot's classes).
 
     :param joints_to_poses: for datasets without the calibration features: callable (N, 6) radians ->
@@ -299,21 +355,28 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
     missing = [f"{v} -> {options.camera_key(v)}" for v in options.view_names if options.camera_key(v) not in features]
     if missing:
         videos = sorted(k for k, f in features.items() if f.get("dtype") in ("video", "image"))
-        raise LeRobotDataError(f"{root}: no camera feature for {missing}; the dataset has {videos}. Map the views "
-                               "with --camera-key VIEW=KEY")
-    has_calibration = all(K_KEY.format(view=v) in features and T_KEY.format(view=v) in features
-                          for v in options.view_names) and TOOL_KEY in features
+        raise LeRobotDataError(
+            f"{root}: no camera feature for {missing}; the dataset has {videos}. Map the views "
+            "with --camera-key VIEW=KEY"
+        )
+    has_calibration = (
+        all(K_KEY.format(view=v) in features and T_KEY.format(view=v) in features for v in options.view_names)
+        and TOOL_KEY in features
+    )
     if not has_calibration:
         if joints_to_poses is None:
             raise LeRobotDataError(
                 f"{root} has no calibration features ({K_KEY.format(view='<view>')}, "
                 f"{T_KEY.format(view='<view>')}, {TOOL_KEY}) and no calibration source was given: pass a "
                 "calibration file: para-bag import-lerobot DATASET --calibration calibration.yaml --out EPISODES "
-                "(joint positions -> poses by the YAM's kinematics), then train on EPISODES")
+                "(joint positions -> poses by the YAM's kinematics), then train on EPISODES"
+            )
         no_k = [v for v in options.view_names if v not in options.intrinsics]
         if no_k:
-            raise LeRobotDataError(f"{root}: no intrinsics for views {no_k}: give --intrinsics VIEW=fx,fy,cx,cy (at "
-                                   "the dataset's image size) or a calibration file whose camera has a camera_matrix")
+            raise LeRobotDataError(
+                f"{root}: no intrinsics for views {no_k}: give --intrinsics VIEW=fx,fy,cx,cy (at "
+                "the dataset's image size) or a calibration file whose camera has a camera_matrix"
+            )
         state = features.get(options.state_key)
         if state is None:
             raise LeRobotDataError(f"{root}: no joint-position feature {options.state_key!r}; pass --state-key")
@@ -323,8 +386,9 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
         wanted = list(options.joint_names) + ([options.gripper_name] if options.gripper_name else [])
         absent = [n for n in wanted if n not in names]
         if absent:
-            raise LeRobotDataError(f"{root}: {options.state_key} has names {names}, missing {absent}; pass "
-                                   "--joint-names / --gripper-name")
+            raise LeRobotDataError(
+                f"{root}: {options.state_key} has names {names}, missing {absent}; pass --joint-names / --gripper-name"
+            )
         joint_idx = [names.index(n) for n in options.joint_names]
         grip_idx = names.index(options.gripper_name) if options.gripper_name else None
     meta = LeRobotDatasetMetadata(repo_id, root=root)
@@ -342,13 +406,23 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
         cols: dict[str, list] = {}
         sub = table.select(rows.tolist())
         ep_meta = meta.episodes[e]
-        images = {v: decode_episode_video(
-            root / meta.get_video_file_path(e, options.camera_key(v)),
-            float(ep_meta[f"videos/{options.camera_key(v)}/from_timestamp"]),
-            np.asarray(sub["timestamp"], dtype=np.float64), float(meta.fps)) for v in options.view_names}
-        for key in (TOOL_KEY, STAMP_KEY, options.state_key, "timestamp",
-                    *[K_KEY.format(view=v) for v in options.view_names],
-                    *[T_KEY.format(view=v) for v in options.view_names]):
+        images = {
+            v: decode_episode_video(
+                root / meta.get_video_file_path(e, options.camera_key(v)),
+                float(ep_meta[f"videos/{options.camera_key(v)}/from_timestamp"]),
+                np.asarray(sub["timestamp"], dtype=np.float64),
+                float(meta.fps),
+            )
+            for v in options.view_names
+        }
+        for key in (
+            TOOL_KEY,
+            STAMP_KEY,
+            options.state_key,
+            "timestamp",
+            *[K_KEY.format(view=v) for v in options.view_names],
+            *[T_KEY.format(view=v) for v in options.view_names],
+        ):
             if key in sub.column_names:
                 cols[key] = np.asarray(sub[key])
         n = rows.size
@@ -367,26 +441,43 @@ def read_lerobot_episodes(root: str | Path, options: LeRobotImportOptions | None
             T_ee, T_cam = joints_to_poses(q_rad)
             missing_views = [v for v in options.view_names if v not in T_cam]
             if missing_views:
-                raise LeRobotDataError(f"the calibration gives no pose for views {missing_views}; it has "
-                                       f"{sorted(T_cam)}")
-            grip = (np.clip(cols[options.state_key][:, grip_idx].astype(np.float64) / options.gripper_scale, 0, 1)
-                    if grip_idx is not None else np.ones(n))
-            K = {v: np.repeat(np.asarray(options.intrinsics[v], dtype=np.float64)[None], n, axis=0)
-                 for v in options.view_names}
-        episodes.append(Episode(
-            view_names=options.view_names, stamps_ns=stamps,
-            images=images, K=K,
-            T_world_cam={v: np.asarray(T_cam[v], dtype=np.float64) for v in options.view_names},
-            T_world_ee=np.asarray(T_ee, dtype=np.float64), gripper=grip, fps=float(meta.fps),
-            meta={"source_lerobot": str(root.resolve()), "lerobot_episode": e,
-                  "calibration": "features" if has_calibration else "calibration file + forward kinematics"}))
+                raise LeRobotDataError(
+                    f"the calibration gives no pose for views {missing_views}; it has {sorted(T_cam)}"
+                )
+            grip = (
+                np.clip(cols[options.state_key][:, grip_idx].astype(np.float64) / options.gripper_scale, 0, 1)
+                if grip_idx is not None
+                else np.ones(n)
+            )
+            K = {
+                v: np.repeat(np.asarray(options.intrinsics[v], dtype=np.float64)[None], n, axis=0)
+                for v in options.view_names
+            }
+        episodes.append(
+            Episode(
+                view_names=options.view_names,
+                stamps_ns=stamps,
+                images=images,
+                K=K,
+                T_world_cam={v: np.asarray(T_cam[v], dtype=np.float64) for v in options.view_names},
+                T_world_ee=np.asarray(T_ee, dtype=np.float64),
+                gripper=grip,
+                fps=float(meta.fps),
+                meta={
+                    "source_lerobot": str(root.resolve()),
+                    "lerobot_episode": e,
+                    "calibration": "features" if has_calibration else "calibration file + forward kinematics",
+                },
+            )
+        )
     if not episodes:
         raise LeRobotDataError(f"{root} holds no frames")
     return episodes
 
 
-def convert_for_training(paths, out_dir: str | Path, options: LeRobotImportOptions | None = None,
-                         joints_to_poses=None) -> list[Path]:
+def convert_for_training(
+    paths, out_dir: str | Path, options: LeRobotImportOptions | None = None, joints_to_poses=None
+) -> list[Path]:
     """LeRobot dataset directories among ``paths`` -> PARA episode directories under ``out_dir`` (one folder per
     dataset); other paths are returned unchanged. Conversion is skipped when ``out_dir/<name>`` was converted from
     the same dataset (path and ``meta/info.json`` modification time)."""
@@ -418,5 +509,8 @@ def image_error_stats(a: np.ndarray, b: np.ndarray) -> dict:
     """Codec error between two uint8 image stacks: mean and max absolute difference, PSNR (dB)."""
     d = a.astype(np.float64) - b.astype(np.float64)
     mse = float(np.mean(d * d))
-    return {"mean_abs": float(np.mean(np.abs(d))), "max_abs": float(np.max(np.abs(d))),
-            "psnr_db": math.inf if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)}
+    return {
+        "mean_abs": float(np.mean(np.abs(d))),
+        "max_abs": float(np.max(np.abs(d))),
+        "psnr_db": math.inf if mse == 0 else 10 * math.log10(255.0**2 / mse),
+    }

@@ -3,6 +3,7 @@
 Nothing here is used by the model; it only makes plausible inputs (cameras that see the workspace box, a smooth
 end-effector trajectory inside it) without a simulator.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,14 @@ def random_image(rng: np.random.Generator, height: int, width: int) -> np.ndarra
     return cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
 
 
-def _draw_point(image: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray, point_world: np.ndarray,
-                radius_m: float, colour: tuple[int, int, int]) -> None:
+def _draw_point(
+    image: np.ndarray,
+    K: np.ndarray,
+    T_world_cam: np.ndarray,
+    point_world: np.ndarray,
+    radius_m: float,
+    colour: tuple[int, int, int],
+) -> None:
     """Draw a filled disc at the projection of a world point (pixel-centre convention: cv2's integer coordinates are
     pixel centres, so continuous u maps to u - 0.5), radius = radius_m at that depth; nothing if behind the camera."""
     import cv2  # cv2: loaded on first use, not on import
@@ -86,8 +93,13 @@ def _draw_point(image: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray, point
     cv2.circle(image, centre, int(round(r_px * 16)), colour, thickness=-1, lineType=cv2.LINE_AA, shift=shift)
 
 
-def synthetic_episode(config: V4Config, rng: np.random.Generator, n_frames: int = 48,
-                      image_hw: tuple[int, int] | None = None, meta: dict | None = None):
+def synthetic_episode(
+    config: V4Config,
+    rng: np.random.Generator,
+    n_frames: int = 48,
+    image_hw: tuple[int, int] | None = None,
+    meta: dict | None = None,
+):
     """A learnable synthetic demonstration (``para_core.data.dataset.Episode``) for tests and demos.
 
     The tool moves from a random start to a random goal inside the workspace (minimum-jerk profile over the first
@@ -103,19 +115,24 @@ def synthetic_episode(config: V4Config, rng: np.random.Generator, n_frames: int 
     """
     from scipy.spatial.transform import Rotation  # scipy: loaded on first use, not on import
 
-
     if n_frames < 1:
         raise ValueError(f"synthetic_episode n_frames={n_frames}; use a positive integer")
     S = config.img_size
     H, W = image_hw or (int(round(S * 0.9375)), int(round(S * 1.25)))
-    lo = np.array([max(config.workspace_x_m[0] + 0.05, 0.2), max(config.workspace_y_m[0] + 0.05, -0.15),
-                   config.z_lo_m + 0.03])
-    hi = np.array([min(config.workspace_x_m[1] - 0.05, 0.45), min(config.workspace_y_m[1] - 0.05, 0.15),
-                   min(config.z_hi_m - 0.05, config.z_lo_m + 0.2)])
+    lo = np.array(
+        [max(config.workspace_x_m[0] + 0.05, 0.2), max(config.workspace_y_m[0] + 0.05, -0.15), config.z_lo_m + 0.03]
+    )
+    hi = np.array(
+        [
+            min(config.workspace_x_m[1] - 0.05, 0.45),
+            min(config.workspace_y_m[1] - 0.05, 0.15),
+            min(config.z_hi_m - 0.05, config.z_lo_m + 0.2),
+        ]
+    )
     start, goal = rng.uniform(lo, hi), rng.uniform(lo, hi)
     yaw0, yaw1 = rng.uniform(-0.6, 0.6, size=2)
     tau = np.clip(np.arange(n_frames) / max(1.0, 0.75 * (n_frames - 1)), 0.0, 1.0)  # (n,)
-    s = 10 * tau ** 3 - 15 * tau ** 4 + 6 * tau ** 5  # (n,) minimum jerk, 0 -> 1
+    s = 10 * tau**3 - 15 * tau**4 + 6 * tau**5  # (n,) minimum jerk, 0 -> 1
     pos = start + s[:, None] * (goal - start)  # (n, 3)
     yaw = yaw0 + s * (yaw1 - yaw0)  # (n,)
     T_world_ee = np.tile(np.eye(4), (n_frames, 1, 1))  # (n, 4, 4)
@@ -139,7 +156,14 @@ def synthetic_episode(config: V4Config, rng: np.random.Generator, n_frames: int 
         Ks[view] = np.repeat(K[None], n_frames, axis=0)  # (n, 3, 3)
         Ts[view] = np.stack(poses)  # (n, 4, 4)
     stamps = 1_700_000_000_000_000_000 + np.rint(np.arange(n_frames) * 1e9 / config.dataset_fps).astype(np.int64)
-    return Episode(view_names=tuple(config.view_names), stamps_ns=stamps, images=images, K=Ks, T_world_cam=Ts,
-                   T_world_ee=T_world_ee, gripper=gripper, fps=config.dataset_fps,
-                   meta={"source": "para_core.data.synthetic.synthetic_episode", "goal_world": goal.tolist(),
-                         **(meta or {})})
+    return Episode(
+        view_names=tuple(config.view_names),
+        stamps_ns=stamps,
+        images=images,
+        K=Ks,
+        T_world_cam=Ts,
+        T_world_ee=T_world_ee,
+        gripper=gripper,
+        fps=config.dataset_fps,
+        meta={"source": "para_core.data.synthetic.synthetic_episode", "goal_world": goal.tolist(), **(meta or {})},
+    )

@@ -7,6 +7,7 @@ as a ring, axes red / green / blue) on the image; the contact sheet tiles a few 
 If the calibration is right the ring sits on the gripper between the finger tips in every image; an extrinsic that
 is off by d metres moves it by about ``f * d / depth`` pixels (:func:`expected_pixel_offset`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,21 +25,27 @@ class ToolProjection:
     in_image: bool
 
 
-def project_points(points_world: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def project_points(points_world: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(N, 3) world points -> (N, 2) pixels (centres at +0.5) and (N,) depth, through ``para_core.model.geometry``."""
     import torch  # torch: loaded on first use, not on import
 
     from para_core.model.geometry import project  # torch: loaded on first use, not on import
 
-    uv, depth = project(torch.as_tensor(np.asarray(points_world, dtype=np.float64)),
-                        torch.as_tensor(np.asarray(K, dtype=np.float64)),
-                        torch.as_tensor(np.asarray(T_world_cam, dtype=np.float64)))
+    uv, depth = project(
+        torch.as_tensor(np.asarray(points_world, dtype=np.float64)),
+        torch.as_tensor(np.asarray(K, dtype=np.float64)),
+        torch.as_tensor(np.asarray(T_world_cam, dtype=np.float64)),
+    )
     return uv.numpy(), depth.numpy()
 
 
-def project_tool(T_world_ee: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray, image_size: tuple[int, int],
-                 axis_length_m: float = 0.03) -> ToolProjection:
+def project_tool(
+    T_world_ee: np.ndarray,
+    K: np.ndarray,
+    T_world_cam: np.ndarray,
+    image_size: tuple[int, int],
+    axis_length_m: float = 0.03,
+) -> ToolProjection:
     """Project the tool frame ``T_world_ee`` (4, 4) into a camera; ``image_size`` = (H, W)."""
     T = np.asarray(T_world_ee, dtype=np.float64)
     pts = np.vstack([T[:3, 3], T[:3, 3] + axis_length_m * T[:3, :3].T])  # (4, 3): origin, x, y, z ends
@@ -71,8 +78,7 @@ def draw_tool(image_rgb: np.ndarray, proj: ToolProjection, label: str = "") -> n
     r = max(3, out.shape[0] // 64)
     cv2.circle(out, o, r, (255, 0, 255), 1, cv2.LINE_AA)
     if label:
-        cv2.putText(out, label, (3, out.shape[0] - 4), cv2.FONT_HERSHEY_SIMPLEX, 0.3, (255, 255, 255), 1,
-                    cv2.LINE_AA)
+        cv2.putText(out, label, (3, out.shape[0] - 4), cv2.FONT_HERSHEY_SIMPLEX, 0.3, (255, 255, 255), 1, cv2.LINE_AA)
     return out
 
 
@@ -94,12 +100,14 @@ def contact_sheet(frames: list[dict], view_names: tuple[str, ...], path, tile_px
         for f, entry in zip(frames, report["frames"]):
             img = f["images"][view]
             proj = project_tool(f["T_world_ee"], f["K"][view], f["T_world_cam"][view], img.shape[:2])
-            entry["views"][view] = {"uv": proj.origin_uv.tolist(), "depth_m": proj.depth_m,
-                                    "in_image": proj.in_image}
+            entry["views"][view] = {"uv": proj.origin_uv.tolist(), "depth_m": proj.depth_m, "in_image": proj.in_image}
             scale = tile_px / max(img.shape[:2])
             drawn = draw_tool(img, proj, f"{view} t={(f['stamp_ns'] - frames[0]['stamp_ns']) * 1e-9:.1f}s")
-            tiles.append(cv2.resize(drawn, (int(img.shape[1] * scale), int(img.shape[0] * scale)),
-                                    interpolation=cv2.INTER_NEAREST))
+            tiles.append(
+                cv2.resize(
+                    drawn, (int(img.shape[1] * scale), int(img.shape[0] * scale)), interpolation=cv2.INTER_NEAREST
+                )
+            )
         h = max(t.shape[0] for t in tiles)
         rows.append(np.concatenate([np.pad(t, ((0, h - t.shape[0]), (0, 0), (0, 0))) for t in tiles], axis=1))
     w = max(r.shape[1] for r in rows)
@@ -108,8 +116,13 @@ def contact_sheet(frames: list[dict], view_names: tuple[str, ...], path, tile_px
     return report
 
 
-def overlay_image(image_rgb: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray, T_world_ee: np.ndarray,
-                  path_world: np.ndarray | None = None) -> np.ndarray:
+def overlay_image(
+    image_rgb: np.ndarray,
+    K: np.ndarray,
+    T_world_cam: np.ndarray,
+    T_world_ee: np.ndarray,
+    path_world: np.ndarray | None = None,
+) -> np.ndarray:
     """The live overlay of the inference node: the camera image with the tool frame (:func:`draw_tool`) and the
     predicted path (yellow polyline from the tool, a dot per step), same size as the image."""
     import cv2  # cv2: loaded on first use, not on import
@@ -120,8 +133,12 @@ def overlay_image(image_rgb: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray,
         return out
     pts = np.vstack([np.asarray(T_world_ee, dtype=np.float64)[:3, 3], np.asarray(path_world, dtype=np.float64)])
     uv, depth = project_points(pts, K, T_world_cam)
-    px = [(int(round(float(u) - 0.5)), int(round(float(v) - 0.5))) if d > 0 and np.all(np.isfinite([u, v]))
-          and max(abs(u), abs(v)) < 1e5 else None for (u, v), d in zip(uv, depth)]
+    px = [
+        (int(round(float(u) - 0.5)), int(round(float(v) - 0.5)))
+        if d > 0 and np.all(np.isfinite([u, v])) and max(abs(u), abs(v)) < 1e5
+        else None
+        for (u, v), d in zip(uv, depth)
+    ]
     for a, b in zip(px[:-1], px[1:]):
         if a is not None and b is not None:
             cv2.line(out, a, b, (255, 220, 0), 1, cv2.LINE_AA)

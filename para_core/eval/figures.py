@@ -12,11 +12,12 @@ Conventions (docs/contracts.md): pixel (col, row) covers [col, col + 1) x [row, 
 point (u, v) is drawn at (u - 0.5, v - 0.5) (with sub-pixel ``shift``). Projection is OpenCV's pinhole model without
 distortion, which is what ``cv2.projectPoints`` computes.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import cv2
 import numpy as np
@@ -58,8 +59,14 @@ class Path3D:
     label: str = ""
 
 
-def draw_path_overlay(image_rgb: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray, paths: Sequence[Path3D],
-                      min_width: int = 480, title: str = "") -> np.ndarray:
+def draw_path_overlay(
+    image_rgb: np.ndarray,
+    K: np.ndarray,
+    T_world_cam: np.ndarray,
+    paths: Sequence[Path3D],
+    min_width: int = 480,
+    title: str = "",
+) -> np.ndarray:
     """The image (upscaled to at least ``min_width`` pixels wide, K rescaled exactly) with each path drawn as a
     polyline with a dot per point (the first point larger), plus a legend. Points behind the camera are skipped.
 
@@ -84,15 +91,14 @@ def draw_path_overlay(image_rgb: np.ndarray, K: np.ndarray, T_world_cam: np.ndar
             q = _cv_point(p)
             if prev is not None:
                 cv2.line(canvas, prev, q, colour, max(1, radius // 2), cv2.LINE_AA, shift=_SHIFT)
-            cv2.circle(canvas, q, (radius * 2 if i == 0 else radius) << _SHIFT, colour, -1, cv2.LINE_AA,
-                       shift=_SHIFT)
+            cv2.circle(canvas, q, (radius * 2 if i == 0 else radius) << _SHIFT, colour, -1, cv2.LINE_AA, shift=_SHIFT)
             prev = q
     y = 16
-    for text, colour in ([(title, (255, 255, 255))] if title else []) + [(p.label, p.colour_rgb) for p in paths
-                                                                        if p.label]:
+    for text, colour in ([(title, (255, 255, 255))] if title else []) + [
+        (p.label, p.colour_rgb) for p in paths if p.label
+    ]:
         cv2.putText(canvas, text, (6, y), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 3, cv2.LINE_AA)
-        cv2.putText(canvas, text, (6, y), cv2.FONT_HERSHEY_SIMPLEX, 0.45, tuple(int(c) for c in colour), 1,
-                    cv2.LINE_AA)
+        cv2.putText(canvas, text, (6, y), cv2.FONT_HERSHEY_SIMPLEX, 0.45, tuple(int(c) for c in colour), 1, cv2.LINE_AA)
         y += 18
     return canvas
 
@@ -114,8 +120,14 @@ def _pyplot():
     return plt
 
 
-def plot_error_per_step(per_step: Sequence[dict], time_offsets_s: Sequence[float], path: str | Path,
-                        title: str = "position error per chunk step", unit: str = "m", scale: float = 1.0) -> Path:
+def plot_error_per_step(
+    per_step: Sequence[dict],
+    time_offsets_s: Sequence[float],
+    path: str | Path,
+    title: str = "position error per chunk step",
+    unit: str = "m",
+    scale: float = 1.0,
+) -> Path:
     """Line plot of mean / median / p90 per step index (``per_step``: dicts of
     :func:`para_core.eval.metrics.per_step_summary`); values multiplied by ``scale`` (e.g. 100 for cm)."""
     plt = _pyplot()
@@ -129,16 +141,22 @@ def plot_error_per_step(per_step: Sequence[dict], time_offsets_s: Sequence[float
     ax.set_xticklabels([f"{i}\n{t:.2f}" for i, t in zip(steps, time_offsets_s)], fontsize=8)
     ax.set_ylabel(f"error [{unit}]")
     counts = [d.get("count", 0) for d in per_step]
-    ax.set_title(f"{title}\n(chunks per step: {min(counts) if counts else 0}..{max(counts) if counts else 0})",
-                 fontsize=10)
+    ax.set_title(
+        f"{title}\n(chunks per step: {min(counts) if counts else 0}..{max(counts) if counts else 0})", fontsize=10
+    )
     ax.grid(alpha=0.3)
     ax.legend()
     return _save(fig, path)
 
 
-def plot_trajectory(stamps_ns: np.ndarray, actual_xyz: np.ndarray, predicted_xyz: np.ndarray, path: str | Path,
-                    predicted_label: str = "predicted (step 0)",
-                    extra: Sequence[tuple[np.ndarray, str, float]] = ()) -> Path:
+def plot_trajectory(
+    stamps_ns: np.ndarray,
+    actual_xyz: np.ndarray,
+    predicted_xyz: np.ndarray,
+    path: str | Path,
+    predicted_label: str = "predicted (step 0)",
+    extra: Sequence[tuple[np.ndarray, str, float]] = (),
+) -> Path:
     """Top view (x/y) and height over time of the recorded EE path and the predicted points.
 
     :param stamps_ns: (M,) observation stamps; ``actual_xyz`` and ``predicted_xyz``: (M, 3) metres (world frame), the
@@ -217,8 +235,9 @@ class ResponseVolume:
     features: np.ndarray | None = None  # (F, P, P) per-pixel features of this view
 
 
-def response_volume_data(out, step: int = 0, view: int | None = None, batch: int = 0,
-                         feature_maps=None) -> ResponseVolume:
+def response_volume_data(
+    out, step: int = 0, view: int | None = None, batch: int = 0, feature_maps=None
+) -> ResponseVolume:
     """Pick one step of a model output (``para_core.model.model_io.V4Output``) for the response-volume figure.
 
     Voxel index layout (``para_core.model.voxels``): ``v = view * Z * P^2 + bin * P^2 + row * P + col``.
@@ -239,19 +258,26 @@ def response_volume_data(out, step: int = 0, view: int | None = None, batch: int
     v = a_view if view is None else int(view)
     if not 0 <= v < N:
         raise ValueError(f"view={view} is out of range for {N} views")
-    sl = probs[v * Z * P * P:(v + 1) * Z * P * P].reshape(Z, P, P)  # (Z, P, P)
+    sl = probs[v * Z * P * P : (v + 1) * Z * P * P].reshape(Z, P, P)  # (Z, P, P)
     feats = None
     if feature_maps is not None:
         feats = feature_maps[batch, v].detach().float().cpu().numpy()  # (F, P, P)
-    return ResponseVolume(step=step, view=v, probs=sl.detach().cpu().numpy().astype(np.float64),
-                          heights_m=grid.z_bin_centres[batch, v].detach().double().cpu().numpy(),
-                          argmax=(a_view, a_bin, a_row, a_col), argmax_prob=float(probs[best]),
-                          argmax_xyz=out.voxel_xyz[batch, best].detach().double().cpu().numpy(),
-                          K_pred=grid.K_pred[batch, v].detach().double().cpu().numpy(), features=feats)
+    return ResponseVolume(
+        step=step,
+        view=v,
+        probs=sl.detach().cpu().numpy().astype(np.float64),
+        heights_m=grid.z_bin_centres[batch, v].detach().double().cpu().numpy(),
+        argmax=(a_view, a_bin, a_row, a_col),
+        argmax_prob=float(probs[best]),
+        argmax_xyz=out.voxel_xyz[batch, best].detach().double().cpu().numpy(),
+        K_pred=grid.K_pred[batch, v].detach().double().cpu().numpy(),
+        features=feats,
+    )
 
 
-def plot_response_volume(image_rgb: np.ndarray, data: ResponseVolume, path: str | Path,
-                         n_slices: int = 4, view_name: str = "") -> Path:
+def plot_response_volume(
+    image_rgb: np.ndarray, data: ResponseVolume, path: str | Path, n_slices: int = 4, view_name: str = ""
+) -> Path:
     """RGB with a crosshair at the argmax pixel | PCA of the per-pixel features | ``n_slices`` height slices of the
     step's voxel probabilities in this view (the argmax bin always among them, its voxel circled).
 
@@ -296,6 +322,9 @@ def plot_response_volume(image_rgb: np.ndarray, data: ResponseVolume, path: str 
         ax.set_title(f"bin {b}: z = {data.heights_m[b] * 100:.1f} cm\nmass {data.probs[b].sum():.3f}", fontsize=9)
         ax.axis("off")
     x, y, z = data.argmax_xyz
-    fig.suptitle(f"step {data.step}: softmax over voxels, {name} slices; argmax (view {a_view}, bin {a_bin}, row "
-                 f"{a_row}, col {a_col}) p = {data.argmax_prob:.4f} at ({x:.3f}, {y:.3f}, {z:.3f}) m", fontsize=9)
+    fig.suptitle(
+        f"step {data.step}: softmax over voxels, {name} slices; argmax (view {a_view}, bin {a_bin}, row "
+        f"{a_row}, col {a_col}) p = {data.argmax_prob:.4f} at ({x:.3f}, {y:.3f}, {z:.3f}) m",
+        fontsize=9,
+    )
     return _save(fig, path, rect=(0, 0, 1, 0.88))

@@ -12,6 +12,7 @@ Numbers (also in ``figure.npz`` with every array the panels are drawn from; no p
 height, bin spacing, top-1 probability, logit scale, argmax voxel (view, bin, row, col) and its world point. A test
 checks that the numbers in the SVG equal the ``.npz``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -54,13 +55,13 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
     zbin, rem = divmod(rem, P * P)
     row, col = divmod(rem, P)
     images = inputs.images[0]  # (N, 3, S, S)
-    tokens = model.backbone(images[view:view + 1]).patch_grid[0].float().cpu().numpy()  # (C, h, w)
+    tokens = model.backbone(images[view : view + 1]).patch_grid[0].float().cpu().numpy()  # (C, h, w)
     if isinstance(model, ParaDinoKVModel):
         feats, _ = model.pixel_features(inputs.images)  # (1, F, P, P)
         feat = feats[0].float().cpu().numpy()
         heights = out.grid.z_bin_centres[0, 0].float()  # (Z,)
         t_emb = step_embedding(T, cfg.feat_dim)[t].numpy()
-        h_emb = sincos_height_encoding(heights[zbin:zbin + 1], cfg.z_lo_m, cfg.z_hi_m, cfg.feat_dim)[0].numpy()
+        h_emb = sincos_height_encoding(heights[zbin : zbin + 1], cfg.z_lo_m, cfg.z_hi_m, cfg.feat_dim)[0].numpy()
         key = model.keys(heights[None])[0, t, zbin].float().numpy()
         vec_e = np.stack([t_emb, h_emb, key])  # (3, F)
         vec_e_labels = f"t_emb[t={t}]|h_emb[z={zbin}]|key = unit(t_emb + h_emb)"
@@ -72,7 +73,7 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
         vec_e = np.stack([q, vf])  # (2, F)
         vec_e_labels = f"query q[t={t}]|fused voxel feature at the argmax"
     heights_m = out.grid.z_bin_centres[0, view].double().cpu().numpy()  # (Z,)
-    sl = probs[view * Z * P * P:(view + 1) * Z * P * P].reshape(Z, P, P).cpu().numpy()
+    sl = probs[view * Z * P * P : (view + 1) * Z * P * P].reshape(Z, P, P).cpu().numpy()
     K_img = inputs.K_img[0, view].double().cpu().numpy()
     rgb = np.asarray(image_rgb_per_view[view])
     H, W = rgb.shape[:2]
@@ -87,15 +88,33 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
             gt_px = uv * np.array([W / S, H / S])
     spacing = float(np.median(np.diff(heights_m))) if Z > 1 else float("nan")
     return {
-        "rgb": rgb, "tokens_pca": pca_rgb(tokens), "features_pca": pca_rgb(feat),
-        "feature_vec": feat[:, row, col], "vec_e": vec_e, "volume": sl, "heights_m": heights_m,
-        "argmax": np.array([view, zbin, row, col]), "argmax_xyz": out.voxel_xyz[0, best].double().cpu().numpy(),
-        "pred_px": pred_px, "gt_px": gt_px, "gt_xyz": np.asarray(gt_xyz if gt_xyz is not None else [np.nan] * 3,
-                                                                 dtype=np.float64),
-        "step": np.int64(t), "bin_height_m": np.float64(heights_m[zbin]), "bin_spacing_m": np.float64(spacing),
-        "top1_prob": np.float64(probs[best]), "logit_scale": np.float64(float(model.logit_log_scale.exp())),
-        "meta": json.dumps({"model_kind": cfg.model_kind, "view": cfg.view_names[view], "pred_size": P,
-                            "n_height_bins": Z, "feat_dim": cfg.feat_dim, "vec_e_labels": vec_e_labels}),
+        "rgb": rgb,
+        "tokens_pca": pca_rgb(tokens),
+        "features_pca": pca_rgb(feat),
+        "feature_vec": feat[:, row, col],
+        "vec_e": vec_e,
+        "volume": sl,
+        "heights_m": heights_m,
+        "argmax": np.array([view, zbin, row, col]),
+        "argmax_xyz": out.voxel_xyz[0, best].double().cpu().numpy(),
+        "pred_px": pred_px,
+        "gt_px": gt_px,
+        "gt_xyz": np.asarray(gt_xyz if gt_xyz is not None else [np.nan] * 3, dtype=np.float64),
+        "step": np.int64(t),
+        "bin_height_m": np.float64(heights_m[zbin]),
+        "bin_spacing_m": np.float64(spacing),
+        "top1_prob": np.float64(probs[best]),
+        "logit_scale": np.float64(float(model.logit_log_scale.exp())),
+        "meta": json.dumps(
+            {
+                "model_kind": cfg.model_kind,
+                "view": cfg.view_names[view],
+                "pred_size": P,
+                "n_height_bins": Z,
+                "feat_dim": cfg.feat_dim,
+                "vec_e_labels": vec_e_labels,
+            }
+        ),
     }
 
 
@@ -130,8 +149,10 @@ def write_method_figure(data: dict, out_dir, n_slices: int = 4) -> dict[str, Pat
     ax.legend(loc="lower right", fontsize=7)
     ax.set_axis_off()
     paths["a"] = _png(fig, out / "panel_a_rgb.png")
-    for key, name, arr in (("b", "panel_b_tokens_pca.png", data["tokens_pca"]),
-                           ("c", "panel_c_features_pca.png", data["features_pca"])):
+    for key, name, arr in (
+        ("b", "panel_b_tokens_pca.png", data["tokens_pca"]),
+        ("c", "panel_c_features_pca.png", data["features_pca"]),
+    ):
         fig, ax = plt.subplots(figsize=(3, 3))
         ax.imshow(arr, interpolation="nearest")
         if key == "c":
@@ -171,10 +192,14 @@ def write_method_figure(data: dict, out_dir, n_slices: int = 4) -> dict[str, Pat
 def figure_numbers(data: dict) -> dict[str, str]:
     """The numbers the SVG prints, formatted (the test compares them with the .npz)."""
     x, y, z = (float(v) for v in data["argmax_xyz"])
-    return {"step": f"{int(data['step'])}", "bin_height_cm": f"{float(data['bin_height_m']) * 100:.2f}",
-            "bin_spacing_mm": f"{float(data['bin_spacing_m']) * 1000:.2f}",
-            "top1_prob_pct": f"{float(data['top1_prob']) * 100:.2f}",
-            "logit_scale": f"{float(data['logit_scale']):.3f}", "point_m": f"({x:.4f}, {y:.4f}, {z:.4f})"}
+    return {
+        "step": f"{int(data['step'])}",
+        "bin_height_cm": f"{float(data['bin_height_m']) * 100:.2f}",
+        "bin_spacing_mm": f"{float(data['bin_spacing_m']) * 1000:.2f}",
+        "top1_prob_pct": f"{float(data['top1_prob']) * 100:.2f}",
+        "logit_scale": f"{float(data['logit_scale']):.3f}",
+        "point_m": f"({x:.4f}, {y:.4f}, {z:.4f})",
+    }
 
 
 def _compose_svg(data: dict, meta: dict, paths: dict, path: Path) -> Path:
@@ -184,35 +209,41 @@ def _compose_svg(data: dict, meta: dict, paths: dict, path: Path) -> Path:
 
     n = figure_numbers(data)
     v, zb, r, c = (int(x) for x in data["argmax"])
-    head = ("volume_logits[t,z,u,v] = exp(logit_scale) F(u,v) . key(t,z)" if meta["model_kind"] == "para_dino_kv"
-            else "volume_logits[t,v] = scale q[t] . voxel_feat[v] (v4: fused per-voxel features)")
+    head = (
+        "volume_logits[t,z,u,v] = exp(logit_scale) F(u,v) . key(t,z)"
+        if meta["model_kind"] == "para_dino_kv"
+        else "volume_logits[t,v] = scale q[t] . voxel_feat[v] (v4: fused per-voxel features)"
+    )
 
     def text(x, y, s, size=13, weight="normal"):
         s = s.replace("&", "&amp;").replace("<", "&lt;")
         return f'<text x="{x}" y="{y}" font-family="sans-serif" font-size="{size}" font-weight="{weight}">{s}</text>'
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="1400" height="800" viewBox="0 0 1400 800">',
-             '<rect width="1400" height="800" fill="white"/>',
-             text(20, 30, f"PARA {meta['model_kind']}: one inference step ({meta['view']} view)", 18, "bold"),
-             text(20, 52, head),
-             text(20, 85, "(a) RGB input: predicted (red) / ground-truth (green) pixel", 12, "bold"),
-             img("a", 20, 95, 360, 360),
-             text(400, 85, "(b) PCA of raw backbone tokens", 12, "bold"), img("b", 400, 95, 220, 220),
-             text(640, 85, f"(c) PCA of per-pixel features F ({meta['feat_dim']} x {meta['pred_size']}^2)", 12,
-                  "bold"), img("c", 640, 95, 220, 220),
-             text(400, 345, f"(d) F(u,v) at the chosen pixel (row {r}, col {c})", 12, "bold"),
-             img("d", 400, 355, 460, 60),
-             text(400, 440, "(e) key / query at the chosen step and height", 12, "bold"),
-             img("e", 400, 450, 460, 130),
-             text(900, 85, "(f) response volume: height slices of softmax(logits[t])", 12, "bold"),
-             img("f", 880, 95, 500, 180),
-             text(900, 320, f"chosen step t = {n['step']}", 14),
-             text(900, 345, f"argmax voxel: view {v}, bin {zb}, row {r}, col {c}", 14),
-             text(900, 370, f"bin height = {n['bin_height_cm']} cm", 14),
-             text(900, 395, f"bin spacing = {n['bin_spacing_mm']} mm", 14),
-             text(900, 420, f"top-1 probability = {n['top1_prob_pct']} %", 14),
-             text(900, 445, f"logit scale = {n['logit_scale']}", 14),
-             text(900, 470, f"3-D point (world, m) = {n['point_m']}", 14),
-             '</svg>']
+    parts = [
+        '<svg xmlns="http://www.w3.org/2000/svg" width="1400" height="800" viewBox="0 0 1400 800">',
+        '<rect width="1400" height="800" fill="white"/>',
+        text(20, 30, f"PARA {meta['model_kind']}: one inference step ({meta['view']} view)", 18, "bold"),
+        text(20, 52, head),
+        text(20, 85, "(a) RGB input: predicted (red) / ground-truth (green) pixel", 12, "bold"),
+        img("a", 20, 95, 360, 360),
+        text(400, 85, "(b) PCA of raw backbone tokens", 12, "bold"),
+        img("b", 400, 95, 220, 220),
+        text(640, 85, f"(c) PCA of per-pixel features F ({meta['feat_dim']} x {meta['pred_size']}^2)", 12, "bold"),
+        img("c", 640, 95, 220, 220),
+        text(400, 345, f"(d) F(u,v) at the chosen pixel (row {r}, col {c})", 12, "bold"),
+        img("d", 400, 355, 460, 60),
+        text(400, 440, "(e) key / query at the chosen step and height", 12, "bold"),
+        img("e", 400, 450, 460, 130),
+        text(900, 85, "(f) response volume: height slices of softmax(logits[t])", 12, "bold"),
+        img("f", 880, 95, 500, 180),
+        text(900, 320, f"chosen step t = {n['step']}", 14),
+        text(900, 345, f"argmax voxel: view {v}, bin {zb}, row {r}, col {c}", 14),
+        text(900, 370, f"bin height = {n['bin_height_cm']} cm", 14),
+        text(900, 395, f"bin spacing = {n['bin_spacing_mm']} mm", 14),
+        text(900, 420, f"top-1 probability = {n['top1_prob_pct']} %", 14),
+        text(900, 445, f"logit scale = {n['logit_scale']}", 14),
+        text(900, 470, f"3-D point (world, m) = {n['point_m']}", 14),
+        "</svg>",
+    ]
     path.write_text("\n".join(parts))
     return path

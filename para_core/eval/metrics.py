@@ -13,10 +13,11 @@ Metrics:
 * gripper accuracy: fraction of steps whose predicted state (open if >= ``threshold``) matches the recorded one; the
   mean absolute gripper error is reported as well.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -104,8 +105,13 @@ def summarize(values: np.ndarray) -> dict:
     v = v[np.isfinite(v)]
     if v.size == 0:
         return {"mean": None, "median": None, "p90": None, "max": None, "count": 0}
-    return {"mean": float(v.mean()), "median": float(np.median(v)), "p90": float(np.percentile(v, 90)),
-            "max": float(v.max()), "count": int(v.size)}
+    return {
+        "mean": float(v.mean()),
+        "median": float(np.median(v)),
+        "p90": float(np.percentile(v, 90)),
+        "max": float(v.max()),
+        "count": int(v.size),
+    }
 
 
 def per_step_summary(errors: np.ndarray) -> list[dict]:
@@ -126,8 +132,9 @@ class ChunkErrors:
     gripper_correct: np.ndarray  # (C, T) 1.0 / 0.0 / NaN
 
 
-def chunk_errors(pred_positions, pred_rotations, pred_gripper, gt_positions, gt_rotations, gt_gripper,
-                 gripper_threshold: float = 0.5) -> ChunkErrors:
+def chunk_errors(
+    pred_positions, pred_rotations, pred_gripper, gt_positions, gt_rotations, gt_gripper, gripper_threshold: float = 0.5
+) -> ChunkErrors:
     """Per-step errors of predicted chunks against ground truth sampled at the same times.
 
     :param pred_positions: (C, T, 3) metres; ``pred_rotations``: (C, T, 3, 3); ``pred_gripper``: (C, T).
@@ -140,13 +147,17 @@ def chunk_errors(pred_positions, pred_rotations, pred_gripper, gt_positions, gt_
     gg = np.asarray(gt_gripper, dtype=np.float64)
     if pg.shape != pos.shape or gg.shape != pos.shape:
         raise ValueError(f"gripper arrays must be (C, T) = {pos.shape}; got {pg.shape} and {gg.shape}")
-    correct = np.where(np.isfinite(gg) & np.isfinite(pg),
-                       ((pg >= gripper_threshold) == (gg >= gripper_threshold)).astype(np.float64), np.nan)
+    correct = np.where(
+        np.isfinite(gg) & np.isfinite(pg),
+        ((pg >= gripper_threshold) == (gg >= gripper_threshold)).astype(np.float64),
+        np.nan,
+    )
     return ChunkErrors(position_m=pos, rotation_deg=rot, gripper_abs=np.abs(pg - gg), gripper_correct=correct)
 
 
-def metrics_dict(errors: ChunkErrors, time_offsets_s: Sequence[float], model_id: str = "", extra: dict | None = None
-                 ) -> dict:
+def metrics_dict(
+    errors: ChunkErrors, time_offsets_s: Sequence[float], model_id: str = "", extra: dict | None = None
+) -> dict:
     """The JSON-able metrics report of :class:`ChunkErrors` (what ``para-bag eval`` writes as metrics.json)."""
     offsets = [float(t) for t in time_offsets_s]
     C, T = errors.position_m.shape
@@ -160,10 +171,14 @@ def metrics_dict(errors: ChunkErrors, time_offsets_s: Sequence[float], model_id:
         "steps": T,
         "time_offsets_s": offsets,
         "position_error_m": {"per_step": per_step_summary(errors.position_m), "all": summarize(errors.position_m)},
-        "rotation_error_deg": {"per_step": per_step_summary(errors.rotation_deg),
-                               "all": summarize(errors.rotation_deg)},
-        "gripper_accuracy": {"per_step": [_nan_mean(errors.gripper_correct[:, i]) for i in range(T)],
-                             "all": _nan_mean(errors.gripper_correct)},
+        "rotation_error_deg": {
+            "per_step": per_step_summary(errors.rotation_deg),
+            "all": summarize(errors.rotation_deg),
+        },
+        "gripper_accuracy": {
+            "per_step": [_nan_mean(errors.gripper_correct[:, i]) for i in range(T)],
+            "all": _nan_mean(errors.gripper_correct),
+        },
         "gripper_abs_error": {"all": summarize(errors.gripper_abs)},
     }
     if extra:

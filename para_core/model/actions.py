@@ -27,6 +27,7 @@ Decoding (``decode_outputs``): per step the argmax voxel's centre (or, with ``re
 rotation bins, the confidence (predicted probability mass within ``confidence_radius_m`` of the decoded point, summed
 over all views' voxels) and the time offset ``i * frame_stride / dataset_fps`` seconds after the observation.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -82,8 +83,9 @@ def decode_gripper(config: V4Config, bins: np.ndarray) -> np.ndarray:
     return np.asarray(bins, dtype=np.float64) / (config.n_gripper_bins - 1)
 
 
-def encode_targets(config: V4Config, grid: VoxelGrid, positions_world: torch.Tensor, rotations_world,
-                   gripper) -> V4Targets:
+def encode_targets(
+    config: V4Config, grid: VoxelGrid, positions_world: torch.Tensor, rotations_world, gripper
+) -> V4Targets:
     """GT trajectory -> training targets.
 
     :param grid: the voxel grid of the same observations (``para_core.model.voxels.build_voxel_grid``).
@@ -92,8 +94,10 @@ def encode_targets(config: V4Config, grid: VoxelGrid, positions_world: torch.Ten
     positions_world = torch.as_tensor(positions_world, device=grid.voxel_xyz.device)
     B, T = positions_world.shape[:2]
     if T != config.n_window:
-        raise ValueError(f"encode_targets: got {T} steps, config.n_window is {config.n_window}; pass exactly "
-                         f"n_window future positions (pad by repeating the last one)")
+        raise ValueError(
+            f"encode_targets: got {T} steps, config.n_window is {config.n_window}; pass exactly "
+            f"n_window future positions (pad by repeating the last one)"
+        )
     idx, vis = locate_points(grid, positions_world)  # (B, T, N), (B, T, N)
     n_vis = vis.sum(-1, keepdim=True)  # (B, T, 1)
     weight = vis.to(grid.voxel_xyz.dtype) / n_vis.clamp(min=1)  # (B, T, N)
@@ -104,7 +108,9 @@ def encode_targets(config: V4Config, grid: VoxelGrid, positions_world: torch.Ten
     grip_np = torch.as_tensor(gripper).detach().cpu().numpy()
     device = grid.voxel_xyz.device
     return V4Targets(
-        voxel_index=idx, voxel_weight=weight.float(), teacher_voxel=teacher,
+        voxel_index=idx,
+        voxel_weight=weight.float(),
+        teacher_voxel=teacher,
         gripper_bin=torch.as_tensor(encode_gripper(config, grip_np), device=device),
         rotation_bins=torch.as_tensor(encode_rotation(config, rot_np), device=device),
         positions_world=positions_world.float(),
@@ -129,8 +135,9 @@ def time_offsets(config: V4Config) -> np.ndarray:
     return np.arange(config.n_window) * config.step_dt_s
 
 
-def refine_positions(config: V4Config, logits: torch.Tensor, voxel_xyz: torch.Tensor, argmax: torch.Tensor
-                     ) -> torch.Tensor:
+def refine_positions(
+    config: V4Config, logits: torch.Tensor, voxel_xyz: torch.Tensor, argmax: torch.Tensor
+) -> torch.Tensor:
     """Local soft-argmax: softmax-weighted mean of the voxel centres in the 3x3x3 (bin, row, col) neighbourhood of
     each argmax voxel, within the same view's grid (invalid / out-of-grid neighbours get weight 0).
 
@@ -169,7 +176,7 @@ def max_step_log_prob(out: V4Output) -> torch.Tensor:
     logits, lse = out.volume_logits, step_log_normaliser(out)  # (B, T, V), (B, T)
     best = logits[:, 0].float() - lse[:, :1]  # (B, V)
     for t in range(1, logits.shape[1]):
-        torch.maximum(best, logits[:, t].float() - lse[:, t:t + 1], out=best)
+        torch.maximum(best, logits[:, t].float() - lse[:, t : t + 1], out=best)
     return best
 
 
@@ -221,8 +228,7 @@ def decode_outputs(config: V4Config, out: V4Output, refine: bool = False) -> lis
     return decode_at_voxels(config, out, argmax, refine=refine)
 
 
-def decode_at_voxels(config: V4Config, out: V4Output, chosen: torch.Tensor, refine: bool = False
-                     ) -> list[DecodedChunk]:
+def decode_at_voxels(config: V4Config, out: V4Output, chosen: torch.Tensor, refine: bool = False) -> list[DecodedChunk]:
     """Model outputs decoded at the ``chosen`` (B, T) voxels (the argmax, or a joint decoder's choice,
     ``para_core.model.decoding``): their centres or, with ``refine``, the local soft-argmax around them; the
     confidence there; the head's gripper and rotation bins. One ``DecodedChunk`` per batch element."""
@@ -234,14 +240,23 @@ def decode_at_voxels(config: V4Config, out: V4Output, chosen: torch.Tensor, refi
     confidence = ball_confidence(config, out, pos)  # (B, T)
     grip_bins = out.gripper_logits.argmax(-1).cpu().numpy()  # (B, T)
     rot_bins = out.rotation_logits.argmax(-1).cpu().numpy()  # (B, T, 3)
-    pos_np, conf_np, arg_np = pos.cpu().double().numpy(), confidence.clamp(0, 1).cpu().double().numpy(), \
-        chosen.cpu().numpy()
+    pos_np, conf_np, arg_np = (
+        pos.cpu().double().numpy(),
+        confidence.clamp(0, 1).cpu().double().numpy(),
+        chosen.cpu().numpy(),
+    )
     chunks = []
     for b in range(B):
         rots = decode_rotation(config, rot_bins[b])  # (T, 3, 3)
-        chunks.append(DecodedChunk(
-            positions_world=pos_np[b], rotations_world=rots, quaternions_xyzw=Rotation.from_matrix(rots).as_quat(),
-            gripper=decode_gripper(config, grip_bins[b]), confidence=conf_np[b], time_offsets_s=time_offsets(config),
-            voxel_index=arg_np[b],
-        ))
+        chunks.append(
+            DecodedChunk(
+                positions_world=pos_np[b],
+                rotations_world=rots,
+                quaternions_xyzw=Rotation.from_matrix(rots).as_quat(),
+                gripper=decode_gripper(config, grip_bins[b]),
+                confidence=conf_np[b],
+                time_offsets_s=time_offsets(config),
+                voxel_index=arg_np[b],
+            )
+        )
     return chunks

@@ -23,12 +23,13 @@ Depth-Anything-3 is not available: transformers 5.24 ships ``depth_anything`` (v
 and ``prompt_depth_anything`` but no DA3 (multi-view ViT with camera tokens); it would be added here with the same
 interface.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as Fn
@@ -38,10 +39,27 @@ from para_core.model import cpu_attention
 from para_core.model.config import V4Config
 
 # DINOv3ViTConfig fields recorded in checkpoints (the architecture, not the training-time extras).
-_DINOV3_ARCH_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "hidden_act",
-                     "use_gated_mlp", "num_register_tokens", "patch_size", "layerscale_value", "rope_theta",
-                     "query_bias", "key_bias", "value_bias", "proj_bias", "mlp_bias", "layer_norm_eps",
-                     "pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale")
+_DINOV3_ARCH_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "hidden_act",
+    "use_gated_mlp",
+    "num_register_tokens",
+    "patch_size",
+    "layerscale_value",
+    "rope_theta",
+    "query_bias",
+    "key_bias",
+    "value_bias",
+    "proj_bias",
+    "mlp_bias",
+    "layer_norm_eps",
+    "pos_embed_shift",
+    "pos_embed_jitter",
+    "pos_embed_rescale",
+)
 
 
 @dataclass
@@ -89,25 +107,33 @@ class DINOv3Backbone(Backbone):
         if config.backbone_pretrained_dir:
             path = Path(config.backbone_pretrained_dir)
             if not (path / "config.json").is_file():
-                raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
-                                 f"a local transformers DINOv3 checkpoint directory, or set it to '' for random "
-                                 f"weights")
+                raise ValueError(
+                    f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
+                    f"a local transformers DINOv3 checkpoint directory, or set it to '' for random "
+                    f"weights"
+                )
             if not any(path.glob("*.safetensors")):
-                raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
-                                 f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
-                                 f"with transformers' save_pretrained(..., safe_serialization=True)")
+                raise ValueError(
+                    f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
+                    f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
+                    f"with transformers' save_pretrained(..., safe_serialization=True)"
+                )
             # use_safetensors=True: never fall back to unpickling a pytorch_model.bin the user handed us
             # The RoPE train-time augmentations follow backbone_config (off in the presets), not the hub's config.
-            rope_aug = {k: config.backbone_config.get(k) for k in ("pos_embed_shift", "pos_embed_jitter",
-                                                                    "pos_embed_rescale")}
-            self.vit = DINOv3ViTModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True,
-                                                      **rope_aug)
+            rope_aug = {
+                k: config.backbone_config.get(k) for k in ("pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale")
+            }
+            self.vit = DINOv3ViTModel.from_pretrained(
+                str(path), local_files_only=True, use_safetensors=True, **rope_aug
+            )
         else:
             self.vit = DINOv3ViTModel(DINOv3ViTConfig(**config.backbone_config))
         hf = self.vit.config
         if hf.patch_size != config.patch_size:
-            raise ValueError(f"backbone patch_size {hf.patch_size} != V4Config.patch_size {config.patch_size}: "
-                             f"set patch_size to {hf.patch_size}")
+            raise ValueError(
+                f"backbone patch_size {hf.patch_size} != V4Config.patch_size {config.patch_size}: "
+                f"set patch_size to {hf.patch_size}"
+            )
         self.hidden_size = int(hf.hidden_size)
         self.patch_size = int(hf.patch_size)
         self.n_prefix = 1 + int(hf.num_register_tokens)  # CLS + registers come before the patch tokens
@@ -125,16 +151,33 @@ class DINOv3Backbone(Backbone):
         B, _, H, W = pixel_values.shape
         h, w = H // self.patch_size, W // self.patch_size
         tokens = self.vit(pixel_values=pixel_values).last_hidden_state  # (B, 1 + R + h*w, C), layer-normed
-        patches = tokens[:, self.n_prefix:]  # (B, h*w, C)
+        patches = tokens[:, self.n_prefix :]  # (B, h*w, C)
         grid = patches.transpose(1, 2).reshape(B, self.hidden_size, h, w)  # (B, C, h, w)
         return BackboneOutput(patch_grid=grid, cls=tokens[:, 0])
 
 
 # InternVLVisionConfig fields recorded in checkpoints (the architecture and its dropouts, not the init scale).
-_INTERNVL_ARCH_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "hidden_act",
-                       "attention_bias", "use_qk_norm", "norm_type", "layer_norm_eps", "image_size", "patch_size",
-                       "num_channels", "use_mask_token", "use_absolute_position_embeddings", "layer_scale_init_value",
-                       "use_mean_pooling", "hidden_dropout_prob", "attention_dropout", "projection_dropout")
+_INTERNVL_ARCH_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "hidden_act",
+    "attention_bias",
+    "use_qk_norm",
+    "norm_type",
+    "layer_norm_eps",
+    "image_size",
+    "patch_size",
+    "num_channels",
+    "use_mask_token",
+    "use_absolute_position_embeddings",
+    "layer_scale_init_value",
+    "use_mean_pooling",
+    "hidden_dropout_prob",
+    "attention_dropout",
+    "projection_dropout",
+)
 # Where a whole InternVL model's safetensors keep the vision tower (hub layout, and transformers 5's module layout).
 _INTERNVL_TOWER_PREFIXES = ("vision_tower.", "model.vision_tower.")
 
@@ -142,12 +185,16 @@ _INTERNVL_TOWER_PREFIXES = ("vision_tower.", "model.vision_tower.")
 def _check_pretrained_dir(path: Path, what: str) -> None:
     """The same refusals as the DINOv3 backbone: a config.json and safetensors weights are required."""
     if not (path / "config.json").is_file():
-        raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
-                         f"a local transformers {what} checkpoint directory, or set it to '' for random weights")
+        raise ValueError(
+            f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
+            f"a local transformers {what} checkpoint directory, or set it to '' for random weights"
+        )
     if not any(path.glob("*.safetensors")):
-        raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
-                         f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
-                         f"with transformers' save_pretrained(..., safe_serialization=True)")
+        raise ValueError(
+            f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
+            f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
+            f"with transformers' save_pretrained(..., safe_serialization=True)"
+        )
 
 
 def _load_internvl_tower(path: Path) -> nn.Module:
@@ -164,15 +211,20 @@ def _load_internvl_tower(path: Path) -> nn.Module:
     try:
         model_type = json.loads((path / "config.json").read_text()).get("model_type")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
-        raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r}: config.json is not a JSON object "
-                         f"({exc}); re-export the checkpoint") from None
+        raise ValueError(
+            f"V4Config.backbone_pretrained_dir = {str(path)!r}: config.json is not a JSON object "
+            f"({exc}); re-export the checkpoint"
+        ) from None
     if model_type == "internvl_vision":
         # use_safetensors=True: never fall back to unpickling a pytorch_model.bin the user handed us
-        vit, info = InternVLVisionModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True,
-                                                        dtype=torch.float32, output_loading_info=True)
+        vit, info = InternVLVisionModel.from_pretrained(
+            str(path), local_files_only=True, use_safetensors=True, dtype=torch.float32, output_loading_info=True
+        )
         if info.get("missing_keys"):
-            raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} lacks InternViT weights "
-                             f"{sorted(info['missing_keys'])[:5]}...; the checkpoint is incomplete, re-export it")
+            raise ValueError(
+                f"V4Config.backbone_pretrained_dir = {str(path)!r} lacks InternViT weights "
+                f"{sorted(info['missing_keys'])[:5]}...; the checkpoint is incomplete, re-export it"
+            )
         return vit
     if model_type == "internvl":
         hf_cfg = InternVLVisionConfig.from_pretrained(str(path), local_files_only=True)  # its vision_config
@@ -183,21 +235,27 @@ def _load_internvl_tower(path: Path) -> nn.Module:
                 for key in f.keys():
                     for prefix in _INTERNVL_TOWER_PREFIXES:
                         if key.startswith(prefix):
-                            state[key[len(prefix):]] = f.get_tensor(key).to(torch.float32)
+                            state[key[len(prefix) :]] = f.get_tensor(key).to(torch.float32)
         result = vit.load_state_dict(state, strict=False)
         if result.missing_keys or result.unexpected_keys:
-            raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r}: its vision tower does not match "
-                             f"its vision_config (missing {sorted(result.missing_keys)[:5]}, unexpected "
-                             f"{sorted(result.unexpected_keys)[:5]}); use a complete transformers-format InternVL "
-                             f"checkpoint")
+            raise ValueError(
+                f"V4Config.backbone_pretrained_dir = {str(path)!r}: its vision tower does not match "
+                f"its vision_config (missing {sorted(result.missing_keys)[:5]}, unexpected "
+                f"{sorted(result.unexpected_keys)[:5]}); use a complete transformers-format InternVL "
+                f"checkpoint"
+            )
         return vit
     if model_type == "internvl_chat":
-        raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} is an original OpenGVLab InternVL "
-                         f"checkpoint (model_type 'internvl_chat', trust_remote_code); convert it to the transformers "
-                         f"format (transformers' convert_internvl_weights_to_hf.py, or use the '-hf' export)")
-    raise ValueError(f"V4Config.backbone_pretrained_dir = {str(path)!r} holds model_type {model_type!r}; "
-                     f"backbone_kind 'internvl_vision' loads 'internvl_vision' (a saved InternVLVisionModel) or "
-                     f"'internvl' (a whole transformers InternVL model)")
+        raise ValueError(
+            f"V4Config.backbone_pretrained_dir = {str(path)!r} is an original OpenGVLab InternVL "
+            f"checkpoint (model_type 'internvl_chat', trust_remote_code); convert it to the transformers "
+            f"format (transformers' convert_internvl_weights_to_hf.py, or use the '-hf' export)"
+        )
+    raise ValueError(
+        f"V4Config.backbone_pretrained_dir = {str(path)!r} holds model_type {model_type!r}; "
+        f"backbone_kind 'internvl_vision' loads 'internvl_vision' (a saved InternVLVisionModel) or "
+        f"'internvl' (a whole transformers InternVL model)"
+    )
 
 
 def _int_side(value) -> int:
@@ -226,8 +284,10 @@ class InternVLVisionBackbone(Backbone):
         hf = self.vit.config
         patch = _int_side(hf.patch_size)
         if patch != config.patch_size:
-            raise ValueError(f"backbone patch_size {patch} != V4Config.patch_size {config.patch_size}: "
-                             f"set patch_size to {patch} (and img_size to a multiple of it, e.g. 448)")
+            raise ValueError(
+                f"backbone patch_size {patch} != V4Config.patch_size {config.patch_size}: "
+                f"set patch_size to {patch} (and img_size to a multiple of it, e.g. 448)"
+            )
         self.hidden_size = int(hf.hidden_size)
         self.patch_size = patch
         self.mean_pool = bool(hf.use_mean_pooling)
@@ -268,8 +328,10 @@ def build_backbone(config: V4Config) -> Backbone:
     try:
         factory = BACKBONE_REGISTRY[config.backbone_kind]
     except KeyError:
-        raise ValueError(f"V4Config.backbone_kind = {config.backbone_kind!r} is not registered; use one of "
-                         f"{sorted(BACKBONE_REGISTRY)}") from None
+        raise ValueError(
+            f"V4Config.backbone_kind = {config.backbone_kind!r} is not registered; use one of "
+            f"{sorted(BACKBONE_REGISTRY)}"
+        ) from None
     return factory(config)
 
 

@@ -11,6 +11,7 @@ built is written to ``backbone_config`` and ``backbone_pretrained_dir`` is clear
 Every failure (missing file, bad JSON, wrong format or kind, truncated/corrupt weights, missing / unexpected tensors,
 shape mismatches) raises ``CheckpointError`` (a ValueError) that says what is wrong and what to do.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,13 +39,21 @@ def _versions() -> dict[str, str]:
     import safetensors  # safetensors: loaded on first use, not on import
     import transformers  # transformers: loaded on first use, not on import
 
+    return {
+        "para_core": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "safetensors": safetensors.__version__,
+    }
 
-    return {"para_core": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "safetensors": safetensors.__version__}
 
-
-def save_checkpoint(path: str | Path, model: nn.Module, config: V4Config | None = None, model_id: str = "",
-                    extra: dict[str, Any] | None = None) -> Path:
+def save_checkpoint(
+    path: str | Path,
+    model: nn.Module,
+    config: V4Config | None = None,
+    model_id: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Path:
     """Write ``model`` (and its config) to directory ``path`` (created if needed). Returns the directory."""
     from safetensors.torch import save_file  # safetensors: loaded on first use, not on import
 
@@ -56,9 +65,15 @@ def save_checkpoint(path: str | Path, model: nn.Module, config: V4Config | None 
     path.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(path / WEIGHTS_FILE), metadata={"format": FORMAT, "model_kind": config.model_kind})
-    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "model_kind": config.model_kind,
-            "model_id": model_id or f"{config.model_kind}:{path.name}", "config": config.to_dict(),
-            "versions": _versions(), "extra": extra or {}}
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "model_kind": config.model_kind,
+        "model_id": model_id or f"{config.model_kind}:{path.name}",
+        "config": config.to_dict(),
+        "versions": _versions(),
+        "extra": extra or {},
+    }
     (path / CONFIG_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
     return path
 
@@ -67,28 +82,37 @@ def read_checkpoint_meta(path: str | Path) -> dict[str, Any]:
     """Parse and check ``config.json`` of a checkpoint directory."""
     path = Path(path)
     if not path.is_dir():
-        raise CheckpointError(f"checkpoint {str(path)!r} is not a directory; pass the directory that holds "
-                              f"{WEIGHTS_FILE} and {CONFIG_FILE}")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} is not a directory; pass the directory that holds "
+            f"{WEIGHTS_FILE} and {CONFIG_FILE}"
+        )
     cfg_file = path / CONFIG_FILE
     if not cfg_file.is_file():
-        raise CheckpointError(f"checkpoint {str(path)!r} has no {CONFIG_FILE}; it was not written by "
-                              f"para_core.model.checkpoint.save_checkpoint")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} has no {CONFIG_FILE}; it was not written by "
+            f"para_core.model.checkpoint.save_checkpoint"
+        )
     try:
         meta = json.loads(cfg_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{cfg_file} is not valid JSON ({exc}); the file is damaged, re-export the "
-                              f"checkpoint") from None
+        raise CheckpointError(
+            f"{cfg_file} is not valid JSON ({exc}); the file is damaged, re-export the checkpoint"
+        ) from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(f"{cfg_file} is not a PARA checkpoint config (format={meta.get('format')!r} if a dict, "
-                              f"expected {FORMAT!r})")
+        raise CheckpointError(
+            f"{cfg_file} is not a PARA checkpoint config (format={meta.get('format')!r} if a dict, expected {FORMAT!r})"
+        )
     if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{cfg_file}: format_version {meta.get('format_version')!r} is not supported "
-                              f"(this para_core reads {FORMAT_VERSION}); upgrade para_core or re-export")
+        raise CheckpointError(
+            f"{cfg_file}: format_version {meta.get('format_version')!r} is not supported "
+            f"(this para_core reads {FORMAT_VERSION}); upgrade para_core or re-export"
+        )
     return meta
 
 
-def load_checkpoint(path: str | Path, expected_kind: str | None = None, map_location: str = "cpu"
-                    ) -> tuple[nn.Module, V4Config, dict[str, Any]]:
+def load_checkpoint(
+    path: str | Path, expected_kind: str | None = None, map_location: str = "cpu"
+) -> tuple[nn.Module, V4Config, dict[str, Any]]:
     """Load a checkpoint directory -> (model in eval mode, config, metadata).
 
     :param expected_kind: if given, the checkpoint's ``model_kind`` must equal it.
@@ -100,43 +124,56 @@ def load_checkpoint(path: str | Path, expected_kind: str | None = None, map_loca
     meta = read_checkpoint_meta(path)
     kind = meta.get("model_kind")
     if expected_kind is not None and kind != expected_kind:
-        raise CheckpointError(f"checkpoint {str(path)!r} holds model_kind {kind!r}, but {expected_kind!r} was "
-                              f"requested; load it with the matching kind")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} holds model_kind {kind!r}, but {expected_kind!r} was "
+            f"requested; load it with the matching kind"
+        )
     if kind not in MODEL_REGISTRY:
-        raise CheckpointError(f"checkpoint {str(path)!r} has model_kind {kind!r}, which this para_core does not "
-                              f"know (registered: {sorted(MODEL_REGISTRY)})")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} has model_kind {kind!r}, which this para_core does not "
+            f"know (registered: {sorted(MODEL_REGISTRY)})"
+        )
     try:
         config = V4Config.from_dict(meta.get("config", {}))
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint {str(path)!r}: its config is invalid: {exc}") from None
     if config.model_kind != kind:
-        raise CheckpointError(f"checkpoint {str(path)!r}: config.model_kind {config.model_kind!r} disagrees with "
-                              f"model_kind {kind!r}; the config.json was edited by hand, fix one of them")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: config.model_kind {config.model_kind!r} disagrees with "
+            f"model_kind {kind!r}; the config.json was edited by hand, fix one of them"
+        )
     weights = path / WEIGHTS_FILE
     if not weights.is_file():
         raise CheckpointError(f"checkpoint {str(path)!r} has no {WEIGHTS_FILE}; copy the complete directory")
     try:
         state = load_file(str(weights), device=map_location)
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise CheckpointError(f"{weights} cannot be read ({exc}); the file is truncated or corrupt, copy it "
-                              f"again") from None
+        raise CheckpointError(
+            f"{weights} cannot be read ({exc}); the file is truncated or corrupt, copy it again"
+        ) from None
     model = build_model(config)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
-    mismatched = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}"
-                  for k in sorted(set(state) & set(expected)) if state[k].shape != expected[k].shape]
+    mismatched = [
+        f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}"
+        for k in sorted(set(state) & set(expected))
+        if state[k].shape != expected[k].shape
+    ]
     problems = []
     if missing:
         problems.append(f"{len(missing)} missing tensor(s): {missing[:8]}{' ...' if len(missing) > 8 else ''}")
     if unexpected:
-        problems.append(f"{len(unexpected)} unexpected tensor(s): {unexpected[:8]}"
-                        f"{' ...' if len(unexpected) > 8 else ''}")
+        problems.append(
+            f"{len(unexpected)} unexpected tensor(s): {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}"
+        )
     if mismatched:
         problems.append(f"{len(mismatched)} shape mismatch(es): {mismatched[:8]}")
     if problems:
-        raise CheckpointError(f"checkpoint {str(path)!r} does not match the model its config describes: "
-                              + "; ".join(problems)
-                              + ". The weights and config.json come from different models; re-export the checkpoint")
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} does not match the model its config describes: "
+            + "; ".join(problems)
+            + ". The weights and config.json come from different models; re-export the checkpoint"
+        )
     model.load_state_dict(state, strict=True)
     return model.eval(), config, meta

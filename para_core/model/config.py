@@ -30,6 +30,7 @@ Earlier-variant switches (ablations along the PARA v4 design's version history):
 Serialisation: ``to_dict`` / ``from_dict`` (JSON-safe, tuples become lists and back), ``to_json`` / ``from_json``,
 ``to_yaml`` / ``from_yaml``, ``save`` / ``load`` (by file extension). Unknown keys are rejected by name.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -108,12 +109,30 @@ INTERNVL_VISION_TINY: dict[str, Any] = {
 
 # Every keyword ``transformers.InternVLVisionConfig`` takes (transformers 5.x). transformers accepts unknown keys
 # silently, so a DINOv3 config handed to the InternVL backbone would build a default-sized model; we reject it.
-INTERNVL_VISION_CONFIG_KEYS = frozenset({
-    "hidden_size", "num_hidden_layers", "num_attention_heads", "attention_bias", "use_qk_norm", "intermediate_size",
-    "hidden_act", "hidden_dropout_prob", "attention_dropout", "projection_dropout", "initializer_range", "norm_type",
-    "layer_norm_eps", "image_size", "patch_size", "num_channels", "use_mask_token",
-    "use_absolute_position_embeddings", "layer_scale_init_value", "use_mean_pooling",
-})
+INTERNVL_VISION_CONFIG_KEYS = frozenset(
+    {
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "attention_bias",
+        "use_qk_norm",
+        "intermediate_size",
+        "hidden_act",
+        "hidden_dropout_prob",
+        "attention_dropout",
+        "projection_dropout",
+        "initializer_range",
+        "norm_type",
+        "layer_norm_eps",
+        "image_size",
+        "patch_size",
+        "num_channels",
+        "use_mask_token",
+        "use_absolute_position_embeddings",
+        "layer_scale_init_value",
+        "use_mean_pooling",
+    }
+)
 
 HEIGHT_ENCODINGS = ("sincos", "learned")
 Z_RANGE_MODES = ("adaptive", "fixed")
@@ -123,8 +142,16 @@ BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14}
 LR_SCHEDULES = ("cosine", "constant")
 # Model-config fields that only steer the optimisation: a resumed or fine-tuned run may change these (e.g. more
 # max_iters; para_core.train.trainer, para_core.train.init_from).
-SCHEDULE_FIELDS = ("lr", "backbone_lr_mult", "lr_warmup", "lr_schedule", "max_iters", "batch_size", "weight_decay",
-                   "name")
+SCHEDULE_FIELDS = (
+    "lr",
+    "backbone_lr_mult",
+    "lr_warmup",
+    "lr_schedule",
+    "max_iters",
+    "batch_size",
+    "weight_decay",
+    "name",
+)
 DTYPES = ("fp32", "bf16", "fp16")  # precision names of every command, node and config (one table)
 # inference entry points also take "auto": the fastest precision the device computes natively
 # (para_core.model.hardware.resolve_inference_dtype)
@@ -166,8 +193,16 @@ DINOV3_PICK_PLACE: dict[str, Any] = {
 }
 
 # Presets by name (each a V4Config classmethod): the choices of every tool's --preset / random_preset.
-PRESET_NAMES = ("tiny", "tiny_dino_kv", "pick_place", "pick_place_regression", "paper", "paper_internvl", "paper_v2",
-                "dino_kv")
+PRESET_NAMES = (
+    "tiny",
+    "tiny_dino_kv",
+    "pick_place",
+    "pick_place_regression",
+    "paper",
+    "paper_internvl",
+    "paper_v2",
+    "dino_kv",
+)
 
 
 @dataclass
@@ -271,27 +306,46 @@ class V4Config:
 
     # ----------------------------------------------------------------------------------------------------- presets
     @classmethod
-    def paper(cls, **overrides: Any) -> "V4Config":
+    def paper(cls, **overrides: Any) -> V4Config:
         """The paper's table, with img_size 512 (see the module docstring). V = 2 * 128 * 64^2 = 1,048,576."""
         return cls(**{"name": "paper", **overrides})
 
     @classmethod
-    def paper_internvl(cls, **overrides: Any) -> "V4Config":
+    def paper_internvl(cls, **overrides: Any) -> V4Config:
         """PARA v4's v4_vlm variant: the paper preset's head with InternVL 2.5-1B's vision tower (InternViT-300M,
         14-pixel patches) at img_size 448 (32 x 32 patches). See the module docstring."""
-        base = dict(name="paper_internvl", backbone_kind="internvl_vision",
-                    backbone_config=dict(INTERNVL25_1B_VISION), patch_size=14, img_size=448)
+        base = dict(
+            name="paper_internvl",
+            backbone_kind="internvl_vision",
+            backbone_config=dict(INTERNVL25_1B_VISION),
+            patch_size=14,
+            img_size=448,
+        )
         base.update(overrides)
         return cls(**base)
 
     @classmethod
-    def tiny(cls, **overrides: Any) -> "V4Config":
+    def tiny(cls, **overrides: Any) -> V4Config:
         """Same architecture at toy size: forward + backward well under a second on 2 CPU cores.
         ``tiny(backbone_kind="internvl_vision")`` uses a toy InternViT (patch 14, img_size 56)."""
         base = dict(
-            name="tiny", img_size=64, pred_size=16, feat_dim=16, n_height_bins=8, height_enc_dim=8, n_window=4,
-            mv_past_n=2, voxel_mlp_hidden=32, global_mlp_hidden=64, head_hidden=32, voxel_chunk_size=0,
-            n_rotation_bins=12, viz_top_k=32, backbone_config=dict(DINOV3_TINY), lr_warmup=10, max_iters=300,
+            name="tiny",
+            img_size=64,
+            pred_size=16,
+            feat_dim=16,
+            n_height_bins=8,
+            height_enc_dim=8,
+            n_window=4,
+            mv_past_n=2,
+            voxel_mlp_hidden=32,
+            global_mlp_hidden=64,
+            head_hidden=32,
+            voxel_chunk_size=0,
+            n_rotation_bins=12,
+            viz_top_k=32,
+            backbone_config=dict(DINOV3_TINY),
+            lr_warmup=10,
+            max_iters=300,
             batch_size=2,
         )
         if overrides.get("backbone_kind") == "internvl_vision":
@@ -300,53 +354,93 @@ class V4Config:
         return cls(**base)
 
     @classmethod
-    def dino_kv(cls, **overrides: Any) -> "V4Config":
+    def dino_kv(cls, **overrides: Any) -> V4Config:
         """PARA v4's single-view dino_kv head (``para_core.model.dino_kv``, figure script 000): one scene view, DINOv3
         ViT-S/16+, 48-d pixel features and keys, a 56 x 56 grid, 32 height bins, T = 8. img_size 512 (the paper's 504
         is not a multiple of 16; see the module docstring)."""
-        return cls.paper(**{"name": "dino_kv", "model_kind": "para_dino_kv", "view_names": ("scene",),
-                            "feat_dim": 48, "pred_size": 56, "n_height_bins": 32, "n_window": 8, **overrides})
+        return cls.paper(
+            **{
+                "name": "dino_kv",
+                "model_kind": "para_dino_kv",
+                "view_names": ("scene",),
+                "feat_dim": 48,
+                "pred_size": 56,
+                "n_height_bins": 32,
+                "n_window": 8,
+                **overrides,
+            }
+        )
 
     @classmethod
-    def tiny_dino_kv(cls, **overrides: Any) -> "V4Config":
+    def tiny_dino_kv(cls, **overrides: Any) -> V4Config:
         """The dino_kv head at the tiny preset's size (tests, demos)."""
-        return cls.tiny(**{"name": "tiny_dino_kv", "model_kind": "para_dino_kv", "view_names": ("scene",),
-                           **overrides})
+        return cls.tiny(**{"name": "tiny_dino_kv", "model_kind": "para_dino_kv", "view_names": ("scene",), **overrides})
 
     @classmethod
-    def paper_v2(cls, **overrides: Any) -> "V4Config":
+    def paper_v2(cls, **overrides: Any) -> V4Config:
         """PARA v4's v2 column of its parity table, for ablations against v4: a learned embedding per (view, height
         bin) instead of the sin/cos PE, the fixed z range [z_lo, z_hi] in every view instead of the adaptive one,
         32 height bins and P = 128; everything else is the paper preset. V = 2 * 32 * 128^2 = 1,048,576."""
-        return cls.paper(**{"name": "paper_v2", "height_encoding": "learned", "z_range_mode": "fixed",
-                            "n_height_bins": 32, "pred_size": 128, **overrides})
+        return cls.paper(
+            **{
+                "name": "paper_v2",
+                "height_encoding": "learned",
+                "z_range_mode": "fixed",
+                "n_height_bins": 32,
+                "pred_size": 128,
+                **overrides,
+            }
+        )
 
     @classmethod
-    def pick_place(cls, **overrides: Any) -> "V4Config":
+    def pick_place(cls, **overrides: Any) -> V4Config:
         """Sized for the simulator's pick-and-place task and for training from scratch on 2 CPU cores
         (``scripts/train_pick_place``; recipe in ``checkpoints/pick_place/recipe.json``): 128 px images with 8-pixel
         patches, a 32 x 32 grid per view, 12 height bins over 0..0.16 m (1.3 cm), a workspace box around the table area
         the task uses, T = 6 steps of 0.2 s (10 Hz cameras, frame_stride 2), the backbone at the head's learning rate
         (no pretrained weights), 9 rotation bins (the top-down pose is the centre bin). V = 2 * 12 * 32^2 = 24,576."""
         base = dict(
-            name="pick_place", img_size=128, patch_size=8, pred_size=32, feat_dim=32, n_height_bins=12,
-            height_enc_dim=16, z_lo_m=0.0, z_hi_m=0.16, workspace_x_m=(0.15, 0.5), workspace_y_m=(-0.25, 0.25),
-            n_window=6, frame_stride=2, dataset_fps=10.0, mv_past_n=4, voxel_mlp_hidden=48, global_mlp_hidden=256,
-            head_hidden=64, voxel_chunk_size=0, n_rotation_bins=9, rotation_range_rad=math.pi / 2, viz_top_k=64,
-            backbone_config=dict(DINOV3_PICK_PLACE), lr=1e-3, backbone_lr_mult=1.0, lr_warmup=200,
-            max_iters=5000, batch_size=8, weight_decay=0.01,
+            name="pick_place",
+            img_size=128,
+            patch_size=8,
+            pred_size=32,
+            feat_dim=32,
+            n_height_bins=12,
+            height_enc_dim=16,
+            z_lo_m=0.0,
+            z_hi_m=0.16,
+            workspace_x_m=(0.15, 0.5),
+            workspace_y_m=(-0.25, 0.25),
+            n_window=6,
+            frame_stride=2,
+            dataset_fps=10.0,
+            mv_past_n=4,
+            voxel_mlp_hidden=48,
+            global_mlp_hidden=256,
+            head_hidden=64,
+            voxel_chunk_size=0,
+            n_rotation_bins=9,
+            rotation_range_rad=math.pi / 2,
+            viz_top_k=64,
+            backbone_config=dict(DINOV3_PICK_PLACE),
+            lr=1e-3,
+            backbone_lr_mult=1.0,
+            lr_warmup=200,
+            max_iters=5000,
+            batch_size=8,
+            weight_decay=0.01,
         )
         base.update(overrides)
         return cls(**base)
 
     @classmethod
-    def pick_place_regression(cls, **overrides: Any) -> "V4Config":
+    def pick_place_regression(cls, **overrides: Any) -> V4Config:
         """The paper's coordinate-regression baseline for the pick-and-place task: ``pick_place``'s backbone, data and
         schedule, with a head that regresses the future EE positions (``para_core.model.regression``)."""
         return cls.pick_place(**{"model_kind": "coord_regression", "name": "pick_place_regression", **overrides})
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "V4Config":
+    def preset(cls, name: str, **overrides: Any) -> V4Config:
         """The preset called ``name`` (one of :data:`PRESET_NAMES`): what ``--preset`` options of the tools take."""
         if name not in PRESET_NAMES:
             raise ValueError(f"unknown V4Config preset {name!r}: use one of {list(PRESET_NAMES)}")
@@ -364,9 +458,24 @@ class V4Config:
 
     def validate(self) -> None:
         """Raise ValueError naming the field, the value and the fix for the first invalid field."""
-        for name in ("img_size", "patch_size", "pred_size", "feat_dim", "n_height_bins", "height_enc_dim",
-                     "n_window", "frame_stride", "mv_past_n", "voxel_mlp_hidden", "global_mlp_hidden",
-                     "head_hidden", "n_rotation_bins", "viz_top_k", "max_iters", "batch_size"):
+        for name in (
+            "img_size",
+            "patch_size",
+            "pred_size",
+            "feat_dim",
+            "n_height_bins",
+            "height_enc_dim",
+            "n_window",
+            "frame_stride",
+            "mv_past_n",
+            "voxel_mlp_hidden",
+            "global_mlp_hidden",
+            "head_hidden",
+            "n_rotation_bins",
+            "viz_top_k",
+            "max_iters",
+            "batch_size",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 _fail(name, value, "use a positive integer")
@@ -384,30 +493,45 @@ class V4Config:
             choices = f"{lo} or {hi}" if lo > 0 else f"{hi}"
             if self.backbone_kind == "internvl_vision":
                 choices += " (InternVL 2.5's native size is 448 = 32 x 14)"
-            _fail("img_size", self.img_size,
-                  f"must be a multiple of patch_size={self.patch_size} (a ViT drops the remainder pixels and shifts "
-                  f"every feature, breaking pixel alignment); use {choices}")
+            _fail(
+                "img_size",
+                self.img_size,
+                f"must be a multiple of patch_size={self.patch_size} (a ViT drops the remainder pixels and shifts "
+                f"every feature, breaking pixel alignment); use {choices}",
+            )
         if _square_size(self.backbone_config.get("patch_size", self.patch_size)) != self.patch_size:
-            _fail("backbone_config", {"patch_size": self.backbone_config.get("patch_size")},
-                  f"backbone_config['patch_size'] must equal patch_size={self.patch_size}")
+            _fail(
+                "backbone_config",
+                {"patch_size": self.backbone_config.get("patch_size")},
+                f"backbone_config['patch_size'] must equal patch_size={self.patch_size}",
+            )
         if self.height_encoding not in HEIGHT_ENCODINGS:
             _fail("height_encoding", self.height_encoding, f"use one of {HEIGHT_ENCODINGS}")
         if self.height_encoding == "sincos" and self.height_enc_dim % 2 != 0:
-            _fail("height_enc_dim", self.height_enc_dim,
-                  "sin/cos encoding needs an even size (2 x octaves), e.g. 16")
+            _fail("height_enc_dim", self.height_enc_dim, "sin/cos encoding needs an even size (2 x octaves), e.g. 16")
         if self.z_range_mode not in Z_RANGE_MODES:
             _fail("z_range_mode", self.z_range_mode, f"use one of {Z_RANGE_MODES}")
-        for name in ("z_lo_m", "z_hi_m", "cam_margin_m", "min_z_span_m", "dataset_fps", "rotation_range_rad",
-                     "confidence_radius_m", "lr", "backbone_lr_mult", "gripper_loss_weight", "rotation_loss_weight",
-                     "weight_decay"):
+        for name in (
+            "z_lo_m",
+            "z_hi_m",
+            "cam_margin_m",
+            "min_z_span_m",
+            "dataset_fps",
+            "rotation_range_rad",
+            "confidence_radius_m",
+            "lr",
+            "backbone_lr_mult",
+            "gripper_loss_weight",
+            "rotation_loss_weight",
+            "weight_decay",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 _fail(name, value, "use a finite number")
             setattr(self, name, float(value))
         if not self.z_hi_m > self.z_lo_m:
             _fail("z_hi_m", self.z_hi_m, f"must be greater than z_lo_m={self.z_lo_m}")
-        for name in ("cam_margin_m", "gripper_loss_weight", "rotation_loss_weight", "weight_decay",
-                     "backbone_lr_mult"):
+        for name in ("cam_margin_m", "gripper_loss_weight", "rotation_loss_weight", "weight_decay", "backbone_lr_mult"):
             if getattr(self, name) < 0:
                 _fail(name, getattr(self, name), "use a value >= 0")
         for name in ("min_z_span_m", "dataset_fps", "rotation_range_rad", "confidence_radius_m", "lr"):
@@ -423,13 +547,18 @@ class V4Config:
             _fail("rotation_ref_quat_xyzw", self.rotation_ref_quat_xyzw, "use 4 finite numbers (x, y, z, w)")
         norm = math.sqrt(sum(q * q for q in self.rotation_ref_quat_xyzw))
         if abs(norm - 1.0) > 1e-3:
-            _fail("rotation_ref_quat_xyzw", self.rotation_ref_quat_xyzw,
-                  f"must be a unit quaternion (norm is {norm:.6f}); normalise it")
-        if isinstance(self.n_gripper_bins, bool) or not isinstance(self.n_gripper_bins, int) \
-                or self.n_gripper_bins < 2:
+            _fail(
+                "rotation_ref_quat_xyzw",
+                self.rotation_ref_quat_xyzw,
+                f"must be a unit quaternion (norm is {norm:.6f}); normalise it",
+            )
+        if isinstance(self.n_gripper_bins, bool) or not isinstance(self.n_gripper_bins, int) or self.n_gripper_bins < 2:
             _fail("n_gripper_bins", self.n_gripper_bins, "use an integer >= 2 (closed .. open)")
-        if isinstance(self.voxel_chunk_size, bool) or not isinstance(self.voxel_chunk_size, int) \
-                or self.voxel_chunk_size < 0:
+        if (
+            isinstance(self.voxel_chunk_size, bool)
+            or not isinstance(self.voxel_chunk_size, int)
+            or self.voxel_chunk_size < 0
+        ):
             _fail("voxel_chunk_size", self.voxel_chunk_size, "use 0 (no chunking) or a positive integer")
         if not isinstance(self.learned_logit_scale, bool):
             _fail("learned_logit_scale", self.learned_logit_scale, "use true or false")
@@ -445,17 +574,23 @@ class V4Config:
         silently ignore DINOv3 keys and build a default 300 M model) and the patch size must be the backbone's."""
         unknown = sorted(set(self.backbone_config) - INTERNVL_VISION_CONFIG_KEYS)
         if unknown:
-            _fail("backbone_config", {k: self.backbone_config[k] for k in unknown},
-                  f"keys {unknown} are not transformers.InternVLVisionConfig fields (a DINOv3 config?); for "
-                  f'backbone_kind "internvl_vision" use para_core.model.config.INTERNVL25_1B_VISION '
-                  f'(V4Config.paper_internvl()) or INTERNVL_VISION_TINY '
-                  f'(V4Config.tiny(backbone_kind="internvl_vision"))')
+            _fail(
+                "backbone_config",
+                {k: self.backbone_config[k] for k in unknown},
+                f"keys {unknown} are not transformers.InternVLVisionConfig fields (a DINOv3 config?); for "
+                f'backbone_kind "internvl_vision" use para_core.model.config.INTERNVL25_1B_VISION '
+                f"(V4Config.paper_internvl()) or INTERNVL_VISION_TINY "
+                f'(V4Config.tiny(backbone_kind="internvl_vision"))',
+            )
         patch = _square_size(self.backbone_config.get("patch_size", BACKBONE_DEFAULT_PATCH["internvl_vision"]))
         if patch != self.patch_size:
-            _fail("patch_size", self.patch_size,
-                  f'backbone_kind "internvl_vision" has {patch}-pixel patches (backbone_config); '
-                  f"set patch_size={patch} and an img_size that is a multiple of it"
-                  + (", e.g. 448" if patch == 14 else ""))
+            _fail(
+                "patch_size",
+                self.patch_size,
+                f'backbone_kind "internvl_vision" has {patch}-pixel patches (backbone_config); '
+                f"set patch_size={patch} and an img_size that is a multiple of it"
+                + (", e.g. 448" if patch == 14 else ""),
+            )
 
     # ---------------------------------------------------------------------------------------------- derived sizes
     @property
@@ -483,34 +618,37 @@ class V4Config:
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            out[f.name] = list(value) if isinstance(value, tuple) else (
-                dict(value) if isinstance(value, dict) else value)
+            out[f.name] = (
+                list(value) if isinstance(value, tuple) else (dict(value) if isinstance(value, dict) else value)
+            )
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "V4Config":
+    def from_dict(cls, data: dict[str, Any]) -> V4Config:
         """Inverse of ``to_dict``; unknown keys raise ValueError naming them."""
         if not isinstance(data, dict):
             raise ValueError(f"V4Config.from_dict expects a mapping, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"V4Config: unknown field(s) {unknown}; remove them or check the spelling "
-                             f"(known fields: {sorted(known)})")
+            raise ValueError(
+                f"V4Config: unknown field(s) {unknown}; remove them or check the spelling "
+                f"(known fields: {sorted(known)})"
+            )
         return cls(**data)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "V4Config":
+    def from_json(cls, text: str) -> V4Config:
         return cls.from_dict(json.loads(text))
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_yaml(cls, text: str) -> "V4Config":
+    def from_yaml(cls, text: str) -> V4Config:
         return cls.from_dict(yaml.safe_load(text))
 
     def save(self, path: str | Path) -> None:
@@ -520,11 +658,11 @@ class V4Config:
         path.write_text(text)
 
     @classmethod
-    def load(cls, path: str | Path) -> "V4Config":
+    def load(cls, path: str | Path) -> V4Config:
         path = Path(path)
         text = path.read_text()
         return cls.from_yaml(text) if path.suffix in (".yaml", ".yml") else cls.from_json(text)
 
-    def replace(self, **changes: Any) -> "V4Config":
+    def replace(self, **changes: Any) -> V4Config:
         """A validated copy with some fields changed."""
         return dataclasses.replace(self, **changes)

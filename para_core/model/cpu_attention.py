@@ -16,6 +16,7 @@ It is registered with transformers' ``AttentionInterface`` as :data:`NAME` and s
 ``Backbone.set_attention(NAME)``; anything it does not cover (an attention mask, dropout, causal attention,
 gradients) goes to transformers' own SDPA function unchanged.
 """
+
 from __future__ import annotations
 
 import torch
@@ -50,9 +51,17 @@ def blocked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     return out
 
 
-def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                      attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                      is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+def attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature: (B, H, N, D) inputs, (B, N, H, D) output and no weights."""
     # transformers: loaded on first use, not on import
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -62,12 +71,20 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     # torch's SDPA is autocast to the low precision, so that is the precision this runs at too.
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else query.dtype
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)  # transformers' default
-    covered = (device == "cpu" and dtype in (torch.bfloat16, torch.float16) and attention_mask is None
-               and not dropout and not (causal and query.shape[2] > 1) and not torch.is_grad_enabled()
-               and key.shape[1] == query.shape[1] and not kwargs.get("output_attentions"))
+    covered = (
+        device == "cpu"
+        and dtype in (torch.bfloat16, torch.float16)
+        and attention_mask is None
+        and not dropout
+        and not (causal and query.shape[2] > 1)
+        and not torch.is_grad_enabled()
+        and key.shape[1] == query.shape[1]
+        and not kwargs.get("output_attentions")
+    )
     if not covered:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     with torch.autocast(device, enabled=False):  # the dtypes below are the ones meant
         out = blocked_attention(query.to(dtype), key.to(dtype), value.to(dtype), scale)  # (B, H, N, D)

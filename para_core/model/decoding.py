@@ -25,6 +25,7 @@ each step's argmax voxel (``V4Output.chosen_voxel``); where ``joint`` picks anot
 A step whose distribution holds a NaN, or is -inf everywhere (no valid voxel), is refused with a ``ValueError``, as
 the argmax path refuses an observation without a valid voxel: the caller drops the observation.
 """
+
 from __future__ import annotations
 
 import math
@@ -93,8 +94,14 @@ class PathChoice:
     excess_m: float  # total distance beyond the speed limit (0: the path keeps to it)
 
 
-def best_path(log_probs: np.ndarray, xyz: np.ndarray, step_dt_s: float, max_speed_m_s: float,
-              motion_cost_per_m: float = 0.0, start_xyz: np.ndarray | None = None) -> PathChoice:
+def best_path(
+    log_probs: np.ndarray,
+    xyz: np.ndarray,
+    step_dt_s: float,
+    max_speed_m_s: float,
+    motion_cost_per_m: float = 0.0,
+    start_xyz: np.ndarray | None = None,
+) -> PathChoice:
     """The best path through each step's candidates (Viterbi), ranked by (least excess distance, highest score).
 
     A transition of d metres between consecutive steps has excess ``max(0, d - max_speed_m_s * step_dt_s)`` and
@@ -142,12 +149,16 @@ def check_distributions(out: V4Output) -> None:
     bad_nan = torch.isnan(step_max)  # (B, T)
     if bool(bad_nan.any()):
         b, t = (int(i) for i in torch.nonzero(bad_nan)[0])
-        raise ValueError(f"the voxel distribution of step {t} (batch element {b}) holds NaN: the model output is "
-                         f"invalid; check the checkpoint and the inputs")
+        raise ValueError(
+            f"the voxel distribution of step {t} (batch element {b}) holds NaN: the model output is "
+            f"invalid; check the checkpoint and the inputs"
+        )
     empty = torch.isneginf(step_max)  # (B, T)
     if bool(empty.any()):
-        raise ValueError("no valid voxel for this observation: every voxel of a step is -inf (no camera ray meets the "
-                         "workspace box in front of its camera); check T_world_cam and the workspace box")
+        raise ValueError(
+            "no valid voxel for this observation: every voxel of a step is -inf (no camera ray meets the "
+            "workspace box in front of its camera); check T_world_cam and the workspace box"
+        )
 
 
 @dataclass
@@ -203,7 +214,7 @@ class ChunkFusion:
         """
         fused = np.asarray(log_probs, dtype=np.float64).copy()  # (T, k)
         pts = np.asarray(xyz, dtype=np.float64)  # (T, k, 3)
-        r2 = self.radius_m ** 2
+        r2 = self.radius_m**2
         for chunk in self.in_force(stamp_s):
             weight = math.exp(-(stamp_s - chunk.stamp_s) / self.tau_s)
             for t in range(len(fused)):
@@ -220,8 +231,11 @@ class ChunkFusion:
         """Keep a chunk's (T, K, 3) voxels and (T, K) probabilities; drop chunks no longer in force."""
         while self.chunks and self.chunks[0].end_s() <= stamp_s:
             self.chunks.popleft()
-        self.chunks.append(StoredChunk(float(stamp_s), float(step_dt_s), np.asarray(xyz, dtype=np.float64),
-                                       np.asarray(prob, dtype=np.float64)))
+        self.chunks.append(
+            StoredChunk(
+                float(stamp_s), float(step_dt_s), np.asarray(xyz, dtype=np.float64), np.asarray(prob, dtype=np.float64)
+            )
+        )
 
 
 def top_candidates(out: V4Output, k: int, b: int = 0) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
@@ -235,9 +249,15 @@ def top_candidates(out: V4Output, k: int, b: int = 0) -> tuple[torch.Tensor, np.
     return top_i, log_p.double().cpu().numpy(), xyz.double().cpu().numpy()
 
 
-def decode_chunk(config: V4Config, out: V4Output, decoding: DecodingConfig, refine: bool = True,
-                 start_xyz: np.ndarray | None = None, fusion: ChunkFusion | None = None,
-                 stamp_s: float | None = None) -> DecodedChunk:
+def decode_chunk(
+    config: V4Config,
+    out: V4Output,
+    decoding: DecodingConfig,
+    refine: bool = True,
+    start_xyz: np.ndarray | None = None,
+    fusion: ChunkFusion | None = None,
+    stamp_s: float | None = None,
+) -> DecodedChunk:
     """Batch element 0 of ``out`` decoded by ``decoding.mode`` (module docstring); ``start_xyz`` (3,): the current
     end-effector position (metres); ``fusion`` and ``stamp_s`` (the observation time, s) for ``fused``, where the new
     chunk is added to ``fusion`` after decoding. Raises ValueError on NaN / all -inf distributions."""

@@ -17,6 +17,7 @@ end-effector state: this head localises from the image alone, as in the design. 
 ``para_core.model.model_io.V4Output`` (``voxel_feat`` holds F(u, v) repeated over the heights), so losses, decoding,
 checkpoints, the Policy, the inference node and the bag tools work unchanged.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,10 @@ class ParaDinoKVModel(nn.Module):
     def __init__(self, config: V4Config):
         super().__init__()
         if config.n_views != 1:
-            raise ValueError(f"V4Config.view_names = {config.view_names}: model_kind 'para_dino_kv' takes ONE view "
-                             "(PARA v4's single-view head); e.g. view_names=('scene',)")
+            raise ValueError(
+                f"V4Config.view_names = {config.view_names}: model_kind 'para_dino_kv' takes ONE view "
+                "(PARA v4's single-view head); e.g. view_names=('scene',)"
+            )
         if config.feat_dim % 2:
             raise ValueError(f"V4Config.feat_dim = {config.feat_dim}: para_dino_kv's sin/cos keys need an even size")
         self.config = config
@@ -97,9 +100,17 @@ class ParaDinoKVModel(nn.Module):
         head = self.grip_rot_head(torch.cat([f_at, k_at], dim=-1).to(feat.dtype)).float()  # (B, T, G + 3R)
         voxel_feat = pix.transpose(1, 2).unsqueeze(1).expand(B, Z, P * P, F).reshape(B, Z * P * P, F)  # (B, V, F)
         out = V4Output(
-            volume_logits=logits, voxel_xyz=grid.voxel_xyz, voxel_valid=grid.valid, voxel_feat=voxel_feat,
-            query=keys[:, :, 0], chosen_voxel=chosen, gripper_logits=head[..., :self.n_grip],
-            rotation_logits=head[..., self.n_grip:].reshape(B, T, 3, self.n_rot), grid=grid, cls=cls)
+            volume_logits=logits,
+            voxel_xyz=grid.voxel_xyz,
+            voxel_valid=grid.valid,
+            voxel_feat=voxel_feat,
+            query=keys[:, :, 0],
+            chosen_voxel=chosen,
+            gripper_logits=head[..., : self.n_grip],
+            rotation_logits=head[..., self.n_grip :].reshape(B, T, 3, self.n_rot),
+            grid=grid,
+            cls=cls,
+        )
         if targets is not None:
             out.losses = compute_losses(out, targets, cfg)
         return out

@@ -13,6 +13,7 @@ Conventions (docs/contracts.md, used everywhere in para_core):
 
 Shapes: leading dimensions broadcast. ``points`` are (..., N, 3), ``K`` (..., 3, 3), ``T_world_cam`` (..., 4, 4).
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,8 +41,9 @@ def world_to_camera(points_world: torch.Tensor, T_world_cam: torch.Tensor) -> to
     return (points_world - t.unsqueeze(-2)) @ R  # (..., N, 3)
 
 
-def project(points_world: torch.Tensor, K: torch.Tensor, T_world_cam: torch.Tensor,
-            min_depth: float = 1e-9) -> tuple[torch.Tensor, torch.Tensor]:
+def project(
+    points_world: torch.Tensor, K: torch.Tensor, T_world_cam: torch.Tensor, min_depth: float = 1e-9
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Pinhole projection of world points into a camera.
 
     :param points_world: (..., N, 3) metres, world frame.
@@ -60,8 +62,7 @@ def project(points_world: torch.Tensor, K: torch.Tensor, T_world_cam: torch.Tens
     return uv, depth
 
 
-def pixel_rays_world(uv: torch.Tensor, K: torch.Tensor, T_world_cam: torch.Tensor
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def pixel_rays_world(uv: torch.Tensor, K: torch.Tensor, T_world_cam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Rays through pixels: origin (..., 1, 3) = camera centre, direction (..., N, 3) with unit optical-axis depth
     (d_cam = K^-1 [u, v, 1], so a distance s along it is depth s)."""
     hom = torch.cat([uv, torch.ones_like(uv[..., :1])], dim=-1)  # (..., N, 3)
@@ -72,8 +73,9 @@ def pixel_rays_world(uv: torch.Tensor, K: torch.Tensor, T_world_cam: torch.Tenso
     return origin, d_world
 
 
-def unproject_to_height(uv: torch.Tensor, z_world: torch.Tensor | float, K: torch.Tensor,
-                        T_world_cam: torch.Tensor, eps: float = 1e-9) -> tuple[torch.Tensor, torch.Tensor]:
+def unproject_to_height(
+    uv: torch.Tensor, z_world: torch.Tensor | float, K: torch.Tensor, T_world_cam: torch.Tensor, eps: float = 1e-9
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Intersect the ray through each pixel with the horizontal plane ``z = z_world`` (closed form).
 
     :param uv: (..., N, 2) pixels.
@@ -96,9 +98,15 @@ def unproject_to_height(uv: torch.Tensor, z_world: torch.Tensor | float, K: torc
     return points, valid
 
 
-def adaptive_z_range(cam_z_m: torch.Tensor, z_lo_m: float, z_hi_m: float, cam_margin_m: float,
-                     n_bins: int, mode: str = "adaptive", min_span_m: float = 0.01
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def adaptive_z_range(
+    cam_z_m: torch.Tensor,
+    z_lo_m: float,
+    z_hi_m: float,
+    cam_margin_m: float,
+    n_bins: int,
+    mode: str = "adaptive",
+    min_span_m: float = 0.01,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-view height range and bin centres.
 
     Adaptive (v4): ``z_hi_k = min(z_hi, cam_z_k - cam_margin_m)``, ``z_lo`` shared; a camera so low that the span
@@ -143,8 +151,11 @@ def resize_intrinsics(K: torch.Tensor, from_hw: tuple[int, int], to_hw: tuple[in
 
 def pixel_centres(size_h: int, size_w: int, dtype=torch.float32, device=None) -> torch.Tensor:
     """(H*W, 2) pixel centres (u, v) = (col + 0.5, row + 0.5), row-major (index = row * W + col)."""
-    v, u = torch.meshgrid(torch.arange(size_h, dtype=dtype, device=device) + 0.5,
-                          torch.arange(size_w, dtype=dtype, device=device) + 0.5, indexing="ij")
+    v, u = torch.meshgrid(
+        torch.arange(size_h, dtype=dtype, device=device) + 0.5,
+        torch.arange(size_w, dtype=dtype, device=device) + 0.5,
+        indexing="ij",
+    )
     return torch.stack([u.reshape(-1), v.reshape(-1)], dim=-1)  # (H*W, 2)
 
 

@@ -13,6 +13,7 @@ measured here are in docs/benchmarks.md, "CPU precision and allocator"):
   the next forward: no fault once the first few forwards have sized the heap. The price is that the process keeps its
   peak footprint instead of shrinking between forwards, which an inference process reaches on every forward anyway.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -71,8 +72,10 @@ def slow_precision_warning(name: str, device: torch.device, flags: frozenset[str
     instructions (AVX512-FP16 / AMX-FP16) is emulated, about 100x slower than fp32 (module docstring)."""
     flags = cpu_flags() if flags is None else flags
     if name == "fp16" and torch.device(device).type == "cpu" and not {"avx512_fp16", "amx_fp16"} & flags:
-        return ("dtype fp16 on a CPU without fp16 matrix instructions is emulated, about 100x slower than fp32 "
-                "(docs/benchmarks.md); use 'auto', 'bf16' or 'fp32'")
+        return (
+            "dtype fp16 on a CPU without fp16 matrix instructions is emulated, about 100x slower than fp32 "
+            "(docs/benchmarks.md); use 'auto', 'bf16' or 'fp32'"
+        )
     return None
 
 

@@ -1,5 +1,6 @@
 """Building blocks every model head shares: the sin/cos height encoding, plain MLPs, the end-effector state
 features of the query (``para_core.model.v4``'s module docstring, step 5) and the backbone / head optimizer groups."""
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,9 @@ def mlp(sizes: list[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def ee_state_features(config: V4Config, T_world_ee: torch.Tensor, gripper: torch.Tensor,
-                      past_positions_world: torch.Tensor) -> torch.Tensor:
+def ee_state_features(
+    config: V4Config, T_world_ee: torch.Tensor, gripper: torch.Tensor, past_positions_world: torch.Tensor
+) -> torch.Tensor:
     """End-effector state -> (B, 10 + 3 * mv_past_n) features (see module docstring, step 5)."""
     pos = T_world_ee[:, :3, 3]  # (B, 3)
     lo = pos.new_tensor([config.workspace_x_m[0], config.workspace_y_m[0], config.z_lo_m])
@@ -50,5 +52,7 @@ def backbone_and_head_groups(model: nn.Module, config: V4Config) -> list[dict]:
     bb = [p for p in model.backbone.parameters() if p.requires_grad]
     bb_ids = {id(p) for p in bb}
     head = [p for p in model.parameters() if p.requires_grad and id(p) not in bb_ids]
-    return [{"params": head, "lr": config.lr, "name": "head"},
-            {"params": bb, "lr": config.lr * config.backbone_lr_mult, "name": "backbone"}]
+    return [
+        {"params": head, "lr": config.lr, "name": "head"},
+        {"params": bb, "lr": config.lr * config.backbone_lr_mult, "name": "backbone"},
+    ]

@@ -1,6 +1,7 @@
 """The inputs, training targets and outputs every model head shares (``V4Inputs``, ``V4Targets``, ``V4Output``):
 plain tensor records, so that decoding (``actions``), the heads (``v4``, ``dino_kv``, ``regression``) and the
 ``Policy`` can all name them without importing one another."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ class V4Targets:
     rotation_bins: torch.Tensor  # (B, T, 3) long
     positions_world: torch.Tensor  # (B, T, 3) the GT points (for metrics)
 
-    def to(self, device) -> "V4Targets":
+    def to(self, device) -> V4Targets:
         return V4Targets(**{k: getattr(self, k).to(device) for k in self.__dataclass_fields__})
 
 

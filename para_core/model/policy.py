@@ -8,13 +8,14 @@ runs the model (geometry always in float32; the network in ``dtype`` through aut
 earlier chunks' distributions, see ``para_core.model.decoding``; refined by a local soft-argmax, see
 ``para_core.model.actions``).
 """
+
 from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import cv2
 import numpy as np
@@ -117,8 +118,10 @@ def area_weights(n_in: int, n_out: int, device: torch.device | None = None) -> t
     scale = n_in / n_out
     out_edges = torch.arange(n_out + 1, dtype=torch.float64, device=device) * scale  # (n_out + 1,)
     in_edges = torch.arange(n_in + 1, dtype=torch.float64, device=device)  # (n_in + 1,)
-    overlap = (torch.minimum(out_edges[1:, None], in_edges[None, 1:])
-               - torch.maximum(out_edges[:-1, None], in_edges[None, :-1])).clamp_(min=0.0)  # (n_out, n_in)
+    overlap = (
+        torch.minimum(out_edges[1:, None], in_edges[None, 1:])
+        - torch.maximum(out_edges[:-1, None], in_edges[None, :-1])
+    ).clamp_(min=0.0)  # (n_out, n_in)
     return (overlap / scale).float()
 
 
@@ -130,8 +133,9 @@ POSE_LAST_ROW_TOLERANCE = 1e-9
 
 def _check_rigid(name: str, T: np.ndarray) -> np.ndarray:
     try:
-        return check_rigid(T, name, rotation_tolerance=POSE_ROTATION_TOLERANCE,
-                           last_row_tolerance=POSE_LAST_ROW_TOLERANCE)
+        return check_rigid(
+            T, name, rotation_tolerance=POSE_ROTATION_TOLERANCE, last_row_tolerance=POSE_LAST_ROW_TOLERANCE
+        )
     except ValueError as exc:
         raise ValueError(f"{exc} (pass a finite rigid pose; from ROS: is TF available for that frame?)") from None
 
@@ -139,10 +143,20 @@ def _check_rigid(name: str, T: np.ndarray) -> np.ndarray:
 class Policy:
     """Inference wrapper around a v4 model: preprocessing, forward, decoding. See docs/contracts.md."""
 
-    def __init__(self, model: torch.nn.Module, config: V4Config, device: torch.device, dtype: str = "fp32",
-                 model_id: str = "", refine: bool = True, fast: bool = False, compile_mode: str = "off",
-                 device_preprocess: bool | None = None, keep_freed_memory: bool = True,
-                 decoding: str | DecodingConfig = "argmax"):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        config: V4Config,
+        device: torch.device,
+        dtype: str = "fp32",
+        model_id: str = "",
+        refine: bool = True,
+        fast: bool = False,
+        compile_mode: str = "off",
+        device_preprocess: bool | None = None,
+        keep_freed_memory: bool = True,
+        decoding: str | DecodingConfig = "argmax",
+    ):
         """``fast``: the model's fast inference path where it has one (v4: ``para_core.model.v4_fast``), the same
         predictions and logits within float tolerance (it keeps no per-voxel features: ``last_output.voxel_feat`` is
         None); False keeps the reference path (the oracle the fast one is tested against).
@@ -175,8 +189,10 @@ class Policy:
 
         self.decoding = decoding if isinstance(decoding, DecodingConfig) else DecodingConfig(mode=decoding)
         if self.decoding.mode != "argmax" and config.model_kind == "coord_regression":
-            raise ValueError(f"decoding={self.decoding.mode!r}: model kind {config.model_kind!r} predicts no voxel "
-                             f"distribution to decode; use decoding='argmax'")
+            raise ValueError(
+                f"decoding={self.decoding.mode!r}: model kind {config.model_kind!r} predicts no voxel "
+                f"distribution to decode; use decoding='argmax'"
+            )
         dtype = hardware.resolve_inference_dtype(dtype, device)  # refuses a name not in INFERENCE_DTYPES
         slow = hardware.slow_precision_warning(dtype, device)
         if slow:
@@ -194,8 +210,9 @@ class Policy:
         backbone = getattr(self.model, "backbone", None)
         self.attention = backbone.attention if backbone is not None else "n/a"  # what the backbone's layers call
         self.compile_mode = compile_mode
-        self.device_preprocess = (self.fast and device.type != "cpu") if device_preprocess is None \
-            else bool(device_preprocess)
+        self.device_preprocess = (
+            (self.fast and device.type != "cpu") if device_preprocess is None else bool(device_preprocess)
+        )
         if compile_mode != "off":
             self.model.backbone.compile(mode=compile_mode, dynamic=False)  # in place: state_dict keys unchanged
         self.allocator = hardware.keep_freed_memory_for(device, keep_freed_memory)
@@ -212,36 +229,71 @@ class Policy:
 
     # ------------------------------------------------------------------------------------------- constructors
     @classmethod
-    def from_checkpoint(cls, path, device=None, dtype: str = "fp32", fast: bool = False,
-                        compile_mode: str = "off", device_preprocess: bool | None = None,
-                        keep_freed_memory: bool = True, decoding: str | DecodingConfig = "argmax") -> "Policy":
+    def from_checkpoint(
+        cls,
+        path,
+        device=None,
+        dtype: str = "fp32",
+        fast: bool = False,
+        compile_mode: str = "off",
+        device_preprocess: bool | None = None,
+        keep_freed_memory: bool = True,
+        decoding: str | DecodingConfig = "argmax",
+    ) -> Policy:
         """Load a checkpoint directory (``para_core.model.checkpoint``); device None -> cuda if available else cpu."""
 
         model, config, meta = load_checkpoint(path)
         model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"
-        return cls(model, config, resolve_device(device), dtype=dtype, model_id=model_id, fast=fast,
-                   compile_mode=compile_mode, device_preprocess=device_preprocess,
-                   keep_freed_memory=keep_freed_memory, decoding=decoding)
+        return cls(
+            model,
+            config,
+            resolve_device(device),
+            dtype=dtype,
+            model_id=model_id,
+            fast=fast,
+            compile_mode=compile_mode,
+            device_preprocess=device_preprocess,
+            keep_freed_memory=keep_freed_memory,
+            decoding=decoding,
+        )
 
     @classmethod
-    def random_init(cls, config: V4Config, device=None, dtype: str = "fp32", seed: int = 0,
-                    fast: bool = False, compile_mode: str = "off", device_preprocess: bool | None = None,
-                    keep_freed_memory: bool = True, decoding: str | DecodingConfig = "argmax") -> "Policy":
+    def random_init(
+        cls,
+        config: V4Config,
+        device=None,
+        dtype: str = "fp32",
+        seed: int = 0,
+        fast: bool = False,
+        compile_mode: str = "off",
+        device_preprocess: bool | None = None,
+        keep_freed_memory: bool = True,
+        decoding: str | DecodingConfig = "argmax",
+    ) -> Policy:
         """An untrained policy (random weights, deterministic in ``seed``) for demos and tests."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = build_model(config)
-        return cls(model, config, resolve_device(device), dtype=dtype,
-                   model_id=f"{config.model_kind}:{config.name}:random-seed{seed}", fast=fast,
-                   compile_mode=compile_mode, device_preprocess=device_preprocess,
-                   keep_freed_memory=keep_freed_memory, decoding=decoding)
+        return cls(
+            model,
+            config,
+            resolve_device(device),
+            dtype=dtype,
+            model_id=f"{config.model_kind}:{config.name}:random-seed{seed}",
+            fast=fast,
+            compile_mode=compile_mode,
+            device_preprocess=device_preprocess,
+            keep_freed_memory=keep_freed_memory,
+            decoding=decoding,
+        )
 
     # ---------------------------------------------------------------------------------------- preprocessing
     def _validate(self, cameras: Sequence[CameraObservation], state: RobotState) -> None:
         cfg = self.config
         if len(cameras) != cfg.n_views:
-            raise ValueError(f"predict got {len(cameras)} cameras; this policy needs {cfg.n_views} in the order "
-                             f"{self.view_names}")
+            raise ValueError(
+                f"predict got {len(cameras)} cameras; this policy needs {cfg.n_views} in the order {self.view_names}"
+            )
         for name, cam in zip(self.view_names, cameras):
             img = np.asarray(cam.image_rgb)
             if img.ndim != 3 or img.shape[2] != 3 or img.shape[0] < 2 or img.shape[1] < 2:
@@ -252,8 +304,10 @@ class Policy:
             if K.shape != (3, 3) or not np.all(np.isfinite(K)):
                 raise ValueError(f"camera '{name}': K must be a finite (3, 3) matrix, got {np.asarray(cam.K)!r}")
             if K[0, 0] <= 0 or K[1, 1] <= 0 or np.abs(K[2] - [0, 0, 1]).max() > 1e-9:
-                raise ValueError(f"camera '{name}': K={K.tolist()} is not a pinhole intrinsics matrix "
-                                 f"(need fx, fy > 0 and last row [0, 0, 1]); check the CameraInfo")
+                raise ValueError(
+                    f"camera '{name}': K={K.tolist()} is not a pinhole intrinsics matrix "
+                    f"(need fx, fy > 0 and last row [0, 0, 1]); check the CameraInfo"
+                )
             T_world_cam = _check_rigid(f"camera '{name}': T_world_cam", cam.T_world_cam)
             if name == "scene" and not self._warned_low_scene_camera:
                 self._warn_if_scene_range_clipped(float(T_world_cam[2, 3]))
@@ -263,9 +317,11 @@ class Policy:
             raise ValueError(f"state.gripper = {state.gripper!r}; pass a finite value in [0, 1]")
         past = np.asarray(state.past_positions_world, dtype=np.float64)
         if past.shape != (cfg.mv_past_n, 3) or not np.all(np.isfinite(past)):
-            raise ValueError(f"state.past_positions_world has shape {past.shape} (finite: "
-                             f"{bool(np.all(np.isfinite(past)))}); pass finite ({cfg.mv_past_n}, 3) positions, "
-                             f"oldest first (repeat the current position if unknown)")
+            raise ValueError(
+                f"state.past_positions_world has shape {past.shape} (finite: "
+                f"{bool(np.all(np.isfinite(past)))}); pass finite ({cfg.mv_past_n}, 3) positions, "
+                f"oldest first (repeat the current position if unknown)"
+            )
 
     def _warn_if_scene_range_clipped(self, cam_z_m: float) -> None:
         """PARA v4's sanity check: the static scene camera should look down on the whole height range.
@@ -282,8 +338,10 @@ class Policy:
         self._warned_low_scene_camera = True
         if cfg.z_range_mode == "adaptive":
             z_hi_k = max(cam_z_m - cfg.cam_margin_m, cfg.z_lo_m + cfg.min_z_span_m)
-            what = (f"below z_hi_m + cam_margin_m = {ceiling_m:.3f} m: its height range is clipped to "
-                    f"[{cfg.z_lo_m:.3f}, {z_hi_k:.3f}] m instead of [{cfg.z_lo_m:.3f}, {cfg.z_hi_m:.3f}] m")
+            what = (
+                f"below z_hi_m + cam_margin_m = {ceiling_m:.3f} m: its height range is clipped to "
+                f"[{cfg.z_lo_m:.3f}, {z_hi_k:.3f}] m instead of [{cfg.z_lo_m:.3f}, {cfg.z_hi_m:.3f}] m"
+            )
         else:
             what = f"not above z_hi_m = {cfg.z_hi_m:.3f} m: the upper height bins lie above it and are masked"
         warnings.warn(f"scene camera is at z = {cam_z_m:.3f} m, {what}; check the camera's TF", stacklevel=4)
@@ -311,14 +369,20 @@ class Policy:
             T_world_cam=torch.tensor(np.stack(Ts), dtype=torch.float32, device=dev).unsqueeze(0),  # (1, N, 4, 4)
             T_world_ee=torch.tensor(np.asarray(state.T_world_ee), dtype=torch.float32, device=dev).unsqueeze(0),
             gripper=torch.tensor([float(state.gripper)], dtype=torch.float32, device=dev),
-            past_positions_world=torch.tensor(np.asarray(state.past_positions_world), dtype=torch.float32,
-                                              device=dev).unsqueeze(0),
+            past_positions_world=torch.tensor(
+                np.asarray(state.past_positions_world), dtype=torch.float32, device=dev
+            ).unsqueeze(0),
         )
 
     # ---------------------------------------------------------------------------------------------- predict
     @torch.inference_mode()
-    def predict(self, cameras: Sequence[CameraObservation], state: RobotState, stamp_s: float | None = None,
-                fusion: ChunkFusion | None = None) -> PolicyOutput:
+    def predict(
+        self,
+        cameras: Sequence[CameraObservation],
+        state: RobotState,
+        stamp_s: float | None = None,
+        fusion: ChunkFusion | None = None,
+    ) -> PolicyOutput:
         """Observation -> decoded action chunk + visualisation data. Raises ValueError on bad input.
 
         ``stamp_s``: the observation time (s, any clock the caller keeps): the chunk's time base, which ``fused``
@@ -339,18 +403,28 @@ class Policy:
         if self.decoding.mode == "argmax":
             chunk = self.model.decode(out, refine=self.refine)[0]  # model-specific (v4: argmax voxel)
         else:
-            chunk = decode_chunk(self.config, out, self.decoding, refine=self.refine,
-                                 start_xyz=np.asarray(state.T_world_ee, dtype=np.float64)[:3, 3],
-                                 fusion=fusion if fusion is not None else self.fusion, stamp_s=stamp_s)
+            chunk = decode_chunk(
+                self.config,
+                out,
+                self.decoding,
+                refine=self.refine,
+                start_xyz=np.asarray(state.T_world_ee, dtype=np.float64)[:3, 3],
+                fusion=fusion if fusion is not None else self.fusion,
+                stamp_s=stamp_s,
+            )
         top_xyz, top_p, bounds = self.model.visualisation(out, self.config.viz_top_k)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
         self.last_output = out
-        self.last_timing_s = {"preprocess": t1 - t0, "model": t_model - t1, "decode": t2 - t_model,
-                              "total": t2 - t0}
+        self.last_timing_s = {"preprocess": t1 - t0, "model": t_model - t1, "decode": t2 - t_model, "total": t2 - t0}
         return PolicyOutput(
-            positions_world=chunk.positions_world, quaternions_xyzw=chunk.quaternions_xyzw, gripper=chunk.gripper,
-            confidence=chunk.confidence, time_offsets_s=chunk.time_offsets_s,
-            top_voxels_world=top_xyz, top_voxels_prob=top_p, voxel_bounds_world=bounds,
+            positions_world=chunk.positions_world,
+            quaternions_xyzw=chunk.quaternions_xyzw,
+            gripper=chunk.gripper,
+            confidence=chunk.confidence,
+            time_offsets_s=chunk.time_offsets_s,
+            top_voxels_world=top_xyz,
+            top_voxels_prob=top_p,
+            voxel_bounds_world=bounds,
         )

@@ -1,8 +1,9 @@
 """The model registry: ``V4Config.model_kind`` -> the model class that builds it. It lives apart from the models it
 registers so that each model module imports only what it uses and a new head registers here, in one line."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torch import nn
 
@@ -23,6 +24,7 @@ def build_model(config: V4Config) -> nn.Module:
     try:
         factory = MODEL_REGISTRY[config.model_kind]
     except KeyError:
-        raise ValueError(f"V4Config.model_kind = {config.model_kind!r} is not registered; use one of "
-                         f"{sorted(MODEL_REGISTRY)}") from None
+        raise ValueError(
+            f"V4Config.model_kind = {config.model_kind!r} is not registered; use one of {sorted(MODEL_REGISTRY)}"
+        ) from None
     return factory(config)

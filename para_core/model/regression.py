@@ -12,6 +12,7 @@ Loss: smooth-L1 of the offsets in centimetres (beta 1 cm) + the same gripper and
 voxel fields of the config (pred_size, bins, workspace ...) are unused by this head, except the workspace box,
 which bounds the decoded positions as in v4 (a voxel can only lie inside it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -69,17 +70,19 @@ class CoordRegressionModel(nn.Module):
         bb = self.backbone(inputs.images.flatten(0, 1))  # patch grid (B*N, C, h, w), cls (B*N, C)
         pooled = Fn.adaptive_avg_pool2d(self.proj(bb.patch_grid), POOL)  # (B*N, F, 4, 4)
         img = torch.cat([bb.cls, pooled.flatten(1)], dim=-1).reshape(B, -1)  # (B, N * (C + 16 F))
-        state = ee_state_features(cfg, inputs.T_world_ee.float(), inputs.gripper.float(),
-                                  inputs.past_positions_world.float()).to(img.dtype)  # (B, state_dim)
+        state = ee_state_features(
+            cfg, inputs.T_world_ee.float(), inputs.gripper.float(), inputs.past_positions_world.float()
+        ).to(img.dtype)  # (B, state_dim)
         h = self.act(self.global_mlp(torch.cat([state, img], dim=-1)))  # (B, G)
         o = self.out_head(h).float().reshape(B, T, -1)  # (B, T, 3 + G + 3R)
         offsets = o[..., :3]  # (B, T, 3) in REGRESSION_UNIT_M
         ee = inputs.T_world_ee[:, :3, 3].float().unsqueeze(1)  # (B, 1, 3)
         out = RegressionOutput(
             positions_world=ee + offsets * REGRESSION_UNIT_M,
-            gripper_logits=o[..., 3:3 + self.n_grip],
-            rotation_logits=o[..., 3 + self.n_grip:].reshape(B, T, 3, self.n_rot),
-            cls=bb.cls.reshape(B, N, -1))
+            gripper_logits=o[..., 3 : 3 + self.n_grip],
+            rotation_logits=o[..., 3 + self.n_grip :].reshape(B, T, 3, self.n_rot),
+            cls=bb.cls.reshape(B, N, -1),
+        )
         if targets is not None:
             out.losses = regression_losses(out, targets, cfg)
         return out
@@ -99,10 +102,17 @@ class CoordRegressionModel(nn.Module):
         chunks = []
         for b in range(pos.shape[0]):
             rots = decode_rotation(cfg, rot[b])
-            chunks.append(DecodedChunk(
-                positions_world=pos[b], rotations_world=rots, quaternions_xyzw=Rotation.from_matrix(rots).as_quat(),
-                gripper=decode_gripper(cfg, grip[b]), confidence=np.ones(cfg.n_window),
-                time_offsets_s=time_offsets(cfg), voxel_index=np.full(cfg.n_window, -1, dtype=np.int64)))
+            chunks.append(
+                DecodedChunk(
+                    positions_world=pos[b],
+                    rotations_world=rots,
+                    quaternions_xyzw=Rotation.from_matrix(rots).as_quat(),
+                    gripper=decode_gripper(cfg, grip[b]),
+                    confidence=np.ones(cfg.n_window),
+                    time_offsets_s=time_offsets(cfg),
+                    voxel_index=np.full(cfg.n_window, -1, dtype=np.int64),
+                )
+            )
         return chunks
 
     def visualisation(self, out: RegressionOutput, top_k: int):
@@ -114,9 +124,11 @@ class CoordRegressionModel(nn.Module):
 def regression_losses(out: RegressionOutput, targets: V4Targets, config: V4Config) -> dict[str, torch.Tensor]:
     err_cm = (out.positions_world - targets.positions_world.float()) * 100.0  # (B, T, 3)
     pos = Fn.smooth_l1_loss(err_cm, torch.zeros_like(err_cm), beta=1.0)
-    grip = Fn.cross_entropy(out.gripper_logits.reshape(-1, out.gripper_logits.shape[-1]),
-                            targets.gripper_bin.reshape(-1))
-    rot = Fn.cross_entropy(out.rotation_logits.reshape(-1, out.rotation_logits.shape[-1]),
-                           targets.rotation_bins.reshape(-1))
+    grip = Fn.cross_entropy(
+        out.gripper_logits.reshape(-1, out.gripper_logits.shape[-1]), targets.gripper_bin.reshape(-1)
+    )
+    rot = Fn.cross_entropy(
+        out.rotation_logits.reshape(-1, out.rotation_logits.shape[-1]), targets.rotation_bins.reshape(-1)
+    )
     total = pos + config.gripper_loss_weight * grip + config.rotation_loss_weight * rot
     return {"loss": total, "position_l1_cm": pos, "gripper_ce": grip, "rotation_ce": rot}

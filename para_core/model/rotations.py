@@ -11,6 +11,7 @@ Conventions (docs/contracts.md):
 * A 4x4 float64 ``T_parent_child`` maps child coordinates to parent coordinates: ``p_parent = T_parent_child @ p_child``.
 * Angles in radians, translations in metres.
 """
+
 from __future__ import annotations
 
 import math
@@ -100,12 +101,14 @@ def quaternion_multiply(q1_xyzw, q2_xyzw) -> np.ndarray:
     """Hamilton product ``q1 * q2`` (rotation q2 first, then q1), (x, y, z, w); not normalised."""
     x1, y1, z1, w1 = np.asarray(q1_xyzw, dtype=np.float64).reshape(4)
     x2, y2, z2, w2 = np.asarray(q2_xyzw, dtype=np.float64).reshape(4)
-    return np.array([
-        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-    ])  # (4,)
+    return np.array(
+        [
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        ]
+    )  # (4,)
 
 
 def quaternion_slerp(q0_xyzw, q1_xyzw, fraction: float) -> np.ndarray:
@@ -198,11 +201,13 @@ def quaternion_to_matrix_torch(q_xyzw):
     import torch  # torch: loaded on first use, not on import
 
     x, y, z, w = (q_xyzw / q_xyzw.norm()).unbind(-1)
-    return torch.stack([
-        torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)]),
-        torch.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)]),
-        torch.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]),
-    ])
+    return torch.stack(
+        [
+            torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)]),
+            torch.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)]),
+            torch.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]),
+        ]
+    )
 
 
 def make_matrix(translation_xyz, q_xyzw) -> np.ndarray:
@@ -219,8 +224,9 @@ def matrix_to_pose(T) -> tuple[np.ndarray, np.ndarray]:
     return T[:3, 3].copy(), matrix_to_quaternion(T[:3, :3])
 
 
-def check_rigid(T, name: str = "T", rotation_tolerance: float = RIGID_TOLERANCE,
-                last_row_tolerance: float = RIGID_TOLERANCE) -> np.ndarray:
+def check_rigid(
+    T, name: str = "T", rotation_tolerance: float = RIGID_TOLERANCE, last_row_tolerance: float = RIGID_TOLERANCE
+) -> np.ndarray:
     """Return ``T`` as a (4, 4) float64 array after checking it is a finite rigid transform.
 
     :param rotation_tolerance: allowed max |R^T R - I| (poses that went through float32 need a looser one).
@@ -239,8 +245,10 @@ def check_rigid(T, name: str = "T", rotation_tolerance: float = RIGID_TOLERANCE,
     err = np.max(np.abs(R.T @ R - np.eye(3)))
     det = np.linalg.det(R)
     if err > rotation_tolerance or abs(det - 1.0) > rotation_tolerance:
-        raise ValueError(f"{name} is not a rigid transform: its rotation block is not a proper rotation (|R^T R - I| = {err:.2e}, "
-                         f"det = {det:.4f}); orthonormalise it (e.g. via a quaternion) first")
+        raise ValueError(
+            f"{name} is not a rigid transform: its rotation block is not a proper rotation (|R^T R - I| = {err:.2e}, "
+            f"det = {det:.4f}); orthonormalise it (e.g. via a quaternion) first"
+        )
     return T
 
 

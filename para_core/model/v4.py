@@ -37,6 +37,7 @@ over the steps whose point is visible in at least one view; plus ``gripper_loss_
 log(V) per step = 13.86 for the paper's V = 1,048,576 (``uniform_voxel_ce_baseline``); the paper's log(V*T) = 17.33 is
 the same number for a single softmax over all T*V (step, voxel) pairs and is given by ``seed_joint_baseline``.
 """
+
 from __future__ import annotations
 
 import math
@@ -108,8 +109,9 @@ class ParaV4Model(nn.Module):
             return emb.unsqueeze(0).expand(voxel_xyz.shape[0], -1, -1)
         return sincos_height_encoding(voxel_xyz[..., 2], cfg.z_lo_m, cfg.z_hi_m, cfg.height_enc_dim)
 
-    def fusion_inputs(self, feat_maps: torch.Tensor, grid: VoxelGrid, voxel_xyz: torch.Tensor,
-                      voxel_ids: torch.Tensor) -> torch.Tensor:
+    def fusion_inputs(
+        self, feat_maps: torch.Tensor, grid: VoxelGrid, voxel_xyz: torch.Tensor, voxel_ids: torch.Tensor
+    ) -> torch.Tensor:
         """Per-voxel MLP input for a chunk of voxels.
 
         :param feat_maps: (B, N, F, P, P); ``voxel_xyz``: (B, v, 3); ``voxel_ids``: (v,) flat indices.
@@ -123,11 +125,13 @@ class ParaV4Model(nn.Module):
             # feature map is sampled as stored at the exact positions and only the sampled features are cast back to
             # its dtype, which is what the voxel MLP's autocast would cast them to anyway.
             with torch.autocast(device_type=voxel_xyz.device.type, enabled=False):
-                uv, depth = project(voxel_xyz.float(), grid.K_pred[:, k].float(),
-                                    grid.T_world_cam[:, k].float())  # (B, v, 2), (B, v)
+                uv, depth = project(
+                    voxel_xyz.float(), grid.K_pred[:, k].float(), grid.T_world_cam[:, k].float()
+                )  # (B, v, 2), (B, v)
                 g = uv_to_grid_sample(uv, P, P).unsqueeze(2)  # (B, v, 1, 2) fp32
-                sampled = Fn.grid_sample(feat_maps[:, k].float(), g, mode="bilinear", padding_mode="border",
-                                         align_corners=False).to(feat_maps.dtype)  # (B, F, v, 1)
+                sampled = Fn.grid_sample(
+                    feat_maps[:, k].float(), g, mode="bilinear", padding_mode="border", align_corners=False
+                ).to(feat_maps.dtype)  # (B, F, v, 1)
             vis = (depth > 0) & (uv[..., 0] >= 0) & (uv[..., 0] < P) & (uv[..., 1] >= 0) & (uv[..., 1] < P)  # (B, v)
             vis_f = vis.to(feat_maps.dtype).unsqueeze(-1)  # (B, v, 1)
             parts.append(sampled.squeeze(-1).transpose(1, 2) * vis_f)  # (B, v, F)
@@ -146,7 +150,7 @@ class ParaV4Model(nn.Module):
         outs = []
         for start in range(0, V, chunk):
             ids = torch.arange(start, min(start + chunk, V), device=feat_maps.device)  # (v,)
-            xyz = grid.voxel_xyz[:, start:start + chunk]  # (B, v, 3)
+            xyz = grid.voxel_xyz[:, start : start + chunk]  # (B, v, 3)
             if use_ckpt:
                 outs.append(checkpoint(self._voxel_chunk, feat_maps, grid, xyz, ids, use_reentrant=False))
             else:
@@ -155,8 +159,9 @@ class ParaV4Model(nn.Module):
 
     def queries(self, cls: torch.Tensor, inputs: V4Inputs) -> torch.Tensor:
         """CLS (B, N, C) + EE state -> queries (B, T, F)."""
-        state = ee_state_features(self.config, inputs.T_world_ee.float(), inputs.gripper.float(),
-                                  inputs.past_positions_world.float()).to(cls.dtype)  # (B, state_dim)
+        state = ee_state_features(
+            self.config, inputs.T_world_ee.float(), inputs.gripper.float(), inputs.past_positions_world.float()
+        ).to(cls.dtype)  # (B, state_dim)
         h = self.global_act(self.global_mlp(torch.cat([state, cls.flatten(1)], dim=-1)))  # (B, G)
         return self.q_head(h).reshape(cls.shape[0], self.config.n_window, self.config.feat_dim)  # (B, T, F)
 
@@ -166,8 +171,9 @@ class ParaV4Model(nn.Module):
         with torch.autocast(device_type=inputs.K_img.device.type, enabled=False):
             # the cache compares poses: a host sync on a GPU, where the grid is a few kernels anyway, so CPU only
             use_cache = self.fast_inference and not self.training and inputs.K_img.device.type == "cpu"
-            grid = build_voxel_grid(cfg, inputs.K_img.float(), inputs.T_world_cam.float(),
-                                    cache=self.grid_cache if use_cache else None)
+            grid = build_voxel_grid(
+                cfg, inputs.K_img.float(), inputs.T_world_cam.float(), cache=self.grid_cache if use_cache else None
+            )
         feat_maps, cls = self.image_features(inputs.images)  # (B, N, F, P, P), (B, N, C)
         q = self.queries(cls, inputs)  # (B, T, F)
         if self.fast_inference and targets is None and not self.training:
@@ -186,10 +192,18 @@ class ParaV4Model(nn.Module):
             at = torch.gather(voxel_feat, 1, chosen.unsqueeze(-1).expand(-1, -1, voxel_feat.shape[-1]))  # (B, T, F)
         head = self.grip_rot_head(torch.cat([at, q.to(at.dtype)], dim=-1)).float()  # (B, T, G + 3R)
         out = V4Output(
-            volume_logits=logits, voxel_xyz=grid.voxel_xyz, voxel_valid=grid.valid, voxel_feat=voxel_feat,
-            query=q, chosen_voxel=chosen, gripper_logits=head[..., :self.n_grip],
-            rotation_logits=head[..., self.n_grip:].reshape(*head.shape[:2], 3, self.n_rot), grid=grid, cls=cls,
-            volume_lse=lse, argmax_voxel=argmax,
+            volume_logits=logits,
+            voxel_xyz=grid.voxel_xyz,
+            voxel_valid=grid.valid,
+            voxel_feat=voxel_feat,
+            query=q,
+            chosen_voxel=chosen,
+            gripper_logits=head[..., : self.n_grip],
+            rotation_logits=head[..., self.n_grip :].reshape(*head.shape[:2], 3, self.n_rot),
+            grid=grid,
+            cls=cls,
+            volume_lse=lse,
+            argmax_voxel=argmax,
         )
         if targets is not None:
             out.losses = compute_losses(out, targets, cfg)
@@ -199,8 +213,10 @@ class ParaV4Model(nn.Module):
         """Outputs -> one ``para_core.model.actions.DecodedChunk`` per batch element (argmax voxel, optional refinement).
         Raises ValueError when an observation has no valid voxel (no camera ray meets the workspace box)."""
         if not bool(out.voxel_valid.any(dim=-1).all()):
-            raise ValueError("no valid voxel for this observation: no camera ray meets the workspace box in front of "
-                             "its camera; check T_world_cam (OpenCV optical frame -> world) and the workspace box")
+            raise ValueError(
+                "no valid voxel for this observation: no camera ray meets the workspace box in front of "
+                "its camera; check T_world_cam (OpenCV optical frame -> world) and the workspace box"
+            )
         return decode_outputs(self.config, out, refine=refine)
 
     def visualisation(self, out: V4Output, top_k: int):
@@ -215,8 +231,11 @@ class ParaV4Model(nn.Module):
             probs = torch.softmax(logits, dim=-1).amax(0)  # (V,) max over steps
             top_p, top_i = torch.topk(probs, k)
         bounds = out.grid.bounds(0)  # (2, 3): min, max corner of the valid voxels
-        return (out.voxel_xyz[0, top_i].double().cpu().numpy(), top_p.double().cpu().numpy(),
-                bounds.double().cpu().numpy())
+        return (
+            out.voxel_xyz[0, top_i].double().cpu().numpy(),
+            top_p.double().cpu().numpy(),
+            bounds.double().cpu().numpy(),
+        )
 
     def param_groups(self) -> list[dict]:
         """Optimizer groups: backbone at lr * backbone_lr_mult, everything else at lr."""
@@ -239,8 +258,9 @@ def training_head_voxel(logits: torch.Tensor, targets: V4Targets, fallback: torc
 
 
 # ---------------------------------------------------------------------------------------------------------- losses
-def volume_ce(logits: torch.Tensor, target_index: torch.Tensor, target_weight: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+def volume_ce(
+    logits: torch.Tensor, target_index: torch.Tensor, target_weight: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Soft-target cross-entropy over voxels, per step.
 
     :param logits: (B, T, V) (-inf allowed at invalid voxels, never at a target voxel with weight > 0).
@@ -268,9 +288,11 @@ def seed_joint_baseline(n_voxels: int, n_steps: int) -> float:
 
 def compute_losses(out: V4Output, targets: V4Targets, config: V4Config) -> dict[str, torch.Tensor]:
     voxel, _ = volume_ce(out.volume_logits, targets.voxel_index, targets.voxel_weight)
-    grip = Fn.cross_entropy(out.gripper_logits.reshape(-1, out.gripper_logits.shape[-1]),
-                            targets.gripper_bin.reshape(-1))
-    rot = Fn.cross_entropy(out.rotation_logits.reshape(-1, out.rotation_logits.shape[-1]),
-                           targets.rotation_bins.reshape(-1))
+    grip = Fn.cross_entropy(
+        out.gripper_logits.reshape(-1, out.gripper_logits.shape[-1]), targets.gripper_bin.reshape(-1)
+    )
+    rot = Fn.cross_entropy(
+        out.rotation_logits.reshape(-1, out.rotation_logits.shape[-1]), targets.rotation_bins.reshape(-1)
+    )
     total = voxel + config.gripper_loss_weight * grip + config.rotation_loss_weight * rot
     return {"loss": total, "voxel_ce": voxel, "gripper_ce": grip, "rotation_ce": rot}

@@ -23,6 +23,7 @@ would). Each box's logits, their maximum, argmax and logsumexp, and the features
 features are in cache; the (V, F) features themselves are not kept. Geometry stays fp32. Equivalence with the
 reference (argmax, logits within float tolerance) is tested in ``test/test_core_fast_path.py``.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -41,18 +42,18 @@ def first_layer_blocks(model, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     F = model.config.feat_dim
     W1 = model.voxel_mlp[0].weight
     start = k * (F + 1)
-    return W1[:, start:start + F], W1[:, start + F]
+    return W1[:, start : start + F], W1[:, start + F]
 
 
 def height_term(model, grid: VoxelGrid, k: int) -> torch.Tensor:
     """``W1_h @ h(z)`` of every bin of view ``k``: (B, Z, H)."""
     cfg = model.config
     W1 = model.voxel_mlp[0].weight
-    W_h = W1[:, cfg.n_views * (cfg.feat_dim + 1):]  # (H, h)
+    W_h = W1[:, cfg.n_views * (cfg.feat_dim + 1) :]  # (H, h)
     z = grid.z_bin_centres[:, k]  # (B, Z)
     if cfg.height_encoding == "learned":
         Z = cfg.n_height_bins
-        enc = model.height_emb.weight[k * Z:(k + 1) * Z].unsqueeze(0).expand(z.shape[0], -1, -1)  # (B, Z, h)
+        enc = model.height_emb.weight[k * Z : (k + 1) * Z].unsqueeze(0).expand(z.shape[0], -1, -1)  # (B, Z, h)
     else:
         enc = sincos_height_encoding(z, cfg.z_lo_m, cfg.z_hi_m, cfg.height_enc_dim)  # (B, Z, h)
     return enc.to(W_h.dtype) @ W_h.T  # (B, Z, H)
@@ -127,8 +128,12 @@ def plan_blocks(valid: np.ndarray | None, n_bins: int, P: int, chunk_voxels: int
             continue
         box, j = [int(r0s[i]), int(r1s[i]), int(c0s[i]), int(c1s[i])], i + 1
         while j < Z and any_bin[j]:
-            grown = [min(box[0], int(r0s[j])), max(box[1], int(r1s[j])), min(box[2], int(c0s[j])),
-                     max(box[3], int(c1s[j]))]
+            grown = [
+                min(box[0], int(r0s[j])),
+                max(box[1], int(r1s[j])),
+                min(box[2], int(c0s[j])),
+                max(box[3], int(c1s[j])),
+            ]
             if (j + 1 - i) * (grown[1] - grown[0]) * (grown[3] - grown[2]) > chunk_voxels:
                 break
             box, j = grown, j + 1
@@ -136,7 +141,7 @@ def plan_blocks(valid: np.ndarray | None, n_bins: int, P: int, chunk_voxels: int
         rows_per_box = max(1, chunk_voxels // (c1 - c0)) if j == i + 1 else r1 - r0  # one bin: split by rows
         for a in range(r0, r1, rows_per_box):
             blk = Block(i, j, a, min(a + rows_per_box, r1), c0, c1)
-            if valid is None or valid[i:j, blk.row0:blk.row1, c0:c1].any():  # rows of a split bin may hold none
+            if valid is None or valid[i:j, blk.row0 : blk.row1, c0:c1].any():  # rows of a split bin may hold none
                 blocks.append(blk)
         i = j
     return blocks
@@ -150,9 +155,15 @@ class FastVolume(NamedTuple):
     argmax: torch.Tensor | None  # (B, T) long: each step's argmax voxel (the first of equal maxima, as torch.argmax)
 
 
-def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: torch.Tensor | None = None,
-                        chunk_voxels: int | None = None, skip_invalid: bool | None = None,
-                        keep_voxel_feat: bool = False) -> FastVolume:
+def voxel_features_fast(
+    model,
+    feat_maps: torch.Tensor,
+    grid: VoxelGrid,
+    query: torch.Tensor | None = None,
+    chunk_voxels: int | None = None,
+    skip_invalid: bool | None = None,
+    keep_voxel_feat: bool = False,
+) -> FastVolume:
     """(B, N, F, P, P) feature maps -> the volume logits of queries ``query`` (B, T, F), equal to the reference's at
     every valid voxel (module docstring), with their per-step logsumexp and argmax and the features at that argmax.
 
@@ -203,8 +214,9 @@ def voxel_features_fast(model, feat_maps: torch.Tensor, grid: VoxelGrid, query: 
                 xyz = xyz6[b, k][box].reshape(-1, 3)  # (v, 3), v = nb * nr * nc
                 for j in range(N):
                     if j != k:
-                        _add_other_view(pre, xyz, padded_maps[b, j], grid.K_pred[b, j], grid.T_world_cam[b, j],
-                                        seen_weights[j])
+                        _add_other_view(
+                            pre, xyz, padded_maps[b, j], grid.K_pred[b, j], grid.T_world_cam[b, j], seen_weights[j]
+                        )
                 feat = rest(pre)  # (v, F)
                 if feat6 is not None:
                     feat6[b, k][box] = feat.view(nb, nr, nc, -1)
@@ -229,11 +241,15 @@ class _StepReduction(NamedTuple):
     argmax_feat: torch.Tensor  # (B, T, F) that voxel's features
 
     @classmethod
-    def empty(cls, q_scaled: torch.Tensor) -> "_StepReduction":
+    def empty(cls, q_scaled: torch.Tensor) -> _StepReduction:
         B, T, F = q_scaled.shape
         lse = torch.full((B, T), float("-inf"), dtype=torch.float32, device=q_scaled.device)
-        return cls(lse, lse.clone(), torch.zeros(B, T, dtype=torch.long, device=q_scaled.device),
-                   torch.zeros(B, T, F, dtype=q_scaled.dtype, device=q_scaled.device))
+        return cls(
+            lse,
+            lse.clone(),
+            torch.zeros(B, T, dtype=torch.long, device=q_scaled.device),
+            torch.zeros(B, T, F, dtype=q_scaled.dtype, device=q_scaled.device),
+        )
 
     def add_box(self, b: int, chunk: torch.Tensor, feat: torch.Tensor, flat_index) -> None:
         """Fold in one box of batch element b: its masked logits ``chunk`` (T, v), features ``feat`` (v, F) and
@@ -244,8 +260,9 @@ class _StepReduction(NamedTuple):
         better = (chunk_best > self.best[b]) | (chunk_best.isnan() & ~self.best[b].isnan())  # (T,)
         self.best[b] = torch.where(better, chunk_best, self.best[b])
         self.argmax[b] = torch.where(better, flat_index(chunk_arg), self.argmax[b])
-        self.argmax_feat[b] = torch.where(better.unsqueeze(-1), feat[chunk_arg].to(self.argmax_feat.dtype),
-                                          self.argmax_feat[b])
+        self.argmax_feat[b] = torch.where(
+            better.unsqueeze(-1), feat[chunk_arg].to(self.argmax_feat.dtype), self.argmax_feat[b]
+        )
 
 
 def _logsumexp_given_max(x: torch.Tensor, row_max: torch.Tensor) -> torch.Tensor:
@@ -261,8 +278,14 @@ def _seen_weight(model, j: int) -> torch.Tensor:
     return torch.cat([W_fj, w_vj.unsqueeze(1)], dim=1).T  # (F + 1, H)
 
 
-def _add_other_view(pre: torch.Tensor, xyz: torch.Tensor, padded_map: torch.Tensor, K: torch.Tensor,
-                    T_world_cam: torch.Tensor, seen_weight: torch.Tensor) -> None:
+def _add_other_view(
+    pre: torch.Tensor,
+    xyz: torch.Tensor,
+    padded_map: torch.Tensor,
+    K: torch.Tensor,
+    T_world_cam: torch.Tensor,
+    seen_weight: torch.Tensor,
+) -> None:
     """``pre += W_fj (vis f_j(uv)) + vis w_vj`` for voxels ``xyz`` (v, 3), vis = 1 where view j sees them, else 0:
     (v, H) in place, as one matrix product accumulated into ``pre`` (no (v, H) temporary); ``seen_weight``:
     ``_seen_weight(model, j)``. ``padded_map`` (F + 1, P, P) fp32 is view j's feature map with one channel more,
@@ -272,8 +295,9 @@ def _add_other_view(pre: torch.Tensor, xyz: torch.Tensor, padded_map: torch.Tens
     with torch.autocast(device_type=xyz.device.type, enabled=False):  # geometry and sampling in fp32
         uv, depth = project(xyz.float(), K.float(), T_world_cam.float())  # (v, 2), (v,)
         g = uv_to_grid_sample(uv, P, P).view(1, -1, 1, 2)  # (1, v, 1, 2)
-        seen_cf = Fn.grid_sample(padded_map.unsqueeze(0), g, mode="bilinear", padding_mode="border",
-                                 align_corners=False).view(F + 1, -1)  # (F + 1, v)
+        seen_cf = Fn.grid_sample(
+            padded_map.unsqueeze(0), g, mode="bilinear", padding_mode="border", align_corners=False
+        ).view(F + 1, -1)  # (F + 1, v)
     vis = (depth > 0) & (uv[:, 0] >= 0) & (uv[:, 0] < P) & (uv[:, 1] >= 0) & (uv[:, 1] < P)  # (v,)
     seen_cf[:F] *= vis  # features where view j sees the voxel, 0 elsewhere
     seen_cf[F] = vis  # the visibility itself: the reference's input block of view j is [vis f_j(uv), vis]

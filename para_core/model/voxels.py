@@ -13,6 +13,7 @@ camera inside the P x P grid (0 <= u, v < P), its height lies in [z_lo, z_hi_k),
 contains it, (k, floor((z - z_lo) / dz_k), floor(v), floor(u)), is valid. That voxel's centre is within half a cell of
 the point in every grid coordinate (u, v in pixels, z in bins).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,14 +59,16 @@ def pred_intrinsics(config: V4Config, K_img: torch.Tensor) -> torch.Tensor:
     return scale_intrinsics(K_img, s, s)
 
 
-def _view_voxels(config: V4Config, K_pred: torch.Tensor, T_world_cam: torch.Tensor, centres: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def _view_voxels(
+    config: V4Config, K_pred: torch.Tensor, T_world_cam: torch.Tensor, centres: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Voxel centres (..., Z, P*P, 3) and validity (..., Z, P*P) of views with prediction-grid intrinsics ``K_pred``
     (..., 3, 3), poses (..., 4, 4) and bin-centre heights ``centres`` (..., Z)."""
     P = config.pred_size
     uv = pixel_centres(P, P, dtype=K_pred.dtype, device=K_pred.device)  # (P*P, 2)
-    points, front = unproject_to_height(uv, centres.unsqueeze(-1), K_pred.unsqueeze(-3),
-                                        T_world_cam.unsqueeze(-3))  # (..., Z, P*P, 3), (..., Z, P*P)
+    points, front = unproject_to_height(
+        uv, centres.unsqueeze(-1), K_pred.unsqueeze(-3), T_world_cam.unsqueeze(-3)
+    )  # (..., Z, P*P, 3), (..., Z, P*P)
     x0, x1 = config.workspace_x_m
     y0, y1 = config.workspace_y_m
     inside = (points[..., 0] >= x0) & (points[..., 0] <= x1) & (points[..., 1] >= y0) & (points[..., 1] <= y1)
@@ -84,8 +87,9 @@ class StaticViewCache:
         self.hits = 0
         self.misses = 0
 
-    def view(self, config: V4Config, k: int, K_pred: torch.Tensor, T_world_cam: torch.Tensor,
-             centres: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def view(
+        self, config: V4Config, k: int, K_pred: torch.Tensor, T_world_cam: torch.Tensor, centres: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """View k's (Z, P*P, 3) centres, (Z, P*P) validity and (2, 3) valid-voxel bounds for (3, 3) ``K_pred``,
         (4, 4) pose and (Z,) bin heights."""
         key = torch.cat([K_pred.reshape(-1), T_world_cam.reshape(-1), centres.reshape(-1)])  # what the voxels depend on
@@ -100,8 +104,9 @@ class StaticViewCache:
         return self._views[k][1:]
 
 
-def build_voxel_grid(config: V4Config, K_img: torch.Tensor, T_world_cam: torch.Tensor,
-                     cache: StaticViewCache | None = None) -> VoxelGrid:
+def build_voxel_grid(
+    config: V4Config, K_img: torch.Tensor, T_world_cam: torch.Tensor, cache: StaticViewCache | None = None
+) -> VoxelGrid:
     """Closed-form voxel grid for a batch.
 
     :param K_img: (B, N, 3, 3) intrinsics of the img_size x img_size images the model sees.
@@ -112,8 +117,15 @@ def build_voxel_grid(config: V4Config, K_img: torch.Tensor, T_world_cam: torch.T
     P, Z = config.pred_size, config.n_height_bins
     K_pred = pred_intrinsics(config, K_img)  # (B, N, 3, 3)
     cam_z = T_world_cam[..., 2, 3]  # (B, N)
-    z_hi_k, centres = adaptive_z_range(cam_z, config.z_lo_m, config.z_hi_m, config.cam_margin_m, Z,
-                                       mode=config.z_range_mode, min_span_m=config.min_z_span_m)  # (B,N), (B,N,Z)
+    z_hi_k, centres = adaptive_z_range(
+        cam_z,
+        config.z_lo_m,
+        config.z_hi_m,
+        config.cam_margin_m,
+        Z,
+        mode=config.z_range_mode,
+        min_span_m=config.min_z_span_m,
+    )  # (B,N), (B,N,Z)
     if cache is not None and B == 1:
         views = [cache.view(config, k, K_pred[0, k], T_world_cam[0, k], centres[0, k]) for k in range(N)]
         points = torch.stack([v[0] for v in views]).unsqueeze(0)  # (1, N, Z, P*P, 3): a copy, never the cache's
@@ -125,8 +137,13 @@ def build_voxel_grid(config: V4Config, K_img: torch.Tensor, T_world_cam: torch.T
     return VoxelGrid(
         voxel_xyz=points.reshape(B, N * Z * P * P, 3),  # (B, V, 3)
         valid=valid.reshape(B, N * Z * P * P),  # (B, V)
-        K_pred=K_pred, T_world_cam=T_world_cam, z_hi_per_view=z_hi_k, z_bin_centres=centres,
-        z_lo_m=config.z_lo_m, pred_size=P, view_bounds=view_bounds,
+        K_pred=K_pred,
+        T_world_cam=T_world_cam,
+        z_hi_per_view=z_hi_k,
+        z_bin_centres=centres,
+        z_lo_m=config.z_lo_m,
+        pred_size=P,
+        view_bounds=view_bounds,
     )
 
 
@@ -156,8 +173,9 @@ def locate_points(grid: VoxelGrid, points_world: torch.Tensor) -> tuple[torch.Te
     zbin = torch.floor((pts[..., 2].unsqueeze(1) - grid.z_lo_m) / dz.unsqueeze(-1))  # (B, N, T)
     ok = (depth > 0) & (col >= 0) & (col < P) & (row >= 0) & (row < P) & (zbin >= 0) & (zbin < Z)  # (B, N, T)
     view = torch.arange(N, device=pts.device).view(1, N, 1)
-    idx = ((view * Z + zbin.clamp(0, Z - 1).long()) * P + row.clamp(0, P - 1).long()) * P \
-        + col.clamp(0, P - 1).long()  # (B, N, T)
+    idx = ((view * Z + zbin.clamp(0, Z - 1).long()) * P + row.clamp(0, P - 1).long()) * P + col.clamp(
+        0, P - 1
+    ).long()  # (B, N, T)
     idx = torch.where(ok, idx, torch.zeros_like(idx))
     ok = ok & torch.gather(grid.valid, 1, idx.reshape(B, -1)).reshape(B, N, T)
     return idx.transpose(1, 2).contiguous(), ok.transpose(1, 2).contiguous()  # (B, T, N) each

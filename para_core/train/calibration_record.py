@@ -5,6 +5,7 @@ in the episode's ``meta.json`` (``meta.calibration``: file name, sha256, content
 its episodes and writes them into ``RUN/checkpoint/recipe.json`` under ``calibrations`` (one entry per distinct file,
 with the episodes that used it), so a deployment can be matched to the extrinsics its training data was built with.
 """
+
 from __future__ import annotations
 
 import json

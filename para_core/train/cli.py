@@ -31,6 +31,7 @@ that carry camera calibration (``para-bag export-lerobot``; converted once into 
 LeRobot dataset of joint positions (LeRobot's YAM plugins) needs a calibration file: convert it with ``para-bag
 import-lerobot DATASET --calibration calibration.yaml --out EPISODES`` and train on EPISODES.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,30 +52,52 @@ from para_core.train.calibration_record import episode_calibrations, write_recip
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="para-train", description=__doc__.split("\n\n")[0],
+        prog="para-train",
+        description=__doc__.split("\n\n")[0],
         epilog="Output: RUN/checkpoint (deployable), RUN/metrics.jsonl, RUN/loss_curve.png, RUN/train_state "
-               "(resume). See para_core.train.trainer for the schedule and the run directory layout.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", nargs="+", metavar="DIR", default=None,
-                   help="episode directories or parent folders of episodes (required unless --resume)")
+        "(resume). See para_core.train.trainer for the schedule and the run directory layout.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--data",
+        nargs="+",
+        metavar="DIR",
+        default=None,
+        help="episode directories or parent folders of episodes (required unless --resume)",
+    )
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory, e.g. runs/pick_v1")
-    p.add_argument("--preset", choices=PRESET_NAMES, default="paper",
-                   help="model preset: 'paper' (DINOv3 ViT-S/16+, 512 px, 2x128x64^2 voxels), 'paper_internvl' (the "
-                        "same head on InternVL 2.5-1B's vision tower, 448 px) or 'tiny' (toy size, CPU tests/demos); "
-                        "default: paper")
-    p.add_argument("--config", metavar="FILE", default=None,
-                   help="YAML/JSON of V4Config fields overriding the preset, plus an optional 'train:' mapping of "
-                        "TrainConfig fields")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out from its last checkpoint (configs and episodes come from the run; "
-                        "--max-iters/--batch-size/--lr/--device/--amp/--num-workers may change; the data stream "
-                        "continues at the samples already consumed, whatever the batch size)")
+    p.add_argument(
+        "--preset",
+        choices=PRESET_NAMES,
+        default="paper",
+        help="model preset: 'paper' (DINOv3 ViT-S/16+, 512 px, 2x128x64^2 voxels), 'paper_internvl' (the "
+        "same head on InternVL 2.5-1B's vision tower, 448 px) or 'tiny' (toy size, CPU tests/demos); "
+        "default: paper",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="YAML/JSON of V4Config fields overriding the preset, plus an optional 'train:' mapping of "
+        "TrainConfig fields",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its last checkpoint (configs and episodes come from the run; "
+        "--max-iters/--batch-size/--lr/--device/--amp/--num-workers may change; the data stream "
+        "continues at the samples already consumed, whatever the batch size)",
+    )
     g = p.add_argument_group("overrides")
     g.add_argument("--max-iters", type=int, default=None, help="total training iterations (V4Config.max_iters)")
     g.add_argument("--batch-size", type=int, default=None, help="samples per iteration (V4Config.batch_size)")
     g.add_argument("--lr", type=float, default=None, help="head learning rate (V4Config.lr)")
-    g.add_argument("--backbone-pretrained-dir", default=None, metavar="DIR",
-                   help="local transformers DINOv3 checkpoint to start the backbone from")
+    g.add_argument(
+        "--backbone-pretrained-dir",
+        default=None,
+        metavar="DIR",
+        help="local transformers DINOv3 checkpoint to start the backbone from",
+    )
     g.add_argument("--device", default=None, help="'auto' (default), 'cpu', 'cuda', 'cuda:N'")
     g.add_argument("--amp", choices=DTYPES, default=None, help="autocast dtype (default fp32)")
     g.add_argument("--num-workers", type=int, default=None, help="DataLoader workers (default 2)")
@@ -84,20 +107,34 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ckpt-interval", type=int, default=None, help="iterations between checkpoints")
     g.add_argument("--augment", action="store_true", default=None, help="colour jitter on training images")
     g.add_argument("--cache-dir", default=None, help="memory-map resized images from here (large datasets)")
-    g.add_argument("--init-from", default=None, metavar="CHECKPOINT",
-                   help="start from this checkpoint's weights (fine-tuning): iteration 0, a fresh optimizer and "
-                        "learning-rate schedule; refused unless it holds the same preset, cameras and architecture")
+    g.add_argument(
+        "--init-from",
+        default=None,
+        metavar="CHECKPOINT",
+        help="start from this checkpoint's weights (fine-tuning): iteration 0, a fresh optimizer and "
+        "learning-rate schedule; refused unless it holds the same preset, cameras and architecture",
+    )
     g.add_argument("--seed", type=int, default=None, help="seed of init, split and data order (default 0)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
-    g.add_argument("--grad-accum-steps", type=int, default=None,
-                   help="micro-batches per process and iteration (gradient accumulation); --batch-size stays the "
-                        "global batch (all processes, all micro-batches)")
-    g.add_argument("--no-tensorboard", action="store_true",
-                   help="do not write TensorBoard event files (default: RUN/tensorboard; watch with "
-                        "'tensorboard --logdir RUN/tensorboard')")
-    g.add_argument("--no-keep-freed-memory", action="store_true",
-                   help="on a CPU, leave glibc's allocator as it is (default: it keeps freed memory for the next step: "
-                        "faster steps, the process keeps its peak footprint)")
+    g.add_argument(
+        "--grad-accum-steps",
+        type=int,
+        default=None,
+        help="micro-batches per process and iteration (gradient accumulation); --batch-size stays the "
+        "global batch (all processes, all micro-batches)",
+    )
+    g.add_argument(
+        "--no-tensorboard",
+        action="store_true",
+        help="do not write TensorBoard event files (default: RUN/tensorboard; watch with "
+        "'tensorboard --logdir RUN/tensorboard')",
+    )
+    g.add_argument(
+        "--no-keep-freed-memory",
+        action="store_true",
+        help="on a CPU, leave glibc's allocator as it is (default: it keeps freed memory for the next step: "
+        "faster steps, the process keeps its peak footprint)",
+    )
     g.add_argument("--print-config", action="store_true", help="print the resolved configs and exit")
     return p
 
@@ -111,8 +148,10 @@ def _read_mapping(path: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ValueError(f"--config {path}: expected a mapping of V4Config fields (and an optional 'train:' "
-                         f"mapping), got {type(data).__name__}")
+        raise ValueError(
+            f"--config {path}: expected a mapping of V4Config fields (and an optional 'train:' "
+            f"mapping), got {type(data).__name__}"
+        )
     return data
 
 
@@ -141,25 +180,41 @@ def resolve_configs(args: argparse.Namespace):
         base = V4Config.preset(args.preset).to_dict()
         unknown = sorted(set(model_over) - set(base))
         if unknown:
-            raise ValueError(f"--config {args.config}: unknown V4Config field(s) {unknown}; check the spelling "
-                             f"(put TrainConfig fields under 'train:')")
+            raise ValueError(
+                f"--config {args.config}: unknown V4Config field(s) {unknown}; check the spelling "
+                f"(put TrainConfig fields under 'train:')"
+            )
         model = V4Config.from_dict({**base, **model_over})
         train = TrainConfig.from_dict(train_over)
         episodes = find_episode_dirs(convert_for_training(args.data, Path(args.out) / "lerobot_episodes"))
-    model_changes = {k: v for k, v in (("max_iters", args.max_iters), ("batch_size", args.batch_size),
-                                       ("lr", args.lr)) if v is not None}
+    model_changes = {
+        k: v
+        for k, v in (("max_iters", args.max_iters), ("batch_size", args.batch_size), ("lr", args.lr))
+        if v is not None
+    }
     if args.backbone_pretrained_dir is not None:
         if args.resume:
             raise ValueError("--backbone-pretrained-dir cannot change on --resume (the weights come from the run)")
         model_changes["backbone_pretrained_dir"] = args.backbone_pretrained_dir
     if model_changes:
         model = model.replace(**model_changes)
-    train_changes = {k: v for k, v in (
-        ("device", args.device), ("amp_dtype", args.amp), ("num_workers", args.num_workers),
-        ("val_fraction", args.val_fraction), ("eval_interval", args.eval_interval),
-        ("ckpt_interval", args.ckpt_interval), ("augment", args.augment), ("cache_dir", args.cache_dir),
-        ("seed", args.seed), ("grad_accum_steps", args.grad_accum_steps), ("init_from", args.init_from))
-        if v is not None}
+    train_changes = {
+        k: v
+        for k, v in (
+            ("device", args.device),
+            ("amp_dtype", args.amp),
+            ("num_workers", args.num_workers),
+            ("val_fraction", args.val_fraction),
+            ("eval_interval", args.eval_interval),
+            ("ckpt_interval", args.ckpt_interval),
+            ("augment", args.augment),
+            ("cache_dir", args.cache_dir),
+            ("seed", args.seed),
+            ("grad_accum_steps", args.grad_accum_steps),
+            ("init_from", args.init_from),
+        )
+        if v is not None
+    }
     if args.val_episodes:
         train_changes["val_episodes"] = tuple(str(p) for p in find_episode_dirs(args.val_episodes))
     if args.no_progress:
@@ -185,8 +240,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, ImportError) as exc:
         parser.error(str(exc))
     if args.print_config:
-        print(json.dumps({"model": model_config.to_dict(), "train": train_config.to_dict(),
-                          "episodes": [str(p) for p in episodes]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "model": model_config.to_dict(),
+                    "train": train_config.to_dict(),
+                    "episodes": [str(p) for p in episodes],
+                },
+                indent=2,
+            )
+        )
         return 0
 
     from para_core.train.distributed import shutdown  # torch: loaded on first use, not on import
@@ -195,10 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 talks
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if rank == 0:
-        print(f"[para-train] {'resuming' if args.resume else 'training'} {model_config.name} "
-              f"({model_config.n_voxels:,} voxels, T={model_config.n_window}) on {len(episodes)} episode(s) -> "
-              f"{args.out}" + (f" with {world} processes (global batch {model_config.batch_size})"
-                               if world > 1 else ""), flush=True)
+        print(
+            f"[para-train] {'resuming' if args.resume else 'training'} {model_config.name} "
+            f"({model_config.n_voxels:,} voxels, T={model_config.n_window}) on {len(episodes)} episode(s) -> "
+            f"{args.out}" + (f" with {world} processes (global batch {model_config.batch_size})" if world > 1 else ""),
+            flush=True,
+        )
     try:
         result = train(model_config, train_config, episodes, args.out, resume=args.resume)
     except (ValueError, FileNotFoundError, FileExistsError) as exc:  # (a CheckpointError is a ValueError)
@@ -218,8 +283,10 @@ def main(argv: list[str] | None = None) -> int:
         from para_core.train.trainer import main_loss_term  # scipy, torch: loaded on first use, not on import
 
         key = main_loss_term(v)
-        print(f"  validation: {key} {v[key]:.3f}, position error {v['pos_err_m'] * 100:.1f} cm "
-              f"(last step {v['pos_err_last_m'] * 100:.1f} cm)")
+        print(
+            f"  validation: {key} {v[key]:.3f}, position error {v['pos_err_m'] * 100:.1f} cm "
+            f"(last step {v['pos_err_last_m'] * 100:.1f} cm)"
+        )
     print(f"  checkpoint:  {ckpt}")
     print(f"  metrics:     {result.run_dir / 'metrics.jsonl'}  (curve: {result.run_dir / 'loss_curve.png'})")
     if (result.run_dir / "tensorboard").is_dir():

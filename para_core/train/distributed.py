@@ -17,6 +17,7 @@ multiple of ``world_size * grad_accum_steps``.
 Only rank 0 writes: checkpoints, the train state, ``metrics.jsonl``, TensorBoard, the loss curve; it also runs
 validation. The other ranks wait for it at a barrier after each save.
 """
+
 from __future__ import annotations
 
 import os

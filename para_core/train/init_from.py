@@ -8,6 +8,7 @@ hold the model the run trains: the same model kind, the same preset (``V4Config.
 (``para_core.model.config.SCHEDULE_FIELDS`` without ``name``: learning rates, warm-up, iterations, batch size,
 weight decay) may differ. A mismatch is refused before anything is written, naming the fields and both values.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,14 +34,19 @@ def check_compatible(saved: V4Config, config: V4Config, checkpoint: str | Path) 
     """Refuse (ValueError) a checkpoint whose model is not the one ``config`` describes, naming the mismatch."""
     where = f"--init-from {checkpoint}"
     if saved.model_kind != config.model_kind:
-        raise ValueError(f"{where} holds a {saved.model_kind!r} model, this run trains {config.model_kind!r}: "
-                         f"fine-tune with --preset {saved.name} (or start from a checkpoint of {config.name})")
+        raise ValueError(
+            f"{where} holds a {saved.model_kind!r} model, this run trains {config.model_kind!r}: "
+            f"fine-tune with --preset {saved.name} (or start from a checkpoint of {config.name})"
+        )
     if saved.name != config.name:
-        raise ValueError(f"{where} was trained with preset {saved.name!r}, this run uses {config.name!r}: "
-                         f"pass --preset {saved.name}")
+        raise ValueError(
+            f"{where} was trained with preset {saved.name!r}, this run uses {config.name!r}: pass --preset {saved.name}"
+        )
     if tuple(saved.view_names) != tuple(config.view_names):
-        raise ValueError(f"{where} was trained on cameras {list(saved.view_names)}, this run's data has "
-                         f"{list(config.view_names)}: fine-tune on episodes with the checkpoint's camera set")
+        raise ValueError(
+            f"{where} was trained on cameras {list(saved.view_names)}, this run's data has "
+            f"{list(config.view_names)}: fine-tune on episodes with the checkpoint's camera set"
+        )
     a, b = saved.to_dict(), config.to_dict()
     ignore = set(SCHEDULE_FIELDS)
     if config.backbone_pretrained_dir:  # the weights come from the checkpoint: its saved backbone architecture wins
@@ -48,9 +54,11 @@ def check_compatible(saved: V4Config, config: V4Config, checkpoint: str | Path) 
     diff = sorted(k for k in set(a) | set(b) if k not in ignore and a.get(k) != b.get(k))
     if diff:
         shown = "; ".join(f"{k}: checkpoint {a.get(k)!r} vs run {b.get(k)!r}" for k in diff[:6])
-        raise ValueError(f"{where} has another architecture than this run ({shown}{' ...' if len(diff) > 6 else ''}); "
-                         f"use the checkpoint's config (only {[f for f in SCHEDULE_FIELDS if f != 'name']} may "
-                         "differ)")
+        raise ValueError(
+            f"{where} has another architecture than this run ({shown}{' ...' if len(diff) > 6 else ''}); "
+            f"use the checkpoint's config (only {[f for f in SCHEDULE_FIELDS if f != 'name']} may "
+            "differ)"
+        )
 
 
 def build_config(saved: V4Config, config: V4Config) -> V4Config:
@@ -75,5 +83,7 @@ def load_weights(model, checkpoint: str | Path, device: Any = "cpu") -> None:
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as exc:
-        raise CheckpointError(f"--init-from {checkpoint}: its weights do not fit the model ({exc}); the weights "
-                              "and config.json come from different models") from None
+        raise CheckpointError(
+            f"--init-from {checkpoint}: its weights do not fit the model ({exc}); the weights "
+            "and config.json come from different models"
+        ) from None

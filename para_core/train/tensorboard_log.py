@@ -8,6 +8,7 @@ horizon step ``pos_err_step<i>_m``), and the learning rate of each optimizer gro
 Watch a run with ``tensorboard --logdir RUN/tensorboard`` (or the parent folder of several runs). Written with
 ``torch.utils.tensorboard`` (needs the ``tensorboard`` package); ``para-train --no-tensorboard`` skips it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,8 +27,10 @@ class TensorBoardLog:
         try:
             from torch.utils.tensorboard import SummaryWriter  # torch: loaded on first use, not on import
         except ImportError as exc:  # pragma: no cover - tensorboard is in requirements.txt
-            raise ImportError("para-train writes TensorBoard event files and needs the 'tensorboard' package "
-                              "(pip install tensorboard); or pass --no-tensorboard") from exc
+            raise ImportError(
+                "para-train writes TensorBoard event files and needs the 'tensorboard' package "
+                "(pip install tensorboard); or pass --no-tensorboard"
+            ) from exc
         self.path = Path(run_dir) / TB_DIR
         # purge_step: a resumed run drops events after the iteration it resumes from (no lost work logged twice)
         self.writer = SummaryWriter(log_dir=str(self.path), purge_step=purge_step)
@@ -53,19 +56,23 @@ class TensorBoardLog:
         self.writer.close()
 
 
-def overlay_paths(image_chw_uint8, K: np.ndarray, T_world_cam: np.ndarray, gt_world: np.ndarray,
-                  pred_world: np.ndarray, scale: int = 2) -> np.ndarray:
+def overlay_paths(
+    image_chw_uint8,
+    K: np.ndarray,
+    T_world_cam: np.ndarray,
+    gt_world: np.ndarray,
+    pred_world: np.ndarray,
+    scale: int = 2,
+) -> np.ndarray:
     """(H, W, 3) uint8: a model-input image (3, S, S) upscaled ``scale`` x with the GT path (green) and the predicted
     path (red) projected with its K (para_core pixel convention) and camera pose."""
     import cv2  # cv2: loaded on first use, not on import
-
 
     img = np.ascontiguousarray(np.asarray(image_chw_uint8).transpose(1, 2, 0))
     img = cv2.resize(img, (img.shape[1] * scale, img.shape[0] * scale), interpolation=cv2.INTER_NEAREST)
     for path, colour in ((gt_world, (0, 220, 0)), (pred_world, (255, 40, 40))):
         uv, depth = project_points(np.asarray(path, dtype=np.float64), K, T_world_cam)
-        pts = [(int(round((u - 0.5) * scale)), int(round((v - 0.5) * scale))) for (u, v), d in zip(uv, depth)
-               if d > 0]
+        pts = [(int(round((u - 0.5) * scale)), int(round((v - 0.5) * scale))) for (u, v), d in zip(uv, depth) if d > 0]
         for a, b in zip(pts[:-1], pts[1:]):
             cv2.line(img, a, b, colour, 1, cv2.LINE_AA)
         for p in pts:

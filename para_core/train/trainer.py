@@ -41,6 +41,7 @@ never on frames of a training episode, on at most ``val_max_samples`` evenly spa
 the gripper and rotation CEs and the position error in metres of the decoded chunk (argmax voxel refined by the local
 soft-argmax, as the deployed Policy decodes) against the ground truth: mean over all steps and at the last step.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -170,8 +171,16 @@ class TrainConfig:
                 _fail("device", self.device, 'use "auto", "cpu", "cuda" or "cuda:N"')
         if self.amp_dtype not in DTYPES:
             _fail("amp_dtype", self.amp_dtype, f"use one of {DTYPES}")
-        for name in ("num_workers", "log_interval", "eval_interval", "ckpt_interval", "keep_checkpoints",
-                     "val_max_samples", "seed", "grad_accum_steps"):
+        for name in (
+            "num_workers",
+            "log_interval",
+            "eval_interval",
+            "ckpt_interval",
+            "keep_checkpoints",
+            "val_max_samples",
+            "seed",
+            "grad_accum_steps",
+        ):
             value = getattr(self, name)
             low = 1 if name in ("log_interval", "val_max_samples", "grad_accum_steps") else 0
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -193,8 +202,11 @@ class TrainConfig:
             _fail("val_fraction", self.val_fraction, "use a value in [0, 1) (0 = no validation)")
         if not 0.0 <= self.jitter_strength < 1.0:
             _fail("jitter_strength", self.jitter_strength, "use a value in [0, 1)")
-        if isinstance(self.tensorboard_images, bool) or not isinstance(self.tensorboard_images, int) or \
-                not 0 <= self.tensorboard_images <= 16:
+        if (
+            isinstance(self.tensorboard_images, bool)
+            or not isinstance(self.tensorboard_images, int)
+            or not 0 <= self.tensorboard_images <= 16
+        ):
             _fail("tensorboard_images", self.tensorboard_images, "use an integer within 0..16")
         for name in ("augment", "progress", "tensorboard", "keep_freed_memory"):
             if not isinstance(getattr(self, name), bool):
@@ -205,19 +217,24 @@ class TrainConfig:
             _fail("init_from", self.init_from, 'use a checkpoint directory or ""')
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: (list(v) if isinstance(v, tuple) else v)
-                for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+        return {
+            f.name: (list(v) if isinstance(v, tuple) else v)
+            for f in dataclasses.fields(self)
+            for v in [getattr(self, f.name)]
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"TrainConfig: unknown field(s) {unknown}; remove them or check the spelling "
-                             f"(known fields: {sorted(known)})")
+            raise ValueError(
+                f"TrainConfig: unknown field(s) {unknown}; remove them or check the spelling "
+                f"(known fields: {sorted(known)})"
+            )
         return cls(**data)
 
-    def replace(self, **changes: Any) -> "TrainConfig":
+    def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
@@ -238,13 +255,24 @@ class ResumableBatchSampler(torch.utils.data.Sampler):
     has consumed, whatever batch size it used); ``start_iter`` is the shorthand ``start_sample = start_iter *
     batch_size`` for a constant batch size."""
 
-    def __init__(self, n_samples: int, batch_size: int, seed: int, start_iter: int = 0,
-                 start_sample: int | None = None, rank: int = 0, world_size: int = 1, micro_batches: int = 1):
+    def __init__(
+        self,
+        n_samples: int,
+        batch_size: int,
+        seed: int,
+        start_iter: int = 0,
+        start_sample: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        micro_batches: int = 1,
+    ):
         if batch_size % (world_size * micro_batches) != 0:
             unit = world_size * micro_batches
-            raise ValueError(f"batch_size {batch_size} is not a multiple of world_size {world_size} x "
-                             f"grad_accum_steps {micro_batches}: every process and micro-batch needs an equal share "
-                             f"of the global batch; use a multiple of {unit}, e.g. {unit * max(1, round(batch_size / unit))}")
+            raise ValueError(
+                f"batch_size {batch_size} is not a multiple of world_size {world_size} x "
+                f"grad_accum_steps {micro_batches}: every process and micro-batch needs an equal share "
+                f"of the global batch; use a multiple of {unit}, e.g. {unit * max(1, round(batch_size / unit))}"
+            )
         self.rank, self.world_size, self.micro_batches = rank, world_size, micro_batches
         if n_samples < 1:
             raise ValueError("ResumableBatchSampler: the training set is empty; pass episodes with frames")
@@ -268,12 +296,12 @@ class ResumableBatchSampler(torch.utils.data.Sampler):
         micro = share // self.micro_batches
         while True:
             batch = [next(stream) for _ in range(self.batch_size)]
-            mine = batch[self.rank * share:(self.rank + 1) * share]
+            mine = batch[self.rank * share : (self.rank + 1) * share]
             for a in range(self.micro_batches):
-                yield mine[a * micro:(a + 1) * micro]
+                yield mine[a * micro : (a + 1) * micro]
 
     def __len__(self) -> int:  # endless; DataLoader only needs a number
-        return 2 ** 62
+        return 2**62
 
 
 # ----------------------------------------------------------------------------------------- optimizer <-> files
@@ -302,8 +330,10 @@ def load_optimizer(optimizer: torch.optim.Optimizer, directory: Path) -> dict[st
 
     opt_file, state_file = directory / "optimizer.safetensors", directory / "state.json"
     if not opt_file.is_file() or not state_file.is_file():
-        raise FileNotFoundError(f"{directory} has no optimizer.safetensors + state.json; the run was not "
-                                f"checkpointed yet (nothing to resume) or the directory is incomplete")
+        raise FileNotFoundError(
+            f"{directory} has no optimizer.safetensors + state.json; the run was not "
+            f"checkpointed yet (nothing to resume) or the directory is incomplete"
+        )
     state = json.loads(state_file.read_text())
     tensors = load_file(str(opt_file))
     per_param: dict[int, dict[str, Any]] = {}
@@ -316,9 +346,11 @@ def load_optimizer(optimizer: torch.optim.Optimizer, directory: Path) -> dict[st
     current = optimizer.state_dict()["param_groups"]
     groups = state["param_groups"]
     if [len(g["params"]) for g in groups] != [len(g["params"]) for g in current]:
-        raise ValueError(f"{directory}: the saved optimizer has parameter groups of sizes "
-                         f"{[len(g['params']) for g in groups]} but the model has {[len(g['params']) for g in current]};"
-                         f" the run directory belongs to a different model configuration")
+        raise ValueError(
+            f"{directory}: the saved optimizer has parameter groups of sizes "
+            f"{[len(g['params']) for g in groups]} but the model has {[len(g['params']) for g in current]};"
+            f" the run directory belongs to a different model configuration"
+        )
     for g in groups:
         for k, v in g.items():
             if isinstance(v, list) and k != "params":
@@ -342,8 +374,10 @@ def _split_episodes(episode_dirs: list[Path], tc: TrainConfig) -> tuple[list[Pat
         n_val = min(len(episode_dirs) - 1, max(1, int(round(tc.val_fraction * len(episode_dirs)))))
     order = np.random.default_rng(tc.seed).permutation(len(episode_dirs))
     val_idx = set(order[:n_val].tolist())
-    return ([p for i, p in enumerate(episode_dirs) if i not in val_idx],
-            [p for i, p in enumerate(episode_dirs) if i in val_idx])
+    return (
+        [p for i, p in enumerate(episode_dirs) if i not in val_idx],
+        [p for i, p in enumerate(episode_dirs) if i in val_idx],
+    )
 
 
 @dataclass
@@ -365,27 +399,34 @@ class Trainer:
         ``batch_size``) may change.
     """
 
-    def __init__(self, model_config: V4Config, train_config: TrainConfig, episode_dirs, out_dir,
-                 resume: bool = False):
+    def __init__(self, model_config: V4Config, train_config: TrainConfig, episode_dirs, out_dir, resume: bool = False):
 
         self.config, self.tc = model_config, train_config
         self.run_dir = Path(out_dir)
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu") \
-            if train_config.device == "auto" else torch.device(train_config.device)
+        self.device = (
+            torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            if train_config.device == "auto"
+            else torch.device(train_config.device)
+        )
         if train_config.amp_dtype == "fp16" and self.device.type != "cuda":
-            raise ValueError(f"TrainConfig.amp_dtype = 'fp16' needs a CUDA device (device is {self.device}); "
-                             f"use 'bf16' or 'fp32' on {self.device.type}")
+            raise ValueError(
+                f"TrainConfig.amp_dtype = 'fp16' needs a CUDA device (device is {self.device}); "
+                f"use 'bf16' or 'fp32' on {self.device.type}"
+            )
         if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"TrainConfig.device = {train_config.device!r} but CUDA is not available; use 'cpu' "
-                             f"or 'auto'")
+            raise ValueError(
+                f"TrainConfig.device = {train_config.device!r} but CUDA is not available; use 'cpu' or 'auto'"
+            )
 
         self.dist, self.device = init_from_env(self.device)  # torchrun: this rank's place and device
 
         self.allocator = keep_freed_memory_for(self.device, train_config.keep_freed_memory)
         world, accum = self.dist.world_size, train_config.grad_accum_steps
         if model_config.batch_size % (world * accum) != 0:
-            raise ValueError(f"V4Config.batch_size = {model_config.batch_size} (the global batch) is not a multiple of "
-                             f"{world} process(es) x grad_accum_steps {accum}; use a multiple of {world * accum}")
+            raise ValueError(
+                f"V4Config.batch_size = {model_config.batch_size} (the global batch) is not a multiple of "
+                f"{world} process(es) x grad_accum_steps {accum}; use a multiple of {world * accum}"
+            )
         init_config = None  # the --init-from checkpoint's config when this run starts from its weights
         if train_config.init_from and not resume:  # on resume the weights come from the run itself
             init_config = init_from.saved_config(train_config.init_from)
@@ -400,18 +441,27 @@ class Trainer:
             val_dirs = [Path(p) for p in run["val_episodes"]]
         else:
             if (state_dir / "state.json").is_file() or (self.run_dir / STAGING_DIR / COMMIT_FILE).is_file():
-                raise FileExistsError(f"{self.run_dir} already holds a training run; pass resume=True (--resume) to "
-                                      f"continue it, or choose another output directory")
+                raise FileExistsError(
+                    f"{self.run_dir} already holds a training run; pass resume=True (--resume) to "
+                    f"continue it, or choose another output directory"
+                )
             if not episode_dirs:
                 raise ValueError("train: no episode directories; pass --data with episode folders")
             train_dirs, val_dirs = _split_episodes(list(episode_dirs), train_config)
             if not train_dirs:
-                raise ValueError("train: every episode is a validation episode; leave some for training "
-                                 "(lower val_fraction or shorten val_episodes)")
+                raise ValueError(
+                    "train: every episode is a validation episode; leave some for training "
+                    "(lower val_fraction or shorten val_episodes)"
+                )
         self.train_dirs, self.val_dirs = train_dirs, val_dirs
         cache = train_config.cache_dir or None
-        self.train_set = EpisodeDataset(train_dirs, model_config, augment=train_config.augment,
-                                        jitter_strength=train_config.jitter_strength, cache_dir=cache)
+        self.train_set = EpisodeDataset(
+            train_dirs,
+            model_config,
+            augment=train_config.augment,
+            jitter_strength=train_config.jitter_strength,
+            cache_dir=cache,
+        )
         self.val_set = EpisodeDataset(val_dirs, model_config, cache_dir=cache) if val_dirs else None
 
         torch.manual_seed(train_config.seed)
@@ -425,8 +475,13 @@ class Trainer:
             init_from.load_weights(self.model, train_config.init_from, self.device)
         self.train_model = self.model  # what the training forward runs through (DDP-wrapped under torchrun)
         groups = self.model.param_groups()
-        self.optimizer = torch.optim.AdamW(groups, lr=model_config.lr, betas=train_config.adam_betas,
-                                           eps=train_config.adam_eps, weight_decay=model_config.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            groups,
+            lr=model_config.lr,
+            betas=train_config.adam_betas,
+            eps=train_config.adam_eps,
+            weight_decay=model_config.weight_decay,
+        )
         for g in self.optimizer.param_groups:
             g["base_lr"] = g["lr"]
         self.scaler = torch.amp.GradScaler("cuda", enabled=train_config.amp_dtype == "fp16")
@@ -441,18 +496,22 @@ class Trainer:
             self._write_run_file()
         if self.dist.enabled:
             self.train_model = DistributedDataParallel(
-                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
             self.dist.barrier()  # rank 0 has made the run directory
 
     # ------------------------------------------------------------------------------------------ state files
     def _write_run_file(self) -> None:
-        run = {"model_config": self.config.to_dict(), "train_config": self.tc.to_dict(),
-               "train_episodes": [str(p) for p in self.train_dirs], "val_episodes": [str(p) for p in self.val_dirs]}
+        run = {
+            "model_config": self.config.to_dict(),
+            "train_config": self.tc.to_dict(),
+            "train_episodes": [str(p) for p in self.train_dirs],
+            "val_episodes": [str(p) for p in self.val_dirs],
+        }
         (self.run_dir / RUN_FILE).write_text(json.dumps(run, indent=2, sort_keys=True))
 
     def _load_state(self) -> None:
         from safetensors.torch import load_file  # safetensors: loaded on first use, not on import
-
 
         if _finish_interrupted_save(self.run_dir):
             print(f"[para-train] {self.run_dir}: completed a save that was interrupted after it was fully written")
@@ -461,17 +520,25 @@ class Trainer:
             raise FileNotFoundError(f"{self.run_dir} has no {LATEST_DIR}/model.safetensors; nothing to resume")
         state_file = self.run_dir / STATE_DIR / "state.json"
         if not state_file.is_file():
-            raise FileNotFoundError(f"{self.run_dir} has no {STATE_DIR}/state.json; the run was not checkpointed yet "
-                                    f"(nothing to resume) or the directory is incomplete")
+            raise FileNotFoundError(
+                f"{self.run_dir} has no {STATE_DIR}/state.json; the run was not checkpointed yet "
+                f"(nothing to resume) or the directory is incomplete"
+            )
         state_iter = json.loads(state_file.read_text()).get("iteration")
         ckpt_iter = read_checkpoint_meta(self.run_dir / LATEST_DIR).get("extra", {}).get("iteration")
         if ckpt_iter != state_iter:
             snap = self.run_dir / SNAPSHOT_DIR / f"iter_{int(state_iter or 0):06d}"
-            fix = (f"copy the snapshot {snap} over {self.run_dir / LATEST_DIR} (it holds the weights of iteration "
-                   f"{state_iter}) and resume again" if snap.is_dir() else "start a new run directory")
-            raise ValueError(f"resume: {self.run_dir / LATEST_DIR} holds the weights of iteration {ckpt_iter} but "
-                             f"{self.run_dir / STATE_DIR} the optimizer state of iteration {state_iter} (a save was "
-                             f"interrupted between the two); refusing to pair them: {fix}")
+            fix = (
+                f"copy the snapshot {snap} over {self.run_dir / LATEST_DIR} (it holds the weights of iteration "
+                f"{state_iter}) and resume again"
+                if snap.is_dir()
+                else "start a new run directory"
+            )
+            raise ValueError(
+                f"resume: {self.run_dir / LATEST_DIR} holds the weights of iteration {ckpt_iter} but "
+                f"{self.run_dir / STATE_DIR} the optimizer state of iteration {state_iter} (a save was "
+                f"interrupted between the two); refusing to pair them: {fix}"
+            )
         self.model.load_state_dict(load_file(str(weights), device=str(self.device)), strict=True)
         state = load_optimizer(self.optimizer, self.run_dir / STATE_DIR)
         for g in self.optimizer.param_groups:  # a resumed run may change lr / backbone_lr_mult
@@ -503,10 +570,16 @@ class Trainer:
         extra = {"iteration": self.iteration, "trained_on": [str(p) for p in self.train_dirs]}
         model_id = f"{self.config.model_kind}:{self.run_dir.name}:iter{self.iteration}"
         save_checkpoint(staging / LATEST_DIR, self.model, self.config, model_id=model_id, extra=extra)
-        save_optimizer(self.optimizer, staging / STATE_DIR,
-                       {"iteration": self.iteration, "samples_seen": self.samples_seen,
-                        "batch_size": self.config.batch_size,
-                        "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {}})
+        save_optimizer(
+            self.optimizer,
+            staging / STATE_DIR,
+            {
+                "iteration": self.iteration,
+                "samples_seen": self.samples_seen,
+                "batch_size": self.config.batch_size,
+                "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
+            },
+        )
         rng = {"torch_cpu": torch.get_rng_state()}
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             rng.update({f"torch_cuda_{i}": torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())})
@@ -523,7 +596,7 @@ class Trainer:
                 shutil.rmtree(snap)
             shutil.copytree(latest, snap)
             snaps = sorted(p for p in snap_root.iterdir() if p.is_dir() and p.name.startswith("iter_"))
-            for old in snaps[:-self.tc.keep_checkpoints]:
+            for old in snaps[: -self.tc.keep_checkpoints]:
                 shutil.rmtree(old)
         return latest
 
@@ -566,8 +639,10 @@ class Trainer:
                     out = self.train_model(inputs, targets)
                 loss = out.losses["loss"]
                 if not torch.isfinite(loss):
-                    raise FloatingPointError(f"iteration {self.iteration}: the loss is {loss.item()} (not finite); "
-                                             f"lower the learning rate or use amp_dtype='fp32'/'bf16'")
+                    raise FloatingPointError(
+                        f"iteration {self.iteration}: the loss is {loss.item()} (not finite); "
+                        f"lower the learning rate or use amp_dtype='fp32'/'bf16'"
+                    )
                 # equal micro-batches: the mean of their means is this process's mean; DDP averages the processes
                 self.scaler.scale(loss / len(micro_batches)).backward()
             for k, v in out.losses.items():
@@ -605,7 +680,7 @@ class Trainer:
         count, steps = 0, 0
         bs = self.config.batch_size
         for start in range(0, len(idx), bs):
-            batch = default_collate([self.val_set[int(i)] for i in idx[start:start + bs]])
+            batch = default_collate([self.val_set[int(i)] for i in idx[start : start + bs]])
             inputs, targets = make_batch(batch, self.config, self.device)
             with self._autocast():
                 out = self.model(inputs, targets)
@@ -614,8 +689,10 @@ class Trainer:
             for k, v in out.losses.items():
                 sums[k] = sums.get(k, 0.0) + float(v) * B
             if at_argmax is not None:
-                for key, logits, bins in (("gripper_ce_at_argmax", at_argmax.gripper_logits, targets.gripper_bin),
-                                          ("rotation_ce_at_argmax", at_argmax.rotation_logits, targets.rotation_bins)):
+                for key, logits, bins in (
+                    ("gripper_ce_at_argmax", at_argmax.gripper_logits, targets.gripper_bin),
+                    ("rotation_ce_at_argmax", at_argmax.rotation_logits, targets.rotation_bins),
+                ):
                     ce = Fn.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), bins.reshape(-1))  # mean
                     sums[key] = sums.get(key, 0.0) + float(ce) * B
             chunks = self.model.decode(out, refine=True)
@@ -638,22 +715,38 @@ class Trainer:
         """The first few validation samples' first view with the GT (green) and predicted (red) paths."""
 
         for k in range(min(self.tc.tensorboard_images, len(chunks))):
-            img = overlay_paths(batch["images"][k, 0].numpy(), batch["K_img"][k, 0].double().numpy(),
-                                batch["T_world_cam"][k, 0].double().numpy(), gt[k], chunks[k].positions_world)
+            img = overlay_paths(
+                batch["images"][k, 0].numpy(),
+                batch["K_img"][k, 0].double().numpy(),
+                batch["T_world_cam"][k, 0].double().numpy(),
+                gt[k],
+                chunks[k].positions_world,
+            )
             self.tb.image(f"val/overlay_{k}", self.iteration, img)
 
     # -------------------------------------------------------------------------------------------------- run
     def _loader(self):
-        sampler = ResumableBatchSampler(len(self.train_set), self.config.batch_size, self.tc.seed,
-                                        start_sample=self.samples_seen, rank=self.dist.rank,
-                                        world_size=self.dist.world_size, micro_batches=self.tc.grad_accum_steps)
+        sampler = ResumableBatchSampler(
+            len(self.train_set),
+            self.config.batch_size,
+            self.tc.seed,
+            start_sample=self.samples_seen,
+            rank=self.dist.rank,
+            world_size=self.dist.world_size,
+            micro_batches=self.tc.grad_accum_steps,
+        )
         # Its own generator: creating the loader's iterator must not draw from the global RNG that the model uses,
         # or a resumed run would diverge from an uninterrupted one. Workers are seeded from (seed, iteration).
         generator = torch.Generator().manual_seed(self.tc.seed * 1_000_003 + self.iteration)
         return torch.utils.data.DataLoader(
-            self.train_set, batch_sampler=sampler, num_workers=self.tc.num_workers,
-            pin_memory=self.device.type == "cuda", persistent_workers=False,
-            worker_init_fn=_seed_worker if self.tc.num_workers > 0 else None, generator=generator)
+            self.train_set,
+            batch_sampler=sampler,
+            num_workers=self.tc.num_workers,
+            pin_memory=self.device.type == "cuda",
+            persistent_workers=False,
+            worker_init_fn=_seed_worker if self.tc.num_workers > 0 else None,
+            generator=generator,
+        )
 
     def run(self) -> TrainResult:
         """Train until ``max_iters``; checkpoints, validation, metrics and the loss curve along the way."""
@@ -667,11 +760,19 @@ class Trainer:
         final_train: dict[str, float] = {}
         final_val: dict[str, float] = {}
         if self.iteration >= total:
-            print(f"[para-train] {self.run_dir} is already at iteration {self.iteration} >= max_iters {total}; "
-                  f"nothing to do (raise --max-iters to continue)")
+            print(
+                f"[para-train] {self.run_dir} is already at iteration {self.iteration} >= max_iters {total}; "
+                f"nothing to do (raise --max-iters to continue)"
+            )
         else:
-            bar = tqdm(total=total, initial=self.iteration, disable=not (tc.progress and main), desc="train",
-                       unit="it", dynamic_ncols=True)
+            bar = tqdm(
+                total=total,
+                initial=self.iteration,
+                disable=not (tc.progress and main),
+                desc="train",
+                unit="it",
+                dynamic_ncols=True,
+            )
             window: dict[str, list[float]] = {}
             t_last, it_last = time.perf_counter(), self.iteration
             loader = iter(self._loader())
@@ -682,25 +783,37 @@ class Trainer:
                         window.setdefault(k, []).append(v)
                     bar.update(1)
                     term = main_loss_term(stats)
-                    bar.set_postfix(loss=f"{stats['loss']:.3f}", **{term: f"{stats[term]:.3f}"},
-                                    grip=f"{stats['gripper_ce']:.3f}", rot=f"{stats['rotation_ce']:.3f}",
-                                    lr=f"{stats['lr']:.2e}")
+                    bar.set_postfix(
+                        loss=f"{stats['loss']:.3f}",
+                        **{term: f"{stats[term]:.3f}"},
+                        grip=f"{stats['gripper_ce']:.3f}",
+                        rot=f"{stats['rotation_ce']:.3f}",
+                        lr=f"{stats['lr']:.2e}",
+                    )
                     it = self.iteration
                     if it % tc.log_interval == 0 or it == total:
                         now = time.perf_counter()
                         final_train = {k: float(np.mean(v)) for k, v in window.items()}
                         if main:  # only rank 0 writes
-                            self._log({"split": "train", "iter": it, **final_train,
-                                       "samples_per_s": (it - it_last) * cfg.batch_size / max(now - t_last, 1e-9)})
+                            self._log(
+                                {
+                                    "split": "train",
+                                    "iter": it,
+                                    **final_train,
+                                    "samples_per_s": (it - it_last) * cfg.batch_size / max(now - t_last, 1e-9),
+                                }
+                            )
                         window, t_last, it_last = {}, now, it
                     if ((tc.eval_interval and it % tc.eval_interval == 0) or it == total) and main:
                         final_val = self.evaluate()
                         if final_val:
                             self._log({"split": "val", "iter": it, **final_val})
                             key = main_loss_term(final_val)
-                            bar.write(f"[val @ {it}] {key} {final_val[key]:.3f}  pos_err "
-                                      f"{final_val['pos_err_m'] * 100:.1f} cm  (last step "
-                                      f"{final_val['pos_err_last_m'] * 100:.1f} cm)")
+                            bar.write(
+                                f"[val @ {it}] {key} {final_val[key]:.3f}  pos_err "
+                                f"{final_val['pos_err_m'] * 100:.1f} cm  (last step "
+                                f"{final_val['pos_err_last_m'] * 100:.1f} cm)"
+                            )
                     if (tc.ckpt_interval and it % tc.ckpt_interval == 0) or it == total:
                         if main:
                             self.save()
@@ -717,8 +830,13 @@ class Trainer:
         if main:
             plot_metrics(self.run_dir / METRICS_FILE, self.run_dir / CURVE_FILE)
         self.dist.barrier()
-        return TrainResult(run_dir=self.run_dir, checkpoint_dir=latest, iterations=self.iteration,
-                           final_train=final_train, final_val=final_val)
+        return TrainResult(
+            run_dir=self.run_dir,
+            checkpoint_dir=latest,
+            iterations=self.iteration,
+            final_train=final_train,
+            final_val=final_val,
+        )
 
 
 def _swap_in(staged: Path, target: Path) -> None:
@@ -777,7 +895,7 @@ def _truncate_metrics(path: Path, iteration: int) -> int:
 
 
 def _seed_worker(worker_id: int) -> None:
-    seed = torch.initial_seed() % 2 ** 32
+    seed = torch.initial_seed() % 2**32
     np.random.seed(seed)
 
 
@@ -785,21 +903,25 @@ def _check_same_architecture(saved: dict[str, Any], config: V4Config) -> None:
     now = config.to_dict()
     diff = sorted(k for k in set(saved) | set(now) if k not in SCHEDULE_FIELDS and saved.get(k) != now.get(k))
     if diff:
-        raise ValueError(f"resume: the model config differs from the saved run in {diff}; resume with the run's own "
-                         f"config (only {list(SCHEDULE_FIELDS)} may change) or start a new run directory")
+        raise ValueError(
+            f"resume: the model config differs from the saved run in {diff}; resume with the run's own "
+            f"config (only {list(SCHEDULE_FIELDS)} may change) or start a new run directory"
+        )
 
 
 def read_run(run_dir) -> dict[str, Any]:
     """The ``run.json`` of a run directory: model_config (dict), train_config (dict), train/val episode lists."""
     path = Path(run_dir) / RUN_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{run_dir} is not a para-train run directory (no {RUN_FILE}); pass the --out "
-                                f"directory of an earlier run")
+        raise FileNotFoundError(
+            f"{run_dir} is not a para-train run directory (no {RUN_FILE}); pass the --out directory of an earlier run"
+        )
     return json.loads(path.read_text())
 
 
-def train(model_config: V4Config, train_config: TrainConfig, episode_dirs, out_dir, resume: bool = False
-          ) -> TrainResult:
+def train(
+    model_config: V4Config, train_config: TrainConfig, episode_dirs, out_dir, resume: bool = False
+) -> TrainResult:
     """Train a policy on episode directories; see ``Trainer`` and the module docstring."""
     return Trainer(model_config, train_config, episode_dirs, out_dir, resume=resume).run()
 

@@ -4,6 +4,7 @@ into the (H, W, 3) uint8 RGB arrays that ``para_core`` takes.
 
 Set ``PARA_FORCE_CV_BRIDGE_FALLBACK=1`` to use the project implementation even where cv_bridge exists.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,13 +44,17 @@ def image_msg_to_rgb(msg: Image | CompressedImage, bridge: CvBridge | None = Non
         decoded = bridge.compressed_imgmsg_to_cv2(msg)  # OpenCV layout: (H, W) gray, (H, W, 3) BGR or (H, W, 4) BGRA
         channels = 1 if decoded.ndim == 2 else decoded.shape[2]
         if decoded.dtype != np.uint8 or channels not in _DECODED_TO_RGB:
-            raise CvBridgeError(f"CompressedImage (format {msg.format!r}) decodes to {decoded.dtype} with {channels} "
-                                "channels; an RGB camera image needs 8-bit gray, BGR or BGRA")
+            raise CvBridgeError(
+                f"CompressedImage (format {msg.format!r}) decodes to {decoded.dtype} with {channels} "
+                "channels; an RGB camera image needs 8-bit gray, BGR or BGRA"
+            )
         return np.ascontiguousarray(cv2.cvtColor(decoded, _DECODED_TO_RGB[channels]))  # (H, W, 3)
     if isinstance(msg, Image):
         if msg.encoding not in RGB_SOURCE_ENCODINGS:
-            raise CvBridgeError(f"Image encoding {msg.encoding!r} is not a colour image; the policy needs one of "
-                                f"{list(RGB_SOURCE_ENCODINGS)} (point the node at the colour topic, not depth)")
+            raise CvBridgeError(
+                f"Image encoding {msg.encoding!r} is not a colour image; the policy needs one of "
+                f"{list(RGB_SOURCE_ENCODINGS)} (point the node at the colour topic, not depth)"
+            )
         if msg.encoding == "8UC3":
             rgb = bridge.imgmsg_to_cv2(msg)  # generic 3-channel bytes, taken as RGB as published
         else:

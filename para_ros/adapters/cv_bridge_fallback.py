@@ -8,6 +8,7 @@ like upstream's ``cvtColor2``), ``mono16``, and the generic OpenCV names ``{8U,8
 ``16UC1``, ``32FC1``, ``8UC3``). Rows may be padded (``step`` > ``width * pixel bytes``); big-endian data is
 byte-swapped to native. Images are returned as (H, W) for one channel, else (H, W, C), as contiguous copies.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,12 +24,25 @@ class CvBridgeError(TypeError):
 
 
 _GENERIC = re.compile(r"^(8U|8S|16U|16S|32S|32F|64F)C([1-4])$")
-_DEPTH_DTYPES = {"8U": np.uint8, "8S": np.int8, "16U": np.uint16, "16S": np.int16, "32S": np.int32,
-                 "32F": np.float32, "64F": np.float64}
+_DEPTH_DTYPES = {
+    "8U": np.uint8,
+    "8S": np.int8,
+    "16U": np.uint16,
+    "16S": np.int16,
+    "32S": np.int32,
+    "32F": np.float32,
+    "64F": np.float64,
+}
 _DTYPE_DEPTHS = {np.dtype(v).name: k for k, v in _DEPTH_DTYPES.items()}
 # Named encodings: (dtype, channels).
-NAMED_ENCODINGS = {"rgb8": (np.uint8, 3), "bgr8": (np.uint8, 3), "rgba8": (np.uint8, 4), "bgra8": (np.uint8, 4),
-                   "mono8": (np.uint8, 1), "mono16": (np.uint16, 1)}
+NAMED_ENCODINGS = {
+    "rgb8": (np.uint8, 3),
+    "bgr8": (np.uint8, 3),
+    "rgba8": (np.uint8, 4),
+    "bgra8": (np.uint8, 4),
+    "mono8": (np.uint8, 1),
+    "mono16": (np.uint16, 1),
+}
 COLOR_8BIT = ("rgb8", "bgr8", "rgba8", "bgra8", "mono8")
 _GRAY = "GRAY"
 _CV_NAME = {"rgb8": "RGB", "bgr8": "BGR", "rgba8": "RGBA", "bgra8": "BGRA", "mono8": _GRAY}
@@ -42,16 +56,20 @@ def encoding_to_dtype_with_channels(encoding: str) -> tuple[np.dtype, int]:
     match = _GENERIC.match(encoding or "")
     if match:
         return np.dtype(_DEPTH_DTYPES[match.group(1)]), int(match.group(2))
-    raise CvBridgeError(f"unsupported image encoding {encoding!r}; this bridge handles {sorted(NAMED_ENCODINGS)} and "
-                        "the OpenCV names like '8UC3', '16UC1', '32FC1' (install ros-<distro>-cv-bridge for more)")
+    raise CvBridgeError(
+        f"unsupported image encoding {encoding!r}; this bridge handles {sorted(NAMED_ENCODINGS)} and "
+        "the OpenCV names like '8UC3', '16UC1', '32FC1' (install ros-<distro>-cv-bridge for more)"
+    )
 
 
 def dtype_with_channels_to_cvtype2(dtype: np.dtype, channels: int) -> str:
     """OpenCV type name such as ``8UC3`` of a numpy dtype and channel count."""
     dtype = np.dtype(dtype)
     if dtype.name not in _DTYPE_DEPTHS or not 1 <= channels <= 4:
-        raise CvBridgeError(f"arrays of dtype {dtype} with {channels} channels have no image encoding; use one of "
-                            f"{sorted(_DTYPE_DEPTHS)} with 1..4 channels")
+        raise CvBridgeError(
+            f"arrays of dtype {dtype} with {channels} channels have no image encoding; use one of "
+            f"{sorted(_DTYPE_DEPTHS)} with 1..4 channels"
+        )
     return f"{_DTYPE_DEPTHS[dtype.name]}C{channels}"
 
 
@@ -65,8 +83,10 @@ def convert_encoding(image: np.ndarray, src: str, dst: str) -> np.ndarray:
     src_type, dst_type = encoding_to_dtype_with_channels(src), encoding_to_dtype_with_channels(dst)
     if (src in NAMED_ENCODINGS) != (dst in NAMED_ENCODINGS) and src_type == dst_type:
         return image.copy()  # a generic name (e.g. 8UC3) and a named one of the same layout: same bytes
-    raise CvBridgeError(f"Unsupported conversion from {src} to {dst}; the fallback bridge converts among "
-                        f"{list(COLOR_8BIT)} and between a generic type and a named one of the same layout")
+    raise CvBridgeError(
+        f"Unsupported conversion from {src} to {dst}; the fallback bridge converts among "
+        f"{list(COLOR_8BIT)} and between a generic type and a named one of the same layout"
+    )
 
 
 class CvBridge:
@@ -84,15 +104,23 @@ class CvBridge:
         data = memoryview(img_msg.data).cast("B")
         row_bytes = width * channels * dtype.itemsize
         if step < row_bytes:
-            raise CvBridgeError(f"Image step {step} is smaller than width {width} x {channels} channels x "
-                                f"{dtype.itemsize} bytes = {row_bytes} for encoding {img_msg.encoding!r}; fix the "
-                                "publisher's step")
+            raise CvBridgeError(
+                f"Image step {step} is smaller than width {width} x {channels} channels x "
+                f"{dtype.itemsize} bytes = {row_bytes} for encoding {img_msg.encoding!r}; fix the "
+                "publisher's step"
+            )
         if len(data) != step * height:
-            raise CvBridgeError(f"Image data has {len(data)} bytes but step {step} x height {height} = "
-                                f"{step * height}; the message is truncated or its step/height are wrong")
+            raise CvBridgeError(
+                f"Image data has {len(data)} bytes but step {step} x height {height} = "
+                f"{step * height}; the message is truncated or its step/height are wrong"
+            )
         wire = dtype.newbyteorder(">" if img_msg.is_bigendian else "<")
-        image = np.ndarray(shape=(height, width, channels), dtype=wire, buffer=data,
-                           strides=(step, channels * dtype.itemsize, dtype.itemsize))  # (H, W, C) view on data
+        image = np.ndarray(
+            shape=(height, width, channels),
+            dtype=wire,
+            buffer=data,
+            strides=(step, channels * dtype.itemsize, dtype.itemsize),
+        )  # (H, W, C) view on data
         image = np.array(image, dtype=dtype, order="C")  # (H, W, C) own copy, native byte order, unpadded
         if channels == 1:
             image = image[:, :, 0]  # (H, W)
@@ -129,8 +157,9 @@ class CvBridge:
         msg.data = np.ascontiguousarray(cvim).tobytes()
         return msg
 
-    def compressed_imgmsg_to_cv2(self, cmprs_img_msg: CompressedImage, desired_encoding: str = "passthrough"
-                                 ) -> np.ndarray:
+    def compressed_imgmsg_to_cv2(
+        self, cmprs_img_msg: CompressedImage, desired_encoding: str = "passthrough"
+    ) -> np.ndarray:
         """Decode a ``CompressedImage`` (jpeg/png/...). Passthrough gives OpenCV's layout (BGR / BGRA / gray).
 
         :raises CvBridgeError: undecodable data or unsupported conversion.
@@ -138,8 +167,10 @@ class CvBridge:
         buf = np.frombuffer(memoryview(cmprs_img_msg.data).cast("B"), dtype=np.uint8)  # (N,)
         image = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED) if buf.size else None
         if image is None:
-            raise CvBridgeError(f"could not decode CompressedImage (format {cmprs_img_msg.format!r}, {buf.size} "
-                                "bytes); is it a complete jpeg/png?")
+            raise CvBridgeError(
+                f"could not decode CompressedImage (format {cmprs_img_msg.format!r}, {buf.size} "
+                "bytes); is it a complete jpeg/png?"
+            )
         if desired_encoding == "passthrough":
             return image
         return convert_encoding(image, decoded_encoding(image), desired_encoding)
@@ -161,7 +192,9 @@ def decoded_encoding(image: np.ndarray) -> str:
     """Encoding of an array as OpenCV decodes files: gray -> mono8/mono16, 3 channels -> bgr8, 4 -> bgra8."""
     channels = 1 if image.ndim == 2 else image.shape[2]
     if image.dtype == np.uint8:
-        return {1: "mono8", 3: "bgr8", 4: "bgra8"}.get(channels) or dtype_with_channels_to_cvtype2(image.dtype, channels)
+        return {1: "mono8", 3: "bgr8", 4: "bgra8"}.get(channels) or dtype_with_channels_to_cvtype2(
+            image.dtype, channels
+        )
     if image.dtype == np.uint16 and channels == 1:
         return "mono16"
     return dtype_with_channels_to_cvtype2(image.dtype, channels)

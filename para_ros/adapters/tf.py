@@ -19,13 +19,20 @@ Upstream is the contract both paths follow; where upstream says nothing back, th
 
 Set ``PARA_FORCE_TF_FALLBACK=1`` to use the project implementation even where tf2_ros exists (to test it there).
 """
+
 from __future__ import annotations
 
 import os
 import threading
 
-from para_ros.adapters.tf_fallback import (DEFAULT_CACHE_TIME, QUATERNION_NORM_TOLERANCE, duration_to_ns,
-                                           old_data_reason, time_to_ns, transform_rejection_reason)
+from para_ros.adapters.tf_fallback import (
+    DEFAULT_CACHE_TIME,
+    QUATERNION_NORM_TOLERANCE,
+    duration_to_ns,
+    old_data_reason,
+    time_to_ns,
+    transform_rejection_reason,
+)
 from para_ros.adapters.transforms import transform_to_matrix
 
 _upstream = None
@@ -40,9 +47,17 @@ USING_UPSTREAM_TF2 = _upstream is not None
 if USING_UPSTREAM_TF2:
     import rclpy.logging
     from rclpy.duration import Duration
-    from tf2_ros import (ConnectivityException, ExtrapolationException, InvalidArgumentException,  # noqa: F401
-                         LookupException, StaticTransformBroadcaster, TimeoutException, TransformBroadcaster,
-                         TransformException, TransformListener)
+    from tf2_ros import (  # noqa: F401
+        ConnectivityException,
+        ExtrapolationException,
+        InvalidArgumentException,
+        LookupException,
+        StaticTransformBroadcaster,
+        TimeoutException,
+        TransformBroadcaster,
+        TransformException,
+        TransformListener,
+    )
 
     class Buffer(_upstream.Buffer):
         """Upstream ``tf2_ros.Buffer`` plus the project's input check and age check (see module docstring)."""
@@ -78,8 +93,12 @@ if USING_UPSTREAM_TF2:
                 if not too_old:
                     self._newest_ns[child] = stamp_ns if newest_ns is None else max(newest_ns, stamp_ns)
             if too_old:
-                return self._reject(child, old_data_reason(transform.header.frame_id.lstrip("/"), child, stamp_ns,
-                                                           newest_ns, self.cache_time_ns))
+                return self._reject(
+                    child,
+                    old_data_reason(
+                        transform.header.frame_id.lstrip("/"), child, stamp_ns, newest_ns, self.cache_time_ns
+                    ),
+                )
             self.rejections_by_child.pop(child, None)
             return True
 
@@ -105,11 +124,31 @@ if USING_UPSTREAM_TF2:
                 super().clear()
                 self._newest_ns.clear()
 else:
-    from para_ros.adapters.tf_fallback import (Buffer, ConnectivityException, ExtrapolationException,  # noqa: F401
-                                               InvalidArgumentException, LookupException, StaticTransformBroadcaster,
-                                               TimeoutException, TransformBroadcaster, TransformException,
-                                               TransformListener)
+    from para_ros.adapters.tf_fallback import (  # noqa: F401
+        Buffer,
+        ConnectivityException,
+        ExtrapolationException,
+        InvalidArgumentException,
+        LookupException,
+        StaticTransformBroadcaster,
+        TimeoutException,
+        TransformBroadcaster,
+        TransformException,
+        TransformListener,
+    )
 
-__all__ = ["Buffer", "TransformListener", "TransformBroadcaster", "StaticTransformBroadcaster", "TransformException",
-           "LookupException", "ExtrapolationException", "ConnectivityException", "InvalidArgumentException",
-           "TimeoutException", "USING_UPSTREAM_TF2", "QUATERNION_NORM_TOLERANCE", "transform_rejection_reason"]
+__all__ = [
+    "Buffer",
+    "TransformListener",
+    "TransformBroadcaster",
+    "StaticTransformBroadcaster",
+    "TransformException",
+    "LookupException",
+    "ExtrapolationException",
+    "ConnectivityException",
+    "InvalidArgumentException",
+    "TimeoutException",
+    "USING_UPSTREAM_TF2",
+    "QUATERNION_NORM_TOLERANCE",
+    "transform_rejection_reason",
+]

@@ -31,6 +31,7 @@ non-finite values or a quaternion whose norm is off 1 by more than :data:`QUATER
 not stored; the reason is kept in ``Buffer.last_rejection`` and per child frame in ``Buffer.rejections_by_child`` so a
 node can say *why* a lookup fails ("non-unit quaternion in TF from 'base' to 'scene_cam' ...").
 """
+
 from __future__ import annotations
 
 import bisect
@@ -53,7 +54,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.time import Time
 from tf2_msgs.msg import TFMessage
 
-from para_ros.adapters.transforms import (invert_matrix, make_matrix, matrix_to_quaternion, quaternion_slerp)
+from para_ros.adapters.transforms import invert_matrix, make_matrix, matrix_to_quaternion, quaternion_slerp
 from para_ros.stamps import set_stamp, stamp_to_ns
 
 DEFAULT_TF_TOPIC = "/tf"
@@ -100,8 +101,13 @@ def transform_rejection_reason(transform: TransformStamped) -> str | None:
     t, q = transform.transform.translation, transform.transform.rotation
     x, y, z, w = q.x, q.y, q.z, q.w
     norm = math.sqrt(x * x + y * y + z * z + w * w)  # nan or inf when a rotation value is
-    if parent and child and parent != child and math.isfinite(t.x + t.y + t.z) \
-            and abs(norm - 1.0) <= QUATERNION_NORM_TOLERANCE:
+    if (
+        parent
+        and child
+        and parent != child
+        and math.isfinite(t.x + t.y + t.z)
+        and abs(norm - 1.0) <= QUATERNION_NORM_TOLERANCE
+    ):
         return None  # the usual case, decided without building any text
     where = f"in TF from '{parent}' to '{child}'"
     if not parent or not child:
@@ -109,20 +115,26 @@ def transform_rejection_reason(transform: TransformStamped) -> str | None:
     if parent == child:
         return f"self transform {where}; parent and child frame must differ"
     if not all(math.isfinite(v) for v in (t.x, t.y, t.z, x, y, z, w)):
-        return (f"non-finite value {where}: translation ({t.x}, {t.y}, {t.z}), rotation ({x}, {y}, {z}, {w}); "
-                "fix the publisher")
+        return (
+            f"non-finite value {where}: translation ({t.x}, {t.y}, {t.z}), rotation ({x}, {y}, {z}, {w}); "
+            "fix the publisher"
+        )
     if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
-        return (f"non-unit quaternion {where}: (x, y, z, w) = ({x}, {y}, {z}, {w}) has norm {norm:.6f}, must be 1 "
-                f"within {QUATERNION_NORM_TOLERANCE}; normalise it in the publisher")
+        return (
+            f"non-unit quaternion {where}: (x, y, z, w) = ({x}, {y}, {z}, {w}) has norm {norm:.6f}, must be 1 "
+            f"within {QUATERNION_NORM_TOLERANCE}; normalise it in the publisher"
+        )
     return None  # finite translation values whose sum overflowed the quick check
 
 
 def old_data_reason(parent: str, child: str, stamp_ns: int, newest_ns: int, cache_time_ns: int) -> str:
     """Why a dynamic transform at ``stamp_ns`` is refused when its child's newest stamp is ``newest_ns`` (tf2's
     ``TF_OLD_DATA``: older than ``newest - cache_time``); the same text on the upstream and the fallback path."""
-    return (f"old data in TF from '{parent}' to '{child}' (TF_OLD_DATA): stamp {_seconds(stamp_ns)} s is more than the "
-            f"cache time {_seconds(cache_time_ns)} s before the newest {_seconds(newest_ns)} s; a publisher's clock "
-            "jumped back or its data arrives too late")
+    return (
+        f"old data in TF from '{parent}' to '{child}' (TF_OLD_DATA): stamp {_seconds(stamp_ns)} s is more than the "
+        f"cache time {_seconds(cache_time_ns)} s before the newest {_seconds(newest_ns)} s; a publisher's clock "
+        "jumped back or its data arrives too late"
+    )
 
 
 def time_to_ns(time) -> int:
@@ -152,6 +164,7 @@ def _seconds(ns: int) -> str:
 @dataclass
 class _Link:
     """The transform(s) from ``parent`` to one child frame: one entry if static, a time-sorted history if dynamic."""
+
     parent: str
     static: bool
     stamps_ns: list[int] = field(default_factory=list)
@@ -174,8 +187,9 @@ class Buffer:
         """
         self.cache_time_ns = duration_to_ns(DEFAULT_CACHE_TIME if cache_time is None else cache_time)
         if self.cache_time_ns <= 0:
-            raise ValueError(f"cache_time is {self.cache_time_ns} ns; give a positive Duration such as "
-                             "Duration(seconds=10)")
+            raise ValueError(
+                f"cache_time is {self.cache_time_ns} ns; give a positive Duration such as Duration(seconds=10)"
+            )
         self._links: dict[str, _Link] = {}
         # (target, source) -> the child frames whose links a look-up chains (source side, target side): the tree's
         # shape changes rarely, so it is walked once per pair; emptied whenever a link appears, is replaced or goes.
@@ -235,8 +249,9 @@ class Buffer:
                     if keep_from:
                         del link.stamps_ns[:keep_from], link.translations[:keep_from], link.quaternions[:keep_from]
                     if stamp_ns < bound_ns:
-                        return self._reject(child, old_data_reason(parent, child, stamp_ns, newest_ns,
-                                                                   self.cache_time_ns))
+                        return self._reject(
+                            child, old_data_reason(parent, child, stamp_ns, newest_ns, self.cache_time_ns)
+                        )
                 i = bisect.bisect_left(link.stamps_ns, stamp_ns)
                 if i < len(link.stamps_ns) and link.stamps_ns[i] == stamp_ns:  # same stamp: newest message wins
                     link.translations[i], link.quaternions[i] = translation, quaternion
@@ -259,8 +274,9 @@ class Buffer:
             self._chains.clear()
 
     # ------------------------------------------------------------------ looking up
-    def lookup_transform(self, target_frame: str, source_frame: str, time, timeout: Duration = Duration()
-                         ) -> TransformStamped:
+    def lookup_transform(
+        self, target_frame: str, source_frame: str, time, timeout: Duration = Duration()
+    ) -> TransformStamped:
         """Get the transform that maps points in ``source_frame`` to ``target_frame`` at ``time``.
 
         :param target_frame: frame to transform into (becomes ``header.frame_id``).
@@ -277,8 +293,14 @@ class Buffer:
         without the round trip through a quaternion and a ``TransformStamped``. Same exceptions."""
         return self._wait_for(target_frame, source_frame, time, timeout)[0]
 
-    def can_transform(self, target_frame: str, source_frame: str, time, timeout: Duration = Duration(),
-                      return_debug_tuple: bool = False):
+    def can_transform(
+        self,
+        target_frame: str,
+        source_frame: str,
+        time,
+        timeout: Duration = Duration(),
+        return_debug_tuple: bool = False,
+    ):
         """True if :meth:`lookup_transform` would succeed (waiting up to ``timeout`` for data).
 
         :param return_debug_tuple: return ``(ok, error_message)`` instead of a bool, like upstream.
@@ -292,8 +314,9 @@ class Buffer:
     def all_frames_as_string(self) -> str:
         """One line per known child frame, as upstream prints it."""
         with self._cond:
-            return "".join(f"Frame {child} exists with parent {link.parent}.\n"
-                           for child, link in sorted(self._links.items()))
+            return "".join(
+                f"Frame {child} exists with parent {link.parent}.\n" for child, link in sorted(self._links.items())
+            )
 
     def _wait_for(self, target_frame: str, source_frame: str, time, timeout) -> tuple[np.ndarray, int]:
         time_ns = time_to_ns(time)
@@ -315,15 +338,19 @@ class Buffer:
 
     def _validate_frame(self, frame: str, argument: str) -> None:
         if not isinstance(frame, str) or not frame:
-            raise InvalidArgumentException(f"Invalid argument {frame!r} passed to lookup_transform argument {argument}"
-                                           " - frame ids cannot be empty")
+            raise InvalidArgumentException(
+                f"Invalid argument {frame!r} passed to lookup_transform argument {argument} - frame ids cannot be empty"
+            )
         if frame.startswith("/"):
-            raise InvalidArgumentException(f"Invalid argument \"{frame}\" passed to lookup_transform argument "
-                                           f"{argument} - frame ids cannot start with a '/'")
+            raise InvalidArgumentException(
+                f'Invalid argument "{frame}" passed to lookup_transform argument '
+                f"{argument} - frame ids cannot start with a '/'"
+            )
         if not self._frame_exists(frame):
             known = sorted(set(self._links) | {link.parent for link in self._links.values()})
-            raise LookupException(f"\"{frame}\" passed to lookupTransform argument {argument} does not exist. "
-                                  f"Known frames: {known}")
+            raise LookupException(
+                f'"{frame}" passed to lookupTransform argument {argument} does not exist. Known frames: {known}'
+            )
 
     def _chain_to_root(self, frame: str) -> list[str]:
         """``[frame, parent, grandparent, ..., root]``."""
@@ -349,8 +376,9 @@ class Buffer:
             raise ConnectivityException(
                 f"Could not find a connection between '{target}' and '{source}' because they are not part of the "
                 f"same tree. Tf has two or more unconnected trees ('{source}' is under '{source_chain[-1]}', "
-                f"'{target}' under '{target_chain[-1]}').")
-        chain = (tuple(source_chain[:common]), tuple(target_chain[:target_index[source_chain[common]]]))
+                f"'{target}' under '{target_chain[-1]}')."
+            )
+        chain = (tuple(source_chain[:common]), tuple(target_chain[: target_index[source_chain[common]]]))
         self._chains[(target, source)] = chain
         return chain
 
@@ -384,19 +412,27 @@ class Buffer:
         if link.static:
             return link.static_matrix
         stamps = link.stamps_ns
-        context = (f", when looking up transform from frame [{child}] to frame [{link.parent}] "
-                   f"(lookup of [{source}] in [{target}])")
+        context = (
+            f", when looking up transform from frame [{child}] to frame [{link.parent}] "
+            f"(lookup of [{source}] in [{target}])"
+        )
         if len(stamps) == 1 and time_ns != stamps[0]:
-            raise ExtrapolationException(f"Lookup would require extrapolation at time {_seconds(time_ns)}, but only "
-                                         f"time {_seconds(stamps[0])} is in the buffer{context}")
+            raise ExtrapolationException(
+                f"Lookup would require extrapolation at time {_seconds(time_ns)}, but only "
+                f"time {_seconds(stamps[0])} is in the buffer{context}"
+            )
         if time_ns > stamps[-1]:
-            raise ExtrapolationException(f"Lookup would require extrapolation into the future.  Requested time "
-                                         f"{_seconds(time_ns)} but the latest data is at time "
-                                         f"{_seconds(stamps[-1])}{context}")
+            raise ExtrapolationException(
+                f"Lookup would require extrapolation into the future.  Requested time "
+                f"{_seconds(time_ns)} but the latest data is at time "
+                f"{_seconds(stamps[-1])}{context}"
+            )
         if time_ns < stamps[0]:
-            raise ExtrapolationException(f"Lookup would require extrapolation into the past.  Requested time "
-                                         f"{_seconds(time_ns)} but the earliest data is at time "
-                                         f"{_seconds(stamps[0])}{context}")
+            raise ExtrapolationException(
+                f"Lookup would require extrapolation into the past.  Requested time "
+                f"{_seconds(time_ns)} but the earliest data is at time "
+                f"{_seconds(stamps[0])}{context}"
+            )
         i = bisect.bisect_left(stamps, time_ns)
         if stamps[i] == time_ns:
             return make_matrix(link.translations[i], link.quaternions[i])
@@ -412,20 +448,29 @@ def _make_stamped(T: np.ndarray, target: str, source: str, stamp_ns: int) -> Tra
     msg.header.frame_id = target
     msg.child_frame_id = source
     set_stamp(msg.header.stamp, stamp_ns)
-    msg.transform.translation.x, msg.transform.translation.y, msg.transform.translation.z = (
-        float(v) for v in T[:3, 3])
+    msg.transform.translation.x, msg.transform.translation.y, msg.transform.translation.z = (float(v) for v in T[:3, 3])
     q = matrix_to_quaternion(T[:3, :3])
     msg.transform.rotation.x, msg.transform.rotation.y, msg.transform.rotation.z, msg.transform.rotation.w = (
-        float(v) for v in q)
+        float(v) for v in q
+    )
     return msg
 
 
 class TransformListener:
     """Fills a :class:`Buffer` from ``/tf`` and ``/tf_static`` (signature of upstream ``tf2_ros.TransformListener``)."""
 
-    def __init__(self, buffer: Buffer, node, *, spin_thread: bool = False, qos: QoSProfile | int | None = None,
-                 static_qos: QoSProfile | int | None = None, tf_topic: str = DEFAULT_TF_TOPIC,
-                 tf_static_topic: str = DEFAULT_STATIC_TF_TOPIC, static_only: bool = False) -> None:
+    def __init__(
+        self,
+        buffer: Buffer,
+        node,
+        *,
+        spin_thread: bool = False,
+        qos: QoSProfile | int | None = None,
+        static_qos: QoSProfile | int | None = None,
+        tf_topic: str = DEFAULT_TF_TOPIC,
+        tf_static_topic: str = DEFAULT_STATIC_TF_TOPIC,
+        static_only: bool = False,
+    ) -> None:
         """
         :param buffer: where received transforms go.
         :param node: the node to subscribe with (``None``: a private node is created, as upstream).
@@ -435,21 +480,25 @@ class TransformListener:
             listener still gets the latched static transforms.
         """
         if static_qos is None:
-            static_qos = QoSProfile(depth=100, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                                    history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
+            static_qos = QoSProfile(
+                depth=100,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                history=HistoryPolicy.KEEP_LAST,
+                reliability=ReliabilityPolicy.RELIABLE,
+            )
         if qos is None:
             qos = QoSProfile(depth=100, durability=DurabilityPolicy.VOLATILE, history=HistoryPolicy.KEEP_LAST)
         self.buffer = buffer
         if node is None:
-            node = Node(f"transform_listener_impl_{id(self):010x}", enable_rosout=False,
-                        start_parameter_services=False)
+            node = Node(f"transform_listener_impl_{id(self):010x}", enable_rosout=False, start_parameter_services=False)
         self.node = node
         # Reentrant: another callback may block in lookup_transform(timeout) while these keep filling the buffer.
         self.group = ReentrantCallbackGroup()
         if not static_only:
             self.tf_sub = node.create_subscription(TFMessage, tf_topic, self.callback, qos, callback_group=self.group)
-        self.tf_static_sub = node.create_subscription(TFMessage, tf_static_topic, self.static_callback, static_qos,
-                                                      callback_group=self.group)
+        self.tf_static_sub = node.create_subscription(
+            TFMessage, tf_static_topic, self.static_callback, static_qos, callback_group=self.group
+        )
         if spin_thread:
             self.executor = SingleThreadedExecutor(context=node.context)  # works with a non-default context too
 
@@ -520,8 +569,12 @@ class StaticTransformBroadcaster:
         :param qos: QoS; default depth 1, reliable, TRANSIENT_LOCAL (late subscribers get the last message).
         """
         if qos is None:
-            qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST,
-                             reliability=ReliabilityPolicy.RELIABLE)
+            qos = QoSProfile(
+                depth=1,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                history=HistoryPolicy.KEEP_LAST,
+                reliability=ReliabilityPolicy.RELIABLE,
+            )
         self._message_type = TFMessage
         self._by_child: dict[str, TransformStamped] = {}
         self.pub_tf = node.create_publisher(TFMessage, DEFAULT_STATIC_TF_TOPIC, qos)

@@ -8,6 +8,7 @@ messages and scipy; a 4x4 float64 ``T_parent_child`` maps child coordinates to p
 (``p_parent = T_parent_child @ p_child``), which is exactly what a ``TransformStamped`` with
 ``header.frame_id = parent`` and ``child_frame_id = child`` carries.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,17 @@ from para_core.model.rotations import check_rigid as check_rigid_matrix
 from para_core.model.rotations import invert_rigid as invert_matrix
 
 __all__ = [
-    "RIGID_TOLERANCE", "check_rigid_matrix", "invert_matrix", "make_matrix", "matrix_to_pose", "matrix_to_quaternion",
-    "matrix_to_transform", "pose_to_matrix", "quaternion_multiply", "quaternion_slerp", "quaternion_to_matrix",
+    "RIGID_TOLERANCE",
+    "check_rigid_matrix",
+    "invert_matrix",
+    "make_matrix",
+    "matrix_to_pose",
+    "matrix_to_quaternion",
+    "matrix_to_transform",
+    "pose_to_matrix",
+    "quaternion_multiply",
+    "quaternion_slerp",
+    "quaternion_to_matrix",
     "transform_to_matrix",
 ]
 

@@ -1,6 +1,7 @@
 """``para-bag extract``'s procedure (a recording -> one ``para_core.data.dataset.Episode`` directory, see
 ``para_ros.commands.bag``) and the topic and frame options every ``para-bag`` subcommand shares (``add_topic_args``,
 ``topic_config``): here, below the command, so that the LeRobot export and the rerun view reuse them."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,29 +29,54 @@ def key_values(items, flag: str) -> dict[str, str]:
 
 def add_topic_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("topics and frames (defaults: the inference node's parameter file)")
-    g.add_argument("--params-file", default=None, help="inference node parameters YAML to take topics, frames and "
-                   "pairing from (default: config/inference.yaml)")
-    g.add_argument("--image-topic", action="append", metavar="VIEW=TOPIC",
-                   help="image topic of a view (repeatable); CompressedImage is found at TOPIC/compressed")
+    g.add_argument(
+        "--params-file",
+        default=None,
+        help="inference node parameters YAML to take topics, frames and pairing from (default: config/inference.yaml)",
+    )
+    g.add_argument(
+        "--image-topic",
+        action="append",
+        metavar="VIEW=TOPIC",
+        help="image topic of a view (repeatable); CompressedImage is found at TOPIC/compressed",
+    )
     g.add_argument("--info-topic", action="append", metavar="VIEW=TOPIC", help="CameraInfo topic of a view")
-    g.add_argument("--image-transport", choices=("auto", "raw", "compressed"), default=None,
-                   help="auto (default): raw if the bag has it, else compressed")
+    g.add_argument(
+        "--image-transport",
+        choices=("auto", "raw", "compressed"),
+        default=None,
+        help="auto (default): raw if the bag has it, else compressed",
+    )
     g.add_argument("--tf-topic", default=None, help="default /tf")
     g.add_argument("--tf-static-topic", default=None, help="default /tf_static")
     g.add_argument("--joint-states-topic", default=None, help="default /joint_states ('' = no gripper)")
     g.add_argument("--world-frame", default=None, help="default base")
     g.add_argument("--ee-frame", default=None, help="default grasp_site")
     g.add_argument("--gripper-joint", default=None, help="default gripper")
-    g.add_argument("--camera-matrix", choices=("k", "p"), default=None,
-                   help="CameraInfo matrix: k (raw images, default) | p (rectified images)")
+    g.add_argument(
+        "--camera-matrix",
+        choices=("k", "p"),
+        default=None,
+        help="CameraInfo matrix: k (raw images, default) | p (rectified images)",
+    )
     g.add_argument("--pair-slop-s", type=float, default=None, help="max scene/wrist stamp difference, s (0.05)")
     g.add_argument("--max-observation-age-s", type=float, default=None, help="stale-pair age, s (1.0)")
 
 
 def topic_config(args, view_names) -> BagTopicConfig:
     overrides = {"view_names": tuple(view_names)}
-    for name in ("image_transport", "tf_topic", "tf_static_topic", "joint_states_topic", "world_frame", "ee_frame",
-                 "gripper_joint", "pair_slop_s", "max_observation_age_s", "camera_matrix"):
+    for name in (
+        "image_transport",
+        "tf_topic",
+        "tf_static_topic",
+        "joint_states_topic",
+        "world_frame",
+        "ee_frame",
+        "gripper_joint",
+        "pair_slop_s",
+        "max_observation_age_s",
+        "camera_matrix",
+    ):
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
@@ -76,14 +102,19 @@ def frame_timing(stamps_ns) -> dict:
     ``largest_s`` is 0 without gaps). Fewer than two frames: measured_fps and threshold_s are None."""
     steps_ns = np.diff(np.asarray(stamps_ns, dtype=np.int64)).astype(np.float64)  # (N - 1,)
     if steps_ns.size == 0:
-        return {"measured_fps": None, "max_spacing_s": 0.0,
-                "gaps": {"count": 0, "largest_s": 0.0, "threshold_s": None}}
+        return {"measured_fps": None, "max_spacing_s": 0.0, "gaps": {"count": 0, "largest_s": 0.0, "threshold_s": None}}
     period_ns = float(np.median(steps_ns))
     threshold_ns = GAP_FACTOR * period_ns
     gaps_ns = steps_ns[steps_ns > threshold_ns]  # (n_gaps,)
-    return {"measured_fps": 1e9 / period_ns, "max_spacing_s": float(steps_ns.max()) * 1e-9,
-            "gaps": {"count": int(gaps_ns.size), "largest_s": float(gaps_ns.max()) * 1e-9 if gaps_ns.size else 0.0,
-                     "threshold_s": threshold_ns * 1e-9}}
+    return {
+        "measured_fps": 1e9 / period_ns,
+        "max_spacing_s": float(steps_ns.max()) * 1e-9,
+        "gaps": {
+            "count": int(gaps_ns.size),
+            "largest_s": float(gaps_ns.max()) * 1e-9 if gaps_ns.size else 0.0,
+            "threshold_s": threshold_ns * 1e-9,
+        },
+    }
 
 
 def extract(args) -> int:
@@ -91,27 +122,30 @@ def extract(args) -> int:
     with BagReader(args.bag, topic_config(args, views)) as bag:
         stamps = bag.pair_stamps()
         if not stamps:
-            raise BagError(f"no scene/wrist pair in {args.bag}: {bag.stats.summary() or 'no images'}; check the "
-                           "image topics and --pair-slop-s")
+            raise BagError(
+                f"no scene/wrist pair in {args.bag}: {bag.stats.summary() or 'no images'}; check the "
+                "image topics and --pair-slop-s"
+            )
         keep = select_by_fps(stamps, args.fps)
         if args.max_frames:
-            keep = keep[:args.max_frames]
+            keep = keep[: args.max_frames]
         # Preallocated on the first frame (an episode of images can be GBs: no list + np.stack copy).
         n_max, n = len(keep), 0
         arrays: dict[str, np.ndarray] = {}
         for obs in progress(bag.observations(set(keep)), len(keep), "extract", args.quiet):
             if not arrays:
-                arrays = {"stamps": np.zeros(n_max, np.int64), "T_ee": np.zeros((n_max, 4, 4)),
-                          "grip": np.zeros(n_max)}
+                arrays = {"stamps": np.zeros(n_max, np.int64), "T_ee": np.zeros((n_max, 4, 4)), "grip": np.zeros(n_max)}
                 for v, cam in zip(views, obs.cameras):
                     arrays[f"img.{v}"] = np.zeros((n_max, *cam.image_rgb.shape), np.uint8)
                     arrays[f"K.{v}"] = np.zeros((n_max, 3, 3))
                     arrays[f"T_cam.{v}"] = np.zeros((n_max, 4, 4))
             for v, cam in zip(views, obs.cameras):
                 if cam.image_rgb.shape != arrays[f"img.{v}"].shape[1:]:
-                    raise BagError(f"the {v} image size changes at t={obs.stamp_ns / 1e9:.3f} s "
-                                   f"({arrays[f'img.{v}'].shape[1:]} -> {cam.image_rgb.shape}); an episode needs one "
-                                   "size per view: split the bag there")
+                    raise BagError(
+                        f"the {v} image size changes at t={obs.stamp_ns / 1e9:.3f} s "
+                        f"({arrays[f'img.{v}'].shape[1:]} -> {cam.image_rgb.shape}); an episode needs one "
+                        "size per view: split the bag there"
+                    )
                 arrays[f"img.{v}"][n] = cam.image_rgb
                 arrays[f"K.{v}"][n] = cam.K
                 arrays[f"T_cam.{v}"][n] = cam.T_world_cam
@@ -127,36 +161,65 @@ def extract(args) -> int:
         fps = timing["measured_fps"] or fallback  # one frame: no spacing to measure
         cfg = bag.config
         calibration = _recording_calibration(args)
-        meta = {"source_bag": str(Path(args.bag).resolve()), "extracted_by": "para-bag extract",
-                "image_topics": bag.image_topics, "info_topics": cfg.info_topics, "camera_frames": bag.camera_frames,
-                "world_frame": cfg.world_frame, "ee_frame": cfg.ee_frame, "gripper_joint": cfg.gripper_joint,
-                "has_gripper": bag.has_gripper, "pair_slop_s": cfg.pair_slop_s,
-                "source_pair_rate_hz": source_rate, "pairs_in_bag": len(stamps), "requested_fps": args.fps,
-                "measured_fps": timing["measured_fps"], "max_spacing_s": timing["max_spacing_s"],
-                "gaps": timing["gaps"], "reader_stats": bag.stats.summary()}
+        meta = {
+            "source_bag": str(Path(args.bag).resolve()),
+            "extracted_by": "para-bag extract",
+            "image_topics": bag.image_topics,
+            "info_topics": cfg.info_topics,
+            "camera_frames": bag.camera_frames,
+            "world_frame": cfg.world_frame,
+            "ee_frame": cfg.ee_frame,
+            "gripper_joint": cfg.gripper_joint,
+            "has_gripper": bag.has_gripper,
+            "pair_slop_s": cfg.pair_slop_s,
+            "source_pair_rate_hz": source_rate,
+            "pairs_in_bag": len(stamps),
+            "requested_fps": args.fps,
+            "measured_fps": timing["measured_fps"],
+            "max_spacing_s": timing["max_spacing_s"],
+            "gaps": timing["gaps"],
+            "reader_stats": bag.stats.summary(),
+        }
         if calibration is not None:
             meta["calibration"] = {**file_record(calibration), "source": str(Path(calibration).resolve())}
-        episode = Episode(view_names=views, stamps_ns=arrays["stamps"][:n],
-                          images={v: arrays[f"img.{v}"][:n] for v in views},
-                          K={v: arrays[f"K.{v}"][:n] for v in views},
-                          T_world_cam={v: arrays[f"T_cam.{v}"][:n] for v in views},
-                          T_world_ee=arrays["T_ee"][:n], gripper=arrays["grip"][:n],
-                          fps=fps, meta=meta)
+        episode = Episode(
+            view_names=views,
+            stamps_ns=arrays["stamps"][:n],
+            images={v: arrays[f"img.{v}"][:n] for v in views},
+            K={v: arrays[f"K.{v}"][:n] for v in views},
+            T_world_cam={v: arrays[f"T_cam.{v}"][:n] for v in views},
+            T_world_ee=arrays["T_ee"][:n],
+            gripper=arrays["grip"][:n],
+            fps=fps,
+            meta=meta,
+        )
         out = episode.save(args.out)
         if calibration is not None:
             print(f"kept the recording's calibration {calibration} as {keep_next_to(calibration, out)}")
         if not bag.has_gripper:
-            print(f"warning: no '{cfg.gripper_joint}' joint in {cfg.joint_states_topic}: gripper stored as 1.0 "
-                  "(open)", file=sys.stderr)
-        if args.fps and args.fps > 0 and timing["measured_fps"] and \
-                abs(timing["measured_fps"] - args.fps) > 0.01 * args.fps:
-            print(f"warning: the kept frames run at {timing['measured_fps']:.4g} Hz, not the requested --fps "
-                  f"{args.fps:g} (the recording is slower); stored fps={timing['measured_fps']:.4g}, training "
-                  "resamples the targets by stamps", file=sys.stderr)
+            print(
+                f"warning: no '{cfg.gripper_joint}' joint in {cfg.joint_states_topic}: gripper stored as 1.0 (open)",
+                file=sys.stderr,
+            )
+        if (
+            args.fps
+            and args.fps > 0
+            and timing["measured_fps"]
+            and abs(timing["measured_fps"] - args.fps) > 0.01 * args.fps
+        ):
+            print(
+                f"warning: the kept frames run at {timing['measured_fps']:.4g} Hz, not the requested --fps "
+                f"{args.fps:g} (the recording is slower); stored fps={timing['measured_fps']:.4g}, training "
+                "resamples the targets by stamps",
+                file=sys.stderr,
+            )
         gaps = timing["gaps"]
-        print(f"wrote {len(episode)} frames ({episode.duration_s:.2f} s, measured {episode.fps:.4g} fps, "
-              f"{gaps['count']} gap(s)" + (f", largest {gaps['largest_s']:.3f} s" if gaps["count"] else "")
-              + f") to {out}; {bag.stats.summary()}")
+        print(
+            f"wrote {len(episode)} frames ({episode.duration_s:.2f} s, measured {episode.fps:.4g} fps, "
+            f"{gaps['count']} gap(s)"
+            + (f", largest {gaps['largest_s']:.3f} s" if gaps["count"] else "")
+            + f") to {out}; {bag.stats.summary()}"
+        )
     return 0
 
 

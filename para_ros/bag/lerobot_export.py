@@ -15,6 +15,7 @@
     calibration file, or ``--intrinsics VIEW=fx,fy,cx,cy``, which wins): joint positions become tool and wrist-camera
     poses by the YAM's kinematics.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,13 +73,21 @@ def export_lerobot(args) -> int:
     for ep in episodes:
         if ep.view_names != views:
             raise ValueError(f"an episode has views {list(ep.view_names)}, --views asks for {list(views)}")
-    write_lerobot_dataset(episodes, out, task=args.task, repo_id=args.repo_id, calibration=calibration,
-                          force=args.force, vcodec=args.vcodec,
-                          progress=None if args.quiet else
-                          (lambda e, n: print(f"[export-lerobot] episode {e + 1}/{n}", file=sys.stderr)))
+    write_lerobot_dataset(
+        episodes,
+        out,
+        task=args.task,
+        repo_id=args.repo_id,
+        calibration=calibration,
+        force=args.force,
+        vcodec=args.vcodec,
+        progress=None if args.quiet else (lambda e, n: print(f"[export-lerobot] episode {e + 1}/{n}", file=sys.stderr)),
+    )
     n = sum(len(e) for e in episodes)
-    print(f"wrote {len(episodes)} episode(s), {n} frames, views {list(views)} as a LeRobotDataset v3 to {out} "
-          f"(open with lerobot.datasets.lerobot_dataset.LeRobotDataset('{args.repo_id}', root='{out}'))")
+    print(
+        f"wrote {len(episodes)} episode(s), {n} frames, views {list(views)} as a LeRobotDataset v3 to {out} "
+        f"(open with lerobot.datasets.lerobot_dataset.LeRobotDataset('{args.repo_id}', root='{out}'))"
+    )
     return 0
 
 
@@ -91,8 +100,9 @@ def _intrinsics(items) -> dict[str, np.ndarray]:
         try:
             fx, fy, cx, cy = (float(x) for x in values.split(","))
         except ValueError:
-            raise ValueError(f"--intrinsics {item!r}: use VIEW=fx,fy,cx,cy (pixels), e.g. scene=400,400,319.5,239.5") \
-                from None
+            raise ValueError(
+                f"--intrinsics {item!r}: use VIEW=fx,fy,cx,cy (pixels), e.g. scene=400,400,319.5,239.5"
+            ) from None
         if not (fx > 0 and fy > 0 and np.isfinite([fx, fy, cx, cy]).all()):
             raise ValueError(f"--intrinsics {item!r}: the focal lengths fx, fy must be > 0 and all values finite")
         out[view] = ros_K_to_para(np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]]))
@@ -109,13 +119,21 @@ def import_options(args, calibration=None):
             raise ValueError(f"--camera-key {item!r}: use VIEW=FEATURE, e.g. scene=observation.images.top")
         keys[view] = key
     options = LeRobotImportOptions(
-        view_names=tuple(v.strip() for v in args.views.split(",") if v.strip()), camera_keys=keys,
-        state_key=args.state_key, joint_names=tuple(args.joint_names.split(",")), joint_unit=args.joint_unit,
-        gripper_name=args.gripper_name, gripper_scale=args.gripper_scale, intrinsics=_intrinsics(args.intrinsics))
+        view_names=tuple(v.strip() for v in args.views.split(",") if v.strip()),
+        camera_keys=keys,
+        state_key=args.state_key,
+        joint_names=tuple(args.joint_names.split(",")),
+        joint_unit=args.joint_unit,
+        gripper_name=args.gripper_name,
+        gripper_scale=args.gripper_scale,
+        intrinsics=_intrinsics(args.intrinsics),
+    )
     if calibration is not None:
         views = [v for v in options.view_names if v not in options.intrinsics]
-        options.intrinsics = {**intrinsics_from_calibration(calibration, views, video_image_wh(args.dataset, options)),
-                              **options.intrinsics}
+        options.intrinsics = {
+            **intrinsics_from_calibration(calibration, views, video_image_wh(args.dataset, options)),
+            **options.intrinsics,
+        }
         for warning in ignored_distortion(calibration, views):
             print(f"[import-lerobot] warning: {warning}", file=sys.stderr)
     return options
@@ -135,8 +153,10 @@ def import_lerobot(args) -> int:
     episodes = read_lerobot_episodes(args.dataset, options, joints_to_poses)
     for i, ep in enumerate(episodes):
         ep.save(out / f"episode_{i:04d}")
-    print(f"wrote {len(episodes)} episode(s), {sum(len(e) for e in episodes)} frames to {out} "
-          f"(train: para-train --data {out} --out RUN)")
+    print(
+        f"wrote {len(episodes)} episode(s), {sum(len(e) for e in episodes)} frames to {out} "
+        f"(train: para-train --data {out} --out RUN)"
+    )
     return 0
 
 
@@ -144,17 +164,32 @@ def add_import_args(p: argparse.ArgumentParser) -> None:
     """The options that say how to read a LeRobot dataset (defaults fit LeRobot's YAM plugins)."""
     g = p.add_argument_group("LeRobot dataset layout (defaults: LeRobot's YAM plugins)")
     g.add_argument("--views", default="scene,wrist", help="camera views, in policy order")
-    g.add_argument("--camera-key", action="append", metavar="VIEW=FEATURE",
-                   help="video feature of a view (default observation.images.VIEW), e.g. scene=observation.images.top")
-    g.add_argument("--calibration", default=None, metavar="FILE",
-                   help="calibration.yaml (para_calibration: 1): scene camera pose and wrist mount, for datasets "
-                        "without camera poses (joint positions -> poses by the YAM's kinematics)")
-    g.add_argument("--intrinsics", action="append", metavar="VIEW=fx,fy,cx,cy",
-                   help="pinhole intrinsics at the dataset's image size, OpenCV / CameraInfo convention (as "
-                        "camera_matrix in the calibration file, which they override)")
+    g.add_argument(
+        "--camera-key",
+        action="append",
+        metavar="VIEW=FEATURE",
+        help="video feature of a view (default observation.images.VIEW), e.g. scene=observation.images.top",
+    )
+    g.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration.yaml (para_calibration: 1): scene camera pose and wrist mount, for datasets "
+        "without camera poses (joint positions -> poses by the YAM's kinematics)",
+    )
+    g.add_argument(
+        "--intrinsics",
+        action="append",
+        metavar="VIEW=fx,fy,cx,cy",
+        help="pinhole intrinsics at the dataset's image size, OpenCV / CameraInfo convention (as "
+        "camera_matrix in the calibration file, which they override)",
+    )
     g.add_argument("--state-key", default="observation.state", help="feature with the joint positions")
-    g.add_argument("--joint-names", default=",".join(YAM_JOINT_NAMES),
-                   help="the 6 arm joints' names in the state feature, in chain order")
+    g.add_argument(
+        "--joint-names",
+        default=",".join(YAM_JOINT_NAMES),
+        help="the 6 arm joints' names in the state feature, in chain order",
+    )
     g.add_argument("--joint-unit", choices=("deg", "rad"), default="deg", help="unit of the joint positions")
     g.add_argument("--gripper-name", default=YAM_GRIPPER_NAME, help="gripper's name in the state ('' = none)")
     g.add_argument("--gripper-scale", type=float, default=100.0, help="value of a fully open gripper (YAM: 100)")

@@ -11,6 +11,7 @@ jumps back at each restart, as it does with ``ros2 bag play --loop``).
 On a ROS machine the equivalent is ``ros2 bag play BAG --clock 100 --rate R --start-offset S [--loop]
 [--remap FROM:=TO]``.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -63,8 +64,10 @@ def message_class(msgtype: str):
     try:
         return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
     except (ImportError, AttributeError):
-        raise ValueError(f"message type {msgtype} is not importable here: install/build the {pkg} interfaces, or "
-                         f"leave the topic out (--topics)") from None
+        raise ValueError(
+            f"message type {msgtype} is not importable here: install/build the {pkg} interfaces, or "
+            f"leave the topic out (--topics)"
+        ) from None
 
 
 class BagPlayer:
@@ -92,8 +95,10 @@ class BagPlayer:
             with Reader(Path(o.bag)) as reader:
                 conns = [c for c in reader.connections if not o.topics or c.topic in o.topics]
                 if not conns:
-                    raise ValueError(f"{o.bag} has none of the topics {list(o.topics)}; it has "
-                                     f"{sorted({c.topic for c in reader.connections})}")
+                    raise ValueError(
+                        f"{o.bag} has none of the topics {list(o.topics)}; it has "
+                        f"{sorted({c.topic for c in reader.connections})}"
+                    )
                 pubs = {}
                 for c in conns:
                     out_topic = o.remaps.get(c.topic, c.topic)
@@ -101,8 +106,11 @@ class BagPlayer:
                         continue
                     qos = QoSProfile(depth=100)
                     if c.topic in STATIC_TOPICS:
-                        qos = QoSProfile(depth=100, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                                         reliability=ReliabilityPolicy.RELIABLE)
+                        qos = QoSProfile(
+                            depth=100,
+                            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                            reliability=ReliabilityPolicy.RELIABLE,
+                        )
                     pubs[c.topic] = node.create_publisher(message_class(c.msgtype), out_topic, qos)
                     self.published[out_topic] = 0
                 clock_pub = node.create_publisher(Clock, "/clock", QoSProfile(depth=10)) if o.clock else None
@@ -127,8 +135,9 @@ class BagPlayer:
                                 next_clock += 1.0 / o.clock_rate_hz
                             if now >= due:
                                 break
-                            time.sleep(min(due - now, max(0.0, next_clock - now), 0.01) if clock_pub else
-                                       min(due - now, 0.01))
+                            time.sleep(
+                                min(due - now, max(0.0, next_clock - now), 0.01) if clock_pub else min(due - now, 0.01)
+                            )
                         if clock_pub is not None:
                             clock_pub.publish(Clock(clock=Time(sec=t_log // 10**9, nanosec=t_log % 10**9)))
                         pubs[conn.topic].publish(bytes(raw))

@@ -28,22 +28,29 @@ Problems with single observations (a frame that does not decode, TF missing at o
 are counted in :attr:`BagReader.stats`; problems with the bag as a whole (unreadable, empty, a topic or a TF frame
 missing) raise :class:`BagError` naming what is missing and what the bag has.
 """
+
 from __future__ import annotations
 
 import array
 import bisect
 import os
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import yaml
 
 from para_ros.bag.recording import make_typestore as _make
-from para_ros.observation.builder import (GripperHistory, Observation, ObservationProblem, ObservationSettings,
-                                          build_observation, gripper_opening)
+from para_ros.observation.builder import (
+    GripperHistory,
+    Observation,
+    ObservationProblem,
+    ObservationSettings,
+    build_observation,
+    gripper_opening,
+)
 from para_ros.observation.pairing import ObservationPairer, past_positions
 from para_ros.paths import config_file
 from para_ros.stamps import stamp_to_ns
@@ -107,8 +114,9 @@ class BagTopicConfig:
         self.image_topics = dict(self.image_topics)
         self.info_topics = dict(self.info_topics)
         for view in self.view_names:
-            image_default, info_default = DEFAULT_VIEW_TOPICS.get(view, (f"/{view}_cam/image_raw",
-                                                                         f"/{view}_cam/camera_info"))
+            image_default, info_default = DEFAULT_VIEW_TOPICS.get(
+                view, (f"/{view}_cam/image_raw", f"/{view}_cam/camera_info")
+            )
             self.image_topics.setdefault(view, image_default)
             self.info_topics.setdefault(view, info_default)
         extra = set(self.image_topics) - set(self.view_names)
@@ -129,23 +137,34 @@ class BagTopicConfig:
 
     def observation_settings(self, past_n: int = 0, step_dt_s: float = 0.1) -> ObservationSettings:
         """The observation rules of this configuration (the inference node builds the same from its parameters)."""
-        return ObservationSettings(view_names=self.view_names, camera_matrix=self.camera_matrix,
-                                   gripper_joint=self.gripper_joint,
-                                   gripper_open_position=float(self.gripper_open_position), past_n=int(past_n),
-                                   step_dt_s=float(step_dt_s))
+        return ObservationSettings(
+            view_names=self.view_names,
+            camera_matrix=self.camera_matrix,
+            gripper_joint=self.gripper_joint,
+            gripper_open_position=float(self.gripper_open_position),
+            past_n=int(past_n),
+            step_dt_s=float(step_dt_s),
+        )
 
     @classmethod
-    def from_inference_yaml(cls, path: str | os.PathLike | None = None, **overrides) -> "BagTopicConfig":
+    def from_inference_yaml(cls, path: str | os.PathLike | None = None, **overrides) -> BagTopicConfig:
         """The topics, frames and pairing parameters of an inference node parameter file (default
         ``config/inference.yaml``), so offline replay uses what the robot runs; ``overrides`` win."""
-
 
         path = Path(path) if path else config_file("inference.yaml")
         doc = yaml.safe_load(Path(path).read_text()) or {}
         params = next((v.get("ros__parameters", {}) for v in doc.values() if isinstance(v, dict)), {})
         kwargs = {}
-        for name in ("world_frame", "ee_frame", "gripper_joint", "gripper_open_position", "pair_slop_s",
-                     "max_observation_age_s", "joint_states_topic", "camera_matrix"):
+        for name in (
+            "world_frame",
+            "ee_frame",
+            "gripper_joint",
+            "gripper_open_position",
+            "pair_slop_s",
+            "max_observation_age_s",
+            "joint_states_topic",
+            "camera_matrix",
+        ):
             if name in params:
                 kwargs[name] = params[name]
         if params.get("image_transport") in ("raw", "compressed"):
@@ -209,9 +228,16 @@ def transform_stamped_msg(t):
     msg.child_frame_id = str(t.child_frame_id)
     tr, q = t.transform.translation, t.transform.rotation
     msg.transform.translation.x, msg.transform.translation.y, msg.transform.translation.z = (
-        float(tr.x), float(tr.y), float(tr.z))
+        float(tr.x),
+        float(tr.y),
+        float(tr.z),
+    )
     msg.transform.rotation.x, msg.transform.rotation.y, msg.transform.rotation.z, msg.transform.rotation.w = (
-        float(q.x), float(q.y), float(q.z), float(q.w))
+        float(q.x),
+        float(q.y),
+        float(q.z),
+        float(q.w),
+    )
     return msg
 
 
@@ -223,8 +249,14 @@ def image_msg(img):
     if img.__msgtype__ == "sensor_msgs/msg/CompressedImage":
         msg = CompressedImage(format=str(img.format), data=data)
     else:
-        msg = Image(height=int(img.height), width=int(img.width), encoding=str(img.encoding),
-                    is_bigendian=int(img.is_bigendian), step=int(img.step), data=data)
+        msg = Image(
+            height=int(img.height),
+            width=int(img.width),
+            encoding=str(img.encoding),
+            is_bigendian=int(img.is_bigendian),
+            step=int(img.step),
+            data=data,
+        )
     msg.header.stamp.sec, msg.header.stamp.nanosec = int(img.header.stamp.sec), int(img.header.stamp.nanosec)
     msg.header.frame_id = str(img.header.frame_id)
     return msg
@@ -285,21 +317,25 @@ class BagReader:
             if (path.parent / "metadata.yaml").is_file():
                 path = path.parent  # a storage file inside a bag directory: open the directory
             else:
-                raise BagError(f"{str(path)!r} is a file without a metadata.yaml next to it; pass the rosbag2 "
-                               "directory that `ros2 bag record` wrote (it holds metadata.yaml and the .mcap/.db3)")
+                raise BagError(
+                    f"{str(path)!r} is a file without a metadata.yaml next to it; pass the rosbag2 "
+                    "directory that `ros2 bag record` wrote (it holds metadata.yaml and the .mcap/.db3)"
+                )
         reader = Reader(path)
         try:
             reader.open()
         except Exception as exc:  # rosbags raises several types (ReaderError, yaml, sqlite, mcap errors)
-            raise BagError(f"cannot read bag {str(path)!r}: {type(exc).__name__}: {exc}. Is it a complete rosbag2 "
-                           "directory (metadata.yaml + .mcap or .db3)? A bag from a crashed recording may need "
-                           "`ros2 bag reindex`.") from exc
+            raise BagError(
+                f"cannot read bag {str(path)!r}: {type(exc).__name__}: {exc}. Is it a complete rosbag2 "
+                "directory (metadata.yaml + .mcap or .db3)? A bag from a crashed recording may need "
+                "`ros2 bag reindex`."
+            ) from exc
         return reader
 
     def close(self) -> None:
         self._reader.close()
 
-    def __enter__(self) -> "BagReader":
+    def __enter__(self) -> BagReader:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -312,8 +348,10 @@ class BagReader:
 
     def _topics_text(self) -> str:
         counts = {name: info.msgcount for name, info in self._reader.topics.items()}
-        return ", ".join(f"{name} ({msgtype}, {counts[name]} msgs)" for name, msgtype in sorted(self.topics.items())) \
+        return (
+            ", ".join(f"{name} ({msgtype}, {counts[name]} msgs)" for name, msgtype in sorted(self.topics.items()))
             or "no topics"
+        )
 
     def _connections(self, topic: str) -> list:
         return [c for c in self._reader.connections if c.topic == topic]
@@ -321,8 +359,10 @@ class BagReader:
     def _require(self, topic: str, types: Sequence[str], what: str) -> list:
         conns = self._connections(topic)
         if not conns:
-            raise BagError(f"bag {str(self.path)!r} has no topic {topic!r} ({what}). The bag has: "
-                           f"{self._topics_text()}. Pass the right topic (see --help) or record it.")
+            raise BagError(
+                f"bag {str(self.path)!r} has no topic {topic!r} ({what}). The bag has: "
+                f"{self._topics_text()}. Pass the right topic (see --help) or record it."
+            )
         bad = [c.msgtype for c in conns if c.msgtype not in types]
         if bad:
             raise BagError(f"topic {topic!r} ({what}) has type {bad[0]}; expected one of {list(types)}")
@@ -335,8 +375,9 @@ class BagReader:
 
         :raises BagError: the topic is missing (listing what the bag has) or has another type than ``msgtype``.
         """
-        conns = self._require(topic, (msgtype,) if msgtype else tuple({c.msgtype for c in self._connections(topic)}),
-                              "requested")
+        conns = self._require(
+            topic, (msgtype,) if msgtype else tuple({c.msgtype for c in self._connections(topic)}), "requested"
+        )
         for _, log_ns, msg in self._messages(conns):
             yield log_ns, msg
 
@@ -353,21 +394,28 @@ class BagReader:
         self.image_topics: dict[str, str] = {}
         for view in self._views:
             base = cfg.image_topics[view]
-            candidates = {"raw": [base], "compressed": [base + "/compressed"],
-                          "auto": [base, base + "/compressed"]}[cfg.image_transport]
+            candidates = {"raw": [base], "compressed": [base + "/compressed"], "auto": [base, base + "/compressed"]}[
+                cfg.image_transport
+            ]
             found = next((t for t in candidates if self._connections(t)), None)
             if found is None:
-                raise BagError(f"bag {str(self.path)!r} has no {view} camera images on "
-                               f"{' or '.join(repr(t) for t in candidates)} (image_transport={cfg.image_transport}). "
-                               f"The bag has: {self._topics_text()}. Set the {view} image topic (see --help).")
+                raise BagError(
+                    f"bag {str(self.path)!r} has no {view} camera images on "
+                    f"{' or '.join(repr(t) for t in candidates)} (image_transport={cfg.image_transport}). "
+                    f"The bag has: {self._topics_text()}. Set the {view} image topic (see --help)."
+                )
             self._require(found, IMAGE_TYPES, f"{view} camera images")
             self.image_topics[view] = found
-        info_conns = {view: self._require(cfg.info_topics[view], (CAMERA_INFO_TYPE,), f"{view} CameraInfo")
-                      for view in self._views}
+        info_conns = {
+            view: self._require(cfg.info_topics[view], (CAMERA_INFO_TYPE,), f"{view} CameraInfo")
+            for view in self._views
+        }
         tf_conns = self._connections(cfg.tf_topic) + self._connections(cfg.tf_static_topic)
         if not tf_conns:
-            raise BagError(f"bag {str(self.path)!r} has neither {cfg.tf_topic!r} nor {cfg.tf_static_topic!r}: "
-                           f"camera and end-effector poses come from TF. The bag has: {self._topics_text()}")
+            raise BagError(
+                f"bag {str(self.path)!r} has neither {cfg.tf_topic!r} nor {cfg.tf_static_topic!r}: "
+                f"camera and end-effector poses come from TF. The bag has: {self._topics_text()}"
+            )
         for c in tf_conns:
             if c.msgtype != TF_TYPE:
                 raise BagError(f"topic {c.topic!r} has type {c.msgtype}; expected {TF_TYPE}")
@@ -391,8 +439,11 @@ class BagReader:
                 static = conn.topic == cfg.tf_static_topic
                 for t in msg.transforms:
                     ros_t = transform_stamped_msg(t)
-                    ok = (self.tf_buffer.set_transform_static(ros_t, "rosbag") if static
-                          else self.tf_buffer.set_transform(ros_t, "rosbag"))
+                    ok = (
+                        self.tf_buffer.set_transform_static(ros_t, "rosbag")
+                        if static
+                        else self.tf_buffer.set_transform(ros_t, "rosbag")
+                    )
                     if ok is False:
                         self.tf_rejections += 1
                     if not static:
@@ -438,10 +489,12 @@ class BagReader:
         if not ok:
             rejected = getattr(self.tf_buffer, "rejections_by_child", {})
             detail = f" Refused transforms: {rejected}." if rejected else ""
-            raise BagError(f"no TF from {world!r} to the {what} frame {frame!r} in bag {str(self.path)!r} "
-                           f"({why}). Frames in the bag's TF: {self.known_frames()}.{detail} Set the frame names "
-                           f"(--world-frame, --ee-frame) or record {self.config.tf_topic} and "
-                           f"{self.config.tf_static_topic}.")
+            raise BagError(
+                f"no TF from {world!r} to the {what} frame {frame!r} in bag {str(self.path)!r} "
+                f"({why}). Frames in the bag's TF: {self.known_frames()}.{detail} Set the frame names "
+                f"(--world-frame, --ee-frame) or record {self.config.tf_topic} and "
+                f"{self.config.tf_static_topic}."
+            )
 
     # ------------------------------------------------------------------------------------------- look-ups
     def lookup(self, frame: str, stamp_ns: int) -> np.ndarray:
@@ -456,8 +509,9 @@ class BagReader:
         try:
             return self.tf_buffer.lookup_matrix(self.config.world_frame, frame, Time(nanoseconds=int(stamp_ns)))
         except TransformException as exc:
-            raise LookupError(f"no TF {self.config.world_frame} <- {frame} at t={stamp_ns / 1e9:.6f} s "
-                              f"({type(exc).__name__}: {exc})") from None
+            raise LookupError(
+                f"no TF {self.config.world_frame} <- {frame} at t={stamp_ns / 1e9:.6f} s ({type(exc).__name__}: {exc})"
+            ) from None
 
     def try_lookup(self, frame: str, stamp_ns: int) -> np.ndarray | None:
         try:
@@ -496,8 +550,9 @@ class BagReader:
         cfg = self.config
         views = cfg.view_names
         topic_to_view = {self.image_topics[v]: v for v in views}
-        pairer = ObservationPairer(views, slop_ns=int(round(cfg.pair_slop_s * 1e9)),
-                                   max_age_ns=int(round(cfg.max_observation_age_s * 1e9)))
+        pairer = ObservationPairer(
+            views, slop_ns=int(round(cfg.pair_slop_s * 1e9)), max_age_ns=int(round(cfg.max_observation_age_s * 1e9))
+        )
         conns = [c for v in views for c in self._connections(self.image_topics[v])]
         now_ns = None
         for conn, log_ns, msg in self._messages(conns):
@@ -515,9 +570,12 @@ class BagReader:
             self.stats.pairs += 1
             for v in views:
                 self.stats.frames_paired[v] += 1
-            yield _Pair(stamp_ns=pair.stamp_ns, image_stamps_ns=tuple(f.stamp_ns for f in pair.frames),
-                        images=tuple(f.message[0] for f in pair.frames),
-                        log_times_ns=tuple(f.message[1] for f in pair.frames))
+            yield _Pair(
+                stamp_ns=pair.stamp_ns,
+                image_stamps_ns=tuple(f.stamp_ns for f in pair.frames),
+                images=tuple(f.message[0] for f in pair.frames),
+                log_times_ns=tuple(f.message[1] for f in pair.frames),
+            )
 
     def pair_stamps(self) -> list[int]:
         """Observation stamps of all pairs (a cheap first pass: no decoding, no TF)."""
@@ -531,6 +589,7 @@ class BagReader:
     def observation(self, pair: _Pair, past_n: int = 0, step_dt_s: float = 0.1) -> Observation:
         """Decode a pair and look its poses up by the shared builder (:mod:`para_ros.observation.builder`), with
         ``past_n`` past positions ``step_dt_s`` apart. :raises ObservationProblem: on a bad frame or missing TF."""
+
         def lookup(frame: str, stamp_ns: int, wait: bool = True) -> np.ndarray:
             try:
                 return self.lookup(frame, stamp_ns)
@@ -545,14 +604,21 @@ class BagReader:
 
         cfg = self.config
         infos = [self._camera_info_for(view, log_ns) for view, log_ns in zip(cfg.view_names, pair.log_times_ns)]
-        return build_observation(cfg.observation_settings(past_n, step_dt_s), pair.stamp_ns,
-                                 [(image_msg(img), stamp) for img, stamp in zip(pair.images, pair.image_stamps_ns)],
-                                 infos, lookup, ee_pose, self.gripper_at(pair.stamp_ns),
-                                 info_sources=[cfg.info_topics[v] for v in cfg.view_names],
-                                 gripper_source=cfg.joint_states_topic or "the bag")
+        return build_observation(
+            cfg.observation_settings(past_n, step_dt_s),
+            pair.stamp_ns,
+            [(image_msg(img), stamp) for img, stamp in zip(pair.images, pair.image_stamps_ns)],
+            infos,
+            lookup,
+            ee_pose,
+            self.gripper_at(pair.stamp_ns),
+            info_sources=[cfg.info_topics[v] for v in cfg.view_names],
+            gripper_source=cfg.joint_states_topic or "the bag",
+        )
 
-    def observations(self, stamps_ns: set[int] | None = None, past_n: int = 0,
-                     step_dt_s: float = 0.1) -> Iterator[Observation]:
+    def observations(
+        self, stamps_ns: set[int] | None = None, past_n: int = 0, step_dt_s: float = 0.1
+    ) -> Iterator[Observation]:
         """Synchronised observations in time order; ``stamps_ns``: only the pairs with these observation stamps;
         ``past_n`` / ``step_dt_s``: the policy's EE history (its ``mv_past_n`` and chunk step).
 

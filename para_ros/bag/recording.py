@@ -5,6 +5,7 @@ re-serialized. The bag opens with ``ros2 bag play/info`` (rosbag2 ``mcap`` plugi
 ``rosbags.rosbag2.Reader``. Types come from rosbags' Kilted type store plus the project's own ``para_msgs``
 definitions read from their ``.msg`` files.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,12 +65,22 @@ class McapRecorder:
             qos = ()
             if topic in STATIC_TOPICS:
                 never = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
-                qos = (Qos(history=QosHistory.KEEP_LAST, depth=100, reliability=QosReliability.RELIABLE,
-                           durability=QosDurability.TRANSIENT_LOCAL, deadline=never, lifespan=never,
-                           liveliness=QosLiveliness.AUTOMATIC, liveliness_lease_duration=never,
-                           avoid_ros_namespace_conventions=False),)
-            self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=store,
-                                                                   offered_qos_profiles=qos)
+                qos = (
+                    Qos(
+                        history=QosHistory.KEEP_LAST,
+                        depth=100,
+                        reliability=QosReliability.RELIABLE,
+                        durability=QosDurability.TRANSIENT_LOCAL,
+                        deadline=never,
+                        lifespan=never,
+                        liveliness=QosLiveliness.AUTOMATIC,
+                        liveliness_lease_duration=never,
+                        avoid_ros_namespace_conventions=False,
+                    ),
+                )
+            self._connections[topic] = self._writer.add_connection(
+                topic, msgtype, typestore=store, offered_qos_profiles=qos
+            )
             self.counts[topic] = 0
         self.closed = False
 

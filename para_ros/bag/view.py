@@ -5,6 +5,7 @@ trajectory come from the synchronised observations (``para_ros.bag.reader``, the
 the predicted chunks (``/para/action_chunk``) and the voxel clouds (``/para/voxels``) are logged at their header
 stamps when the recording has them (a ``para-deploy`` run records both). Open the result with ``rerun FILE.rrd``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,8 +29,11 @@ def cloud_points(msg) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"{VOXEL_TOPIC}: PointCloud2 without fields {missing} (has {sorted(offsets)})")
     n = int(msg.width) * int(msg.height)
     raw = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(n, int(msg.point_step))
-    col = {k: raw[:, o:o + 4].copy().view("<f4").reshape(n) for k, o in offsets.items() if k in
-           ("x", "y", "z", "probability")}
+    col = {
+        k: raw[:, o : o + 4].copy().view("<f4").reshape(n)
+        for k, o in offsets.items()
+        if k in ("x", "y", "z", "probability")
+    }
     return np.stack([col["x"], col["y"], col["z"]], axis=1), col["probability"]
 
 
@@ -81,15 +85,18 @@ def view(args) -> int:
     out = counts["path"]
     if counts["observations"] == 0 and counts["chunks"] == 0:
         print(f"warning: nothing to show from {args.bag}: {counts['summary'] or 'no camera pair'}", file=sys.stderr)
-    print(f"wrote {out}: {counts['observations']} observations, {counts['chunks']} chunks, {counts['clouds']} voxel "
-          f"clouds (open with: rerun {out})")
+    print(
+        f"wrote {out}: {counts['observations']} observations, {counts['chunks']} chunks, {counts['clouds']} voxel "
+        f"clouds (open with: rerun {out})"
+    )
     return 0
 
 
 def add_parser(sub) -> None:
     """Register ``view`` on para-bag's subparsers."""
-    p = sub.add_parser("view", help="a recording -> a rerun recording (.rrd): posed cameras, trajectory, chunks, "
-                                    "voxel clouds")
+    p = sub.add_parser(
+        "view", help="a recording -> a rerun recording (.rrd): posed cameras, trajectory, chunks, voxel clouds"
+    )
     p.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
     p.add_argument("--out", required=True, help="output .rrd file")
     p.add_argument("--views", default="scene,wrist", help="comma-separated camera views")

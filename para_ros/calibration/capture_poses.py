@@ -18,6 +18,7 @@ the joints are inside ``config/yam.yaml``'s joint range with a margin, and the t
 at the pose and along the straight joint-space path from the previous kept pose. Rejected candidates are listed with
 the reason.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,10 +52,12 @@ class CapturePlan:
     def describe(self) -> str:
         lines = [f"{len(self.poses)} poses ({len(self.rejected)} candidates rejected)"]
         for p in self.poses:
-            lines.append(f"  pose {p.index:2d}: rotate {p.angle_deg:5.1f} deg about "
-                         f"[{', '.join(f'{v:+.2f}' for v in p.axis)}], shift "
-                         f"[{', '.join(f'{1000 * v:+.0f}' for v in p.offset_m)}] mm; joints "
-                         f"[{', '.join(f'{v:+.3f}' for v in p.q_rad)}] rad")
+            lines.append(
+                f"  pose {p.index:2d}: rotate {p.angle_deg:5.1f} deg about "
+                f"[{', '.join(f'{v:+.2f}' for v in p.axis)}], shift "
+                f"[{', '.join(f'{1000 * v:+.0f}' for v in p.offset_m)}] mm; joints "
+                f"[{', '.join(f'{v:+.3f}' for v in p.q_rad)}] rad"
+            )
         for i, why in self.rejected:
             lines.append(f"  candidate {i:2d} rejected: {why}")
         return "\n".join(lines)
@@ -76,8 +79,9 @@ def axis_angle_matrix(axis, angle_rad: float) -> np.ndarray:
     return np.eye(3) + math.sin(angle_rad) * K + (1 - math.cos(angle_rad)) * K @ K
 
 
-def candidate_flange_poses(T_base_flange_centre: np.ndarray, pivot_in_flange_m, n: int, angle_deg: float,
-                           offset_m: float) -> list[tuple[np.ndarray, np.ndarray, float, np.ndarray]]:
+def candidate_flange_poses(
+    T_base_flange_centre: np.ndarray, pivot_in_flange_m, n: int, angle_deg: float, offset_m: float
+) -> list[tuple[np.ndarray, np.ndarray, float, np.ndarray]]:
     """``n`` flange poses (T (4, 4), axis, angle deg, offset (3,)) rotated about the pivot (see the module docstring).
 
     Rotation axes are in ``base``; the pivot is given in the flange frame of the centre pose.
@@ -86,8 +90,23 @@ def candidate_flange_poses(T_base_flange_centre: np.ndarray, pivot_in_flange_m, 
         raise ValueError(f"poses={n}: give at least 1 (3 is the least a hand-eye solve accepts)")
     T0 = np.asarray(T_base_flange_centre, dtype=np.float64)
     pivot = T0[:3, :3] @ np.asarray(pivot_in_flange_m, dtype=np.float64) + T0[:3, 3]  # (3,) in base
-    shifts = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [-1, 0, 0], [0, -1, 0], [0, 0, -1],
-                       [1, 1, 0], [-1, 0, 1], [0, -1, -1], [1, -1, 1], [-1, 1, -1], [0, 0, 0]], dtype=np.float64)
+    shifts = np.array(
+        [
+            [1, 0, 0],
+            [0, 1, 0],
+            [0, 0, 1],
+            [-1, 0, 0],
+            [0, -1, 0],
+            [0, 0, -1],
+            [1, 1, 0],
+            [-1, 0, 1],
+            [0, -1, -1],
+            [1, -1, 1],
+            [-1, 1, -1],
+            [0, 0, 0],
+        ],
+        dtype=np.float64,
+    )
     shifts /= np.maximum(1.0, np.linalg.norm(shifts, axis=1, keepdims=True))
     out = []
     for k, axis in enumerate(fibonacci_axes(n)):
@@ -101,8 +120,16 @@ def candidate_flange_poses(T_base_flange_centre: np.ndarray, pivot_in_flange_m, 
     return out
 
 
-def plan_capture_poses(centre_q_rad, pivot_in_flange_m, yam, kinematics, T_flange_tool: np.ndarray,
-                       n: int = 12, angle_deg: float = 25.0, offset_m: float = 0.03) -> CapturePlan:
+def plan_capture_poses(
+    centre_q_rad,
+    pivot_in_flange_m,
+    yam,
+    kinematics,
+    T_flange_tool: np.ndarray,
+    n: int = 12,
+    angle_deg: float = 25.0,
+    offset_m: float = 0.03,
+) -> CapturePlan:
     """IK + limits of every candidate (see the module docstring).
 
     :param centre_q_rad: (6,) joints of the centre pose (where the camera sees the board).
@@ -117,25 +144,37 @@ def plan_capture_poses(centre_q_rad, pivot_in_flange_m, yam, kinematics, T_flang
     T_tool_flange = np.linalg.inv(T_flange_tool)
     T_centre = kinematics.fk(q_prev) @ T_tool_flange
     plan = CapturePlan([])
-    for i, (T, axis, angle, d) in enumerate(candidate_flange_poses(T_centre, pivot_in_flange_m, n, angle_deg,
-                                                                     offset_m)):
+    for i, (T, axis, angle, d) in enumerate(
+        candidate_flange_poses(T_centre, pivot_in_flange_m, n, angle_deg, offset_m)
+    ):
         res = kinematics.ik(T @ T_flange_tool, q_prev)
         if not res.ok:
             res = kinematics.ik(T @ T_flange_tool, np.asarray(centre_q_rad, dtype=np.float64)[:6])
         if not res.ok:
-            plan.rejected.append((i, f"unreachable (IK misses by {1000 * res.position_error_m:.1f} mm, "
-                                     f"{math.degrees(res.rotation_error_rad):.1f} deg)"))
+            plan.rejected.append(
+                (
+                    i,
+                    f"unreachable (IK misses by {1000 * res.position_error_m:.1f} mm, "
+                    f"{math.degrees(res.rotation_error_rad):.1f} deg)",
+                )
+            )
             continue
         q = res.q_rad
         if np.any(q < lower) or np.any(q > upper):
-            plan.rejected.append((i, f"joints {np.round(q, 3).tolist()} within {JOINT_MARGIN_RAD} rad of the "
-                                     "joint range of config/yam.yaml"))
+            plan.rejected.append(
+                (
+                    i,
+                    f"joints {np.round(q, 3).tolist()} within {JOINT_MARGIN_RAD} rad of the "
+                    "joint range of config/yam.yaml",
+                )
+            )
             continue
         path = [q_prev + (q - q_prev) * s for s in np.linspace(0.0, 1.0, PATH_CHECKS)]
         outside = max(lim.distance_outside_workspace_m(kinematics.fk_position(qs)) for qs in path)
         if outside > 0.0:
-            plan.rejected.append((i, f"the tool would leave the workspace box of config/yam.yaml by "
-                                     f"{1000 * outside:.0f} mm"))
+            plan.rejected.append(
+                (i, f"the tool would leave the workspace box of config/yam.yaml by {1000 * outside:.0f} mm")
+            )
             continue
         plan.poses.append(CapturePose(i, q.copy(), kinematics.fk(q) @ T_tool_flange, axis, angle, d))
         q_prev = q

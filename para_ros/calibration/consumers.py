@@ -5,6 +5,7 @@
 * ``cameras.wrist_cam`` is the wrist mount, replacing ``config/yam.yaml``'s ``wrist_camera`` (the executor's TF with
   backend ``i2rt_sdk``, ``sim_node`` with ``wrist_cam_tf: calibration``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,9 @@ def wrist_mount(path, default):
         return default
     cam = cal.camera("wrist_cam")
     T = cam.T_parent_child()
-    return WristCameraMount(parent_frame=cam.parent_frame, frame_id=cam.frame_id, xyz_m=T[:3, 3],
-                            quat_xyzw=matrix_to_quaternion(T[:3, :3]))
+    return WristCameraMount(
+        parent_frame=cam.parent_frame, frame_id=cam.frame_id, xyz_m=T[:3, 3], quat_xyzw=matrix_to_quaternion(T[:3, :3])
+    )
 
 
 def static_transforms(path, include_wrist: bool = False) -> list[tuple[str, str, object]]:

@@ -5,6 +5,7 @@ pixel-centre convention, the one :func:`para_core.calibration.detection.detect_c
 The bag is read with :class:`para_ros.bag.reader.BagReader` (TF, joint states) without needing a TF for the cameras:
 the point of a calibration is that there may be none yet.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -39,9 +40,17 @@ class CameraSamples:
         self.dropped[why] = self.dropped.get(why, 0) + 1
 
 
-def read_camera_samples(bag_path, camera: str, spec, namespace: str | None = None, flange_frame: str = "gripper",
-                        base_frame: str = "base", max_images: int | None = None,
-                        keep_images: bool = True, still_window_s: float = 0.1) -> CameraSamples:
+def read_camera_samples(
+    bag_path,
+    camera: str,
+    spec,
+    namespace: str | None = None,
+    flange_frame: str = "gripper",
+    base_frame: str = "base",
+    max_images: int | None = None,
+    keep_images: bool = True,
+    still_window_s: float = 0.1,
+) -> CameraSamples:
     """Samples of ``camera`` from the bag at ``bag_path``.
 
     An image is used only if the flange was still (moved less than :data:`STILL_M` and :data:`STILL_DEG`) between
@@ -60,9 +69,11 @@ def read_camera_samples(bag_path, camera: str, spec, namespace: str | None = Non
         topics = bag.topics
         for topic, what in ((image_topic, "images"), (info_topic, "CameraInfo")):
             if topic not in topics:
-                raise BagError(f"bag {str(bag_path)!r} has no {camera} {what} on {topic!r}; it has: "
-                               f"{', '.join(sorted(topics)) or 'no topics'}. Record them (para-calib capture does) "
-                               f"or give the camera's topic namespace (--{camera.replace('_', '-')}-ns)")
+                raise BagError(
+                    f"bag {str(bag_path)!r} has no {camera} {what} on {topic!r}; it has: "
+                    f"{', '.join(sorted(topics)) or 'no topics'}. Record them (para-calib capture does) "
+                    f"or give the camera's topic namespace (--{camera.replace('_', '-')}-ns)"
+                )
         infos = [(log_ns, msg) for log_ns, msg in bag.messages(info_topic)]
         info_logs = np.array([t for t, _ in infos], dtype=np.int64)
         for log_ns, img in bag.messages(image_topic):
@@ -90,9 +101,15 @@ def read_camera_samples(bag_path, camera: str, spec, namespace: str | None = Non
                 out.drop("board not found")
                 continue
             out.frame_id = out.frame_id or str(img.header.frame_id)
-            out.samples.append(HandEyeSample(T_base_flange=T_base_flange, detection=det, K=K,
-                                             dist=dist if dist.size else None,
-                                             image_size=(int(img.width), int(img.height))))
+            out.samples.append(
+                HandEyeSample(
+                    T_base_flange=T_base_flange,
+                    detection=det,
+                    K=K,
+                    dist=dist if dist.size else None,
+                    image_size=(int(img.width), int(img.height)),
+                )
+            )
             out.stamps_ns.append(stamp)
             if keep_images:
                 out.images.append(rgb)
@@ -106,7 +123,9 @@ def _still_around(bag, frame: str, stamp_ns: int, T: np.ndarray, window_s: float
         other = bag.try_lookup(frame, stamp_ns + int(dt * 1e9))
         if other is None:
             continue
-        if np.linalg.norm(other[:3, 3] - T[:3, 3]) > STILL_M or \
-                np.degrees(rotation_angle_between(other[:3, :3], T[:3, :3])) > STILL_DEG:
+        if (
+            np.linalg.norm(other[:3, 3] - T[:3, 3]) > STILL_M
+            or np.degrees(rotation_angle_between(other[:3, :3], T[:3, :3])) > STILL_DEG
+        ):
             return False
     return True

@@ -6,6 +6,7 @@ eye-in-hand (camera on the flange, board fixed: the mount in ``gripper``), by
 non-linear refinement of the reprojection error over all samples). Nothing is written unless every requested camera
 solved: a bad recording leaves no half-written file.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,7 +56,8 @@ def solve_camera(bag_path, camera: str, spec, namespace: str | None = None, log=
             f"{camera}: the {spec.squares_x}x{spec.squares_y} board ({spec.dictionary}, {spec.square_m} m squares) was "
             f"found in none of the {got.n_images} images. Check the board options (--squares-x/--squares-y/"
             "--square-m/--marker-m/--dictionary) and that the board was in view"
-            + (" (for the scene camera: on the flange; for the wrist camera: on the table)" if got.n_images else ""))
+            + (" (for the scene camera: on the flange; for the wrist camera: on the table)" if got.n_images else "")
+        )
     solver = solve_eye_to_hand if SOLVERS[camera] == "eye_to_hand" else solve_eye_in_hand
     result = solver(got.samples, spec)
     return CameraSolution(camera, got.frame_id or DEFAULT_FRAME_IDS[camera], result, got)
@@ -64,8 +66,10 @@ def solve_camera(bag_path, camera: str, spec, namespace: str | None = None, log=
 def describe(solution: CameraSolution) -> str:
     """Per-sample and overall figures of a solution, as printed by ``para-calib solve``."""
     r = solution.result
-    lines = [f"{solution.camera} ({r.method}: camera in {r.cam_parent_frame!r}, board in {r.board_parent_frame!r}), "
-             f"{len(r.sample_indices)} samples used, {r.samples_skipped} skipped"]
+    lines = [
+        f"{solution.camera} ({r.method}: camera in {r.cam_parent_frame!r}, board in {r.board_parent_frame!r}), "
+        f"{len(r.sample_indices)} samples used, {r.samples_skipped} skipped"
+    ]
     lines.append("  sample  corners  reproj_rms_px  handeye_rot_deg  handeye_trans_mm")
     for k, i in enumerate(r.sample_indices):
         det = solution.samples.samples[i].detection
@@ -74,13 +78,17 @@ def describe(solution: CameraSolution) -> str:
         lines.append(f"  {i:6d}  {len(det):7d}  {r.per_sample_rms_px[k]:13.3f}  {rot:15.3f}  {trans:16.2f}")
     T = r.T_parent_cam
     q = matrix_to_quaternion(T[:3, :3])
-    lines.append(f"  overall: reprojection rms {r.reprojection_rms_px:.3f} px (max {r.reprojection_max_px:.3f} px; "
-                 f"{r.initial_method} initial guess {r.initial_reprojection_rms_px:.3f} px), hand-eye residuals "
-                 f"{r.handeye_rotation_deg:.3f} deg / {r.handeye_translation_mm:.2f} mm, rotation coverage: largest "
-                 f"relative rotation {r.coverage.max_relative_rotation_deg:.1f} deg, axis spread "
-                 f"{r.coverage.axis_spread_deg:.1f} deg")
-    lines.append(f"  T_{r.cam_parent_frame}_{solution.camera}: xyz_m [{', '.join(f'{v:.5f}' for v in T[:3, 3])}] "
-                 f"quat_xyzw [{', '.join(f'{v:.6f}' for v in q)}]")
+    lines.append(
+        f"  overall: reprojection rms {r.reprojection_rms_px:.3f} px (max {r.reprojection_max_px:.3f} px; "
+        f"{r.initial_method} initial guess {r.initial_reprojection_rms_px:.3f} px), hand-eye residuals "
+        f"{r.handeye_rotation_deg:.3f} deg / {r.handeye_translation_mm:.2f} mm, rotation coverage: largest "
+        f"relative rotation {r.coverage.max_relative_rotation_deg:.1f} deg, axis spread "
+        f"{r.coverage.axis_spread_deg:.1f} deg"
+    )
+    lines.append(
+        f"  T_{r.cam_parent_frame}_{solution.camera}: xyz_m [{', '.join(f'{v:.5f}' for v in T[:3, 3])}] "
+        f"quat_xyzw [{', '.join(f'{v:.6f}' for v in q)}]"
+    )
     return "\n".join(lines)
 
 
@@ -88,8 +96,9 @@ def overlay_path(out: Path, camera: str) -> Path:
     return out.with_name(f"{out.stem}_{camera}_overlay.png")
 
 
-def write_outputs(solutions: list[CameraSolution], spec, out: Path, force: bool = False, merge: bool = False,
-                  log=print) -> Path:
+def write_outputs(
+    solutions: list[CameraSolution], spec, out: Path, force: bool = False, merge: bool = False, log=print
+) -> Path:
     """Write ``calibration.yaml`` (refused if it exists, unless ``force``; ``merge`` keeps the other cameras of an
     existing file) and one overlay PNG per camera (its worst sample: detected corners vs the reprojection through the
     solved calibration and the arm's kinematics)."""
@@ -122,5 +131,7 @@ def write_outputs(solutions: list[CameraSolution], spec, out: Path, force: bool 
 
 def pose_error(T_est: np.ndarray, T_true: np.ndarray) -> tuple[float, float]:
     """(translation error mm, rotation error deg) between two poses."""
-    return (1000.0 * float(np.linalg.norm(T_est[:3, 3] - T_true[:3, 3])),
-            math.degrees(rotation_angle_between(T_est[:3, :3], T_true[:3, :3])))
+    return (
+        1000.0 * float(np.linalg.norm(T_est[:3, 3] - T_true[:3, 3])),
+        math.degrees(rotation_angle_between(T_est[:3, :3], T_true[:3, :3])),
+    )

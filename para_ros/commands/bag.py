@@ -30,6 +30,7 @@
     No model: scores the ``ActionChunk`` messages a live run recorded in the bag (``para-deploy`` records
     ``/para/action_chunk``) against the same bag's TF, with the same metrics and plots (no overlays).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,7 +76,6 @@ MARKER_TOPIC = "/para/markers"
 def calib(args) -> int:
     """Calibration check: project the tool frame (TF) into each camera (CameraInfo + camera TF) over time."""
 
-
     views = tuple(v.strip() for v in args.views.split(",") if v.strip())
     if args.frames < 1:
         raise ValueError(f"--frames {args.frames}: use 1 or more")
@@ -86,20 +86,28 @@ def calib(args) -> int:
         if not stamps:
             raise BagError(f"no scene/wrist pair in {args.bag}: {bag.stats.summary() or 'no images'}")
         picks = sorted({stamps[int(i)] for i in np.linspace(0, len(stamps) - 1, min(args.frames, len(stamps)))})
-        frames = [{"stamp_ns": obs.stamp_ns, "T_world_ee": obs.T_world_ee,
-                   "images": {v: c.image_rgb for v, c in zip(views, obs.cameras)},
-                   "K": {v: c.K for v, c in zip(views, obs.cameras)},
-                   "T_world_cam": {v: c.T_world_cam for v, c in zip(views, obs.cameras)}}
-                  for obs in bag.observations(set(picks))]
+        frames = [
+            {
+                "stamp_ns": obs.stamp_ns,
+                "T_world_ee": obs.T_world_ee,
+                "images": {v: c.image_rgb for v, c in zip(views, obs.cameras)},
+                "K": {v: c.K for v, c in zip(views, obs.cameras)},
+                "T_world_cam": {v: c.T_world_cam for v, c in zip(views, obs.cameras)},
+            }
+            for obs in bag.observations(set(picks))
+        ]
         report = contact_sheet(frames, views, out / "calibration_sheet.png")
-        report.update({"bag": str(Path(args.bag).resolve()), "ee_frame": bag.config.ee_frame,
-                       "camera_frames": bag.camera_frames})
+        report.update(
+            {"bag": str(Path(args.bag).resolve()), "ee_frame": bag.config.ee_frame, "camera_frames": bag.camera_frames}
+        )
     (out / "calibration.json").write_text(json.dumps(report, indent=2))
     seen = {v: sum(f["views"][v]["in_image"] for f in report["frames"]) for v in views}
-    print(f"calibration sheet: {out / 'calibration_sheet.png'} ({len(frames)} frames; tool frame inside the image: "
-          + ", ".join(f"{v} {n}/{len(frames)}" for v, n in seen.items())
-          + "). The magenta ring must sit on the gripper between the finger tips in every image; an extrinsic off by "
-            "d metres moves it by about f * d / depth pixels.")
+    print(
+        f"calibration sheet: {out / 'calibration_sheet.png'} ({len(frames)} frames; tool frame inside the image: "
+        + ", ".join(f"{v} {n}/{len(frames)}" for v, n in seen.items())
+        + "). The magenta ring must sit on the gripper between the finger tips in every image; an extrinsic off by "
+        "d metres moves it by about f * d / depth pixels."
+    )
     return 0
 
 
@@ -109,8 +117,10 @@ def figure(args) -> int:
 
     policy = load_policy(args)
     if not hasattr(policy.model, "logit_log_scale"):
-        raise ValueError(f"model kind {policy.config.model_kind!r} has no voxel volume to draw; the figure is for "
-                         "para_v4 and para_dino_kv checkpoints")
+        raise ValueError(
+            f"model kind {policy.config.model_kind!r} has no voxel volume to draw; the figure is for "
+            "para_v4 and para_dino_kv checkpoints"
+        )
     cfg = policy.config
     with BagReader(args.bag, topic_config(args, policy.view_names)) as bag:
         stamps = bag.pair_stamps()
@@ -127,19 +137,23 @@ def figure(args) -> int:
     data = method_figure_data(policy.model, inputs, [c.image_rgb for c in obs.cameras], step=step, gt_xyz=gt[0])
     paths = write_method_figure(data, args.out)
     n = figure_numbers(data)
-    print(f"method figure of frame {args.frame} (t = {obs.stamp_ns / 1e9:.3f} s), step {n['step']}: argmax at "
-          f"{n['point_m']} m, bin height {n['bin_height_cm']} cm, top-1 {n['top1_prob_pct']} %; wrote "
-          f"{paths['svg']}, {paths['npz']} and the panels in {args.out}")
+    print(
+        f"method figure of frame {args.frame} (t = {obs.stamp_ns / 1e9:.3f} s), step {n['step']}: argmax at "
+        f"{n['point_m']} m, bin height {n['bin_height_cm']} cm, top-1 {n['top1_prob_pct']} %; wrote "
+        f"{paths['svg']}, {paths['npz']} and the panels in {args.out}"
+    )
     return 0
 
 
 # ---------------------------------------------------------------------------------------------------- ablate
-ABLATION_COLUMNS = (("position error mean cm", ("position_error_m", "all", "mean"), 100.0),
-                    ("position error median cm", ("position_error_m", "all", "median"), 100.0),
-                    ("position error p90 cm", ("position_error_m", "all", "p90"), 100.0),
-                    ("last step error mean cm", ("position_error_m", "per_step", -1, "mean"), 100.0),
-                    ("rotation error mean deg", ("rotation_error_deg", "all", "mean"), 1.0),
-                    ("gripper accuracy %", ("gripper_accuracy", "all"), 100.0))
+ABLATION_COLUMNS = (
+    ("position error mean cm", ("position_error_m", "all", "mean"), 100.0),
+    ("position error median cm", ("position_error_m", "all", "median"), 100.0),
+    ("position error p90 cm", ("position_error_m", "all", "p90"), 100.0),
+    ("last step error mean cm", ("position_error_m", "per_step", -1, "mean"), 100.0),
+    ("rotation error mean deg", ("rotation_error_deg", "all", "mean"), 1.0),
+    ("gripper accuracy %", ("gripper_accuracy", "all"), 100.0),
+)
 
 
 def _dig(d, path):
@@ -176,12 +190,31 @@ def ablate(args) -> int:
         for ckpt, label in zip(args.checkpoints, labels):
             sub = out / Path(bag).name / label.replace(":", "_").replace("/", "_")
             ev_args = build_parser().parse_args(
-                ["eval", str(bag), "--checkpoint", str(ckpt), "--out", str(sub), "--device", args.device,
-                 "--overlay-every", "0", "--response-volume-every", "-1", "--max-frames", str(args.max_frames),
-                 "--quiet"])
+                [
+                    "eval",
+                    str(bag),
+                    "--checkpoint",
+                    str(ckpt),
+                    "--out",
+                    str(sub),
+                    "--device",
+                    args.device,
+                    "--overlay-every",
+                    "0",
+                    "--response-volume-every",
+                    "-1",
+                    "--max-frames",
+                    str(args.max_frames),
+                    "--quiet",
+                ]
+            )
             evaluate(ev_args)
-            rows.append((f"{label} @ {Path(bag).name}" if len(args.bags) > 1 else label,
-                         json.loads((sub / "metrics.json").read_text())))
+            rows.append(
+                (
+                    f"{label} @ {Path(bag).name}" if len(args.bags) > 1 else label,
+                    json.loads((sub / "metrics.json").read_text()),
+                )
+            )
     header, table = ablation_table(rows)
     with open(out / "ablation.csv", "w", newline="") as f:
         csv.writer(f).writerows([header, *table])
@@ -197,10 +230,16 @@ def ablate(args) -> int:
 def play(args) -> int:
     """Publish a recording into the live graph with its original timing (``para_ros.bag.play``)."""
 
-
-    options = PlayOptions(bag=args.bag, rate=args.rate, start_offset_s=args.start_offset, loop=args.loop,
-                          clock=args.clock, clock_rate_hz=args.clock_rate, remaps=parse_remaps(args.remap),
-                          topics=tuple(args.topics or ()))
+    options = PlayOptions(
+        bag=args.bag,
+        rate=args.rate,
+        start_offset_s=args.start_offset,
+        loop=args.loop,
+        clock=args.clock,
+        clock_rate_hz=args.clock_rate,
+        remaps=parse_remaps(args.remap),
+        topics=tuple(args.topics or ()),
+    )
     if not Path(args.bag).is_dir():
         raise BagError(f"{args.bag} is not a rosbag2 directory")
     apply_loopback_dds_env()
@@ -221,10 +260,14 @@ def load_policy(args):
     fast = bool(getattr(args, "fast", False))
     if args.checkpoint:
         return Policy.from_checkpoint(args.checkpoint, device=device, dtype=args.dtype, fast=fast)
-    print(f"warning: no --checkpoint: evaluating an UNTRAINED policy (preset {args.random_preset}, seed "
-          f"{args.random_seed}); its numbers are a baseline, not a result", file=sys.stderr)
-    return Policy.random_init(V4Config.preset(args.random_preset), device=device, dtype=args.dtype,
-                              seed=args.random_seed, fast=fast)
+    print(
+        f"warning: no --checkpoint: evaluating an UNTRAINED policy (preset {args.random_preset}, seed "
+        f"{args.random_seed}); its numbers are a baseline, not a result",
+        file=sys.stderr,
+    )
+    return Policy.random_init(
+        V4Config.preset(args.random_preset), device=device, dtype=args.dtype, seed=args.random_seed, fast=fast
+    )
 
 
 class ChunkBagWriter:
@@ -232,7 +275,6 @@ class ChunkBagWriter:
 
     def __init__(self, path: str | Path):
         from rosbags.rosbag2 import StoragePlugin, Writer  # rosbags: loaded on first use, not on import
-
 
         self.path = Path(path)
         self.single_file = self.path.suffix == ".mcap"
@@ -245,8 +287,9 @@ class ChunkBagWriter:
         self._writer = Writer(self.bag_dir, version=9, storage_plugin=StoragePlugin.MCAP)
         self._writer.open()
         self._chunk_conn = self._writer.add_connection(CHUNK_TOPIC, "para_msgs/msg/ActionChunk", typestore=store)
-        self._marker_conn = self._writer.add_connection(MARKER_TOPIC, "visualization_msgs/msg/MarkerArray",
-                                                        typestore=store)
+        self._marker_conn = self._writer.add_connection(
+            MARKER_TOPIC, "visualization_msgs/msg/MarkerArray", typestore=store
+        )
         self.count = 0
 
     def write(self, stamp_ns: int, world_frame: str, ee_frame: str, model_id: str, out, ee_xyz) -> None:
@@ -285,22 +328,39 @@ def _future_truth(bag: BagReader, stamp_ns: int, offsets_s: np.ndarray):
 
 
 def _new_record() -> dict:
-    return {"stamps": [], "pred_pos": [], "pred_quat": [], "pred_grip": [], "conf": [], "gt_pos": [], "gt_rot": [],
-            "gt_grip": [], "ee_pos": [], "offsets": []}
+    return {
+        "stamps": [],
+        "pred_pos": [],
+        "pred_quat": [],
+        "pred_grip": [],
+        "conf": [],
+        "gt_pos": [],
+        "gt_rot": [],
+        "gt_grip": [],
+        "ee_pos": [],
+        "offsets": [],
+    }
 
 
-def _append(rec: dict, bag: BagReader, stamp_ns: int, positions, quats, gripper, confidence, offsets,
-            ee_xyz) -> None:
+def _append(rec: dict, bag: BagReader, stamp_ns: int, positions, quats, gripper, confidence, offsets, ee_xyz) -> None:
     gt_pos, gt_rot, gt_grip = _future_truth(bag, stamp_ns, offsets)
-    for key, value in (("stamps", stamp_ns), ("pred_pos", positions), ("pred_quat", quats), ("pred_grip", gripper),
-                       ("conf", confidence), ("gt_pos", gt_pos), ("gt_rot", gt_rot), ("gt_grip", gt_grip),
-                       ("ee_pos", ee_xyz), ("offsets", offsets)):
+    for key, value in (
+        ("stamps", stamp_ns),
+        ("pred_pos", positions),
+        ("pred_quat", quats),
+        ("pred_grip", gripper),
+        ("conf", confidence),
+        ("gt_pos", gt_pos),
+        ("gt_rot", gt_rot),
+        ("gt_grip", gt_grip),
+        ("ee_pos", ee_xyz),
+        ("offsets", offsets),
+    ):
         rec[key].append(np.asarray(value, dtype=np.int64 if key == "stamps" else np.float64))
 
 
 def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
     """Run the policy over the bag's observations; returns the records, the model id and report context."""
-
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -319,9 +379,10 @@ def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
             stamps = bag.pair_stamps()
             if not stamps:
                 raise BagError(f"no scene/wrist pair in {args.bag}; check the image topics and --pair-slop-s")
-            keep = stamps[:args.max_frames] if args.max_frames else stamps
-            for obs in progress(bag.observations(set(keep), cfg.mv_past_n, cfg.step_dt_s), len(keep), "eval",
-                                 args.quiet):
+            keep = stamps[: args.max_frames] if args.max_frames else stamps
+            for obs in progress(
+                bag.observations(set(keep), cfg.mv_past_n, cfg.step_dt_s), len(keep), "eval", args.quiet
+            ):
                 try:
                     out = policy.predict(obs.cameras, obs.state)
                 except ValueError as exc:
@@ -329,32 +390,58 @@ def _replay(args, out_dir: Path) -> tuple[dict, str, dict]:
                     continue
                 offsets = np.asarray(out.time_offsets_s, dtype=np.float64)
                 i = len(rec["stamps"])
-                _append(rec, bag, obs.stamp_ns, out.positions_world, out.quaternions_xyzw, out.gripper,
-                        out.confidence, offsets, obs.T_world_ee[:3, 3])
+                _append(
+                    rec,
+                    bag,
+                    obs.stamp_ns,
+                    out.positions_world,
+                    out.quaternions_xyzw,
+                    out.gripper,
+                    out.confidence,
+                    offsets,
+                    obs.T_world_ee[:3, 3],
+                )
                 if viz is not None:
                     viz.log_observation(obs, policy.view_names)
                     viz.log_policy_output(obs.stamp_ns, out, argmax_voxels(policy))
                 if writer is not None:
-                    writer.write(obs.stamp_ns, bag.config.world_frame, bag.config.ee_frame, policy.model_id, out,
-                                 obs.T_world_ee[:3, 3])
+                    writer.write(
+                        obs.stamp_ns,
+                        bag.config.world_frame,
+                        bag.config.ee_frame,
+                        policy.model_id,
+                        out,
+                        obs.T_world_ee[:3, 3],
+                    )
                 if args.overlay_every > 0 and i % args.overlay_every == 0:
                     cam = obs.cameras[ov]
                     dense = np.linspace(0.0, offsets[-1], 4 * len(offsets)) if offsets[-1] > 0 else offsets
                     actual, _, _ = _future_truth(bag, obs.stamp_ns, dense)
                     actual = actual[np.isfinite(actual[:, 0])]
                     img = figures.draw_path_overlay(
-                        cam.image_rgb, cam.K, cam.T_world_cam,
-                        [figures.Path3D(actual, figures.ACTUAL_COLOUR, "actual future (TF)"),
-                         figures.Path3D(out.positions_world, figures.PRED_COLOUR, "predicted chunk")],
-                        title=f"{overlay_view} t={(obs.stamp_ns - stamps[0]) / 1e9:.2f} s")
+                        cam.image_rgb,
+                        cam.K,
+                        cam.T_world_cam,
+                        [
+                            figures.Path3D(actual, figures.ACTUAL_COLOUR, "actual future (TF)"),
+                            figures.Path3D(out.positions_world, figures.PRED_COLOUR, "predicted chunk"),
+                        ],
+                        title=f"{overlay_view} t={(obs.stamp_ns - stamps[0]) / 1e9:.2f} s",
+                    )
                     figures.save_rgb_png(out_dir / "overlays" / f"overlay_{i:05d}.png", img)
                 rv_every = args.response_volume_every
                 if (i == 0 and rv_every >= 0) or (rv_every > 0 and i % rv_every == 0):
-                    _response_volume_figure(policy, obs, obs.state, out_dir / f"response_volume_{i:05d}.png",
-                                            args.response_volume_step)
-            context = {"reader_stats": bag.stats.summary(), "policy_refused": policy_errors,
-                       "world_frame": bag.config.world_frame, "ee_frame": bag.config.ee_frame,
-                       "image_topics": bag.image_topics, "source": "policy replay"}
+                    _response_volume_figure(
+                        policy, obs, obs.state, out_dir / f"response_volume_{i:05d}.png", args.response_volume_step
+                    )
+            context = {
+                "reader_stats": bag.stats.summary(),
+                "policy_refused": policy_errors,
+                "world_frame": bag.config.world_frame,
+                "ee_frame": bag.config.ee_frame,
+                "image_topics": bag.image_topics,
+                "source": "policy replay",
+            }
     finally:
         chunks_path = writer.close() if writer is not None else None
         if viz is not None:
@@ -380,12 +467,13 @@ def _recorded(args) -> tuple[dict, str, dict]:
                 skipped += 1
                 continue
             if chunk.header.frame_id and chunk.header.frame_id != cfg.world_frame:
-                raise BagError(f"recorded chunks are in frame {chunk.header.frame_id!r}, the evaluation world frame "
-                               f"is {cfg.world_frame!r}: pass --world-frame {chunk.header.frame_id}")
+                raise BagError(
+                    f"recorded chunks are in frame {chunk.header.frame_id!r}, the evaluation world frame "
+                    f"is {cfg.world_frame!r}: pass --world-frame {chunk.header.frame_id}"
+                )
             stamp = stamp_to_ns(chunk.header.stamp)
             pos = np.array([[p.position.x, p.position.y, p.position.z] for p in chunk.poses])
-            quat = np.array([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w]
-                             for p in chunk.poses])
+            quat = np.array([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w] for p in chunk.poses])
             offsets = np.array([stamp_to_s(d) for d in chunk.time_from_stamp])
             grip = np.asarray(chunk.gripper, dtype=np.float64)
             conf = np.asarray(chunk.confidence, dtype=np.float64)
@@ -394,10 +482,14 @@ def _recorded(args) -> tuple[dict, str, dict]:
             ee = bag.try_lookup(cfg.ee_frame, stamp)
             _append(rec, bag, stamp, pos, quat, grip, conf, offsets, np.full(3, np.nan) if ee is None else ee[:3, 3])
             model_ids.add(str(chunk.model_id))
-        context = {"reader_stats": f"{len(rec['stamps'])} recorded chunks on {args.recorded_chunks}"
-                                   + (f", {skipped} skipped (empty or a different length)" if skipped else ""),
-                   "world_frame": cfg.world_frame, "ee_frame": cfg.ee_frame, "source": "recorded chunks",
-                   "chunks_bag": None}
+        context = {
+            "reader_stats": f"{len(rec['stamps'])} recorded chunks on {args.recorded_chunks}"
+            + (f", {skipped} skipped (empty or a different length)" if skipped else ""),
+            "world_frame": cfg.world_frame,
+            "ee_frame": cfg.ee_frame,
+            "source": "recorded chunks",
+            "chunks_bag": None,
+        }
     return rec, ",".join(sorted(model_ids)), context
 
 
@@ -413,34 +505,72 @@ def evaluate(args) -> int:
     A = {k: np.stack(v) for k, v in rec.items()}
     offsets = np.median(A["offsets"], axis=0)  # (T,) identical for every chunk of one model
     pred_rot = Rotation.from_quat(A["pred_quat"].reshape(-1, 4)).as_matrix().reshape(*A["pred_quat"].shape[:2], 3, 3)
-    errors = ev.chunk_errors(A["pred_pos"], pred_rot, A["pred_grip"], A["gt_pos"], A["gt_rot"], A["gt_grip"],
-                             gripper_threshold=args.gripper_threshold)
+    errors = ev.chunk_errors(
+        A["pred_pos"],
+        pred_rot,
+        A["pred_grip"],
+        A["gt_pos"],
+        A["gt_rot"],
+        A["gt_grip"],
+        gripper_threshold=args.gripper_threshold,
+    )
     extra = dict(context)
-    extra.update({"bag": str(Path(args.bag).resolve()), "gripper_threshold": args.gripper_threshold,
-                  "ground_truth": f"TF {context['world_frame']} <- {context['ee_frame']} at stamp + time_offset_i "
-                                  "(tf2 interpolation); gripper: joint_states sample-and-hold; steps beyond the "
-                                  "recording are left out"})
+    extra.update(
+        {
+            "bag": str(Path(args.bag).resolve()),
+            "gripper_threshold": args.gripper_threshold,
+            "ground_truth": f"TF {context['world_frame']} <- {context['ee_frame']} at stamp + time_offset_i "
+            "(tf2 interpolation); gripper: joint_states sample-and-hold; steps beyond the "
+            "recording are left out",
+        }
+    )
     metrics = ev.metrics_dict(errors, offsets, model_id=model_id, extra=extra)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    np.savez_compressed(out_dir / "chunks.npz", stamps_ns=A["stamps"], pred_positions=A["pred_pos"],
-                        pred_quaternions_xyzw=A["pred_quat"], pred_gripper=A["pred_grip"], confidence=A["conf"],
-                        gt_positions=A["gt_pos"], gt_rotations=A["gt_rot"], gt_gripper=A["gt_grip"],
-                        time_offsets_s=A["offsets"], position_error_m=errors.position_m,
-                        rotation_error_deg=errors.rotation_deg)
-    figures.plot_error_per_step(metrics["position_error_m"]["per_step"], offsets, out_dir / "error_per_step.png",
-                                title=f"position error per step ({model_id})", unit="cm", scale=100.0)
-    figures.plot_error_per_step(metrics["rotation_error_deg"]["per_step"], offsets,
-                                out_dir / "rotation_error_per_step.png", title="rotation error per step", unit="deg")
+    np.savez_compressed(
+        out_dir / "chunks.npz",
+        stamps_ns=A["stamps"],
+        pred_positions=A["pred_pos"],
+        pred_quaternions_xyzw=A["pred_quat"],
+        pred_gripper=A["pred_grip"],
+        confidence=A["conf"],
+        gt_positions=A["gt_pos"],
+        gt_rotations=A["gt_rot"],
+        gt_gripper=A["gt_grip"],
+        time_offsets_s=A["offsets"],
+        position_error_m=errors.position_m,
+        rotation_error_deg=errors.rotation_deg,
+    )
+    figures.plot_error_per_step(
+        metrics["position_error_m"]["per_step"],
+        offsets,
+        out_dir / "error_per_step.png",
+        title=f"position error per step ({model_id})",
+        unit="cm",
+        scale=100.0,
+    )
+    figures.plot_error_per_step(
+        metrics["rotation_error_deg"]["per_step"],
+        offsets,
+        out_dir / "rotation_error_per_step.png",
+        title="rotation error per step",
+        unit="deg",
+    )
     last = A["pred_pos"][:, -1]
-    figures.plot_trajectory(A["stamps"], A["ee_pos"], A["pred_pos"][:, 0], out_dir / "trajectory.png",
-                            extra=[(last, f"predicted (step {len(offsets) - 1}, +{offsets[-1]:.2f} s)",
-                                    float(offsets[-1]))])
+    figures.plot_trajectory(
+        A["stamps"],
+        A["ee_pos"],
+        A["pred_pos"][:, 0],
+        out_dir / "trajectory.png",
+        extra=[(last, f"predicted (step {len(offsets) - 1}, +{offsets[-1]:.2f} s)", float(offsets[-1]))],
+    )
     all_pos = metrics["position_error_m"]["all"]
     chunks_path = context.get("chunks_bag")
-    print(f"evaluated {metrics['chunks_evaluated']} chunks ({model_id}): position error mean "
-          f"{_fmt(all_pos['mean'], 100)} cm, median {_fmt(all_pos['median'], 100)} cm, p90 {_fmt(all_pos['p90'], 100)}"
-          f" cm; gripper accuracy {_fmt(metrics['gripper_accuracy']['all'], 100)} %; wrote {out_dir}"
-          + (f" and {chunks_path}" if chunks_path else ""))
+    print(
+        f"evaluated {metrics['chunks_evaluated']} chunks ({model_id}): position error mean "
+        f"{_fmt(all_pos['mean'], 100)} cm, median {_fmt(all_pos['median'], 100)} cm, p90 {_fmt(all_pos['p90'], 100)}"
+        f" cm; gripper accuracy {_fmt(metrics['gripper_accuracy']['all'], 100)} %; wrote {out_dir}"
+        + (f" and {chunks_path}" if chunks_path else "")
+    )
     return 0
 
 
@@ -455,17 +585,18 @@ def _response_volume_figure(policy, obs, state, path: Path, step: int) -> None:
     with torch.inference_mode():
         feats, _ = policy.model.image_features(policy.preprocess(obs.cameras, state).images)  # (1, N, F, P, P)
     T = out.volume_logits.shape[1]
-    data = figures.response_volume_data(out, step=min(max(step, 0), T - 1) if step >= 0 else T - 1,
-                                        feature_maps=feats)
-    figures.plot_response_volume(obs.cameras[data.view].image_rgb, data, path,
-                                 view_name=policy.view_names[data.view])
+    data = figures.response_volume_data(out, step=min(max(step, 0), T - 1) if step >= 0 else T - 1, feature_maps=feats)
+    figures.plot_response_volume(obs.cameras[data.view].image_rgb, data, path, view_name=policy.view_names[data.view])
 
 
 # ------------------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="para-bag", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser = argparse.ArgumentParser(
+        prog="para-bag",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("extract", help="rosbag2 -> para_core Episode directory (training data)")
     ex.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
@@ -474,12 +605,18 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--max-frames", type=int, default=0, help="stop after this many frames (0: all)")
     ex.add_argument("--views", default="scene,wrist", help="comma-separated camera views, in policy order")
     ex.add_argument("--quiet", action="store_true", help="no progress bar")
-    ex.add_argument("--calibration", default="", help="the calibration.yaml the recording used (para-calib solve); "
-                    "kept next to the episode and in its meta.json, and by para-train in the checkpoint's "
-                    "recipe.json (default: calibration.yaml inside the bag directory, if any)")
+    ex.add_argument(
+        "--calibration",
+        default="",
+        help="the calibration.yaml the recording used (para-calib solve); "
+        "kept next to the episode and in its meta.json, and by para-train in the checkpoint's "
+        "recipe.json (default: calibration.yaml inside the bag directory, if any)",
+    )
     add_topic_args(ex)
-    ca = sub.add_parser("calib", help="calibration check: the tool frame (TF) projected into each camera over time "
-                                      "(contact sheet PNG + JSON)")
+    ca = sub.add_parser(
+        "calib",
+        help="calibration check: the tool frame (TF) projected into each camera over time (contact sheet PNG + JSON)",
+    )
     ca.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
     ca.add_argument("--out", required=True, help="output directory")
     ca.add_argument("--frames", type=int, default=8, help="frames on the sheet, evenly over the recording")
@@ -497,52 +634,83 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--device", default="auto")
     fg.add_argument("--dtype", default="fp32", choices=INFERENCE_DTYPES)
     add_topic_args(fg)
-    ab = sub.add_parser("ablate", help="evaluate several checkpoints on the same recordings: one table of the "
-                                       "offline metrics side by side (stdout, CSV, Markdown)")
+    ab = sub.add_parser(
+        "ablate",
+        help="evaluate several checkpoints on the same recordings: one table of the "
+        "offline metrics side by side (stdout, CSV, Markdown)",
+    )
     ab.add_argument("bags", nargs="+", help="rosbag2 directories")
     ab.add_argument("--checkpoints", nargs="+", required=True, help="checkpoint directories to compare")
     ab.add_argument("--out", required=True, help="output directory (per-checkpoint eval folders + ablation.*)")
     ab.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ab.add_argument("--max-frames", type=int, default=0, help="evaluate at most this many observations (0: all)")
-    pl = sub.add_parser("play", help="publish a recording into the live graph with its original timing "
-                                     "(ros2 bag play without ROS)")
+    pl = sub.add_parser(
+        "play", help="publish a recording into the live graph with its original timing (ros2 bag play without ROS)"
+    )
     pl.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
     pl.add_argument("--rate", type=float, default=1.0, help="playback speed factor (default 1)")
     pl.add_argument("--start-offset", type=float, default=0.0, help="skip this many seconds of the recording")
     pl.add_argument("--loop", action="store_true", help="replay until Ctrl-C")
-    pl.add_argument("--clock", action="store_true", help="publish /clock of the recording's time (run the nodes "
-                    "with use_sim_time:=true)")
+    pl.add_argument(
+        "--clock",
+        action="store_true",
+        help="publish /clock of the recording's time (run the nodes with use_sim_time:=true)",
+    )
     pl.add_argument("--clock-rate", type=float, default=100.0, help="/clock rate, Hz (default 100)")
-    pl.add_argument("--remap", nargs="*", metavar="FROM:=TO", help="topic remaps, e.g. /cam/image:=/scene_cam/image_raw")
+    pl.add_argument(
+        "--remap", nargs="*", metavar="FROM:=TO", help="topic remaps, e.g. /cam/image:=/scene_cam/image_raw"
+    )
     pl.add_argument("--topics", nargs="*", help="only these topics (default all)")
     ev = sub.add_parser("eval", help="replay a recording through a policy and score it against the recorded TF")
     ev.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
     src = ev.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="checkpoint directory (model.safetensors + config.json)")
     src.add_argument("--random-preset", choices=PRESET_NAMES, help="an UNTRAINED random policy (baseline/tests)")
-    src.add_argument("--recorded-chunks", nargs="?", const=CHUNK_TOPIC, metavar="TOPIC",
-                     help=f"no model: score the ActionChunks recorded in the bag (a live run; default topic "
-                          f"{CHUNK_TOPIC}) against its TF; needs only TF (+ joint states)")
+    src.add_argument(
+        "--recorded-chunks",
+        nargs="?",
+        const=CHUNK_TOPIC,
+        metavar="TOPIC",
+        help=f"no model: score the ActionChunks recorded in the bag (a live run; default topic "
+        f"{CHUNK_TOPIC}) against its TF; needs only TF (+ joint states)",
+    )
     ev.add_argument("--random-seed", type=int, default=0)
     ev.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ev.add_argument("--dtype", default="fp32", choices=INFERENCE_DTYPES)
-    ev.add_argument("--fast", action="store_true", help="the model's fast inference path (para_core.model.v4_fast; "
-                    "the same voxels as the reference path, tested), as the node's fast_path parameter")
+    ev.add_argument(
+        "--fast",
+        action="store_true",
+        help="the model's fast inference path (para_core.model.v4_fast; "
+        "the same voxels as the reference path, tested), as the node's fast_path parameter",
+    )
     ev.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     ev.add_argument("--out", default=None, help="output directory (default ./para_eval_<bag name>)")
     ev.add_argument("--max-frames", type=int, default=0, help="evaluate at most this many observations (0: all)")
     ev.add_argument("--overlay-every", type=int, default=10, help="one overlay image per N chunks (0: none)")
     ev.add_argument("--overlay-view", default=None, help="view to draw overlays into (default: the first view)")
-    ev.add_argument("--response-volume-every", type=int, default=0,
-                    help="response-volume figure every N chunks (0: only the first chunk; -1: none)")
+    ev.add_argument(
+        "--response-volume-every",
+        type=int,
+        default=0,
+        help="response-volume figure every N chunks (0: only the first chunk; -1: none)",
+    )
     ev.add_argument("--response-volume-step", type=int, default=-1, help="chunk step to show (-1: the last)")
     ev.add_argument("--gripper-threshold", type=float, default=0.5, help="opening >= this counts as open")
-    ev.add_argument("--write-chunks", default=None, metavar="OUT.mcap",
-                    help="write the predicted ActionChunks + markers as a bag (.mcap: one file; else a directory)")
+    ev.add_argument(
+        "--write-chunks",
+        default=None,
+        metavar="OUT.mcap",
+        help="write the predicted ActionChunks + markers as a bag (.mcap: one file; else a directory)",
+    )
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
-    ev.add_argument("--rerun", default=None, metavar="FILE.rrd", help="also write a rerun recording: posed cameras, "
-                    "trajectory, each chunk's path and argmax voxels, voxel cloud (open with: rerun FILE.rrd); "
-                    "with a policy (for --recorded-chunks use 'para-bag view')")
+    ev.add_argument(
+        "--rerun",
+        default=None,
+        metavar="FILE.rrd",
+        help="also write a rerun recording: posed cameras, "
+        "trajectory, each chunk's path and argmax voxels, voxel cloud (open with: rerun FILE.rrd); "
+        "with a policy (for --recorded-chunks use 'para-bag view')",
+    )
     add_topic_args(ev)
     lerobot_export.add_parsers(sub)
     view.add_parser(sub)
@@ -552,8 +720,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        handler = getattr(args, "func", None) or {"extract": extract, "calib": calib, "play": play, "eval": evaluate,
-                                                  "ablate": ablate, "figure": figure}[args.command]
+        handler = (
+            getattr(args, "func", None)
+            or {"extract": extract, "calib": calib, "play": play, "eval": evaluate, "ablate": ablate, "figure": figure}[
+                args.command
+            ]
+        )
         return handler(args)
     except (BagError, FileExistsError, FileNotFoundError, ImportError, ValueError) as exc:
         print(f"para-bag {args.command}: error: {exc}", file=sys.stderr)

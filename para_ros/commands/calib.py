@@ -16,6 +16,7 @@ Then ``para-bag calib`` checks a recording against TF, and ``para-deploy --calib
 Exit status: 0 done; 1 the capture stopped (the arm is held) or the solve failed (nothing written); 2 bad arguments;
 130 Ctrl-C.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,14 +48,22 @@ def _add_board_options(p: argparse.ArgumentParser) -> None:
 
 
 def board_spec(args):
-    return CharucoBoardSpec(squares_x=args.squares_x, squares_y=args.squares_y, square_m=args.square_m,
-                            marker_m=args.marker_m, dictionary=args.dictionary)
+    return CharucoBoardSpec(
+        squares_x=args.squares_x,
+        squares_y=args.squares_y,
+        square_m=args.square_m,
+        marker_m=args.marker_m,
+        dictionary=args.dictionary,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="para-calib", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="Run `para-calib <subcommand> --help` for its options.")
+    parser = argparse.ArgumentParser(
+        prog="para-calib",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run `para-calib <subcommand> --help` for its options.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("board", help="write the board PNG + PDF at true scale")
@@ -64,64 +73,107 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--page", default="A4", help="PDF page: A4 | letter | fit (default A4)")
     b.add_argument("--force", action="store_true", help="overwrite existing files")
 
-    c = sub.add_parser("capture", help="drive the arm through calibration poses and record a rosbag2 recording",
-                       description="Drive the arm through calibration poses (or record while you move it, --manual) "
-                       "and record images, CameraInfo, joint states and TF at each settled pose. The poses rotate "
-                       "about a point the camera sees (see para_ros/calibration/capture_poses.py) and are checked "
-                       "against every limit of config/yam.yaml; Ctrl-C or a sample timeout holds the arm at once.")
+    c = sub.add_parser(
+        "capture",
+        help="drive the arm through calibration poses and record a rosbag2 recording",
+        description="Drive the arm through calibration poses (or record while you move it, --manual) "
+        "and record images, CameraInfo, joint states and TF at each settled pose. The poses rotate "
+        "about a point the camera sees (see para_ros/calibration/capture_poses.py) and are checked "
+        "against every limit of config/yam.yaml; Ctrl-C or a sample timeout holds the arm at once.",
+    )
     c.add_argument("--out", required=True, help="rosbag2 directory to write")
-    c.add_argument("--camera", choices=CAMERAS, default="scene_cam",
-                   help="which camera the poses are for: scene_cam (board on the flange, default) or wrist_cam "
-                        "(board on the table)")
-    c.add_argument("--backend", choices=("sim", "topic", "i2rt"), default="sim",
-                   help="sim: JointTrajectory to sim_node (gripper inside); topic: JointTrajectory of the 6 arm "
-                        "joints to a ros2_control controller; i2rt: the I2RT SDK on CAN (default sim)")
+    c.add_argument(
+        "--camera",
+        choices=CAMERAS,
+        default="scene_cam",
+        help="which camera the poses are for: scene_cam (board on the flange, default) or wrist_cam "
+        "(board on the table)",
+    )
+    c.add_argument(
+        "--backend",
+        choices=("sim", "topic", "i2rt"),
+        default="sim",
+        help="sim: JointTrajectory to sim_node (gripper inside); topic: JointTrajectory of the 6 arm "
+        "joints to a ros2_control controller; i2rt: the I2RT SDK on CAN (default sim)",
+    )
     c.add_argument("--poses", type=int, default=12, help="number of candidate poses (default 12)")
     c.add_argument("--angle-deg", type=float, default=25.0, help="largest rotation about the pivot (default 25)")
     c.add_argument("--offset-m", type=float, default=0.03, help="largest shift of the pivot (default 0.03)")
-    c.add_argument("--centre", default="", help="centre pose: current (the arm where it is; default on a real "
-                   "arm), sim (the simulator's start pose; default with --backend sim), or 6 joints in rad, "
-                   "comma-separated")
-    c.add_argument("--pivot-m", default="", help="rotation pivot x,y,z in the flange frame (gripper), metres; "
-                   "default: scene_cam the simulator's flange board centre, wrist_cam 0.25 m along the wrist "
-                   "camera's axis")
+    c.add_argument(
+        "--centre",
+        default="",
+        help="centre pose: current (the arm where it is; default on a real "
+        "arm), sim (the simulator's start pose; default with --backend sim), or 6 joints in rad, "
+        "comma-separated",
+    )
+    c.add_argument(
+        "--pivot-m",
+        default="",
+        help="rotation pivot x,y,z in the flange frame (gripper), metres; "
+        "default: scene_cam the simulator's flange board centre, wrist_cam 0.25 m along the wrist "
+        "camera's axis",
+    )
     c.add_argument("--speed-fraction", type=float, default=0.3, help="fraction of the speed limits (default 0.3)")
     c.add_argument("--settle-s", type=float, default=0.4, help="still this long before a sample (default 0.4)")
     c.add_argument("--settle-tol-rad", type=float, default=0.002, help="'still': joints move less (default 0.002)")
-    c.add_argument("--sample-timeout-s", type=float, default=15.0, help="hold and stop when a pose does not settle "
-                   "or the cameras do not deliver within this (default 15)")
+    c.add_argument(
+        "--sample-timeout-s",
+        type=float,
+        default=15.0,
+        help="hold and stop when a pose does not settle or the cameras do not deliver within this (default 15)",
+    )
     c.add_argument("--scene-ns", default="/scene_cam", help="scene camera namespace (image_raw, camera_info)")
     c.add_argument("--wrist-ns", default="/wrist_cam", help="wrist camera namespace")
     c.add_argument("--joint-states-topic", default="/joint_states")
-    c.add_argument("--joint-trajectory-topic", default="/joint_trajectory",
-                   help="backends sim/topic: the trajectory topic (e.g. /arm_controller/joint_trajectory)")
-    c.add_argument("--arm-joint-names", default="joint1,joint2,joint3,joint4,joint5,joint6",
-                   help="backend topic: the controller's 6 arm joint names")
+    c.add_argument(
+        "--joint-trajectory-topic",
+        default="/joint_trajectory",
+        help="backends sim/topic: the trajectory topic (e.g. /arm_controller/joint_trajectory)",
+    )
+    c.add_argument(
+        "--arm-joint-names",
+        default="joint1,joint2,joint3,joint4,joint5,joint6",
+        help="backend topic: the controller's 6 arm joint names",
+    )
     c.add_argument("--can-channel", default="can0", help="backend i2rt: CAN interface")
     c.add_argument("--dry-run", action="store_true", help="list the poses (and the rejected ones), move nothing")
-    c.add_argument("--manual", action="store_true", help="record while you move the arm; a sample on Enter or "
-                   "when the arm was still for --still-s after moving; q + Enter ends")
+    c.add_argument(
+        "--manual",
+        action="store_true",
+        help="record while you move the arm; a sample on Enter or "
+        "when the arm was still for --still-s after moving; q + Enter ends",
+    )
     c.add_argument("--samples", type=int, default=20, help="--manual: stop after this many samples (default 20)")
     c.add_argument("--still-s", type=float, default=1.0, help="--manual: still this long takes a sample")
     c.add_argument("--start-sim", action="store_true", help="start sim_node (config/sim.yaml) for the capture")
-    c.add_argument("--sim-param", action="append", default=[], metavar="NAME:=VALUE",
-                   help="with --start-sim: a sim_node parameter (YAML value), e.g. calibration_board:=flange; "
-                        "repeatable")
+    c.add_argument(
+        "--sim-param",
+        action="append",
+        default=[],
+        metavar="NAME:=VALUE",
+        help="with --start-sim: a sim_node parameter (YAML value), e.g. calibration_board:=flange; repeatable",
+    )
     c.add_argument("--force", action="store_true", help="replace an existing --out")
 
-    s = sub.add_parser("solve", help="solve the camera poses from a recording and write calibration.yaml",
-                       description="Detect the ChArUco board in a recording's images, solve scene_cam "
-                       "(eye-to-hand: board on the flange) and/or wrist_cam (eye-in-hand: board on the table), "
-                       "print per-sample and overall figures, write calibration.yaml and an overlay PNG per camera. "
-                       "Nothing is written unless every camera solved.")
+    s = sub.add_parser(
+        "solve",
+        help="solve the camera poses from a recording and write calibration.yaml",
+        description="Detect the ChArUco board in a recording's images, solve scene_cam "
+        "(eye-to-hand: board on the flange) and/or wrist_cam (eye-in-hand: board on the table), "
+        "print per-sample and overall figures, write calibration.yaml and an overlay PNG per camera. "
+        "Nothing is written unless every camera solved.",
+    )
     s.add_argument("bag", help="rosbag2 directory (para-calib capture, or any recording where the board is visible)")
-    s.add_argument("--camera", action="append", choices=CAMERAS,
-                   help="camera to solve (repeatable; default scene_cam)")
+    s.add_argument("--camera", action="append", choices=CAMERAS, help="camera to solve (repeatable; default scene_cam)")
     _add_board_options(s)
     s.add_argument("--out", default="calibration.yaml", help="calibration file to write (default calibration.yaml)")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out")
-    s.add_argument("--merge", action="store_true", help="keep the other cameras of an existing --out (e.g. solve "
-                   "scene_cam and wrist_cam from two recordings into one file)")
+    s.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other cameras of an existing --out (e.g. solve "
+        "scene_cam and wrist_cam from two recordings into one file)",
+    )
     s.add_argument("--scene-ns", default="/scene_cam", help="scene camera namespace in the bag")
     s.add_argument("--wrist-ns", default="/wrist_cam", help="wrist camera namespace in the bag")
     return parser
@@ -138,10 +190,12 @@ def cmd_board(args) -> int:
     spec.write_png(png, dpi=args.dpi)
     spec.write_pdf(pdf, page=args.page)
     w, h = spec.size_m
-    print(f"para-calib board: wrote {png} ({args.dpi:.0f} dpi) and {pdf} ({args.page}): {spec.squares_x}x"
-          f"{spec.squares_y} squares of {1000 * spec.square_m:.1f} mm, markers {1000 * spec.marker_m:.1f} mm, "
-          f"{spec.dictionary}, board {1000 * w:.0f} x {1000 * h:.0f} mm. Print at 100 % (no fit-to-page), measure a "
-          "square and pass what you measure as --square-m / --marker-m.")
+    print(
+        f"para-calib board: wrote {png} ({args.dpi:.0f} dpi) and {pdf} ({args.page}): {spec.squares_x}x"
+        f"{spec.squares_y} squares of {1000 * spec.square_m:.1f} mm, markers {1000 * spec.marker_m:.1f} mm, "
+        f"{spec.dictionary}, board {1000 * w:.0f} x {1000 * h:.0f} mm. Print at 100 % (no fit-to-page), measure a "
+        "square and pass what you measure as --square-m / --marker-m."
+    )
     return 0
 
 
@@ -157,14 +211,28 @@ def _capture_settings(args):
     names = tuple(n.strip() for n in args.arm_joint_names.split(","))
     if len(names) != 6:
         raise ValueError(f"--arm-joint-names {args.arm_joint_names!r}: give 6 names")
-    return CaptureSettings(out=Path(args.out), camera=args.camera, backend=args.backend, poses=args.poses,
-                           angle_deg=args.angle_deg, offset_m=args.offset_m, centre=args.centre, pivot_m=pivot,
-                           speed_fraction=args.speed_fraction, settle_s=args.settle_s,
-                           settle_tol_rad=args.settle_tol_rad, sample_timeout_s=args.sample_timeout_s,
-                           scene_ns=args.scene_ns, wrist_ns=args.wrist_ns, joint_states_topic=args.joint_states_topic,
-                           joint_trajectory_topic=args.joint_trajectory_topic, arm_joint_names=names,
-                           can_channel=args.can_channel, force=args.force,
-                           zero_gravity=args.manual and args.backend == "i2rt")
+    return CaptureSettings(
+        out=Path(args.out),
+        camera=args.camera,
+        backend=args.backend,
+        poses=args.poses,
+        angle_deg=args.angle_deg,
+        offset_m=args.offset_m,
+        centre=args.centre,
+        pivot_m=pivot,
+        speed_fraction=args.speed_fraction,
+        settle_s=args.settle_s,
+        settle_tol_rad=args.settle_tol_rad,
+        sample_timeout_s=args.sample_timeout_s,
+        scene_ns=args.scene_ns,
+        wrist_ns=args.wrist_ns,
+        joint_states_topic=args.joint_states_topic,
+        joint_trajectory_topic=args.joint_trajectory_topic,
+        arm_joint_names=names,
+        can_channel=args.can_channel,
+        force=args.force,
+        zero_gravity=args.manual and args.backend == "i2rt",
+    )
 
 
 def start_sim(rules: list[str], log_dir: Path) -> GraphRun:
@@ -195,8 +263,9 @@ def cmd_capture(args) -> int:
             group = start_sim(args.sim_param, log_dir)
             print(f"para-calib capture: sim_node started (log in {log_dir})")
             time.sleep(3.0)
-        n = run_capture(settings, dry_run=args.dry_run, manual=args.manual, manual_samples=args.samples,
-                        still_s=args.still_s)
+        n = run_capture(
+            settings, dry_run=args.dry_run, manual=args.manual, manual_samples=args.samples, still_s=args.still_s
+        )
     except CaptureAborted as exc:
         print(f"para-calib capture: stopped: {exc}", file=sys.stderr)
         return 1
@@ -207,8 +276,10 @@ def cmd_capture(args) -> int:
             group.stop(timeout_s=5.0)
     if args.dry_run:
         return 0
-    print(f"para-calib capture: {n} samples in {args.out}; next: para-calib solve {args.out} --camera "
-          f"{args.camera} --out calibration.yaml")
+    print(
+        f"para-calib capture: {n} samples in {args.out}; next: para-calib solve {args.out} --camera "
+        f"{args.camera} --out calibration.yaml"
+    )
     return 0
 
 
@@ -217,8 +288,10 @@ def cmd_solve(args) -> int:
     cameras = list(dict.fromkeys(args.camera or ["scene_cam"]))
     out = Path(args.out)
     if out.exists() and not (args.force or args.merge):
-        print(f"para-calib solve: {out} exists: pass --force to overwrite it (or --merge to add cameras to it)",
-              file=sys.stderr)
+        print(
+            f"para-calib solve: {out} exists: pass --force to overwrite it (or --merge to add cameras to it)",
+            file=sys.stderr,
+        )
         return 2
     namespaces = {"scene_cam": args.scene_ns, "wrist_cam": args.wrist_ns}
     solutions = []

@@ -12,6 +12,7 @@ Episode ``k`` of a run with ``--seed S`` uses the task layout of seed ``S + k`` 
 two runs with the same seed give the same layouts, and seed ranges that do not overlap give disjoint layouts (the
 shipped checkpoint trains on seeds 0.. and is evaluated on seeds from 100000).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,16 +49,21 @@ def _seed(value: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="para-sim", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = argparse.ArgumentParser(
+        prog="para-sim",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demos", help="record expert episodes as para_core episodes (ROS-free)")
     d.add_argument("--out", required=True, help="folder for episode_XXXXX directories")
     d.add_argument("--episodes", type=_episodes, default=300, help="number of episodes (default 300)")
     d.add_argument("--seed", type=_seed, default=0, help=f"layout seed of the first episode (0..{MAX_SEED})")
-    d.add_argument("--image-size", type=int, default=256, help="rendered image side, pixels (default 256, as the "
-                   "sim node)")
+    d.add_argument(
+        "--image-size", type=int, default=256, help="rendered image side, pixels (default 256, as the sim node)"
+    )
     d.add_argument("--fps", type=float, default=10.0, help="camera rate in sim time, Hz (default 10, as the sim node)")
     d.add_argument("--keep-failures", action="store_true", help="also write episodes the expert failed")
     d.add_argument("--no-progress", action="store_true")
@@ -78,10 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="optional JSON report path")
     e.add_argument("--no-progress", action="store_true")
 
-    add_eval_arguments(sub.add_parser("eval", help="closed-loop evaluation of a checkpoint through "
-                                                   "sim_node + inference_node + chunk_executor"))
-    sweep.add_sweep_arguments(sub.add_parser("sweep", help="para-sim eval of checkpoints over a grid of scene camera "
-                                                           "moves: a table and a plot of success rates"))
+    add_eval_arguments(
+        sub.add_parser(
+            "eval", help="closed-loop evaluation of a checkpoint through sim_node + inference_node + chunk_executor"
+        )
+    )
+    sweep.add_sweep_arguments(
+        sub.add_parser(
+            "sweep",
+            help="para-sim eval of checkpoints over a grid of scene camera moves: a table and a plot of success rates",
+        )
+    )
     return p
 
 
@@ -93,46 +106,98 @@ def _add_generalisation_arguments(p) -> None:
 def add_eval_arguments(p) -> None:
     p.add_argument("--checkpoint", required=True, help="checkpoint directory (model.safetensors + config.json)")
     p.add_argument("--episodes", type=int, default=50, help="episodes to run (1..10000, default 50)")
-    p.add_argument("--seed", type=int, default=100000,
-                   help=f"layout seed of the first episode (0..{MAX_SEED}; default 100000, outside the training seeds)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=100000,
+        help=f"layout seed of the first episode (0..{MAX_SEED}; default 100000, outside the training seeds)",
+    )
     p.add_argument("--out", default="", help="report folder (default runs/eval-<time>)")
-    p.add_argument("--time-limit", type=float, default=30.0, dest="time_limit_s",
-                   help="seconds per episode before it counts as a timeout (default 30)")
-    p.add_argument("--settle", type=float, default=1.5, dest="settle_s",
-                   help="seconds between the scene reset and handing the arm to the policy (default 1.5)")
-    p.add_argument("--camera-shift", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("DX", "DY", "DZ"),
-                   dest="camera_shift_m", help="move the scene camera by this world translation, metres (the "
-                   "viewpoint test: the policy gets the new pose through TF, nothing is retrained)")
-    p.add_argument("--camera-rotate", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("RX", "RY", "RZ"),
-                   dest="camera_rotate_deg", help="turn the scene camera about its centre by this rotation vector "
-                   "(world axes), degrees")
-    p.add_argument("--cube-rgba", type=float, nargs=4, default=(), metavar=("R", "G", "B", "A"),
-                   help="another cube colour (0..1 each)")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=30.0,
+        dest="time_limit_s",
+        help="seconds per episode before it counts as a timeout (default 30)",
+    )
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=1.5,
+        dest="settle_s",
+        help="seconds between the scene reset and handing the arm to the policy (default 1.5)",
+    )
+    p.add_argument(
+        "--camera-shift",
+        type=float,
+        nargs=3,
+        default=(0.0, 0.0, 0.0),
+        metavar=("DX", "DY", "DZ"),
+        dest="camera_shift_m",
+        help="move the scene camera by this world translation, metres (the "
+        "viewpoint test: the policy gets the new pose through TF, nothing is retrained)",
+    )
+    p.add_argument(
+        "--camera-rotate",
+        type=float,
+        nargs=3,
+        default=(0.0, 0.0, 0.0),
+        metavar=("RX", "RY", "RZ"),
+        dest="camera_rotate_deg",
+        help="turn the scene camera about its centre by this rotation vector (world axes), degrees",
+    )
+    p.add_argument(
+        "--cube-rgba",
+        type=float,
+        nargs=4,
+        default=(),
+        metavar=("R", "G", "B", "A"),
+        help="another cube colour (0..1 each)",
+    )
     p.add_argument("--light-scale", type=float, default=1.0, help="scale of the lamps' light (default 1)")
     p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
-    p.add_argument("--fast-path", action="store_true",
-                   help="the inference node's fast path (para_core.model.v4_fast; default: the reference path)")
-    p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
-                   help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
-                   "chunk_executor:implausible_speed:=reject (repeatable; written into the report)")
-    p.add_argument("--lockstep", action="store_true",
-                   help="lockstep evaluation: the simulator runs on /clock and steps only once the graph has answered "
-                   "(each frame's chunk, each executor tick), chunks take effect after a fixed simulated latency "
-                   "(chunk_executor lockstep_latency_s, default 0.05 s, a GPU's; checkpoints/pick_place needs the "
-                   "CPU latency it was tuned with: --node-param chunk_executor:lockstep_latency_s:=0.2); outcomes then "
-                   "depend on the seeds, not on the machine's load; --time-limit, --settle are simulated seconds "
-                   "(para_ros.sim.lockstep)")
-    p.add_argument("--compare", default="", metavar="NODE:PARAM=V1,V2[,...]",
-                   help="A/B evaluation: one graph per value of one node parameter, the same seeds interleaved (seed "
-                   "s with V1, then V2, ...); the report adds each variant's success rate with its Wilson interval "
-                   "and paired exact McNemar tests on the per-seed outcomes (use with --lockstep: in real time the "
-                   "idle graphs keep running and load the machine)")
+    p.add_argument(
+        "--fast-path",
+        action="store_true",
+        help="the inference node's fast path (para_core.model.v4_fast; default: the reference path)",
+    )
+    p.add_argument(
+        "--node-param",
+        action="append",
+        default=[],
+        metavar="NODE:NAME:=VALUE",
+        help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
+        "chunk_executor:implausible_speed:=reject (repeatable; written into the report)",
+    )
+    p.add_argument(
+        "--lockstep",
+        action="store_true",
+        help="lockstep evaluation: the simulator runs on /clock and steps only once the graph has answered "
+        "(each frame's chunk, each executor tick), chunks take effect after a fixed simulated latency "
+        "(chunk_executor lockstep_latency_s, default 0.05 s, a GPU's; checkpoints/pick_place needs the "
+        "CPU latency it was tuned with: --node-param chunk_executor:lockstep_latency_s:=0.2); outcomes then "
+        "depend on the seeds, not on the machine's load; --time-limit, --settle are simulated seconds "
+        "(para_ros.sim.lockstep)",
+    )
+    p.add_argument(
+        "--compare",
+        default="",
+        metavar="NODE:PARAM=V1,V2[,...]",
+        help="A/B evaluation: one graph per value of one node parameter, the same seeds interleaved (seed "
+        "s with V1, then V2, ...); the report adds each variant's success rate with its Wilson interval "
+        "and paired exact McNemar tests on the per-seed outcomes (use with --lockstep: in real time the "
+        "idle graphs keep running and load the machine)",
+    )
     p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
     add_region_argument(p)
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
-    p.add_argument("--rerun", default="", metavar="FILE.rrd",
-                   help="also record the run (OUT/recording, images at 2 Hz) and write it as a rerun recording: posed "
-                        "cameras, trajectory, chunks, voxel clouds (open with: rerun FILE.rrd)")
+    p.add_argument(
+        "--rerun",
+        default="",
+        metavar="FILE.rrd",
+        help="also record the run (OUT/recording, images at 2 Hz) and write it as a rerun recording: posed "
+        "cameras, trajectory, chunks, voxel clouds (open with: rerun FILE.rrd)",
+    )
 
 
 def cmd_eval(args) -> int:
@@ -142,13 +207,26 @@ def cmd_eval(args) -> int:
 
     try:
         settings = EvalSettings(
-            checkpoint=args.checkpoint, episodes=args.episodes, seed=args.seed, out=args.out,
-            time_limit_s=args.time_limit_s, settle_s=args.settle_s, camera_shift_m=tuple(args.camera_shift_m),
-            camera_rotate_deg=tuple(args.camera_rotate_deg), cube_rgba=tuple(args.cube_rgba),
-            light_scale=args.light_scale, device=args.device, fast_path=args.fast_path, videos=args.videos,
-            echo=args.echo, node_params=graph.parse_node_params(args.node_param),
-            cube_region=args.cube_region.text if args.cube_region else "", rerun=args.rerun or "",
-            lockstep=args.lockstep, compare=args.compare)
+            checkpoint=args.checkpoint,
+            episodes=args.episodes,
+            seed=args.seed,
+            out=args.out,
+            time_limit_s=args.time_limit_s,
+            settle_s=args.settle_s,
+            camera_shift_m=tuple(args.camera_shift_m),
+            camera_rotate_deg=tuple(args.camera_rotate_deg),
+            cube_rgba=tuple(args.cube_rgba),
+            light_scale=args.light_scale,
+            device=args.device,
+            fast_path=args.fast_path,
+            videos=args.videos,
+            echo=args.echo,
+            node_params=graph.parse_node_params(args.node_param),
+            cube_region=args.cube_region.text if args.cube_region else "",
+            rerun=args.rerun or "",
+            lockstep=args.lockstep,
+            compare=args.compare,
+        )
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2
@@ -165,13 +243,23 @@ def cmd_record(args) -> int:
         print(f"para-sim record: {exc}", file=sys.stderr)
         return 2
     try:
-        counts = record_episodes(Path(args.out), args.episodes, args.seed, keep_failures=args.keep_failures,
-                                 progress=not args.no_progress, echo=args.echo, seeds=seeds, cameras=cameras)
+        counts = record_episodes(
+            Path(args.out),
+            args.episodes,
+            args.seed,
+            keep_failures=args.keep_failures,
+            progress=not args.no_progress,
+            echo=args.echo,
+            seeds=seeds,
+            cameras=cameras,
+        )
     except (RuntimeError, ValueError) as exc:
         print(f"para-sim record: {exc}", file=sys.stderr)
         return 1
-    print(f"para-sim record: {counts.get('success', 0)} successful bags in {args.out} (outcomes {counts}); "
-          f"next: para-bag extract {args.out}/episode_XXXXXX --out data/episode_XXXXXX --fps 10")
+    print(
+        f"para-sim record: {counts.get('success', 0)} successful bags in {args.out} (outcomes {counts}); "
+        f"next: para-bag extract {args.out}/episode_XXXXXX --out data/episode_XXXXXX --fps 10"
+    )
     return 0
 
 
@@ -220,8 +308,14 @@ def cmd_demos(args) -> int:
             r = run_expert(sim, kin, sample_layout(seed), record=True, fps=args.fps, image_size=args.image_size)
             counts[r.outcome] = counts.get(r.outcome, 0) + 1
             if r.outcome == "success" or args.keep_failures:
-                meta = {"source": "para-sim demos", "task": "pick_place", "layout": r.layout.to_dict(),
-                        "expert_outcome": r.outcome, "place_error_m": r.place_error_m, "image_size": args.image_size}
+                meta = {
+                    "source": "para-sim demos",
+                    "task": "pick_place",
+                    "layout": r.layout.to_dict(),
+                    "expert_outcome": r.outcome,
+                    "place_error_m": r.place_error_m,
+                    "image_size": args.image_size,
+                }
                 if camera is not None:
                     meta["scene_camera"] = {**camera.to_dict(), "randomisation": cameras.to_dict()}
                 if args.cube_region is not None:
@@ -246,8 +340,10 @@ def cmd_expert(args) -> int:
             bar.update(1)
     n_ok = sum(r["outcome"] == "success" for r in rows)
     lo, hi = wilson_interval(n_ok, len(rows))
-    print(f"expert: {n_ok}/{len(rows)} successes ({100 * n_ok / len(rows):.1f} %, 95 % Wilson interval "
-          f"{100 * lo:.1f}..{100 * hi:.1f} %), seeds {args.seed}..{args.seed + args.episodes - 1}")
+    print(
+        f"expert: {n_ok}/{len(rows)} successes ({100 * n_ok / len(rows):.1f} %, 95 % Wilson interval "
+        f"{100 * lo:.1f}..{100 * hi:.1f} %), seeds {args.seed}..{args.seed + args.episodes - 1}"
+    )
     if args.out:
         Path(args.out).write_text(json.dumps({"episodes": rows, "successes": n_ok, "wilson95": [lo, hi]}, indent=2))
     return 0

@@ -12,6 +12,7 @@ seeds where both succeed or both fail say nothing about which is better; among t
 other fails), under "no difference" each is equally likely to go either way, so their split is Binomial(n, 1/2). The
 two-sided p-value is how likely a split at least as uneven would be by chance.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ def parse_compare(text: str) -> tuple[str, str, list]:
     node, _, name = head.partition(":")
     raw = [v.strip() for v in tail.split(",")]
     if not (sep and node.strip() and name.strip()) or any(not v for v in raw):
-        raise ValueError(f"--compare {text!r}: write NODE:PARAM=V1,V2[,...], e.g. "
-                         "inference_node:decoding=argmax,joint,fused")
+        raise ValueError(
+            f"--compare {text!r}: write NODE:PARAM=V1,V2[,...], e.g. inference_node:decoding=argmax,joint,fused"
+        )
     node, name = node.strip(), name.strip()
     if len(raw) < 2:
         raise ValueError(f"--compare {text!r}: give at least two values to compare")
@@ -61,7 +63,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2.0 ** n
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2.0**n
     return min(1.0, 2.0 * tail)
 
 
@@ -76,52 +78,86 @@ def paired_outcomes(rows_a, rows_b) -> dict:
     b_only = sum(b[s] and not a[s] for s in seeds)
     neither = len(seeds) - both - a_only - b_only
     n = len(seeds)
-    return {"seeds": n, "both": both, "a_only": a_only, "b_only": b_only, "neither": neither,
-            "difference": (a_only - b_only) / n if n else 0.0, "mcnemar_p": mcnemar_exact(a_only, b_only),
-            "a_only_seeds": [s for s in seeds if a[s] and not b[s]],
-            "b_only_seeds": [s for s in seeds if b[s] and not a[s]]}
+    return {
+        "seeds": n,
+        "both": both,
+        "a_only": a_only,
+        "b_only": b_only,
+        "neither": neither,
+        "difference": (a_only - b_only) / n if n else 0.0,
+        "mcnemar_p": mcnemar_exact(a_only, b_only),
+        "a_only_seeds": [s for s in seeds if a[s] and not b[s]],
+        "b_only_seeds": [s for s in seeds if b[s] and not a[s]],
+    }
 
 
 def variant_label(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def write_compare_report(out: Path, settings, node: str, name: str, labels: list[str], rows: dict, extra: dict
-                         ) -> dict:
+def write_compare_report(out: Path, settings, node: str, name: str, labels: list[str], rows: dict, extra: dict) -> dict:
     summaries = {lab: summarise(rows[lab]) for lab in labels}
     pairs = []
     for i in range(len(labels)):
         for j in range(i + 1, len(labels)):
             pairs.append({"a": labels[i], "b": labels[j], **paired_outcomes(rows[labels[i]], rows[labels[j]])})
-    report = {"settings": asdict(settings), "node": node, "parameter": name, "variants": labels,
-              "summaries": summaries, "pairs": pairs,
-              "episodes": {lab: [asdict(r) for r in rows[lab]] for lab in labels}, **extra}
+    report = {
+        "settings": asdict(settings),
+        "node": node,
+        "parameter": name,
+        "variants": labels,
+        "summaries": summaries,
+        "pairs": pairs,
+        "episodes": {lab: [asdict(r) for r in rows[lab]] for lab in labels},
+        **extra,
+    }
     (out / "report.json").write_text(json.dumps(report, indent=2))
     clock = "lockstep (simulated time)" if settings.lockstep else "real time (wall clock)"
-    lines = [f"# para-sim eval --compare {node}:{name}: {Path(settings.checkpoint).name}", "",
-             f"- seeds {settings.seed}..{settings.seed + settings.episodes - 1}, interleaved (each seed with every "
-             f"value in turn); clock: {clock}",
-             "- other node parameters beyond config/*.yaml: " + ("; ".join(
-                 f"{nd} {k}={v!r}" for nd, values in settings.node_params.items() for k, v in values.items())
-                 or "none"),
-             "", f"| {name} | episodes | successes | success rate | 95 % Wilson interval | "
-             + " | ".join(o for o in summaries[labels[0]]["outcomes"] if o != "success") + " |",
-             "|---|---|---|---|---|" + "---|" * (len(summaries[labels[0]]["outcomes"]) - 1)]
+    lines = [
+        f"# para-sim eval --compare {node}:{name}: {Path(settings.checkpoint).name}",
+        "",
+        f"- seeds {settings.seed}..{settings.seed + settings.episodes - 1}, interleaved (each seed with every "
+        f"value in turn); clock: {clock}",
+        "- other node parameters beyond config/*.yaml: "
+        + (
+            "; ".join(f"{nd} {k}={v!r}" for nd, values in settings.node_params.items() for k, v in values.items())
+            or "none"
+        ),
+        "",
+        f"| {name} | episodes | successes | success rate | 95 % Wilson interval | "
+        + " | ".join(o for o in summaries[labels[0]]["outcomes"] if o != "success")
+        + " |",
+        "|---|---|---|---|---|" + "---|" * (len(summaries[labels[0]]["outcomes"]) - 1),
+    ]
     for lab in labels:
         s = summaries[lab]
         lo, hi = s["wilson95"]
-        lines.append(f"| {lab} | {s['episodes']} | {s['successes']} | {100 * s['success_rate']:.1f} % | "
-                     f"{100 * lo:.1f}..{100 * hi:.1f} % | "
-                     + " | ".join(str(n) for o, n in s["outcomes"].items() if o != "success") + " |")
-    lines += ["", "Paired comparison on the same seeds (exact McNemar test on the discordant seeds):", "",
-              "| A | B | seeds | both succeed | A only | B only | neither | A - B | p (two-sided) |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {lab} | {s['episodes']} | {s['successes']} | {100 * s['success_rate']:.1f} % | "
+            f"{100 * lo:.1f}..{100 * hi:.1f} % | "
+            + " | ".join(str(n) for o, n in s["outcomes"].items() if o != "success")
+            + " |"
+        )
+    lines += [
+        "",
+        "Paired comparison on the same seeds (exact McNemar test on the discordant seeds):",
+        "",
+        "| A | B | seeds | both succeed | A only | B only | neither | A - B | p (two-sided) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for p in pairs:
-        lines.append(f"| {p['a']} | {p['b']} | {p['seeds']} | {p['both']} | {p['a_only']} | {p['b_only']} | "
-                     f"{p['neither']} | {100 * p['difference']:+.1f} pts | {p['mcnemar_p']:.3g} |")
-    lines += ["", "A p-value under 0.05 says the difference is unlikely to be chance on these seeds; a larger one "
-              "says these seeds cannot tell the variants apart.", "",
-              "| seed | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+        lines.append(
+            f"| {p['a']} | {p['b']} | {p['seeds']} | {p['both']} | {p['a_only']} | {p['b_only']} | "
+            f"{p['neither']} | {100 * p['difference']:+.1f} pts | {p['mcnemar_p']:.3g} |"
+        )
+    lines += [
+        "",
+        "A p-value under 0.05 says the difference is unlikely to be chance on these seeds; a larger one "
+        "says these seeds cannot tell the variants apart.",
+        "",
+        "| seed | " + " | ".join(labels) + " |",
+        "|---|" + "---|" * len(labels),
+    ]
     by_seed: dict[int, dict[str, str]] = {}
     for lab in labels:
         for r in rows[lab]:
@@ -147,8 +183,11 @@ def run_compare(settings) -> int:
     out = Path(settings.out or Path("runs") / datetime.now().strftime("compare-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     if not settings.lockstep:
-        print("para-sim eval: --compare without --lockstep: the graphs waiting for their turn keep running and load "
-              "the machine; results then depend on it", file=sys.stderr)
+        print(
+            "para-sim eval: --compare without --lockstep: the graphs waiting for their turn keep running and load "
+            "the machine; results then depend on it",
+            file=sys.stderr,
+        )
     T_cam, sim_over = cl.sim_overrides(settings)
     ds = cl.deploy_settings(settings)
     signals = SignalStop()
@@ -172,8 +211,11 @@ def run_compare(settings) -> int:
             print(f"para-sim eval: variant {node} {name}={lab}: ROS_DOMAIN_ID {domain}", flush=True)
         for lab in labels:
             wait_for_first_chunk(evs[lab], groups[lab], stop, timeout_s=300.0)
-        print(f"para-sim eval: {settings.episodes} seeds from {settings.seed} x {len(labels)} variants, "
-              f"interleaved; report in {out}", flush=True)
+        print(
+            f"para-sim eval: {settings.episodes} seeds from {settings.seed} x {len(labels)} variants, "
+            f"interleaved; report in {out}",
+            flush=True,
+        )
         seeds = [settings.seed + k for k in range(settings.episodes)]
         for seed, v in interleaved_order(seeds, len(labels)):
             if stop.is_set():
@@ -182,14 +224,18 @@ def run_compare(settings) -> int:
             lab = labels[v]
             dead = groups[lab].first_dead()
             if dead is not None:
-                raise RuntimeError(f"{lab}: {dead.spec.name} exited with status {dead.returncode}:\n"
-                                   f"{groups[lab].log_tail(dead)}")
+                raise RuntimeError(
+                    f"{lab}: {dead.spec.name} exited with status {dead.returncode}:\n{groups[lab].log_tail(dead)}"
+                )
             row = run_episode(evs[lab], variant_settings[lab], seed - settings.seed, seed, stop, False)
             rows[lab].append(row)
             write_compare_report(out, settings, node, name, labels, rows, extra)
-            print(f"  seed {seed} {name}={lab}: {row.outcome:9s} {row.duration_s:5.1f} s"
-                  + (f"  [wall {row.wall_s:.1f} s]" if math.isfinite(row.wall_s) else "")
-                  + (f"  {row.fault}" if row.fault else ""), flush=True)
+            print(
+                f"  seed {seed} {name}={lab}: {row.outcome:9s} {row.duration_s:5.1f} s"
+                + (f"  [wall {row.wall_s:.1f} s]" if math.isfinite(row.wall_s) else "")
+                + (f"  {row.fault}" if row.fault else ""),
+                flush=True,
+            )
     except RuntimeError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         extra["error"] = str(exc)
@@ -203,11 +249,14 @@ def run_compare(settings) -> int:
     for lab in labels:
         s = result["summaries"][lab]
         lo, hi = s["wilson95"]
-        print(f"para-sim eval: {name}={lab}: {s['successes']}/{s['episodes']} successes "
-              f"({100 * s['success_rate']:.1f} %, 95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %)")
+        print(
+            f"para-sim eval: {name}={lab}: {s['successes']}/{s['episodes']} successes "
+            f"({100 * s['success_rate']:.1f} %, 95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %)"
+        )
     for p in result["pairs"]:
-        print(f"para-sim eval: {p['a']} vs {p['b']}: {p['a_only']} seeds only {p['a']} succeeded, {p['b_only']} "
-              f"only {p['b']}; exact McNemar p = {p['mcnemar_p']:.3g}")
+        print(
+            f"para-sim eval: {p['a']} vs {p['b']}: {p['a_only']} seeds only {p['a']} succeeded, {p['b_only']} "
+            f"only {p['b']}; exact McNemar p = {p['mcnemar_p']:.3g}"
+        )
     print(f"para-sim eval: report {out / 'report.md'}")
     return 0 if "error" not in extra else 1
-

@@ -20,6 +20,7 @@ along the path); every command on the way is a minimum-jerk joint-space step slo
 before it is sent (a failing check holds the arm and ends the capture). Ctrl-C, a pose that does not settle, or a
 camera that does not deliver within ``sample_timeout_s`` hold the arm at once (a command to where it is measured).
 """
+
 from __future__ import annotations
 
 import math
@@ -98,8 +99,13 @@ class CaptureSettings:
             ns = ns.rstrip("/")
             out[f"{ns}/image_raw"] = "sensor_msgs/msg/Image"
             out[f"{ns}/camera_info"] = "sensor_msgs/msg/CameraInfo"
-        out.update({"/tf": "tf2_msgs/msg/TFMessage", "/tf_static": "tf2_msgs/msg/TFMessage",
-                    self.joint_states_topic: "sensor_msgs/msg/JointState"})
+        out.update(
+            {
+                "/tf": "tf2_msgs/msg/TFMessage",
+                "/tf_static": "tf2_msgs/msg/TFMessage",
+                self.joint_states_topic: "sensor_msgs/msg/JointState",
+            }
+        )
         return out
 
 
@@ -116,6 +122,7 @@ def sim_centre_q() -> np.ndarray:
     """(6,) the simulator's start pose: its flange board faces the default scene camera, the wrist camera sees the
     table board."""
     from para_ros.sim.yam_scene import DEFAULT_HOME_Q7  # mujoco: loaded on first use, not on import
+
     return np.asarray(DEFAULT_HOME_Q7[:6], dtype=np.float64)
 
 
@@ -141,12 +148,24 @@ def make_plan(settings: CaptureSettings, centre_q: np.ndarray, yam=None, kinemat
     m = yam.model
     kinematics = kinematics or YamKinematics(m.arm_type, m.gripper_type, m.tool_site, max_iters=200)
     frames = YamFrames(yam.wrist_camera, m.arm_type, m.gripper_type, m.tool_site)
-    T_flange_tool = next(T for parent, child, T in frames.transforms(np.zeros(6))
-                         if parent == "gripper" and child == m.tool_site)
-    pivot = np.asarray(settings.pivot_m, dtype=np.float64) if settings.pivot_m is not None \
+    T_flange_tool = next(
+        T for parent, child, T in frames.transforms(np.zeros(6)) if parent == "gripper" and child == m.tool_site
+    )
+    pivot = (
+        np.asarray(settings.pivot_m, dtype=np.float64)
+        if settings.pivot_m is not None
         else default_pivot_in_flange(settings.camera, yam)
-    return plan_capture_poses(centre_q, pivot, yam, kinematics, T_flange_tool, n=settings.poses,
-                              angle_deg=settings.angle_deg, offset_m=settings.offset_m)
+    )
+    return plan_capture_poses(
+        centre_q,
+        pivot,
+        yam,
+        kinematics,
+        T_flange_tool,
+        n=settings.poses,
+        angle_deg=settings.angle_deg,
+        offset_m=settings.offset_m,
+    )
 
 
 def min_jerk(s: float) -> float:
@@ -195,8 +214,12 @@ class CaptureSession:
         self.last_image_ns: dict[str, int] = {}  # topic -> header stamp of the latest image recorded
         self.last_info_ns: dict[str, int] = {}
         self.samples_taken = 0
-        types = {"sensor_msgs/msg/Image": Image, "sensor_msgs/msg/CameraInfo": CameraInfo,
-                 "tf2_msgs/msg/TFMessage": TFMessage, "sensor_msgs/msg/JointState": JointState}
+        types = {
+            "sensor_msgs/msg/Image": Image,
+            "sensor_msgs/msg/CameraInfo": CameraInfo,
+            "tf2_msgs/msg/TFMessage": TFMessage,
+            "sensor_msgs/msg/JointState": JointState,
+        }
         self.topics = s.recorded_topics()
         # The arm's state is recorded all along once the bag is open (a sample's flange pose is interpolated at its
         # image stamp, and the reader checks the arm was still around it); images only in the sample windows.
@@ -220,14 +243,20 @@ class CaptureSession:
         s = self.settings
         if s.backend == "i2rt":
             from para_ros.execution.backends import I2rtSdkBackend  # the i2rt SDK: loaded only for backend i2rt
+
             yam = load_yam_config()
             self.frames = YamFrames(yam.wrist_camera, yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site)
             return I2rtSdkBackend(channel=s.can_channel, zero_gravity_mode=s.zero_gravity)
         from para_ros.ros_io.topic_backends import JointTrajectoryBackend  # rclpy: loaded on first use, not on import
 
         gripper = "gripper" if s.backend == "sim" else ""
-        return JointTrajectoryBackend(self.node, s.joint_trajectory_topic, s.joint_states_topic,
-                                      tuple(s.arm_joint_names), gripper_joint_name=gripper)
+        return JointTrajectoryBackend(
+            self.node,
+            s.joint_trajectory_topic,
+            s.joint_states_topic,
+            tuple(s.arm_joint_names),
+            gripper_joint_name=gripper,
+        )
 
     def alive(self) -> bool:
         """The node still spins (topics are read); the SDK backend reads without it."""
@@ -265,6 +294,7 @@ class CaptureSession:
         from tf2_msgs.msg import TFMessage
 
         from para_ros.adapters.transforms import matrix_to_transform
+
         now = time.time_ns()
         sec, nsec = ns_to_fields(now)
         js = JointState()
@@ -334,22 +364,37 @@ class ArmMover:
                     self.session.write_own_state(*state)
                 return state
             if time.monotonic() > deadline:
-                raise CaptureAborted(f"no joint state within {timeout_s:.0f} s from {self.session.backend.describe()}: "
-                                     f"is the arm (or sim_node) running and publishing "
-                                     f"{self.settings.joint_states_topic}?")
+                raise CaptureAborted(
+                    f"no joint state within {timeout_s:.0f} s from {self.session.backend.describe()}: "
+                    f"is the arm (or sim_node) running and publishing "
+                    f"{self.settings.joint_states_topic}?"
+                )
             time.sleep(0.02)
 
     def _send(self, q: np.ndarray, g: float, moving: bool) -> None:
         if self.q_cmd is not None:
-            problems = check_command(self.yam.limits, q, g if np.isfinite(g) else 0.0, self.q_cmd,
-                                     self.g_cmd if np.isfinite(self.g_cmd) else (g if np.isfinite(g) else 0.0),
-                                     self.period_s, self.kin.fk_position)
+            problems = check_command(
+                self.yam.limits,
+                q,
+                g if np.isfinite(g) else 0.0,
+                self.q_cmd,
+                self.g_cmd if np.isfinite(self.g_cmd) else (g if np.isfinite(g) else 0.0),
+                self.period_s,
+                self.kin.fk_position,
+            )
             if problems:
                 self.hold()
-                raise CaptureAborted("a command broke the limits of config/yam.yaml, the arm is held: "
-                                     + "; ".join(problems))
-        cmd = JointCommand(stamp_s=time.monotonic(), time_from_start_s=self.period_s, q_rad=np.asarray(q, float),
-                           gripper=float(g), T_base_tool=self.kin.fk(q), moving=moving)
+                raise CaptureAborted(
+                    "a command broke the limits of config/yam.yaml, the arm is held: " + "; ".join(problems)
+                )
+        cmd = JointCommand(
+            stamp_s=time.monotonic(),
+            time_from_start_s=self.period_s,
+            q_rad=np.asarray(q, float),
+            gripper=float(g),
+            T_base_tool=self.kin.fk(q),
+            moving=moving,
+        )
         self.session.backend.send(cmd)
         self.q_cmd, self.g_cmd = np.asarray(q, float).copy(), float(g)
 
@@ -360,8 +405,9 @@ class ArmMover:
             return
         q, g = state
         g = g if np.isfinite(g) else self.g_cmd
-        self.session.backend.send(JointCommand(time.monotonic(), self.period_s, np.asarray(q, float), float(g),
-                                               self.kin.fk(q), False))
+        self.session.backend.send(
+            JointCommand(time.monotonic(), self.period_s, np.asarray(q, float), float(g), self.kin.fk(q), False)
+        )
         self.q_cmd, self.g_cmd = np.asarray(q, float).copy(), float(g)
 
     def move_to(self, q_target: np.ndarray) -> None:
@@ -370,8 +416,10 @@ class ArmMover:
             self.q_cmd, self.g_cmd = q0.copy(), g0
         lim = self.yam.limits
         if np.any(q_target < np.asarray(lim.joint_lower_rad)) or np.any(q_target > np.asarray(lim.joint_upper_rad)):
-            raise CaptureAborted(f"target joints {np.round(q_target, 3).tolist()} are outside config/yam.yaml's "
-                                 "joint range; nothing was sent")
+            raise CaptureAborted(
+                f"target joints {np.round(q_target, 3).tolist()} are outside config/yam.yaml's "
+                "joint range; nothing was sent"
+            )
         start = self.q_cmd.copy()
         duration = move_duration_s(start, q_target, lim, self.kin, self.settings.speed_fraction)
         # The schedule advances one control period per command, not with the wall clock: a late tick slows the move
@@ -397,14 +445,18 @@ class ArmMover:
             history.append((now, q))
             history = [(t, v) for t, v in history if now - t <= s.settle_s + 0.2]
             old = [v for t, v in history if now - t >= s.settle_s]
-            if old and max(float(np.max(np.abs(v - q))) for t, v in history if now - t <= s.settle_s) < \
-                    s.settle_tol_rad:
+            if (
+                old
+                and max(float(np.max(np.abs(v - q))) for t, v in history if now - t <= s.settle_s) < s.settle_tol_rad
+            ):
                 return q
             time.sleep(0.02)
         self.hold()
-        raise CaptureAborted(f"the arm did not settle within {timeout_s:.0f} s (joints still moving more than "
-                             f"{s.settle_tol_rad} rad over {s.settle_s} s); it is held. Check the controller, or raise "
-                             "--sample-timeout / --settle-tol")
+        raise CaptureAborted(
+            f"the arm did not settle within {timeout_s:.0f} s (joints still moving more than "
+            f"{s.settle_tol_rad} rad over {s.settle_s} s); it is held. Check the controller, or raise "
+            "--sample-timeout / --settle-tol"
+        )
 
 
 def take_sample(session: CaptureSession, mover: ArmMover, timeout_s: float) -> None:
@@ -423,8 +475,9 @@ def take_sample(session: CaptureSession, mover: ArmMover, timeout_s: float) -> N
             if session.own_state:
                 session.write_own_state(*mover.measured())
             with session.lock:
-                done = all(session.last_image_ns.get(t, 0) >= start_ns - 5_000_000 for t in images) and \
-                    all(t in session.last_info_ns for t in infos)
+                done = all(session.last_image_ns.get(t, 0) >= start_ns - 5_000_000 for t in images) and all(
+                    t in session.last_info_ns for t in infos
+                )
             if done:
                 time.sleep(0.05)  # the TF / joint states just after the last image, for interpolation
                 session.samples_taken += 1
@@ -433,27 +486,38 @@ def take_sample(session: CaptureSession, mover: ArmMover, timeout_s: float) -> N
                 missing = [t for t in images if session.last_image_ns.get(t, 0) < start_ns - 5_000_000]
                 missing += [t for t in infos if t not in session.last_info_ns]
                 mover.hold()
-                raise CaptureAborted(f"no fresh message on {', '.join(missing)} within {timeout_s:.0f} s; the arm is "
-                                     "held. Are the camera drivers running (for a sim: stamps use the wall clock, "
-                                     "publish_clock: false)?")
+                raise CaptureAborted(
+                    f"no fresh message on {', '.join(missing)} within {timeout_s:.0f} s; the arm is "
+                    "held. Are the camera drivers running (for a sim: stamps use the wall clock, "
+                    "publish_clock: false)?"
+                )
             time.sleep(0.02)
     finally:
         with session.lock:
             session.recording = False
 
 
-def run_capture(settings: CaptureSettings, dry_run: bool = False, manual: bool = False, manual_samples: int = 20,
-                still_s: float = 1.0, log=print) -> int:
+def run_capture(
+    settings: CaptureSettings,
+    dry_run: bool = False,
+    manual: bool = False,
+    manual_samples: int = 20,
+    still_s: float = 1.0,
+    log=print,
+) -> int:
     """Run ``para-calib capture``; returns the number of samples recorded (poses listed on a dry run)."""
     out = Path(settings.out)
     yam = load_yam_config()
     kin = YamKinematics(yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site, max_iters=200)
-    centre = parse_centre(settings.centre) if settings.centre else (sim_centre_q() if settings.backend == "sim"
-                                                                    else None)
+    centre = (
+        parse_centre(settings.centre) if settings.centre else (sim_centre_q() if settings.backend == "sim" else None)
+    )
     if dry_run and not manual and centre is not None:
         plan = make_plan(settings, centre, yam, kin)
-        log(f"para-calib capture --dry-run ({settings.camera}, centre joints {np.round(centre, 3).tolist()}): "
-            + plan.describe())
+        log(
+            f"para-calib capture --dry-run ({settings.camera}, centre joints {np.round(centre, 3).tolist()}): "
+            + plan.describe()
+        )
         return len(plan.poses)
     if out.exists() and not dry_run:
         if not settings.force:
@@ -473,19 +537,23 @@ def run_capture(settings: CaptureSettings, dry_run: bool = False, manual: bool =
         if dry_run:
             return len(plan.poses)
         if len(plan.poses) < 3:
-            raise CaptureAborted(f"only {len(plan.poses)} poses are reachable within the limits; move the arm so the "
-                                 "camera sees the board with room to turn (--centre), or lower --angle / --offset")
+            raise CaptureAborted(
+                f"only {len(plan.poses)} poses are reachable within the limits; move the arm so the "
+                "camera sees the board with room to turn (--centre), or lower --angle / --offset"
+            )
         time.sleep(1.0)  # /tf_static (latched) arrives
         session.open_bag(out)
         log(f"moving to the centre pose, then {len(plan.poses)} poses")
         mover.move_to(centre)
-        for k, pose in enumerate(plan.poses):
+        for _k, pose in enumerate(plan.poses):
             mover.move_to(pose.q_rad)
             q = mover.wait_settled(settings.sample_timeout_s)
             take_sample(session, mover, settings.sample_timeout_s)
             n += 1
-            log(f"  sample {n}/{len(plan.poses)} at pose {pose.index} (joints off target by "
-                f"{float(np.max(np.abs(q - pose.q_rad))):.4f} rad)")
+            log(
+                f"  sample {n}/{len(plan.poses)} at pose {pose.index} (joints off target by "
+                f"{float(np.max(np.abs(q - pose.q_rad))):.4f} rad)"
+            )
         mover.move_to(centre)
         return n
     except KeyboardInterrupt:
@@ -504,8 +572,10 @@ def _run_manual(session: CaptureSession, mover: ArmMover, out: Path, max_samples
     moved by more than 0.05 rad since the last sample. Ends after ``max_samples`` or on 'q' + Enter / Ctrl-C."""
     time.sleep(1.0)
     session.open_bag(out)
-    log(f"para-calib capture --manual: move the arm (by hand or teleoperation); a sample is taken on Enter or after "
-        f"{still_s:.1f} s still; q + Enter ends. Recording into {out}")
+    log(
+        f"para-calib capture --manual: move the arm (by hand or teleoperation); a sample is taken on Enter or after "
+        f"{still_s:.1f} s still; q + Enter ends. Recording into {out}"
+    )
     n = 0
     q_last_sample = None
     still_since, q_still = time.monotonic(), mover.measured()[0]

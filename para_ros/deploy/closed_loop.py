@@ -15,6 +15,7 @@ The report (written after every episode, so an interrupted evaluation keeps what
 the success rate with its 95 % Wilson interval, failure causes, ``report.md``, ``outcomes.png`` and short videos of
 the scene camera with the predicted path drawn in (first success and first failure).
 """
+
 from __future__ import annotations
 
 import json
@@ -111,14 +112,18 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
     path = Path(checkpoint)
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
-        raise ValueError(f"{path} is not a checkpoint directory (no config.json): pass RUN/checkpoint of para-train "
-                         "or checkpoints/pick_place")
+        raise ValueError(
+            f"{path} is not a checkpoint directory (no config.json): pass RUN/checkpoint of para-train "
+            "or checkpoints/pick_place"
+        )
     data = json.loads(cfg_path.read_text())
     model = V4Config.from_dict(data["config"])
     sim_views = ("scene", "wrist")
     if set(model.view_names) - set(sim_views):
-        raise ValueError(f"checkpoint {path} expects views {list(model.view_names)}; the simulator has "
-                         f"{list(sim_views)}: train on simulator episodes (para-sim demos)")
+        raise ValueError(
+            f"checkpoint {path} expects views {list(model.view_names)}; the simulator has "
+            f"{list(sim_views)}: train on simulator episodes (para-sim demos)"
+        )
     recipe_path = path / "recipe.json"
     if recipe_path.is_file():
         recipe = json.loads(recipe_path.read_text())
@@ -126,9 +131,11 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
         for key, want in (recipe.get("sim") or {}).items():
             have = sim_params.get(key)
             if have is not None and have != want:
-                raise ValueError(f"checkpoint {path} was trained with sim_node {key}={want}, the simulator has "
-                                 f"{key}={have} (config/sim.yaml): evaluate with the simulator it was trained on, "
-                                 "or retrain (scripts/train_pick_place)")
+                raise ValueError(
+                    f"checkpoint {path} was trained with sim_node {key}={want}, the simulator has "
+                    f"{key}={have} (config/sim.yaml): evaluate with the simulator it was trained on, "
+                    "or retrain (scripts/train_pick_place)"
+                )
     return model.to_dict()
 
 
@@ -150,13 +157,22 @@ def plot_outcomes(rows: list[EpisodeRow], summary: dict, path: Path, title: str)
     import matplotlib.pyplot as plt  # matplotlib: loaded on first use, not on import
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
-    colours = {"success": "tab:green", "no_grasp": "tab:red", "dropped": "tab:orange", "misplaced": "tab:purple",
-               "fallen": "tab:brown", "timeout": "tab:gray", "limits": "black", "fault": "tab:pink"}
+    colours = {
+        "success": "tab:green",
+        "no_grasp": "tab:red",
+        "dropped": "tab:orange",
+        "misplaced": "tab:purple",
+        "fallen": "tab:brown",
+        "timeout": "tab:gray",
+        "limits": "black",
+        "fault": "tab:pink",
+    }
     for o in OUTCOMES:
         sel = [r for r in rows if r.outcome == o]
         if sel:
-            a.scatter([r.episode for r in sel], [r.duration_s for r in sel], c=colours[o], label=f"{o} ({len(sel)})",
-                      s=18)
+            a.scatter(
+                [r.episode for r in sel], [r.duration_s for r in sel], c=colours[o], label=f"{o} ({len(sel)})", s=18
+            )
     a.set_xlabel("episode")
     a.set_ylabel("time to end, s")
     a.legend(fontsize=7)
@@ -164,8 +180,10 @@ def plot_outcomes(rows: list[EpisodeRow], summary: dict, path: Path, title: str)
     b.bar(range(len(OUTCOMES)), [counts[o] for o in OUTCOMES], color=[colours[o] for o in OUTCOMES])
     b.set_xticks(range(len(OUTCOMES)), OUTCOMES, rotation=30, fontsize=8)
     lo, hi = summary["wilson95"]
-    fig.suptitle(f"{title}: {summary['successes']}/{summary['episodes']} successes "
-                 f"({100 * summary['success_rate']:.0f} %, 95 % CI {100 * lo:.0f}..{100 * hi:.0f} %)")
+    fig.suptitle(
+        f"{title}: {summary['successes']}/{summary['episodes']} successes "
+        f"({100 * summary['success_rate']:.0f} %, 95 % CI {100 * lo:.0f}..{100 * hi:.0f} %)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -177,31 +195,51 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
     report = {"settings": asdict(settings), "summary": summary, "episodes": [asdict(r) for r in rows], **extra}
     (out / "report.json").write_text(json.dumps(report, indent=2))
     lo, hi = summary["wilson95"]
-    lines = [f"# para-sim eval: {Path(settings.checkpoint).name}", "",
-             f"- episodes: {summary['episodes']} (seeds {rows[0].seed if rows else settings.seed}.."
-             f"{rows[-1].seed if rows else settings.seed}"
-             + (f", cube in {settings.cube_region}" if settings.cube_region else "") + ")",
-             f"- successes: {summary['successes']} = {100 * summary['success_rate']:.1f} % "
-             f"(95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %)",
-             f"- scene camera moved by {list(settings.camera_shift_m)} m, turned by {list(settings.camera_rotate_deg)}"
-             " deg",
-             f"- inference path: {'fast (para_core.model.v4_fast)' if settings.fast_path else 'reference'}",
-             "- clock: " + ("lockstep (simulated time; the simulator steps once the graph has answered; episode "
-                            "times are simulated seconds)" if settings.lockstep else "real time (wall clock)"),
-             "- node parameters beyond config/*.yaml: " + ("; ".join(
-                 f"{node} {name}={value!r}" for node, values in settings.node_params.items()
-                 for name, value in values.items()) or "none")]
+    lines = [
+        f"# para-sim eval: {Path(settings.checkpoint).name}",
+        "",
+        f"- episodes: {summary['episodes']} (seeds {rows[0].seed if rows else settings.seed}.."
+        f"{rows[-1].seed if rows else settings.seed}"
+        + (f", cube in {settings.cube_region}" if settings.cube_region else "")
+        + ")",
+        f"- successes: {summary['successes']} = {100 * summary['success_rate']:.1f} % "
+        f"(95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %)",
+        f"- scene camera moved by {list(settings.camera_shift_m)} m, turned by {list(settings.camera_rotate_deg)} deg",
+        f"- inference path: {'fast (para_core.model.v4_fast)' if settings.fast_path else 'reference'}",
+        "- clock: "
+        + (
+            "lockstep (simulated time; the simulator steps once the graph has answered; episode "
+            "times are simulated seconds)"
+            if settings.lockstep
+            else "real time (wall clock)"
+        ),
+        "- node parameters beyond config/*.yaml: "
+        + (
+            "; ".join(
+                f"{node} {name}={value!r}"
+                for node, values in settings.node_params.items()
+                for name, value in values.items()
+            )
+            or "none"
+        ),
+    ]
     walls = [r.wall_s for r in rows if math.isfinite(r.wall_s)]
     if walls:
         lines.append(f"- wall time per episode: median {np.median(walls):.1f} s, total {sum(walls):.0f} s")
     lines += ["", "| outcome | episodes |", "|---|---|"]
     lines += [f"| {o} | {n} |" for o, n in summary["outcomes"].items()]
-    lines += ["", "| episode | seed | outcome | time s | place error cm | max lift cm | chunks | rejected | "
-              "truncated | wall s | fault |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.episode} | {r.seed} | {r.outcome} | {r.duration_s:.1f} | {100 * r.place_error_m:.1f} | "
-              f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} | "
-              f"{r.wall_s:.1f} | {r.fault} |" for r in rows]
+    lines += [
+        "",
+        "| episode | seed | outcome | time s | place error cm | max lift cm | chunks | rejected | "
+        "truncated | wall s | fault |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r.episode} | {r.seed} | {r.outcome} | {r.duration_s:.1f} | {100 * r.place_error_m:.1f} | "
+        f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} | "
+        f"{r.wall_s:.1f} | {r.fault} |"
+        for r in rows
+    ]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     if rows:
         plot_outcomes(rows, summary, out / "outcomes.png", Path(settings.checkpoint).name)
@@ -212,17 +250,20 @@ def deploy_settings(settings: EvalSettings):
     """The graph an evaluation runs (``graph.DeploySettings``): the simulator backend with the checkpoint, device and
     inference path chosen."""
 
-    return graph.DeploySettings(backend="sim", checkpoint=str(Path(settings.checkpoint).resolve()),
-                                device=settings.device, fast_path="true" if settings.fast_path else "false",
-                                lockstep=settings.lockstep)
+    return graph.DeploySettings(
+        backend="sim",
+        checkpoint=str(Path(settings.checkpoint).resolve()),
+        device=settings.device,
+        fast_path="true" if settings.fast_path else "false",
+        lockstep=settings.lockstep,
+    )
 
 
 def sim_overrides(settings: EvalSettings) -> tuple[np.ndarray, dict]:
     """The scene camera pose ``T_world_cam`` (4, 4) of ``settings`` and the simulator's parameters for them."""
     from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
-    T_cam = moved_camera_pose(SimConfig().scene_cam_T_world_cam(), settings.camera_shift_m,
-                              settings.camera_rotate_deg)
+    T_cam = moved_camera_pose(SimConfig().scene_cam_T_world_cam(), settings.camera_shift_m, settings.camera_rotate_deg)
     sim_over: dict = {}
     if any(settings.camera_shift_m) or any(settings.camera_rotate_deg):
         sim_over["scene_cam_T_world_cam"] = [float(v) for v in T_cam.reshape(-1)]
@@ -246,8 +287,9 @@ def start_graph(graph_run: GraphRun, ds, sim_over: dict, node_params: dict) -> l
 def run_eval(settings: EvalSettings) -> int:
     try:
         check_checkpoint_matches_sim(settings.checkpoint)
-        seeds = episode_seeds(settings.seed, settings.episodes,
-                              CubeRegion.parse(settings.cube_region) if settings.cube_region else None)
+        seeds = episode_seeds(
+            settings.seed, settings.episodes, CubeRegion.parse(settings.cube_region) if settings.cube_region else None
+        )
         T_cam, sim_over = sim_overrides(settings)
         check_scene_camera_sees_workspace(T_cam, settings.node_params.get("sim_node", {}))
     except ValueError as exc:
@@ -270,8 +312,11 @@ def run_eval(settings: EvalSettings) -> int:
             topics = graph_topics(plan)
             recorder = McapRecorder(out / "recording", {t: ros_type_name(c) for t, c in record_topics(topics).items()})
             monitor = DeployMonitor(recorder, topics=topics)
-        print(f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
-              f"{graph_run.domain_id}, report in {out}", flush=True)
+        print(
+            f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
+            f"{graph_run.domain_id}, report in {out}",
+            flush=True,
+        )
         # lockstep: the simulator waits for the model however long it loads; give a busy machine time
         wait_for_first_chunk(ev, graph_run, stop, timeout_s=600.0 if settings.lockstep else 120.0)
         for k in range(settings.episodes):
@@ -280,8 +325,9 @@ def run_eval(settings: EvalSettings) -> int:
                 break
             dead = graph_run.first_dead()
             if dead is not None:
-                raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n"
-                                   f"{graph_run.log_tail(dead)}")
+                raise RuntimeError(
+                    f"{dead.spec.name} exited with status {dead.returncode}:\n{graph_run.log_tail(dead)}"
+                )
             want_video = settings.videos and (("success" not in videos) or ("failure" not in videos))
             row = run_episode(ev, settings, k, seeds[k], stop, want_video)
             rows.append(row)
@@ -294,10 +340,13 @@ def run_eval(settings: EvalSettings) -> int:
             ev.frames = []
             extra["videos"] = videos
             s = write_report(out, settings, rows, extra)
-            print(f"  episode {k:3d} seed {row.seed}: {row.outcome:9s} {row.duration_s:5.1f} s  "
-                  f"(place error {100 * row.place_error_m:.1f} cm)  -> {s['successes']}/{s['episodes']}"
-                  + (f"  [wall {row.wall_s:.1f} s]" if settings.lockstep else "")
-                  + (f"  {row.fault}" if row.fault else ""), flush=True)
+            print(
+                f"  episode {k:3d} seed {row.seed}: {row.outcome:9s} {row.duration_s:5.1f} s  "
+                f"(place error {100 * row.place_error_m:.1f} cm)  -> {s['successes']}/{s['episodes']}"
+                + (f"  [wall {row.wall_s:.1f} s]" if settings.lockstep else "")
+                + (f"  {row.fault}" if row.fault else ""),
+                flush=True,
+            )
     except RuntimeError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         extra["error"] = str(exc)
@@ -312,11 +361,16 @@ def run_eval(settings: EvalSettings) -> int:
     if recorder is not None:
         counts = recording_to_rerun(recorder.path, settings.rerun)
         extra["rerun"] = str(counts["path"])
-        print(f"para-sim eval: wrote {counts['path']} ({counts['observations']} observations, {counts['chunks']} "
-              f"chunks, {counts['clouds']} voxel clouds; open with: rerun {counts['path']})", flush=True)
+        print(
+            f"para-sim eval: wrote {counts['path']} ({counts['observations']} observations, {counts['chunks']} "
+            f"chunks, {counts['clouds']} voxel clouds; open with: rerun {counts['path']})",
+            flush=True,
+        )
     summary = write_report(out, settings, rows, extra)
     lo, hi = summary["wilson95"]
-    print(f"para-sim eval: {summary['successes']}/{summary['episodes']} successes "
-          f"({100 * summary['success_rate']:.1f} %, 95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %); "
-          f"outcomes {summary['outcomes']}; report {out / 'report.md'}")
+    print(
+        f"para-sim eval: {summary['successes']}/{summary['episodes']} successes "
+        f"({100 * summary['success_rate']:.1f} %, 95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %); "
+        f"outcomes {summary['outcomes']}; report {out / 'report.md'}"
+    )
     return 0 if "error" not in extra else 1

@@ -24,6 +24,7 @@ not depend on how fast this machine answers:
 4. ``fault`` when the simulator reports a lockstep fault (an answer that did not come within its wall-time limit; the
    reason is kept in the row) or stops publishing altogether; the evaluation goes on with the next episode.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,7 +74,6 @@ class EpisodeLimits:
                 raise ValueError(f"{name} = {getattr(self, name)} must be within (0, 600] s")
 
 
-
 @dataclass
 class EpisodeRow:
     episode: int
@@ -96,8 +96,14 @@ def summarise(rows: list[EpisodeRow]) -> dict:
     lo, hi = wilson_interval(ok, n)
     causes = {o: sum(r.outcome == o for r in rows) for o in OUTCOMES}
     times = [r.duration_s for r in rows if r.outcome == "success"]
-    return {"episodes": n, "successes": ok, "success_rate": ok / n if n else 0.0, "wilson95": [lo, hi],
-            "outcomes": causes, "median_success_time_s": float(np.median(times)) if times else None}
+    return {
+        "episodes": n,
+        "successes": ok,
+        "success_rate": ok / n if n else 0.0,
+        "wilson95": [lo, hi],
+        "outcomes": causes,
+        "median_success_time_s": float(np.median(times)) if times else None,
+    }
 
 
 class TaskClient:
@@ -108,8 +114,11 @@ class TaskClient:
         # one next to its monitor, which has its own context too). ``domain_id``: the graph's DDS domain when it is
         # not this process's (``para-sim eval --compare`` runs one graph per domain).
         self.context = rclpy.Context()
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO,
-                   **({} if domain_id is None else {"domain_id": int(domain_id)}))
+        rclpy.init(
+            context=self.context,
+            signal_handler_options=SignalHandlerOptions.NO,
+            **({} if domain_id is None else {"domain_id": int(domain_id)}),
+        )
         self.rclpy = rclpy
         self.node = Node("para_sim_eval", context=self.context)
         n = self.node
@@ -198,8 +207,9 @@ class TaskClient:
         return reset_task(self.clients["params"], self.clients["reset"], seed)
 
 
-def draw_path(rgb: np.ndarray, path_world: np.ndarray | None, K: np.ndarray | None, T_world_cam: np.ndarray
-              ) -> np.ndarray:
+def draw_path(
+    rgb: np.ndarray, path_world: np.ndarray | None, K: np.ndarray | None, T_world_cam: np.ndarray
+) -> np.ndarray:
     """The scene image with the predicted path (world points, para_core pixel convention K) drawn in."""
     out = np.ascontiguousarray(rgb.copy())
     if path_world is None or K is None or len(path_world) == 0:
@@ -210,7 +220,7 @@ def draw_path(rgb: np.ndarray, path_world: np.ndarray | None, K: np.ndarray | No
         return out
     uv = p_cam[:, :2] / p_cam[:, 2:3] * [K[0, 0], K[1, 1]] + [K[0, 2], K[1, 2]]  # (T, 2), centres at +0.5
     pts = [(int(round(u - 0.5)), int(round(v - 0.5))) for u, v in uv]
-    for i, (a, b) in enumerate(zip(pts[:-1], pts[1:])):
+    for a, b in zip(pts[:-1], pts[1:]):
         cv2.line(out, a, b, (255, 255, 0), 1, cv2.LINE_AA)
     for i, p in enumerate(pts):
         f = i / max(1, len(pts) - 1)
@@ -231,8 +241,9 @@ def wait_for_first_chunk(ev: TaskClient, graph_run, stop: threading.Event, timeo
         time.sleep(0.1)
 
 
-def run_episode(ev: TaskClient, settings: EpisodeLimits, k: int, seed: int, stop: threading.Event,
-                record: bool) -> EpisodeRow:
+def run_episode(
+    ev: TaskClient, settings: EpisodeLimits, k: int, seed: int, stop: threading.Event, record: bool
+) -> EpisodeRow:
     """Episode ``k`` (layout ``seed``) on the wall clock, or in lockstep when ``settings.lockstep``."""
     if settings.lockstep:
         return run_lockstep_episode(ev, settings, k, seed, stop, record, settings.lockstep_timeout_s)
@@ -273,19 +284,36 @@ def run_episode(ev: TaskClient, settings: EpisodeLimits, k: int, seed: int, stop
     with ev.lock:
         chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
     last = monitor.last
-    return EpisodeRow(k, seed, outcome, time.monotonic() - t0, last.place_error_m if last else float("nan"),
-                      monitor.max_lift_m, chunks, rejected, layout, truncated, wall_s=time.monotonic() - wall0)
+    return EpisodeRow(
+        k,
+        seed,
+        outcome,
+        time.monotonic() - t0,
+        last.place_error_m if last else float("nan"),
+        monitor.max_lift_m,
+        chunks,
+        rejected,
+        layout,
+        truncated,
+        wall_s=time.monotonic() - wall0,
+    )
 
 
 def set_run_until(ev, run_until_s: float, timeout_s: float = 10.0) -> None:
     """Set ``lockstep_run_until_s`` on ``/sim_node`` (RuntimeError when refused)."""
     req = SetParameters.Request()
-    req.parameters = [Parameter(name="lockstep_run_until_s", value=ParameterValue(
-        type=ParameterType.PARAMETER_DOUBLE, double_value=float(run_until_s)))]
+    req.parameters = [
+        Parameter(
+            name="lockstep_run_until_s",
+            value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(run_until_s)),
+        )
+    ]
     res = ev.call("params", req, timeout_s)
     if not res.results[0].successful:
-        raise RuntimeError(f"sim_node refused lockstep_run_until_s={run_until_s}: {res.results[0].reason} (is it "
-                           "running with lockstep:=true?)")
+        raise RuntimeError(
+            f"sim_node refused lockstep_run_until_s={run_until_s}: {res.results[0].reason} (is it "
+            "running with lockstep:=true?)"
+        )
 
 
 def _next_states(ev, seed: int) -> list[dict]:
@@ -371,17 +399,27 @@ def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, ti
     with ev.lock:
         chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
     last = monitor.last
-    return EpisodeRow(k, seed, "fault" if fault else outcome, max(0.0, sim_now - start_s),
-                      last.place_error_m if last else float("nan"), monitor.max_lift_m, chunks, rejected, layout,
-                      truncated, fault=fault, wall_s=time.monotonic() - wall0)
+    return EpisodeRow(
+        k,
+        seed,
+        "fault" if fault else outcome,
+        max(0.0, sim_now - start_s),
+        last.place_error_m if last else float("nan"),
+        monitor.max_lift_m,
+        chunks,
+        rejected,
+        layout,
+        truncated,
+        fault=fault,
+        wall_s=time.monotonic() - wall0,
+    )
 
 
 class TaskDriver(threading.Thread):
     """Pick-and-place episodes back to back against a graph someone else started (``para-deploy --backend sim``):
     the same episode procedure as ``para-sim eval``; ``rows`` holds the finished episodes."""
 
-    def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5,
-                 lockstep: bool = False):
+    def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5, lockstep: bool = False):
         super().__init__(name="para-task-driver", daemon=True)
         check_seed(seed)
         self.seed = seed
@@ -414,10 +452,11 @@ class TaskDriver(threading.Thread):
     def summary_line(self) -> str:
         s = summarise(self.rows)
         causes = ", ".join(f"{o} {n}" for o, n in s["outcomes"].items() if n and o != "success")
-        text = (f"  task (pick & place)   {s['episodes']} finished attempts, {s['successes']} successes"
-                + (f" (failures: {causes})" if causes else "")
-                + (f"; median time to success {s['median_success_time_s']:.1f} s" if s["median_success_time_s"]
-                   else ""))
+        text = (
+            f"  task (pick & place)   {s['episodes']} finished attempts, {s['successes']} successes"
+            + (f" (failures: {causes})" if causes else "")
+            + (f"; median time to success {s['median_success_time_s']:.1f} s" if s["median_success_time_s"] else "")
+        )
         if self.error:
             text += f"; task driver stopped: {self.error}"
         return text

@@ -30,6 +30,7 @@ is then given :data:`UNTRAINED_EXECUTOR_OVERRIDES` (accept such chunks; move to 
 reach the safety filter, which still clamps every pose into the workspace and checks every command against the joint
 range, joint speed, tool speed and workspace of ``config/yam.yaml`` (unchanged). With a checkpoint nothing is relaxed.
 """
+
 from __future__ import annotations
 
 import os
@@ -96,8 +97,13 @@ NODES: tuple[NodeSpec, ...] = (
     NodeSpec("inference_node", "inference_node", "para_ros.nodes.inference_node", INFERENCE_PARAMS_FILE),
     NodeSpec("chunk_executor", "chunk_executor", "para_ros.nodes.chunk_executor", "config/executor.yaml"),
     # Only with a calibration file (see plan): its scene camera (and, backend topic, wrist mount) on /tf_static.
-    NodeSpec("calibration_tf", "calibration_tf", "para_ros.nodes.calibration_tf", "config/calibration_tf.yaml",
-             ("i2rt", "topic")),
+    NodeSpec(
+        "calibration_tf",
+        "calibration_tf",
+        "para_ros.nodes.calibration_tf",
+        "config/calibration_tf.yaml",
+        ("i2rt", "topic"),
+    ),
 )
 
 
@@ -116,7 +122,7 @@ def shipped_checkpoint(relative: str = SIM_CHECKPOINT) -> str:
         return ""
 
 
-def effective_checkpoint(settings: "DeploySettings") -> str:
+def effective_checkpoint(settings: DeploySettings) -> str:
     """The checkpoint the inference node gets from the launcher: "" = none set (its file's value applies)."""
     if settings.checkpoint == UNTRAINED:
         return ""
@@ -187,8 +193,9 @@ class DeploySettings:
         object.__setattr__(self, "engage", _true_false("engage", self.engage) == "true")
         object.__setattr__(self, "lockstep", _true_false("lockstep", self.lockstep) == "true")
         if self.lockstep and self.backend != "sim":
-            raise ValueError(f"lockstep applies to backend sim only (backend is {self.backend!r}): a real arm runs on "
-                             "the wall clock")
+            raise ValueError(
+                f"lockstep applies to backend sim only (backend is {self.backend!r}): a real arm runs on the wall clock"
+            )
         if self.calibration:
             # OpenCV (the file's board): loaded only when a calibration file is given
             from para_ros.calibration.consumers import load
@@ -202,34 +209,48 @@ class DeploySettings:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
         if self.dtype not in ("", *INFERENCE_DTYPES):
-            raise ValueError(f"dtype={self.dtype!r}: use one of {', '.join(INFERENCE_DTYPES)} (or leave empty for "
-                             f"the file's value)")
-        object.__setattr__(self, "fast_path", _true_false("fast_path", self.fast_path,
-                                                          " (or leave empty for the file's value)"))
+            raise ValueError(
+                f"dtype={self.dtype!r}: use one of {', '.join(INFERENCE_DTYPES)} (or leave empty for the file's value)"
+            )
+        object.__setattr__(
+            self, "fast_path", _true_false("fast_path", self.fast_path, " (or leave empty for the file's value)")
+        )
         if self.compile_mode not in ("", *COMPILE_MODES):
-            raise ValueError(f"compile_mode={self.compile_mode!r}: use one of {', '.join(COMPILE_MODES)} (or leave "
-                             "empty for the file's value)")
+            raise ValueError(
+                f"compile_mode={self.compile_mode!r}: use one of {', '.join(COMPILE_MODES)} (or leave "
+                "empty for the file's value)"
+            )
         for name in CAMERA_TOPIC_PARAMETERS:
             topic = getattr(self, name)
             if topic and not topic.startswith("/"):
                 raise ValueError(f"{name}={topic!r}: give an absolute topic name, e.g. '/{topic}'")
         for name in TOPIC_EXECUTOR_SETTINGS:
             if getattr(self, name) and self.backend != "topic":
-                raise ValueError(f"{name}={getattr(self, name)!r} applies to backend topic only (backend is "
-                                 f"{self.backend!r}: its joint names and command path are fixed); drop it or use "
-                                 "backend topic")
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} applies to backend topic only (backend is "
+                    f"{self.backend!r}: its joint names and command path are fixed); drop it or use "
+                    "backend topic"
+                )
         topic = self.joint_trajectory_topic
         if topic and (not topic.startswith("/") or " " in topic):
-            raise ValueError(f"joint_trajectory_topic={topic!r}: give an absolute topic name without spaces, e.g. "
-                             f"'/{topic.strip().lstrip('/')}' (a joint_trajectory_controller named arm_controller "
-                             "listens on '/arm_controller/joint_trajectory')")
+            raise ValueError(
+                f"joint_trajectory_topic={topic!r}: give an absolute topic name without spaces, e.g. "
+                f"'/{topic.strip().lstrip('/')}' (a joint_trajectory_controller named arm_controller "
+                "listens on '/arm_controller/joint_trajectory')"
+            )
         if self.arm_joint_names:
             names = [n.strip() for n in self.arm_joint_names.split(",")]
-            if len(names) != N_ARM_JOINTS or not all(names) or len(set(names)) != N_ARM_JOINTS or \
-                    any(" " in n for n in names):
-                raise ValueError(f"arm_joint_names={self.arm_joint_names!r}: give the controller's {N_ARM_JOINTS} "
-                                 "distinct arm joint names, comma-separated, in YAM order joint1..joint6, e.g. "
-                                 "'joint1,joint2,joint3,joint4,joint5,joint6'")
+            if (
+                len(names) != N_ARM_JOINTS
+                or not all(names)
+                or len(set(names)) != N_ARM_JOINTS
+                or any(" " in n for n in names)
+            ):
+                raise ValueError(
+                    f"arm_joint_names={self.arm_joint_names!r}: give the controller's {N_ARM_JOINTS} "
+                    "distinct arm joint names, comma-separated, in YAM order joint1..joint6, e.g. "
+                    "'joint1,joint2,joint3,joint4,joint5,joint6'"
+                )
             # normalised (no spaces) so both launchers pass exactly the same value
             object.__setattr__(self, "arm_joint_names", ",".join(names))
 
@@ -275,7 +296,7 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
     return out
 
 
-def calibration_overrides(node: str, settings: "DeploySettings") -> dict[str, object]:
+def calibration_overrides(node: str, settings: DeploySettings) -> dict[str, object]:
     """Parameters of ``sim_node`` / ``calibration_tf`` for a calibration file: the sim publishes the file's cameras
     instead of its truth; on a real rig ``calibration_tf`` publishes the scene camera (and, backend ``topic``, the
     wrist mount, which the ``i2rt`` executor publishes itself)."""
@@ -301,15 +322,17 @@ def uses_untrained_model(settings: DeploySettings) -> bool:
     if effective_checkpoint(settings):
         return False
 
-
     params = yaml.safe_load(share_file(INFERENCE_PARAMS_FILE).read_text())["inference_node"]["ros__parameters"]
     return not params.get("checkpoint")
 
 
 def plan(settings: DeploySettings) -> list[tuple[NodeSpec, dict[str, object]]]:
     """The graph for ``settings``: every node with its parameter overrides, in start order."""
-    return [(spec, node_overrides(spec, settings)) for spec in nodes_for(settings.backend)
-            if spec.name != "calibration_tf" or settings.calibration]
+    return [
+        (spec, node_overrides(spec, settings))
+        for spec in nodes_for(settings.backend)
+        if spec.name != "calibration_tf" or settings.calibration
+    ]
 
 
 def parse_node_params(rules: list[str]) -> dict[str, dict[str, object]]:

@@ -12,6 +12,7 @@ after ``respawn_delay_s``, its output appended to the same log, and counted; the
 the exit status of each death. The nodes that only compute or simulate are respawned with ``respawn``; the executor
 only with ``respawn_executor`` (it commands the arm, so after it died a person should look first).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -47,8 +48,16 @@ def yaml_value(value) -> str:
 
 def node_command(spec: graph.NodeSpec, overrides: dict[str, object], python: str = sys.executable) -> list[str]:
     """The command line of one node: its module, name, parameter file, then ``-p`` for every override."""
-    cmd = [python, "-m", spec.module, "--ros-args", "-r", f"__node:={spec.name}",
-           "--params-file", str(share_file(spec.params_file))]
+    cmd = [
+        python,
+        "-m",
+        spec.module,
+        "--ros-args",
+        "-r",
+        f"__node:={spec.name}",
+        "--params-file",
+        str(share_file(spec.params_file)),
+    ]
     for name, value in overrides.items():
         cmd += ["-p", f"{name}:={yaml_value(value)}"]
     return cmd
@@ -154,8 +163,14 @@ class ProcessGroup:
     def _popen(self, cmd: list[str], log_path: Path, append: bool) -> subprocess.Popen:
         log = open(log_path, "ab" if append else "wb")  # noqa: SIM115  (kept open for the child's lifetime)
         try:
-            return subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL, stdout=None if self.echo else log,
-                                    stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+            return subprocess.Popen(
+                cmd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=None if self.echo else log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
         finally:
             log.close()
 
@@ -196,8 +211,11 @@ class ProcessGroup:
                     if n.down_since is None and n.proc.poll() is not None:
                         n.down_since = now
                         n.exit_statuses.append(n.proc.returncode)
-                        self._log_line(n, f"{n.spec.name} (pid {n.proc.pid}) exited with status {n.proc.returncode};"
-                                          f" restarting it in {self.respawn_delay_s:g} s")
+                        self._log_line(
+                            n,
+                            f"{n.spec.name} (pid {n.proc.pid}) exited with status {n.proc.returncode};"
+                            f" restarting it in {self.respawn_delay_s:g} s",
+                        )
                     if n.down_since is not None and now - n.down_since >= self.respawn_delay_s:
                         n.proc = self._popen(n.cmd, n.log_path, append=True)
                         n.restarts += 1
@@ -292,8 +310,14 @@ class GraphRun:
         gives each of its graphs its own).
     """
 
-    def __init__(self, log_dir: Path, echo: bool = False, respawn_delay_s: float = 2.0, pids_path: Path | None = None,
-                 domain_id: int | None = None):
+    def __init__(
+        self,
+        log_dir: Path,
+        echo: bool = False,
+        respawn_delay_s: float = 2.0,
+        pids_path: Path | None = None,
+        domain_id: int | None = None,
+    ):
         self.env = graph_env(domain_id)
         self.group = ProcessGroup(log_dir, self.env, echo=echo, respawn_delay_s=respawn_delay_s, pids_path=pids_path)
 
@@ -306,29 +330,42 @@ class GraphRun:
     def nodes(self) -> list[NodeProcess]:
         return self.group.nodes
 
-    def start_commands(self, commands: list[tuple[graph.NodeSpec, list[str]]], respawn: bool = False,
-                       respawn_executor: bool = False) -> list[NodeProcess]:
+    def start_commands(
+        self, commands: list[tuple[graph.NodeSpec, list[str]]], respawn: bool = False, respawn_executor: bool = False
+    ) -> list[NodeProcess]:
         """Start each (spec, command line) in order, respawned as :func:`respawns` says for ``respawn`` /
         ``respawn_executor``."""
-        return [self.group.start(spec, cmd, respawn=respawns(spec.name, respawn, respawn_executor))
-                for spec, cmd in commands]
+        return [
+            self.group.start(spec, cmd, respawn=respawns(spec.name, respawn, respawn_executor))
+            for spec, cmd in commands
+        ]
 
-    def start_plan(self, plan: list[tuple[graph.NodeSpec, dict]], extra: dict[str, dict] | None = None,
-                   respawn: bool = False, respawn_executor: bool = False) -> list[NodeProcess]:
+    def start_plan(
+        self,
+        plan: list[tuple[graph.NodeSpec, dict]],
+        extra: dict[str, dict] | None = None,
+        respawn: bool = False,
+        respawn_executor: bool = False,
+    ) -> list[NodeProcess]:
         """Start the nodes of ``plan`` (:func:`para_ros.deploy.graph.plan`: (spec, parameter overrides) in start
         order), each with ``extra[node name]``'s parameters on top of the plan's."""
         extra = extra or {}
-        return self.start_commands([(spec, node_command(spec, {**overrides, **extra.get(spec.name, {})}))
-                                    for spec, overrides in plan], respawn, respawn_executor)
+        return self.start_commands(
+            [(spec, node_command(spec, {**overrides, **extra.get(spec.name, {})})) for spec, overrides in plan],
+            respawn,
+            respawn_executor,
+        )
 
-    def start_again(self, plan: list[tuple[graph.NodeSpec, dict]], extra: dict[str, dict] | None = None
-                    ) -> list[NodeProcess]:
+    def start_again(
+        self, plan: list[tuple[graph.NodeSpec, dict]], extra: dict[str, dict] | None = None
+    ) -> list[NodeProcess]:
         """After :meth:`stop`: start ``plan`` afresh in the same DDS domain, so that a node in this process keeps
         hearing the graph (``para-sim record`` restarts the sim node for each randomised scene camera: its pose and
         field of view are read-only parameters). The summaries then describe the new start only."""
         g = self.group
-        self.group = ProcessGroup(g.log_dir, self.env, echo=g.echo, respawn_delay_s=g.respawn_delay_s,
-                                  pids_path=g.pids_path)
+        self.group = ProcessGroup(
+            g.log_dir, self.env, echo=g.echo, respawn_delay_s=g.respawn_delay_s, pids_path=g.pids_path
+        )
         return self.start_plan(plan, extra)
 
     def first_dead(self) -> NodeProcess | None:
@@ -353,22 +390,40 @@ class GraphRun:
         """After :meth:`stop`: one summary line per node, how it ended and where its log is."""
         lines = []
         for n in self.nodes:
-            how = "killed after the shutdown timeout" if n.killed else (
-                f"exited early, status {n.returncode}" if n.exited_early
-                else f"stopped on SIGINT, status {n.returncode}")
+            how = (
+                "killed after the shutdown timeout"
+                if n.killed
+                else (
+                    f"exited early, status {n.returncode}"
+                    if n.exited_early
+                    else f"stopped on SIGINT, status {n.returncode}"
+                )
+            )
             if n.restarts or n.exit_statuses:
-                how += (f"; restarted {n.restarts} time{'s' if n.restarts != 1 else ''} (exit statuses "
-                        f"{', '.join(str(c) for c in n.exit_statuses)})")
+                how += (
+                    f"; restarted {n.restarts} time{'s' if n.restarts != 1 else ''} (exit statuses "
+                    f"{', '.join(str(c) for c in n.exit_statuses)})"
+                )
             lines.append(f"  node {n.spec.name:<16} {how}  (log {n.log_path})")
         return lines
 
     def node_summaries(self) -> dict[str, dict]:
         """After :meth:`stop`: per node its pid, exit status, how it ended and its restarts (JSON-ready)."""
-        return {n.spec.name: {"pid": n.proc.pid, "returncode": n.returncode, "killed": n.killed,
-                              "exited_early": n.exited_early, "respawn": n.respawn, "restarts": n.restarts,
-                              "exit_statuses": list(n.exit_statuses)} for n in self.nodes}
+        return {
+            n.spec.name: {
+                "pid": n.proc.pid,
+                "returncode": n.returncode,
+                "killed": n.killed,
+                "exited_early": n.exited_early,
+                "respawn": n.respawn,
+                "restarts": n.restarts,
+                "exit_statuses": list(n.exit_statuses),
+            }
+            for n in self.nodes
+        }
 
     def failed_log_tails(self) -> list[str]:
         """After :meth:`stop`: the last lines of the log of every node that died early or was killed."""
-        return [f"--- last lines of {n.log_path}:\n{self.log_tail(n)}" for n in self.nodes
-                if n.exited_early or n.killed]
+        return [
+            f"--- last lines of {n.log_path}:\n{self.log_tail(n)}" for n in self.nodes if n.exited_early or n.killed
+        ]

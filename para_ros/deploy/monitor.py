@@ -5,6 +5,7 @@ Every topic it records is subscribed ``raw`` (CDR bytes as DDS delivered them) a
 only what the summary needs is deserialized. The scene camera's pose for the snapshot comes from TF at the image
 stamp (the project's ``tf2_ros`` adapter), its intrinsics from the CameraInfo of that camera.
 """
+
 from __future__ import annotations
 
 import copy
@@ -44,10 +45,12 @@ class GraphTopics:
 def graph_topics(plan):
     """The ``GraphTopics`` the monitor watches, from the effective parameters of the planned nodes (``graph.plan``)."""
     specs = {spec.name: (spec, overrides) for spec, overrides in plan}
-    inference = effective_params(specs["inference_node"][0].params_file, "inference_node",
-                                  specs["inference_node"][1])
-    executor = effective_params(specs["chunk_executor"][0].params_file, "chunk_executor",
-                                 specs["chunk_executor"][1]) if "chunk_executor" in specs else {}
+    inference = effective_params(specs["inference_node"][0].params_file, "inference_node", specs["inference_node"][1])
+    executor = (
+        effective_params(specs["chunk_executor"][0].params_file, "chunk_executor", specs["chunk_executor"][1])
+        if "chunk_executor" in specs
+        else {}
+    )
     default = GraphTopics()
     return GraphTopics(
         scene_image=inference.get("scene_image_topic", default.scene_image),
@@ -55,24 +58,34 @@ def graph_topics(plan):
         wrist_image=inference.get("wrist_image_topic", default.wrist_image),
         wrist_info=inference.get("wrist_info_topic", default.wrist_info),
         joint_trajectory=executor.get("joint_trajectory_topic", default.joint_trajectory),
-        world_frame=inference.get("world_frame", default.world_frame))
+        world_frame=inference.get("world_frame", default.world_frame),
+    )
 
 
 def record_topics(topics: GraphTopics) -> dict[str, type]:
     """Topic -> message class of everything recorded (rosbag2 MCAP): both cameras, so ``para-bag extract`` and
     ``para-bag eval`` can replay the recording through a policy."""
     from diagnostic_msgs.msg import DiagnosticArray  # rclpy: loaded on first use, not on import
-    from para_msgs.msg import ActionChunk
     from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
     from tf2_msgs.msg import TFMessage
     from trajectory_msgs.msg import JointTrajectory
     from visualization_msgs.msg import MarkerArray
 
+    from para_msgs.msg import ActionChunk
+
     return {
-        topics.scene_image: Image, topics.scene_info: CameraInfo, topics.wrist_image: Image,
-        topics.wrist_info: CameraInfo, "/tf": TFMessage, "/tf_static": TFMessage,
-        "/joint_states": JointState, "/para/action_chunk": ActionChunk, "/para/markers": MarkerArray,
-        "/para/voxels": PointCloud2, topics.joint_trajectory: JointTrajectory, "/diagnostics": DiagnosticArray,
+        topics.scene_image: Image,
+        topics.scene_info: CameraInfo,
+        topics.wrist_image: Image,
+        topics.wrist_info: CameraInfo,
+        "/tf": TFMessage,
+        "/tf_static": TFMessage,
+        "/joint_states": JointState,
+        "/para/action_chunk": ActionChunk,
+        "/para/markers": MarkerArray,
+        "/para/voxels": PointCloud2,
+        topics.joint_trajectory: JointTrajectory,
+        "/diagnostics": DiagnosticArray,
     }
 
 
@@ -124,12 +137,18 @@ class DeployMonitor:
 
         self.topics = record_topics(topics)
         self._info_of_image = {topics.scene_info: topics.scene_image, topics.wrist_info: topics.wrist_image}
-        handlers = {topics.scene_image: self._on_scene_image, topics.scene_info: self._on_camera_info,
-                    topics.wrist_image: lambda data, recv_ns: self._keep_image(topics.wrist_image, data),
-                    topics.wrist_info: lambda data, recv_ns: self._keep_info(topics.wrist_info, data),
-                    "/joint_states": self._on_joint_states, "/para/action_chunk": self._on_chunk,
-                    "/para/markers": self._on_markers, "/para/voxels": self._on_cloud,
-                    topics.joint_trajectory: self._on_command, "/diagnostics": self._on_diagnostics}
+        handlers = {
+            topics.scene_image: self._on_scene_image,
+            topics.scene_info: self._on_camera_info,
+            topics.wrist_image: lambda data, recv_ns: self._keep_image(topics.wrist_image, data),
+            topics.wrist_info: lambda data, recv_ns: self._keep_info(topics.wrist_info, data),
+            "/joint_states": self._on_joint_states,
+            "/para/action_chunk": self._on_chunk,
+            "/para/markers": self._on_markers,
+            "/para/voxels": self._on_cloud,
+            topics.joint_trajectory: self._on_command,
+            "/diagnostics": self._on_diagnostics,
+        }
         sensor_topics = topics.sensor_topics()
         for topic, msg_class in self.topics.items():
             if topic == "/tf_static":
@@ -140,8 +159,9 @@ class DeployMonitor:
             else:  # the graph's own topics: reliable, so the recording has every chunk and command
                 qos = QoSProfile(depth=200)
             handler = handlers.get(topic)
-            self.node.create_subscription(msg_class, topic, lambda data, t=topic, h=handler: self._on_raw(t, h, data),
-                                          qos, raw=True)
+            self.node.create_subscription(
+                msg_class, topic, lambda data, t=topic, h=handler: self._on_raw(t, h, data), qos, raw=True
+            )
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, name=NODE_NAME, daemon=True)
@@ -275,8 +295,7 @@ class DeployMonitor:
     def counts(self) -> tuple[int, int, int]:
         """(scene images, chunks, commands) seen so far."""
         with self._lock:
-            return (len(self.data.scene_frame_recv_ns), len(self.data.chunk_stamp_ns),
-                    len(self.data.command_recv_ns))
+            return (len(self.data.scene_frame_recv_ns), len(self.data.chunk_stamp_ns), len(self.data.command_recv_ns))
 
     def snapshot_scene(self, lines=()):
         """The newest chunk with its scene image, as a :class:`para_ros.deploy.snapshot.SnapshotScene` (None if none yet).
@@ -316,8 +335,9 @@ class DeployMonitor:
 
         K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0])  # para_core convention, as snapshot.py
         frame = info.header.frame_id or image.header.frame_id
-        T_world_cam = self.tf_buffer.lookup_matrix(chunk.header.frame_id or self.world_frame, frame,
-                                                   Time(nanoseconds=int(image_stamps[i])))  # (4, 4)
+        T_world_cam = self.tf_buffer.lookup_matrix(
+            chunk.header.frame_id or self.world_frame, frame, Time(nanoseconds=int(image_stamps[i]))
+        )  # (4, 4)
         path = np.array([[p.position.x, p.position.y, p.position.z] for p in chunk.poses])  # (T, 3)
         ee, voxel_size = None, 0.01
         marker_msg = markers.get(stamp)
@@ -331,8 +351,17 @@ class DeployMonitor:
         if stamp in clouds:
             cloud = cloud_to_array(deserialize_message(clouds[stamp], PointCloud2))  # (M, 4)
             voxels, prob = cloud[:, :3].astype(np.float64), cloud[:, 3].astype(np.float64)
-        return SnapshotScene(image_rgb=rgb, K=K, T_world_cam=T_world_cam, path_world=path, ee_world=ee,
-                             voxel_size_m=voxel_size, voxels_world=voxels, voxels_prob=prob, lines=list(lines))
+        return SnapshotScene(
+            image_rgb=rgb,
+            K=K,
+            T_world_cam=T_world_cam,
+            path_world=path,
+            ee_world=ee,
+            voxel_size_m=voxel_size,
+            voxels_world=voxels,
+            voxels_prob=prob,
+            lines=list(lines),
+        )
 
     def save_snapshot(self, path: str | Path, lines=()) -> Path | None:
         """Draw the newest chunk into its scene image and write it to ``path`` (PNG); None when not possible yet."""

@@ -13,6 +13,7 @@ unless ``--keep-failures``.
 Not bit-identical to ``para-sim demos`` (the ROS-free fast path): here the expert runs on the wall clock over DDS, so
 command timing jitters by milliseconds; the layouts of a seed are the same.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,14 +63,17 @@ class _ExpertNode:
         self.recorder = None
         self.static_raw: bytes | None = None
         self.last_state: dict | None = None
-        types = {"sensor_msgs/msg/Image": Image, "sensor_msgs/msg/CameraInfo": CameraInfo,
-                 "tf2_msgs/msg/TFMessage": TFMessage, "sensor_msgs/msg/JointState": JointState}
+        types = {
+            "sensor_msgs/msg/Image": Image,
+            "sensor_msgs/msg/CameraInfo": CameraInfo,
+            "tf2_msgs/msg/TFMessage": TFMessage,
+            "sensor_msgs/msg/JointState": JointState,
+        }
         for topic, type_name in RECORDED.items():
             qos = QoSProfile(depth=50)
             if topic == "/tf_static":
                 qos = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-            n.create_subscription(types[type_name], topic, lambda data, t=topic: self._on_raw(t, data), qos,
-                                  raw=True)
+            n.create_subscription(types[type_name], topic, lambda data, t=topic: self._on_raw(t, data), qos, raw=True)
         n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=10))
         self.traj_pub = n.create_publisher(JointTrajectory, "/joint_trajectory", QoSProfile(depth=10))
         self.reset_client = n.create_client(Trigger, "/sim_node/reset_task")
@@ -111,8 +115,11 @@ class _ExpertNode:
         msg = JointTrajectory()
         msg.joint_names = list(COMMAND_JOINT_NAMES)
         ns = int(round(dt_s * 1e9))
-        msg.points = [JointTrajectoryPoint(positions=[float(v) for v in q7],
-                                           time_from_start=Duration(sec=ns // 10**9, nanosec=ns % 10**9))]
+        msg.points = [
+            JointTrajectoryPoint(
+                positions=[float(v) for v in q7], time_from_start=Duration(sec=ns // 10**9, nanosec=ns % 10**9)
+            )
+        ]
         self.traj_pub.publish(msg)
 
     def close(self):
@@ -122,9 +129,18 @@ class _ExpertNode:
         self.rclpy.try_shutdown()
 
 
-def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float = 50.0, keep_failures: bool = False,
-                    progress: bool = True, echo: bool = False, sim_overrides: dict | None = None,
-                    seeds: list[int] | None = None, cameras=None) -> dict:
+def record_episodes(
+    out: Path,
+    episodes: int,
+    seed: int,
+    control_rate_hz: float = 50.0,
+    keep_failures: bool = False,
+    progress: bool = True,
+    echo: bool = False,
+    sim_overrides: dict | None = None,
+    seeds: list[int] | None = None,
+    cameras=None,
+) -> dict:
     """Record ``episodes`` expert bags under ``out`` (``episode_<seed>/``); returns the outcome counts.
 
     :param seeds: the layout seeds (default ``seed .. seed + episodes - 1``; see ``para_ros.sim.layout_region``).
@@ -147,8 +163,12 @@ def record_episodes(out: Path, episodes: int, seed: int, control_rate_hz: float 
     expert = _ExpertNode()
     period = 1.0 / control_rate_hz
     try:
-        for s in tqdm(seeds if seeds is not None else range(seed, seed + episodes), disable=not progress,
-                      desc="para-sim record", unit="ep"):
+        for s in tqdm(
+            seeds if seeds is not None else range(seed, seed + episodes),
+            disable=not progress,
+            desc="para-sim record",
+            unit="ep",
+        ):
             bag = out / f"episode_{s:06d}"
             if bag.exists():
                 shutil.rmtree(bag)

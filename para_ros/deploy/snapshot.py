@@ -5,6 +5,7 @@ ROS-free (numpy + cv2), so it is testable on synthetic data and usable on a bag 
 coordinates with pixel (col, row) centred at (col + 0.5, row + 0.5); cv2 drawing addresses pixel centres by their
 integer index, so a continuous ``u`` is drawn at ``u - 0.5``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -84,8 +85,11 @@ def draw_snapshot(scene: SnapshotScene, scale: float = 3.0) -> np.ndarray:
     if scene.image_rgb.ndim != 3 or scene.image_rgb.shape[2] != 3:
         raise ValueError(f"image_rgb has shape {scene.image_rgb.shape}: expected (H, W, 3)")
     h, w = scene.image_rgb.shape[:2]
-    out = cv2.resize(cv2.cvtColor(scene.image_rgb, cv2.COLOR_RGB2BGR), (int(round(w * scale)), int(round(h * scale))),
-                     interpolation=cv2.INTER_NEAREST)
+    out = cv2.resize(
+        cv2.cvtColor(scene.image_rgb, cv2.COLOR_RGB2BGR),
+        (int(round(w * scale)), int(round(h * scale))),
+        interpolation=cv2.INTER_NEAREST,
+    )
     K = scale_intrinsics(scene.K, scale)
     f_px = 0.5 * (K[0, 0] + K[1, 1])
     line = cv2.LINE_AA
@@ -95,7 +99,7 @@ def draw_snapshot(scene: SnapshotScene, scale: float = 3.0) -> np.ndarray:
         uv, depth = project_points(scene.voxels_world, K, scene.T_world_cam)
         prob = np.ones(len(uv)) if scene.voxels_prob is None else np.asarray(scene.voxels_prob, dtype=np.float64)
         prob = prob / max(float(np.max(prob)), 1e-12)
-        for p, d, pr in zip(uv, depth, prob):
+        for p, _depth_m, pr in zip(uv, depth, prob):
             if np.all(np.isfinite(p)):
                 cv2.circle(out, _pt(p), 2 << s, (0, int(80 + 175 * pr), int(255 * pr)), -1, line, s)
 

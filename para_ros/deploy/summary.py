@@ -5,6 +5,7 @@ its own counters on ``/diagnostics``, those are shown next to it: the two agreei
 Times: stamps and arrival times are wall-clock nanoseconds (the simulated arm stamps with wall time unless
 ``publish_clock`` is on; see ``config/sim.yaml``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -114,10 +115,14 @@ def summary_dict(record: RunRecord) -> dict:
         "first_chunk_after_s": first_chunk_s,
         "latency_median_ms": lat_p50,
         "latency_p99_ms": lat_p99,
-        "latency_stages_median_ms": {k[len("stage_median_ms."):]: float(v) for k, v in inference.items()
-                                     if k.startswith("stage_median_ms.")},
-        "sim_publish_delay_median_ms": {k[len("publish_delay_median_ms."):]: float(v) for k, v in sim.items()
-                                        if k.startswith("publish_delay_median_ms.")},
+        "latency_stages_median_ms": {
+            k[len("stage_median_ms.") :]: float(v) for k, v in inference.items() if k.startswith("stage_median_ms.")
+        },
+        "sim_publish_delay_median_ms": {
+            k[len("publish_delay_median_ms.") :]: float(v)
+            for k, v in sim.items()
+            if k.startswith("publish_delay_median_ms.")
+        },
         "commands_seen": len(record.command_recv_ns),
         "commands_node": as_int(executor, "commands"),
         "control_rate_hz": achieved_rate_hz(record.command_recv_ns),
@@ -135,9 +140,11 @@ def summary_dict(record: RunRecord) -> dict:
         "last_limit_event": executor.get("last_limit_event", ""),
         "joint_states_seen": record.joint_state_count,
         "max_joint_motion_rad": joint_motion_rad(record.joint_positions_first, record.joint_positions_last),
-        "gripper_change": (abs(record.joint_positions_last["gripper"] - record.joint_positions_first["gripper"])
-                           if "gripper" in record.joint_positions_first and "gripper" in record.joint_positions_last
-                           else float("nan")),
+        "gripper_change": (
+            abs(record.joint_positions_last["gripper"] - record.joint_positions_first["gripper"])
+            if "gripper" in record.joint_positions_first and "gripper" in record.joint_positions_last
+            else float("nan")
+        ),
     }
 
 
@@ -145,8 +152,10 @@ def _camera_delay_text(delays_ms: dict[str, float]) -> str:
     """The simulator's stamp -> publish delay per camera: the part of 'receive' that is the camera's own."""
     if not delays_ms:
         return "n/a (no simulator diagnostics)"
-    return (", ".join(f"{cam} {v:.1f}" for cam, v in delays_ms.items()) + " ms (the simulator's stamp -> publish: "
-            "stepping and rendering after the simulated exposure; a real driver stamps at exposure too)")
+    return (
+        ", ".join(f"{cam} {v:.1f}" for cam, v in delays_ms.items()) + " ms (the simulator's stamp -> publish: "
+        "stepping and rendering after the simulated exposure; a real driver stamps at exposure too)"
+    )
 
 
 def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> str:
@@ -169,9 +178,14 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
         f"{node(s['chunks_out_node'])}; first after {_fmt(s['first_chunk_after_s'], ' s')}",
         f"  camera->chunk latency median {_fmt(s['latency_median_ms'], ' ms')}, p99 {_fmt(s['latency_p99_ms'], ' ms')} "
         "(chunk arrival minus image stamp)",
-        "  latency stages        " + (", ".join(f"{k} {v:.1f}" for k, v in s["latency_stages_median_ms"].items())
-                                      + " ms (the inference node's medians; 'receive' holds the camera's own stamp ->"
-                                      " publish delay)" if s["latency_stages_median_ms"] else "n/a"),
+        "  latency stages        "
+        + (
+            ", ".join(f"{k} {v:.1f}" for k, v in s["latency_stages_median_ms"].items())
+            + " ms (the inference node's medians; 'receive' holds the camera's own stamp ->"
+            " publish delay)"
+            if s["latency_stages_median_ms"]
+            else "n/a"
+        ),
         "  of which the camera's  " + _camera_delay_text(s["sim_publish_delay_median_ms"]),
         f"  executor              {s['commands_seen']} commands seen, achieved {_fmt(s['control_rate_hz'], ' Hz')} "
         f"(set {_fmt(s['control_rate_set_hz'], ' Hz', 0)}); node counted {node(s['commands_node'])}; "

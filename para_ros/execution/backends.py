@@ -10,6 +10,7 @@ Joint vectors at this interface are the 6 arm joints in radians (SDK order joint
 separate 0 (closed) .. 1 (open) value; a backend that cannot measure the gripper reports it as NaN (unknown), and a
 command whose gripper is NaN carries no gripper command (see :class:`ExecutorCore`).
 """
+
 from __future__ import annotations
 
 import abc
@@ -33,7 +34,7 @@ class CommandBackend(abc.ABC):
     def send(self, command: JointCommand) -> None:
         """Send one command (already checked against the limits)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional: a backend with nothing to release keeps this no-op)
         """Release the hardware or the publishers."""
 
     def describe(self) -> str:
@@ -56,14 +57,26 @@ class I2rtSdkBackend(CommandBackend):
 
     name = "i2rt_sdk"
 
-    def __init__(self, channel: str = "can0", sim: bool = False, zero_gravity_mode: bool = False, robot=None,
-                 arm_type: str = "yam", gripper_type: str = "linear_4310"):
+    def __init__(
+        self,
+        channel: str = "can0",
+        sim: bool = False,
+        zero_gravity_mode: bool = False,
+        robot=None,
+        arm_type: str = "yam",
+        gripper_type: str = "linear_4310",
+    ):
         if robot is None:
             from i2rt.robots.get_robot import get_yam_robot  # i2rt: loaded on first use, not on import
             from i2rt.robots.utils import ArmType, GripperType
-            robot = get_yam_robot(channel=channel, arm_type=ArmType.from_string_name(arm_type),
-                                  gripper_type=GripperType.from_string_name(gripper_type),
-                                  zero_gravity_mode=zero_gravity_mode, sim=sim)
+
+            robot = get_yam_robot(
+                channel=channel,
+                arm_type=ArmType.from_string_name(arm_type),
+                gripper_type=GripperType.from_string_name(gripper_type),
+                zero_gravity_mode=zero_gravity_mode,
+                sim=sim,
+            )
             xml_path = getattr(robot, "xml_path", None)
             if xml_path and os.path.basename(xml_path).startswith("i2rt_") and xml_path.startswith("/tmp"):
                 try:
@@ -73,8 +86,10 @@ class I2rtSdkBackend(CommandBackend):
         self.robot = robot
         n = int(robot.num_dofs())
         if n != 7:
-            raise ValueError(f"I2rtSdkBackend: robot has {n} DoF, expected 7 (6 joints + gripper); use a YAM with "
-                             f"a gripper (gripper_type linear_4310)")
+            raise ValueError(
+                f"I2rtSdkBackend: robot has {n} DoF, expected 7 (6 joints + gripper); use a YAM with "
+                f"a gripper (gripper_type linear_4310)"
+            )
 
     def read_joints(self) -> tuple[np.ndarray, float] | None:
         q = np.asarray(self.robot.get_joint_pos(), dtype=float)  # (7,)

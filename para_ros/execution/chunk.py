@@ -9,6 +9,7 @@ executor uses (the ROS clock; ``use_sim_time`` honoured by the node).
 possibly cut before an implausibly fast step) plus a list of warnings, or raises :class:`ChunkRejected` naming the
 problem. A rejected chunk is dropped as a whole: the executor never sends a command derived from invalid data.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -60,11 +61,20 @@ class Chunk:
         """(T,) absolute due time of each step: ``stamp_s + time_from_stamp_s``."""
         return self.stamp_s + self.time_from_stamp_s
 
-    def subset(self, index: np.ndarray | slice) -> "Chunk":
+    def subset(self, index: np.ndarray | slice) -> Chunk:
         """A chunk with only the selected steps (same stamp and metadata)."""
-        return Chunk(self.stamp_s, self.time_from_stamp_s[index], self.positions_m[index], self.quats_xyzw[index],
-                     self.gripper[index], self.confidence[index], self.frame_id, self.tool_frame_id, self.model_id,
-                     self.received_s)
+        return Chunk(
+            self.stamp_s,
+            self.time_from_stamp_s[index],
+            self.positions_m[index],
+            self.quats_xyzw[index],
+            self.gripper[index],
+            self.confidence[index],
+            self.frame_id,
+            self.tool_frame_id,
+            self.model_id,
+            self.received_s,
+        )
 
 
 @dataclass
@@ -115,14 +125,18 @@ class ChunkChecks:
         if self.max_steps < 1:
             raise ValueError(f"ChunkChecks.max_steps={self.max_steps!r}: must be >= 1")
         if self.out_of_workspace not in OUT_OF_WORKSPACE_MODES:
-            raise ValueError(f"ChunkChecks.out_of_workspace={self.out_of_workspace!r}: use one of "
-                             f"{OUT_OF_WORKSPACE_MODES}")
+            raise ValueError(
+                f"ChunkChecks.out_of_workspace={self.out_of_workspace!r}: use one of {OUT_OF_WORKSPACE_MODES}"
+            )
         if self.implausible_speed not in IMPLAUSIBLE_SPEED_MODES:
-            raise ValueError(f"ChunkChecks.implausible_speed={self.implausible_speed!r}: use one of "
-                             f"{IMPLAUSIBLE_SPEED_MODES}")
+            raise ValueError(
+                f"ChunkChecks.implausible_speed={self.implausible_speed!r}: use one of {IMPLAUSIBLE_SPEED_MODES}"
+            )
         if not np.all(self.workspace_min_m < self.workspace_max_m):
-            raise ValueError(f"ChunkChecks workspace_min_m={self.workspace_min_m} must be < workspace_max_m="
-                             f"{self.workspace_max_m} on every axis")
+            raise ValueError(
+                f"ChunkChecks workspace_min_m={self.workspace_min_m} must be < workspace_max_m="
+                f"{self.workspace_max_m} on every axis"
+            )
 
 
 def _as_array(name: str, value, shape_tail: tuple[int, ...]) -> np.ndarray:
@@ -131,8 +145,11 @@ def _as_array(name: str, value, shape_tail: tuple[int, ...]) -> np.ndarray:
     except (TypeError, ValueError) as err:
         raise ChunkRejected(f"{name}: not numeric ({err})") from None
     if arr.ndim != 1 + len(shape_tail) or arr.shape[1:] != shape_tail:
-        raise ChunkRejected(f"{name}: shape {arr.shape}, expected (T, {', '.join(map(str, shape_tail))})"
-                            if shape_tail else f"{name}: shape {arr.shape}, expected (T,)")
+        raise ChunkRejected(
+            f"{name}: shape {arr.shape}, expected (T, {', '.join(map(str, shape_tail))})"
+            if shape_tail
+            else f"{name}: shape {arr.shape}, expected (T,)"
+        )
     return arr
 
 
@@ -170,8 +187,10 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
             step = int(np.argwhere(bad)[0][0])
             raise ChunkRejected(f"{name} has a non-finite value at step {step} ({arr[step]}): NaN/inf not allowed")
     if checks.world_frame and chunk.frame_id != checks.world_frame:
-        raise ChunkRejected(f"header.frame_id={chunk.frame_id!r}: the executor only accepts poses in "
-                            f"{checks.world_frame!r} (transform the chunk before publishing)")
+        raise ChunkRejected(
+            f"header.frame_id={chunk.frame_id!r}: the executor only accepts poses in "
+            f"{checks.world_frame!r} (transform the chunk before publishing)"
+        )
     if chunk.tool_frame_id and checks.tool_frames and chunk.tool_frame_id not in checks.tool_frames:
         raise ChunkRejected(f"tool_frame_id={chunk.tool_frame_id!r}: the executor places {checks.tool_frames}")
     if t[0] < 0:
@@ -181,11 +200,14 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
         raise ChunkRejected(f"time_from_stamp not strictly increasing at step {i + 1} ({t[i]:.6f} -> {t[i + 1]:.6f} s)")
     age_s = now_s - chunk.stamp_s
     if age_s > checks.max_age_s:
-        raise ChunkRejected(f"stamp is {age_s:.3f} s old (> max_age_s={checks.max_age_s}): latency too high or "
-                            f"clocks out of sync")
+        raise ChunkRejected(
+            f"stamp is {age_s:.3f} s old (> max_age_s={checks.max_age_s}): latency too high or clocks out of sync"
+        )
     if -age_s > checks.max_future_s:
-        raise ChunkRejected(f"stamp is {-age_s:.3f} s in the future (> max_future_s={checks.max_future_s}): clocks "
-                            f"out of sync (use_sim_time?)")
+        raise ChunkRejected(
+            f"stamp is {-age_s:.3f} s in the future (> max_future_s={checks.max_future_s}): clocks "
+            f"out of sync (use_sim_time?)"
+        )
     quats = arrays["poses.orientation"]
     norms = np.linalg.norm(quats, axis=1)
     bad_q = np.abs(norms - 1.0) > checks.quat_norm_tol
@@ -206,21 +228,34 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
         warnings.append(f"truncated to steps 0..{keep - 1} of {n}: {_implausible_step_text(t, pos, keep - 1, checks)}")
         t, pos, quats, grip, conf = t[:keep], pos[:keep], quats[:keep], grip[:keep], conf[:keep]
     if chunk.stamp_s + t[-1] < now_s:
-        raise ChunkRejected(f"every {'kept ' if keep < n else ''}step is already in the past (last step due "
-                            f"{now_s - chunk.stamp_s - t[-1]:.3f} s ago)"
-                            + (f"; {warnings[-1]}" if keep < n else ""))
+        raise ChunkRejected(
+            f"every {'kept ' if keep < n else ''}step is already in the past (last step due "
+            f"{now_s - chunk.stamp_s - t[-1]:.3f} s ago)" + (f"; {warnings[-1]}" if keep < n else "")
+        )
     outside = np.any((pos < checks.workspace_min_m) | (pos > checks.workspace_max_m), axis=1)
     if outside.any():
         i = int(np.argwhere(outside)[0][0])
-        msg = (f"{int(outside.sum())} of {len(pos)} poses outside the workspace box "
-               f"{checks.workspace_min_m.tolist()} .. {checks.workspace_max_m.tolist()} "
-               f"(first: step {i} at {np.round(pos[i], 4).tolist()})")
+        msg = (
+            f"{int(outside.sum())} of {len(pos)} poses outside the workspace box "
+            f"{checks.workspace_min_m.tolist()} .. {checks.workspace_max_m.tolist()} "
+            f"(first: step {i} at {np.round(pos[i], 4).tolist()})"
+        )
         if checks.out_of_workspace == "reject":
             raise ChunkRejected(msg)
         warnings.append(msg + ": clamped into the box")
         pos = np.clip(pos, checks.workspace_min_m, checks.workspace_max_m)
-    clean = Chunk(float(chunk.stamp_s), t.copy(), pos.copy(), quats, grip, np.clip(conf, 0.0, 1.0), chunk.frame_id,
-                  chunk.tool_frame_id, chunk.model_id, chunk.received_s)
+    clean = Chunk(
+        float(chunk.stamp_s),
+        t.copy(),
+        pos.copy(),
+        quats,
+        grip,
+        np.clip(conf, 0.0, 1.0),
+        chunk.frame_id,
+        chunk.tool_frame_id,
+        chunk.model_id,
+        chunk.received_s,
+    )
     return clean, warnings
 
 
@@ -228,8 +263,10 @@ def _implausible_step_text(t: np.ndarray, pos: np.ndarray, i: int, checks: Chunk
     """What is wrong with step ``i`` -> ``i + 1``: distance, time and the implied speed against the limit."""
     step_m = float(np.linalg.norm(pos[i + 1] - pos[i]))
     dt_s = float(t[i + 1] - t[i])
-    return (f"steps {i}->{i + 1} move {step_m:.3f} m in {dt_s:.3f} s = {step_m / dt_s:.2f} m/s > "
-            f"max_implied_speed_m_s={checks.max_implied_speed_m_s}")
+    return (
+        f"steps {i}->{i + 1} move {step_m:.3f} m in {dt_s:.3f} s = {step_m / dt_s:.2f} m/s > "
+        f"max_implied_speed_m_s={checks.max_implied_speed_m_s}"
+    )
 
 
 def _steps_before_implausible_speed(t: np.ndarray, pos: np.ndarray, checks: ChunkChecks) -> int:
@@ -248,8 +285,7 @@ def _steps_before_implausible_speed(t: np.ndarray, pos: np.ndarray, checks: Chun
     if checks.implausible_speed == "reject":
         raise ChunkRejected(_implausible_step_text(t, pos, int(fast[0]), checks))
     if fast[0] == 0:  # one step is no motion that checks out (random garbage jumps at every step): reject
-        raise ChunkRejected(_implausible_step_text(t, pos, 0, checks) + " (right after step 0: nothing to truncate "
-                            "to)")
+        raise ChunkRejected(_implausible_step_text(t, pos, 0, checks) + " (right after step 0: nothing to truncate to)")
     return int(fast[0]) + 1
 
 

@@ -6,6 +6,7 @@ flood of chunk messages, and a Python timer callback shares that executor. Ticks
 (counted in ``overruns``), so the loop never bursts to catch up. Each tick records its start error (start time minus
 its deadline) and its compute time.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,10 +42,17 @@ class FixedRateLoop:
         same cores) cannot delay its wake-ups; 0 (default): the normal scheduler. :attr:`scheduler` says what it got.
     """
 
-    def __init__(self, rate_hz: float, tick: Callable[[], None], name: str = "control_loop",
-                 stats_window: int = 10000, on_error: Callable[[BaseException], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, wait: Callable[[float], object] | None = None,
-                 priority: int = 0):
+    def __init__(
+        self,
+        rate_hz: float,
+        tick: Callable[[], None],
+        name: str = "control_loop",
+        stats_window: int = 10000,
+        on_error: Callable[[BaseException], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[float], object] | None = None,
+        priority: int = 0,
+    ):
         if not (np.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f"FixedRateLoop rate_hz={rate_hz!r}: must be a finite number > 0")
         if not 0 <= int(priority) <= 99:
@@ -125,8 +133,11 @@ class FixedRateLoop:
         out: dict[str, float] = {"ticks": float(self.ticks), "overruns": float(self.overruns)}
         starts = np.asarray(self.start_times_s, dtype=float)
         period_err = np.abs(np.diff(starts) - self.period_s) if starts.size > 1 else np.zeros(0)
-        for name, values in (("start_error", self.start_errors_s), ("period_error", period_err),
-                             ("compute", self.compute_s)):
+        for name, values in (
+            ("start_error", self.start_errors_s),
+            ("period_error", period_err),
+            ("compute", self.compute_s),
+        ):
             arr = np.asarray(values, dtype=float)
             if arr.size:
                 out[f"{name}_median_s"] = float(np.median(arr))

@@ -50,6 +50,7 @@ equals them: no jump). :meth:`ExecutorCore.disengage` holds at once (from the ne
 last one; chunks are dropped and ignored) until the next engage. ``engage``/``disengage`` are ``resume``/``stop``
 (the node serves both pairs); the one difference to a plain ``stop`` is the silent start.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -61,8 +62,16 @@ import numpy as np
 
 from para_core.model.rotations import make_matrix, matrix_to_quaternion
 from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, validate_chunk
-from para_ros.execution.executor_state import (FEEDBACK_LOST, IGNORES_CHUNKS, NOT_ENGAGED_YET, RESTART_GRANTED,
-                                               ExecutorEvent, ExecutorState, next_state, transition_text)
+from para_ros.execution.executor_state import (
+    FEEDBACK_LOST,
+    IGNORES_CHUNKS,
+    NOT_ENGAGED_YET,
+    RESTART_GRANTED,
+    ExecutorEvent,
+    ExecutorState,
+    next_state,
+    transition_text,
+)
 from para_ros.execution.safety import FilterReport, SafetyFilter, check_command
 from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
 from para_ros.execution.timeline import BlendConfig, Timeline
@@ -134,10 +143,13 @@ class ExecutorConfig:
     start_engaged: bool = True
 
     def __post_init__(self):
-        if self.joint_state_timeout_s is not None and not (np.isfinite(self.joint_state_timeout_s)
-                                                           and self.joint_state_timeout_s > 0):
-            raise ValueError(f"joint_state_timeout_s={self.joint_state_timeout_s!r}: must be > 0 s (default 0.2, well "
-                             "under the YAM's 400 ms motor timeout)")
+        if self.joint_state_timeout_s is not None and not (
+            np.isfinite(self.joint_state_timeout_s) and self.joint_state_timeout_s > 0
+        ):
+            raise ValueError(
+                f"joint_state_timeout_s={self.joint_state_timeout_s!r}: must be > 0 s (default 0.2, well "
+                "under the YAM's 400 ms motor timeout)"
+            )
         if not (np.isfinite(self.control_rate_hz) and 1.0 <= self.control_rate_hz <= 2000.0):
             raise ValueError(f"control_rate_hz={self.control_rate_hz!r}: use a rate in [1, 2000] Hz (default 100)")
         if not (np.isfinite(self.command_lookahead_s) and 0.0 < self.command_lookahead_s <= 1.0):
@@ -235,8 +247,7 @@ class ExecutorStatus:
 def _same(a, b) -> bool:
     """Equality of config values that may hold numpy arrays (dataclasses compared field by field)."""
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
-        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name))
-                                          for f in dataclasses.fields(a))
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.array_equal(np.asarray(a), np.asarray(b))
     return a == b
@@ -254,13 +265,19 @@ class ExecutorCore:
         self.config = config
         self.yam = yam
         self.limits = yam.limits
-        self.kin = kinematics or YamKinematics(yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site,
-                                               config.ik_position_tol_m, config.ik_rotation_tol_rad,
-                                               config.ik_max_iters)
+        self.kin = kinematics or YamKinematics(
+            yam.model.arm_type,
+            yam.model.gripper_type,
+            yam.model.tool_site,
+            config.ik_position_tol_m,
+            config.ik_rotation_tol_rad,
+            config.ik_max_iters,
+        )
         self.timeline = Timeline(config.blend)
         self.safety = SafetyFilter(self.limits, self.kin.fk_position)
-        self.smoother = (JerkLimitedSmoother(config.jerk_limits, config.period_s)
-                         if config.smoothing == "ruckig" else None)
+        self.smoother = (
+            JerkLimitedSmoother(config.jerk_limits, config.period_s) if config.smoothing == "ruckig" else None
+        )
         self.status = ExecutorStatus()
         self._lock = threading.RLock()
         # (6,) last command sent (or the measured joints before the first); None: not seeded (no measured state yet,
@@ -281,12 +298,13 @@ class ExecutorCore:
 
     def reconfigure(self, config: ExecutorConfig) -> None:
         """Take ``config`` from now on; :class:`ValueError` if it differs in a field outside :data:`RECONFIGURABLE`."""
-        fixed = [f.name for f in dataclasses.fields(ExecutorConfig)
-                 if f.name not in self.RECONFIGURABLE
-                 and not _same(getattr(config, f.name), getattr(self.config, f.name))]
+        fixed = [
+            f.name
+            for f in dataclasses.fields(ExecutorConfig)
+            if f.name not in self.RECONFIGURABLE and not _same(getattr(config, f.name), getattr(self.config, f.name))
+        ]
         if fixed:
-            raise ValueError(f"{', '.join(fixed)} cannot change while the executor runs: restart it with the new "
-                             "value")
+            raise ValueError(f"{', '.join(fixed)} cannot change while the executor runs: restart it with the new value")
         with self._lock:
             self.config = config
 
@@ -305,8 +323,10 @@ class ExecutorCore:
             the same time does not make it fresh.
         """
         if self.config.joint_state_timeout_s is not None and measured_s is None:
-            raise ValueError("set_measured_joints: pass measured_s (when the state was measured) with "
-                             "joint_state_timeout_s set; the watchdog needs the age of the state")
+            raise ValueError(
+                "set_measured_joints: pass measured_s (when the state was measured) with "
+                "joint_state_timeout_s set; the watchdog needs the age of the state"
+            )
         q = np.asarray(q_rad, dtype=float).reshape(-1)[:6]
         if q.shape != (6,) or not np.all(np.isfinite(q)) or np.isinf(gripper):
             return
@@ -351,8 +371,10 @@ class ExecutorCore:
         return timeout is not None and self._measured_s is not None and now_s - self._measured_s > timeout
 
     def _no_state_reason(self, now_s: float) -> str:
-        return (f"no fresh joint state for {now_s - self._measured_s:.3f} s (> joint_state_timeout_s "
-                f"{self.config.joint_state_timeout_s:g} s)")
+        return (
+            f"no fresh joint state for {now_s - self._measured_s:.3f} s (> joint_state_timeout_s "
+            f"{self.config.joint_state_timeout_s:g} s)"
+        )
 
     def add_chunk(self, chunk: Chunk, now_s: float) -> tuple[bool, str]:
         """Validate ``chunk`` and place it on the timeline. Returns (accepted, reason or warning text)."""
@@ -377,11 +399,16 @@ class ExecutorCore:
             if self._state in IGNORES_CHUNKS:
                 self.status.chunks_ignored_stopped += 1
                 return False, self._ignored_reason()
-            if truncated and self.config.checks.implausible_speed == "truncate_when_idle" \
-                    and self._following_a_chunk(now_s):
+            if (
+                truncated
+                and self.config.checks.implausible_speed == "truncate_when_idle"
+                and self._following_a_chunk(now_s)
+            ):
                 self.status.chunks_rejected += 1
-                self.status.last_rejection = (f"{'; '.join(warnings)}: rejected while the arm still follows an "
-                                              "earlier chunk (implausible_speed=truncate_when_idle)")
+                self.status.last_rejection = (
+                    f"{'; '.join(warnings)}: rejected while the arm still follows an "
+                    "earlier chunk (implausible_speed=truncate_when_idle)"
+                )
                 return False, self.status.last_rejection
             if not self.timeline.add(clean, now_s):
                 self.status.chunks_rejected += 1
@@ -500,8 +527,11 @@ class ExecutorCore:
                 # Before the first command there is no plan to protect: a fresh state alone restarts (from the
                 # measured joints). This is the start-up with use_sim_time, where the first joint state can be
                 # measured before /clock arrives and so looks stale at the first tick on the simulated clock.
-                self._apply(ExecutorEvent.FEEDBACK_LOST_BEFORE_FIRST_COMMAND if self.status.commands == 0
-                            else ExecutorEvent.FEEDBACK_LOST)
+                self._apply(
+                    ExecutorEvent.FEEDBACK_LOST_BEFORE_FIRST_COMMAND
+                    if self.status.commands == 0
+                    else ExecutorEvent.FEEDBACK_LOST
+                )
                 self.timeline.clear()  # never resume towards an old target
                 self.status.chunks_in_force = 0
                 self._last_accept_s = None
@@ -509,7 +539,8 @@ class ExecutorCore:
                 self.status.problems[JOINT_STATE_PROBLEM] = (
                     f"no fresh joint state within joint_state_timeout_s {self.config.joint_state_timeout_s:g} s (the "
                     f"last one measured at t={self._measured_s:.3f} s): sending no commands, chunks dropped; commands "
-                    "resume with a fresh state and a new chunk")
+                    "resume with a fresh state and a new chunk"
+                )
             self.status.state = JOINT_STATE_LOST
             return False
         self.status.problems.pop(JOINT_STATE_PROBLEM, None)  # fresh state: the loss is over
@@ -551,8 +582,9 @@ class ExecutorCore:
                     q_des = q_prev
                 else:
                     q_des = self.smoother.step(q_des)
-            q_new, g_new, g_prev, gripper_known = self._limited(q_des, g_des, q_prev, g_prev,
-                                                                hold=holding and state != HOLD_UNREACHABLE)
+            q_new, g_new, g_prev, gripper_known = self._limited(
+                q_des, g_des, q_prev, g_prev, hold=holding and state != HOLD_UNREACHABLE
+            )
             command = self._emit(now_s, q_new, g_new, q_prev, g_prev, gripper_known, state)
             self.status.last_tick_compute_s = time.perf_counter() - t_start
             return command
@@ -562,11 +594,13 @@ class ExecutorCore:
         cfg = self.config
         if self._last_tick_s is not None and now_s <= self._last_tick_s - TIME_JUMP_BACK_MIN_S:
             self._forget_time(f"tick at t={now_s:.3f} s after a tick at t={self._last_tick_s:.3f} s")
-        elif (cfg.joint_state_timeout_s is not None and self._measured_s is not None
-              and self._measured_s >= now_s + TIME_JUMP_BACK_MIN_S):
+        elif (
+            cfg.joint_state_timeout_s is not None
+            and self._measured_s is not None
+            and self._measured_s >= now_s + TIME_JUMP_BACK_MIN_S
+        ):
             # measured on the old clock, before a jump back (passed in as the jump was handled): not a fresh state
-            self._forget_time(f"joint state measured at t={self._measured_s:.3f} s, after the tick at "
-                              f"t={now_s:.3f} s")
+            self._forget_time(f"joint state measured at t={self._measured_s:.3f} s, after the tick at t={now_s:.3f} s")
         self._last_tick_s = now_s
 
     def _target(self, now_s: float, q_prev: np.ndarray, g_prev: float) -> tuple[np.ndarray, float, str]:
@@ -586,22 +620,25 @@ class ExecutorCore:
         if sampled is None:
             return q_prev, g_prev, state if state == HOLD_STALE else IDLE
         target, _ = sampled
-        ik = self.kin.ik(make_matrix(target.position_m, target.quat_xyzw),
-                         self._q_seed if self._q_seed is not None else q_prev)
+        ik = self.kin.ik(
+            make_matrix(target.position_m, target.quat_xyzw), self._q_seed if self._q_seed is not None else q_prev
+        )
         if ik.ok:
             self._q_seed = ik.q_rad
             return ik.q_rad, target.gripper, TRACKING
         self.status.ik_failures += 1
         self.status.last_ik_error = (
             f"target {np.round(target.position_m, 4).tolist()} unreachable: IK error "
-            f"{ik.position_error_m * 1000:.1f} mm / {np.degrees(ik.rotation_error_rad):.1f} deg ({cfg.unreachable})")
+            f"{ik.position_error_m * 1000:.1f} mm / {np.degrees(ik.rotation_error_rad):.1f} deg ({cfg.unreachable})"
+        )
         if cfg.unreachable == "best_effort":
             self._q_seed = ik.q_rad
             return ik.q_rad, target.gripper, TRACKING
         return q_prev, target.gripper, HOLD_UNREACHABLE
 
-    def _limited(self, q_des: np.ndarray, g_des: float, q_prev: np.ndarray, g_prev: float,
-                 hold: bool) -> tuple[np.ndarray, float, float, bool]:
+    def _limited(
+        self, q_des: np.ndarray, g_des: float, q_prev: np.ndarray, g_prev: float, hold: bool
+    ) -> tuple[np.ndarray, float, float, bool]:
         """Under the lock: the command after the safety filter and the final independent check (a hold repeats the
         previous command) -> (joints, gripper, the previous gripper it was limited against, gripper known).
 
@@ -620,18 +657,27 @@ class ExecutorCore:
         if report.any:
             self.status.limit_events += 1
             self.status.last_limit_event = ", ".join(
-                name for name in ("joint_clipped", "joint_speed_limited", "ee_limited", "gripper_limited")
-                if getattr(report, name))
-        problems = check_command(self.limits, q_new, g_new, q_prev, g_prev, self.config.period_s,
-                                 self.kin.fk_position)
+                name
+                for name in ("joint_clipped", "joint_speed_limited", "ee_limited", "gripper_limited")
+                if getattr(report, name)
+            )
+        problems = check_command(self.limits, q_new, g_new, q_prev, g_prev, self.config.period_s, self.kin.fk_position)
         if problems:
             self.status.check_failures += 1
             self.status.last_check_failure = "; ".join(problems)
             q_new, g_new = q_prev.copy(), g_prev
         return q_new, g_new, g_prev, gripper_known
 
-    def _emit(self, now_s: float, q_new: np.ndarray, g_new: float, q_prev: np.ndarray, g_prev: float,
-              gripper_known: bool, state: str) -> JointCommand:
+    def _emit(
+        self,
+        now_s: float,
+        q_new: np.ndarray,
+        g_new: float,
+        q_prev: np.ndarray,
+        g_prev: float,
+        gripper_known: bool,
+        state: str,
+    ) -> JointCommand:
         """Under the lock: record the command as sent and build it (NaN gripper while the gripper is unknown)."""
         moving = bool(np.any(q_new != q_prev) or g_new != g_prev)
         if not gripper_known:
@@ -640,5 +686,6 @@ class ExecutorCore:
         self.status.state = state
         self.status.commands += 1
         self.status.last_command_stamp_s = now_s
-        return JointCommand(now_s, self.config.command_lookahead_s, q_new.copy(), float(g_new), self.kin.fk(q_new),
-                            moving)
+        return JointCommand(
+            now_s, self.config.command_lookahead_s, q_new.copy(), float(g_new), self.kin.fk(q_new), moving
+        )

@@ -28,6 +28,7 @@ and reports ``waiting_for_joint_state``, as before the first state), then goes o
 One simplification of the rules before this table: ``~/disengage`` while disengaged during a loss keeps the restart
 granted (the first fresh state ends the loss; ``~/engage`` then starts from the measured joints, as it always does).
 """
+
 from __future__ import annotations
 
 from enum import Enum
@@ -70,7 +71,6 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.DISENGAGED, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.DISENGAGED_FEEDBACK_LOST,
     (S.DISENGAGED, E.FEEDBACK_FRESH): S.DISENGAGED,
     (S.DISENGAGED, E.CLOCK_JUMPED_BACK): S.DISENGAGED,
-
     (S.DISENGAGED_FEEDBACK_LOST, E.ENGAGE): S.RESUMING,
     (S.DISENGAGED_FEEDBACK_LOST, E.DISENGAGE): S.DISENGAGED_FEEDBACK_LOST,
     (S.DISENGAGED_FEEDBACK_LOST, E.CHUNK_ACCEPTED): S.DISENGAGED_FEEDBACK_LOST,  # never accepted
@@ -78,7 +78,6 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.DISENGAGED_FEEDBACK_LOST, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.DISENGAGED_FEEDBACK_LOST,
     (S.DISENGAGED_FEEDBACK_LOST, E.FEEDBACK_FRESH): S.DISENGAGED,
     (S.DISENGAGED_FEEDBACK_LOST, E.CLOCK_JUMPED_BACK): S.DISENGAGED_FEEDBACK_LOST,
-
     (S.FOLLOWING, E.ENGAGE): S.FOLLOWING,
     (S.FOLLOWING, E.DISENGAGE): S.STOPPED,
     (S.FOLLOWING, E.CHUNK_ACCEPTED): S.FOLLOWING,
@@ -86,7 +85,6 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.FOLLOWING, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.RESUMING,
     (S.FOLLOWING, E.FEEDBACK_FRESH): S.FOLLOWING,
     (S.FOLLOWING, E.CLOCK_JUMPED_BACK): S.FOLLOWING,
-
     (S.WAITING_FOR_CHUNK, E.ENGAGE): S.RESUMING,
     (S.WAITING_FOR_CHUNK, E.DISENGAGE): S.STOPPED_FEEDBACK_LOST,
     (S.WAITING_FOR_CHUNK, E.CHUNK_ACCEPTED): S.RESUMING,
@@ -94,7 +92,6 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.WAITING_FOR_CHUNK, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.RESUMING,
     (S.WAITING_FOR_CHUNK, E.FEEDBACK_FRESH): S.WAITING_FOR_CHUNK,  # fresh, but no chunk since the loss
     (S.WAITING_FOR_CHUNK, E.CLOCK_JUMPED_BACK): S.WAITING_FOR_CHUNK,
-
     (S.RESUMING, E.ENGAGE): S.RESUMING,
     (S.RESUMING, E.DISENGAGE): S.STOPPED_FEEDBACK_LOST,
     (S.RESUMING, E.CHUNK_ACCEPTED): S.RESUMING,
@@ -102,7 +99,6 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.RESUMING, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.RESUMING,
     (S.RESUMING, E.FEEDBACK_FRESH): S.FOLLOWING,  # re-seeded from the measured joints
     (S.RESUMING, E.CLOCK_JUMPED_BACK): S.RESUMING,
-
     (S.STOPPED, E.ENGAGE): S.FOLLOWING,
     (S.STOPPED, E.DISENGAGE): S.STOPPED,
     (S.STOPPED, E.CHUNK_ACCEPTED): S.STOPPED,  # never accepted: chunks are ignored
@@ -110,7 +106,6 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.STOPPED, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.STOPPED_RESUMING,
     (S.STOPPED, E.FEEDBACK_FRESH): S.STOPPED,
     (S.STOPPED, E.CLOCK_JUMPED_BACK): S.STOPPED,
-
     (S.STOPPED_FEEDBACK_LOST, E.ENGAGE): S.RESUMING,
     (S.STOPPED_FEEDBACK_LOST, E.DISENGAGE): S.STOPPED_FEEDBACK_LOST,
     (S.STOPPED_FEEDBACK_LOST, E.CHUNK_ACCEPTED): S.STOPPED_FEEDBACK_LOST,  # never accepted
@@ -118,7 +113,6 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.STOPPED_FEEDBACK_LOST, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.STOPPED_RESUMING,
     (S.STOPPED_FEEDBACK_LOST, E.FEEDBACK_FRESH): S.STOPPED_FEEDBACK_LOST,  # fresh, but stopped: ~/resume ends it
     (S.STOPPED_FEEDBACK_LOST, E.CLOCK_JUMPED_BACK): S.STOPPED_FEEDBACK_LOST,
-
     (S.STOPPED_RESUMING, E.ENGAGE): S.RESUMING,
     (S.STOPPED_RESUMING, E.DISENGAGE): S.STOPPED_FEEDBACK_LOST,
     (S.STOPPED_RESUMING, E.CHUNK_ACCEPTED): S.STOPPED_RESUMING,  # never accepted
@@ -131,13 +125,23 @@ del S, E
 
 # Groups of states the executor's rules read (each a property of the state, derived from the table's states).
 NOT_ENGAGED_YET = frozenset({ExecutorState.DISENGAGED, ExecutorState.DISENGAGED_FEEDBACK_LOST})  # sends nothing
-IGNORES_CHUNKS = NOT_ENGAGED_YET | {ExecutorState.STOPPED, ExecutorState.STOPPED_FEEDBACK_LOST,
-                                    ExecutorState.STOPPED_RESUMING}  # stopped or never engaged: holds, no chunks
-FEEDBACK_LOST = frozenset({ExecutorState.DISENGAGED_FEEDBACK_LOST, ExecutorState.WAITING_FOR_CHUNK,
-                           ExecutorState.RESUMING, ExecutorState.STOPPED_FEEDBACK_LOST,
-                           ExecutorState.STOPPED_RESUMING})  # a loss is not over: the command needs a re-seed
-RESTART_GRANTED = frozenset({ExecutorState.DISENGAGED_FEEDBACK_LOST, ExecutorState.RESUMING,
-                             ExecutorState.STOPPED_RESUMING})  # the next fresh state ends the loss
+IGNORES_CHUNKS = NOT_ENGAGED_YET | {
+    ExecutorState.STOPPED,
+    ExecutorState.STOPPED_FEEDBACK_LOST,
+    ExecutorState.STOPPED_RESUMING,
+}  # stopped or never engaged: holds, no chunks
+FEEDBACK_LOST = frozenset(
+    {
+        ExecutorState.DISENGAGED_FEEDBACK_LOST,
+        ExecutorState.WAITING_FOR_CHUNK,
+        ExecutorState.RESUMING,
+        ExecutorState.STOPPED_FEEDBACK_LOST,
+        ExecutorState.STOPPED_RESUMING,
+    }
+)  # a loss is not over: the command needs a re-seed
+RESTART_GRANTED = frozenset(
+    {ExecutorState.DISENGAGED_FEEDBACK_LOST, ExecutorState.RESUMING, ExecutorState.STOPPED_RESUMING}
+)  # the next fresh state ends the loss
 
 
 def next_state(state: ExecutorState, event: ExecutorEvent) -> ExecutorState:

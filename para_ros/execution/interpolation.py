@@ -4,6 +4,7 @@ Quaternions are (x, y, z, w) everywhere (ROS and scipy order). The quaternion ma
 slerp takes the shorter arc (q and -q are the same rotation); the weighted mean of several orientations (temporal
 ensembling, :mod:`para_ros.execution.timeline`) is Markley's, as ``scipy.spatial.transform.Rotation.mean``.
 """
+
 from __future__ import annotations
 
 import bisect

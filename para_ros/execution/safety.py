@@ -16,6 +16,7 @@ nearest command that satisfies all of them *relative to the previous command*:
 :func:`check_command` re-checks a command against the limits independently of the filter; the executor calls it
 as the last gate before sending.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -66,8 +67,9 @@ class SafetyFilter:
             return False
         return bool(np.linalg.norm(p - p_prev) <= lim.max_ee_speed_m_s * dt_s)
 
-    def apply(self, q_target: np.ndarray, gripper_target: float, q_prev: np.ndarray, gripper_prev: float,
-              dt_s: float) -> tuple[np.ndarray, float, FilterReport]:
+    def apply(
+        self, q_target: np.ndarray, gripper_target: float, q_prev: np.ndarray, gripper_prev: float, dt_s: float
+    ) -> tuple[np.ndarray, float, FilterReport]:
         """Return the safe (6,) joint command, gripper command and what was limited.
 
         :param q_target: (6,) desired joints (after IK and smoothing).
@@ -108,8 +110,15 @@ class SafetyFilter:
         return q_cmd, g_cmd, report
 
 
-def check_command(limits: YamLimits, q: np.ndarray, gripper: float, q_prev: np.ndarray, gripper_prev: float,
-                  dt_s: float, fk_position: Callable[[np.ndarray], np.ndarray]) -> list[str]:
+def check_command(
+    limits: YamLimits,
+    q: np.ndarray,
+    gripper: float,
+    q_prev: np.ndarray,
+    gripper_prev: float,
+    dt_s: float,
+    fk_position: Callable[[np.ndarray], np.ndarray],
+) -> list[str]:
     """Every limit ``(q, gripper)`` breaks relative to the previous command (empty list: safe to send).
 
     Commands that stay outside a range the previous command was already outside of, without going further out, are
@@ -138,6 +147,7 @@ def check_command(limits: YamLimits, q: np.ndarray, gripper: float, q_prev: np.n
     if not (min(limits.gripper_min, gripper_prev) - 1e-9 <= gripper <= max(limits.gripper_max, gripper_prev) + 1e-9):
         problems.append(f"gripper {gripper} outside [{limits.gripper_min}, {limits.gripper_max}]")
     if abs(gripper - gripper_prev) / dt_s > limits.max_gripper_speed_per_s * (1 + SPEED_TOL):
-        problems.append(f"gripper speed {abs(gripper - gripper_prev) / dt_s:.3f}/s above "
-                        f"{limits.max_gripper_speed_per_s}")
+        problems.append(
+            f"gripper speed {abs(gripper - gripper_prev) / dt_s:.3f}/s above {limits.max_gripper_speed_per_s}"
+        )
     return problems

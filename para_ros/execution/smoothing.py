@@ -5,6 +5,7 @@ target, moving at the target's own velocity (finite difference of successive tar
 limit), under per-joint velocity, acceleration and jerk limits, and the first ``dt`` of that plan is the output.
 The result lags a moving target a little but has bounded jerk. The safety filter still runs after it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

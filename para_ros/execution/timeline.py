@@ -12,6 +12,7 @@ blends them:
   ``< 0`` favours newer ones (more reactive), ``0`` is a plain average. ACT indexes predictions per control step;
   here the index is per chunk, because chunks arrive at the policy rate, not the control rate.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -18,6 +18,7 @@ it publishes what comes back. Everything else is here, testable without DDS:
 * every diagnostic the node reports, through a :class:`Report` (the node's ``HealthReporter``): counters, problems
   (each cleared once its condition is gone) and figures.
 """
+
 from __future__ import annotations
 
 import threading
@@ -30,8 +31,13 @@ from typing import Protocol
 import numpy as np
 
 from para_core.model.policy import CameraObservation, Policy, PolicyOutput, RobotState
-from para_ros.observation.builder import (GripperHistory, ObservationProblem, ObservationSettings, build_observation,
-                                          gripper_opening)
+from para_ros.observation.builder import (
+    GripperHistory,
+    ObservationProblem,
+    ObservationSettings,
+    build_observation,
+    gripper_opening,
+)
 from para_ros.observation.pairing import ObservationPairer, PairResult
 
 GRIPPER_HISTORY = 500  # joint-state samples kept for the gripper at an image stamp (10 s at 50 Hz)
@@ -90,9 +96,16 @@ class InferencePipeline:
     """Observation in, chunk out (module docstring). Thread-safe: message callbacks and the inference thread share
     it."""
 
-    def __init__(self, policy: Policy, observation_settings: ObservationSettings, report: Report,
-                 pairing: PairingSettings | None = None, info_sources: Sequence[str] | None = None,
-                 gripper_source: str = "the joint states", ee_from_joints=None):
+    def __init__(
+        self,
+        policy: Policy,
+        observation_settings: ObservationSettings,
+        report: Report,
+        pairing: PairingSettings | None = None,
+        info_sources: Sequence[str] | None = None,
+        gripper_source: str = "the joint states",
+        ee_from_joints=None,
+    ):
         """:param info_sources: each view's CameraInfo topic (named in problems); ``gripper_source``: the joint-state
         topic; ``ee_from_joints``: the joint-state history behind an ``ee_source: joint_states`` node (its history is
         forgotten at a clock jump)."""
@@ -117,8 +130,11 @@ class InferencePipeline:
 
     # ------------------------------------------------------------------------------------------------ inputs
     def _new_pairer(self) -> ObservationPairer:
-        return ObservationPairer(self.views, slop_ns=int(self.pairing.pair_slop_s * 1e9),
-                                 max_age_ns=int(self.pairing.max_observation_age_s * 1e9))
+        return ObservationPairer(
+            self.views,
+            slop_ns=int(self.pairing.pair_slop_s * 1e9),
+            max_age_ns=int(self.pairing.max_observation_age_s * 1e9),
+        )
 
     def set_pairing(self, pairing: PairingSettings) -> None:
         """A new pairing rule: pairing starts afresh."""
@@ -190,8 +206,9 @@ class InferencePipeline:
             return None  # nothing new since the last chunk
         self.report.clear("pairing")
         with self._lock:
-            received_ns = max(self._received_ns.get((view, f.stamp_ns), now_ns)
-                              for view, f in zip(self.views, pair.frames))
+            received_ns = max(
+                self._received_ns.get((view, f.stamp_ns), now_ns) for view, f in zip(self.views, pair.frames)
+            )
         stages_ms = {"receive": (received_ns - pair.stamp_ns) / 1e6, "wait": (now_ns - received_ns) / 1e6}
         try:
             cameras, state = self.build_observation(pair, infos, lookup, ee_pose)
@@ -222,19 +239,29 @@ class InferencePipeline:
         ages = ", ".join(f"{view} {(now_ns - t) / 1e9:.3f} s" for view, t in newest.items())
         silent = " and ".join(f"the {view}" for view in old)
         verb = "cameras lag or are silent" if len(old) > 1 else "camera lags or is silent"
-        return (f"no matching pair: the newest frames are {ages} old (> max_age {max_age_ns / 1e9:.3f} s for "
-                f"{', '.join(old)}); {silent} {verb}")
+        return (
+            f"no matching pair: the newest frames are {ages} old (> max_age {max_age_ns / 1e9:.3f} s for "
+            f"{', '.join(old)}); {silent} {verb}"
+        )
 
-    def build_observation(self, pair: PairResult, infos: dict, lookup: LookupFn, ee_pose: EePoseFn
-                          ) -> tuple[Sequence[CameraObservation], RobotState]:
+    def build_observation(
+        self, pair: PairResult, infos: dict, lookup: LookupFn, ee_pose: EePoseFn
+    ) -> tuple[Sequence[CameraObservation], RobotState]:
         """(cameras, state) of ``pair`` by the shared builder (para_ros.observation.builder), its notes as
         diagnostics; raises ``ObservationProblem``."""
         with self._lock:  # the opening at the image stamp, by the bag tools' rule (sample and hold)
             gripper = self.gripper_history.at(pair.stamp_ns)
         obs = build_observation(
-            self.observation_settings, pair.stamp_ns, [(f.message, f.stamp_ns) for f in pair.frames],
-            [infos.get(view) for view in self.views], lookup=lookup, ee_pose=ee_pose, gripper=gripper,
-            info_sources=self.info_sources, gripper_source=self.gripper_source)
+            self.observation_settings,
+            pair.stamp_ns,
+            [(f.message, f.stamp_ns) for f in pair.frames],
+            [infos.get(view) for view in self.views],
+            lookup=lookup,
+            ee_pose=ee_pose,
+            gripper=gripper,
+            info_sources=self.info_sources,
+            gripper_source=self.gripper_source,
+        )
         self.last_observation_timing_s = obs.timing_s
         for view, frame in zip(self.views, obs.camera_frames):
             self.camera_frames[view] = frame  # the overlay image's frame id
@@ -251,8 +278,9 @@ class InferencePipeline:
             self.report.clear(key)
         return obs.cameras, obs.state
 
-    def predict(self, stamp_ns: int, cameras, state, generation: int | None = None,
-                stages_ms: dict[str, float] | None = None) -> Prediction | None:
+    def predict(
+        self, stamp_ns: int, cameras, state, generation: int | None = None, stages_ms: dict[str, float] | None = None
+    ) -> Prediction | None:
         """The policy's chunk of one observation, or None when the policy refused it or its output is not finite
         (``policy``, ``dropped.policy``). ``generation``: the clock-jump count when the observation was taken
         (default: now)."""
@@ -269,8 +297,15 @@ class InferencePipeline:
             self.report.fault("policy", "policy output is not finite: chunk dropped")
             return None
         self.report.clear("policy")
-        return Prediction(stamp_ns, out, cameras, state, self.generation if generation is None else generation,
-                          dict(stages_ms or {}), t_predicted)
+        return Prediction(
+            stamp_ns,
+            out,
+            cameras,
+            state,
+            self.generation if generation is None else generation,
+            dict(stages_ms or {}),
+            t_predicted,
+        )
 
     def is_current(self, prediction: Prediction) -> bool:
         """False (counted ``dropped.time_jump``) when the clock jumped back while the model ran: the observation is
@@ -285,8 +320,14 @@ class InferencePipeline:
         out = prediction.output
         span = out.voxel_bounds_world[1] - out.voxel_bounds_world[0]
         voxel_size_m = float(np.clip(np.max(span) / max(self.policy.config.pred_size, 1), 0.004, 0.05))
-        return Visualisation(out.positions_world, out.confidence, prediction.state.T_world_ee[:3, 3], voxel_size_m,
-                             out.top_voxels_world, out.top_voxels_prob)
+        return Visualisation(
+            out.positions_world,
+            out.confidence,
+            prediction.state.T_world_ee[:3, 3],
+            voxel_size_m,
+            out.top_voxels_world,
+            out.top_voxels_prob,
+        )
 
     def overlay_rgb(self, prediction: Prediction) -> np.ndarray:
         """(H, W, 3) uint8: the first view with the tool frame and the predicted path
@@ -294,8 +335,9 @@ class InferencePipeline:
         from para_core.eval.calibration import overlay_image  # OpenCV drawing, only when the overlay is on
 
         camera, state = prediction.cameras[0], prediction.state
-        return overlay_image(camera.image_rgb, camera.K, camera.T_world_cam, state.T_world_ee,
-                             prediction.output.positions_world)
+        return overlay_image(
+            camera.image_rgb, camera.K, camera.T_world_cam, state.T_world_ee, prediction.output.positions_world
+        )
 
     def finish(self, prediction: Prediction, latency_s: float, t_chunk_published: float) -> None:
         """The chunk went out ``latency_s`` after its observation stamp (its visualisation after it): the latency
@@ -315,12 +357,18 @@ class InferencePipeline:
         ``other`` (what the stages do not account for); they sum to the camera -> chunk latency. The rviz outputs
         after the chunk (markers, cloud, overlay) are not part of it: ``viz_publish_median_ms``."""
         timing = self.policy.last_timing_s
-        stages = {**prediction.stages_ms, "preprocess": 1e3 * timing.get("preprocess", 0.0),
-                  "model": 1e3 * timing.get("model", 0.0), "decode": 1e3 * timing.get("decode", 0.0),
-                  "publish": 1e3 * (t_chunk_published - prediction.t_predicted)}
+        stages = {
+            **prediction.stages_ms,
+            "preprocess": 1e3 * timing.get("preprocess", 0.0),
+            "model": 1e3 * timing.get("model", 0.0),
+            "decode": 1e3 * timing.get("decode", 0.0),
+            "publish": 1e3 * (t_chunk_published - prediction.t_predicted),
+        }
         stages["other"] = 1e3 * latency_s - sum(stages.values())
-        stages_and_viz = {**{f"stage_median_ms.{k}": v for k, v in stages.items()},
-                          "viz_publish_median_ms": 1e3 * (time.perf_counter() - t_chunk_published)}
+        stages_and_viz = {
+            **{f"stage_median_ms.{k}": v for k, v in stages.items()},
+            "viz_publish_median_ms": 1e3 * (time.perf_counter() - t_chunk_published),
+        }
         for key, ms in stages_and_viz.items():
             self.report.add_sample(key, ms)
 

@@ -6,6 +6,7 @@ On a real rig nothing else knows where the scene camera is: this node publishes 
 not the wrist camera; with backend ``i2rt`` the executor publishes the wrist mount itself, from the same file).
 Started by the deploy graph (:mod:`para_ros.deploy.graph`) when a calibration file is given.
 """
+
 from __future__ import annotations
 
 from geometry_msgs.msg import TransformStamped
@@ -19,12 +20,20 @@ from para_ros.nodes.runtime import run_node
 
 NODE_NAME = "calibration_tf"
 
-PARAMETERS = ParameterTable(NODE_NAME, [
-    Param("calibration_file", "", "calibration.yaml (para-calib solve) whose camera transforms are published; "
-          "required.", section="calibration"),
-    Param("publish_wrist", False, "Also publish the wrist mount (gripper -> wrist camera) as a static transform."),
-], header="""calibration_tf: publishes a calibration.yaml's camera transforms on /tf_static (para-calib solve writes the
-file). Frames and units come from the file (metres, quaternions x, y, z, w).""")
+PARAMETERS = ParameterTable(
+    NODE_NAME,
+    [
+        Param(
+            "calibration_file",
+            "",
+            "calibration.yaml (para-calib solve) whose camera transforms are published; required.",
+            section="calibration",
+        ),
+        Param("publish_wrist", False, "Also publish the wrist mount (gripper -> wrist camera) as a static transform."),
+    ],
+    header="""calibration_tf: publishes a calibration.yaml's camera transforms on /tf_static (para-calib solve writes the
+file). Frames and units come from the file (metres, quaternions x, y, z, w).""",
+)
 
 
 class CalibrationTfNode(Node):
@@ -37,12 +46,18 @@ class CalibrationTfNode(Node):
             raise ValueError("calibration_tf: set calibration_file to a calibration.yaml (para-calib solve writes one)")
         transforms = static_transforms(p["calibration_file"], include_wrist=p["publish_wrist"])
         if not transforms:
-            raise ValueError(f"calibration_tf: {p['calibration_file']} holds no camera to publish (scene_cam"
-                             f"{' or wrist_cam' if p['publish_wrist'] else ''}); calibrate it with para-calib solve")
+            raise ValueError(
+                f"calibration_tf: {p['calibration_file']} holds no camera to publish (scene_cam"
+                f"{' or wrist_cam' if p['publish_wrist'] else ''}); calibrate it with para-calib solve"
+            )
         self.broadcaster = StaticTransformBroadcaster(self)
         self.broadcaster.sendTransform([self._msg(parent, child, T) for parent, child, T in transforms])
-        self.get_logger().info("publishing from " + p["calibration_file"] + ": " +
-                               ", ".join(f"{parent} -> {child}" for parent, child, _ in transforms))
+        self.get_logger().info(
+            "publishing from "
+            + p["calibration_file"]
+            + ": "
+            + ", ".join(f"{parent} -> {child}" for parent, child, _ in transforms)
+        )
 
     def _msg(self, parent: str, child: str, T):
         msg = TransformStamped()
@@ -54,9 +69,14 @@ class CalibrationTfNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the node until Ctrl-C / SIGINT / SIGTERM."""
-    return run_node(CalibrationTfNode, prog=NODE_NAME, description="Publish a calibration.yaml's camera transforms "
-                    "on /tf_static.", default_params_file="calibration_tf.yaml", argv=argv,
-                    epilog=PARAMETERS.help_text())
+    return run_node(
+        CalibrationTfNode,
+        prog=NODE_NAME,
+        description="Publish a calibration.yaml's camera transforms on /tf_static.",
+        default_params_file="calibration_tf.yaml",
+        argv=argv,
+        epilog=PARAMETERS.help_text(),
+    )
 
 
 if __name__ == "__main__":

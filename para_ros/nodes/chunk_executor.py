@@ -66,16 +66,15 @@ ticks and chunks acknowledged to the simulator (:class:`para_ros.nodes.lockstep_
 
 Run: ``python -m para_ros.nodes.chunk_executor --ros-args --params-file config/executor.yaml -p backend:=i2rt_sdk``.
 """
+
 from __future__ import annotations
 
 import dataclasses
-
 import sys
 import threading
 import time
 
 from geometry_msgs.msg import PoseStamped
-from para_msgs.msg import ActionChunk
 from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
 from rclpy.node import Node
@@ -83,11 +82,20 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
+from para_msgs.msg import ActionChunk
 from para_ros.execution.backends import I2rtSdkBackend
 from para_ros.execution.chunk import IMPLAUSIBLE_SPEED_MODES, OUT_OF_WORKSPACE_MODES, ChunkChecks
 from para_ros.execution.control_loop import FixedRateLoop, request_fifo
-from para_ros.execution.executor_core import (DISENGAGED, JOINT_STATE_LOST, JOINT_STATE_PROBLEM, STOPPED,
-                                              TIME_JUMP_BACK_MIN_S, WAITING_FOR_CHUNK, ExecutorConfig, ExecutorCore)
+from para_ros.execution.executor_core import (
+    DISENGAGED,
+    JOINT_STATE_LOST,
+    JOINT_STATE_PROBLEM,
+    STOPPED,
+    TIME_JUMP_BACK_MIN_S,
+    WAITING_FOR_CHUNK,
+    ExecutorConfig,
+    ExecutorCore,
+)
 from para_ros.execution.smoothing import JerkLimits
 from para_ros.execution.timeline import BlendConfig
 from para_ros.nodes.health import ERROR, OK, WARN, HealthReporter
@@ -101,126 +109,289 @@ from para_ros.ros_io.sdk_state import SdkStatePublisher
 from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, JointTrajectoryBackend, PoseBackend, pose_stamped
 from para_ros.sim.lockstep import DEFAULT_LATENCY_S
 
-
 NODE_NAME = "chunk_executor"
 BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
 
-PARAMETERS = ParameterTable(NODE_NAME, [
-    Param("control_rate_hz", 100.0, "Commands per second (Hz).", range=(1.0, 2000.0), section="timing"),
-    Param("command_lookahead_s", 0.05,
-          "The command sent at tick t targets the chunk pose due at t + this (s); a JointTrajectory carries it as "
-          "one point, stamp 0 (start on receipt), time_from_start = lookahead. 0.05 s (5 periods), not one period: "
-          "with 0.01 s each point is reached just as the next command is due, so any late command (DDS delivery, a "
-          "busy machine) parks the controller at the old point: stop-and-go motion; with 0.05 s up to ~40 ms of "
-          "jitter passes without a stop, at the price of smoothing a step in the chunk over ~50 ms. The i2rt_sdk "
-          "backend sends positions straight to the servos: there it is a lead over the servo lag (lower it, e.g. "
-          "0.01, if the real arm runs ahead of the chunks).", range=(0.001, 1.0)),
-    Param("control_thread_priority", 50,
-          "Linux real-time priority of the control thread: 1..99 asks for SCHED_FIFO at that priority (needs root, "
-          "CAP_SYS_NICE or an rtprio limit in /etc/security/limits.conf; the Python thread switch interval drops to 1 "
-          "ms, and the node's ROS thread, which the control thread waits for when it holds the GIL, gets SCHED_FIFO "
-          "one level lower), so a busy machine cannot delay the ticks; 0 = the normal scheduler. The default 50 is "
-          "ros2_control's controller manager's; where the OS refuses it the loop runs on the normal scheduler. What "
-          "they got is on /diagnostics (control_scheduler, ros_thread_scheduler).", range=(0, 99)),
-    Param("stale_timeout_s", 0.5, "Hold position when no chunk was accepted for this long (s).",
-          range=(0.001, 3600.0), dynamic=True),
-    Param("auto_engage", False,
-          "Hand-over: false = start DISENGAGED (nothing published on the command topics, chunks ignored) until "
-          "~/engage (std_srvs/Trigger), which starts from the measured joints; ~/disengage holds at once. true = "
-          "follow chunks from the start. The launchers set true for the simulator, and for a real arm only with "
-          "--engage / engage:=true."),
-    Param("joint_state_timeout_s", 0.2,
-          "Lost feedback: while the arm's state (the last complete JointState on joint_states_topic, or the last "
-          "SDK read) is older than this (s), the executor sends NO commands (the real YAM's motors time out after "
-          "400 ms), drops its chunks and reports joint_state on /diagnostics; it commands again only with a fresh "
-          "state and a new chunk (or ~/engage, ~/resume), from the measured joints.", range=(0.001, 10.0)),
-    Param("blend_mode", "latest", "How overlapping chunks combine: 'latest' (the newest covering chunk wins) or "
-          "'ensemble' (ACT temporal ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",
-          choices=("latest", "ensemble"), section="blending of overlapping chunks"),
-    Param("ensemble_k", 0.01, "Decay of the ensembling weight per chunk (> 0 favours older chunks like ACT, < 0 "
-          "newer).", range=(-100.0, 100.0)),
-    Param("max_chunks", 32, "Most chunks kept on the timeline at once; the oldest are dropped beyond it.",
-          range=(1, 100000)),
-    Param("max_chunk_age_s", 1.0, "Reject chunks whose header.stamp is older than this (s).", range=(0.0, 3600.0),
-          dynamic=True, section="chunk acceptance (a failing chunk is rejected whole; see implausible_speed)"),
-    Param("max_chunk_future_s", 0.5, "Reject chunks whose header.stamp is further in the future than this (s; a "
-          "clock mismatch).", range=(0.0, 3600.0), dynamic=True),
-    Param("max_chunk_steps", 1024, "Reject chunks with more steps than this.", range=(1, 1000000), dynamic=True),
-    Param("max_implied_speed_m_s", 1.0, "The fastest tool motion two consecutive chunk steps may imply (m/s); "
-          "see implausible_speed.", range=(0.001, 100.0), dynamic=True),
-    Param("implausible_speed", "truncate_when_idle", "A chunk with a step faster than max_implied_speed_m_s: "
-          "'reject' it whole (the arm goes on with the chunk it follows; a policy that predicts the same jump from "
-          "the same state then holds the arm for ever), 'truncate' it before that step when at least two steps stay "
-          "(they passed every check), or 'truncate_when_idle': reject it while the arm still follows an accepted "
-          "chunk, truncate it when the arm would otherwise hold.",
-          choices=IMPLAUSIBLE_SPEED_MODES, dynamic=True),
-    Param("out_of_workspace", "clamp", "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or "
-          "'reject' the chunk.", choices=OUT_OF_WORKSPACE_MODES, dynamic=True),
-    Param("unreachable", "hold", "When IK cannot reach the target: 'hold' the previous command or take the "
-          "'best_effort' solution.", choices=("hold", "best_effort"), dynamic=True, section="IK"),
-    Param("ik_position_tol_m", 0.0005, "IK success threshold on the position error (m), checked by FK.",
-          range=(1e-7, 0.1)),
-    Param("ik_rotation_tol_rad", 0.005, "IK success threshold on the rotation error (rad), checked by FK.",
-          range=(1e-7, 1.0)),
-    Param("ik_max_iters", 40, "IK iteration cap per tick (bounds the time spent on unreachable targets).",
-          range=(1, 10000)),
-    Param("smoothing", "none", "Joint-space smoothing of the IK targets: 'none' or 'ruckig' (jerk-limited).",
-          choices=("none", "ruckig"), section="optional jerk-limited smoothing (ruckig), joint space"),
-    Param("smoothing_max_velocity_rad_s", 2.0, "ruckig smoothing: joint velocity limit (rad/s).",
-          range=(1e-6, 1000.0)),
-    Param("smoothing_max_acceleration_rad_s2", 10.0, "ruckig smoothing: joint acceleration limit (rad/s^2).",
-          range=(1e-6, 1e5)),
-    Param("smoothing_max_jerk_rad_s3", 100.0, "ruckig smoothing: joint jerk limit (rad/s^3).", range=(1e-6, 1e7)),
-    Param("yam_config", "", "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml (the safety "
-          "limits live there, not here).", section="model and limits"),
-    Param("calibration_file", "", "calibration.yaml (para-calib solve): its wrist_cam replaces yam_config's "
-          "wrist_camera mount in the TF this node publishes (backend i2rt_sdk); empty = the CAD mount."),
-    Param("chunk_topic", "/para/action_chunk", "para_msgs/ActionChunk input topic.", section="topics"),
-    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic the arm's joints are read from "
-          "(topic backends), or published on (i2rt_sdk backend)."),
-    Param("commanded_pose_topic", "~/commanded_pose", "geometry_msgs/PoseStamped of every command's tool pose (FK), "
-          "for rviz; stamped with its target time (tick + command_lookahead_s)."),
-    Param("diagnostics_rate_hz", 2.0, "Rate of the /diagnostics status (Hz); problems are also reported at once.",
-          range=(0.01, 100.0)),
-    Param("backend", "joint_trajectory", "Where commands go: 'joint_trajectory' (a ros2_control "
-          "joint_trajectory_controller, the simulated YAM), 'i2rt_sdk' (the arm over CAN) or 'pose' (PoseStamped "
-          "tool targets).", choices=BACKENDS, section="output backend"),
-    Param("joint_trajectory_topic", "/joint_trajectory", "trajectory_msgs/JointTrajectory output topic "
-          "(joint_trajectory backend), e.g. /<controller>/joint_trajectory for a ros2_control "
-          "joint_trajectory_controller; the simulated YAM listens on /joint_trajectory."),
-    Param("arm_joint_names", "", "Names of the 6 arm joints in JointTrajectory and JointState, comma-separated (a "
-          "string list is joined), in SDK order joint1..joint6; empty = config/yam.yaml's model.joint_names."),
-    Param("gripper_joint_name", "gripper", "Name of the gripper (0 closed .. 1 open) in JointTrajectory and "
-          "JointState; empty = the trajectory carries the arm joints only (a real joint_trajectory_controller "
-          "rejects a trajectory that names a joint it does not own) and the gripper goes out as std_msgs/Float64 "
-          "on gripper_command_topic."),
-    Param("pose_command_topic", "/ee_target_pose", "geometry_msgs/PoseStamped tool target output topic (pose "
-          "backend); stamped with the time the pose is meant for (tick + command_lookahead_s)."),
-    Param("gripper_command_topic", "/gripper_command", "std_msgs/Float64 gripper output topic, 0 closed .. 1 open "
-          "(pose backend; joint_trajectory backend when gripper_joint_name is empty); empty = none."),
-    Param("sdk_channel", "can0", "CAN interface of the real arm (i2rt_sdk backend), e.g. can0."),
-    Param("sdk_sim", False, "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real "
-          "arm."),
-    Param("sdk_zero_gravity_mode", False, "i2rt_sdk backend: start the real arm in gravity compensation (true) or "
-          "holding its pose with PD gains (false)."),
-    Param("state_publish_rate_hz", 100.0, "i2rt_sdk backend: the executor owns the CAN bus, so it publishes the "
-          "arm's state itself: /joint_states (and /tf) read from the SDK at this rate (Hz).", range=(0.1, 1000.0)),
-    Param("publish_tf", True, "i2rt_sdk backend: also broadcast the arm's /tf (base .. gripper, grasp_site, the "
-          "wrist camera optical frame of config/yam.yaml's wrist_camera) from the joints read."),
-    Param("lockstep", False, "Lockstep evaluation against the simulator (para_ros.sim.lockstep; run with "
-          "use_sim_time): instead of the fixed-rate loop, one tick per joint state of a new simulated instant, on "
-          "exactly that state; each chunk takes effect at the first tick at or after its stamp + lockstep_latency_s; "
-          "every tick and chunk is acknowledged on lockstep_ack_topic so the simulator steps only once they are done.",
-          section="lockstep evaluation (para_ros/sim/lockstep.py)"),
-    Param("lockstep_latency_s", DEFAULT_LATENCY_S, "Lockstep: simulated seconds from a chunk's stamp (its camera "
-          "frame) until it takes effect. 0.05 s = a GPU-class inference time: the PARA v4 model on an H100-class "
-          "GPU predicts a chunk in tens of ms (about 20-30 ms), plus about 10 ms of camera readout, transfer and "
-          "pairing, rounded up to whole 10 ms control periods.", range=(0.0, 10.0)),
-    Param("lockstep_ack_topic", "/chunk_executor/lockstep_ack", "Lockstep: the acknowledgements to the simulator "
-          "(std_msgs/Int64MultiArray)."),
-], header="""Parameters of the chunk executor node (para_ros.nodes.chunk_executor); `ros2 param describe /chunk_executor
+PARAMETERS = ParameterTable(
+    NODE_NAME,
+    [
+        Param("control_rate_hz", 100.0, "Commands per second (Hz).", range=(1.0, 2000.0), section="timing"),
+        Param(
+            "command_lookahead_s",
+            0.05,
+            "The command sent at tick t targets the chunk pose due at t + this (s); a JointTrajectory carries it as "
+            "one point, stamp 0 (start on receipt), time_from_start = lookahead. 0.05 s (5 periods), not one period: "
+            "with 0.01 s each point is reached just as the next command is due, so any late command (DDS delivery, a "
+            "busy machine) parks the controller at the old point: stop-and-go motion; with 0.05 s up to ~40 ms of "
+            "jitter passes without a stop, at the price of smoothing a step in the chunk over ~50 ms. The i2rt_sdk "
+            "backend sends positions straight to the servos: there it is a lead over the servo lag (lower it, e.g. "
+            "0.01, if the real arm runs ahead of the chunks).",
+            range=(0.001, 1.0),
+        ),
+        Param(
+            "control_thread_priority",
+            50,
+            "Linux real-time priority of the control thread: 1..99 asks for SCHED_FIFO at that priority (needs root, "
+            "CAP_SYS_NICE or an rtprio limit in /etc/security/limits.conf; the Python thread switch interval drops to 1 "
+            "ms, and the node's ROS thread, which the control thread waits for when it holds the GIL, gets SCHED_FIFO "
+            "one level lower), so a busy machine cannot delay the ticks; 0 = the normal scheduler. The default 50 is "
+            "ros2_control's controller manager's; where the OS refuses it the loop runs on the normal scheduler. What "
+            "they got is on /diagnostics (control_scheduler, ros_thread_scheduler).",
+            range=(0, 99),
+        ),
+        Param(
+            "stale_timeout_s",
+            0.5,
+            "Hold position when no chunk was accepted for this long (s).",
+            range=(0.001, 3600.0),
+            dynamic=True,
+        ),
+        Param(
+            "auto_engage",
+            False,
+            "Hand-over: false = start DISENGAGED (nothing published on the command topics, chunks ignored) until "
+            "~/engage (std_srvs/Trigger), which starts from the measured joints; ~/disengage holds at once. true = "
+            "follow chunks from the start. The launchers set true for the simulator, and for a real arm only with "
+            "--engage / engage:=true.",
+        ),
+        Param(
+            "joint_state_timeout_s",
+            0.2,
+            "Lost feedback: while the arm's state (the last complete JointState on joint_states_topic, or the last "
+            "SDK read) is older than this (s), the executor sends NO commands (the real YAM's motors time out after "
+            "400 ms), drops its chunks and reports joint_state on /diagnostics; it commands again only with a fresh "
+            "state and a new chunk (or ~/engage, ~/resume), from the measured joints.",
+            range=(0.001, 10.0),
+        ),
+        Param(
+            "blend_mode",
+            "latest",
+            "How overlapping chunks combine: 'latest' (the newest covering chunk wins) or "
+            "'ensemble' (ACT temporal ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",
+            choices=("latest", "ensemble"),
+            section="blending of overlapping chunks",
+        ),
+        Param(
+            "ensemble_k",
+            0.01,
+            "Decay of the ensembling weight per chunk (> 0 favours older chunks like ACT, < 0 newer).",
+            range=(-100.0, 100.0),
+        ),
+        Param(
+            "max_chunks",
+            32,
+            "Most chunks kept on the timeline at once; the oldest are dropped beyond it.",
+            range=(1, 100000),
+        ),
+        Param(
+            "max_chunk_age_s",
+            1.0,
+            "Reject chunks whose header.stamp is older than this (s).",
+            range=(0.0, 3600.0),
+            dynamic=True,
+            section="chunk acceptance (a failing chunk is rejected whole; see implausible_speed)",
+        ),
+        Param(
+            "max_chunk_future_s",
+            0.5,
+            "Reject chunks whose header.stamp is further in the future than this (s; a clock mismatch).",
+            range=(0.0, 3600.0),
+            dynamic=True,
+        ),
+        Param("max_chunk_steps", 1024, "Reject chunks with more steps than this.", range=(1, 1000000), dynamic=True),
+        Param(
+            "max_implied_speed_m_s",
+            1.0,
+            "The fastest tool motion two consecutive chunk steps may imply (m/s); see implausible_speed.",
+            range=(0.001, 100.0),
+            dynamic=True,
+        ),
+        Param(
+            "implausible_speed",
+            "truncate_when_idle",
+            "A chunk with a step faster than max_implied_speed_m_s: "
+            "'reject' it whole (the arm goes on with the chunk it follows; a policy that predicts the same jump from "
+            "the same state then holds the arm for ever), 'truncate' it before that step when at least two steps stay "
+            "(they passed every check), or 'truncate_when_idle': reject it while the arm still follows an accepted "
+            "chunk, truncate it when the arm would otherwise hold.",
+            choices=IMPLAUSIBLE_SPEED_MODES,
+            dynamic=True,
+        ),
+        Param(
+            "out_of_workspace",
+            "clamp",
+            "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or 'reject' the chunk.",
+            choices=OUT_OF_WORKSPACE_MODES,
+            dynamic=True,
+        ),
+        Param(
+            "unreachable",
+            "hold",
+            "When IK cannot reach the target: 'hold' the previous command or take the 'best_effort' solution.",
+            choices=("hold", "best_effort"),
+            dynamic=True,
+            section="IK",
+        ),
+        Param(
+            "ik_position_tol_m",
+            0.0005,
+            "IK success threshold on the position error (m), checked by FK.",
+            range=(1e-7, 0.1),
+        ),
+        Param(
+            "ik_rotation_tol_rad",
+            0.005,
+            "IK success threshold on the rotation error (rad), checked by FK.",
+            range=(1e-7, 1.0),
+        ),
+        Param(
+            "ik_max_iters",
+            40,
+            "IK iteration cap per tick (bounds the time spent on unreachable targets).",
+            range=(1, 10000),
+        ),
+        Param(
+            "smoothing",
+            "none",
+            "Joint-space smoothing of the IK targets: 'none' or 'ruckig' (jerk-limited).",
+            choices=("none", "ruckig"),
+            section="optional jerk-limited smoothing (ruckig), joint space",
+        ),
+        Param(
+            "smoothing_max_velocity_rad_s", 2.0, "ruckig smoothing: joint velocity limit (rad/s).", range=(1e-6, 1000.0)
+        ),
+        Param(
+            "smoothing_max_acceleration_rad_s2",
+            10.0,
+            "ruckig smoothing: joint acceleration limit (rad/s^2).",
+            range=(1e-6, 1e5),
+        ),
+        Param("smoothing_max_jerk_rad_s3", 100.0, "ruckig smoothing: joint jerk limit (rad/s^3).", range=(1e-6, 1e7)),
+        Param(
+            "yam_config",
+            "",
+            "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml (the safety "
+            "limits live there, not here).",
+            section="model and limits",
+        ),
+        Param(
+            "calibration_file",
+            "",
+            "calibration.yaml (para-calib solve): its wrist_cam replaces yam_config's "
+            "wrist_camera mount in the TF this node publishes (backend i2rt_sdk); empty = the CAD mount.",
+        ),
+        Param("chunk_topic", "/para/action_chunk", "para_msgs/ActionChunk input topic.", section="topics"),
+        Param(
+            "joint_states_topic",
+            "/joint_states",
+            "sensor_msgs/JointState topic the arm's joints are read from "
+            "(topic backends), or published on (i2rt_sdk backend).",
+        ),
+        Param(
+            "commanded_pose_topic",
+            "~/commanded_pose",
+            "geometry_msgs/PoseStamped of every command's tool pose (FK), "
+            "for rviz; stamped with its target time (tick + command_lookahead_s).",
+        ),
+        Param(
+            "diagnostics_rate_hz",
+            2.0,
+            "Rate of the /diagnostics status (Hz); problems are also reported at once.",
+            range=(0.01, 100.0),
+        ),
+        Param(
+            "backend",
+            "joint_trajectory",
+            "Where commands go: 'joint_trajectory' (a ros2_control "
+            "joint_trajectory_controller, the simulated YAM), 'i2rt_sdk' (the arm over CAN) or 'pose' (PoseStamped "
+            "tool targets).",
+            choices=BACKENDS,
+            section="output backend",
+        ),
+        Param(
+            "joint_trajectory_topic",
+            "/joint_trajectory",
+            "trajectory_msgs/JointTrajectory output topic "
+            "(joint_trajectory backend), e.g. /<controller>/joint_trajectory for a ros2_control "
+            "joint_trajectory_controller; the simulated YAM listens on /joint_trajectory.",
+        ),
+        Param(
+            "arm_joint_names",
+            "",
+            "Names of the 6 arm joints in JointTrajectory and JointState, comma-separated (a "
+            "string list is joined), in SDK order joint1..joint6; empty = config/yam.yaml's model.joint_names.",
+        ),
+        Param(
+            "gripper_joint_name",
+            "gripper",
+            "Name of the gripper (0 closed .. 1 open) in JointTrajectory and "
+            "JointState; empty = the trajectory carries the arm joints only (a real joint_trajectory_controller "
+            "rejects a trajectory that names a joint it does not own) and the gripper goes out as std_msgs/Float64 "
+            "on gripper_command_topic.",
+        ),
+        Param(
+            "pose_command_topic",
+            "/ee_target_pose",
+            "geometry_msgs/PoseStamped tool target output topic (pose "
+            "backend); stamped with the time the pose is meant for (tick + command_lookahead_s).",
+        ),
+        Param(
+            "gripper_command_topic",
+            "/gripper_command",
+            "std_msgs/Float64 gripper output topic, 0 closed .. 1 open "
+            "(pose backend; joint_trajectory backend when gripper_joint_name is empty); empty = none.",
+        ),
+        Param("sdk_channel", "can0", "CAN interface of the real arm (i2rt_sdk backend), e.g. can0."),
+        Param(
+            "sdk_sim", False, "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real arm."
+        ),
+        Param(
+            "sdk_zero_gravity_mode",
+            False,
+            "i2rt_sdk backend: start the real arm in gravity compensation (true) or "
+            "holding its pose with PD gains (false).",
+        ),
+        Param(
+            "state_publish_rate_hz",
+            100.0,
+            "i2rt_sdk backend: the executor owns the CAN bus, so it publishes the "
+            "arm's state itself: /joint_states (and /tf) read from the SDK at this rate (Hz).",
+            range=(0.1, 1000.0),
+        ),
+        Param(
+            "publish_tf",
+            True,
+            "i2rt_sdk backend: also broadcast the arm's /tf (base .. gripper, grasp_site, the "
+            "wrist camera optical frame of config/yam.yaml's wrist_camera) from the joints read.",
+        ),
+        Param(
+            "lockstep",
+            False,
+            "Lockstep evaluation against the simulator (para_ros.sim.lockstep; run with "
+            "use_sim_time): instead of the fixed-rate loop, one tick per joint state of a new simulated instant, on "
+            "exactly that state; each chunk takes effect at the first tick at or after its stamp + lockstep_latency_s; "
+            "every tick and chunk is acknowledged on lockstep_ack_topic so the simulator steps only once they are done.",
+            section="lockstep evaluation (para_ros/sim/lockstep.py)",
+        ),
+        Param(
+            "lockstep_latency_s",
+            DEFAULT_LATENCY_S,
+            "Lockstep: simulated seconds from a chunk's stamp (its camera "
+            "frame) until it takes effect. 0.05 s = a GPU-class inference time: the PARA v4 model on an H100-class "
+            "GPU predicts a chunk in tens of ms (about 20-30 ms), plus about 10 ms of camera readout, transfer and "
+            "pairing, rounded up to whole 10 ms control periods.",
+            range=(0.0, 10.0),
+        ),
+        Param(
+            "lockstep_ack_topic",
+            "/chunk_executor/lockstep_ack",
+            "Lockstep: the acknowledgements to the simulator (std_msgs/Int64MultiArray).",
+        ),
+    ],
+    header="""Parameters of the chunk executor node (para_ros.nodes.chunk_executor); `ros2 param describe /chunk_executor
 <name>` says the same. Safety limits (joint range, speeds, workspace box, gripper range) are NOT here: they live in
-config/yam.yaml.""")
+config/yam.yaml.""",
+)
 
 
 def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -235,8 +406,10 @@ def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
     if not names:
         return tuple(default)
     if len(names) != 6 or not all(names) or len(set(names)) != 6:
-        raise ValueError(f"parameter arm_joint_names={value!r}: give the 6 distinct arm joint names in order "
-                         f"joint1..joint6, comma-separated, e.g. {','.join(default)}")
+        raise ValueError(
+            f"parameter arm_joint_names={value!r}: give the 6 distinct arm joint names in order "
+            f"joint1..joint6, comma-separated, e.g. {','.join(default)}"
+        )
     return names
 
 
@@ -244,21 +417,34 @@ def build_executor_config(p: dict, yam):
     """ExecutorConfig from the node's parameter values and the YAM config (limits give the workspace box)."""
 
     checks = ChunkChecks(
-        world_frame=yam.model.world_frame, tool_frames=(yam.model.tool_site,), max_age_s=p["max_chunk_age_s"],
-        max_future_s=p["max_chunk_future_s"], max_steps=p["max_chunk_steps"],
-        max_implied_speed_m_s=p["max_implied_speed_m_s"], implausible_speed=p["implausible_speed"],
+        world_frame=yam.model.world_frame,
+        tool_frames=(yam.model.tool_site,),
+        max_age_s=p["max_chunk_age_s"],
+        max_future_s=p["max_chunk_future_s"],
+        max_steps=p["max_chunk_steps"],
+        max_implied_speed_m_s=p["max_implied_speed_m_s"],
+        implausible_speed=p["implausible_speed"],
         out_of_workspace=p["out_of_workspace"],
-        workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
+        workspace_min_m=yam.limits.workspace_min_m,
+        workspace_max_m=yam.limits.workspace_max_m,
+    )
     return ExecutorConfig(
-        control_rate_hz=p["control_rate_hz"], command_lookahead_s=p["command_lookahead_s"],
+        control_rate_hz=p["control_rate_hz"],
+        command_lookahead_s=p["command_lookahead_s"],
         stale_timeout_s=p["stale_timeout_s"],
-        blend=BlendConfig(p["blend_mode"], p["ensemble_k"], p["max_chunks"]), checks=checks,
-        unreachable=p["unreachable"], smoothing=p["smoothing"],
-        jerk_limits=JerkLimits(p["smoothing_max_velocity_rad_s"], p["smoothing_max_acceleration_rad_s2"],
-                               p["smoothing_max_jerk_rad_s3"]),
-        ik_position_tol_m=p["ik_position_tol_m"], ik_rotation_tol_rad=p["ik_rotation_tol_rad"],
-        ik_max_iters=p["ik_max_iters"], joint_state_timeout_s=p["joint_state_timeout_s"],
-        start_engaged=p["auto_engage"])
+        blend=BlendConfig(p["blend_mode"], p["ensemble_k"], p["max_chunks"]),
+        checks=checks,
+        unreachable=p["unreachable"],
+        smoothing=p["smoothing"],
+        jerk_limits=JerkLimits(
+            p["smoothing_max_velocity_rad_s"], p["smoothing_max_acceleration_rad_s2"], p["smoothing_max_jerk_rad_s3"]
+        ),
+        ik_position_tol_m=p["ik_position_tol_m"],
+        ik_rotation_tol_rad=p["ik_rotation_tol_rad"],
+        ik_max_iters=p["ik_max_iters"],
+        joint_state_timeout_s=p["joint_state_timeout_s"],
+        start_engaged=p["auto_engage"],
+    )
 
 
 # Executor problems that are events, counted in ExecutorStatus: (counter, ERROR rather than WARN, its message from the
@@ -272,8 +458,15 @@ EVENT_PROBLEMS = (
     ("chunks_modified", False, lambda s: f"chunk modified: {s.last_warning}"),
 )
 # Executor states that are not normal operation: /diagnostics is at least WARN while the state lasts.
-WARN_STATES = ("hold_stale", "hold_unreachable", "stopped", "waiting_for_joint_state", "joint_state_lost",
-               "waiting_for_chunk", "disengaged")
+WARN_STATES = (
+    "hold_stale",
+    "hold_unreachable",
+    "stopped",
+    "waiting_for_joint_state",
+    "joint_state_lost",
+    "waiting_for_chunk",
+    "disengaged",
+)
 
 
 def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], dict]:
@@ -366,8 +559,10 @@ class ChunkExecutorNode(Node):
         if p["calibration_file"]:  # the calibrated wrist mount replaces the CAD one
             # OpenCV (the file's board): loaded only with a calibration_file
             from para_ros.calibration.consumers import wrist_mount
-            self.yam = dataclasses.replace(self.yam, wrist_camera=wrist_mount(p["calibration_file"],
-                                                                              self.yam.wrist_camera))
+
+            self.yam = dataclasses.replace(
+                self.yam, wrist_camera=wrist_mount(p["calibration_file"], self.yam.wrist_camera)
+            )
         self.arm_joint_names = parse_joint_names(p["arm_joint_names"], self.yam.model.joint_names)
         self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
         self.world_frame = self.yam.model.world_frame
@@ -375,10 +570,10 @@ class ChunkExecutorNode(Node):
         self.state_watch = None  # topic backends: when the joint state last arrived (the SDK read is dated here)
         if p["backend"] != "i2rt_sdk":
             gripper = (p["gripper_joint_name"],) if p["gripper_joint_name"] else ()
-            self.state_watch = JointStateWatch(self, p["joint_states_topic"], self.arm_joint_names + gripper,
-                                               self.now_s)
-        self._state_source = (f"{p['joint_states_topic']}" if self.state_watch is not None
-                              else "the I2RT SDK read")
+            self.state_watch = JointStateWatch(
+                self, p["joint_states_topic"], self.arm_joint_names + gripper, self.now_s
+            )
+        self._state_source = f"{p['joint_states_topic']}" if self.state_watch is not None else "the I2RT SDK read"
         self._last_state = None  # executor state at the previous tick (feedback-loss log lines on changes)
         self.state_publisher = None
         if p["backend"] == "i2rt_sdk":  # the executor owns the arm: nobody else can publish its state
@@ -387,17 +582,28 @@ class ChunkExecutorNode(Node):
                 m = self.yam.model
                 frames = YamFrames(self.yam.wrist_camera, m.arm_type, m.gripper_type, m.tool_site)
             self.state_publisher = SdkStatePublisher(
-                self, self.backend.read_joints, p["joint_states_topic"], self.arm_joint_names,
-                p["gripper_joint_name"], p["state_publish_rate_hz"], frames)
+                self,
+                self.backend.read_joints,
+                p["joint_states_topic"],
+                self.arm_joint_names,
+                p["gripper_joint_name"],
+                p["state_publish_rate_hz"],
+                frames,
+            )
         self._last_report = None
         self._last_problem_diag_s = 0.0
-        self.health = HealthReporter(self, f"{NODE_NAME}: {self.get_name()}", hardware_id=f"yam ({self.backend.name})",
-                                     period_s=1.0 / p["diagnostics_rate_hz"], source=self._diagnostic_source)
+        self.health = HealthReporter(
+            self,
+            f"{NODE_NAME}: {self.get_name()}",
+            hardware_id=f"yam ({self.backend.name})",
+            period_s=1.0 / p["diagnostics_rate_hz"],
+            source=self._diagnostic_source,
+        )
         # Depth 100 (1 s at 100 Hz): a recorder or a briefly busy subscriber still gets every command.
         self.pose_pub = self.create_publisher(PoseStamped, p["commanded_pose_topic"], 100)
         self.chunk_sub = self.create_subscription(
-            ActionChunk, p["chunk_topic"], self._on_chunk,
-            QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            ActionChunk, p["chunk_topic"], self._on_chunk, QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        )
         self.stop_srv = self.create_service(Trigger, "~/stop", self._on_stop)
         self.resume_srv = self.create_service(Trigger, "~/resume", self._on_resume)
         self.engage_srv = self.create_service(Trigger, "~/engage", self._on_engage)
@@ -405,13 +611,19 @@ class ChunkExecutorNode(Node):
         PARAMETERS.on_set(self, self._apply_parameters)
         # A backward jump of the node's clock, and a change of time source (module docstring: Time jumps).
         self._jump_handle = self.get_clock().create_jump_callback(
-            JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S),
-                          on_clock_change=True),
-            pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
+            JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S), on_clock_change=True),
+            pre_callback=self._before_time_jump,
+            post_callback=self._after_time_jump,
+        )
         if p["control_thread_priority"] > 0:
             sys.setswitchinterval(0.001)  # the GIL changes hands within 1 ms when the control thread wakes
-        self.loop = FixedRateLoop(p["control_rate_hz"], self._tick, name="chunk_executor_control",
-                                  on_error=self._on_tick_error, priority=p["control_thread_priority"])
+        self.loop = FixedRateLoop(
+            p["control_rate_hz"],
+            self._tick,
+            name="chunk_executor_control",
+            on_error=self._on_tick_error,
+            priority=p["control_thread_priority"],
+        )
         self.lockstep = None
         if p["lockstep"]:  # ticks come from the simulator's instants, not from the loop
             self.lockstep = ExecutorLockstep(self, p)
@@ -422,20 +634,42 @@ class ChunkExecutorNode(Node):
         self.get_logger().info(
             f"chunk executor up: backend={self.backend.name}, {p['control_rate_hz']:.0f} Hz, blend="
             f"{p['blend_mode']}, chunks on {p['chunk_topic']}, {self.backend.describe()}"
-            + (f"; publishing {p['joint_states_topic']} at {p['state_publish_rate_hz']:g} Hz"
-               + (" and /tf" if p["publish_tf"] else "") if self.state_publisher else ""))
+            + (
+                f"; publishing {p['joint_states_topic']} at {p['state_publish_rate_hz']:g} Hz"
+                + (" and /tf" if p["publish_tf"] else "")
+                if self.state_publisher
+                else ""
+            )
+        )
 
     def _make_backend(self, p):
         names = self.arm_joint_names
         if p["backend"] == "i2rt_sdk":
-            return I2rtSdkBackend(channel=p["sdk_channel"], sim=p["sdk_sim"],
-                                  zero_gravity_mode=p["sdk_zero_gravity_mode"],
-                                  arm_type=self.yam.model.arm_type, gripper_type=self.yam.model.gripper_type)
+            return I2rtSdkBackend(
+                channel=p["sdk_channel"],
+                sim=p["sdk_sim"],
+                zero_gravity_mode=p["sdk_zero_gravity_mode"],
+                arm_type=self.yam.model.arm_type,
+                gripper_type=self.yam.model.gripper_type,
+            )
         if p["backend"] == "pose":
-            return PoseBackend(self, p["pose_command_topic"], p["gripper_command_topic"],
-                               p["joint_states_topic"], names, p["gripper_joint_name"], self.world_frame)
-        return JointTrajectoryBackend(self, p["joint_trajectory_topic"], p["joint_states_topic"], names,
-                                      p["gripper_joint_name"], p["gripper_command_topic"])
+            return PoseBackend(
+                self,
+                p["pose_command_topic"],
+                p["gripper_command_topic"],
+                p["joint_states_topic"],
+                names,
+                p["gripper_joint_name"],
+                self.world_frame,
+            )
+        return JointTrajectoryBackend(
+            self,
+            p["joint_trajectory_topic"],
+            p["joint_states_topic"],
+            names,
+            p["gripper_joint_name"],
+            p["gripper_command_topic"],
+        )
 
     def now_s(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -517,8 +751,10 @@ class ChunkExecutorNode(Node):
         try:
             what = time_jump_text(jump, self.now_s())
             self.core.describe_time_jump(what)
-            self.get_logger().warning(f"{what}: chunks dropped; sending nothing until a joint state on the new "
-                                      "clock, then holding there until a new chunk")
+            self.get_logger().warning(
+                f"{what}: chunks dropped; sending nothing until a joint state on the new "
+                "clock, then holding there until a new chunk"
+            )
             self._publish_diagnostics()
         except Exception as err:  # noqa: BLE001
             self.get_logger().error(f"reporting a clock jump failed: {type(err).__name__}: {err}")
@@ -547,8 +783,9 @@ class ChunkExecutorNode(Node):
         try:
             measured = self.backend.read_joints()
         except Exception as err:  # noqa: BLE001 - a failing read is lost feedback, not a dead control loop
-            self.get_logger().error(f"reading the arm's joints failed: {type(err).__name__}: {err}",
-                                    throttle_duration_sec=1.0)
+            self.get_logger().error(
+                f"reading the arm's joints failed: {type(err).__name__}: {err}", throttle_duration_sec=1.0
+            )
             return None, None
         if measured is None:
             return None, None
@@ -560,8 +797,10 @@ class ChunkExecutorNode(Node):
         s = self.core.status
         state, problem = s.state, s.problems.get(JOINT_STATE_PROBLEM)
         if problem is not None:
-            self.get_logger().error(f"{problem} (now {s.joint_state_age_s:.3f} s old; state from "
-                                    f"{self._state_source})", throttle_duration_sec=1.0)
+            self.get_logger().error(
+                f"{problem} (now {s.joint_state_age_s:.3f} s old; state from {self._state_source})",
+                throttle_duration_sec=1.0,
+            )
         previous, self._last_state = self._last_state, state
         if previous is None or state == previous:
             return
@@ -569,11 +808,13 @@ class ChunkExecutorNode(Node):
         idle = (DISENGAGED, STOPPED)  # not following chunks: nothing is sent whatever the feedback
         if previous == JOINT_STATE_LOST and state in (WAITING_FOR_CHUNK, *idle):
             until = "~/engage or ~/resume" if state in idle else "a new chunk is accepted"
-            self.get_logger().info(f"joint state from {self._state_source} is fresh again: sending nothing until "
-                                   f"{until}")
+            self.get_logger().info(
+                f"joint state from {self._state_source} is fresh again: sending nothing until {until}"
+            )
         elif previous in lost and state not in (*lost, *idle):
-            self.get_logger().info(f"new chunk after the joint state loss: commanding again ({state}) from the "
-                                   "measured joints")
+            self.get_logger().info(
+                f"new chunk after the joint state loss: commanding again ({state}) from the measured joints"
+            )
         if state in lost or previous in lost:
             self._problem_diagnostics()
 
@@ -599,21 +840,37 @@ class ChunkExecutorNode(Node):
         message = f"{s.state}" + (f"; {'; '.join(problems)}" if problems else "")
         stats = self.loop.stats()
         values = {
-            "state": s.state, "backend": self.backend.name, "chunks_received": s.chunks_received,
-            "chunks_accepted": s.chunks_accepted, "chunks_rejected": s.chunks_rejected,
-            "chunks_ignored_stopped": s.chunks_ignored_stopped, "chunks_modified": s.chunks_modified,
+            "state": s.state,
+            "backend": self.backend.name,
+            "chunks_received": s.chunks_received,
+            "chunks_accepted": s.chunks_accepted,
+            "chunks_rejected": s.chunks_rejected,
+            "chunks_ignored_stopped": s.chunks_ignored_stopped,
+            "chunks_modified": s.chunks_modified,
             "chunks_truncated": s.chunks_truncated,
             "chunks_in_force": s.chunks_in_force,
-            "last_rejection": s.last_rejection, "last_warning": s.last_warning, "ik_failures": s.ik_failures,
-            "last_ik_error": s.last_ik_error, "limit_events": s.limit_events,
-            "last_limit_event": s.last_limit_event, "check_failures": s.check_failures,
-            "ticks": s.ticks, "commands": s.commands, "last_command_stamp_s": repr(s.last_command_stamp_s),
-            "last_chunk_accepted_s": repr(s.last_chunk_accepted_s), "engaged": self.core.engaged,
+            "last_rejection": s.last_rejection,
+            "last_warning": s.last_warning,
+            "ik_failures": s.ik_failures,
+            "last_ik_error": s.last_ik_error,
+            "limit_events": s.limit_events,
+            "last_limit_event": s.last_limit_event,
+            "check_failures": s.check_failures,
+            "ticks": s.ticks,
+            "commands": s.commands,
+            "last_command_stamp_s": repr(s.last_command_stamp_s),
+            "last_chunk_accepted_s": repr(s.last_chunk_accepted_s),
+            "engaged": self.core.engaged,
             "joint_state_timeout_s": self.params["joint_state_timeout_s"],
-            "joint_state_age_s": repr(s.joint_state_age_s), "last_joint_state_s": repr(s.last_joint_state_s),
-            "joint_state_losses": s.joint_state_losses, "chunks_ignored_no_state": s.chunks_ignored_no_state,
-            "time_jumps_back": s.time_jumps_back, "last_time_jump": s.last_time_jump,
-            "mode": s.mode, "transitions": s.transitions, "last_transition": s.last_transition,
+            "joint_state_age_s": repr(s.joint_state_age_s),
+            "last_joint_state_s": repr(s.last_joint_state_s),
+            "joint_state_losses": s.joint_state_losses,
+            "chunks_ignored_no_state": s.chunks_ignored_no_state,
+            "time_jumps_back": s.time_jumps_back,
+            "last_time_jump": s.last_time_jump,
+            "mode": s.mode,
+            "transitions": s.transitions,
+            "last_transition": s.last_transition,
             "recent_transitions": "; ".join(s.recent_transitions),
             "control_rate_hz": self.params["control_rate_hz"],
             "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
@@ -646,8 +903,14 @@ class ChunkExecutorNode(Node):
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``chunk_executor [--params-file FILE] [--ros-args ...]``."""
 
-    return run_node(ChunkExecutorNode, prog="chunk_executor", description=__doc__.split("\n\n")[0],
-                    default_params_file="executor.yaml", argv=argv, epilog=PARAMETERS.help_text())
+    return run_node(
+        ChunkExecutorNode,
+        prog="chunk_executor",
+        description=__doc__.split("\n\n")[0],
+        default_params_file="executor.yaml",
+        argv=argv,
+        epilog=PARAMETERS.help_text(),
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ A node whose health is a snapshot of its own state machine (the executor: its st
 ``ExecutorCore``) passes ``source``: a function returning (level, message, values) that the status starts from; the
 reporter's own problems and counters are added to it.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -50,8 +51,16 @@ class RollingMedians(dict):
 class HealthReporter:
     """Collects a node's counters and problems and publishes them on ``/diagnostics`` (1 Hz and on every change)."""
 
-    def __init__(self, node, name: str, hardware_id: str = "", period_s: float = 1.0, log_throttle_s: float = 2.0,
-                 source: Callable[[], tuple[int, str, dict]] | None = None, median_window: int = 500):
+    def __init__(
+        self,
+        node,
+        name: str,
+        hardware_id: str = "",
+        period_s: float = 1.0,
+        log_throttle_s: float = 2.0,
+        source: Callable[[], tuple[int, str, dict]] | None = None,
+        median_window: int = 500,
+    ):
         if not period_s > 0:
             raise ValueError(f"diagnostics period {period_s!r} s must be > 0")
         self._node = node
@@ -69,8 +78,12 @@ class HealthReporter:
         self._rate_base: tuple[float, dict[str, int]] = (time.monotonic(), {})
         self._rates_hz: dict[str, float] = {}
         self.last_error = ""
-        self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10,  # every node: no per-wake polling
-                                          **publisher_without_default_events())
+        self._pub = node.create_publisher(
+            DiagnosticArray,
+            "/diagnostics",
+            10,  # every node: no per-wake polling
+            **publisher_without_default_events(),
+        )
         self._timer = node.create_timer(period_s, self._on_timer)
 
     def count(self, key: str, n: int = 1) -> None:
@@ -141,7 +154,9 @@ class HealthReporter:
             values += [KeyValue(key=f"problem.{k}", value=m) for k, (_, m) in self._problems.items()]
             if self._source is None or self.last_error:
                 values.append(KeyValue(key="last_error", value=self.last_error))
-        return DiagnosticStatus(level=level, name=self._name, message=message, hardware_id=self._hardware_id, values=values)
+        return DiagnosticStatus(
+            level=level, name=self._name, message=message, hardware_id=self._hardware_id, values=values
+        )
 
     def update_rates(self) -> None:
         """Rates of every counter (per second) since the previous update; called by the 1 Hz timer."""
@@ -149,8 +164,11 @@ class HealthReporter:
         with self._lock:
             t0, base = self._rate_base
             if now - t0 >= 0.5:
-                self._rates_hz = {k: (v - base.get(k, 0)) / (now - t0) for k, v in self._counters.items()
-                                  if not k.startswith("problems.")}
+                self._rates_hz = {
+                    k: (v - base.get(k, 0)) / (now - t0)
+                    for k, v in self._counters.items()
+                    if not k.startswith("problems.")
+                }
                 self._rate_base = (now, dict(self._counters))
 
     def _on_timer(self) -> None:

@@ -56,6 +56,7 @@ executor's ``max_implied_speed_m_s``) or ``fused`` (``joint`` over the product o
 those of the earlier chunks still in force at the same times, weighted by ``exp(-age / fusion_tau_s)``; the chunk
 time base is the observation stamp, step i at ``stamp + i * frame_stride / dataset_fps``; forgotten at a clock jump).
 """
+
 from __future__ import annotations
 
 import array
@@ -97,71 +98,163 @@ VIEW_TOPIC_DEFAULTS = {
 }
 
 
-PARAMETERS = ParameterTable("inference_node", [
-    Param("checkpoint", "", "Checkpoint directory (model.safetensors + config.json); empty: an UNTRAINED model with "
-          "random weights (demos, tests).", section="policy"),
-    Param("random_preset", "tiny", "Config preset of the random model when checkpoint is empty.",
-          choices=PRESET_NAMES),
-    Param("random_seed", 0, "Seed of the random model when checkpoint is empty.", range=(0, 2**31 - 1)),
-    Param("device", "auto", "Torch device: auto (cuda if available, else cpu) | cpu | cuda | cuda:N."),
-    Param("dtype", "fp32", "Inference precision (the geometry stays fp32); auto: the fastest the device computes "
-          "natively (bf16 on a CPU with AVX512_BF16 / AMX or a GPU with bf16, fp16 on older GPUs, else fp32).",
-          choices=INFERENCE_DTYPES),
-    Param("keep_freed_memory", True, "On a CPU device: make this process's allocator keep freed memory for the next "
-          "forward (para_core.model.hardware.keep_freed_memory; otherwise page faults cost 10-45 % of a CPU "
-          "forward). The process then keeps its peak footprint."),
-    Param("fast_path", False, "The model's fast inference path (v4: para_core.model.v4_fast; the same argmax voxels "
-          "and logits within float tolerance, tested against the reference path) instead of the reference path."),
-    Param("compile_mode", "off", "torch.compile the backbone: off | default | reduce-overhead (CUDA graphs) | "
-          "max-autotune. The first inference compiles (tens of seconds; a C++ compiler on CPU).",
-          choices=COMPILE_MODES),
-    Param("decoding", "argmax", "How the chunk's voxels are chosen: argmax (each step's most probable voxel, the "
-          "reference) | joint (the best path through each step's decoding_top_k most probable voxels within "
-          "decoding_max_speed_m_s) | fused (joint over the product with the earlier chunks' distributions at the same "
-          "times, weighted exp(-age / fusion_tau_s)).", choices=DECODING_MODES),
-    Param("decoding_top_k", DecodingConfig.top_k, "Candidate voxels per step of joint / fused decoding.",
-          range=(1, 4096)),
-    Param("decoding_max_speed_m_s", ChunkChecks.max_implied_speed_m_s, "The fastest tool motion two consecutive steps "
-          "of a joint / fused chunk may imply (m/s); match the chunk_executor's max_implied_speed_m_s.",
-          range=(1e-3, 1e3)),
-    Param("decoding_motion_cost_per_m", DecodingConfig.motion_cost_per_m, "Score (nats) a joint / fused path loses "
-          "per metre of motion (0: only the speed limit).", range=(0.0, 1e6)),
-    Param("fusion_tau_s", DecodingConfig.fusion_tau_s, "Fused decoding: an earlier chunk of age a (s) weighs "
-          "exp(-a / fusion_tau_s).", range=(1e-3, 3600.0)),
-    Param("world_frame", "base", "Frame of the chunk poses (the policy's world).", section="frames and state"),
-    Param("ee_frame", "grasp_site", "TF frame of the end-effector (tool) point."),
-    Param("ee_source", "tf", "Where the EE pose comes from: tf (world <- ee_frame) | joint_states (/joint_states + "
-          "the YAM's forward kinematics).", choices=("tf", "joint_states")),
-    Param("yam_config", "", "YAM model YAML for ee_source joint_states (joint names, tool site); empty = the shipped "
-          "config/yam.yaml."),
-    Param("image_transport", "raw", "raw (sensor_msgs/Image) | compressed (sensor_msgs/CompressedImage on "
-          "<image_topic>/compressed).", choices=("raw", "compressed"), section="observations"),
-    Param("pair_slop_s", 0.05, "Largest stamp difference of a scene/wrist pair (s).", range=(0.0, 10.0),
-          dynamic=True),
-    Param("max_observation_age_s", 1.0, "Pairs older than this are stale (one camera silent) (s).",
-          range=(0.001, 3600.0), dynamic=True),
-    Param("tf_timeout_s", 0.1, "How long a TF lookup may wait for data (s).", range=(0.0, 10.0), dynamic=True),
-    Param("max_rate_hz", 30.0, "Most inferences per second (Hz): the inference thread wakes on every image, at most "
-          "this often.", range=(0.1, 1000.0), dynamic=True),
-    Param("gripper_joint", "gripper", "Joint in /joint_states that holds the gripper."),
-    Param("gripper_open_position", 1.0, "Gripper joint position that means fully open (closed = 0); the opening is "
-          "position / this, clipped to 0..1.", range=(1e-9, 1e9)),
-    Param("camera_matrix", "k", "Intrinsics from CameraInfo: k (raw images; distortion is not corrected and is "
-          "reported) | p (rectified images).", choices=("k", "p")),
-    Param("publish_pointcloud", True, "Publish the most probable voxels (PointCloud2).", dynamic=True,
-          section="outputs"),
-    Param("marker_color_by", "step", "Colour of the step markers.", choices=("step", "confidence"), dynamic=True),
-    Param("chunk_topic", "/para/action_chunk", "para_msgs/ActionChunk output topic."),
-    Param("markers_topic", "/para/markers", "visualization_msgs/MarkerArray output topic."),
-    Param("pointcloud_topic", "/para/voxels", "sensor_msgs/PointCloud2 output topic."),
-    Param("overlay_topic", "", "Optional sensor_msgs/Image of the first view with the tool frame (TF) and the "
-          "predicted path drawn, for rviz (e.g. /para/overlay); empty = off."),
-    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState input topic.", section="inputs"),
-    *(Param(f"{view}_{kind}_topic", topic, f"{view} camera {what} topic.")
-      for view, (image, info) in VIEW_TOPIC_DEFAULTS.items()
-      for kind, topic, what in (("image", image, "image"), ("info", info, "CameraInfo"))),
-], header="""Parameters of para_ros inference_node (`ros2 param describe /inference_node <name>` says the same).
-A policy with other view names gets <view>_image_topic / <view>_info_topic parameters for each of its views.""")
+PARAMETERS = ParameterTable(
+    "inference_node",
+    [
+        Param(
+            "checkpoint",
+            "",
+            "Checkpoint directory (model.safetensors + config.json); empty: an UNTRAINED model with "
+            "random weights (demos, tests).",
+            section="policy",
+        ),
+        Param(
+            "random_preset", "tiny", "Config preset of the random model when checkpoint is empty.", choices=PRESET_NAMES
+        ),
+        Param("random_seed", 0, "Seed of the random model when checkpoint is empty.", range=(0, 2**31 - 1)),
+        Param("device", "auto", "Torch device: auto (cuda if available, else cpu) | cpu | cuda | cuda:N."),
+        Param(
+            "dtype",
+            "fp32",
+            "Inference precision (the geometry stays fp32); auto: the fastest the device computes "
+            "natively (bf16 on a CPU with AVX512_BF16 / AMX or a GPU with bf16, fp16 on older GPUs, else fp32).",
+            choices=INFERENCE_DTYPES,
+        ),
+        Param(
+            "keep_freed_memory",
+            True,
+            "On a CPU device: make this process's allocator keep freed memory for the next "
+            "forward (para_core.model.hardware.keep_freed_memory; otherwise page faults cost 10-45 % of a CPU "
+            "forward). The process then keeps its peak footprint.",
+        ),
+        Param(
+            "fast_path",
+            False,
+            "The model's fast inference path (v4: para_core.model.v4_fast; the same argmax voxels "
+            "and logits within float tolerance, tested against the reference path) instead of the reference path.",
+        ),
+        Param(
+            "compile_mode",
+            "off",
+            "torch.compile the backbone: off | default | reduce-overhead (CUDA graphs) | "
+            "max-autotune. The first inference compiles (tens of seconds; a C++ compiler on CPU).",
+            choices=COMPILE_MODES,
+        ),
+        Param(
+            "decoding",
+            "argmax",
+            "How the chunk's voxels are chosen: argmax (each step's most probable voxel, the "
+            "reference) | joint (the best path through each step's decoding_top_k most probable voxels within "
+            "decoding_max_speed_m_s) | fused (joint over the product with the earlier chunks' distributions at the same "
+            "times, weighted exp(-age / fusion_tau_s)).",
+            choices=DECODING_MODES,
+        ),
+        Param(
+            "decoding_top_k",
+            DecodingConfig.top_k,
+            "Candidate voxels per step of joint / fused decoding.",
+            range=(1, 4096),
+        ),
+        Param(
+            "decoding_max_speed_m_s",
+            ChunkChecks.max_implied_speed_m_s,
+            "The fastest tool motion two consecutive steps "
+            "of a joint / fused chunk may imply (m/s); match the chunk_executor's max_implied_speed_m_s.",
+            range=(1e-3, 1e3),
+        ),
+        Param(
+            "decoding_motion_cost_per_m",
+            DecodingConfig.motion_cost_per_m,
+            "Score (nats) a joint / fused path loses per metre of motion (0: only the speed limit).",
+            range=(0.0, 1e6),
+        ),
+        Param(
+            "fusion_tau_s",
+            DecodingConfig.fusion_tau_s,
+            "Fused decoding: an earlier chunk of age a (s) weighs exp(-a / fusion_tau_s).",
+            range=(1e-3, 3600.0),
+        ),
+        Param("world_frame", "base", "Frame of the chunk poses (the policy's world).", section="frames and state"),
+        Param("ee_frame", "grasp_site", "TF frame of the end-effector (tool) point."),
+        Param(
+            "ee_source",
+            "tf",
+            "Where the EE pose comes from: tf (world <- ee_frame) | joint_states (/joint_states + "
+            "the YAM's forward kinematics).",
+            choices=("tf", "joint_states"),
+        ),
+        Param(
+            "yam_config",
+            "",
+            "YAM model YAML for ee_source joint_states (joint names, tool site); empty = the shipped config/yam.yaml.",
+        ),
+        Param(
+            "image_transport",
+            "raw",
+            "raw (sensor_msgs/Image) | compressed (sensor_msgs/CompressedImage on <image_topic>/compressed).",
+            choices=("raw", "compressed"),
+            section="observations",
+        ),
+        Param(
+            "pair_slop_s", 0.05, "Largest stamp difference of a scene/wrist pair (s).", range=(0.0, 10.0), dynamic=True
+        ),
+        Param(
+            "max_observation_age_s",
+            1.0,
+            "Pairs older than this are stale (one camera silent) (s).",
+            range=(0.001, 3600.0),
+            dynamic=True,
+        ),
+        Param("tf_timeout_s", 0.1, "How long a TF lookup may wait for data (s).", range=(0.0, 10.0), dynamic=True),
+        Param(
+            "max_rate_hz",
+            30.0,
+            "Most inferences per second (Hz): the inference thread wakes on every image, at most this often.",
+            range=(0.1, 1000.0),
+            dynamic=True,
+        ),
+        Param("gripper_joint", "gripper", "Joint in /joint_states that holds the gripper."),
+        Param(
+            "gripper_open_position",
+            1.0,
+            "Gripper joint position that means fully open (closed = 0); the opening is "
+            "position / this, clipped to 0..1.",
+            range=(1e-9, 1e9),
+        ),
+        Param(
+            "camera_matrix",
+            "k",
+            "Intrinsics from CameraInfo: k (raw images; distortion is not corrected and is "
+            "reported) | p (rectified images).",
+            choices=("k", "p"),
+        ),
+        Param(
+            "publish_pointcloud",
+            True,
+            "Publish the most probable voxels (PointCloud2).",
+            dynamic=True,
+            section="outputs",
+        ),
+        Param("marker_color_by", "step", "Colour of the step markers.", choices=("step", "confidence"), dynamic=True),
+        Param("chunk_topic", "/para/action_chunk", "para_msgs/ActionChunk output topic."),
+        Param("markers_topic", "/para/markers", "visualization_msgs/MarkerArray output topic."),
+        Param("pointcloud_topic", "/para/voxels", "sensor_msgs/PointCloud2 output topic."),
+        Param(
+            "overlay_topic",
+            "",
+            "Optional sensor_msgs/Image of the first view with the tool frame (TF) and the "
+            "predicted path drawn, for rviz (e.g. /para/overlay); empty = off.",
+        ),
+        Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState input topic.", section="inputs"),
+        *(
+            Param(f"{view}_{kind}_topic", topic, f"{view} camera {what} topic.")
+            for view, (image, info) in VIEW_TOPIC_DEFAULTS.items()
+            for kind, topic, what in (("image", image, "image"), ("info", info, "CameraInfo"))
+        ),
+    ],
+    header="""Parameters of para_ros inference_node (`ros2 param describe /inference_node <name>` says the same).
+A policy with other view names gets <view>_image_topic / <view>_info_topic parameters for each of its views.""",
+)
 
 
 def view_topic_params(views) -> list[Param]:
@@ -182,8 +275,10 @@ class InferenceNode(Node):
         super().__init__(node_name, parameter_overrides=parameter_overrides or [], **kwargs)
         self.params = p = PARAMETERS.declare(self)
         if p["ee_source"] not in ("tf", "joint_states"):
-            raise ValueError(f"ee_source={p['ee_source']!r}: use 'tf' (the EE frame is in TF) or 'joint_states' "
-                             "(forward kinematics of /joint_states)")
+            raise ValueError(
+                f"ee_source={p['ee_source']!r}: use 'tf' (the EE frame is in TF) or 'joint_states' "
+                "(forward kinematics of /joint_states)"
+            )
         self.ee_from_joints = None
         if p["ee_source"] == "joint_states":
             self.ee_from_joints = EeFromJoints(p["yam_config"] or None)
@@ -198,18 +293,27 @@ class InferenceNode(Node):
         self.step_dt_s = cfg.step_dt_s
         self.pipeline = InferencePipeline(
             self.policy,
-            ObservationSettings(view_names=self.views, camera_matrix=p["camera_matrix"],
-                                gripper_joint=p["gripper_joint"],
-                                gripper_open_position=float(p["gripper_open_position"]), past_n=cfg.mv_past_n,
-                                step_dt_s=self.step_dt_s),
-            self.health, pairing=self._pairing_settings(p),
-            info_sources=[p[f"{view}_info_topic"] for view in self.views], gripper_source=p["joint_states_topic"],
-            ee_from_joints=self.ee_from_joints)
+            ObservationSettings(
+                view_names=self.views,
+                camera_matrix=p["camera_matrix"],
+                gripper_joint=p["gripper_joint"],
+                gripper_open_position=float(p["gripper_open_position"]),
+                past_n=cfg.mv_past_n,
+                step_dt_s=self.step_dt_s,
+            ),
+            self.health,
+            pairing=self._pairing_settings(p),
+            info_sources=[p[f"{view}_info_topic"] for view in self.views],
+            gripper_source=p["joint_states_topic"],
+            ee_from_joints=self.ee_from_joints,
+        )
         # Before the TF buffer, so this runs first (an upstream tf2_ros Buffer registers a jump callback of its own,
         # and rcl calls no callback registered after one that raised).
         self._jump_handle = self.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S), on_clock_change=True),
-            pre_callback=self._before_time_jump, post_callback=self._after_time_jump)
+            pre_callback=self._before_time_jump,
+            post_callback=self._after_time_jump,
+        )
         self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=self)
         self.tf_listener = TransformListener(self.tf_buffer, self)
 
@@ -217,24 +321,43 @@ class InferenceNode(Node):
         # Every frame wakes the executor: endpoints without per-wake event polling. CameraInfo and joint states first:
         # rclpy runs the ready callbacks of one wake in creation order, so the image callbacks (which wake the
         # inference thread) come last, and the executor goes back to waiting right after them.
-        self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data,
-                                 **quiet_sub)
+        self.create_subscription(
+            JointState, p["joint_states_topic"], self._on_joint_states, qos_profile_sensor_data, **quiet_sub
+        )
         for view in self.views:
-            self.create_subscription(CameraInfo, p[f"{view}_info_topic"], lambda m, v=view: self._on_info(v, m),
-                                     qos_profile_sensor_data, **quiet_sub)
+            self.create_subscription(
+                CameraInfo,
+                p[f"{view}_info_topic"],
+                lambda m, v=view: self._on_info(v, m),
+                qos_profile_sensor_data,
+                **quiet_sub,
+            )
         for view in self.views:
             if p["image_transport"] == "compressed":
-                self.create_subscription(CompressedImage, p[f"{view}_image_topic"] + "/compressed",
-                                         lambda m, v=view: self._on_image(v, m), qos_profile_sensor_data, **quiet_sub)
+                self.create_subscription(
+                    CompressedImage,
+                    p[f"{view}_image_topic"] + "/compressed",
+                    lambda m, v=view: self._on_image(v, m),
+                    qos_profile_sensor_data,
+                    **quiet_sub,
+                )
             else:
-                self.create_subscription(Image, p[f"{view}_image_topic"], lambda m, v=view: self._on_image(v, m),
-                                         qos_profile_sensor_data, **quiet_sub)
+                self.create_subscription(
+                    Image,
+                    p[f"{view}_image_topic"],
+                    lambda m, v=view: self._on_image(v, m),
+                    qos_profile_sensor_data,
+                    **quiet_sub,
+                )
         self.chunk_pub = self.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10), **quiet_pub)
         self._chunk_msg = ActionChunk()  # refilled for every chunk (inference thread only): no T pose constructors
         self.marker_pub = self.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10), **quiet_pub)
         self.cloud_pub = self.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2), **quiet_pub)
-        self.overlay_pub = self.create_publisher(Image, p["overlay_topic"], QoSProfile(depth=2), **quiet_pub) \
-            if p["overlay_topic"] else None
+        self.overlay_pub = (
+            self.create_publisher(Image, p["overlay_topic"], QoSProfile(depth=2), **quiet_pub)
+            if p["overlay_topic"]
+            else None
+        )
         # Inference runs in its own thread, not in an executor callback: the executor (one thread) only moves
         # messages, so images, CameraInfo and TF keep flowing while the model runs, and a TF lookup that waits for
         # data (tf_timeout_s) is served by the executor meanwhile. (A MultiThreadedExecutor whose busy callback
@@ -243,9 +366,11 @@ class InferenceNode(Node):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._inference_loop, name="para_inference", daemon=True)
         self._thread.start()
-        self.get_logger().info(f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}, "
-                               f"attention {self.policy.attention}, allocator: {self.policy.allocator}, decoding "
-                               f"{self.policy.decoding.mode}), views {self.views}, world frame '{p['world_frame']}'")
+        self.get_logger().info(
+            f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}, "
+            f"attention {self.policy.attention}, allocator: {self.policy.allocator}, decoding "
+            f"{self.policy.decoding.mode}), views {self.views}, world frame '{p['world_frame']}'"
+        )
 
     # -------------------------------------------------------------------------------- the pipeline's state
     @property
@@ -274,19 +399,38 @@ class InferenceNode(Node):
     def _load_policy(self, p):
         device = None if p["device"] == "auto" else p["device"]
         keep = p["keep_freed_memory"]  # on a CPU device only
-        decoding = DecodingConfig(mode=p["decoding"], top_k=int(p["decoding_top_k"]),
-                                  max_speed_m_s=float(p["decoding_max_speed_m_s"]),
-                                  motion_cost_per_m=float(p["decoding_motion_cost_per_m"]),
-                                  fusion_tau_s=float(p["fusion_tau_s"]))
+        decoding = DecodingConfig(
+            mode=p["decoding"],
+            top_k=int(p["decoding_top_k"]),
+            max_speed_m_s=float(p["decoding_max_speed_m_s"]),
+            motion_cost_per_m=float(p["decoding_motion_cost_per_m"]),
+            fusion_tau_s=float(p["fusion_tau_s"]),
+        )
         if p["checkpoint"]:
-            return Policy.from_checkpoint(p["checkpoint"], device=device, dtype=p["dtype"], fast=p["fast_path"],
-                                          compile_mode=p["compile_mode"], keep_freed_memory=keep, decoding=decoding)
-        self.get_logger().warning("no checkpoint given: using an UNTRAINED policy with random weights "
-                                  f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
-                                  "nothing. Pass checkpoint:=<dir> for a trained one.")
-        return Policy.random_init(V4Config.preset(p["random_preset"]), device=device, dtype=p["dtype"],
-                                  seed=int(p["random_seed"]), fast=p["fast_path"], compile_mode=p["compile_mode"],
-                                  keep_freed_memory=keep, decoding=decoding)
+            return Policy.from_checkpoint(
+                p["checkpoint"],
+                device=device,
+                dtype=p["dtype"],
+                fast=p["fast_path"],
+                compile_mode=p["compile_mode"],
+                keep_freed_memory=keep,
+                decoding=decoding,
+            )
+        self.get_logger().warning(
+            "no checkpoint given: using an UNTRAINED policy with random weights "
+            f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
+            "nothing. Pass checkpoint:=<dir> for a trained one."
+        )
+        return Policy.random_init(
+            V4Config.preset(p["random_preset"]),
+            device=device,
+            dtype=p["dtype"],
+            seed=int(p["random_seed"]),
+            fast=p["fast_path"],
+            compile_mode=p["compile_mode"],
+            keep_freed_memory=keep,
+            decoding=decoding,
+        )
 
     # --------------------------------------------------------------------------------------------- callbacks
     def _before_time_jump(self) -> None:
@@ -304,8 +448,10 @@ class InferenceNode(Node):
             what = time_jump_text(jump, self.get_clock().now().nanoseconds / 1e9)
             self.health.count("time_jumps_back")
             self.health.set_value("last_time_jump", what)
-            self.get_logger().warning(f"{what}: TF history, camera frames and joint-state history cleared; "
-                                      "observations from before the jump are dropped")
+            self.get_logger().warning(
+                f"{what}: TF history, camera frames and joint-state history cleared; "
+                "observations from before the jump are dropped"
+            )
             self.health.publish()
         except Exception as exc:  # noqa: BLE001
             self.get_logger().error(f"reporting a clock jump failed: {type(exc).__name__}: {exc}")
@@ -358,8 +504,14 @@ class InferenceNode(Node):
 
     def _publish(self, prediction) -> None:
         """The chunk, then its markers, voxels and overlay (they never delay the chunk)."""
-        msg = action_chunk_msg(prediction.output, prediction.stamp_ns, self.params["world_frame"],
-                               self.params["ee_frame"], self.policy.model_id, into=self._chunk_msg)
+        msg = action_chunk_msg(
+            prediction.output,
+            prediction.stamp_ns,
+            self.params["world_frame"],
+            self.params["ee_frame"],
+            self.policy.model_id,
+            into=self._chunk_msg,
+        )
         header = msg.header  # one message, refilled per chunk
         if not self.pipeline.is_current(prediction):
             return  # the clock jumped back while the model ran: an old observation
@@ -368,8 +520,16 @@ class InferenceNode(Node):
         latency_s = (self.get_clock().now().nanoseconds - prediction.stamp_ns) / 1e9
         t_chunk_published = time.perf_counter()
         viz = self.pipeline.visualisation(prediction)
-        self.marker_pub.publish(chunk_markers(header, viz.positions_world, viz.confidence, viz.ee_xyz,
-                                              voxel_size_m=viz.voxel_size_m, color_by=self.params["marker_color_by"]))
+        self.marker_pub.publish(
+            chunk_markers(
+                header,
+                viz.positions_world,
+                viz.confidence,
+                viz.ee_xyz,
+                voxel_size_m=viz.voxel_size_m,
+                color_by=self.params["marker_color_by"],
+            )
+        )
         if self.params["publish_pointcloud"]:
             self.cloud_pub.publish(voxel_cloud(header, viz.top_voxels_world, viz.top_voxels_prob))
         if self.overlay_pub is not None:
@@ -393,13 +553,17 @@ class InferenceNode(Node):
         prefix = f"{what}: " if what else ""
         try:
             timeout_ns = int(self.params["tf_timeout_s"] * 1e9) if wait else 0
-            T_world_frame = self.tf_buffer.lookup_matrix(world, frame, Time(nanoseconds=stamp_ns),
-                                                         Duration(nanoseconds=timeout_ns))  # (4, 4)
+            T_world_frame = self.tf_buffer.lookup_matrix(
+                world, frame, Time(nanoseconds=stamp_ns), Duration(nanoseconds=timeout_ns)
+            )  # (4, 4)
         except TransformException as exc:
             refused = getattr(self.tf_buffer, "rejections_by_child", {})
             detail = "; ".join(f"refused {child}: {why}" for child, why in refused.items())
-            raise ObservationProblem("tf", f"{prefix}no TF {world} <- {frame} at t={stamp_ns / 1e9:.3f} s "
-                                     f"({type(exc).__name__}: {exc}){'; ' + detail if detail else ''}") from None
+            raise ObservationProblem(
+                "tf",
+                f"{prefix}no TF {world} <- {frame} at t={stamp_ns / 1e9:.3f} s "
+                f"({type(exc).__name__}: {exc}){'; ' + detail if detail else ''}",
+            ) from None
         return matrix_is_finite(T_world_frame, f"{prefix}TF {world} <- {frame}")
 
     def _ee_pose(self, stamp_ns: int, wait: bool = True) -> np.ndarray:
@@ -410,9 +574,12 @@ class InferenceNode(Node):
         if T_base_ee is None:
             span = self.ee_from_joints.history.span_s()
             have = f"joint states cover {span[0]:.3f} .. {span[1]:.3f} s" if span else "no joint states yet"
-            raise ObservationProblem("joint_states", f"end-effector pose: no {self.params['joint_states_topic']} "
-                                     f"brackets t={stamp_ns / 1e9:.3f} s ({have}; arm joints "
-                                     f"{list(self.ee_from_joints.history.joint_names)})")
+            raise ObservationProblem(
+                "joint_states",
+                f"end-effector pose: no {self.params['joint_states_topic']} "
+                f"brackets t={stamp_ns / 1e9:.3f} s ({have}; arm joints "
+                f"{list(self.ee_from_joints.history.joint_names)})",
+            )
         base = self.ee_from_joints.base_frame
         if base == self.params["world_frame"]:
             return T_base_ee
@@ -421,8 +588,14 @@ class InferenceNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the inference node (``ros2 run para_ros inference_node --ros-args -p checkpoint:=DIR``)."""
-    return run_node(InferenceNode, prog="inference_node", description=__doc__.split("\n\n")[0],
-                    default_params_file="inference.yaml", argv=argv, epilog=PARAMETERS.help_text())
+    return run_node(
+        InferenceNode,
+        prog="inference_node",
+        description=__doc__.split("\n\n")[0],
+        default_params_file="inference.yaml",
+        argv=argv,
+        epilog=PARAMETERS.help_text(),
+    )
 
 
 if __name__ == "__main__":

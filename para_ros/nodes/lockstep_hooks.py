@@ -1,5 +1,6 @@
 """The ROS side of lockstep evaluation (:mod:`para_ros.sim.lockstep` holds the rules): one helper for ``sim_node``,
 one for ``chunk_executor``, each created by its node when the node's parameter ``lockstep`` is true."""
+
 from __future__ import annotations
 
 import time
@@ -57,10 +58,12 @@ class SimLockstep:
 
     def wrap_command(self, on_command):
         """The trajectory callback for lockstep: the node's own, then the gate learns a command came."""
+
         def callback(msg):
             on_command(msg)
             self.gate.on_command()
             self.poll()
+
         return callback
 
     def reset(self) -> None:
@@ -99,8 +102,10 @@ class SimLockstep:
                 node.health.count("lockstep_faults")
                 node.health.problem("lockstep", fault)
                 node._publish_task_state(node.now_ns())
-            elif (gate.t_ns == LOCKSTEP_EPOCH_NS  # the first instant after a reset (or the start)
-                  and wall - self._last_send_s > self._resend_after_s):
+            elif (
+                gate.t_ns == LOCKSTEP_EPOCH_NS  # the first instant after a reset (or the start)
+                and wall - self._last_send_s > self._resend_after_s
+            ):
                 self._resend()
             return
         if self._held_by_limit():
@@ -147,8 +152,12 @@ class ExecutorLockstep:
         self.release = ChunkRelease(p["lockstep_latency_s"])
         self.pub = node.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], ACK_QOS)
         self._last_tick_ns: int | None = None
-        node.create_subscription(JointState, p["joint_states_topic"], self._on_joint_state,
-                                 QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+        node.create_subscription(
+            JointState,
+            p["joint_states_topic"],
+            self._on_joint_state,
+            QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE),
+        )
 
     def on_chunk(self, msg) -> None:
         stamp_ns = stamp_to_ns(msg.header.stamp)

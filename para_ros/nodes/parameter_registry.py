@@ -7,6 +7,7 @@ the check of ``--node-param`` values against them, and the command that checks o
 It lives apart from ``parameters`` (the table type every node imports) so that no node imports a module that imports
 every node.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,12 @@ def tables() -> dict[str, tuple[ParameterTable, str]]:
     from para_ros.nodes.inference_node import PARAMETERS as inference
     from para_ros.nodes.sim_node import PARAMETERS as sim
 
-    return {"chunk_executor": (executor, "executor.yaml"), "inference_node": (inference, "inference.yaml"),
-            "sim_node": (sim, "sim.yaml"), "calibration_tf": (calibration_tf, "calibration_tf.yaml")}
+    return {
+        "chunk_executor": (executor, "executor.yaml"),
+        "inference_node": (inference, "inference.yaml"),
+        "sim_node": (sim, "sim.yaml"),
+        "calibration_tf": (calibration_tf, "calibration_tf.yaml"),
+    }
 
 
 def check_node_params(node_params: Mapping[str, Mapping[str, object]]) -> dict[str, dict[str, object]]:
@@ -44,21 +49,23 @@ def check_node_params(node_params: Mapping[str, Mapping[str, object]]) -> dict[s
         table = known[node][0]
         unknown = sorted(set(values) - set(table.defaults()))
         if unknown:
-            raise ValueError(f"--node-param: {node} has no parameter {', '.join(map(repr, unknown))} "
-                             f"(`{node} --help` lists them)")
+            raise ValueError(
+                f"--node-param: {node} has no parameter {', '.join(map(repr, unknown))} (`{node} --help` lists them)"
+            )
         coerced = table.coerce_all(values)
         out[node] = {name: coerced[name] for name in values}
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m para_ros.nodes.parameter_registry",
-                                     description="Check (default) or --write config/*.yaml from the nodes' parameter "
-                                                 "tables.")
+    parser = argparse.ArgumentParser(
+        prog="python -m para_ros.nodes.parameter_registry",
+        description="Check (default) or --write config/*.yaml from the nodes' parameter tables.",
+    )
     parser.add_argument("--write", action="store_true", help="rewrite the files from the tables")
     args = parser.parse_args(argv)
     stale = []
-    for name, (table, file_name) in tables().items():
+    for _name, (table, file_name) in tables().items():
         path = paths.REPO_ROOT / "config" / file_name
         text = table.yaml_text()
         if args.write:

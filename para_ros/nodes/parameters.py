@@ -13,6 +13,7 @@ through to this check instead of failing the start with a type exception.)
 The registry of every node's table (``parameter_registry``) regenerates ``config/*.yaml`` from the tables
 (``python -m para_ros.nodes.parameter_registry --write``); a test checks that the shipped files and the tables agree.
 """
+
 from __future__ import annotations
 
 import json
@@ -86,8 +87,14 @@ class Param:
         return out
 
     def _expected(self) -> str:
-        what = {"bool": "true or false", "int": "an integer", "float": "a number",
-                "str": "a string", "float_list": "a list of numbers", "str_list": "a list of strings"}[self.kind]
+        what = {
+            "bool": "true or false",
+            "int": "an integer",
+            "float": "a number",
+            "str": "a string",
+            "float_list": "a list of numbers",
+            "str_list": "a list of strings",
+        }[self.kind]
         if self.range is not None:
             what += f" within [{self.range[0]:g}, {self.range[1]:g}]"
         if self.choices is not None:
@@ -165,9 +172,13 @@ class ParameterTable:
         """Declare the table's parameters (or ``params``: extra ones known only at run time, e.g. per camera view) on
         the rclpy ``node`` and return their coerced values. :raises ValueError: a bad value, naming it."""
         values = {}
-        for p in (self.params if params is None else params):
-            descriptor = ParameterDescriptor(description=p.description, additional_constraints=p.constraints(),
-                                             read_only=not p.dynamic, dynamic_typing=True)
+        for p in self.params if params is None else params:
+            descriptor = ParameterDescriptor(
+                description=p.description,
+                additional_constraints=p.constraints(),
+                read_only=not p.dynamic,
+                dynamic_typing=True,
+            )
             if p.optional:
                 descriptor.type = ParameterType.PARAMETER_NOT_SET
                 value = node.declare_parameter(p.name, None, descriptor).value
@@ -189,8 +200,9 @@ class ParameterTable:
                 if p is None:
                     continue  # use_sim_time and other ROS-owned parameters
                 if not p.dynamic:
-                    return SetParametersResult(successful=False, reason=f"{p.name} is read-only: restart the node "
-                                               "with the new value")
+                    return SetParametersResult(
+                        successful=False, reason=f"{p.name} is read-only: restart the node with the new value"
+                    )
                 try:
                     coerced[p.name] = p.coerce(change.value)
                 except ValueError as err:
@@ -210,10 +222,13 @@ class ParameterTable:
     def yaml_text(self) -> str:
         """The shipped ``config/<file>.yaml``: header, then each parameter with its description as a comment."""
         lines = [f"# {line}".rstrip() for line in self.header.strip().splitlines()] if self.header else []
-        lines += ["# Generated from the parameter table in para_ros/nodes/ (python -m "
-                  "para_ros.nodes.parameter_registry --write);",
-                  "# edit the table, not this file. Set any of them with -p name:=value or your own --params-file.",
-                  f"{self.node_name}:", "  ros__parameters:"]
+        lines += [
+            "# Generated from the parameter table in para_ros/nodes/ (python -m "
+            "para_ros.nodes.parameter_registry --write);",
+            "# edit the table, not this file. Set any of them with -p name:=value or your own --params-file.",
+            f"{self.node_name}:",
+            "  ros__parameters:",
+        ]
         for p in self.params:
             if p.section:
                 lines.append(f"    # --- {p.section}")
@@ -240,8 +255,16 @@ def _yaml_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
-        return json.dumps(v) if (v == "" or v.strip() != v or any(c in v for c in ":#{}[],&*!|>'\"%@`")
-                                 or v.lower() in ("true", "false", "null", "yes", "no", "on", "off", "~")) else v
+        return (
+            json.dumps(v)
+            if (
+                v == ""
+                or v.strip() != v
+                or any(c in v for c in ":#{}[],&*!|>'\"%@`")
+                or v.lower() in ("true", "false", "null", "yes", "no", "on", "off", "~")
+            )
+            else v
+        )
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_yaml_value(x) for x in v) + "]"
     return repr(v)

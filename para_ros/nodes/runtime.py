@@ -9,6 +9,7 @@
 * SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread (rclpy's own signal handler is off), so the node's
   ``shutdown()`` hook runs BEFORE the context goes away: a control thread stops before its publishers become invalid.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,16 @@ def stopped_by_signal(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt) or bool(_stop_signals)
 
 
-def run_node(build_node: Callable[[], object], *, prog: str, description: str, default_params_file: str,
-             argv: Sequence[str] | None = None, epilog: str | None = None,
-             before_init: Callable[[argparse.Namespace], None] | None = None) -> int:
+def run_node(
+    build_node: Callable[[], object],
+    *,
+    prog: str,
+    description: str,
+    default_params_file: str,
+    argv: Sequence[str] | None = None,
+    epilog: str | None = None,
+    before_init: Callable[[argparse.Namespace], None] | None = None,
+) -> int:
     """Parse arguments, start rclpy, build the node with ``build_node()`` and spin it until SIGINT/SIGTERM.
 
     :param build_node: returns an ``rclpy.node.Node``, or an object with a ``.node`` attribute holding one; an optional
@@ -58,12 +66,16 @@ def run_node(build_node: Callable[[], object], *, prog: str, description: str, d
     """
     apply_loopback_dds_env(pick_domain=False)
     own, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--params-file", default=None,
-                        help=f"ROS parameters YAML loaded before any --ros-args (default: the package's "
-                             f"config/{default_params_file}; 'none' for no file). ROS arguments (-p name:=value, "
-                             f"--params-file, -r remaps) go after --ros-args.")
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--params-file",
+        default=None,
+        help=f"ROS parameters YAML loaded before any --ros-args (default: the package's "
+        f"config/{default_params_file}; 'none' for no file). ROS arguments (-p name:=value, "
+        f"--params-file, -r remaps) go after --ros-args.",
+    )
     args = parser.parse_args(own)
     if before_init is not None:
         before_init(args)
@@ -71,7 +83,6 @@ def run_node(build_node: Callable[[], object], *, prog: str, description: str, d
     import rclpy  # rclpy: loaded on first use, not on import
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
-
 
     params_file = args.params_file or str(config_file(default_params_file))
     node_args = ["--ros-args", "--params-file", params_file] if params_file.lower() != "none" else []

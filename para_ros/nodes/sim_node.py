@@ -35,6 +35,7 @@ the wall clock: physics advances by ``lockstep_step_s`` once the graph has answe
 
 The world frame of everything published is ``base``: the SDK model puts the arm's base at the MuJoCo origin.
 """
+
 from __future__ import annotations
 
 import array
@@ -68,83 +69,170 @@ from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layo
 from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim
 from para_ros.stamps import ns_to_fields, stamp_to_ns, stamp_to_s
 
-
 NODE_NAME = "sim_node"
 MAX_TICK_SIM_S = 0.1  # most simulated time one tick may advance (after a stall the sim falls behind, not races)
 SUBSTEP_S = 0.005  # servo setpoints are refreshed from the trajectory every this many simulated seconds
 
 LOCKSTEP_PARAMS = [
-    Param("lockstep", False, "Lockstep evaluation (para_ros.sim.lockstep): step physics by lockstep_step_s of "
-          "simulated time only once the executor has ticked on the current instant (and its command arrived) and "
-          "the chunk predicted from each camera frame is with the executor; stamps and /clock from a fixed epoch "
-          "(needs publish_clock; run the graph with use_sim_time). Results then do not depend on the machine's load.",
-          section="lockstep evaluation (para_ros/sim/lockstep.py)"),
-    Param("lockstep_step_s", 0.01, "Simulated seconds per lockstep step: the executor ticks once per step, so this "
-          "is its control period (0.01 s = config/executor.yaml's 100 Hz).", range=(1e-4, 0.1)),
-    Param("lockstep_timeout_s", DEFAULT_TIMEOUT_S, "Wall seconds the simulator waits for any one answer (a tick, a "
-          "command, a chunk) before it is a fault: the simulator then holds until ~/reset_task and ~/task_state "
-          "names what was missing (lockstep_fault).", range=(0.1, 3600.0)),
-    Param("lockstep_resend_s", 2.0, "While an answer for the first instant after a reset (or the start) is awaited: "
-          "after this many wall seconds, then twice as long each time, /clock hops forward and back (every node "
-          "clears as after a reset) and that instant's state and frames go out again, for a node that was not up "
-          "yet or saw them before the reset; the episode's physics has not started.", range=(0.05, 600.0)),
-    Param("lockstep_run_until_s", 1e9, "Lockstep: do not step beyond this simulated time (s since the last reset; "
-          "an evaluator holds the simulator here while it hands the arm over, nothing times out meanwhile).",
-          range=(0.0, 1e9), dynamic=True),
-    Param("lockstep_ack_topic", "/chunk_executor/lockstep_ack", "The executor's acknowledgements "
-          "(std_msgs/Int64MultiArray, para_ros.sim.lockstep)."),
+    Param(
+        "lockstep",
+        False,
+        "Lockstep evaluation (para_ros.sim.lockstep): step physics by lockstep_step_s of "
+        "simulated time only once the executor has ticked on the current instant (and its command arrived) and "
+        "the chunk predicted from each camera frame is with the executor; stamps and /clock from a fixed epoch "
+        "(needs publish_clock; run the graph with use_sim_time). Results then do not depend on the machine's load.",
+        section="lockstep evaluation (para_ros/sim/lockstep.py)",
+    ),
+    Param(
+        "lockstep_step_s",
+        0.01,
+        "Simulated seconds per lockstep step: the executor ticks once per step, so this "
+        "is its control period (0.01 s = config/executor.yaml's 100 Hz).",
+        range=(1e-4, 0.1),
+    ),
+    Param(
+        "lockstep_timeout_s",
+        DEFAULT_TIMEOUT_S,
+        "Wall seconds the simulator waits for any one answer (a tick, a "
+        "command, a chunk) before it is a fault: the simulator then holds until ~/reset_task and ~/task_state "
+        "names what was missing (lockstep_fault).",
+        range=(0.1, 3600.0),
+    ),
+    Param(
+        "lockstep_resend_s",
+        2.0,
+        "While an answer for the first instant after a reset (or the start) is awaited: "
+        "after this many wall seconds, then twice as long each time, /clock hops forward and back (every node "
+        "clears as after a reset) and that instant's state and frames go out again, for a node that was not up "
+        "yet or saw them before the reset; the episode's physics has not started.",
+        range=(0.05, 600.0),
+    ),
+    Param(
+        "lockstep_run_until_s",
+        1e9,
+        "Lockstep: do not step beyond this simulated time (s since the last reset; "
+        "an evaluator holds the simulator here while it hands the arm over, nothing times out meanwhile).",
+        range=(0.0, 1e9),
+        dynamic=True,
+    ),
+    Param(
+        "lockstep_ack_topic",
+        "/chunk_executor/lockstep_ack",
+        "The executor's acknowledgements (std_msgs/Int64MultiArray, para_ros.sim.lockstep).",
+    ),
 ]
 
-PARAMETERS = ParameterTable(NODE_NAME, [
-    Param("base_frame_id", "base", "World frame of everything published (the arm's base, z up, table top at z = 0).",
-          section="frames"),
-    Param("scene_cam_frame_id", "scene_cam_optical_frame", "Scene camera OpenCV optical frame id (x right, y down, z "
-          "forward)."),
-    Param("wrist_cam_frame_id", "wrist_cam_optical_frame", "Wrist camera optical frame id (under gripper on /tf, at "
-          "the D405 mount)."),
-    Param("grasp_site_frame_id", "grasp_site", "Tool-centre frame id between the finger tips (under gripper)."),
-    Param("image_width", 256, "Rendered image width, pixels (both cameras).", range=(1, 4096), section="cameras"),
-    Param("image_height", 256, "Rendered image height, pixels (both cameras).", range=(1, 4096)),
-    Param("scene_cam_rate_hz", 10.0, "Scene camera frame rate in sim time (Hz).", range=(0.01, 1000.0)),
-    Param("wrist_cam_rate_hz", 10.0, "Wrist camera frame rate in sim time (Hz).", range=(0.01, 1000.0)),
-    Param("scene_cam_fovy_deg", 38.0, "Scene camera vertical field of view (degrees).", range=(1.0, 179.0)),
-    Param("wrist_cam_fovy_deg", 58.0, "Wrist camera vertical field of view (degrees).", range=(1.0, 179.0)),
-    Param("scene_cam_position_m", [0.33, -0.5, 0.6], "Scene camera centre in base (m): beside the workspace, looking "
-          "across the table.", length=3),
-    Param("scene_cam_look_at_m", [0.33, 0.0, 0.03], "Point in base the scene camera looks at (m).", length=3),
-    Param("scene_cam_up_hint", [0.0, 0.0, 1.0], "Base direction shown upwards in the scene image.", length=3),
-    Param("scene_cam_T_world_cam", None, "Optional scene camera pose: 16 numbers, row-major 4x4 OpenCV-optical "
-          "T_world_cam in base; when set it wins over position + look-at.", optional=True, length=16,
-          kind_override="float_list"),
-    Param("scene_cam_namespace", "/scene_cam", "Scene camera topics: <ns>/image_raw and <ns>/camera_info.",
-          section="topics"),
-    Param("wrist_cam_namespace", "/wrist_cam", "Wrist camera topics: <ns>/image_raw and <ns>/camera_info."),
-    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic."),
-    Param("joint_trajectory_topic", "/joint_trajectory", "trajectory_msgs/JointTrajectory command topic."),
-    Param("state_rate_hz", 50.0, "Physics tick rate (Hz); /joint_states, /tf (and /clock) go out every tick.",
-          range=(1.0, 1000.0), section="simulation"),
-    Param("real_time_factor", 1.0, "Simulated seconds per wall-clock second.", range=(0.01, 100.0)),
-    Param("publish_clock", False, "Publish /clock (rosgraph_msgs/Clock) from the sim and stamp everything with the "
-          "sim clock (run the consumers with use_sim_time)."),
-    Param("timestep_s", 0.002, "MuJoCo physics timestep (s).", range=(1e-5, 0.1)),
-    Param("n_cubes", 1, "Free cubes on the table (cube_0 is the pick-and-place task's cube).", range=(0, 16)),
-    Param("seed", 0, "Seed of the initial object layout; ~/reset_objects draws fresh ones.", range=(0, 2**31 - 1)),
-    Param("initial_joint_positions", [0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0], "Start pose: joint1..joint6 (rad), "
-          "gripper (0 closed .. 1 open).", length=7),
-    Param("task_seed", 0, "Layout that ~/reset_task applies (set it, then call the service).", range=(0, 2**31 - 1),
-          dynamic=True, section="pick-and-place task (para_ros/sim/pick_place.py)"),
-    Param("task_state_rate_hz", 10.0, "Rate of ~/task_state (std_msgs/String, JSON) for evaluators (Hz; 0 = off).",
-          range=(0.0, 1000.0)),
-    Param("reset_hold_off_s", 0.5, "After ~/reset_task, incoming trajectories are ignored this long (s).",
-          range=(0.0, 60.0), dynamic=True),
-    Param("cube_rgba", [0.85, 0.15, 0.15, 1.0], "Colour of the task's cube (r, g, b, a in 0..1).", range=(0.0, 1.0),
-          length=4),
-    Param("light_scale", 1.0, "Scale of the lamps' diffuse light (1 = the training scene).", range=(0.0, 10.0)),
-    *CALIBRATION_PARAMS,
-    *LOCKSTEP_PARAMS,
-], header="""sim_node: the embedded simulated I2RT YAM (MuJoCo) with a scene and a wrist camera. It publishes what the
+PARAMETERS = ParameterTable(
+    NODE_NAME,
+    [
+        Param(
+            "base_frame_id",
+            "base",
+            "World frame of everything published (the arm's base, z up, table top at z = 0).",
+            section="frames",
+        ),
+        Param(
+            "scene_cam_frame_id",
+            "scene_cam_optical_frame",
+            "Scene camera OpenCV optical frame id (x right, y down, z forward).",
+        ),
+        Param(
+            "wrist_cam_frame_id",
+            "wrist_cam_optical_frame",
+            "Wrist camera optical frame id (under gripper on /tf, at the D405 mount).",
+        ),
+        Param("grasp_site_frame_id", "grasp_site", "Tool-centre frame id between the finger tips (under gripper)."),
+        Param("image_width", 256, "Rendered image width, pixels (both cameras).", range=(1, 4096), section="cameras"),
+        Param("image_height", 256, "Rendered image height, pixels (both cameras).", range=(1, 4096)),
+        Param("scene_cam_rate_hz", 10.0, "Scene camera frame rate in sim time (Hz).", range=(0.01, 1000.0)),
+        Param("wrist_cam_rate_hz", 10.0, "Wrist camera frame rate in sim time (Hz).", range=(0.01, 1000.0)),
+        Param("scene_cam_fovy_deg", 38.0, "Scene camera vertical field of view (degrees).", range=(1.0, 179.0)),
+        Param("wrist_cam_fovy_deg", 58.0, "Wrist camera vertical field of view (degrees).", range=(1.0, 179.0)),
+        Param(
+            "scene_cam_position_m",
+            [0.33, -0.5, 0.6],
+            "Scene camera centre in base (m): beside the workspace, looking across the table.",
+            length=3,
+        ),
+        Param("scene_cam_look_at_m", [0.33, 0.0, 0.03], "Point in base the scene camera looks at (m).", length=3),
+        Param("scene_cam_up_hint", [0.0, 0.0, 1.0], "Base direction shown upwards in the scene image.", length=3),
+        Param(
+            "scene_cam_T_world_cam",
+            None,
+            "Optional scene camera pose: 16 numbers, row-major 4x4 OpenCV-optical "
+            "T_world_cam in base; when set it wins over position + look-at.",
+            optional=True,
+            length=16,
+            kind_override="float_list",
+        ),
+        Param(
+            "scene_cam_namespace",
+            "/scene_cam",
+            "Scene camera topics: <ns>/image_raw and <ns>/camera_info.",
+            section="topics",
+        ),
+        Param("wrist_cam_namespace", "/wrist_cam", "Wrist camera topics: <ns>/image_raw and <ns>/camera_info."),
+        Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic."),
+        Param("joint_trajectory_topic", "/joint_trajectory", "trajectory_msgs/JointTrajectory command topic."),
+        Param(
+            "state_rate_hz",
+            50.0,
+            "Physics tick rate (Hz); /joint_states, /tf (and /clock) go out every tick.",
+            range=(1.0, 1000.0),
+            section="simulation",
+        ),
+        Param("real_time_factor", 1.0, "Simulated seconds per wall-clock second.", range=(0.01, 100.0)),
+        Param(
+            "publish_clock",
+            False,
+            "Publish /clock (rosgraph_msgs/Clock) from the sim and stamp everything with the "
+            "sim clock (run the consumers with use_sim_time).",
+        ),
+        Param("timestep_s", 0.002, "MuJoCo physics timestep (s).", range=(1e-5, 0.1)),
+        Param("n_cubes", 1, "Free cubes on the table (cube_0 is the pick-and-place task's cube).", range=(0, 16)),
+        Param("seed", 0, "Seed of the initial object layout; ~/reset_objects draws fresh ones.", range=(0, 2**31 - 1)),
+        Param(
+            "initial_joint_positions",
+            [0.0, 1.7, 1.55, -1.4, 0.0, 0.0, 1.0],
+            "Start pose: joint1..joint6 (rad), gripper (0 closed .. 1 open).",
+            length=7,
+        ),
+        Param(
+            "task_seed",
+            0,
+            "Layout that ~/reset_task applies (set it, then call the service).",
+            range=(0, 2**31 - 1),
+            dynamic=True,
+            section="pick-and-place task (para_ros/sim/pick_place.py)",
+        ),
+        Param(
+            "task_state_rate_hz",
+            10.0,
+            "Rate of ~/task_state (std_msgs/String, JSON) for evaluators (Hz; 0 = off).",
+            range=(0.0, 1000.0),
+        ),
+        Param(
+            "reset_hold_off_s",
+            0.5,
+            "After ~/reset_task, incoming trajectories are ignored this long (s).",
+            range=(0.0, 60.0),
+            dynamic=True,
+        ),
+        Param(
+            "cube_rgba",
+            [0.85, 0.15, 0.15, 1.0],
+            "Colour of the task's cube (r, g, b, a in 0..1).",
+            range=(0.0, 1.0),
+            length=4,
+        ),
+        Param("light_scale", 1.0, "Scale of the lamps' diffuse light (1 = the training scene).", range=(0.0, 10.0)),
+        *CALIBRATION_PARAMS,
+        *LOCKSTEP_PARAMS,
+    ],
+    header="""sim_node: the embedded simulated I2RT YAM (MuJoCo) with a scene and a wrist camera. It publishes what the
 real rig publishes (images + CameraInfo, /tf, /tf_static, /joint_states) and follows trajectory_msgs/JointTrajectory
-like a ros2_control joint trajectory controller. Units: metres, radians, seconds, Hz.""")
+like a ros2_control joint trajectory controller. Units: metres, radians, seconds, Hz.""",
+)
 
 
 def to_time_msg(ns: int) -> TimeMsg:
@@ -160,46 +248,61 @@ class SimNode(Node):
         self.params = p = PARAMETERS.declare(self)
         T = p["scene_cam_T_world_cam"]
         config = SimConfig(
-            scene_cam_pos_m=p["scene_cam_position_m"], scene_cam_look_at_m=p["scene_cam_look_at_m"],
+            scene_cam_pos_m=p["scene_cam_position_m"],
+            scene_cam_look_at_m=p["scene_cam_look_at_m"],
             scene_cam_up_hint=p["scene_cam_up_hint"],
             scene_T_world_cam=None if T is None or len(T) == 0 else np.asarray(T, dtype=np.float64),
-            scene_cam_fovy_deg=p["scene_cam_fovy_deg"], wrist_cam_fovy_deg=p["wrist_cam_fovy_deg"],
-            n_cubes=p["n_cubes"], timestep_s=p["timestep_s"], home_q7=p["initial_joint_positions"],
-            seed=p["seed"], cube_rgba=p["cube_rgba"], light_scale=p["light_scale"],
-            max_render_size=max(1024, p["image_width"], p["image_height"]), **sim_config_fields(p))
+            scene_cam_fovy_deg=p["scene_cam_fovy_deg"],
+            wrist_cam_fovy_deg=p["wrist_cam_fovy_deg"],
+            n_cubes=p["n_cubes"],
+            timestep_s=p["timestep_s"],
+            home_q7=p["initial_joint_positions"],
+            seed=p["seed"],
+            cube_rgba=p["cube_rgba"],
+            light_scale=p["light_scale"],
+            max_render_size=max(1024, p["image_width"], p["image_height"]),
+            **sim_config_fields(p),
+        )
         self.told = told_frames_from_params(p, config)  # camera poses published (rendered ones may differ)
         self.sim = YamSim(config)  # cube 0 and the target pad start in the task layout of `seed`
         self.width, self.height = p["image_width"], p["image_height"]
         self.follower = TrajectoryFollower(self.sim.joint_targets())
         self._seed_rng = np.random.default_rng(p["seed"] + 1)
-        self.frame_of_link = {WRIST_CAM_BODY: p["wrist_cam_frame_id"], GRASP_SITE: p["grasp_site_frame_id"],
-                              "base": p["base_frame_id"]}
+        self.frame_of_link = {
+            WRIST_CAM_BODY: p["wrist_cam_frame_id"],
+            GRASP_SITE: p["grasp_site_frame_id"],
+            "base": p["base_frame_id"],
+        }
 
         # Publishers. Cameras publish RELIABLE (depth 5): that matches both reliable and best-effort
         # (sensor-data) subscribers, like a camera driver's default, while a best-effort publisher would not.
         camera_qos = QoSProfile(depth=5)
         self.cameras = {}
         for cam, ns_key, rate_key, frame_key in (
-                ("scene", "scene_cam_namespace", "scene_cam_rate_hz", "scene_cam_frame_id"),
-                ("wrist", "wrist_cam_namespace", "wrist_cam_rate_hz", "wrist_cam_frame_id")):
+            ("scene", "scene_cam_namespace", "scene_cam_rate_hz", "scene_cam_frame_id"),
+            ("wrist", "wrist_cam_namespace", "wrist_cam_rate_hz", "wrist_cam_frame_id"),
+        ):
             ns = p[ns_key].rstrip("/")
             self.cameras[cam] = {
                 "image_pub": self.create_publisher(Image, f"{ns}/image_raw", camera_qos),
                 "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", camera_qos),
-                "period_s": 1.0 / p[rate_key], "next_due_s": 0.0, "frame_id": p[frame_key],
-                "info": self._camera_info(cam, p[frame_key])}
+                "period_s": 1.0 / p[rate_key],
+                "next_due_s": 0.0,
+                "frame_id": p[frame_key],
+                "info": self._camera_info(cam, p[frame_key]),
+            }
         self.joint_state_pub = self.create_publisher(JointState, p["joint_states_topic"], QoSProfile(depth=10))
         self.tf_broadcaster = TransformBroadcaster(self)
         self.static_broadcaster = StaticTransformBroadcaster(self)
-        self.clock_pub = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10)) \
-            if p["publish_clock"] else None
+        self.clock_pub = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10)) if p["publish_clock"] else None
         self.lockstep = None
         if p["lockstep"]:
             if not p["publish_clock"]:
                 raise ValueError("sim_node lockstep:=true needs publish_clock:=true (the graph runs on /clock)")
             self.lockstep = SimLockstep(self, p)
-        on_trajectory = (self._on_trajectory if self.lockstep is None
-                         else self.lockstep.wrap_command(self._on_trajectory))
+        on_trajectory = (
+            self._on_trajectory if self.lockstep is None else self.lockstep.wrap_command(self._on_trajectory)
+        )
         self.create_subscription(JointTrajectory, p["joint_trajectory_topic"], on_trajectory, QoSProfile(depth=10))
         self.create_service(Trigger, "~/reset_objects", self._on_reset_objects)
         self.create_service(Trigger, "~/reset_task", self._on_reset_task)
@@ -217,12 +320,14 @@ class SimNode(Node):
         self._sim_goal_s = self.sim.time_s
         self._last_wall = time.monotonic()
         self._publish_static()
-        self._timer = self.create_timer(1.0 / p["state_rate_hz"], self._tick,
-                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._timer = self.create_timer(
+            1.0 / p["state_rate_hz"], self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME)
+        )
         self.get_logger().info(
             f"simulated YAM up: cameras {self.width}x{self.height} at {p['scene_cam_rate_hz']}/"
             f"{p['wrist_cam_rate_hz']} Hz, physics tick {p['state_rate_hz']} Hz, real_time_factor "
-            f"{p['real_time_factor']}, publish_clock {p['publish_clock']}")
+            f"{p['real_time_factor']}, publish_clock {p['publish_clock']}"
+        )
 
     # ---- parameters -------------------------------------------------------------------------------------
     def _apply_parameters(self, changes: dict) -> None:
@@ -347,15 +452,19 @@ class SimNode(Node):
         js.velocity = [float(v) for v in self.sim.joint_velocities()]
         self.joint_state_pub.publish(js)
         self.tf_broadcaster.sendTransform(
-            [self._transform(parent, child, self.told.T_gripper_wrist_cam if child == WRIST_CAM_BODY else T, stamp)
-             for parent, child, T in self.sim.link_transforms()])
+            [
+                self._transform(parent, child, self.told.T_gripper_wrist_cam if child == WRIST_CAM_BODY else T, stamp)
+                for parent, child, T in self.sim.link_transforms()
+            ]
+        )
 
     def _publish_static(self) -> None:
         if self.told.T_base_scene_cam is None:
             return  # scene_cam_tf: none
         stamp = to_time_msg(self.now_ns())
         self.static_broadcaster.sendTransform(
-            self._transform("base", self.params["scene_cam_frame_id"], self.told.T_base_scene_cam, stamp))
+            self._transform("base", self.params["scene_cam_frame_id"], self.told.T_base_scene_cam, stamp)
+        )
 
     # ---- commands ---------------------------------------------------------------------------------------
     def _on_trajectory(self, msg: JointTrajectory) -> None:
@@ -368,8 +477,13 @@ class SimNode(Node):
                 list(msg.joint_names),
                 [stamp_to_s(p.time_from_start) for p in msg.points],
                 [list(p.positions) for p in msg.points],
-                command_joint_names=COMMAND_JOINT_NAMES, q_lower=self.sim.q_lower, q_upper=self.sim.q_upper,
-                setpoint_now=self.follower.setpoint_at(now_ns), now_ns=now_ns, start_ns=start_ns)
+                command_joint_names=COMMAND_JOINT_NAMES,
+                q_lower=self.sim.q_lower,
+                q_upper=self.sim.q_upper,
+                setpoint_now=self.follower.setpoint_at(now_ns),
+                now_ns=now_ns,
+                start_ns=start_ns,
+            )
         except TrajectoryRejected as exc:
             self.health.count("trajectories_rejected")
             self.health.problem("trajectory", f"rejected JointTrajectory: {exc}")
@@ -385,7 +499,8 @@ class SimNode(Node):
         positions = self.sim.reset_objects(seed)
         response.success = True
         response.message = f"objects reset (seed {seed}): " + "; ".join(
-            f"({x:.3f}, {y:.3f}, {z:.3f})" for x, y, z in positions)
+            f"({x:.3f}, {y:.3f}, {z:.3f})" for x, y, z in positions
+        )
         return response
 
     def _on_reset_task(self, request, response):
@@ -420,11 +535,20 @@ class SimNode(Node):
             return
         j = judge(self.sim)
         T = self.sim.cube_pose(0)
-        state = {"stamp_ns": int(stamp_ns), "sim_time_s": self.sim.time_s, "seed": self._task_seed,
-                 "cube_xyz_m": T[:3, 3].tolist(), "target_xyz_m": self.sim.target_position().tolist(),
-                 "state": j.state, "success": j.success, "held": j.held, "place_error_m": j.place_error_m,
-                 "cube_height_m": j.cube_height_m, "tool_xyz_m": self.sim.site_pose()[:3, 3].tolist(),
-                 "gripper": float(self.sim.joint_positions()[6])}
+        state = {
+            "stamp_ns": int(stamp_ns),
+            "sim_time_s": self.sim.time_s,
+            "seed": self._task_seed,
+            "cube_xyz_m": T[:3, 3].tolist(),
+            "target_xyz_m": self.sim.target_position().tolist(),
+            "state": j.state,
+            "success": j.success,
+            "held": j.held,
+            "place_error_m": j.place_error_m,
+            "cube_height_m": j.cube_height_m,
+            "tool_xyz_m": self.sim.site_pose()[:3, 3].tolist(),
+            "gripper": float(self.sim.joint_positions()[6]),
+        }
         if self.lockstep is not None:
             state.update(self.lockstep.task_state_fields())
         self.task_state_pub.publish(String(data=json.dumps(state)))
@@ -437,11 +561,16 @@ class SimNode(Node):
 def main(argv: list[str] | None = None) -> int:
     """Run the node until Ctrl-C / SIGINT / SIGTERM."""
 
-
     os.environ.setdefault("MUJOCO_GL", "egl")
 
-    return run_node(SimNode, prog="sim_node", description="Simulated I2RT YAM (MuJoCo) with a scene and a wrist "
-                    "camera, on ROS 2.", default_params_file="sim.yaml", argv=argv, epilog=PARAMETERS.help_text())
+    return run_node(
+        SimNode,
+        prog="sim_node",
+        description="Simulated I2RT YAM (MuJoCo) with a scene and a wrist camera, on ROS 2.",
+        default_params_file="sim.yaml",
+        argv=argv,
+        epilog=PARAMETERS.help_text(),
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ gripper sample the gripper is taken as open and noted (``gripper``).
 The module is ROS-free: messages are read by their fields (``rclpy`` or ``rosbags`` objects alike, images through
 the adapter), TF and kinematics come in as functions.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -59,8 +60,10 @@ class ObservationSettings:
         if self.camera_matrix not in CAMERA_MATRICES:
             raise ValueError(f"camera_matrix={self.camera_matrix!r}: use 'k' (raw images) or 'p' (rectified images)")
         if not (math.isfinite(self.gripper_open_position) and self.gripper_open_position > 0):
-            raise ValueError(f"gripper_open_position={self.gripper_open_position!r} must be a finite joint position "
-                             "> 0 (the opening is position / gripper_open_position)")
+            raise ValueError(
+                f"gripper_open_position={self.gripper_open_position!r} must be a finite joint position "
+                "> 0 (the opening is position / gripper_open_position)"
+            )
         if self.past_n < 0 or not (math.isfinite(self.step_dt_s) and self.step_dt_s > 0):
             raise ValueError(f"past_n={self.past_n!r} must be >= 0 and step_dt_s={self.step_dt_s!r} > 0")
         if not self.view_names:
@@ -147,10 +150,17 @@ LookupFn = Callable[[str, int, bool], np.ndarray]  # (frame, stamp_ns, wait) -> 
 EePoseFn = Callable[[int, bool], np.ndarray]  # (stamp_ns, wait) -> (4, 4) T_world_ee or raise
 
 
-def build_observation(settings: ObservationSettings, stamp_ns: int, images: Sequence[tuple[object, int]],
-                      infos: Sequence[object | None], lookup: LookupFn, ee_pose: EePoseFn,
-                      gripper: float | None, info_sources: Sequence[str] | None = None,
-                      gripper_source: str = "the joint states") -> Observation:
+def build_observation(
+    settings: ObservationSettings,
+    stamp_ns: int,
+    images: Sequence[tuple[object, int]],
+    infos: Sequence[object | None],
+    lookup: LookupFn,
+    ee_pose: EePoseFn,
+    gripper: float | None,
+    info_sources: Sequence[str] | None = None,
+    gripper_source: str = "the joint states",
+) -> Observation:
     """The observation at ``stamp_ns`` (module docstring for the rules).
 
     :param images: (image message, its stamp ns) per view, in ``settings.view_names`` order.
@@ -174,15 +184,17 @@ def build_observation(settings: ObservationSettings, stamp_ns: int, images: Sequ
     for k, (view, (image, image_stamp_ns), info) in enumerate(zip(views, images, infos)):
         if info is None:
             source = f" on {info_sources[k]}" if info_sources else ""
-            raise ObservationProblem("camera_info", f"no CameraInfo received{source} yet: cannot place the {view} "
-                                     "camera")
+            raise ObservationProblem(
+                "camera_info", f"no CameraInfo received{source} yet: cannot place the {view} camera"
+            )
         t0 = time.perf_counter()
         try:
             rgb = image_msg_to_rgb(image)
             decode_s += time.perf_counter() - t0
         except (CvBridgeError, ValueError) as exc:
-            raise ObservationProblem("image", f"{view} image at t={image_stamp_ns / 1e9:.6f} s rejected: "
-                                     f"{exc}") from None
+            raise ObservationProblem(
+                "image", f"{view} image at t={image_stamp_ns / 1e9:.6f} s rejected: {exc}"
+            ) from None
         try:
             K = intrinsics_from_camera_info(info, rgb.shape[1], rgb.shape[0], settings.camera_matrix)
         except ValueError as exc:
@@ -207,14 +219,21 @@ def build_observation(settings: ObservationSettings, stamp_ns: int, images: Sequ
 
     past = past_positions(ee_xyz_at, int(stamp_ns), settings.past_n, settings.step_dt_s, T_world_ee[:3, 3])
     if gripper is None:
-        notes["gripper"] = (f"no '{settings.gripper_joint}' in {gripper_source} yet: assuming the gripper is open")
-    state = RobotState(T_world_ee=T_world_ee, gripper=1.0 if gripper is None else float(gripper),
-                       past_positions_world=past)
+        notes["gripper"] = f"no '{settings.gripper_joint}' in {gripper_source} yet: assuming the gripper is open"
+    state = RobotState(
+        T_world_ee=T_world_ee, gripper=1.0 if gripper is None else float(gripper), past_positions_world=past
+    )
     total_s = time.perf_counter() - t_start
-    return Observation(stamp_ns=int(stamp_ns), view_names=tuple(views),
-                       image_stamps_ns=tuple(int(s) for _, s in images), cameras=tuple(cameras), state=state,
-                       camera_frames=tuple(frames), notes=notes,
-                       timing_s={"decode": decode_s, "tf": total_s - decode_s})
+    return Observation(
+        stamp_ns=int(stamp_ns),
+        view_names=tuple(views),
+        image_stamps_ns=tuple(int(s) for _, s in images),
+        cameras=tuple(cameras),
+        state=state,
+        camera_frames=tuple(frames),
+        notes=notes,
+        timing_s={"decode": decode_s, "tf": total_s - decode_s},
+    )
 
 
 def matrix_is_finite(T: np.ndarray, what: str) -> np.ndarray:

@@ -5,6 +5,7 @@ interpolated linearly between the two that bracket a requested stamp (the same r
 through the YAM's forward kinematics (the I2RT SDK model, ``config/yam.yaml``). A stamp outside the kept states is not
 extrapolated: the caller gets None and reports it, exactly like a TF extrapolation error.
 """
+
 from __future__ import annotations
 
 import bisect

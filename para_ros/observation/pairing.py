@@ -13,12 +13,14 @@ Pure Python on integer nanosecond stamps (no ROS types), so the timing rules are
   of a frame is normally still on its way;
 * a pair older than ``max_age_ns`` at the time of asking is stale (a silent camera) and is not returned.
 """
+
 from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,8 +60,10 @@ class ObservationPairer:
 
     def __post_init__(self) -> None:
         if self.slop_ns < 0 or self.max_age_ns <= 0 or self.history < 1:
-            raise ValueError(f"pairing needs slop >= 0, max_age > 0, history >= 1 (got slop_ns={self.slop_ns}, "
-                             f"max_age_ns={self.max_age_ns}, history={self.history})")
+            raise ValueError(
+                f"pairing needs slop >= 0, max_age > 0, history >= 1 (got slop_ns={self.slop_ns}, "
+                f"max_age_ns={self.max_age_ns}, history={self.history})"
+            )
         self._frames = {name: deque(maxlen=self.history) for name in self.camera_names}
 
     def add(self, camera: str, stamp_ns: int, message: Any, now_ns: int | None = None) -> str | None:
@@ -67,12 +71,16 @@ class ObservationPairer:
         frames = self._frames[camera]
         if now_ns is not None and stamp_ns > now_ns + self.max_future_ns:
             self.future_drops += 1
-            return (f"{camera} image stamped {(stamp_ns - now_ns) / 1e9:.3f} s in the future (> "
-                    f"{self.max_future_ns / 1e9:.3f} s): dropped; check the camera's clock")
+            return (
+                f"{camera} image stamped {(stamp_ns - now_ns) / 1e9:.3f} s in the future (> "
+                f"{self.max_future_ns / 1e9:.3f} s): dropped; check the camera's clock"
+            )
         if frames and stamp_ns <= frames[-1].stamp_ns:
             self.out_of_order_drops += 1
-            return (f"{camera} image at t={stamp_ns / 1e9:.3f} s is not newer than the last {camera} image: dropped "
-                    "(clock jump or reordering)")
+            return (
+                f"{camera} image at t={stamp_ns / 1e9:.3f} s is not newer than the last {camera} image: dropped "
+                "(clock jump or reordering)"
+            )
         frames.append(Frame(stamp_ns, message))
         return None
 
@@ -106,18 +114,25 @@ class ObservationPairer:
             # A camera sent frames newer than every usable pair: the other one lags or stopped.
             gap = (max(newest.values()) - min(newest.values())) / 1e9
             silent = min(newest, key=newest.get)
-            return PairResult(problem=f"no matching pair: newest frames differ by {gap:.3f} s (> slop "
-                                      f"{self.slop_ns / 1e9:.3f} s); the {silent} camera lags or is silent")
+            return PairResult(
+                problem=f"no matching pair: newest frames differ by {gap:.3f} s (> slop "
+                f"{self.slop_ns / 1e9:.3f} s); the {silent} camera lags or is silent"
+            )
         if best is None:
             return PairResult(problem=None)  # a partner is still on its way
         pair = PairResult(frames=best)
         age_s = (now_ns - pair.stamp_ns) / 1e9
         if now_ns - pair.stamp_ns > self.max_age_ns:
             fresh = [n for n, t in newest.items() if now_ns - t <= self.max_age_ns]
-            who = (f"the {min(newest, key=newest.get)} camera lags or is silent" if fresh
-                   else "all cameras are silent (or the clocks differ)")
-            return PairResult(problem=f"stale pair: the newest matched pair is {age_s:.3f} s old (> max_age "
-                                      f"{self.max_age_ns / 1e9:.3f} s); {who}")
+            who = (
+                f"the {min(newest, key=newest.get)} camera lags or is silent"
+                if fresh
+                else "all cameras are silent (or the clocks differ)"
+            )
+            return PairResult(
+                problem=f"stale pair: the newest matched pair is {age_s:.3f} s old (> max_age "
+                f"{self.max_age_ns / 1e9:.3f} s); {who}"
+            )
         if pair.stamp_ns <= self._last_used_ns:
             return PairResult(problem=None)  # nothing new: not an error
         return pair

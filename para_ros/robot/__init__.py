@@ -1,2 +1,1 @@
-"""The YAM arm: its description and limits (``yam``), inverse kinematics (``yam_ik``) and TF frames (``yam_frames``).
-"""
+"""The YAM arm: its description and limits (``yam``), inverse kinematics (``yam_ik``) and TF frames (``yam_frames``)."""

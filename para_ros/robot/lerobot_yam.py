@@ -9,6 +9,7 @@ pose ``base <- grasp_site`` and each camera's pose in ``base``. A calibration fi
 convention, converted to ``para_core``'s by ``para_ros.observation.camera_model``; its ``image_size``, when given,
 must be the dataset's image size), else from ``--intrinsics``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,9 @@ from para_ros.robot.yam_frames import YamFrames
 VIEW_TO_CALIBRATION_CAMERA = {"scene": "scene_cam", "wrist": "wrist_cam"}
 
 
-def intrinsics_from_calibration(calibration: CalibrationFile, views=("scene", "wrist"),
-                                image_wh: dict[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+def intrinsics_from_calibration(
+    calibration: CalibrationFile, views=("scene", "wrist"), image_wh: dict[str, tuple[int, int]] | None = None
+) -> dict[str, np.ndarray]:
     """view -> (3, 3) float64 K in ``para_core``'s pixel convention, for the ``views`` whose calibration camera
     carries a ``camera_matrix`` (the others are left out).
 
@@ -41,7 +43,8 @@ def intrinsics_from_calibration(calibration: CalibrationFile, views=("scene", "w
             raise LeRobotDataError(
                 f"calibration cameras.{name}.image_size is {cam.image_size[0]}x{cam.image_size[1]} but the dataset's "
                 f"{view} images are {wh[0]}x{wh[1]}: its camera_matrix does not describe them. Calibrate the "
-                f"intrinsics at the dataset's size or give --intrinsics {view}=fx,fy,cx,cy")
+                f"intrinsics at the dataset's size or give --intrinsics {view}=fx,fy,cx,cy"
+            )
         out[view] = ros_K_to_para(cam.K())  # (3, 3)
     return out
 
@@ -53,8 +56,10 @@ def ignored_distortion(calibration: CalibrationFile, views=("scene", "wrist")) -
     for view in views:
         cam = calibration.cameras.get(VIEW_TO_CALIBRATION_CAMERA.get(view))
         if cam is not None and cam.distortion is not None and np.any(np.abs(cam.distortion) > 1e-9):
-            out.append(f"calibration {VIEW_TO_CALIBRATION_CAMERA[view]} has non-zero distortion "
-                       f"{list(cam.distortion)} that PARA does not correct: the {view} images are used as recorded")
+            out.append(
+                f"calibration {VIEW_TO_CALIBRATION_CAMERA[view]} has non-zero distortion "
+                f"{list(cam.distortion)} that PARA does not correct: the {view} images are used as recorded"
+            )
     return out
 
 
@@ -66,20 +71,27 @@ def yam_joints_to_poses(calibration: CalibrationFile, views=("scene", "wrist"), 
     if "wrist_cam" in cams:
         wrist = cams["wrist_cam"]
         if wrist.parent_frame != "gripper":
-            raise LeRobotDataError(f"calibration cameras.wrist_cam.parent_frame = {wrist.parent_frame!r}; the wrist "
-                                   "mount must be given in 'gripper' (the joint6 flange): calibrate it eye_in_hand")
-        mount = WristCameraMount(parent_frame=wrist.parent_frame, frame_id=wrist.frame_id, xyz_m=wrist.xyz_m,
-                                 quat_xyzw=wrist.quat_xyzw)
+            raise LeRobotDataError(
+                f"calibration cameras.wrist_cam.parent_frame = {wrist.parent_frame!r}; the wrist "
+                "mount must be given in 'gripper' (the joint6 flange): calibrate it eye_in_hand"
+            )
+        mount = WristCameraMount(
+            parent_frame=wrist.parent_frame, frame_id=wrist.frame_id, xyz_m=wrist.xyz_m, quat_xyzw=wrist.quat_xyzw
+        )
     T_base_scene = None
     if "scene_cam" in cams:
         scene = cams["scene_cam"]
         if scene.parent_frame != "base":
-            raise LeRobotDataError(f"calibration cameras.scene_cam.parent_frame = {scene.parent_frame!r}; the scene "
-                                   "camera's pose must be given in 'base': calibrate it eye_to_hand")
+            raise LeRobotDataError(
+                f"calibration cameras.scene_cam.parent_frame = {scene.parent_frame!r}; the scene "
+                "camera's pose must be given in 'base': calibrate it eye_to_hand"
+            )
         T_base_scene = scene.T_parent_child()  # (4, 4)
     if "scene" in views and T_base_scene is None:
-        raise LeRobotDataError("the calibration file has no scene_cam (the fixed camera's pose in base); calibrate it "
-                               "or leave the scene view out")
+        raise LeRobotDataError(
+            "the calibration file has no scene_cam (the fixed camera's pose in base); calibrate it "
+            "or leave the scene view out"
+        )
     frames = YamFrames(mount, cfg.model.arm_type, cfg.model.gripper_type)
 
     def convert(q_rad: np.ndarray):

@@ -3,6 +3,7 @@
 The executor's safety filter (``para_ros.execution.safety``) enforces these limits; the IK (``yam_ik``) and
 frames (``yam_frames``) sit beside this module.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -42,8 +43,13 @@ class YamLimits:
     max_gripper_speed_per_s: float = 2.0
 
     def __post_init__(self):
-        for name, size in (("joint_lower_rad", 6), ("joint_upper_rad", 6), ("max_joint_speed_rad_s", 6),
-                           ("workspace_min_m", 3), ("workspace_max_m", 3)):
+        for name, size in (
+            ("joint_lower_rad", 6),
+            ("joint_upper_rad", 6),
+            ("max_joint_speed_rad_s", 6),
+            ("workspace_min_m", 3),
+            ("workspace_max_m", 3),
+        ):
             arr = np.asarray(getattr(self, name), dtype=float).reshape(-1)
             if arr.size == 1 and size > 1 and name.startswith("max_"):
                 arr = np.full(size, float(arr[0]))
@@ -51,11 +57,15 @@ class YamLimits:
                 raise ValueError(f"YamLimits.{name}={getattr(self, name)!r}: need {size} finite numbers")
             setattr(self, name, arr)
         if not np.all(self.joint_lower_rad < self.joint_upper_rad):
-            raise ValueError(f"YamLimits joint_lower_rad={self.joint_lower_rad.tolist()} must be < joint_upper_rad="
-                             f"{self.joint_upper_rad.tolist()} for every joint")
+            raise ValueError(
+                f"YamLimits joint_lower_rad={self.joint_lower_rad.tolist()} must be < joint_upper_rad="
+                f"{self.joint_upper_rad.tolist()} for every joint"
+            )
         if not np.all(self.workspace_min_m < self.workspace_max_m):
-            raise ValueError(f"YamLimits workspace_min_m={self.workspace_min_m.tolist()} must be < workspace_max_m="
-                             f"{self.workspace_max_m.tolist()} on every axis")
+            raise ValueError(
+                f"YamLimits workspace_min_m={self.workspace_min_m.tolist()} must be < workspace_max_m="
+                f"{self.workspace_max_m.tolist()} on every axis"
+            )
         if not np.all(self.max_joint_speed_rad_s > 0):
             raise ValueError(f"YamLimits.max_joint_speed_rad_s={self.max_joint_speed_rad_s.tolist()}: must be > 0")
         for name in ("max_ee_speed_m_s", "max_gripper_speed_per_s"):
@@ -64,8 +74,10 @@ class YamLimits:
                 raise ValueError(f"YamLimits.{name}={value!r}: must be a finite number > 0")
             setattr(self, name, value)
         if not (0.0 <= self.gripper_min < self.gripper_max <= 1.0):
-            raise ValueError(f"YamLimits gripper range [{self.gripper_min}, {self.gripper_max}]: need "
-                             f"0 <= gripper_min < gripper_max <= 1")
+            raise ValueError(
+                f"YamLimits gripper range [{self.gripper_min}, {self.gripper_max}]: need "
+                f"0 <= gripper_min < gripper_max <= 1"
+            )
 
     def in_workspace(self, p_m: np.ndarray, tol_m: float = WORKSPACE_TOL_M) -> bool:
         return bool(np.all(p_m >= self.workspace_min_m - tol_m) and np.all(p_m <= self.workspace_max_m + tol_m))

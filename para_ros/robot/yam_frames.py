@@ -9,6 +9,7 @@ simulated rig.
 
 ROS-free; not thread-safe (one SDK ``Kinematics`` instance per :class:`YamFrames`; use it from one thread).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,13 @@ class YamFrames:
     :param tool_site: MJCF site published as the tool frame (``grasp_site``).
     """
 
-    def __init__(self, mount: WristCameraMount, arm_type: str = "yam", gripper_type: str = "linear_4310",
-                 tool_site: str = "grasp_site"):
+    def __init__(
+        self,
+        mount: WristCameraMount,
+        arm_type: str = "yam",
+        gripper_type: str = "linear_4310",
+        tool_site: str = "grasp_site",
+    ):
 
         self._kin = load_sdk_kinematics(arm_type, gripper_type, tool_site)
         self._config = self._kin._configuration  # the SDK Kinematics' mink configuration (bodies' FK)
@@ -37,11 +43,15 @@ class YamFrames:
         bodies = {model.body(i).name for i in range(model.nbody)}
         missing = [b for b in ARM_LINK_CHAIN if b not in bodies]
         if missing:
-            raise ValueError(f"YamFrames: the {arm_type}/{gripper_type} model has no bodies {missing}; the frames "
-                             f"published are {ARM_LINK_CHAIN}")
+            raise ValueError(
+                f"YamFrames: the {arm_type}/{gripper_type} model has no bodies {missing}; the frames "
+                f"published are {ARM_LINK_CHAIN}"
+            )
         if mount.parent_frame not in ARM_LINK_CHAIN:
-            raise ValueError(f"wrist_camera.parent_frame={mount.parent_frame!r} is not a frame of the arm chain "
-                             f"{ARM_LINK_CHAIN}: give the body the camera is mounted on (gripper for the D405)")
+            raise ValueError(
+                f"wrist_camera.parent_frame={mount.parent_frame!r} is not a frame of the arm chain "
+                f"{ARM_LINK_CHAIN}: give the body the camera is mounted on (gripper for the D405)"
+            )
         self.tool_site = tool_site
         self.mount = mount
         self._T_parent_camera = mount.T_parent_camera()

@@ -9,6 +9,7 @@ IK is mink's differential IK (``Kinematics.ik``) with the model's joint ranges a
 the previous solution (a fraction of a millisecond per solve when seeded). Success is judged here, by FK of the
 returned joints against the target, with the tolerances given at construction, not by the solver's own flag.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,6 +36,7 @@ def combined_yam_xml(arm_type: str = "yam", gripper_type: str = "linear_4310") -
     """Path of a freshly written combined arm + gripper MJCF (the caller deletes it after loading)."""
     # i2rt: loaded on first use, not on import
     from i2rt.robots.utils import ArmType, GripperType, combine_arm_and_gripper_xml
+
     return combine_arm_and_gripper_xml(ArmType.from_string_name(arm_type), GripperType.from_string_name(gripper_type))
 
 
@@ -61,8 +63,15 @@ class YamKinematics:
     :param max_iters: IK iteration cap per solve (bounds the time spent on unreachable targets).
     """
 
-    def __init__(self, arm_type: str = "yam", gripper_type: str = "linear_4310", tool_site: str = "grasp_site",
-                 position_tol_m: float = 5e-4, rotation_tol_rad: float = 5e-3, max_iters: int = 40):
+    def __init__(
+        self,
+        arm_type: str = "yam",
+        gripper_type: str = "linear_4310",
+        tool_site: str = "grasp_site",
+        position_tol_m: float = 5e-4,
+        rotation_tol_rad: float = 5e-3,
+        max_iters: int = 40,
+    ):
         import mink  # mink: loaded on first use, not on import
 
         for name, value in (("position_tol_m", position_tol_m), ("rotation_tol_rad", rotation_tol_rad)):
@@ -100,12 +109,19 @@ class YamKinematics:
         The start is clipped into the joint ranges first (mink refuses configurations outside them). Whatever the
         solver returns is kept in ``q_rad`` (the closest it got); ``ok`` says whether that is within tolerance.
         """
-        seed = np.clip(np.asarray(seed_q_rad, dtype=float)[:N_ARM_JOINTS],
-                       self.joint_range_rad[:, 0], self.joint_range_rad[:, 1])
+        seed = np.clip(
+            np.asarray(seed_q_rad, dtype=float)[:N_ARM_JOINTS], self.joint_range_rad[:, 0], self.joint_range_rad[:, 1]
+        )
         try:
-            _, q = self._kin.ik(T_base_tool, self.tool_site, init_q=self._full_q(seed), limits=self._limits,
-                                pos_threshold=self.position_tol_m * 0.5, ori_threshold=self.rotation_tol_rad * 0.5,
-                                max_iters=self.max_iters)
+            _, q = self._kin.ik(
+                T_base_tool,
+                self.tool_site,
+                init_q=self._full_q(seed),
+                limits=self._limits,
+                pos_threshold=self.position_tol_m * 0.5,
+                ori_threshold=self.rotation_tol_rad * 0.5,
+                max_iters=self.max_iters,
+            )
         except Exception:  # solver failure (e.g. infeasible QP): report as unreachable from the start
             q = self._full_q(seed)
         q6 = np.array(q[:N_ARM_JOINTS], dtype=float)

@@ -9,6 +9,7 @@
 Conversion never raises on odd content (NaN, mismatched lengths...): it copies what is there, and
 :func:`para_ros.execution.chunk.validate_chunk` decides. Times become float seconds (``sec + nanosec * 1e-9``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,9 @@ from para_ros.stamps import s_to_fields, set_stamp, stamp_to_s
 def poses_to_arrays(poses) -> tuple[np.ndarray, np.ndarray]:
     """``geometry_msgs/Pose`` list -> positions (N, 3) and quaternions (N, 4) x, y, z, w."""
     positions = np.array([[p.position.x, p.position.y, p.position.z] for p in poses], dtype=float).reshape(-1, 3)
-    quats = np.array([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w] for p in poses],
-                     dtype=float).reshape(-1, 4)
+    quats = np.array(
+        [[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w] for p in poses], dtype=float
+    ).reshape(-1, 4)
     return positions, quats
 
 
@@ -52,6 +54,7 @@ def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None, into=None):
     """
     from builtin_interfaces.msg import Duration  # rclpy: loaded on first use, not on import
     from geometry_msgs.msg import Pose
+
     from para_msgs.msg import ActionChunk
 
     msg = ActionChunk() if into is None else into
@@ -95,9 +98,18 @@ def action_chunk_msg(out, stamp_ns: int, world_frame: str, tool_frame: str, mode
         time_offsets_s).
     """
 
-    return chunk_to_msg(Chunk(
-        stamp_s=0.0, time_from_stamp_s=np.asarray(out.time_offsets_s, dtype=float),
-        positions_m=np.asarray(out.positions_world, dtype=float).reshape(-1, 3),
-        quats_xyzw=unit_quaternions(out.quaternions_xyzw),  # unit, w >= 0: as TF would give
-        gripper=np.asarray(out.gripper, dtype=float), confidence=np.asarray(out.confidence, dtype=float),
-        frame_id=world_frame, tool_frame_id=tool_frame, model_id=model_id), stamp_ns=stamp_ns, into=into)
+    return chunk_to_msg(
+        Chunk(
+            stamp_s=0.0,
+            time_from_stamp_s=np.asarray(out.time_offsets_s, dtype=float),
+            positions_m=np.asarray(out.positions_world, dtype=float).reshape(-1, 3),
+            quats_xyzw=unit_quaternions(out.quaternions_xyzw),  # unit, w >= 0: as TF would give
+            gripper=np.asarray(out.gripper, dtype=float),
+            confidence=np.asarray(out.confidence, dtype=float),
+            frame_id=world_frame,
+            tool_frame_id=tool_frame,
+            model_id=model_id,
+        ),
+        stamp_ns=stamp_ns,
+        into=into,
+    )

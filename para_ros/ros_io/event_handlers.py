@@ -17,6 +17,7 @@ Where they go, nothing is lost:
 The TF subscriptions keep theirs: ``/tf_static`` is transient local, and a volatile static publisher is a real
 mistake that the warning names.
 """
+
 from __future__ import annotations
 
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks

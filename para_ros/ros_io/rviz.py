@@ -2,6 +2,7 @@
 
 Message construction only; the numbers come from ``para_core.model.policy.PolicyOutput``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,15 @@ def step_color(i: int, n: int, confidence: float | None = None) -> ColorRGBA:
     return ColorRGBA(r=0.1, g=float(1.0 - 0.7 * f), b=float(0.3 + 0.7 * f), a=alpha)
 
 
-def chunk_markers(header: Header, positions_world: np.ndarray, confidence: np.ndarray, ee_position_world: np.ndarray,
-                  voxel_size_m: float = 0.01, lifetime_s: float = 1.0, color_by: str = "step") -> MarkerArray:
+def chunk_markers(
+    header: Header,
+    positions_world: np.ndarray,
+    confidence: np.ndarray,
+    ee_position_world: np.ndarray,
+    voxel_size_m: float = 0.01,
+    lifetime_s: float = 1.0,
+    color_by: str = "step",
+) -> MarkerArray:
     """Markers in ``header.frame_id``: one sphere per step at its decoded position, the path, and the current EE.
 
     :param positions_world: (T, 3) decoded step positions, metres.
@@ -35,8 +43,9 @@ def chunk_markers(header: Header, positions_world: np.ndarray, confidence: np.nd
     """
     T = len(positions_world)
     lifetime = _duration(lifetime_s)
-    steps = Marker(header=header, ns=MARKER_NS_STEPS, id=0, type=Marker.SPHERE_LIST, action=Marker.ADD,
-                   lifetime=lifetime)
+    steps = Marker(
+        header=header, ns=MARKER_NS_STEPS, id=0, type=Marker.SPHERE_LIST, action=Marker.ADD, lifetime=lifetime
+    )
     steps.pose.orientation.w = 1.0
     steps.scale.x = steps.scale.y = steps.scale.z = float(voxel_size_m)
     for i, p in enumerate(positions_world):
@@ -46,16 +55,16 @@ def chunk_markers(header: Header, positions_world: np.ndarray, confidence: np.nd
             steps.colors.append(ColorRGBA(r=1.0 - c, g=c, b=0.1, a=1.0))
         else:
             steps.colors.append(step_color(i, T, float(confidence[i])))
-    path = Marker(header=header, ns=MARKER_NS_PATH, id=0, type=Marker.LINE_STRIP, action=Marker.ADD,
-                  lifetime=lifetime)
+    path = Marker(header=header, ns=MARKER_NS_PATH, id=0, type=Marker.LINE_STRIP, action=Marker.ADD, lifetime=lifetime)
     path.pose.orientation.w = 1.0
     path.scale.x = float(voxel_size_m) * 0.3
     path.color = ColorRGBA(r=1.0, g=0.8, b=0.1, a=0.9)
     path.points = [Point(x=float(ee_position_world[0]), y=float(ee_position_world[1]), z=float(ee_position_world[2]))]
     path.points += list(steps.points)
     ee = Marker(header=header, ns=MARKER_NS_EE, id=0, type=Marker.SPHERE, action=Marker.ADD, lifetime=lifetime)
-    ee.pose.position = Point(x=float(ee_position_world[0]), y=float(ee_position_world[1]),
-                             z=float(ee_position_world[2]))
+    ee.pose.position = Point(
+        x=float(ee_position_world[0]), y=float(ee_position_world[1]), z=float(ee_position_world[2])
+    )
     ee.pose.orientation.w = 1.0
     ee.scale.x = ee.scale.y = ee.scale.z = float(voxel_size_m) * 1.5
     ee.color = ColorRGBA(r=1.0, g=0.2, b=0.2, a=1.0)
@@ -69,10 +78,21 @@ def voxel_cloud(header: Header, points_world: np.ndarray, probability: np.ndarra
     data = np.empty(len(points_world), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("probability", "<f4")])
     data["x"], data["y"], data["z"] = points_world.T
     data["probability"] = probability
-    fields = [PointField(name=n, offset=4 * i, datatype=PointField.FLOAT32, count=1)
-              for i, n in enumerate(("x", "y", "z", "probability"))]
-    return PointCloud2(header=header, height=1, width=len(data), fields=fields, is_bigendian=False, point_step=16,
-                       row_step=16 * len(data), data=data.tobytes(), is_dense=True)
+    fields = [
+        PointField(name=n, offset=4 * i, datatype=PointField.FLOAT32, count=1)
+        for i, n in enumerate(("x", "y", "z", "probability"))
+    ]
+    return PointCloud2(
+        header=header,
+        height=1,
+        width=len(data),
+        fields=fields,
+        is_bigendian=False,
+        point_step=16,
+        row_step=16 * len(data),
+        data=data.tobytes(),
+        is_dense=True,
+    )
 
 
 def cloud_to_array(msg: PointCloud2) -> np.ndarray:

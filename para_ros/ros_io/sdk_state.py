@@ -11,6 +11,7 @@ rate (a ROS timer on the node's clock) and publishes, both stamped with the time
   :class:`para_ros.robot.yam_frames.YamFrames` (chain ``base`` .. ``gripper``, ``grasp_site``, the wrist camera's
   optical frame at the mount of ``config/yam.yaml``), by forward kinematics of the joints just read.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,16 @@ class SdkStatePublisher:
     :param frames: a :class:`YamFrames` (TF published when given), else None (no TF).
     """
 
-    def __init__(self, node, read_joints, topic: str, joint_names: tuple[str, ...], gripper_joint_name: str,
-                 rate_hz: float, frames=None):
+    def __init__(
+        self,
+        node,
+        read_joints,
+        topic: str,
+        joint_names: tuple[str, ...],
+        gripper_joint_name: str,
+        rate_hz: float,
+        frames=None,
+    ):
         if not (math.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f"parameter state_publish_rate_hz={rate_hz!r}: must be a finite number > 0 (Hz)")
         self.node = node
@@ -47,6 +56,7 @@ class SdkStatePublisher:
         self.tf_broadcaster = None
         if frames is not None:
             from para_ros.adapters.tf import TransformBroadcaster  # tf2_ros: only with frames to broadcast
+
             self.tf_broadcaster = TransformBroadcaster(node)
         self.published = 0
         self.failures = 0
@@ -85,8 +95,9 @@ class SdkStatePublisher:
         except Exception as err:  # noqa: BLE001 - a failed read must not take the node (and the arm's control) down
             self.failures += 1
             self.last_error = f"{type(err).__name__}: {err}"
-            self.node.get_logger().error(f"joint state / TF publishing failed: {self.last_error}",
-                                         throttle_duration_sec=1.0)
+            self.node.get_logger().error(
+                f"joint state / TF publishing failed: {self.last_error}", throttle_duration_sec=1.0
+            )
             return False
 
     def close(self) -> None:

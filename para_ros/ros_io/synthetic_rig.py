@@ -4,6 +4,7 @@ and records what the PARA graph answers (chunks, markers, voxel cloud, diagnosti
 For tests, benchmarks and smoke-testing an ``inference_node`` without a robot or the simulator. Images are fixed
 random colours (``seed``); camera and EE poses are whatever the caller passes.
 """
+
 from __future__ import annotations
 
 import threading
@@ -21,15 +22,24 @@ DEFAULT_K = np.array([[60.0, 0, 32.0], [0, 60.0, 32.0], [0, 0, 1.0]])
 class SyntheticRig:
     """The test side: publishes cameras, CameraInfo, TF, joint states; records chunks, markers, diagnostics."""
 
-    def __init__(self, T_scene: np.ndarray, T_wrist: np.ndarray, T_ee: np.ndarray, seed: int = 0,
-                 image_size: int = DEFAULT_IMAGE_SIZE, K: np.ndarray = DEFAULT_K, node_name: str = "synthetic_rig"):
+    def __init__(
+        self,
+        T_scene: np.ndarray,
+        T_wrist: np.ndarray,
+        T_ee: np.ndarray,
+        seed: int = 0,
+        image_size: int = DEFAULT_IMAGE_SIZE,
+        K: np.ndarray = DEFAULT_K,
+        node_name: str = "synthetic_rig",
+    ):
         import rclpy  # rclpy: loaded on first use, not on import
         from diagnostic_msgs.msg import DiagnosticArray
-        from para_msgs.msg import ActionChunk
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
         from visualization_msgs.msg import MarkerArray
+
+        from para_msgs.msg import ActionChunk
 
         # rclpy: loaded on first use, not on import
         from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
@@ -75,7 +85,6 @@ class SyntheticRig:
         """CameraInfo of a view: the rig's K (``para_core`` convention) converted to ROS, or ``K_ros`` verbatim."""
         from sensor_msgs.msg import CameraInfo  # rclpy: loaded on first use, not on import
 
-
         width = self.image_size if width is None else width
         height = self.image_size if height is None else height
         info = CameraInfo(width=width, height=height, **camera_info_fields(self.K))
@@ -89,8 +98,14 @@ class SyntheticRig:
         from sensor_msgs.msg import Image  # rclpy: loaded on first use, not on import
 
         rgb = self.images[view] if rgb is None else rgb
-        msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, is_bigendian=0,
-                    step=rgb.shape[1] * (rgb.shape[2] if rgb.ndim == 3 else 1), data=rgb.tobytes())
+        msg = Image(
+            height=rgb.shape[0],
+            width=rgb.shape[1],
+            encoding=encoding,
+            is_bigendian=0,
+            step=rgb.shape[1] * (rgb.shape[2] if rgb.ndim == 3 else 1),
+            data=rgb.tobytes(),
+        )
         msg.header.frame_id = f"{view}_cam_optical_frame"
         set_stamp(msg.header.stamp, stamp_ns)
         return msg
@@ -112,8 +127,19 @@ class SyntheticRig:
         T_scene = self.T_scene if T_scene is None else T_scene
         self.tf_static.sendTransform(self.transform("base", "scene_cam_optical_frame", T_scene, 0))
 
-    def publish_observation(self, stamp_ns, *, T_wrist=None, T_ee=None, skip=(), info=None, images=None,
-                            tf_extra=(), tf_lead_s=0.05, transforms=None):
+    def publish_observation(
+        self,
+        stamp_ns,
+        *,
+        T_wrist=None,
+        T_ee=None,
+        skip=(),
+        info=None,
+        images=None,
+        tf_extra=(),
+        tf_lead_s=0.05,
+        transforms=None,
+    ):
         """TF for the moving frames at ``stamp_ns`` (and history), CameraInfo, both images, joint states.
 
         ``skip`` names parts to leave out ("tf", "scene", "wrist", "scene_info", "wrist_info"); ``info`` / ``images``
@@ -155,14 +181,16 @@ class SyntheticRig:
         return next(c for c in self.chunks if stamp_to_ns(c.header.stamp) == stamp_ns)
 
     def diagnostics_mention(self, text) -> bool:
-        return any(text in s.message or any(text in kv.value for kv in s.values)
-                   for d in list(self.diagnostics) for s in d.status if s.name.startswith("para: inference"))
+        return any(
+            text in s.message or any(text in kv.value for kv in s.values)
+            for d in list(self.diagnostics)
+            for s in d.status
+            if s.name.startswith("para: inference")
+        )
 
     def close(self):
         self.executor.shutdown()
         self.node.destroy_node()
-
-
 
 
 def wait_for(condition, timeout_s: float, spin=None, what: str = "condition", poll_s: float = 0.02) -> None:

@@ -1,6 +1,7 @@
 """Client side of the sim node's task interface, shared by ``para-sim eval`` and ``para-sim record``: a blocking
 service call for a node whose executor spins in another thread, and the task reset (``task_seed`` parameter, then
 ``/sim_node/reset_task``)."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ def reset_task(params_client, reset_client, seed: int) -> dict:
     from rcl_interfaces.srv import SetParameters
 
     req = SetParameters.Request()
-    req.parameters = [Parameter(name="task_seed", value=ParameterValue(type=ParameterType.PARAMETER_INTEGER,
-                                                                       integer_value=int(seed)))]
+    req.parameters = [
+        Parameter(name="task_seed", value=ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=int(seed)))
+    ]
     res = call_service(params_client, req)
     if not res.results[0].successful:
         raise RuntimeError(f"sim_node refused task_seed={seed}: {res.results[0].reason}")

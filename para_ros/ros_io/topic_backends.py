@@ -23,6 +23,7 @@
   stamped with the time it is meant for (tick + lookahead, :attr:`JointCommand.target_time_s`): a pose target says
   where the tool should be at its stamp, like a chunk step at its due time.
 """
+
 from __future__ import annotations
 
 import threading
@@ -81,16 +82,24 @@ class JointTrajectoryBackend(CommandBackend):
 
     name = "joint_trajectory"
 
-    def __init__(self, node, topic: str, joint_states_topic: str, joint_names: tuple[str, ...],
-                 gripper_joint_name: str = "gripper", gripper_command_topic: str = ""):
+    def __init__(
+        self,
+        node,
+        topic: str,
+        joint_states_topic: str,
+        joint_names: tuple[str, ...],
+        gripper_joint_name: str = "gripper",
+        gripper_command_topic: str = "",
+    ):
         self.joint_names = tuple(joint_names)
         self.gripper_joint_name = gripper_joint_name
         self.topic = topic
         self.pub = node.create_publisher(JointTrajectory, topic, COMMAND_QOS)
         # The gripper's own topic only when it is not inside the trajectory (see the module docstring).
         self.gripper_topic = "" if gripper_joint_name else gripper_command_topic
-        self.gripper_pub = (node.create_publisher(Float64, self.gripper_topic, COMMAND_QOS)
-                            if self.gripper_topic else None)
+        self.gripper_pub = (
+            node.create_publisher(Float64, self.gripper_topic, COMMAND_QOS) if self.gripper_topic else None
+        )
         self.reader = JointStateReader(node, joint_states_topic, self.joint_names, gripper_joint_name)
 
     def describe(self) -> str:
@@ -129,8 +138,16 @@ class PoseBackend(CommandBackend):
 
     name = "pose"
 
-    def __init__(self, node, topic: str, gripper_topic: str, joint_states_topic: str, joint_names: tuple[str, ...],
-                 gripper_joint_name: str = "gripper", world_frame: str = "base"):
+    def __init__(
+        self,
+        node,
+        topic: str,
+        gripper_topic: str,
+        joint_states_topic: str,
+        joint_names: tuple[str, ...],
+        gripper_joint_name: str = "gripper",
+        world_frame: str = "base",
+    ):
         self.world_frame = world_frame
         self.pub = node.create_publisher(PoseStamped, topic, COMMAND_QOS)
         self.gripper_pub = node.create_publisher(Float64, gripper_topic, COMMAND_QOS) if gripper_topic else None
@@ -158,5 +175,6 @@ def pose_stamped(command: JointCommand, frame_id: str) -> PoseStamped:
     q = command.quat_xyzw
     msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in p)
     msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w = (
-        float(v) for v in q)
+        float(v) for v in q
+    )
     return msg

@@ -19,6 +19,7 @@ centred on the workspace. The pose (``T_parent_board``) is a parameter: the boar
 camera's own optical frame: ``T_true = T_told @ T_offset``) with which the simulator renders the scene camera and the
 wrist mount away from what it publishes on TF.
 """
+
 from __future__ import annotations
 
 import math
@@ -131,8 +132,10 @@ class BoardMount:
             self.px_per_m = square_px / self.spec.square_m
         side_px = (max(w, h) + 2 * self.margin_m) * float(self.px_per_m)
         if float(self.px_per_m) < 100.0 or side_px > MAX_TEXTURE_PX:
-            raise ValueError(f"BoardMount.px_per_m={self.px_per_m}: give at least 100 and at most "
-                             f"{MAX_TEXTURE_PX} pixels over the board's longer side")
+            raise ValueError(
+                f"BoardMount.px_per_m={self.px_per_m}: give at least 100 and at most "
+                f"{MAX_TEXTURE_PX} pixels over the board's longer side"
+            )
 
     @property
     def parent_body(self) -> str:
@@ -177,10 +180,14 @@ class BoardMount:
         origin_g = np.array([-half_x + margin_m, half_y - margin_m, FACE_THICKNESS_M / 2.0])  # board origin in geom
         R_board_geom = R_GEOM_BOARD.T
         for name, half_z, depth_m, material in (
-                (BOARD_GEOM, FACE_THICKNESS_M / 2.0, 0.0, mat.name),
-                (BOARD_BACKING_GEOM, (self.thickness_m - BACKING_GAP_M) / 2.0, BACKING_GAP_M, None)):
-            centre_b = R_board_geom @ (-origin_g) if material else \
-                R_board_geom @ (-origin_g) + np.array([0.0, 0.0, depth_m + half_z - FACE_THICKNESS_M / 2.0])
+            (BOARD_GEOM, FACE_THICKNESS_M / 2.0, 0.0, mat.name),
+            (BOARD_BACKING_GEOM, (self.thickness_m - BACKING_GAP_M) / 2.0, BACKING_GAP_M, None),
+        ):
+            centre_b = (
+                R_board_geom @ (-origin_g)
+                if material
+                else R_board_geom @ (-origin_g) + np.array([0.0, 0.0, depth_m + half_z - FACE_THICKNESS_M / 2.0])
+            )
             geom = body.add_geom()
             geom.name = name
             geom.type = mujoco.mjtGeom.mjGEOM_BOX

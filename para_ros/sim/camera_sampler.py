@@ -19,6 +19,7 @@ refuses a move that leaves part of it out of view, naming the visible fraction. 
 validated ranges and draws one move per episode seed (deterministic: the same seed gives the same camera), drawing
 again while a draw would not see the whole workspace.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,12 +46,16 @@ class NominalCamera:
     fovy_deg: float = 38.0
 
     @classmethod
-    def from_sim_config(cls, config=None) -> "NominalCamera":
+    def from_sim_config(cls, config=None) -> NominalCamera:
         from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
         c = config or SimConfig()
-        return cls(tuple(c.scene_cam_pos_m), tuple(c.scene_cam_look_at_m), tuple(c.scene_cam_up_hint),
-                   float(c.scene_cam_fovy_deg))
+        return cls(
+            tuple(c.scene_cam_pos_m),
+            tuple(c.scene_cam_look_at_m),
+            tuple(c.scene_cam_up_hint),
+            float(c.scene_cam_fovy_deg),
+        )
 
     @property
     def distance_m(self) -> float:
@@ -74,8 +79,9 @@ class CameraMove:
         if len(self.look_at_m) != 3 or not all(math.isfinite(float(v)) for v in self.look_at_m):
             raise ValueError(f"CameraMove.look_at_m={self.look_at_m!r} must be 3 finite numbers (metres)")
         if self.fovy_deg is not None and not 1.0 <= float(self.fovy_deg) <= 170.0:
-            raise ValueError(f"CameraMove.fovy_deg={self.fovy_deg!r} must be within [1, 170] degrees (the "
-                             "simulator's range)")
+            raise ValueError(
+                f"CameraMove.fovy_deg={self.fovy_deg!r} must be within [1, 170] degrees (the simulator's range)"
+            )
 
     def describe(self) -> str:
         parts = [f"orbit {self.orbit_deg:+g} deg", f"height {100 * self.height_m:+g} cm"]
@@ -111,8 +117,10 @@ def camera_pose(move: CameraMove, nominal: NominalCamera | None = None) -> tuple
     dist = float(np.linalg.norm(offset))
     new_dist = dist + move.distance_m
     if new_dist < 0.05:
-        raise ValueError(f"camera move {move.describe()}: the camera ends {new_dist:.3f} m from the look-at point "
-                         "(needs >= 0.05 m); use a smaller negative distance_m")
+        raise ValueError(
+            f"camera move {move.describe()}: the camera ends {new_dist:.3f} m from the look-at point "
+            "(needs >= 0.05 m); use a smaller negative distance_m"
+        )
     position = target + offset * (new_dist / dist)  # (3,)
     aim = target + np.asarray(move.look_at_m, dtype=np.float64)  # (3,)
     fovy = float(nominal.fovy_deg if move.fovy_deg is None else move.fovy_deg)
@@ -132,29 +140,37 @@ def workspace_points_m(task: PickPlaceConfig | None = None, n_per_side: int = 7,
     return np.concatenate(pts, axis=0)
 
 
-def visible_mask(points_m: np.ndarray, T_world_cam: np.ndarray, fovy_deg: float, width: int, height: int
-                 ) -> np.ndarray:
+def visible_mask(points_m: np.ndarray, T_world_cam: np.ndarray, fovy_deg: float, width: int, height: int) -> np.ndarray:
     """Which world points (N, 3) project inside a ``width`` x ``height`` image of this camera, in front of it. (N,)"""
     import torch  # torch: loaded on first use, not on import (the sim's commands and the evaluator stay light)
 
     from para_core.model.geometry import project  # torch: as above
 
     K = intrinsics_from_fovy(fovy_deg, width, height)
-    uv, depth = project(torch.as_tensor(points_m, dtype=torch.float64), torch.as_tensor(K),
-                        torch.as_tensor(T_world_cam, dtype=torch.float64))  # (N, 2), (N,)
+    uv, depth = project(
+        torch.as_tensor(points_m, dtype=torch.float64),
+        torch.as_tensor(K),
+        torch.as_tensor(T_world_cam, dtype=torch.float64),
+    )  # (N, 2), (N,)
     uv, depth = uv.numpy(), depth.numpy()
     return (depth > 0) & (uv[:, 0] >= 0) & (uv[:, 0] < width) & (uv[:, 1] >= 0) & (uv[:, 1] < height)
 
 
-def visible_fraction(T_world_cam: np.ndarray, fovy_deg: float, width: int = 256, height: int = 256,
-                     task: PickPlaceConfig | None = None) -> float:
+def visible_fraction(
+    T_world_cam: np.ndarray, fovy_deg: float, width: int = 256, height: int = 256, task: PickPlaceConfig | None = None
+) -> float:
     """Fraction (0..1) of :func:`workspace_points_m` that this camera sees inside its image."""
     return float(visible_mask(workspace_points_m(task), T_world_cam, fovy_deg, width, height).mean())
 
 
-def check_workspace_visible(move: CameraMove, nominal: NominalCamera | None = None, width: int = 256,
-                            height: int = 256, min_fraction: float = 1.0, task: PickPlaceConfig | None = None
-                            ) -> tuple[np.ndarray, float]:
+def check_workspace_visible(
+    move: CameraMove,
+    nominal: NominalCamera | None = None,
+    width: int = 256,
+    height: int = 256,
+    min_fraction: float = 1.0,
+    task: PickPlaceConfig | None = None,
+) -> tuple[np.ndarray, float]:
     """:func:`camera_pose` of ``move`` after checking that at least ``min_fraction`` of the workspace is in view.
 
     :raises ValueError: naming the move and the visible fraction when less is in view.
@@ -162,9 +178,11 @@ def check_workspace_visible(move: CameraMove, nominal: NominalCamera | None = No
     T, fovy = camera_pose(move, nominal)
     frac = visible_fraction(T, fovy, width, height, task)
     if frac < min_fraction:
-        raise ValueError(f"camera move {move.describe()} leaves the workspace partly out of view: "
-                         f"{100 * frac:.0f} % of it projects inside the {width}x{height} image (needs >= "
-                         f"{100 * min_fraction:.0f} %); choose a smaller move or a wider field of view")
+        raise ValueError(
+            f"camera move {move.describe()} leaves the workspace partly out of view: "
+            f"{100 * frac:.0f} % of it projects inside the {width}x{height} image (needs >= "
+            f"{100 * min_fraction:.0f} %); choose a smaller move or a wider field of view"
+        )
     return T, fovy
 
 
@@ -174,8 +192,9 @@ def _range(value, name: str, lo: float, hi: float, unit: str) -> tuple[float, fl
     except (TypeError, ValueError):
         raise ValueError(f"CameraRandomisation.{name}={value!r} must be two numbers (low, high) in {unit}") from None
     if not (math.isfinite(a) and math.isfinite(b) and lo <= a <= b <= hi):
-        raise ValueError(f"CameraRandomisation.{name}=({a:g}, {b:g}) must satisfy {lo:g} <= low <= high <= {hi:g} "
-                         f"({unit})")
+        raise ValueError(
+            f"CameraRandomisation.{name}=({a:g}, {b:g}) must satisfy {lo:g} <= low <= high <= {hi:g} ({unit})"
+        )
     return a, b
 
 
@@ -210,29 +229,36 @@ class CameraRandomisation:
         self.distance_m = _range(self.distance_m, "distance_m", -0.4, 0.6, "metres")
         self.fovy_deg = _range(self.fovy_deg, "fovy_deg", 10.0, 120.0, "degrees")
         if not 0.0 <= float(self.look_at_jitter_m) <= 0.2:
-            raise ValueError(f"CameraRandomisation.look_at_jitter_m={self.look_at_jitter_m!r} must be within "
-                             "[0, 0.2] metres")
+            raise ValueError(
+                f"CameraRandomisation.look_at_jitter_m={self.look_at_jitter_m!r} must be within [0, 0.2] metres"
+            )
         if not 0.0 < float(self.min_visible_fraction) <= 1.0:
-            raise ValueError(f"CameraRandomisation.min_visible_fraction={self.min_visible_fraction!r} must be within "
-                             "(0, 1]")
+            raise ValueError(
+                f"CameraRandomisation.min_visible_fraction={self.min_visible_fraction!r} must be within (0, 1]"
+            )
         if not 32 <= int(self.image_size) <= 1024:
             raise ValueError(f"CameraRandomisation.image_size={self.image_size!r} must be within 32..1024 pixels")
         if not 1 <= int(self.max_draws) <= 100_000:
             raise ValueError(f"CameraRandomisation.max_draws={self.max_draws!r} must be within 1..100000")
         if self.distance_m[0] <= 0.1 - self.nominal.distance_m:
-            raise ValueError(f"CameraRandomisation.distance_m low {self.distance_m[0]:g} m would bring the camera "
-                             f"within 0.1 m of the look-at point (nominal distance {self.nominal.distance_m:.2f} m); "
-                             "raise it")
+            raise ValueError(
+                f"CameraRandomisation.distance_m low {self.distance_m[0]:g} m would bring the camera "
+                f"within 0.1 m of the look-at point (nominal distance {self.nominal.distance_m:.2f} m); "
+                "raise it"
+            )
 
     def draw(self, rng: np.random.Generator) -> CameraMove:
         """One move, uniform in the ranges (no visibility check)."""
         j = float(self.look_at_jitter_m)
-        return CameraMove(orbit_deg=float(rng.uniform(*self.orbit_deg)), height_m=float(rng.uniform(*self.height_m)),
-                          distance_m=float(rng.uniform(*self.distance_m)),
-                          look_at_m=tuple(float(v) for v in rng.uniform(-j, j, size=3)),
-                          fovy_deg=float(rng.uniform(*self.fovy_deg)))
+        return CameraMove(
+            orbit_deg=float(rng.uniform(*self.orbit_deg)),
+            height_m=float(rng.uniform(*self.height_m)),
+            distance_m=float(rng.uniform(*self.distance_m)),
+            look_at_m=tuple(float(v) for v in rng.uniform(-j, j, size=3)),
+            fovy_deg=float(rng.uniform(*self.fovy_deg)),
+        )
 
-    def sample(self, seed: int, task: PickPlaceConfig | None = None) -> "SampledCamera":
+    def sample(self, seed: int, task: PickPlaceConfig | None = None) -> SampledCamera:
         """The camera of the episode with layout seed ``seed``: the first draw that sees at least
         ``min_visible_fraction`` of the workspace.
 
@@ -247,9 +273,11 @@ class CameraRandomisation:
             if frac >= self.min_visible_fraction:
                 return SampledCamera(move, T, fovy, frac, draws)
             worst = min(worst, frac)
-        raise ValueError(f"camera randomisation: {self.max_draws} draws for seed {seed} all left the workspace partly "
-                         f"out of view (as little as {100 * worst:.0f} % visible, needs >= "
-                         f"{100 * self.min_visible_fraction:.0f} %); narrow the ranges")
+        raise ValueError(
+            f"camera randomisation: {self.max_draws} draws for seed {seed} all left the workspace partly "
+            f"out of view (as little as {100 * worst:.0f} % visible, needs >= "
+            f"{100 * self.min_visible_fraction:.0f} %); narrow the ranges"
+        )
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -268,13 +296,20 @@ class SampledCamera:
     draws: int
 
     def to_dict(self) -> dict:
-        return {"move": self.move.to_dict(), "T_world_cam": np.asarray(self.T_world_cam).tolist(),
-                "fovy_deg": self.fovy_deg, "visible_fraction": self.visible_fraction, "draws": self.draws}
+        return {
+            "move": self.move.to_dict(),
+            "T_world_cam": np.asarray(self.T_world_cam).tolist(),
+            "fovy_deg": self.fovy_deg,
+            "visible_fraction": self.visible_fraction,
+            "draws": self.draws,
+        }
 
     def sim_node_overrides(self) -> dict:
         """``sim_node`` parameters that put its scene camera here (the pose then goes out on /tf_static)."""
-        return {"scene_cam_T_world_cam": [float(v) for v in np.asarray(self.T_world_cam).reshape(-1)],
-                "scene_cam_fovy_deg": float(self.fovy_deg)}
+        return {
+            "scene_cam_T_world_cam": [float(v) for v in np.asarray(self.T_world_cam).reshape(-1)],
+            "scene_cam_fovy_deg": float(self.fovy_deg),
+        }
 
 
 def apply_to_sim(sim, camera: SampledCamera) -> None:
@@ -297,32 +332,67 @@ def add_randomisation_arguments(p) -> None:
     """``--randomise-camera`` and its ranges (``para-sim demos`` / ``record``)."""
     d = CameraRandomisation.__dataclass_fields__
     g = p.add_argument_group("scene camera randomisation (each episode from a camera drawn around the nominal one)")
-    g.add_argument("--randomise-camera", action="store_true",
-                   help="draw the scene camera per episode (deterministic from the layout seed); the true pose goes "
-                        "into every frame (para-sim demos) or onto /tf_static (para-sim record)")
-    g.add_argument("--orbit-deg", type=_pair, default=d["orbit_deg"].default, metavar="LO,HI",
-                   help="orbit about the workspace's vertical axis, degrees (default %(default)s)")
-    g.add_argument("--height-m", type=_pair, default=d["height_m"].default, metavar="LO,HI",
-                   help="camera raised by, metres, still aimed at the workspace (default %(default)s)")
-    g.add_argument("--distance-m", type=_pair, default=d["distance_m"].default, metavar="LO,HI",
-                   help="camera moved away from the workspace by, metres (default %(default)s)")
-    g.add_argument("--look-at-jitter-m", type=float, default=d["look_at_jitter_m"].default, metavar="M",
-                   help="aim point shifted by up to +-M per axis, metres (default %(default)s)")
-    g.add_argument("--fovy-deg", type=_pair, default=d["fovy_deg"].default, metavar="LO,HI",
-                   help="vertical field of view, degrees (default %(default)s)")
+    g.add_argument(
+        "--randomise-camera",
+        action="store_true",
+        help="draw the scene camera per episode (deterministic from the layout seed); the true pose goes "
+        "into every frame (para-sim demos) or onto /tf_static (para-sim record)",
+    )
+    g.add_argument(
+        "--orbit-deg",
+        type=_pair,
+        default=d["orbit_deg"].default,
+        metavar="LO,HI",
+        help="orbit about the workspace's vertical axis, degrees (default %(default)s)",
+    )
+    g.add_argument(
+        "--height-m",
+        type=_pair,
+        default=d["height_m"].default,
+        metavar="LO,HI",
+        help="camera raised by, metres, still aimed at the workspace (default %(default)s)",
+    )
+    g.add_argument(
+        "--distance-m",
+        type=_pair,
+        default=d["distance_m"].default,
+        metavar="LO,HI",
+        help="camera moved away from the workspace by, metres (default %(default)s)",
+    )
+    g.add_argument(
+        "--look-at-jitter-m",
+        type=float,
+        default=d["look_at_jitter_m"].default,
+        metavar="M",
+        help="aim point shifted by up to +-M per axis, metres (default %(default)s)",
+    )
+    g.add_argument(
+        "--fovy-deg",
+        type=_pair,
+        default=d["fovy_deg"].default,
+        metavar="LO,HI",
+        help="vertical field of view, degrees (default %(default)s)",
+    )
 
 
 def randomisation_from_args(args, image_size: int = 256) -> CameraRandomisation | None:
     """The :class:`CameraRandomisation` of the parsed options (None without ``--randomise-camera``)."""
     if not getattr(args, "randomise_camera", False):
         return None
-    return CameraRandomisation(orbit_deg=args.orbit_deg, height_m=args.height_m, distance_m=args.distance_m,
-                               look_at_jitter_m=args.look_at_jitter_m, fovy_deg=args.fovy_deg, image_size=image_size,
-                               nominal=NominalCamera.from_sim_config())
+    return CameraRandomisation(
+        orbit_deg=args.orbit_deg,
+        height_m=args.height_m,
+        distance_m=args.distance_m,
+        look_at_jitter_m=args.look_at_jitter_m,
+        fovy_deg=args.fovy_deg,
+        image_size=image_size,
+        nominal=NominalCamera.from_sim_config(),
+    )
 
 
-def check_scene_camera_sees_workspace(T_world_cam: np.ndarray, sim_params: dict | None = None,
-                                      min_fraction: float = 1.0) -> float:
+def check_scene_camera_sees_workspace(
+    T_world_cam: np.ndarray, sim_params: dict | None = None, min_fraction: float = 1.0
+) -> float:
     """Refuse (ValueError, naming the visible fraction) a scene camera pose of the sim node that does not see at
     least ``min_fraction`` of the task's workspace; ``sim_params``: sim_node parameters that differ from
     ``config/sim.yaml`` (``scene_cam_fovy_deg``, ``image_width``, ``image_height``). Returns the visible fraction."""
@@ -331,7 +401,9 @@ def check_scene_camera_sees_workspace(T_world_cam: np.ndarray, sim_params: dict 
     frac = visible_fraction(T_world_cam, fovy, width, height)
     if frac < min_fraction:
         pos = ", ".join(f"{v:.3f}" for v in np.asarray(T_world_cam)[:3, 3])
-        raise ValueError(f"the scene camera at ({pos}) m with fovy {fovy:g} deg sees {100 * frac:.0f} % of the "
-                         f"workspace (needs >= {100 * min_fraction:.0f} %): a move that puts the cube or pad out of "
-                         "view tests nothing; choose a smaller move")
+        raise ValueError(
+            f"the scene camera at ({pos}) m with fovy {fovy:g} deg sees {100 * frac:.0f} % of the "
+            f"workspace (needs >= {100 * min_fraction:.0f} %): a move that puts the cube or pad out of "
+            "view tests nothing; choose a smaller move"
+        )
     return frac

@@ -10,6 +10,7 @@ MuJoCo renders with square pixels, a vertical field of view ``fovy`` and the pri
 ``f = (H / 2) / tan(fovy / 2)``, ``cx = W / 2``, ``cy = H / 2`` (pixel (col, row) covers [col, col + 1), so the
 image centre is at W / 2; a point on the optical axis projects there).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,10 @@ def look_at_T_world_cam(position_m, look_at_m, up_hint=(0.0, 0.0, 1.0)) -> np.nd
     forward = target - pos  # (3,)
     norm = np.linalg.norm(forward)
     if not np.isfinite(norm) or norm < 1e-9:
-        raise ValueError(f"camera position {pos.tolist()} and look-at point {target.tolist()} must differ; "
-                         "give a look-at point in front of the camera")
+        raise ValueError(
+            f"camera position {pos.tolist()} and look-at point {target.tolist()} must differ; "
+            "give a look-at point in front of the camera"
+        )
     z = forward / norm
     up = np.asarray(up_hint, dtype=np.float64).reshape(3)
     up_perp = up - (up @ z) * z

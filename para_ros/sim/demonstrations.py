@@ -7,6 +7,7 @@ the YAM's IK (seeded with the previous solution) to joint servo targets at each 
 recorded frame holds both images, their intrinsics and camera poses, the ``grasp_site`` pose and the measured gripper
 opening (0 closed .. 1 open) at that instant: exactly the fields ``para-bag extract`` writes from a bag.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,9 +32,19 @@ class DemoResult:
     ik_failures: int
 
 
-def run_expert(sim: YamSim, kinematics, layout: Layout, *, record: bool = True, fps: float = 10.0,
-               image_size: int = 128, control_period_s: float = 0.02, task: PickPlaceConfig | None = None,
-               expert: ExpertConfig | None = None, epoch_ns: int = 0) -> DemoResult:
+def run_expert(
+    sim: YamSim,
+    kinematics,
+    layout: Layout,
+    *,
+    record: bool = True,
+    fps: float = 10.0,
+    image_size: int = 128,
+    control_period_s: float = 0.02,
+    task: PickPlaceConfig | None = None,
+    expert: ExpertConfig | None = None,
+    epoch_ns: int = 0,
+) -> DemoResult:
     """Reset ``sim`` to the home pose with ``layout``, run the expert to its end and judge the result.
 
     :param kinematics: a ``para_ros.robot.yam_ik.YamKinematics`` (FK/IK of the same model).
@@ -53,7 +64,7 @@ def run_expert(sim: YamSim, kinematics, layout: Layout, *, record: bool = True, 
     next_frame = 0.0
     ik_failures = 0
     n_steps = int(np.ceil(plan.duration_s / control_period_s))
-    for i in range(n_steps + 1):
+    for _i in range(n_steps + 1):
         t = sim.time_s
         if record and t + 1e-9 >= next_frame:
             frames["stamps_ns"].append(epoch_ns + int(round(t * 1e9)))
@@ -74,15 +85,20 @@ def run_expert(sim: YamSim, kinematics, layout: Layout, *, record: bool = True, 
     if record:
         frames = {k: np.asarray(v) for k, v in frames.items()}
     j = monitor.last
-    return DemoResult(layout, monitor.outcome(), j.place_error_m, sim.time_s, frames if record else None,
-                      ik_failures)
+    return DemoResult(layout, monitor.outcome(), j.place_error_m, sim.time_s, frames if record else None, ik_failures)
 
 
 def frames_to_episode(frames: dict, fps: float, meta: dict):
     """The recorded frames as a ``para_core.data.dataset.Episode``."""
 
     return Episode(
-        view_names=CAMERA_NAMES, stamps_ns=frames["stamps_ns"],
-        images={c: frames[f"images.{c}"] for c in CAMERA_NAMES}, K={c: frames[f"K.{c}"] for c in CAMERA_NAMES},
-        T_world_cam={c: frames[f"T_world_cam.{c}"] for c in CAMERA_NAMES}, T_world_ee=frames["T_world_ee"],
-        gripper=frames["gripper"], fps=fps, meta=meta)
+        view_names=CAMERA_NAMES,
+        stamps_ns=frames["stamps_ns"],
+        images={c: frames[f"images.{c}"] for c in CAMERA_NAMES},
+        K={c: frames[f"K.{c}"] for c in CAMERA_NAMES},
+        T_world_cam={c: frames[f"T_world_cam.{c}"] for c in CAMERA_NAMES},
+        T_world_ee=frames["T_world_ee"],
+        gripper=frames["gripper"],
+        fps=fps,
+        meta=meta,
+    )

@@ -10,6 +10,7 @@ turns poses into joints with the YAM's IK (seeded with the previous solution).
 Measured on the project's scene (finger collision boxes): see ``test/test_sim_pick_place.py`` and the README's
 pick-and-place section for the success rate over seeded layouts.
 """
+
 from __future__ import annotations
 
 import math
@@ -89,8 +90,9 @@ class ExpertPlan:
         return T, float(seg.start_gripper + a * (seg.end_gripper - seg.start_gripper))
 
 
-def plan_pick_place(start_xyz, layout: Layout, cube_half_size_m: float, config: ExpertConfig | None = None
-                    ) -> ExpertPlan:
+def plan_pick_place(
+    start_xyz, layout: Layout, cube_half_size_m: float, config: ExpertConfig | None = None
+) -> ExpertPlan:
     """The expert's plan from tool position ``start_xyz`` (3,) for ``layout``."""
     c = config or ExpertConfig()
     start = np.asarray(start_xyz, dtype=np.float64)

@@ -19,6 +19,7 @@ Semantics (a simple, documented subset of ``joint_trajectory_controller``):
   After the last point the arm holds it.
 * A new trajectory replaces the current one at once; an empty one (no points) holds the current setpoint (stop).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -44,10 +45,18 @@ class TrajectoryPlan:
     positions: np.ndarray  # (P + 1, J)
 
 
-def plan_trajectory(joint_names: Sequence[str], times_from_start_s: Sequence[float],
-                    positions: Sequence[Sequence[float]], *, command_joint_names: Sequence[str],
-                    q_lower: np.ndarray, q_upper: np.ndarray, setpoint_now: np.ndarray, now_ns: int,
-                    start_ns: int = 0) -> tuple[TrajectoryPlan | None, list[str]]:
+def plan_trajectory(
+    joint_names: Sequence[str],
+    times_from_start_s: Sequence[float],
+    positions: Sequence[Sequence[float]],
+    *,
+    command_joint_names: Sequence[str],
+    q_lower: np.ndarray,
+    q_upper: np.ndarray,
+    setpoint_now: np.ndarray,
+    now_ns: int,
+    start_ns: int = 0,
+) -> tuple[TrajectoryPlan | None, list[str]]:
     """Validate a trajectory and turn it into a :class:`TrajectoryPlan`.
 
     :param joint_names: the message's ``joint_names``.
@@ -65,8 +74,9 @@ def plan_trajectory(joint_names: Sequence[str], times_from_start_s: Sequence[flo
     names = list(joint_names)
     index_of = {n: i for i, n in enumerate(command_joint_names)}
     if not names:
-        raise TrajectoryRejected("joint_names is empty; name the joints you command "
-                                 f"(any of {', '.join(command_joint_names)})")
+        raise TrajectoryRejected(
+            f"joint_names is empty; name the joints you command (any of {', '.join(command_joint_names)})"
+        )
     unknown = [n for n in names if n not in index_of]
     if unknown:
         raise TrajectoryRejected(f"unknown joint name(s) {unknown}; this arm has {', '.join(command_joint_names)}")
@@ -79,15 +89,17 @@ def plan_trajectory(joint_names: Sequence[str], times_from_start_s: Sequence[flo
     rows = []
     for i, row in enumerate(positions):
         if len(row) != len(names):
-            raise TrajectoryRejected(f"point {i} has {len(row)} positions for {len(names)} joint names; "
-                                     "give one position per named joint")
+            raise TrajectoryRejected(
+                f"point {i} has {len(row)} positions for {len(names)} joint names; give one position per named joint"
+            )
         rows.append([float(v) for v in row])
     pos = np.asarray(rows, dtype=np.float64)  # (P, J)
     times = np.asarray([float(t) for t in times_from_start_s], dtype=np.float64)  # (P,)
     if not np.all(np.isfinite(pos)):
         bad = np.argwhere(~np.isfinite(pos))[0]
-        raise TrajectoryRejected(f"point {bad[0]} joint {names[bad[1]]!r} position is {pos[tuple(bad)]}; "
-                                 "positions must be finite")
+        raise TrajectoryRejected(
+            f"point {bad[0]} joint {names[bad[1]]!r} position is {pos[tuple(bad)]}; positions must be finite"
+        )
     if not np.all(np.isfinite(times)) or np.any(times < 0):
         raise TrajectoryRejected(f"time_from_start {times.tolist()} must be finite and >= 0")
     if np.any(np.diff(times) <= 0):
@@ -100,8 +112,9 @@ def plan_trajectory(joint_names: Sequence[str], times_from_start_s: Sequence[flo
     if not np.array_equal(clipped, pos):
         for j in np.unique(np.argwhere(clipped != pos)[:, 1]):
             worst = pos[:, j][np.argmax(np.abs(pos[:, j] - clipped[:, j]))]
-            warnings.append(f"joint {names[j]!r} position {worst:.4f} is outside [{lo[j]:.4f}, {hi[j]:.4f}]; "
-                            "clamped to the limit")
+            warnings.append(
+                f"joint {names[j]!r} position {worst:.4f} is outside [{lo[j]:.4f}, {hi[j]:.4f}]; clamped to the limit"
+            )
     pos = clipped
 
     start = int(start_ns) if start_ns else int(now_ns)
@@ -110,7 +123,8 @@ def plan_trajectory(joint_names: Sequence[str], times_from_start_s: Sequence[flo
         raise TrajectoryRejected(
             f"trajectory ends in the past: header.stamp {start_ns / 1e9:.6f} s + last time_from_start "
             f"{times[-1]:.6f} s = {abs_ns[-1] / 1e9:.6f} s is {(now_ns - abs_ns[-1]) / 1e9:.6f} s before now "
-            f"({now_ns / 1e9:.6f} s); stamp it 0 to start on receipt, or with a time on this node's clock")
+            f"({now_ns / 1e9:.6f} s); stamp it 0 to start on receipt, or with a time on this node's clock"
+        )
     keep = abs_ns >= now_ns  # a point due exactly now (time_from_start 0, no stamp) is "go there now"
     anchor_ns = max(start, int(now_ns))
     times_ns = np.concatenate([[anchor_ns], np.maximum(abs_ns[keep], anchor_ns)])  # (P' + 1,)

@@ -7,6 +7,7 @@ A region is one or more half-planes of the table, joined by commas: ``y<0``, ``y
 cube centre lies in the region (:func:`episode_seeds`), so the layouts of a seed never change and two runs with
 disjoint seed ranges still share no layout. The pad is wherever that layout puts it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ class CubeRegion:
     text: str
 
     @classmethod
-    def parse(cls, text: str, task: PickPlaceConfig | None = None) -> "CubeRegion":
+    def parse(cls, text: str, task: PickPlaceConfig | None = None) -> CubeRegion:
         """Parse and validate ``text`` (see the module docstring) against the task's cube region.
 
         :raises ValueError: a term that is not ``AXIS OP NUMBER``, or a region that keeps less than 5 % of the task's
@@ -43,8 +44,10 @@ class CubeRegion:
         for part in text.split(","):
             m = _TERM.match(part)
             if m is None:
-                raise ValueError(f"--cube-region {text!r}: {part.strip()!r} is not AXIS OP NUMBER (axis x or y, "
-                                 "op one of < <= > >=, metres in base), e.g. 'y<0'")
+                raise ValueError(
+                    f"--cube-region {text!r}: {part.strip()!r} is not AXIS OP NUMBER (axis x or y, "
+                    "op one of < <= > >=, metres in base), e.g. 'y<0'"
+                )
             value = float(m.group(3))
             if not math.isfinite(value):
                 raise ValueError(f"--cube-region {text!r}: {value} is not a finite number")
@@ -53,9 +56,11 @@ class CubeRegion:
         frac = region.area_fraction(task)
         if frac < MIN_AREA_FRACTION:
             (x0, x1), (y0, y1) = (task or PickPlaceConfig()).cube_region_m
-            raise ValueError(f"--cube-region {text!r} keeps {100 * frac:.1f} % of the task's cube region (x {x0:g}.."
-                             f"{x1:g} m, y {y0:g}..{y1:g} m; needs >= {100 * MIN_AREA_FRACTION:.0f} %): choose a "
-                             "region that overlaps it")
+            raise ValueError(
+                f"--cube-region {text!r} keeps {100 * frac:.1f} % of the task's cube region (x {x0:g}.."
+                f"{x1:g} m, y {y0:g}..{y1:g} m; needs >= {100 * MIN_AREA_FRACTION:.0f} %): choose a "
+                "region that overlaps it"
+            )
         return region
 
     def contains(self, xy_m) -> bool:
@@ -78,8 +83,9 @@ class CubeRegion:
         return (wx * wy) / ((x1 - x0) * (y1 - y0))
 
 
-def episode_seeds(first_seed: int, episodes: int, region: CubeRegion | None = None,
-                  task: PickPlaceConfig | None = None) -> list[int]:
+def episode_seeds(
+    first_seed: int, episodes: int, region: CubeRegion | None = None, task: PickPlaceConfig | None = None
+) -> list[int]:
     """The layout seeds of ``episodes`` episodes from ``first_seed``: consecutive without a region, else the first
     ``episodes`` seeds >= ``first_seed`` whose cube lies in ``region``.
 
@@ -93,8 +99,10 @@ def episode_seeds(first_seed: int, episodes: int, region: CubeRegion | None = No
     seed = first_seed
     while len(seeds) < episodes:
         if seed > MAX_SEED:
-            raise ValueError(f"only {len(seeds)} seeds from {first_seed} up to {MAX_SEED} put the cube in "
-                             f"{region.text}; start from a lower --seed")
+            raise ValueError(
+                f"only {len(seeds)} seeds from {first_seed} up to {MAX_SEED} put the cube in "
+                f"{region.text}; start from a lower --seed"
+            )
         if region.contains(sample_layout(seed, task).cube_xy_m):
             seeds.append(seed)
         seed += 1
@@ -113,6 +121,11 @@ def parse_region_arg(text: str | None) -> CubeRegion | None:
 
 def add_region_argument(p) -> None:
     """``--cube-region`` (``para-sim demos`` / ``record`` / ``eval`` / ``sweep``)."""
-    p.add_argument("--cube-region", type=parse_region_arg, default=None, metavar="REGION",
-                   help="only layouts whose cube centre lies in REGION: half-planes of base like 'y<0', 'y>=0' or "
-                        "'x>=0.3,y<0' (metres); the run takes the seeds from --seed upwards that satisfy it")
+    p.add_argument(
+        "--cube-region",
+        type=parse_region_arg,
+        default=None,
+        metavar="REGION",
+        help="only layouts whose cube centre lies in REGION: half-planes of base like 'y<0', 'y>=0' or "
+        "'x>=0.3,y<0' (metres); the run takes the seeds from --seed upwards that satisfy it",
+    )

@@ -26,6 +26,7 @@ seeds alone. The rules:
 The acknowledgements travel as ``std_msgs/Int64MultiArray`` (``data = [kind, time_ns, value]``), standard messages
 so that no interface package changes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -73,8 +74,9 @@ class LockstepSettings:
 
     def __post_init__(self):
         if not 1e-4 <= float(self.step_s) <= 0.1:
-            raise ValueError(f"lockstep_step_s={self.step_s}: use 0.0001..0.1 s (the executor's control period, "
-                             "0.01 s at 100 Hz)")
+            raise ValueError(
+                f"lockstep_step_s={self.step_s}: use 0.0001..0.1 s (the executor's control period, 0.01 s at 100 Hz)"
+            )
         if not 0 < float(self.timeout_s) <= 3600:
             raise ValueError(f"lockstep_timeout_s={self.timeout_s}: use (0, 3600] s of wall time")
 
@@ -165,8 +167,7 @@ class LockstepGate:
             return self.fault
         missing = self.missing()
         if missing and wall_s - self.waiting_since_s > self.settings.timeout_s:
-            self.fault = (f"lockstep: no {' and no '.join(missing)} within {self.settings.timeout_s:g} s of wall "
-                          "time")
+            self.fault = f"lockstep: no {' and no '.join(missing)} within {self.settings.timeout_s:g} s of wall time"
         return self.fault
 
 

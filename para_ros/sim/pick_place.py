@@ -14,6 +14,7 @@ random target spot; the robot must pick the cube up and leave it resting on the 
   the pad), ``misplaced`` (released near the pad but resting outside the tolerance), ``fallen``, ``timeout`` (still
   held or moving at the time limit).
 """
+
 from __future__ import annotations
 
 import math
@@ -54,8 +55,9 @@ class PickPlaceConfig:
         for name in ("cube_region_m", "target_region_m"):
             (x_lo, x_hi), (y_lo, y_hi) = getattr(self, name)
             if not (x_lo < x_hi and y_lo < y_hi):
-                raise ValueError(f"PickPlaceConfig.{name}={getattr(self, name)} must be ((x_lo, x_hi), "
-                                 "(y_lo, y_hi)) with lo < hi")
+                raise ValueError(
+                    f"PickPlaceConfig.{name}={getattr(self, name)} must be ((x_lo, x_hi), (y_lo, y_hi)) with lo < hi"
+                )
         for name in ("success_tolerance_m", "rest_speed_m_s", "flat_tolerance_rad", "lift_height_m"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"PickPlaceConfig.{name}={getattr(self, name)} must be > 0")
@@ -75,8 +77,12 @@ class Layout:
     target_xy_m: tuple
 
     def to_dict(self) -> dict:
-        return {"seed": self.seed, "cube_xy_m": list(self.cube_xy_m), "cube_yaw_rad": self.cube_yaw_rad,
-                "target_xy_m": list(self.target_xy_m)}
+        return {
+            "seed": self.seed,
+            "cube_xy_m": list(self.cube_xy_m),
+            "cube_yaw_rad": self.cube_yaw_rad,
+            "target_xy_m": list(self.target_xy_m),
+        }
 
 
 MAX_SEED = 2**31 - 1
@@ -133,8 +139,14 @@ def cube_tilt_rad(R_world_cube: np.ndarray) -> float:
     return float(math.acos(min(1.0, cos)))
 
 
-def judge_state(T_world_cube: np.ndarray, velocity: np.ndarray, touching_fingers: int, target_xyz: np.ndarray,
-                cube_half_size_m: float, config: PickPlaceConfig | None = None) -> Judgement:
+def judge_state(
+    T_world_cube: np.ndarray,
+    velocity: np.ndarray,
+    touching_fingers: int,
+    target_xyz: np.ndarray,
+    cube_half_size_m: float,
+    config: PickPlaceConfig | None = None,
+) -> Judgement:
     """The rule of :func:`judge` on plain numbers (testable with hand-placed poses)."""
     config = config or PickPlaceConfig()
     pos = np.asarray(T_world_cube)[:3, 3]
@@ -158,8 +170,14 @@ def judge_state(T_world_cube: np.ndarray, velocity: np.ndarray, touching_fingers
 
 def judge(sim, config: PickPlaceConfig | None = None) -> Judgement:
     """Judge the cube of ``sim`` (a ``YamSim``) now."""
-    return judge_state(sim.cube_pose(0), sim.cube_velocity(0), len(sim.finger_contacts(0)), sim.target_position(),
-                       sim.config.cube_half_size_m, config)
+    return judge_state(
+        sim.cube_pose(0),
+        sim.cube_velocity(0),
+        len(sim.finger_contacts(0)),
+        sim.target_position(),
+        sim.config.cube_half_size_m,
+        config,
+    )
 
 
 class EpisodeMonitor:

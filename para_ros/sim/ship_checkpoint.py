@@ -6,6 +6,7 @@
 settings the policy was trained under (``sim``: the sim node's shipped camera and task parameters, checked by
 ``para-sim eval``), the final validation figures and the command that reproduces it (``scripts/train_pick_place``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,18 @@ from pathlib import Path
 from para_ros.paths import shipped_node_params
 
 # sim_node parameters a policy depends on: what its cameras see and how the task is laid out.
-SIM_KEYS = ("image_width", "image_height", "scene_cam_rate_hz", "wrist_cam_rate_hz", "scene_cam_fovy_deg",
-            "wrist_cam_fovy_deg", "scene_cam_position_m", "scene_cam_look_at_m", "scene_cam_up_hint", "n_cubes")
+SIM_KEYS = (
+    "image_width",
+    "image_height",
+    "scene_cam_rate_hz",
+    "wrist_cam_rate_hz",
+    "scene_cam_fovy_deg",
+    "wrist_cam_fovy_deg",
+    "scene_cam_position_m",
+    "scene_cam_look_at_m",
+    "scene_cam_up_hint",
+    "n_cubes",
+)
 
 
 def sim_settings() -> dict:
@@ -45,8 +56,13 @@ def demonstration_options(episode_dirs) -> dict:
 
 def _git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=Path(__file__).resolve().parent).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -58,8 +74,11 @@ def main(argv=None) -> int:
     p.add_argument("--data", default="", help="the demonstrations folder (recorded in the recipe)")
     p.add_argument("--episodes", type=int, default=0, help="demonstrations recorded")
     p.add_argument("--trained-at", default="", help="git commit the training ran at (default: the current one)")
-    p.add_argument("--reproduce", default="", help="the command that reproduces it (default: scripts/train_pick_place "
-                   "with the run's preset)")
+    p.add_argument(
+        "--reproduce",
+        default="",
+        help="the command that reproduces it (default: scripts/train_pick_place with the run's preset)",
+    )
     p.add_argument("--note", default="", help="a remark recorded in the recipe (e.g. why a run stopped early)")
     args = p.parse_args(argv)
     # scipy, torch: loaded on first use, not on import
@@ -75,20 +94,31 @@ def main(argv=None) -> int:
         shutil.copy2(run / "checkpoint" / name, out / name)
     shutil.copy2(run / "metrics.jsonl", out / "metrics.jsonl")
     plot_metrics(out / "metrics.jsonl", out / "loss_curve.png")
-    seeds = sorted(int(Path(d).name.split("_")[-1]) for d in info["train_episodes"] + list(info.get("val_episodes", []))
-                   if Path(d).name.split("_")[-1].isdigit())
+    seeds = sorted(
+        int(Path(d).name.split("_")[-1])
+        for d in info["train_episodes"] + list(info.get("val_episodes", []))
+        if Path(d).name.split("_")[-1].isdigit()
+    )
     recipe = {
-        "reproduce": args.reproduce or "scripts/train_pick_place" + (
-            "" if info["model_config"]["name"] == "pick_place" else f" --preset {info['model_config']['name']}"),
-        "demonstrations": {"command": "para-sim demos --out DATA --seed S --episodes N (the layout seeds used are "
-                                      "listed; failed expert episodes are not written)",
-                           "recorded": args.episodes,
-                           "layout_seeds": seeds, "episodes_used": len(info["train_episodes"]),
-                           "validation_episodes": len(info.get("val_episodes", [])),
-                           **demonstration_options(info["train_episodes"])},
-        "preset": info["model_config"]["name"], "model_config": info["model_config"],
-        "train_config": info["train_config"], "iterations": val[-1]["iter"] if val else None,
-        "final_validation": val[-1] if val else None, "sim": sim_settings(), "trained_at_commit": args.trained_at or _git_commit(),
+        "reproduce": args.reproduce
+        or "scripts/train_pick_place"
+        + ("" if info["model_config"]["name"] == "pick_place" else f" --preset {info['model_config']['name']}"),
+        "demonstrations": {
+            "command": "para-sim demos --out DATA --seed S --episodes N (the layout seeds used are "
+            "listed; failed expert episodes are not written)",
+            "recorded": args.episodes,
+            "layout_seeds": seeds,
+            "episodes_used": len(info["train_episodes"]),
+            "validation_episodes": len(info.get("val_episodes", [])),
+            **demonstration_options(info["train_episodes"]),
+        },
+        "preset": info["model_config"]["name"],
+        "model_config": info["model_config"],
+        "train_config": info["train_config"],
+        "iterations": val[-1]["iter"] if val else None,
+        "final_validation": val[-1] if val else None,
+        "sim": sim_settings(),
+        "trained_at_commit": args.trained_at or _git_commit(),
         "note": args.note,
     }
     trained = run / "checkpoint" / "recipe.json"  # para-train's: the calibrations of its episodes

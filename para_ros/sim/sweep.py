@@ -17,6 +17,7 @@ Output folder::
 A point whose ``report.json`` already holds the requested episodes (uninterrupted) is not run again, so an
 interrupted sweep continues where it stopped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,7 @@ def _label(orbit: float, height: float, fovy: float | None) -> str:
     return text + (f"_fovy{fovy:g}" if fovy is not None else "")
 
 
-def sweep_points(orbits_deg, heights_m, fovys_deg, nominal: NominalCamera, product: bool = False
-                 ) -> list[SweepPoint]:
+def sweep_points(orbits_deg, heights_m, fovys_deg, nominal: NominalCamera, product: bool = False) -> list[SweepPoint]:
     """The points of a sweep (see the module docstring); a field of view equal to the nominal one counts as none."""
     fovys = [None if abs(f - nominal.fovy_deg) < 1e-9 else float(f) for f in fovys_deg] or [None]
     if product:
@@ -114,17 +114,40 @@ def _numbers(text: str) -> list[float]:
 
 
 def add_sweep_arguments(p) -> None:
-    p.add_argument("--checkpoint", required=True, metavar="[LABEL=]DIR[,...]",
-                   help="checkpoint directories, comma-separated, each optionally labelled, e.g. "
-                        "fixed=checkpoints/pick_place,regression=checkpoints/pick_place_regression")
-    p.add_argument("--orbit-deg", type=_numbers, default=[-40.0, -25.0, 0.0, 25.0, 40.0], metavar="LIST",
-                   help="orbits about the workspace's vertical axis, degrees (default -40,-25,0,25,40)")
-    p.add_argument("--height-m", type=_numbers, default=[-0.15, 0.0, 0.15], metavar="LIST",
-                   help="camera height changes, metres, still aimed at the workspace (default -0.15,0,0.15)")
-    p.add_argument("--fovy-deg", type=_numbers, default=[30.0, 46.0], metavar="LIST",
-                   help="vertical fields of view, degrees (default 30,46; the nominal one is 38)")
-    p.add_argument("--grid", choices=("axes", "product"), default="axes",
-                   help="'axes': one axis at a time around the nominal camera (default); 'product': every combination")
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="[LABEL=]DIR[,...]",
+        help="checkpoint directories, comma-separated, each optionally labelled, e.g. "
+        "fixed=checkpoints/pick_place,regression=checkpoints/pick_place_regression",
+    )
+    p.add_argument(
+        "--orbit-deg",
+        type=_numbers,
+        default=[-40.0, -25.0, 0.0, 25.0, 40.0],
+        metavar="LIST",
+        help="orbits about the workspace's vertical axis, degrees (default -40,-25,0,25,40)",
+    )
+    p.add_argument(
+        "--height-m",
+        type=_numbers,
+        default=[-0.15, 0.0, 0.15],
+        metavar="LIST",
+        help="camera height changes, metres, still aimed at the workspace (default -0.15,0,0.15)",
+    )
+    p.add_argument(
+        "--fovy-deg",
+        type=_numbers,
+        default=[30.0, 46.0],
+        metavar="LIST",
+        help="vertical fields of view, degrees (default 30,46; the nominal one is 38)",
+    )
+    p.add_argument(
+        "--grid",
+        choices=("axes", "product"),
+        default="axes",
+        help="'axes': one axis at a time around the nominal camera (default); 'product': every combination",
+    )
     p.add_argument("--episodes", type=int, default=30, help="episodes per point and checkpoint (default 30)")
     p.add_argument("--seed", type=int, default=100000, help="layout seed of the first episode (default 100000)")
     p.add_argument("--out", default="", help="sweep folder (default runs/sweep-<time>)")
@@ -132,8 +155,13 @@ def add_sweep_arguments(p) -> None:
     p.add_argument("--settle", type=float, default=1.5, dest="settle_s", help="seconds between reset and policy")
     p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
     p.add_argument("--fast-path", action="store_true", help="the inference node's fast path")
-    p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE",
-                   help="a parameter for one node of the graph at every point (repeatable)")
+    p.add_argument(
+        "--node-param",
+        action="append",
+        default=[],
+        metavar="NODE:NAME:=VALUE",
+        help="a parameter for one node of the graph at every point (repeatable)",
+    )
     p.add_argument("--videos", action="store_true", help="write para-sim eval's videos at every point (default off)")
     p.add_argument("--dry-run", action="store_true", help="check and list the points, run nothing")
     add_region_argument(p)
@@ -143,30 +171,52 @@ def _cell(summary: dict | None) -> str:
     if not summary:
         return "-"
     lo, hi = summary["wilson95"]
-    return (f"{summary['successes']}/{summary['episodes']} = {100 * summary['success_rate']:.0f} % "
-            f"({100 * lo:.0f}-{100 * hi:.0f} %)")
+    return (
+        f"{summary['successes']}/{summary['episodes']} = {100 * summary['success_rate']:.0f} % "
+        f"({100 * lo:.0f}-{100 * hi:.0f} %)"
+    )
 
 
-def write_table(out: Path, points: list[SweepPoint], labels: list[str], results: dict, nominal: NominalCamera,
-                settings: dict) -> dict:
+def write_table(
+    out: Path, points: list[SweepPoint], labels: list[str], results: dict, nominal: NominalCamera, settings: dict
+) -> dict:
     """``sweep.json`` and ``sweep.md``: one row per point, one column per checkpoint (successes, rate, interval)."""
     rows = []
     for pt in points:
-        row = {"point": pt.label, "axis": pt.axis, "value": pt.value(nominal), "move": pt.move.to_dict(),
-               "visible_fraction": results.get(("visible", pt.label)), "results": {}}
+        row = {
+            "point": pt.label,
+            "axis": pt.axis,
+            "value": pt.value(nominal),
+            "move": pt.move.to_dict(),
+            "visible_fraction": results.get(("visible", pt.label)),
+            "results": {},
+        }
         for label in labels:
             row["results"][label] = results.get((label, pt.label))
         rows.append(row)
-    data = {"settings": settings, "checkpoints": labels, "nominal_camera": {
-        "position_m": list(nominal.position_m), "look_at_m": list(nominal.look_at_m), "fovy_deg": nominal.fovy_deg},
-        "points": rows}
+    data = {
+        "settings": settings,
+        "checkpoints": labels,
+        "nominal_camera": {
+            "position_m": list(nominal.position_m),
+            "look_at_m": list(nominal.look_at_m),
+            "fovy_deg": nominal.fovy_deg,
+        },
+        "points": rows,
+    }
     (out / "sweep.json").write_text(json.dumps(data, indent=2))
-    lines = ["# para-sim sweep", "",
-             f"- episodes per point: {settings['episodes']} (layout seeds from {settings['seed']}"
-             + (f", cube in {settings['cube_region']}" if settings.get("cube_region") else "") + ")",
-             "- success rate with its 95 % Wilson interval; moves relative to the nominal scene camera "
-             f"(fovy {nominal.fovy_deg:g} deg)", "",
-             "| camera move | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    lines = [
+        "# para-sim sweep",
+        "",
+        f"- episodes per point: {settings['episodes']} (layout seeds from {settings['seed']}"
+        + (f", cube in {settings['cube_region']}" if settings.get("cube_region") else "")
+        + ")",
+        "- success rate with its 95 % Wilson interval; moves relative to the nominal scene camera "
+        f"(fovy {nominal.fovy_deg:g} deg)",
+        "",
+        "| camera move | " + " | ".join(labels) + " |",
+        "|---|" + "---|" * len(labels),
+    ]
     for pt, row in zip(points, rows):
         lines.append(f"| {pt.move.describe()} | " + " | ".join(_cell(row["results"][lb]) for lb in labels) + " |")
     (out / "sweep.md").write_text("\n".join(lines) + "\n")
@@ -184,8 +234,11 @@ def plot_sweep(data: dict, path: Path) -> Path | None:
     axes = [a for a in AXES if any(p["axis"] == a for p in data["points"])]
     if not axes:
         return None
-    units = {"orbit": ("orbit about the workspace, deg", 1.0, 0.0), "height": ("camera height change, cm", 100.0, 0.0),
-             "fovy": ("vertical field of view, deg", 1.0, data["nominal_camera"]["fovy_deg"])}
+    units = {
+        "orbit": ("orbit about the workspace, deg", 1.0, 0.0),
+        "height": ("camera height change, cm", 100.0, 0.0),
+        "fovy": ("vertical field of view, deg", 1.0, data["nominal_camera"]["fovy_deg"]),
+    }
     fig, panels = plt.subplots(1, len(axes), figsize=(4.6 * len(axes), 3.8), squeeze=False)
     for ax, axis in zip(panels[0], axes):
         title, scale, nominal_x = units[axis]
@@ -242,10 +295,18 @@ def cmd_sweep(args) -> int:
             check_checkpoint_matches_sim(path)
         points = sweep_points(args.orbit_deg, args.height_m, args.fovy_deg, nominal, args.grid == "product")
         node_params = graph.parse_node_params(args.node_param)
-        base = EvalSettings(checkpoint=checkpoints[0][1], episodes=args.episodes, seed=args.seed,
-                            time_limit_s=args.time_limit_s, settle_s=args.settle_s, device=args.device,
-                            fast_path=args.fast_path, videos=args.videos, node_params=node_params,
-                            cube_region=args.cube_region.text if args.cube_region else "")
+        base = EvalSettings(
+            checkpoint=checkpoints[0][1],
+            episodes=args.episodes,
+            seed=args.seed,
+            time_limit_s=args.time_limit_s,
+            settle_s=args.settle_s,
+            device=args.device,
+            fast_path=args.fast_path,
+            videos=args.videos,
+            node_params=node_params,
+            cube_region=args.cube_region.text if args.cube_region else "",
+        )
     except ValueError as exc:
         return refuse(str(exc))
     sim = {**shipped_node_params("config/sim.yaml", "sim_node"), **node_params.get("sim_node", {})}
@@ -257,28 +318,40 @@ def cmd_sweep(args) -> int:
         frac = visible_fraction(T, fovy, int(sim["image_width"]), int(sim["image_height"]))
         results[("visible", pt.label)] = frac
         if frac < 1.0:
-            return refuse(f"camera move {pt.move.describe()} sees {100 * frac:.0f} % of the workspace (needs "
-                          "100 %): drop it from the sweep or choose a smaller move")
+            return refuse(
+                f"camera move {pt.move.describe()} sees {100 * frac:.0f} % of the workspace (needs "
+                "100 %): drop it from the sweep or choose a smaller move"
+            )
         shift, rot = shift_and_rotation(T_nominal, T)
         sim_params = dict(node_params.get("sim_node", {}))
         if pt.move.fovy_deg is not None:
             sim_params["scene_cam_fovy_deg"] = float(pt.move.fovy_deg)
         plans.append((pt, shift, rot, {**node_params, "sim_node": sim_params} if sim_params else node_params))
     n_runs = len(points) * len(checkpoints)
-    print(f"para-sim sweep: {len(points)} camera point(s) x {len(checkpoints)} checkpoint(s) x {args.episodes} "
-          f"episodes = {n_runs * args.episodes} episodes")
+    print(
+        f"para-sim sweep: {len(points)} camera point(s) x {len(checkpoints)} checkpoint(s) x {args.episodes} "
+        f"episodes = {n_runs * args.episodes} episodes"
+    )
     for pt in points:
-        print(f"  {pt.label:32s} {pt.move.describe()}  (workspace {100 * results[('visible', pt.label)]:.0f} % "
-              "in view)")
+        print(
+            f"  {pt.label:32s} {pt.move.describe()}  (workspace {100 * results[('visible', pt.label)]:.0f} % in view)"
+        )
     if args.dry_run:
         return 0
     out = Path(args.out or Path("runs") / datetime.now().strftime("sweep-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     labels = [label for label, _ in checkpoints]
-    settings_record = {"episodes": args.episodes, "seed": args.seed, "grid": args.grid,
-                       "cube_region": base.cube_region, "checkpoints": dict(checkpoints),
-                       "time_limit_s": args.time_limit_s, "settle_s": args.settle_s, "fast_path": args.fast_path,
-                       "node_params": node_params}
+    settings_record = {
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "grid": args.grid,
+        "cube_region": base.cube_region,
+        "checkpoints": dict(checkpoints),
+        "time_limit_s": args.time_limit_s,
+        "settle_s": args.settle_s,
+        "fast_path": args.fast_path,
+        "node_params": node_params,
+    }
     rc = 0
     done = 0
     for label, path in checkpoints:
@@ -288,15 +361,24 @@ def cmd_sweep(args) -> int:
             summary = _finished_summary(point_dir / "report.json", args.episodes)
             if summary is None:
                 print(f"[{done}/{n_runs}] {label} at {pt.move.describe()}", flush=True)
-                settings = replace(base, checkpoint=path, out=str(point_dir), camera_shift_m=shift,
-                                   camera_rotate_deg=rot, node_params=params)
+                settings = replace(
+                    base,
+                    checkpoint=path,
+                    out=str(point_dir),
+                    camera_shift_m=shift,
+                    camera_rotate_deg=rot,
+                    node_params=params,
+                )
                 code = run_eval(settings)
                 rc = rc or code
                 report = point_dir / "report.json"
                 summary = json.loads(report.read_text())["summary"] if report.is_file() else None
             else:
-                print(f"[{done}/{n_runs}] {label} at {pt.move.describe()}: done before, "
-                      f"{summary['successes']}/{summary['episodes']}", flush=True)
+                print(
+                    f"[{done}/{n_runs}] {label} at {pt.move.describe()}: done before, "
+                    f"{summary['successes']}/{summary['episodes']}",
+                    flush=True,
+                )
             results[(label, pt.label)] = summary
             data = write_table(out, points, labels, results, nominal, settings_record)
             plot_sweep(data, out / "sweep.png")

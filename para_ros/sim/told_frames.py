@@ -13,6 +13,7 @@ camera, one of:
 
 With zero offsets nominal and truth are the same pose.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,23 +35,32 @@ class ToldFrames:
 
 def _calibration_camera_T(calibration_file: str, camera: str, parent: str) -> np.ndarray:
     if not calibration_file:
-        raise ValueError(f"{camera}_tf=calibration needs calibration_file: give the path of a calibration.yaml "
-                         "(para-calib solve writes one)")
-    from para_core.calibration.calibration_file import load_calibration  # OpenCV (the file's board): loaded only when a calibration file is given
+        raise ValueError(
+            f"{camera}_tf=calibration needs calibration_file: give the path of a calibration.yaml "
+            "(para-calib solve writes one)"
+        )
+    from para_core.calibration.calibration_file import (
+        load_calibration,  # OpenCV (the file's board): loaded only when a calibration file is given
+    )
 
     cal = load_calibration(calibration_file)
     if camera not in cal.cameras:
-        raise ValueError(f"calibration_file={calibration_file!r} has no cameras.{camera}: calibrate it "
-                         f"(para-calib solve --camera {camera}) or choose another {camera}_tf")
+        raise ValueError(
+            f"calibration_file={calibration_file!r} has no cameras.{camera}: calibrate it "
+            f"(para-calib solve --camera {camera}) or choose another {camera}_tf"
+        )
     entry = cal.camera(camera)
     if entry.parent_frame != parent:
-        raise ValueError(f"calibration_file={calibration_file!r}: cameras.{camera}.parent_frame is "
-                         f"{entry.parent_frame!r}, the simulator needs {parent!r}")
+        raise ValueError(
+            f"calibration_file={calibration_file!r}: cameras.{camera}.parent_frame is "
+            f"{entry.parent_frame!r}, the simulator needs {parent!r}"
+        )
     return np.asarray(entry.T_parent_child(), dtype=np.float64)
 
 
-def told_frames(config, scene_cam_tf: str = "nominal", wrist_cam_tf: str = "nominal",
-                calibration_file: str = "") -> ToldFrames:
+def told_frames(
+    config, scene_cam_tf: str = "nominal", wrist_cam_tf: str = "nominal", calibration_file: str = ""
+) -> ToldFrames:
     """The transforms to publish for a :class:`para_ros.sim.yam_scene.SimConfig` (see the module docstring).
 
     :raises ValueError: an unknown choice, or ``calibration`` without a file holding that camera.
@@ -59,9 +69,12 @@ def told_frames(config, scene_cam_tf: str = "nominal", wrist_cam_tf: str = "nomi
         raise ValueError(f"scene_cam_tf={scene_cam_tf!r}: use one of {SCENE_CAM_TF_CHOICES}")
     if wrist_cam_tf not in WRIST_CAM_TF_CHOICES:
         raise ValueError(f"wrist_cam_tf={wrist_cam_tf!r}: use one of {WRIST_CAM_TF_CHOICES}")
-    scene = {"nominal": config.scene_cam_T_world_cam, "truth": config.scene_cam_true_T_world_cam,
-             "none": lambda: None,
-             "calibration": lambda: _calibration_camera_T(calibration_file, "scene_cam", "base")}[scene_cam_tf]()
+    scene = {
+        "nominal": config.scene_cam_T_world_cam,
+        "truth": config.scene_cam_true_T_world_cam,
+        "none": lambda: None,
+        "calibration": lambda: _calibration_camera_T(calibration_file, "scene_cam", "base"),
+    }[scene_cam_tf]()
     if wrist_cam_tf == "calibration":
         wrist = _calibration_camera_T(calibration_file, "wrist_cam", "gripper")
     else:

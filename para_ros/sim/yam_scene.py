@@ -31,6 +31,7 @@ Threading: with ``MUJOCO_GL=egl`` an OpenGL context belongs to the thread that c
 its renderers lazily on the first :meth:`YamSim.render` and refuses (clear error) to render from another thread.
 Physics calls are not locked: drive one :class:`YamSim` from one thread.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,7 +44,6 @@ import numpy as np
 
 from para_core.model.rotations import make_matrix
 from para_ros.robot.yam import load_yam_config
-from para_ros.sim.pick_place import sample_layout
 from para_ros.sim.cameras import (
     QUAT_WXYZ_MJCAM_OPTICAL,
     R_MJCAM_OPTICAL,
@@ -52,6 +52,7 @@ from para_ros.sim.cameras import (
     mjcam_to_T_world_optical,
     rotation_matrix_to_quat_wxyz,
 )
+from para_ros.sim.pick_place import sample_layout
 
 ARM_JOINT_NAMES = ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6")
 GRIPPER_NAME = "gripper"  # the command / JointState name of the gripper (0 closed .. 1 open)
@@ -80,8 +81,10 @@ def _wrist_mount_from_yam_yaml() -> tuple[tuple[float, ...], tuple[float, ...]]:
 
     mount = load_yam_config().wrist_camera
     if mount.parent_frame != "gripper":
-        raise ValueError(f"config/yam.yaml wrist_camera.parent_frame={mount.parent_frame!r}: the simulator mounts the "
-                         "wrist camera on body 'gripper' only")
+        raise ValueError(
+            f"config/yam.yaml wrist_camera.parent_frame={mount.parent_frame!r}: the simulator mounts the "
+            "wrist camera on body 'gripper' only"
+        )
     x, y, z, w = (float(v) for v in mount.quat_xyzw)
     return tuple(float(v) for v in mount.xyz_m), (w, x, y, z)
 
@@ -178,8 +181,10 @@ class SimConfig:
             T = T.reshape(4, 4)
             R = T[:3, :3]
             if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
-                raise ValueError("scene_T_world_cam's rotation is not a proper rotation matrix; give an orthonormal "
-                                 "right-handed 3x3 block (OpenCV optical frame: x right, y down, z forward)")
+                raise ValueError(
+                    "scene_T_world_cam's rotation is not a proper rotation matrix; give an orthonormal "
+                    "right-handed 3x3 block (OpenCV optical frame: x right, y down, z forward)"
+                )
             self.scene_T_world_cam = T
         elif np.allclose(self.scene_cam_pos_m, self.scene_cam_look_at_m):
             raise ValueError(f"scene_cam_pos_m {self.scene_cam_pos_m} equals scene_cam_look_at_m; move one of them")
@@ -206,8 +211,9 @@ class SimConfig:
             raise ValueError(f"cube_half_size_m={self.cube_half_size_m} must be within [0.005, 0.05] m")
         (x_lo, x_hi), (y_lo, y_hi) = self.object_region_m
         if not (x_lo < x_hi and y_lo < y_hi):
-            raise ValueError(f"object_region_m={self.object_region_m} must be ((x_lo, x_hi), (y_lo, y_hi)) "
-                             "with lo < hi")
+            raise ValueError(
+                f"object_region_m={self.object_region_m} must be ((x_lo, x_hi), (y_lo, y_hi)) with lo < hi"
+            )
         if not 1e-4 <= float(self.timestep_s) <= 0.01:
             raise ValueError(f"timestep_s={self.timestep_s} must be within [1e-4, 0.01] s")
         if float(self.servo_kp) <= 0 or float(self.gripper_kp) <= 0:
@@ -361,8 +367,13 @@ def build_spec(config: SimConfig) -> mujoco.MjSpec:
     scene_cam.fovy = float(config.scene_cam_fovy_deg)
 
     # Free cubes.
-    colours = ([0.85, 0.15, 0.15, 1], [0.15, 0.65, 0.2, 1], [0.15, 0.3, 0.85, 1], [0.9, 0.75, 0.1, 1],
-               [0.6, 0.2, 0.7, 1])
+    colours = (
+        [0.85, 0.15, 0.15, 1],
+        [0.15, 0.65, 0.2, 1],
+        [0.15, 0.3, 0.85, 1],
+        [0.9, 0.75, 0.1, 1],
+        [0.6, 0.2, 0.7, 1],
+    )
     h = float(config.cube_half_size_m)
     for i in range(config.n_cubes):
         body = world.add_body()
@@ -426,7 +437,7 @@ def _add_finger_collision_boxes(spec: mujoco.MjSpec) -> None:
             if model.geom_bodyid[gid] != b_id or model.geom_type[gid] != mujoco.mjtGeom.mjGEOM_MESH:
                 continue
             m = model.geom_dataid[gid]
-            v = model.mesh_vert[model.mesh_vertadr[m]:model.mesh_vertadr[m] + model.mesh_vertnum[m]]  # (n, 3)
+            v = model.mesh_vert[model.mesh_vertadr[m] : model.mesh_vertadr[m] + model.mesh_vertnum[m]]  # (n, 3)
             v_w = data.geom_xpos[gid] + v @ data.geom_xmat[gid].reshape(3, 3).T  # (n, 3) world
             verts_g.append((v_w - p_wg) @ R_wg)  # (n, 3) gripper frame
         if not verts_g:
@@ -438,8 +449,10 @@ def _add_finger_collision_boxes(spec: mujoco.MjSpec) -> None:
         v = np.concatenate(verts_g)  # (n, 3) in the gripper frame
         z_end = float(v[:, 2].max())
         R_bg = R_wb.T @ R_wg  # gripper axes in the finger body frame
-        slabs = {"pad": (z_end - PAD_HEIGHT_M, z_end),
-                 "segment": (z_end - SEGMENT_FROM_END_M[1], z_end - SEGMENT_FROM_END_M[0])}
+        slabs = {
+            "pad": (z_end - PAD_HEIGHT_M, z_end),
+            "segment": (z_end - SEGMENT_FROM_END_M[1], z_end - SEGMENT_FROM_END_M[0]),
+        }
         for label, (z0, z1) in slabs.items():
             sel = v[(v[:, 2] >= z0) & (v[:, 2] <= z1)]
             if len(sel) < 4:
@@ -488,8 +501,10 @@ class YamSim:
         m = self.model
         base = m.body("base")
         if not (np.allclose(m.body_pos[base.id], 0) and np.allclose(m.body_quat[base.id], [1, 0, 0, 0])):
-            raise RuntimeError("the SDK model's `base` body is not at the world origin; the sim assumes world == "
-                               "base (all published frames are in `base`)")
+            raise RuntimeError(
+                "the SDK model's `base` body is not at the world origin; the sim assumes world == "
+                "base (all published frames are in `base`)"
+            )
         self._arm_qadr = np.array([m.jnt_qposadr[m.joint(n).id] for n in ARM_JOINT_NAMES])
         self._arm_dadr = np.array([m.jnt_dofadr[m.joint(n).id] for n in ARM_JOINT_NAMES])
         grip = m.joint(GRIPPER_SLIDE_JOINT)
@@ -541,8 +556,9 @@ class YamSim:
         """Servo targets: 6 joint angles (rad) + gripper (0 closed .. 1 open). Clipped to limits; returns them."""
         q7 = np.asarray(q7, dtype=np.float64).reshape(-1)
         if q7.shape != (7,) or not np.all(np.isfinite(q7)):
-            raise ValueError(f"joint targets must be 7 finite numbers ({', '.join(COMMAND_JOINT_NAMES)}), "
-                             f"got {q7.tolist()}")
+            raise ValueError(
+                f"joint targets must be 7 finite numbers ({', '.join(COMMAND_JOINT_NAMES)}), got {q7.tolist()}"
+            )
         q7 = np.clip(q7, self.q_lower, self.q_upper)
         ctrl = q7.copy()
         ctrl[6] = self._grip_lo + q7[6] * (self._grip_hi - self._grip_lo)
@@ -596,16 +612,16 @@ class YamSim:
                         break
                 yaw = rng.uniform(-math.pi, math.pi)
             pos = np.array([xy[0], xy[1], h + 1e-4])
-            self.data.qpos[qadr:qadr + 3] = pos
-            self.data.qpos[qadr + 3:qadr + 7] = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
-            self.data.qvel[dadr:dadr + 6] = 0.0
+            self.data.qpos[qadr : qadr + 3] = pos
+            self.data.qpos[qadr + 3 : qadr + 7] = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
+            self.data.qvel[dadr : dadr + 6] = 0.0
             placed.append(pos)
         mujoco.mj_forward(self.model, self.data)
         return np.array(placed).reshape(-1, 3)
 
     def object_positions(self) -> np.ndarray:
         """(n_cubes, 3) cube centres in ``base``, metres."""
-        return np.array([self.data.qpos[a:a + 3] for a in self._cube_qadr]).reshape(-1, 3)
+        return np.array([self.data.qpos[a : a + 3] for a in self._cube_qadr]).reshape(-1, 3)
 
     def cube_pose(self, i: int = 0) -> np.ndarray:
         """(4, 4) pose of cube ``i`` in ``base``."""
@@ -614,16 +630,19 @@ class YamSim:
     def cube_velocity(self, i: int = 0) -> np.ndarray:
         """(6,) linear (m/s, world) and angular (rad/s) velocity of cube ``i``."""
         d = self._cube_dadr[int(i)]
-        return self.data.qvel[d:d + 6].copy()
+        return self.data.qvel[d : d + 6].copy()
 
     def set_cube_pose(self, i: int, position_m, yaw_rad: float = 0.0, quat_wxyz=None) -> None:
         """Place cube ``i`` at rest at ``position_m`` (3,) with yaw ``yaw_rad`` about world z (or ``quat_wxyz``)."""
         qadr, dadr = self._cube_qadr[int(i)], self._cube_dadr[int(i)]
-        q = np.array([math.cos(yaw_rad / 2), 0.0, 0.0, math.sin(yaw_rad / 2)]) if quat_wxyz is None \
+        q = (
+            np.array([math.cos(yaw_rad / 2), 0.0, 0.0, math.sin(yaw_rad / 2)])
+            if quat_wxyz is None
             else np.asarray(quat_wxyz, dtype=np.float64) / np.linalg.norm(quat_wxyz)
-        self.data.qpos[qadr:qadr + 3] = _vec(position_m, 3, "position_m")
-        self.data.qpos[qadr + 3:qadr + 7] = q
-        self.data.qvel[dadr:dadr + 6] = 0.0
+        )
+        self.data.qpos[qadr : qadr + 3] = _vec(position_m, 3, "position_m")
+        self.data.qpos[qadr + 3 : qadr + 7] = q
+        self.data.qvel[dadr : dadr + 6] = 0.0
         mujoco.mj_forward(self.model, self.data)
 
     def has_target_pad(self) -> bool:
@@ -646,7 +665,7 @@ class YamSim:
         cube = self.model.body(f"cube_{int(i)}").id
         fingers = {self.model.body(n).id: n for n in FINGER_BODIES}
         touching = set()
-        for c in self.data.contact[:self.data.ncon]:
+        for c in self.data.contact[: self.data.ncon]:
             b1, b2 = self.model.geom_bodyid[c.geom1], self.model.geom_bodyid[c.geom2]
             if b1 == cube and b2 in fingers:
                 touching.add(fingers[b2])
@@ -724,15 +743,19 @@ class YamSim:
         if self._render_thread is None:
             self._render_thread = me
         elif self._render_thread != me and os.environ.get("MUJOCO_GL", "egl").lower() == "egl":
-            raise RuntimeError("YamSim.render was called from a different thread than the first render; an EGL "
-                               "context belongs to the thread that created it. Render from one thread only.")
+            raise RuntimeError(
+                "YamSim.render was called from a different thread than the first render; an EGL "
+                "context belongs to the thread that created it. Render from one thread only."
+            )
         key = (int(width), int(height))
         r = self._renderers.get(key)
         if r is None:
             limit = self.config.max_render_size
             if not (0 < key[0] <= limit and 0 < key[1] <= limit):
-                raise ValueError(f"render size {key[0]}x{key[1]} must be within 1..{limit} pixels per side; raise "
-                                 "SimConfig.max_render_size for bigger images")
+                raise ValueError(
+                    f"render size {key[0]}x{key[1]} must be within 1..{limit} pixels per side; raise "
+                    "SimConfig.max_render_size for bigger images"
+                )
             r = mujoco.Renderer(self.model, height=key[1], width=key[0])
             r.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
             r.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
@@ -740,8 +763,9 @@ class YamSim:
             self._renderers[key] = r
         return r
 
-    def render(self, camera_name: str, width: int = 256, height: int = 256, geom_groups=None,
-               segmentation: bool = False) -> np.ndarray:
+    def render(
+        self, camera_name: str, width: int = 256, height: int = 256, geom_groups=None, segmentation: bool = False
+    ) -> np.ndarray:
         """Render camera ``camera_name``.
 
         :param geom_groups: geom groups to show (default MuJoCo's 0, 1, 2); e.g. ``(5,)`` shows only the marker.

@@ -16,6 +16,7 @@ Entities (all in the world frame ``world`` = the robot base, z up, metres):
 Timeline ``stamp``: ROS stamps as timestamps (nanoseconds). Open with ``rerun FILE.rrd`` (or drop the file on the
 web viewer). Read back in Python with ``rerun.chunk.RrdReader(FILE).stream().collect()``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -64,18 +65,25 @@ class RerunLog:
     def _at(self, stamp_ns: int) -> None:
         self.rec.set_time(TIMELINE, timestamp=np.datetime64(int(stamp_ns), "ns"))
 
-    def log_camera(self, stamp_ns: int, view: str, K: np.ndarray, T_world_cam: np.ndarray,
-                   image_rgb: np.ndarray | None = None) -> None:
+    def log_camera(
+        self, stamp_ns: int, view: str, K: np.ndarray, T_world_cam: np.ndarray, image_rgb: np.ndarray | None = None
+    ) -> None:
         """A posed pinhole camera: K (3, 3), T_world_cam (4, 4) OpenCV optical -> world, image (H, W, 3) uint8."""
         rr = self.rr
         self._at(stamp_ns)
         T = np.asarray(T_world_cam, dtype=np.float64)
         self.rec.log(f"world/cameras/{view}", rr.Transform3D(translation=T[:3, 3], mat3x3=T[:3, :3]))
-        h, w = (image_rgb.shape[:2] if image_rgb is not None else (int(round(2 * K[1, 2])), int(round(2 * K[0, 2]))))
+        h, w = image_rgb.shape[:2] if image_rgb is not None else (int(round(2 * K[1, 2])), int(round(2 * K[0, 2])))
         key = (tuple(np.asarray(K, dtype=float).ravel()), w, h)
         if self._pinholes.get(view) != key:  # intrinsics logged when they change
-            self.rec.log(f"world/cameras/{view}", rr.Pinhole(image_from_camera=np.asarray(K, dtype=np.float64),
-                                                             resolution=[w, h], camera_xyz=rr.ViewCoordinates.RDF))
+            self.rec.log(
+                f"world/cameras/{view}",
+                rr.Pinhole(
+                    image_from_camera=np.asarray(K, dtype=np.float64),
+                    resolution=[w, h],
+                    camera_xyz=rr.ViewCoordinates.RDF,
+                ),
+            )
             self._pinholes[view] = key
         if image_rgb is not None:
             self.rec.log(f"world/cameras/{view}/image", rr.Image(np.ascontiguousarray(image_rgb), color_model="RGB"))
@@ -86,11 +94,19 @@ class RerunLog:
         self._at(stamp_ns)
         p = np.asarray(T_world_ee, dtype=np.float64)[:3, 3]
         self._ee_path.append(p)
-        self.rec.log("world/ee", rr.Points3D([p], radii=0.006, colors=[[255, 255, 255]],
-                                             labels=None if gripper is None else [f"gripper {gripper:.2f}"]))
+        self.rec.log(
+            "world/ee",
+            rr.Points3D(
+                [p],
+                radii=0.006,
+                colors=[[255, 255, 255]],
+                labels=None if gripper is None else [f"gripper {gripper:.2f}"],
+            ),
+        )
         if len(self._ee_path) > 1:
-            self.rec.log("world/ee/trajectory", rr.LineStrips3D([np.stack(self._ee_path)], radii=0.002,
-                                                                colors=[[230, 230, 230]]))
+            self.rec.log(
+                "world/ee/trajectory", rr.LineStrips3D([np.stack(self._ee_path)], radii=0.002, colors=[[230, 230, 230]])
+            )
 
     def log_chunk(self, stamp_ns: int, positions_world: np.ndarray, argmax_world: np.ndarray | None = None) -> None:
         """One predicted chunk: (T, 3) positions as a path, (T, 3) argmax voxels (default: the positions) as points."""
@@ -136,8 +152,12 @@ def read_entities(path: str | Path) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for chunk in RrdReader(str(path)).stream().collect().stream():
         rb = chunk.to_record_batch()
-        cols = {n: (rb.column(n).cast(pa.int64()) if pa.types.is_timestamp(rb.schema.field(n).type)
-                    else rb.column(n)).to_pylist() for n in rb.schema.names}
+        cols = {
+            n: (
+                rb.column(n).cast(pa.int64()) if pa.types.is_timestamp(rb.schema.field(n).type) else rb.column(n)
+            ).to_pylist()
+            for n in rb.schema.names
+        }
         for i in range(rb.num_rows):
             out.setdefault(chunk.entity_path, []).append({n: v[i] for n, v in cols.items()})
     for rows in out.values():
