@@ -242,3 +242,20 @@ def test_a_policy_refusal_and_a_non_finite_output_drop_the_chunk():
     assert report.problems["policy"][1] is True and report.counts["dropped.policy"] == 2
     pipe.policy.predict = real_predict
     assert pipe.predict(43 * S, prediction.cameras, prediction.state) is not None and "policy" not in report.problems
+
+
+def test_frames_that_came_before_their_camera_info_are_kept_for_the_next_step():
+    """Frames that arrive before a camera's first CameraInfo give no chunk (the problem is reported); once the
+    CameraInfo has come, the next step predicts from those same frames (a lockstep simulator cannot send them again:
+    a re-sent frame with the same stamp is refused as not newer)."""
+    pipe, report = make()
+    pipe.camera_info.pop("wrist")
+    stamp = 100 * S
+    feed(pipe, stamp)
+    assert pipe.step(stamp + 10_000_000, lookup, ee_pose) is None
+    assert "camera_info" in report.problems
+    assert not pipe.add_image("wrist", stamp, image("wrist", stamp), stamp)  # a re-send of the instant is refused
+    pipe.add_camera_info("wrist", info("wrist"))
+    prediction = pipe.step(stamp + 20_000_000, lookup, ee_pose)
+    assert prediction is not None and prediction.stamp_ns == stamp
+    assert pipe.step(stamp + 30_000_000, lookup, ee_pose) is None  # and then it is used

@@ -193,8 +193,11 @@ class InferencePipeline:
         with self._lock:
             generation = self.generation
             pair = self.pairer.newest_pair(now_ns)
-            if pair.frames is not None:
+            if pair.frames is not None and all(view in self.camera_info for view in self.views):
                 self.pairer.mark_used(pair)
+            # A pair whose frames came before their camera's first CameraInfo stays unused: the observation below
+            # reports the missing CameraInfo, and the next step retries the same frames. A simulator in lockstep
+            # re-sends the same instant, which the pairer refuses as not newer, so a used pair would never return.
             elif pair.problem is None:
                 pair.problem = self.silent_camera(now_ns)
             infos = dict(self.camera_info)
