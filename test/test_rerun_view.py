@@ -15,10 +15,18 @@ pytest.importorskip("rerun")
 sys.path.insert(0, str(Path(__file__).parent))
 from bag_fixtures import NS, T0_NS, SyntheticBagSpec, reference_wrist_pose, write_synthetic_bag  # noqa: E402
 
+from para_ros.bag.extraction import TOPIC_OVERRIDE_OPTIONS  # noqa: E402
 from para_ros.bag.reader import BagReader  # noqa: E402
 from para_ros.commands.bag import load_policy, topic_config  # noqa: E402
 from para_ros.commands.bag import main as bag_main
 from para_ros.viz.rerun_log import read_entities  # noqa: E402
+
+
+def no_topic_overrides() -> argparse.Namespace:
+    """The para-bag topic options, none given: config/inference.yaml's topics."""
+    names = TOPIC_OVERRIDE_OPTIONS + ("params_file", "image_topic", "info_topic")
+    return argparse.Namespace(**dict.fromkeys(names))
+
 
 SPEC = SyntheticBagSpec(duration_s=1.0, image_wh=(48, 36))
 CHUNK_STAMP = T0_NS + NS // 5
@@ -52,26 +60,7 @@ def test_view_holds_posed_cameras_trajectory_chunk_and_cloud(bag, tmp_path):
     with BagReader(
         bag,
         topic_config(
-            argparse.Namespace(
-                **{
-                    k: None
-                    for k in (
-                        "image_transport",
-                        "tf_topic",
-                        "tf_static_topic",
-                        "joint_states_topic",
-                        "world_frame",
-                        "ee_frame",
-                        "gripper_joint",
-                        "pair_slop_s",
-                        "max_observation_age_s",
-                        "camera_matrix",
-                        "params_file",
-                        "image_topic",
-                        "info_topic",
-                    )
-                }
-            ),
+            no_topic_overrides(),
             ("scene", "wrist"),
         ),
     ) as reader:
@@ -139,26 +128,7 @@ def test_eval_rerun_cloud_is_the_policys_top_voxels(bag, tmp_path):
     assert len(clouds) == 2 and len(ents["/world/chunk/argmax"]) == 2
     args = argparse.Namespace(checkpoint=None, random_preset="tiny", random_seed=0, device="cpu", dtype="fp32")
     policy = load_policy(args)
-    ns = argparse.Namespace(
-        **{
-            k: None
-            for k in (
-                "image_transport",
-                "tf_topic",
-                "tf_static_topic",
-                "joint_states_topic",
-                "world_frame",
-                "ee_frame",
-                "gripper_joint",
-                "pair_slop_s",
-                "max_observation_age_s",
-                "camera_matrix",
-                "params_file",
-                "image_topic",
-                "info_topic",
-            )
-        }
-    )
+    ns = no_topic_overrides()
     with BagReader(bag, topic_config(ns, policy.view_names)) as reader:
         stamps = reader.pair_stamps()[:2]
         cfg = policy.config

@@ -63,20 +63,24 @@ def add_topic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-observation-age-s", type=float, default=None, help="stale-pair age, s (1.0)")
 
 
+# The para-bag options that override config/inference.yaml's topics and pairing, by their BagTopicConfig names.
+TOPIC_OVERRIDE_OPTIONS = (
+    "image_transport",
+    "tf_topic",
+    "tf_static_topic",
+    "joint_states_topic",
+    "world_frame",
+    "ee_frame",
+    "gripper_joint",
+    "pair_slop_s",
+    "max_observation_age_s",
+    "camera_matrix",
+)
+
+
 def topic_config(args, view_names) -> BagTopicConfig:
     overrides = {"view_names": tuple(view_names)}
-    for name in (
-        "image_transport",
-        "tf_topic",
-        "tf_static_topic",
-        "joint_states_topic",
-        "world_frame",
-        "ee_frame",
-        "gripper_joint",
-        "pair_slop_s",
-        "max_observation_age_s",
-        "camera_matrix",
-    ):
+    for name in TOPIC_OVERRIDE_OPTIONS:
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
