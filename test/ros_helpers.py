@@ -58,10 +58,14 @@ def kill_leftovers() -> list[str]:
     return left
 
 
-def stop_process(proc: subprocess.Popen, timeout_s: float = 5.0) -> tuple[int | None, str]:
-    """SIGINT the process (as Ctrl-C / ros2 launch would), wait, kill the group if it hangs; return (rc, output)."""
+def stop_process(
+    proc: subprocess.Popen, timeout_s: float = 5.0, stop_signal: int = signal.SIGINT
+) -> tuple[int | None, str]:
+    """Send ``stop_signal`` once (SIGINT as Ctrl-C / ros2 launch would), wait, kill the group if it hangs; return
+    (rc, output). One signal only: a second one that lands while the first is being handled would kill the process
+    after rclpy has put the default handler back."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop_signal)
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -80,9 +80,7 @@ def test_floor_node_answers_the_wrist_image_with_its_stamp_and_its_receive_stage
         finally:
             rig.close()
             rclpy.shutdown()
-            if stop == signal.SIGTERM:
-                proc.terminate()
-            rc, out = stop_process(proc, timeout_s=10)
+            rc, out = stop_process(proc, timeout_s=10, stop_signal=stop)
         assert rc == 0, f"floor node did not stop cleanly on {stop!r}: {out[-2000:]}"
 
 
