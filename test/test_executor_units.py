@@ -419,6 +419,39 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     assert core.status.state == "hold_stale"
 
 
+def test_core_chunk_min_lead_follows_a_fresh_chunk_from_stamp_plus_lead(kin):
+    """A chunk moving +x at 0.05 m/s from (0.3, 0, 0.1), stamped 10.0 s. Tick at 10.05 s with lookahead 0.05 s:
+    without a lead the target is due at 10.10 s (x = 0.3 + 0.10 * 0.05); with chunk_min_lead_s 0.25 at 10.25 s
+    (x = 0.3 + 0.25 * 0.05). At a tick 0.5 s after the stamp the lead no longer binds (10.55 > 10.25): both the same.
+    Catches a lead measured from the tick instead of the stamp, or from the oldest chunk."""
+    q0 = kin.ik(
+        np.block(
+            [
+                [np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T, np.array([[0.3], [0], [0.1]])],
+                [np.zeros((1, 3)), np.ones((1, 1))],
+            ]
+        ),
+        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
+    ).q_rad
+    targets = {}
+    for lead in (0.0, 0.25):
+        # no joint-speed limit in the way: each tick starts from the previous command, so compare the IK targets
+        core = _core(kin, chunk_min_lead_s=lead)
+        core.set_measured_joints(q0, 0.5)
+        core.tick(9.0)
+        old = _top_down_chunk(kin, 8.95, [0.3, 0.05, 0.1], [0.0, 0.0, 0.0], n=40, step=0.2)  # older, still in force
+        assert core.add_chunk(old, 9.0)[0]
+        assert core.add_chunk(_top_down_chunk(kin, 10.0, [0.3, 0, 0.1], [0.05, 0, 0], n=20, step=0.2), 10.0)[0]
+        with core._lock:
+            targets[lead] = [core._sample_time_s(t) for t in (10.05, 10.5)]
+            sampled = core.timeline.sample(core._sample_time_s(10.05))[0].position_m
+        np.testing.assert_allclose(sampled, [0.3 + (targets[lead][0] - 10.0) * 0.05, 0, 0.1], atol=1e-12)
+    assert targets[0.0] == pytest.approx([10.10, 10.55])
+    assert targets[0.25] == pytest.approx([10.25, 10.55])
+    with pytest.raises(ValueError, match="chunk_min_lead_s"):
+        _core(kin, chunk_min_lead_s=-0.1)
+
+
 @pytest.mark.parametrize(
     "mode, taken_while_following, taken_when_idle",
     [("truncate_when_idle", False, True), ("truncate", True, True), ("reject", False, False)],

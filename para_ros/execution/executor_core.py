@@ -15,7 +15,9 @@ Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
 1. stopped -> hold; no fresh chunk for ``stale_timeout_s`` -> drop the timeline and hold;
 2. sample the timeline at ``now + command_lookahead_s`` (the command sent at ``now`` is where the tool should be
    a lookahead later; a joint trajectory controller gets it as the point at ``time_from_start = lookahead`` of a
-   trajectory stamped 0, i.e. reached a lookahead after receipt);
+   trajectory stamped 0, i.e. reached a lookahead after receipt), or later: never closer than ``chunk_min_lead_s``
+   to the newest chunk's camera frame (a chunk's first step is where the camera saw the arm, which lags its
+   command; see :class:`ExecutorConfig`);
 3. IK of the blended pose, seeded with the previous solution. Unreachable target (IK not within tolerance):
    ``unreachable="hold"`` keeps the previous command (default: no motion towards a pose the arm cannot take);
    ``"best_effort"`` takes the closest configuration the solver reached. Either way it is counted and reported;
@@ -112,6 +114,12 @@ class ExecutorConfig:
     Args:
         control_rate_hz: commands per second.
         command_lookahead_s: the command sent at t targets the chunk pose due at t + lookahead.
+        chunk_min_lead_s: ... or later: the pose due at ``stamp + chunk_min_lead_s`` of the newest chunk in force,
+            when that is later. A chunk starts where the camera saw the arm, and a position-controlled arm lags its
+            command; followed from its first steps, every fresh chunk pulls the command back to where the arm was
+            seen, and with chunks that arrive within tens of ms (a GPU) the arm slows to a stop. With this lead the
+            command stays ahead of the observation by the same margin whatever the inference latency. 0 (the default
+            here, for benches and unit tests): off; the node's default is 0.25 s.
         stale_timeout_s: hold when no chunk was accepted for this long.
         blend: how overlapping chunks combine (mode, ensemble_k, max_chunks).
         checks: what a chunk must satisfy (frames, ages, speeds, workspace policy).
@@ -130,6 +138,7 @@ class ExecutorConfig:
 
     control_rate_hz: float = 100.0
     command_lookahead_s: float = 0.05
+    chunk_min_lead_s: float = 0.0
     stale_timeout_s: float = 0.5
     blend: BlendConfig = field(default_factory=BlendConfig)
     checks: ChunkChecks = field(default_factory=ChunkChecks)
@@ -154,6 +163,8 @@ class ExecutorConfig:
             raise ValueError(f"control_rate_hz={self.control_rate_hz!r}: use a rate in [1, 2000] Hz (default 100)")
         if not (np.isfinite(self.command_lookahead_s) and 0.0 < self.command_lookahead_s <= 1.0):
             raise ValueError(f"command_lookahead_s={self.command_lookahead_s!r}: use (0, 1] s (default 0.05)")
+        if not (np.isfinite(self.chunk_min_lead_s) and 0.0 <= self.chunk_min_lead_s <= 2.0):
+            raise ValueError(f"chunk_min_lead_s={self.chunk_min_lead_s!r}: use [0, 2] s (the node's default 0.25)")
         if not (np.isfinite(self.stale_timeout_s) and self.stale_timeout_s > 0):
             raise ValueError(f"stale_timeout_s={self.stale_timeout_s!r}: must be > 0 s")
         if self.unreachable not in UNREACHABLE_MODES:
@@ -425,11 +436,20 @@ class ExecutorCore:
                 self.status.last_warning = "; ".join(warnings)
             return True, "; ".join(warnings)
 
+    def _sample_time_s(self, now_s: float) -> float:
+        """Under the lock: when the pose this tick commands is due on the timeline: ``now + command_lookahead_s``,
+        or ``chunk_min_lead_s`` after the newest chunk's stamp when that is later (:class:`ExecutorConfig`)."""
+        t_s = now_s + self.config.command_lookahead_s
+        newest_stamp_s = self.timeline.newest_stamp_s()
+        if self.config.chunk_min_lead_s > 0 and newest_stamp_s is not None:
+            t_s = max(t_s, newest_stamp_s + self.config.chunk_min_lead_s)
+        return t_s
+
     def _following_a_chunk(self, now_s: float) -> bool:
-        """Under the lock: an accepted chunk still gives a target after ``now + command_lookahead_s`` and has not
-        gone stale (the arm is not about to hold)."""
+        """Under the lock: an accepted chunk still gives a target at this tick's sample time and has not gone stale
+        (the arm is not about to hold)."""
         end_s = self.timeline.end_s()
-        if end_s is None or end_s <= now_s + self.config.command_lookahead_s:
+        if end_s is None or end_s <= self._sample_time_s(now_s):
             return False
         return self._last_accept_s is not None and now_s - self._last_accept_s <= self.config.stale_timeout_s
 
@@ -615,7 +635,7 @@ class ExecutorCore:
                 self.timeline.clear()
             state = HOLD_STALE
         self.timeline.prune(now_s)
-        sampled = self.timeline.sample(now_s + cfg.command_lookahead_s)
+        sampled = self.timeline.sample(self._sample_time_s(now_s))
         self.status.chunks_in_force = len(self.timeline)
         if sampled is None:
             return q_prev, g_prev, state if state == HOLD_STALE else IDLE

@@ -97,6 +97,10 @@ class Timeline:
                 kept.append(trimmed)
         self._chunks = kept
 
+    def newest_stamp_s(self) -> float | None:
+        """Camera-frame time of the newest chunk in force (None when empty)."""
+        return self._chunks[-1].stamp_s if self._chunks else None
+
     def end_s(self) -> float | None:
         """Due time of the last step of any chunk in force (None when empty)."""
         return max((c.due_s[-1] for c in self._chunks), default=None)

@@ -129,6 +129,17 @@ PARAMETERS = ParameterTable(
             range=(0.001, 1.0),
         ),
         Param(
+            "chunk_min_lead_s",
+            0.25,
+            "Follow the newest chunk no closer than this to its camera frame (s): the command at tick t targets the "
+            "pose due at max(t + command_lookahead_s, stamp + this). A chunk's step 0 is where the camera saw the "
+            "arm, and a position-controlled arm lags its command: followed from its first steps, every fresh chunk "
+            "pulls the command back to where the arm was seen, and with chunks that arrive within tens of ms (a GPU) "
+            "the arm slows to a stop above its goal. 0.25 s = the 0.2 s CPU inference latency plus the 0.05 s "
+            "lookahead that checkpoints/pick_place succeeds with; on that CPU it rarely binds. 0: off.",
+            range=(0.0, 2.0),
+        ),
+        Param(
             "control_thread_priority",
             50,
             "Linux real-time priority of the control thread: 1..99 asks for SCHED_FIFO at that priority (needs root, "
@@ -431,6 +442,7 @@ def build_executor_config(p: dict, yam):
     return ExecutorConfig(
         control_rate_hz=p["control_rate_hz"],
         command_lookahead_s=p["command_lookahead_s"],
+        chunk_min_lead_s=p["chunk_min_lead_s"],
         stale_timeout_s=p["stale_timeout_s"],
         blend=BlendConfig(p["blend_mode"], p["ensemble_k"], p["max_chunks"]),
         checks=checks,
