@@ -113,8 +113,8 @@ def test_sweep_refuses_a_point_out_of_view_and_a_bad_checkpoint_before_running(t
 @pytest.mark.slow
 @pytest.mark.ros
 def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
-    """Two points (nominal, orbit +10 deg), one short episode each, through the real nodes; then a rerun finds them
-    done."""
+    """Two points (nominal, orbit +10 deg), one short episode each, through the real nodes in lockstep; then a rerun
+    finds them done."""
     ck = _tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "sweep"
     argv = [
@@ -135,6 +135,7 @@ def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
         "0.5",
         "--out",
         str(out),
+        "--lockstep",
     ]
     assert sim_cli.main(argv) == 0
     data = json.loads((out / "sweep.json").read_text())
@@ -143,6 +144,7 @@ def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
         assert p["results"]["tiny"]["episodes"] == 1 and p["visible_fraction"] == 1.0
     assert (out / "sweep.png").stat().st_size > 1000 and "| orbit +10 deg" in (out / "sweep.md").read_text()
     moved = json.loads((out / "tiny" / "orbit+10_height+0cm" / "report.json").read_text())["settings"]
+    assert moved["lockstep"] is True and data["settings"]["lockstep"] is True
     T0 = camera_pose(CameraMove())[0]
     np.testing.assert_allclose(
         moved_camera_pose(T0, moved["camera_shift_m"], moved["camera_rotate_deg"]),

@@ -29,6 +29,7 @@ from para_ros.robot.yam_ik import YamKinematics  # noqa: E402
 from para_ros.sim import sweep  # noqa: E402
 from para_ros.sim.camera_sampler import add_randomisation_arguments, apply_to_sim, randomisation_from_args  # noqa: E402
 from para_ros.sim.layout_region import add_region_argument, episode_seeds  # noqa: E402
+from para_ros.sim.lockstep import add_lockstep_argument  # noqa: E402
 from para_ros.sim.pick_place import MAX_SEED, check_seed, sample_layout, wilson_interval  # noqa: E402
 
 MAX_EPISODES = 100_000
@@ -169,16 +170,7 @@ def add_eval_arguments(p) -> None:
         help="a parameter for one node of the graph on top of its config/*.yaml, e.g. "
         "chunk_executor:implausible_speed:=reject (repeatable; written into the report)",
     )
-    p.add_argument(
-        "--lockstep",
-        action="store_true",
-        help="lockstep evaluation: the simulator runs on /clock and steps only once the graph has answered "
-        "(each frame's chunk, each executor tick), chunks take effect after a fixed simulated latency "
-        "(chunk_executor lockstep_latency_s, default 0.05 s, a GPU's; checkpoints/pick_place needs the "
-        "CPU latency it was tuned with: --node-param chunk_executor:lockstep_latency_s:=0.2); outcomes then "
-        "depend on the seeds, not on the machine's load; --time-limit, --settle are simulated seconds "
-        "(para_ros.sim.lockstep)",
-    )
+    add_lockstep_argument(p)
     p.add_argument(
         "--compare",
         default="",

@@ -195,3 +195,15 @@ class ChunkRelease:
 
     def __len__(self) -> int:
         return len(self._pending)
+
+
+def add_lockstep_argument(p) -> None:
+    """``--lockstep`` of ``para-sim eval`` and ``para-sim sweep`` (one help text for both)."""
+    p.add_argument(
+        "--lockstep",
+        action="store_true",
+        help="lockstep evaluation: the simulator runs on /clock and steps only once the graph has answered "
+        f"(each frame's chunk, each executor tick), chunks take effect after a fixed simulated latency "
+        f"(chunk_executor lockstep_latency_s, default {DEFAULT_LATENCY_S} s, a GPU's); outcomes then depend on "
+        "the seeds, not on the machine's load; --time-limit, --settle are simulated seconds (para_ros.sim.lockstep)",
+    )

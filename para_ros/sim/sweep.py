@@ -32,6 +32,7 @@ import numpy as np
 from para_ros.paths import shipped_node_params
 from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose, visible_fraction
 from para_ros.sim.layout_region import add_region_argument
+from para_ros.sim.lockstep import add_lockstep_argument
 
 AXES = ("orbit", "height", "fovy")
 
@@ -162,6 +163,7 @@ def add_sweep_arguments(p) -> None:
         metavar="NODE:NAME:=VALUE",
         help="a parameter for one node of the graph at every point (repeatable)",
     )
+    add_lockstep_argument(p)
     p.add_argument("--videos", action="store_true", help="write para-sim eval's videos at every point (default off)")
     p.add_argument("--dry-run", action="store_true", help="check and list the points, run nothing")
     add_region_argument(p)
@@ -306,6 +308,7 @@ def cmd_sweep(args) -> int:
             videos=args.videos,
             node_params=node_params,
             cube_region=args.cube_region.text if args.cube_region else "",
+            lockstep=args.lockstep,
         )
     except ValueError as exc:
         return refuse(str(exc))
@@ -350,6 +353,7 @@ def cmd_sweep(args) -> int:
         "time_limit_s": args.time_limit_s,
         "settle_s": args.settle_s,
         "fast_path": args.fast_path,
+        "lockstep": args.lockstep,
         "node_params": node_params,
     }
     rc = 0
