@@ -67,7 +67,7 @@ def _git_commit() -> str:
         return ""
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m para_ros.sim.ship_checkpoint", description=__doc__.split("\n\n")[0])
     p.add_argument("--run", required=True, help="para-train run directory")
     p.add_argument("--out", required=True, help="shipped checkpoint folder to (re)write")
@@ -80,7 +80,11 @@ def main(argv=None) -> int:
         help="the command that reproduces it (default: scripts/train_pick_place with the run's preset)",
     )
     p.add_argument("--note", default="", help="a remark recorded in the recipe (e.g. why a run stopped early)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     # scipy, torch: loaded on first use, not on import
     from para_core.train.trainer import plot_metrics, read_metrics, read_run
 

@@ -1,0 +1,62 @@
+"""scripts/generalise: every command each experiment would run parses with that command's own parser."""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "generalise"
+
+
+def dry_run(experiment: str, *options: str) -> list[list[str]]:
+    """The commands (words) ``scripts/generalise EXPERIMENT --dry-run`` prints, without running any."""
+    res = subprocess.run(
+        ["bash", str(SCRIPT), experiment, "--dry-run", *options], capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    return [shlex.split(line[2:]) for line in res.stdout.splitlines() if line.startswith("+ ")]
+
+
+@pytest.mark.parametrize(
+    "experiment, options",
+    [("randomised", ()), ("randomised", ("--from-scratch",)), ("sweep", ()), ("extrapolation", ()), ("fewshot", ())],
+)
+def test_every_command_of_an_experiment_parses(experiment, options):
+    commands = dry_run(experiment, *options, "--episodes", "7")
+    assert commands, f"scripts/generalise {experiment} printed no command"
+    modules = set()
+    for words in commands:
+        if words[0] == "python":
+            assert words[1] == "-m"
+            module, args = words[2], words[3:]
+            modules.add(module)
+            parser = importlib.import_module(module).build_parser()
+            try:
+                parsed = parser.parse_args(args)
+            except SystemExit:
+                raise AssertionError(f"'{' '.join(words)}' does not parse with {module}'s parser") from None
+            if module == "para_ros.commands.sim" and parsed.command in ("eval", "sweep"):
+                assert parsed.lockstep, f"an evaluation outside lockstep: {' '.join(words)}"
+                assert parsed.episodes == (50 if experiment == "randomised" else 7)
+        else:  # scripts/train_pick_place: its options are the ones it documents
+            assert words[0].endswith("scripts/train_pick_place"), words
+            usage = (REPO / "scripts" / "train_pick_place").read_text()
+            rest = iter(words[1:])
+            for word in rest:
+                if word == "--":
+                    break  # the rest goes to para-train
+                assert word.startswith("--") and f"{word})" in usage, f"scripts/train_pick_place has no option {word}"
+                next(rest)  # every option of the script takes a value
+    if experiment == "randomised" and not options:
+        assert "para_core.train.cli" in modules and "para_ros.sim.ship_checkpoint" in modules
+
+
+def test_unknown_experiment_and_option_are_refused():
+    for argv in (["nonsense"], ["sweep", "--bogus"]):
+        res = subprocess.run(["bash", str(SCRIPT), *argv], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and "scripts/generalise: unknown" in res.stderr
