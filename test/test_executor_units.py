@@ -96,6 +96,19 @@ def test_timeline_prune_and_cap():
     assert [c.stamp_s for c in tl.chunks] == [3.0]
 
 
+def test_timeline_newest_latency_follows_the_newest_stamp_not_the_last_arrival():
+    tl = Timeline(BlendConfig("latest"))
+    assert tl.newest_latency_s() is None
+    tl.add(make_chunk(1.0, [0.0, 0.5], np.zeros((2, 3))), 1.05)
+    assert tl.newest_latency_s() == pytest.approx(0.05)
+    tl.add(make_chunk(0.9, [0.0, 0.5], np.zeros((2, 3))), 1.2)  # an older frame's chunk, late: not the newest
+    assert tl.newest_latency_s() == pytest.approx(0.05)
+    tl.add(make_chunk(1.1, [0.0, 0.5], np.zeros((2, 3))), 1.4)
+    assert tl.newest_latency_s() == pytest.approx(0.3)
+    tl.clear()
+    assert tl.newest_latency_s() is None
+
+
 # ---- chunk validation ------------------------------------------------------------------------------------------------
 
 CHECKS = ChunkChecks(workspace_min_m=[0.1, -0.4, 0.01], workspace_max_m=[0.6, 0.4, 0.5])
@@ -419,11 +432,12 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     assert core.status.state == "hold_stale"
 
 
-def test_core_chunk_min_lead_follows_a_fresh_chunk_from_stamp_plus_lead(kin):
-    """A chunk moving +x at 0.05 m/s from (0.3, 0, 0.1), stamped 10.0 s. Tick at 10.05 s with lookahead 0.05 s:
-    without a lead the target is due at 10.10 s (x = 0.3 + 0.10 * 0.05); with chunk_min_lead_s 0.25 at 10.25 s
-    (x = 0.3 + 0.25 * 0.05). At a tick 0.5 s after the stamp the lead no longer binds (10.55 > 10.25): both the same.
-    Catches a lead measured from the tick instead of the stamp, or from the oldest chunk."""
+def test_core_chunk_min_lead_grows_the_lookahead_by_what_the_newest_chunk_came_early(kin):
+    """A chunk moving +x at 0.05 m/s from (0.3, 0, 0.1), stamped 10.0 s, accepted at 10.05 s (latency 0.05 s),
+    lookahead 0.05 s. Without a lead a tick at t targets the pose due at t + 0.05; with chunk_min_lead_s 0.25 at
+    t + max(0.05, 0.25 - 0.05) = t + 0.20, at every tick while that chunk is the newest (time runs on, no stop-and-go).
+    A chunk that came 0.3 s after its frame leaves the lookahead at 0.05. Catches a lead counted from the tick, from
+    the oldest chunk, or pinned to stamp + lead."""
     q0 = kin.ik(
         np.block(
             [
@@ -433,21 +447,24 @@ def test_core_chunk_min_lead_follows_a_fresh_chunk_from_stamp_plus_lead(kin):
         ),
         np.array([0, 1.6, 1.3, -1.2, 0, 0]),
     ).q_rad
-    targets = {}
-    for lead in (0.0, 0.25):
-        # no joint-speed limit in the way: each tick starts from the previous command, so compare the IK targets
+
+    def sample_times(lead, accepted_s):
         core = _core(kin, chunk_min_lead_s=lead)
         core.set_measured_joints(q0, 0.5)
         core.tick(9.0)
-        old = _top_down_chunk(kin, 8.95, [0.3, 0.05, 0.1], [0.0, 0.0, 0.0], n=40, step=0.2)  # older, still in force
+        old = _top_down_chunk(kin, 8.5, [0.3, 0.05, 0.1], [0.0, 0.0, 0.0], n=40, step=0.2)  # older, came 0.5 s late
         assert core.add_chunk(old, 9.0)[0]
-        assert core.add_chunk(_top_down_chunk(kin, 10.0, [0.3, 0, 0.1], [0.05, 0, 0], n=20, step=0.2), 10.0)[0]
+        new = _top_down_chunk(kin, 10.0, [0.3, 0, 0.1], [0.05, 0, 0], n=20, step=0.2)
+        assert core.add_chunk(new, accepted_s)[0]
         with core._lock:
-            targets[lead] = [core._sample_time_s(t) for t in (10.05, 10.5)]
-            sampled = core.timeline.sample(core._sample_time_s(10.05))[0].position_m
-        np.testing.assert_allclose(sampled, [0.3 + (targets[lead][0] - 10.0) * 0.05, 0, 0.1], atol=1e-12)
-    assert targets[0.0] == pytest.approx([10.10, 10.55])
-    assert targets[0.25] == pytest.approx([10.25, 10.55])
+            times = [core._sample_time_s(t) for t in (accepted_s, accepted_s + 0.05, 10.5)]
+            sampled = core.timeline.sample(times[0])[0].position_m
+        np.testing.assert_allclose(sampled, [0.3 + (times[0] - 10.0) * 0.05, 0, 0.1], atol=1e-12)
+        return times
+
+    assert sample_times(0.0, 10.05) == pytest.approx([10.10, 10.15, 10.55])
+    assert sample_times(0.25, 10.05) == pytest.approx([10.25, 10.30, 10.70])
+    assert sample_times(0.25, 10.30) == pytest.approx([10.35, 10.40, 10.55])
     with pytest.raises(ValueError, match="chunk_min_lead_s"):
         _core(kin, chunk_min_lead_s=-0.1)
 

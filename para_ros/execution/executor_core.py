@@ -15,9 +15,9 @@ Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
 1. stopped -> hold; no fresh chunk for ``stale_timeout_s`` -> drop the timeline and hold;
 2. sample the timeline at ``now + command_lookahead_s`` (the command sent at ``now`` is where the tool should be
    a lookahead later; a joint trajectory controller gets it as the point at ``time_from_start = lookahead`` of a
-   trajectory stamped 0, i.e. reached a lookahead after receipt), or later: never closer than ``chunk_min_lead_s``
-   to the newest chunk's camera frame (a chunk's first step is where the camera saw the arm, which lags its
-   command; see :class:`ExecutorConfig`);
+   trajectory stamped 0, i.e. reached a lookahead after receipt), or further ahead when the newest chunk came
+   sooner than ``chunk_min_lead_s`` after its camera frame (a chunk's first step is where the camera saw the arm,
+   which lags its command; see :class:`ExecutorConfig`);
 3. IK of the blended pose, seeded with the previous solution. Unreachable target (IK not within tolerance):
    ``unreachable="hold"`` keeps the previous command (default: no motion towards a pose the arm cannot take);
    ``"best_effort"`` takes the closest configuration the solver reached. Either way it is counted and reported;
@@ -114,12 +114,14 @@ class ExecutorConfig:
     Args:
         control_rate_hz: commands per second.
         command_lookahead_s: the command sent at t targets the chunk pose due at t + lookahead.
-        chunk_min_lead_s: ... or later: the pose due at ``stamp + chunk_min_lead_s`` of the newest chunk in force,
-            when that is later. A chunk starts where the camera saw the arm, and a position-controlled arm lags its
-            command; followed from its first steps, every fresh chunk pulls the command back to where the arm was
-            seen, and with chunks that arrive within tens of ms (a GPU) the arm slows to a stop. With this lead the
-            command stays ahead of the observation by the same margin whatever the inference latency. 0 (the default
-            here, for benches and unit tests): off; the node's default is 0.25 s.
+        chunk_min_lead_s: the lookahead grows to ``chunk_min_lead_s - latency`` when that is larger, where latency is
+            how long after its camera frame the newest chunk in force arrived: a chunk takes effect at least this far
+            ahead of the frame it was predicted from, and time runs on from there. A chunk starts where the camera saw
+            the arm, and a position-controlled arm lags its command; followed from its first steps, every fresh chunk
+            pulls the command back to where the arm was seen, and with chunks that arrive within tens of ms (a GPU)
+            the arm slows to a stop. With the lead the command runs ahead of the observation by the same margin
+            whatever the inference latency. 0 (the default here, for benches and unit tests): off; the node's default
+            is 0.25 s.
         stale_timeout_s: hold when no chunk was accepted for this long.
         blend: how overlapping chunks combine (mode, ensemble_k, max_chunks).
         checks: what a chunk must satisfy (frames, ages, speeds, workspace policy).
@@ -437,13 +439,13 @@ class ExecutorCore:
             return True, "; ".join(warnings)
 
     def _sample_time_s(self, now_s: float) -> float:
-        """Under the lock: when the pose this tick commands is due on the timeline: ``now + command_lookahead_s``,
-        or ``chunk_min_lead_s`` after the newest chunk's stamp when that is later (:class:`ExecutorConfig`)."""
-        t_s = now_s + self.config.command_lookahead_s
-        newest_stamp_s = self.timeline.newest_stamp_s()
-        if self.config.chunk_min_lead_s > 0 and newest_stamp_s is not None:
-            t_s = max(t_s, newest_stamp_s + self.config.chunk_min_lead_s)
-        return t_s
+        """Under the lock: when the pose this tick commands is due on the timeline: ``now`` plus the lookahead,
+        grown to ``chunk_min_lead_s`` minus the newest chunk's latency when that is larger (:class:`ExecutorConfig`)."""
+        lookahead_s = self.config.command_lookahead_s
+        latency_s = self.timeline.newest_latency_s()
+        if self.config.chunk_min_lead_s > 0 and latency_s is not None:
+            lookahead_s = max(lookahead_s, self.config.chunk_min_lead_s - latency_s)
+        return now_s + lookahead_s
 
     def _following_a_chunk(self, now_s: float) -> bool:
         """Under the lock: an accepted chunk still gives a target at this tick's sample time and has not gone stale

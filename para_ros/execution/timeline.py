@@ -62,6 +62,7 @@ class Timeline:
     def __init__(self, blend: BlendConfig):
         self.blend = blend
         self._chunks: list[Chunk] = []
+        self._newest_latency_s: float | None = None  # arrival - stamp of the newest chunk
 
     def __len__(self) -> int:
         return len(self._chunks)
@@ -72,6 +73,7 @@ class Timeline:
 
     def clear(self) -> None:
         self._chunks.clear()
+        self._newest_latency_s = None
 
     def add(self, chunk: Chunk, now_s: float) -> bool:
         """Place ``chunk`` on the timeline, dropping its past steps; False if nothing of it is left in the future."""
@@ -80,6 +82,8 @@ class Timeline:
             return False
         self._chunks.append(trimmed)
         self._chunks.sort(key=lambda c: c.stamp_s)  # stable: equal stamps keep arrival order
+        if self._chunks[-1] is trimmed:
+            self._newest_latency_s = now_s - chunk.stamp_s
         while len(self._chunks) > self.blend.max_chunks:
             self._chunks.pop(0)
         return True
@@ -97,9 +101,9 @@ class Timeline:
                 kept.append(trimmed)
         self._chunks = kept
 
-    def newest_stamp_s(self) -> float | None:
-        """Camera-frame time of the newest chunk in force (None when empty)."""
-        return self._chunks[-1].stamp_s if self._chunks else None
+    def newest_latency_s(self) -> float | None:
+        """How long after its camera frame the newest chunk in force arrived (s; None when empty)."""
+        return self._newest_latency_s if self._chunks else None
 
     def end_s(self) -> float | None:
         """Due time of the last step of any chunk in force (None when empty)."""

@@ -131,12 +131,13 @@ PARAMETERS = ParameterTable(
         Param(
             "chunk_min_lead_s",
             0.25,
-            "Follow the newest chunk no closer than this to its camera frame (s): the command at tick t targets the "
-            "pose due at max(t + command_lookahead_s, stamp + this). A chunk's step 0 is where the camera saw the "
-            "arm, and a position-controlled arm lags its command: followed from its first steps, every fresh chunk "
-            "pulls the command back to where the arm was seen, and with chunks that arrive within tens of ms (a GPU) "
-            "the arm slows to a stop above its goal. 0.25 s = the 0.2 s CPU inference latency plus the 0.05 s "
-            "lookahead that checkpoints/pick_place succeeds with; on that CPU it rarely binds. 0: off.",
+            "A chunk takes effect at least this far ahead of its camera frame (s): while the newest chunk came L s "
+            "after its frame, the lookahead is max(command_lookahead_s, this - L). A chunk's step 0 is where the "
+            "camera saw the arm, and a position-controlled arm lags its command: followed from its first steps, every "
+            "fresh chunk pulls the command back to where the arm was seen, and with chunks that arrive within tens of "
+            "ms (a GPU) the arm slows to a stop above its goal. 0.25 s = the 0.2 s CPU inference latency plus the "
+            "0.05 s lookahead that checkpoints/pick_place was trained and evaluated with; at that latency it changes "
+            "nothing. 0: off.",
             range=(0.0, 2.0),
         ),
         Param(
