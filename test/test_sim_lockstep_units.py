@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from para_ros.deploy.ab_compare import interleaved_order, mcnemar_exact, paired_outcomes, parse_compare
+from para_ros.deploy.ab_compare import interleaved_order, parse_compare
 from para_ros.deploy.episodes import EpisodeRow
+from para_ros.deploy.paired_stats import mcnemar_exact, paired_outcomes
 from para_ros.sim.lockstep import ChunkRelease, LockstepGate, LockstepSettings, chunk_ack, parse_ack, tick_ack
 
 T0 = 1_000_000_000_000  # an instant, ns

@@ -7,6 +7,7 @@ Subcommands::
     para-sim expert --episodes 50 --seed 100000                        # expert success rate, nothing recorded
     para-sim eval --checkpoint checkpoints/pick_place --episodes 50    # closed loop through the real nodes
     para-sim sweep --checkpoint checkpoints/pick_place --episodes 30   # the eval over scene camera moves
+    para-sim agreement runs/eval-a runs/eval-b                         # two runs of the same seeds: do they agree?
 
 Episode ``k`` of a run with ``--seed S`` uses the task layout of seed ``S + k`` (``para_ros.sim.pick_place``), so
 two runs with the same seed give the same layouts, and seed ranges that do not overlap give disjoint layouts (the
@@ -25,6 +26,7 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco: an EGL context, no display needed
 
 from para_ros.deploy import graph  # noqa: E402
+from para_ros.deploy.report_agreement import add_agreement_arguments, cmd_agreement  # noqa: E402
 from para_ros.robot.yam_ik import YamKinematics  # noqa: E402
 from para_ros.sim import sweep  # noqa: E402
 from para_ros.sim.camera_sampler import add_randomisation_arguments, apply_to_sim, randomisation_from_args  # noqa: E402
@@ -94,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(
             "sweep",
             help="para-sim eval of checkpoints over a grid of scene camera moves: a table and a plot of success rates",
+        )
+    )
+    add_agreement_arguments(
+        sub.add_parser(
+            "agreement",
+            help="two evaluation reports of the same seeds: per-episode agreement, both rates, the paired test",
         )
     )
     return p
@@ -352,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = cmd_record(args)
     elif args.command == "sweep":
         rc = sweep.cmd_sweep(args)
+    elif args.command == "agreement":
+        rc = cmd_agreement(args)
     else:
         rc = cmd_eval(args)
     print(f"para-sim {args.command}: {time.monotonic() - t0:.1f} s")

@@ -7,7 +7,7 @@ complete seeds. In lockstep mode (``--lockstep``, recommended) the graphs that w
 simulators and cost nothing; in real time they keep running.
 
 The report (``report.json``, ``report.md``) holds each variant's success rate with its 95 % Wilson interval and, for
-every pair of variants, the paired table of per-seed outcomes and the exact McNemar test (:func:`mcnemar_exact`): the
+every pair of variants, the paired table of per-seed outcomes and the exact McNemar test (:func:`para_ros.deploy.paired_stats.mcnemar_exact`): the
 seeds where both succeed or both fail say nothing about which is better; among the discordant seeds (one succeeds, the
 other fails), under "no difference" each is equally likely to go either way, so their split is Binomial(n, 1/2). The
 two-sided p-value is how likely a split at least as uneven would be by chance.
@@ -28,6 +28,7 @@ from para_ros.dds_env import fresh_domain_id
 from para_ros.deploy import closed_loop as cl
 from para_ros.deploy.episodes import TaskClient, run_episode, summarise, wait_for_first_chunk
 from para_ros.deploy.graph_run import GraphRun, SignalStop
+from para_ros.deploy.paired_stats import paired_outcomes
 from para_ros.nodes.parameter_registry import check_node_params
 
 
@@ -53,42 +54,6 @@ def parse_compare(text: str) -> tuple[str, str, list]:
 def interleaved_order(seeds: list[int], n_variants: int) -> list[tuple[int, int]]:
     """(seed, variant index) in run order: every variant on a seed before the next seed."""
     return [(s, v) for s in seeds for v in range(n_variants)]
-
-
-def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value for ``b`` and ``c`` discordant pairs (A only succeeded; B only succeeded):
-    ``min(1, 2 * P[X <= min(b, c)])`` with X ~ Binomial(b + c, 1/2); 1 when there are no discordant pairs."""
-    if b < 0 or c < 0:
-        raise ValueError(f"discordant counts must be >= 0 (got {b}, {c})")
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2.0**n
-    return min(1.0, 2.0 * tail)
-
-
-def paired_outcomes(rows_a, rows_b) -> dict:
-    """The paired table of two variants over the seeds both finished: both succeeded, A only, B only, neither; the
-    exact McNemar p-value and the difference of success rates (A - B) on those seeds."""
-    a = {r.seed: r.outcome == "success" for r in rows_a}
-    b = {r.seed: r.outcome == "success" for r in rows_b}
-    seeds = sorted(set(a) & set(b))
-    both = sum(a[s] and b[s] for s in seeds)
-    a_only = sum(a[s] and not b[s] for s in seeds)
-    b_only = sum(b[s] and not a[s] for s in seeds)
-    neither = len(seeds) - both - a_only - b_only
-    n = len(seeds)
-    return {
-        "seeds": n,
-        "both": both,
-        "a_only": a_only,
-        "b_only": b_only,
-        "neither": neither,
-        "difference": (a_only - b_only) / n if n else 0.0,
-        "mcnemar_p": mcnemar_exact(a_only, b_only),
-        "a_only_seeds": [s for s in seeds if a[s] and not b[s]],
-        "b_only_seeds": [s for s in seeds if b[s] and not a[s]],
-    }
 
 
 def variant_label(value) -> str:
