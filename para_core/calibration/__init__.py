@@ -7,7 +7,6 @@
 - ``calibration_file`` -- ``calibration.yaml`` (``para_calibration: 1``): load (validated) and save (no overwrite
   without ``force``).
 - ``overlay``          -- detected vs reprojected corners drawn on a camera image.
-- ``pose_generation``  -- calibration flange poses diverse in rotation, for the ``capture`` command.
 
 Frames: ``T_a_b`` maps coordinates in frame b to frame a (metres); camera frames are OpenCV optical frames.
 """
