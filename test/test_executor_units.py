@@ -384,6 +384,15 @@ def _core(kin, **kw):
     return ExecutorCore(ExecutorConfig(checks=checks, **kw), yam, kinematics=kin)
 
 
+def _top_down_q(kin, p_m) -> np.ndarray:
+    """Joints (6,) that put the tool at ``p_m`` pointing straight down (IK from a bent-arm seed)."""
+    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
+    return kin.ik(
+        np.block([[R, np.reshape(p_m, (3, 1))], [np.zeros((1, 3)), np.ones((1, 1))]]),
+        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
+    ).q_rad
+
+
 def _top_down_chunk(kin, stamp, p_start, v, n=20, step=0.1):
     R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
     t = np.arange(n) * step
@@ -394,15 +403,7 @@ def _top_down_chunk(kin, stamp, p_start, v, n=20, step=0.1):
 def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     core = _core(kin, stale_timeout_s=0.3)
     assert core.tick(0.0) is None  # no joint state yet
-    q0 = kin.ik(
-        np.block(
-            [
-                [np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T, np.array([[0.3], [0], [0.1]])],
-                [np.zeros((1, 3)), np.ones((1, 1))],
-            ]
-        ),
-        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
-    ).q_rad
+    q0 = _top_down_q(kin, [0.3, 0, 0.1])
     core.set_measured_joints(q0, 0.5)
     cmd = core.tick(0.0)
     np.testing.assert_array_equal(cmd.q_rad, q0)
@@ -438,15 +439,7 @@ def test_core_chunk_min_lead_grows_the_lookahead_by_what_the_newest_chunk_came_e
     t + max(0.05, 0.25 - 0.05) = t + 0.20, at every tick while that chunk is the newest (time runs on, no stop-and-go).
     A chunk that came 0.3 s after its frame leaves the lookahead at 0.05. Catches a lead counted from the tick, from
     the oldest chunk, or pinned to stamp + lead."""
-    q0 = kin.ik(
-        np.block(
-            [
-                [np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T, np.array([[0.3], [0], [0.1]])],
-                [np.zeros((1, 3)), np.ones((1, 1))],
-            ]
-        ),
-        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
-    ).q_rad
+    q0 = _top_down_q(kin, [0.3, 0, 0.1])
 
     def sample_times(lead, accepted_s):
         core = _core(kin, chunk_min_lead_s=lead)
