@@ -60,3 +60,32 @@ def test_unknown_experiment_and_option_are_refused():
     for argv in (["nonsense"], ["sweep", "--bogus"]):
         res = subprocess.run(["bash", str(SCRIPT), *argv], capture_output=True, text=True, timeout=60)
         assert res.returncode == 2 and "scripts/generalise: unknown" in res.stderr
+
+
+def test_ship_checkpoint_records_the_fine_tune_source_and_its_iterations_without_validation(tmp_path):
+    """A fine-tune without a validation split (the few-shot recipe): the recipe still says how many iterations ran
+    (the last logged one) and which weights it started from."""
+    import json
+
+    from para_ros.sim import ship_checkpoint
+
+    run = tmp_path / "run"
+    (run / "checkpoint").mkdir(parents=True)
+    (run / "checkpoint" / "model.safetensors").write_bytes(b"weights")
+    (run / "checkpoint" / "config.json").write_text("{}")
+    episodes = [str(tmp_path / "data" / f"episode_{i:06d}") for i in range(3)]
+    run_json = {
+        "model_config": {"name": "pick_place"},
+        "train_config": {"init_from": "checkpoints/pick_place", "max_iters": 300},
+        "train_episodes": episodes,
+        "val_episodes": [],
+    }
+    (run / "run.json").write_text(json.dumps(run_json))
+    lines = [{"iter": i, "split": "train", "loss": 3.0 - i / 200} for i in (25, 150, 300)]
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(m) for m in lines) + "\n")
+    out = tmp_path / "shipped"
+    assert ship_checkpoint.main(["--run", str(run), "--out", str(out), "--episodes", "3", "--trained-at", "abc"]) == 0
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert recipe["init_from"] == "checkpoints/pick_place" and recipe["iterations"] == 300
+    assert recipe["final_validation"] is None and recipe["demonstrations"]["layout_seeds"] == [0, 1, 2]
+    assert (out / "model.safetensors").read_bytes() == b"weights"

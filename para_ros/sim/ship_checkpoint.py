@@ -119,7 +119,8 @@ def main(argv=None) -> int:
         "preset": info["model_config"]["name"],
         "model_config": info["model_config"],
         "train_config": info["train_config"],
-        "iterations": val[-1]["iter"] if val else None,
+        "init_from": info["train_config"].get("init_from", ""),  # fine-tuned from these weights ("" = from scratch)
+        "iterations": val[-1]["iter"] if val else max((m.get("iter", 0) for m in metrics), default=None),
         "final_validation": val[-1] if val else None,
         "sim": sim_settings(),
         "trained_at_commit": args.trained_at or _git_commit(),
