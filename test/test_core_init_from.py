@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from training_helpers import one_torch_thread  # noqa: F401  (autouse)
+from training_helpers import quick as quick_train_config
 
 from para_core.data import synthetic as syn
 from para_core.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -14,14 +16,6 @@ from para_core.model.config import V4Config
 from para_core.model.registry import build_model
 from para_core.train.cli import main as cli_main
 from para_core.train.trainer import TrainConfig, Trainer, lr_factor, read_metrics
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
@@ -32,18 +26,7 @@ def episodes(tmp_path_factory):
 
 
 def quick(**kw) -> TrainConfig:
-    base = dict(
-        device="cpu",
-        num_workers=0,
-        log_interval=1,
-        eval_interval=0,
-        ckpt_interval=0,
-        keep_checkpoints=1,
-        val_fraction=0.0,
-        progress=False,
-        tensorboard=False,
-    )
-    return TrainConfig(**{**base, **kw})
+    return quick_train_config(tensorboard=False, **kw)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,10 @@ import sys
 import numpy as np
 import pytest
 import torch
+from training_helpers import (
+    one_torch_thread,  # noqa: F401  (autouse)
+    quick,
+)
 
 from para_core.data import synthetic as syn
 from para_core.data.dataset import Episode, EpisodeDataset, make_batch
@@ -28,35 +32,12 @@ from para_core.train.trainer import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def episodes(tmp_path_factory):
     root = tmp_path_factory.mktemp("episodes")
     cfg = V4Config.tiny()
     rng = np.random.default_rng(0)
     return [syn.synthetic_episode(cfg, rng, n_frames=24).save(root / f"ep{i}") for i in range(4)]
-
-
-def quick(**kw) -> TrainConfig:
-    base = dict(
-        device="cpu",
-        num_workers=0,
-        log_interval=1,
-        eval_interval=0,
-        ckpt_interval=0,
-        keep_checkpoints=1,
-        val_fraction=0.0,
-        progress=False,
-    )
-    base.update(kw)
-    return TrainConfig(**base)
 
 
 # ------------------------------------------------------------------------------------------------ config, parts
