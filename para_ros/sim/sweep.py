@@ -166,6 +166,13 @@ def add_sweep_arguments(p) -> None:
     add_lockstep_argument(p)
     p.add_argument("--videos", action="store_true", help="write para-sim eval's videos at every point (default off)")
     p.add_argument("--dry-run", action="store_true", help="check and list the points, run nothing")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: rebuild sweep.md / sweep.json / sweep.png from the point reports already under --out "
+        "(OUT/<label>/<point>/report.json, whatever their episode counts; a missing point is '-'), e.g. to put "
+        "sweeps of different checkpoints into one table",
+    )
     add_region_argument(p)
 
 
@@ -271,12 +278,15 @@ def plot_sweep(data: dict, path: Path) -> Path | None:
     return path
 
 
-def _finished_summary(report_path: Path, episodes: int) -> dict | None:
+def _finished_summary(report_path: Path, episodes: int | None) -> dict | None:
+    """The summary of a finished point report (of ``episodes`` episodes; None: of any number), else None."""
     if not report_path.is_file():
         return None
     report = json.loads(report_path.read_text())
     s = report.get("summary") or {}
-    if s.get("episodes") == episodes and not report.get("interrupted") and "error" not in report:
+    if episodes is not None and s.get("episodes") != episodes:
+        return None
+    if not report.get("interrupted") and "error" not in report and s.get("episodes"):
         return s
     return None
 
@@ -341,6 +351,8 @@ def cmd_sweep(args) -> int:
         )
     if args.dry_run:
         return 0
+    if args.report_only and not args.out:
+        return refuse("--report-only needs --out, the sweep folder that holds the reports")
     out = Path(args.out or Path("runs") / datetime.now().strftime("sweep-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     labels = [label for label, _ in checkpoints]
@@ -356,6 +368,15 @@ def cmd_sweep(args) -> int:
         "lockstep": args.lockstep,
         "node_params": node_params,
     }
+    if args.report_only:
+        settings_record["episodes"] = "as in each cell"
+        for label, _path in checkpoints:
+            for pt, *_ in plans:
+                results[(label, pt.label)] = _finished_summary(out / label / pt.label / "report.json", None)
+        data = write_table(out, points, labels, results, nominal, settings_record)
+        plot_sweep(data, out / "sweep.png")
+        print((out / "sweep.md").read_text())
+        return 0
     rc = 0
     done = 0
     for label, path in checkpoints:
