@@ -453,6 +453,8 @@ def test_core_chunk_min_lead_grows_the_lookahead_by_what_the_newest_chunk_came_e
             times = [core._sample_time_s(t) for t in (accepted_s, accepted_s + 0.05, 10.5)]
             sampled = core.timeline.sample(times[0])[0].position_m
         np.testing.assert_allclose(sampled, [0.3 + (times[0] - 10.0) * 0.05, 0, 0.1], atol=1e-12)
+        # the command goes out to be reached at the time it was taken for (a JointTrajectory's time_from_start)
+        assert core.tick(accepted_s).target_time_s == pytest.approx(times[0])
         return times
 
     assert sample_times(0.0, 10.05) == pytest.approx([10.10, 10.15, 10.55])

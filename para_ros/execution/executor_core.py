@@ -15,7 +15,7 @@ Per tick at time ``now`` (the caller's clock: the ROS clock in the node):
 1. stopped -> hold; no fresh chunk for ``stale_timeout_s`` -> drop the timeline and hold;
 2. sample the timeline at ``now + command_lookahead_s`` (the command sent at ``now`` is where the tool should be
    a lookahead later; a joint trajectory controller gets it as the point at ``time_from_start = lookahead`` of a
-   trajectory stamped 0, i.e. reached a lookahead after receipt), or further ahead when the newest chunk came
+   trajectory stamped 0, i.e. reached a lookahead after receipt); the lookahead grows when the newest chunk came
    sooner than ``chunk_min_lead_s`` after its camera frame (a chunk's first step is where the camera saw the arm,
    which lags its command; see :class:`ExecutorConfig`);
 3. IK of the blended pose, seeded with the previous solution. Unreachable target (IK not within tolerance):
@@ -438,14 +438,19 @@ class ExecutorCore:
                 self.status.last_warning = "; ".join(warnings)
             return True, "; ".join(warnings)
 
-    def _sample_time_s(self, now_s: float) -> float:
-        """Under the lock: when the pose this tick commands is due on the timeline: ``now`` plus the lookahead,
-        grown to ``chunk_min_lead_s`` minus the newest chunk's latency when that is larger (:class:`ExecutorConfig`)."""
+    def _lookahead_s(self) -> float:
+        """Under the lock: the lookahead in force: ``command_lookahead_s``, grown to ``chunk_min_lead_s`` minus the
+        newest chunk's latency when that is larger (:class:`ExecutorConfig`). A command sent at t is the pose due at
+        t + lookahead and goes out to be reached then (a JointTrajectory point's time_from_start)."""
         lookahead_s = self.config.command_lookahead_s
         latency_s = self.timeline.newest_latency_s()
         if self.config.chunk_min_lead_s > 0 and latency_s is not None:
             lookahead_s = max(lookahead_s, self.config.chunk_min_lead_s - latency_s)
-        return now_s + lookahead_s
+        return lookahead_s
+
+    def _sample_time_s(self, now_s: float) -> float:
+        """Under the lock: when the pose this tick commands is due on the timeline."""
+        return now_s + self._lookahead_s()
 
     def _following_a_chunk(self, now_s: float) -> bool:
         """Under the lock: an accepted chunk still gives a target at this tick's sample time and has not gone stale
@@ -708,6 +713,4 @@ class ExecutorCore:
         self.status.state = state
         self.status.commands += 1
         self.status.last_command_stamp_s = now_s
-        return JointCommand(
-            now_s, self.config.command_lookahead_s, q_new.copy(), float(g_new), self.kin.fk(q_new), moving
-        )
+        return JointCommand(now_s, self._lookahead_s(), q_new.copy(), float(g_new), self.kin.fk(q_new), moving)

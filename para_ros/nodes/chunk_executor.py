@@ -26,8 +26,8 @@ Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: the safety stat
 named (``last_transition``, ``recent_transitions``; ``para_ros.execution.executor_state``), the tick's activity
 ``state``, counters, the latest problem named, the tick
 time of the latest command and when the latest chunk was accepted, on the node's clock) and the
-commanded tool pose (``PoseStamped``, FK of each command, stamped with the time it is meant for: tick +
-``command_lookahead_s``) on ``commanded_pose_topic`` for rviz.
+commanded tool pose (``PoseStamped``, FK of each command, stamped with the time it is meant for: tick + the lookahead
+in force, ``command_lookahead_s`` or more under ``chunk_min_lead_s``) on ``commanded_pose_topic`` for rviz.
 
 A bad chunk never crashes the node and never moves the arm: it is rejected whole, with a throttled warning and a
 diagnostics status naming the problem. One kind of chunk is kept in part: a jump between two steps faster than
@@ -132,7 +132,8 @@ PARAMETERS = ParameterTable(
             "chunk_min_lead_s",
             0.25,
             "A chunk takes effect at least this far ahead of its camera frame (s): while the newest chunk came L s "
-            "after its frame, the lookahead is max(command_lookahead_s, this - L). A chunk's step 0 is where the "
+            "after its frame, the lookahead (where on the chunk each command is taken, and when it is to be reached) "
+            "is max(command_lookahead_s, this - L). A chunk's step 0 is where the "
             "camera saw the arm, and a position-controlled arm lags its command: followed from its first steps, every "
             "fresh chunk pulls the command back to where the arm was seen, and with chunks that arrive within tens of "
             "ms (a GPU) the arm slows to a stop above its goal. 0.25 s = the 0.2 s CPU inference latency plus the "
@@ -303,7 +304,7 @@ PARAMETERS = ParameterTable(
             "commanded_pose_topic",
             "~/commanded_pose",
             "geometry_msgs/PoseStamped of every command's tool pose (FK), "
-            "for rviz; stamped with its target time (tick + command_lookahead_s).",
+            "for rviz; stamped with its target time (tick + the lookahead in force).",
         ),
         Param(
             "diagnostics_rate_hz",
@@ -345,7 +346,7 @@ PARAMETERS = ParameterTable(
             "pose_command_topic",
             "/ee_target_pose",
             "geometry_msgs/PoseStamped tool target output topic (pose "
-            "backend); stamped with the time the pose is meant for (tick + command_lookahead_s).",
+            "backend); stamped with the time the pose is meant for (tick + the lookahead in force).",
         ),
         Param(
             "gripper_command_topic",
