@@ -187,6 +187,35 @@ def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.ros
+def test_ctrl_c_stops_the_whole_sweep_with_status_130(tmp_path):
+    """SIGINT while the first point runs: that point's eval stops, the sweep stops too (exit 130, the second point
+    never starts), and the message says the same command continues. Catches a sweep that treats an interrupted point
+    as finished and moves on to the next one."""
+    import signal
+
+    from ros_helpers import start_python, stop_process
+
+    ck = _tiny_checkpoint(tmp_path / "ck")
+    out = tmp_path / "sweep"
+    args = ["para_ros.commands.sim", "sweep", "--checkpoint", f"tiny={ck}", "--orbit-deg", "0,10"]
+    args += ["--height-m", "0", "--fovy-deg", "38", "--episodes", "3", "--time-limit", "20", "--out", str(out)]
+    proc = start_python(args, module=True)
+    seen = []
+    for line in proc.stdout:  # until the first point's first episode is running
+        seen.append(line)
+        if "episodes from seed" in line:
+            break
+    assert proc.poll() is None, "".join(seen)
+    rc, rest = stop_process(proc, timeout_s=60, stop_signal=signal.SIGINT)
+    text = "".join(seen) + rest
+    assert rc == 130, text
+    assert "interrupted at tiny orbit +0 deg" in text and "[2/2]" not in text, text
+    assert not (out / "tiny" / "orbit+10_height+0cm").exists()
+    assert json.loads((out / "tiny" / "orbit+0_height+0cm" / "report.json").read_text())["interrupted"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.ros
 def test_record_with_a_randomised_camera_puts_the_drawn_pose_on_tf_static(tmp_path):
     from para_core.data.dataset import Episode
     from para_ros.commands import bag as bag_tools

@@ -27,7 +27,7 @@ import yaml
 from para_ros.dds_env import fresh_domain_id
 from para_ros.deploy import closed_loop as cl
 from para_ros.deploy.episodes import TaskClient, run_episode, summarise, wait_for_first_chunk
-from para_ros.deploy.graph_run import GraphRun, SignalStop
+from para_ros.deploy.graph_run import INTERRUPTED_RC, GraphRun, SignalStop
 from para_ros.deploy.paired_stats import paired_outcomes
 from para_ros.nodes.parameter_registry import check_node_params
 
@@ -205,6 +205,7 @@ def run_compare(settings) -> int:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         extra["error"] = str(exc)
     finally:
+        extra["interrupted"] = extra["interrupted"] or stop.is_set()  # also a signal during the last seed
         for ev in evs.values():
             ev.close()
         for group in groups.values():
@@ -224,4 +225,6 @@ def run_compare(settings) -> int:
             f"only {p['b']}; exact McNemar p = {p['mcnemar_p']:.3g}"
         )
     print(f"para-sim eval: report {out / 'report.md'}")
-    return 0 if "error" not in extra else 1
+    if "error" in extra:
+        return 1
+    return INTERRUPTED_RC if extra["interrupted"] else 0

@@ -32,7 +32,7 @@ from para_ros.bag.recording import McapRecorder, ros_type_name
 from para_ros.bag.view import recording_to_rerun
 from para_ros.deploy import graph
 from para_ros.deploy.episodes import EpisodeRow, TaskClient, run_episode, summarise, wait_for_first_chunk
-from para_ros.deploy.graph_run import GraphRun, SignalStop
+from para_ros.deploy.graph_run import INTERRUPTED_RC, GraphRun, SignalStop
 from para_ros.deploy.monitor import DeployMonitor, graph_topics, record_topics
 from para_ros.nodes.parameter_registry import check_node_params
 from para_ros.paths import shipped_node_params
@@ -351,6 +351,7 @@ def run_eval(settings: EvalSettings) -> int:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         extra["error"] = str(exc)
     finally:
+        extra["interrupted"] = extra["interrupted"] or stop.is_set()  # also a signal during the last episode
         if ev is not None:
             ev.close()
         graph_run.stop(timeout_s=5.0)
@@ -373,4 +374,6 @@ def run_eval(settings: EvalSettings) -> int:
         f"({100 * summary['success_rate']:.1f} %, 95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %); "
         f"outcomes {summary['outcomes']}; report {out / 'report.md'}"
     )
-    return 0 if "error" not in extra else 1
+    if "error" in extra:
+        return 1
+    return INTERRUPTED_RC if extra["interrupted"] else 0

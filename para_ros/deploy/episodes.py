@@ -229,14 +229,15 @@ def draw_path(
 
 
 def wait_for_first_chunk(ev: TaskClient, graph_run, stop: threading.Event, timeout_s: float) -> None:
-    """Until the first action chunk: raise RuntimeError when a node of ``graph_run`` (a ``GraphRun``, or None: a graph
-    someone else runs) died, ``stop`` is set or ``timeout_s`` passed."""
+    """Until the first action chunk, or until ``stop`` is set (the caller sees it: an interrupted run, not an error);
+    raise RuntimeError when a node of ``graph_run`` (a ``GraphRun``, or None: a graph someone else runs) died or
+    ``timeout_s`` passed."""
     deadline = time.monotonic() + timeout_s
-    while ev.chunks == 0:
+    while ev.chunks == 0 and not stop.is_set():
         dead = graph_run.first_dead() if graph_run is not None else None
         if dead is not None:
             raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n{graph_run.log_tail(dead)}")
-        if stop.is_set() or time.monotonic() > deadline:
+        if time.monotonic() > deadline:
             raise RuntimeError(f"no action chunk within {timeout_s:.0f} s of starting the graph (see the logs)")
         time.sleep(0.1)
 

@@ -111,6 +111,9 @@ class NodeProcess:
 EXECUTOR_NODE = "chunk_executor"
 
 
+INTERRUPTED_RC = 130  # exit status of a run stopped by SIGINT / SIGTERM (128 + SIGINT, as a shell reports Ctrl-C)
+
+
 class SignalStop:
     """While alive: SIGINT and SIGTERM set :attr:`event` and say which signal in :attr:`why` (the run's stop
     reason, ``why`` until then); :meth:`restore` puts the previous handlers back."""

@@ -295,6 +295,7 @@ def cmd_sweep(args) -> int:
     # rclpy, OpenCV: the evaluation is loaded for the sweep only (importing this module stays ROS-free)
     from para_ros.deploy import graph
     from para_ros.deploy.closed_loop import EvalSettings, check_checkpoint_matches_sim, run_eval
+    from para_ros.deploy.graph_run import INTERRUPTED_RC
 
     def refuse(msg: str) -> int:
         print(f"para-sim sweep: {msg}", file=sys.stderr)
@@ -395,6 +396,15 @@ def cmd_sweep(args) -> int:
                     node_params=params,
                 )
                 code = run_eval(settings)
+                if code == INTERRUPTED_RC:  # Ctrl-C / SIGTERM stops the sweep, not just this point
+                    data = write_table(out, points, labels, results, nominal, settings_record)
+                    plot_sweep(data, out / "sweep.png")
+                    print(
+                        f"para-sim sweep: interrupted at {label} {pt.move.describe()}; the same command continues "
+                        "from this point (finished points are kept)",
+                        file=sys.stderr,
+                    )
+                    return INTERRUPTED_RC
                 rc = rc or code
                 report = point_dir / "report.json"
                 summary = json.loads(report.read_text())["summary"] if report.is_file() else None
