@@ -220,6 +220,15 @@ def test_wilson_interval_hand_numbers():
     assert wilson_interval(50, 50)[1] == 1.0
 
 
+def test_wilson_interval_always_holds_the_rate():
+    """At 0 or n successes an end of the interval equals the rate, and rounding put it on the wrong side
+    (0/3 gave a lower end of 5.6e-17 > 0, which broke the sweep plot's error bars)."""
+    for n in range(1, 201):
+        for k in range(n + 1):
+            lo, hi = wilson_interval(k, n)
+            assert 0.0 <= lo <= k / n <= hi <= 1.0, (k, n, lo, hi)
+
+
 def test_moved_camera_pose_turns_about_the_camera_centre():
     T = _pose([0.3, -0.5, 0.6], (0.3, 0.2, 0.1))
     M = moved_camera_pose(T, (0.05, 0.0, 0.0), (0.0, 0.0, 10.0))

@@ -228,4 +228,5 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # clamped to hold the rate: at 0 or n successes the end equals it and rounding could put it on the wrong side
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))

@@ -264,7 +264,8 @@ def plot_sweep(data: dict, path: Path) -> Path | None:
             xy.sort(key=lambda t: t[0])
             x = np.array([t[0] for t in xy])
             y = np.array([t[1] for t in xy])
-            err = np.array([[t[1] - t[2][0] for t in xy], [t[2][1] - t[1] for t in xy]])  # (2, n)
+            # (2, n); clipped: at 0 or n successes the rate and its interval's end differ by rounding only
+            err = np.clip(np.array([[t[1] - t[2][0] for t in xy], [t[2][1] - t[1] for t in xy]]), 0.0, None)
             ax.errorbar(x, 100 * y, yerr=100 * err, marker="o", capsize=3, label=label)
         ax.set_xlabel(title)
         ax.set_ylabel("success rate, % (95 % Wilson interval)")
