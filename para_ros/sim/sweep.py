@@ -280,12 +280,13 @@ def plot_sweep(data: dict, path: Path) -> Path | None:
 
 
 def _finished_summary(report_path: Path, episodes: int | None) -> dict | None:
-    """The summary of a finished point report (of ``episodes`` episodes; None: of any number), else None."""
+    """The summary of a finished point report of at least ``episodes`` episodes (None: of any number), else None:
+    a point run with more episodes before counts as done."""
     if not report_path.is_file():
         return None
     report = json.loads(report_path.read_text())
     s = report.get("summary") or {}
-    if episodes is not None and s.get("episodes") != episodes:
+    if episodes is not None and s.get("episodes", 0) < episodes:
         return None
     if not report.get("interrupted") and "error" not in report and s.get("episodes"):
         return s
