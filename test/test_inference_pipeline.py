@@ -259,3 +259,25 @@ def test_frames_that_came_before_their_camera_info_are_kept_for_the_next_step():
     prediction = pipe.step(stamp + 20_000_000, lookup, ee_pose)
     assert prediction is not None and prediction.stamp_ns == stamp
     assert pipe.step(stamp + 30_000_000, lookup, ee_pose) is None  # and then it is used
+
+
+def test_a_pair_whose_tf_had_not_come_is_tried_again_until_a_newer_pair_comes():
+    """After a simulator reset the first frame's TF can be cleared with the old clock's history: that step drops the
+    observation (reported), the next step tries the same pair again and predicts once TF answers; a newer pair then
+    wins, and a later failure of the older pair is never retried over it. Catches a pair used up by a failed step
+    (a lockstep simulator waiting for that instant's chunk stalled until its timeout, a fault)."""
+    pipe, report = make()
+    stamp = 200 * S
+    feed(pipe, stamp)
+    no_tf = lambda *a, **k: (_ for _ in ()).throw(ObservationProblem("tf", "no TF at that instant"))  # noqa: E731
+    assert pipe.step(stamp + 10_000_000, no_tf, ee_pose) is None
+    assert pipe.step(stamp + 20_000_000, no_tf, ee_pose) is None  # tried again, still no TF
+    assert report.counts["dropped.tf"] == 2 and "tf" in report.problems
+    prediction = pipe.step(stamp + 30_000_000, lookup, ee_pose)
+    assert prediction is not None and prediction.stamp_ns == stamp and "tf" not in report.problems
+    assert pipe.step(stamp + 40_000_000, lookup, ee_pose) is None  # used now
+    feed(pipe, stamp + 100_000_000)
+    assert pipe.step(stamp + 110_000_000, no_tf, ee_pose) is None
+    feed(pipe, stamp + 200_000_000)
+    assert pipe.step(stamp + 210_000_000, lookup, ee_pose).stamp_ns == stamp + 200_000_000
+    assert pipe.step(stamp + 220_000_000, lookup, ee_pose) is None  # the failed older pair does not come back

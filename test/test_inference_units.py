@@ -38,6 +38,24 @@ def test_newest_pair_within_slop_wins_and_is_used_once():
     p.mark_used(pair)
     again = p.newest_pair(now_ns=300 * MS)
     assert again.frames is None and again.problem is None  # nothing new is not an error
+    p.release(pair)  # nothing came of it: handed out again
+    assert p.newest_pair(now_ns=300 * MS).stamp_ns == 110 * MS
+
+
+def test_release_gives_back_only_the_pair_last_handed_out():
+    p = pairer()
+    p.add("scene", 100 * MS, "s1")
+    p.add("wrist", 105 * MS, "w1")
+    first = p.newest_pair(now_ns=120 * MS)
+    p.mark_used(first)
+    p.add("scene", 200 * MS, "s2")
+    p.add("wrist", 205 * MS, "w2")
+    second = p.newest_pair(now_ns=220 * MS)
+    p.mark_used(second)
+    p.release(first)  # a newer pair was handed out since: ignored
+    assert p.newest_pair(now_ns=230 * MS).frames is None
+    p.release(second)
+    assert p.newest_pair(now_ns=230 * MS).stamp_ns == 205 * MS
 
 
 def test_out_of_order_and_future_frames_are_dropped_with_a_reason():

@@ -193,11 +193,8 @@ class InferencePipeline:
         with self._lock:
             generation = self.generation
             pair = self.pairer.newest_pair(now_ns)
-            if pair.frames is not None and all(view in self.camera_info for view in self.views):
+            if pair.frames is not None:
                 self.pairer.mark_used(pair)
-            # A pair whose frames came before their camera's first CameraInfo stays unused: the observation below
-            # reports the missing CameraInfo, and the next step retries the same frames. A simulator in lockstep
-            # re-sends the same instant, which the pairer refuses as not newer, so a used pair would never return.
             elif pair.problem is None:
                 pair.problem = self.silent_camera(now_ns)
             infos = dict(self.camera_info)
@@ -216,6 +213,12 @@ class InferencePipeline:
         try:
             cameras, state = self.build_observation(pair, infos, lookup, ee_pose)
         except ObservationProblem as problem:
+            # The pair goes back: the next step (the next frame, or the inference loop's wake-up) tries it again
+            # while it is the newest and not stale, e.g. once its CameraInfo or TF has come. A simulator in lockstep
+            # waits for this instant's chunk and can only re-send frames of the same stamp, which the pairer refuses
+            # as not newer, so a pair used up by a failed attempt would stall it for good.
+            with self._lock:
+                self.pairer.release(pair)
             self.report.count(f"dropped.{problem.key}")
             self.report.problem(problem.key, str(problem))
             return None

@@ -7,7 +7,8 @@ Pure Python on integer nanosecond stamps (no ROS types), so the timing rules are
 * a frame stamped more than ``max_future_ns`` after the receiver's clock is refused (a camera with a wrong clock would
   otherwise block every correct frame after it as "out of order");
 * a pair is two frames, one per camera, whose stamps differ by at most ``slop_ns``; the newest such pair wins;
-* a pair is used once: a pair not newer than the last one handed out is not returned again;
+* a pair is used once: a pair not newer than the last one handed out is not returned again, unless it is given back
+  (:meth:`ObservationPairer.release`: its observation could not be built, e.g. TF for its instant had not come yet);
 * frames of one camera newer than every usable pair are reported (the other camera lags or stopped) once their
   partner is overdue (``slop + partner_grace``), not only when the last pair turns stale, and not while the partner
   of a frame is normally still on its way;
@@ -55,6 +56,7 @@ class ObservationPairer:
     partner_grace_ns: int = 100_000_000
     _frames: dict[str, deque] = field(default_factory=dict, init=False)
     _last_used_ns: int = field(default=-1, init=False)
+    _used_before_ns: int = field(default=-1, init=False)
     out_of_order_drops: int = field(default=0, init=False)
     future_drops: int = field(default=0, init=False)
 
@@ -138,7 +140,14 @@ class ObservationPairer:
         return pair
 
     def mark_used(self, pair: PairResult) -> None:
+        self._used_before_ns = self._last_used_ns
         self._last_used_ns = pair.stamp_ns
+
+    def release(self, pair: PairResult) -> None:
+        """Give back the pair last marked used (nothing came of it): the next :meth:`newest_pair` may return it again
+        while it is still the newest and not stale. Ignored for any other pair (a newer one was handed out since)."""
+        if self._last_used_ns == pair.stamp_ns:
+            self._last_used_ns = self._used_before_ns
 
 
 def past_positions(ee_xyz_at, stamp_ns: int, n: int, step_dt_s: float, current_xyz) -> np.ndarray:
