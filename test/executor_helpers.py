@@ -168,6 +168,9 @@ class ExecutorDriver:
             "commanded_pose_topic": f"{self.prefix}/commanded_pose",
             "diagnostics_rate_hz": 5.0,
             "auto_engage": "true",
+            # short synthetic chunks whose poses are checked against tick + command_lookahead_s: the lead that a
+            # fresh PARA chunk needs (tested on its own) would move the target past them
+            "chunk_min_lead_s": 0.0,
             **params,
         }  # these tests drive the executor directly: engaged from the start
         args = ["para_ros.nodes.chunk_executor", "--ros-args", "-r", f"__node:={node_name}"]

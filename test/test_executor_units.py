@@ -433,6 +433,19 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     assert core.status.state == "hold_stale"
 
 
+def test_core_first_command_from_a_measured_state_past_a_limit_is_inside_the_range(kin):
+    """The arm measured 1.2e-4 rad past joint 4's lower limit (a simulator under load let it drift there): the first
+    command is the measured joints clamped into the range, not the measured joints."""
+    core = _core(kin)
+    lo = core.limits.joint_lower_rad
+    q = _top_down_q(kin, [0.3, 0, 0.1])
+    q[3] = lo[3] - 1.2e-4
+    core.set_measured_joints(q, 0.5)
+    cmd = core.tick(0.0)
+    assert cmd.q_rad[3] == lo[3] and np.all(cmd.q_rad >= lo) and np.all(cmd.q_rad <= core.limits.joint_upper_rad)
+    np.testing.assert_array_equal(np.delete(cmd.q_rad, 3), np.delete(q, 3))
+
+
 def test_core_chunk_min_lead_grows_the_lookahead_by_what_the_newest_chunk_came_early(kin):
     """A chunk moving +x at 0.05 m/s from (0.3, 0, 0.1), stamped 10.0 s, accepted at 10.05 s (latency 0.05 s),
     lookahead 0.05 s. Without a lead a tick at t targets the pose due at t + 0.05; with chunk_min_lead_s 0.25 at

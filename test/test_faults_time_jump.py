@@ -190,7 +190,6 @@ def test_executor_drops_the_old_chunk_and_holds_at_the_measured_joints_after_a_c
         use_sim_time="true",
         control_rate_hz=100.0,
         command_lookahead_s=LOOKAHEAD_S,
-        chunk_min_lead_s=0.0,  # the first command is compared with the arm below; the lead has its own tests
         stale_timeout_s=5.0,
         joint_state_timeout_s=0.2,
     )

@@ -353,6 +353,10 @@ class ExecutorCore:
                 self.status.state = self._not_following_state() or IDLE
 
     def _reseed(self, q: np.ndarray, gripper: float) -> None:
+        """Start commanding from the measured joints, clamped into the joint range: an arm that a simulator or its
+        servos let drift past a limit (by 1e-4 rad, measured after a feedback loss under load) is never commanded to
+        stay out there; the difference is far below one period's speed limit."""
+        q = np.clip(q, self.limits.joint_lower_rad, self.limits.joint_upper_rad)  # (6,)
         self._q_cmd = q.copy()
         self._g_cmd = gripper
         self._q_seed = q.copy()
