@@ -272,7 +272,12 @@ def plot_sweep(data: dict, path: Path) -> Path | None:
         ax.set_ylim(-3, 103)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"para-sim sweep: {data['settings']['episodes']} episodes per point")
+    episodes = data["settings"]["episodes"]
+    fig.suptitle(
+        f"para-sim sweep: {episodes} episodes per point"
+        if isinstance(episodes, int)
+        else "para-sim sweep (episodes per point: see the table)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
