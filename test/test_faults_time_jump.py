@@ -239,7 +239,7 @@ def test_executor_drops_the_old_chunk_and_holds_at_the_measured_joints_after_a_c
         drv.publish_chunk(
             *LinearTrajectory(stamp, p_arm, R_arm, v=(0.0, 0.03, 0.0), yaw_rate=0.0, g_rate=0.0).chunk(stamp)
         )
-        time.sleep(0.8)
+        time.sleep(1.5)  # 0.8 s gave 9.8 mm of the 10 asked for on a machine at load 5 (ticks late)
         _, poses, _ = drv.snapshot()
         _, p_new, _ = pose_arrays([(w, m) for w, m in poses if w > t_new])
         assert np.ptp(p_new[:, 1]) > 0.01, "no motion after a chunk on the new clock"
