@@ -27,7 +27,7 @@ import yaml
 from para_ros.dds_env import fresh_domain_id
 from para_ros.deploy import closed_loop as cl
 from para_ros.deploy.episodes import TaskClient, run_episode, summarise, wait_for_first_chunk
-from para_ros.deploy.graph_run import INTERRUPTED_RC, GraphRun, SignalStop
+from para_ros.deploy.graph_run import GraphRun, SignalStop, run_exit_status
 from para_ros.deploy.paired_stats import paired_outcomes
 from para_ros.nodes.parameter_registry import check_node_params
 
@@ -225,6 +225,4 @@ def run_compare(settings) -> int:
             f"only {p['b']}; exact McNemar p = {p['mcnemar_p']:.3g}"
         )
     print(f"para-sim eval: report {out / 'report.md'}")
-    if "error" in extra:
-        return 1
-    return INTERRUPTED_RC if extra["interrupted"] else 0
+    return run_exit_status(extra)

@@ -32,7 +32,7 @@ from para_ros.bag.recording import McapRecorder, ros_type_name
 from para_ros.bag.view import recording_to_rerun
 from para_ros.deploy import graph
 from para_ros.deploy.episodes import EpisodeRow, TaskClient, run_episode, summarise, wait_for_first_chunk
-from para_ros.deploy.graph_run import INTERRUPTED_RC, GraphRun, SignalStop
+from para_ros.deploy.graph_run import GraphRun, SignalStop, run_exit_status
 from para_ros.deploy.monitor import DeployMonitor, graph_topics, record_topics
 from para_ros.nodes.parameter_registry import check_node_params
 from para_ros.paths import shipped_node_params
@@ -374,6 +374,4 @@ def run_eval(settings: EvalSettings) -> int:
         f"({100 * summary['success_rate']:.1f} %, 95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %); "
         f"outcomes {summary['outcomes']}; report {out / 'report.md'}"
     )
-    if "error" in extra:
-        return 1
-    return INTERRUPTED_RC if extra["interrupted"] else 0
+    return run_exit_status(extra)

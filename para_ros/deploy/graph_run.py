@@ -114,6 +114,14 @@ EXECUTOR_NODE = "chunk_executor"
 INTERRUPTED_RC = 130  # exit status of a run stopped by SIGINT / SIGTERM (128 + SIGINT, as a shell reports Ctrl-C)
 
 
+def run_exit_status(extra: dict) -> int:
+    """Exit status of an evaluation from its report's ``extra``: 1 after an error, :data:`INTERRUPTED_RC` when a
+    signal stopped it, else 0."""
+    if "error" in extra:
+        return 1
+    return INTERRUPTED_RC if extra["interrupted"] else 0
+
+
 class SignalStop:
     """While alive: SIGINT and SIGTERM set :attr:`event` and say which signal in :attr:`why` (the run's stop
     reason, ``why`` until then); :meth:`restore` puts the previous handlers back."""

@@ -376,13 +376,17 @@ def cmd_sweep(args) -> int:
         "lockstep": args.lockstep,
         "node_params": node_params,
     }
+
+    def write_outputs() -> None:  # sweep.json, sweep.md and sweep.png from the results so far
+        data = write_table(out, points, labels, results, nominal, settings_record)
+        plot_sweep(data, out / "sweep.png")
+
     if args.report_only:
         settings_record["episodes"] = "as in each cell"
         for label, _path in checkpoints:
             for pt, *_ in plans:
                 results[(label, pt.label)] = _finished_summary(out / label / pt.label / "report.json", None)
-        data = write_table(out, points, labels, results, nominal, settings_record)
-        plot_sweep(data, out / "sweep.png")
+        write_outputs()
         print((out / "sweep.md").read_text())
         return 0
     rc = 0
@@ -404,8 +408,7 @@ def cmd_sweep(args) -> int:
                 )
                 code = run_eval(settings)
                 if code == INTERRUPTED_RC:  # Ctrl-C / SIGTERM stops the sweep, not just this point
-                    data = write_table(out, points, labels, results, nominal, settings_record)
-                    plot_sweep(data, out / "sweep.png")
+                    write_outputs()
                     print(
                         f"para-sim sweep: interrupted at {label} {pt.move.describe()}; the same command continues "
                         "from this point (finished points are kept)",
@@ -422,8 +425,7 @@ def cmd_sweep(args) -> int:
                     flush=True,
                 )
             results[(label, pt.label)] = summary
-            data = write_table(out, points, labels, results, nominal, settings_record)
-            plot_sweep(data, out / "sweep.png")
+            write_outputs()
     print((out / "sweep.md").read_text())
     print(f"para-sim sweep: table {out / 'sweep.md'} (and sweep.json), plot {out / 'sweep.png'}")
     return rc
