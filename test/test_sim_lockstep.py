@@ -4,6 +4,8 @@ stamped like the inference node stamps them (the frame's stamp), when the test l
 
 - A late answer holds the simulator: while the chunk of a frame is missing, ``/clock`` never passes the frame's time;
   once it comes, the simulator steps again, one executor period (0.01 s) at a time.
+- A node busy through a reset right after the start (rclpy keeps only the newest ``/clock``) still sees the clock hop
+  forward and come back, i.e. a jump back it clears its frames at.
 - A chunk that never comes: the lockstep episode ends as a fault naming the missing chunk, and the next episode
   runs (here to its time limit, the stand-in's chunks being empty).
 """
@@ -33,6 +35,7 @@ pytestmark = pytest.mark.ros
 STEP_NS = 10_000_000  # lockstep_step_s 0.01
 EPOCH_NS = 1_000_000_000_000  # lockstep's first instant after a reset (para_ros.nodes.lockstep_hooks)
 TIMEOUT_S = 8.0  # the simulator's lockstep_timeout_s here (a loaded machine answers slowly)
+HOP_HOLD_S = 1.0  # the simulator's lockstep_hop_hold_s here (default 0.3; longer for a loaded test machine)
 
 
 def ns(stamp) -> int:
@@ -104,6 +107,8 @@ def rig():
             f"lockstep_timeout_s:={TIMEOUT_S}",
             "-p",
             "lockstep_resend_s:=0.5",
+            "-p",
+            f"lockstep_hop_hold_s:={HOP_HOLD_S}",
         ],
         module=True,
     )
@@ -204,4 +209,49 @@ def test_a_chunk_that_never_comes_ends_the_episode_as_a_fault_and_the_evaluation
     assert f"within {TIMEOUT_S:g} s of wall time" in silent.fault
     assert answered.outcome != "fault" and answered.fault == ""
     assert answered.duration_s == pytest.approx(0.5, abs=0.011)  # ran to its time limit, in simulated seconds
+    assert sim.poll() is None
+
+
+def test_a_node_busy_through_a_reset_still_sees_the_clock_jump_back(rig):
+    """A reset while the simulator is still within 1 s of the epoch would restart at stamps the nodes have seen; it
+    hops /clock forward first. rclpy's own clock subscription keeps only the newest message (depth 1, best effort):
+    were the hop and the way back sent together, a node busy meanwhile (the inference node running its model) would
+    read only the way back, see no jump, and drop every new frame as not newer (the episode then faults)."""
+    from rclpy.qos import ReliabilityPolicy
+
+    node, sim, _ = rig
+    node.answer = False  # the simulator stays at the first instant of the reset below
+    reset(node)
+    busy_context = rclpy.Context()
+    rclpy.init(context=busy_context)
+    busy = Node("lockstep_test_busy", context=busy_context)
+    seen: list[int] = []
+    busy.create_subscription(
+        Clock,
+        "/clock",
+        lambda m: seen.append(ns(m.clock)),
+        QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
+    )
+    busy_executor = SingleThreadedExecutor(context=busy_context)
+    busy_executor.add_node(busy)
+    try:
+        deadline = time.monotonic() + 30.0
+        while not (seen and seen[-1] == EPOCH_NS) and time.monotonic() < deadline:
+            busy_executor.spin_once(timeout_sec=0.05)
+        assert seen and seen[-1] == EPOCH_NS, "the busy node never read the first instant"
+        seen.clear()
+        reset(node)
+        time.sleep(0.2 * HOP_HOLD_S)  # busy: reads nothing meanwhile (its queue keeps the newest /clock only)
+        deadline = time.monotonic() + 3.0 * HOP_HOLD_S
+        while time.monotonic() < deadline:
+            busy_executor.spin_once(timeout_sec=0.05)
+    finally:
+        busy_executor.shutdown()
+        busy.destroy_node()
+        busy_context.try_shutdown()
+    assert seen, "the busy node read no /clock after the reset"
+    assert seen[0] >= EPOCH_NS + 500_000_000, (
+        f"after the reset the busy node first read t={seen[0] / 1e9:.3f} s: the hop forward was gone already"
+    )
+    assert EPOCH_NS in seen[1:], "the clock did not come back to the first instant after the hop"
     assert sim.poll() is None

@@ -42,9 +42,12 @@ class SimLockstep:
         self.settings = LockstepSettings(step_s=p["lockstep_step_s"], timeout_s=p["lockstep_timeout_s"])
         self.resend_s = float(p["lockstep_resend_s"])
         self._resend_after_s = self.resend_s
+        self.hop_hold_s = float(p["lockstep_hop_hold_s"])
         self.gate = LockstepGate(self.settings)
         self._last_send_s = 0.0
         self._held_reported_ns: int | None = None
+        self._hop_until_s: float | None = None  # wall time the /clock hop is held until (None: no hop)
+        self._resend_after_hop = False  # the hop belongs to a resend (else to a reset)
         node.create_subscription(Int64MultiArray, p["lockstep_ack_topic"], self._on_ack, ACK_QOS)
 
     # ---- answers
@@ -69,7 +72,7 @@ class SimLockstep:
     def reset(self) -> None:
         """The task was reset: simulated time restarts; the state at the new time is published at the next poll."""
         if self.gate.t_ns is not None and self.gate.t_ns < LOCKSTEP_EPOCH_NS + RESET_HOP_NS:
-            self.node.clock_pub.publish(ClockMsg(clock=_time_msg(LOCKSTEP_EPOCH_NS + RESET_HOP_NS)))
+            self._hop(self.hop_hold_s, resend=False)
         self.gate.reset()
         self._held_reported_ns = None
 
@@ -89,6 +92,14 @@ class SimLockstep:
         wall = time.monotonic()
         if gate.fault:
             return
+        if self._hop_until_s is not None:
+            if wall < self._hop_until_s:
+                node.clock_pub.publish(ClockMsg(clock=_time_msg(LOCKSTEP_EPOCH_NS + RESET_HOP_NS)))
+                return
+            self._hop_until_s = None
+            if self._resend_after_hop:
+                self._resend_same_instant()
+                return
         if gate.needs_publish:  # start, or just reset: publish the state at the current instant, then wait
             node._sim_goal_s = node.sim.time_s
             self._published(node.step_and_publish(wall, frames=False), wall)
@@ -106,7 +117,7 @@ class SimLockstep:
                 gate.t_ns == LOCKSTEP_EPOCH_NS  # the first instant after a reset (or the start)
                 and wall - self._last_send_s > self._resend_after_s
             ):
-                self._resend()
+                self._hop(self.hop_hold_s * self._resend_after_s / self.resend_s, resend=True)
             return
         if self._held_by_limit():
             if self._held_reported_ns != gate.t_ns:  # say once that everything for this instant is in
@@ -122,9 +133,18 @@ class SimLockstep:
         self.gate.published(self.node.now_ns(), frame_stamps_ns, wall, frames_pending=True)
         self.node.health.clear("lockstep")
 
-    def _resend(self) -> None:
-        """The first instant after a reset (or the start) again, as after a new reset: ``/clock`` hops forward and
-        back (:data:`RESET_HOP_NS`), so every node clears what it holds, then the same state and frames (same
+    def _hop(self, hold_s: float, resend: bool) -> None:
+        """``/clock`` to epoch + :data:`RESET_HOP_NS`, held there ``hold_s`` wall seconds, published again at every
+        poll: rclpy keeps only the newest ``/clock`` message (depth 1, best effort), so a node busy while a hop and the
+        way back arrive together would see neither, and drop the new frames as not newer. Then :meth:`poll` goes on
+        with the reset's first instant or the resend (whose hold doubles with its interval)."""
+        self.node.clock_pub.publish(ClockMsg(clock=_time_msg(LOCKSTEP_EPOCH_NS + RESET_HOP_NS)))
+        self._hop_until_s = time.monotonic() + hold_s
+        self._resend_after_hop = resend
+
+    def _resend_same_instant(self) -> None:
+        """The first instant after a reset (or the start) again, as after a new reset: after the ``/clock`` hop
+        (:meth:`_hop`), time goes back, so every node clears what it holds, then the same state and frames (same
         stamps; the frames if they went out already) go out again. For a node that was not up yet (the executor
         that missed the state has no tick to answer), or that saw the frames before it saw the reset (it
         would drop them as not newer, or fail to build that observation and never try it again, and the simulator
@@ -132,7 +152,6 @@ class SimLockstep:
         doubles each time, so a model slower than ``lockstep_resend_s`` still gets its chance."""
         node = self.node
         stamp = _time_msg(node.now_ns())
-        node.clock_pub.publish(ClockMsg(clock=_time_msg(LOCKSTEP_EPOCH_NS + RESET_HOP_NS)))
         node.clock_pub.publish(ClockMsg(clock=stamp))
         node._publish_state(stamp)
         for cam, c in node.cameras.items():

@@ -108,6 +108,14 @@ LOCKSTEP_PARAMS = [
         range=(0.05, 600.0),
     ),
     Param(
+        "lockstep_hop_hold_s",
+        0.3,
+        "Wall seconds /clock stays at its forward hop (a reset right after the start or early in an episode, a "
+        "resend) before it goes back: nodes keep only the newest /clock message, so a busy node needs the hop to last "
+        "to see the jump back; a resend's hold doubles with its interval.",
+        range=(0.0, 60.0),
+    ),
+    Param(
         "lockstep_run_until_s",
         1e9,
         "Lockstep: do not step beyond this simulated time (s since the last reset; "
