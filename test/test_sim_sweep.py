@@ -143,7 +143,8 @@ def test_report_only_joins_sweeps_of_different_checkpoints_into_one_table(tmp_pa
 @pytest.mark.ros
 def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
     """Two points (nominal, orbit +10 deg), one short episode each, through the real nodes in lockstep; then a rerun
-    finds them done."""
+    finds them done, and a rerun with two episodes a point keeps the first (the very row, its wall time too) and runs
+    only the second."""
     ck = _tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "sweep"
     argv = [
@@ -183,6 +184,14 @@ def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
     capsys.readouterr()
     assert sim_cli.main(argv) == 0  # resumable: nothing is run again
     assert capsys.readouterr().out.count("done before") == 2
+    first = json.loads((out / "tiny" / "orbit+0_height+0cm" / "report.json").read_text())["episodes"]
+    argv[argv.index("--episodes") + 1] = "2"
+    assert sim_cli.main(argv) == 0
+    assert capsys.readouterr().out.count("1 episode(s) kept") == 2
+    now = json.loads((out / "tiny" / "orbit+0_height+0cm" / "report.json").read_text())["episodes"]
+    assert [e["seed"] for e in now] == [100000, 100001] and now[0] == first[0]
+    data = json.loads((out / "sweep.json").read_text())
+    assert all(p["results"]["tiny"]["episodes"] == 2 for p in data["points"])
 
 
 @pytest.mark.slow

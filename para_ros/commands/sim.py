@@ -189,6 +189,13 @@ def add_eval_arguments(p) -> None:
         "idle graphs keep running and load the machine)",
     )
     p.add_argument("--no-videos", action="store_false", dest="videos", help="skip the videos")
+    p.add_argument(
+        "--continue",
+        action="store_true",
+        dest="resume",
+        help="take up the report already in --out: keep its episodes and run only the layouts it lacks (more "
+        "--episodes, an interrupted run, lockstep faults); the other settings must be the same",
+    )
     add_region_argument(p)
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
     p.add_argument(
@@ -226,6 +233,7 @@ def cmd_eval(args) -> int:
             rerun=args.rerun or "",
             lockstep=args.lockstep,
             compare=args.compare,
+            resume=args.resume,
         )
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)

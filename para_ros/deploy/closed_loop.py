@@ -11,6 +11,10 @@ evaluator node in this process. Per episode (seed ``S + k``):
    held for ``success_hold_s``) or ``time_limit_s`` passes. ``~/task_state`` (what the simulator sees) is judged
    by :class:`para_ros.sim.pick_place.EpisodeMonitor`, which names the cause of a failure.
 
+``--continue`` takes up the report already in the output folder: its episodes are kept, only the layouts it lacks run
+(more ``--episodes``, an interrupted run, episodes that ended as a lockstep fault), and the settings must be the
+same (named where they differ). In lockstep the joined report equals one run of all the episodes.
+
 The report (written after every episode, so an interrupted evaluation keeps what finished) holds per-episode rows,
 the success rate with its 95 % Wilson interval, failure causes, ``report.md``, ``outcomes.png`` and short videos of
 the scene camera with the predicted path drawn in (first success and first failure).
@@ -79,6 +83,7 @@ class EvalSettings:
     rerun: str = ""  # .rrd to write (the run recorded, then converted by para_ros.bag.view); "" = none
     lockstep: bool = False  # simulated time (para_ros.sim.lockstep): --time-limit and --settle in simulated seconds
     compare: str = ""  # NODE:PARAM=V1,V2[,...]: an A/B evaluation (para_ros.deploy.ab_compare)
+    resume: bool = False  # --continue: keep the episodes of the report in ``out``, run the layouts it lacks
 
     @property
     def lockstep_timeout_s(self) -> float:
@@ -102,6 +107,37 @@ class EvalSettings:
             raise ValueError(f"--cube-rgba {self.cube_rgba}: give 4 numbers within [0, 1]")
         if not 0 <= self.light_scale <= 3:
             raise ValueError(f"--light-scale {self.light_scale} must be within [0, 3]")
+        if self.resume and not self.out:
+            raise ValueError("--continue needs --out, the folder of the report to continue")
+        if self.resume and self.compare:
+            raise ValueError("--continue does not apply to --compare: run the A/B again")
+
+
+# Settings a continued evaluation may change: how many episodes, where and what it writes besides the report.
+CONTINUE_MAY_CHANGE = ("episodes", "out", "videos", "echo", "rerun", "resume")
+
+
+def kept_episodes(report: dict, settings: EvalSettings, seeds: list[int]) -> list[EpisodeRow]:
+    """The episodes of an earlier ``report`` (``report.json``'s content) that a continued evaluation keeps: those
+    of layouts in ``seeds`` that did not end as a lockstep fault (an answer that never came says nothing of the
+    policy; that layout runs again). ValueError when the report was run with other settings, naming them."""
+    # a setting the report lacks (written before it existed) had its default
+    before = {**json.loads(json.dumps(asdict(EvalSettings(checkpoint="")))), **(report.get("settings") or {})}
+    now = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as in the file
+    differ = [k for k in now if k not in CONTINUE_MAY_CHANGE and before.get(k) != now[k]]
+    if differ:
+        raise ValueError(
+            "--continue: the report in the output folder was run with other settings ("
+            + "; ".join(f"{k}: {before.get(k)!r} there, {now[k]!r} now" for k in differ)
+            + "); use another --out or the same settings"
+        )
+    wanted = set(seeds)
+    kept = {}
+    for row in report.get("episodes") or []:
+        r = EpisodeRow(**row)
+        if r.seed in wanted and r.outcome != "fault":
+            kept[r.seed] = r
+    return [kept[s] for s in seeds if s in kept]
 
 
 def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
@@ -292,16 +328,25 @@ def run_eval(settings: EvalSettings) -> int:
         )
         T_cam, sim_over = sim_overrides(settings)
         check_scene_camera_sees_workspace(T_cam, settings.node_params.get("sim_node", {}))
+        out = Path(settings.out or Path("runs") / datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
+        rows: list[EpisodeRow] = []
+        if settings.resume and (out / "report.json").is_file():
+            rows = kept_episodes(json.loads((out / "report.json").read_text()), settings, seeds)
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2
-    out = Path(settings.out or Path("runs") / datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
+    done = {r.seed for r in rows}
+    todo = [(k, seed) for k, seed in enumerate(seeds) if seed not in done]
+    if rows:
+        print(f"para-sim eval: --continue: {len(rows)} episode(s) kept from {out / 'report.json'}, {len(todo)} to run")
+    if not todo:
+        write_report(out, settings, rows, {"interrupted": False})
+        return 0
     ds = deploy_settings(settings)
     graph_run = GraphRun(out / "logs", echo=settings.echo)  # the evaluator node in this process joins its domain
     signals = SignalStop()
     stop = signals.event
-    rows: list[EpisodeRow] = []
     videos: dict[str, str] = {}
     ev = monitor = recorder = None
     extra: dict = {"interrupted": False}
@@ -313,13 +358,13 @@ def run_eval(settings: EvalSettings) -> int:
             recorder = McapRecorder(out / "recording", {t: ros_type_name(c) for t, c in record_topics(topics).items()})
             monitor = DeployMonitor(recorder, topics=topics)
         print(
-            f"para-sim eval: {settings.episodes} episodes from seed {settings.seed}, ROS_DOMAIN_ID "
+            f"para-sim eval: {len(todo)} episodes from seed {todo[0][1] if todo else settings.seed}, ROS_DOMAIN_ID "
             f"{graph_run.domain_id}, report in {out}",
             flush=True,
         )
         # lockstep: the simulator waits for the model however long it loads; give a busy machine time
         wait_for_first_chunk(ev, graph_run, stop, timeout_s=600.0 if settings.lockstep else 120.0)
-        for k in range(settings.episodes):
+        for k, seed in todo:
             if stop.is_set():
                 extra["interrupted"] = True
                 break
@@ -329,8 +374,9 @@ def run_eval(settings: EvalSettings) -> int:
                     f"{dead.spec.name} exited with status {dead.returncode}:\n{graph_run.log_tail(dead)}"
                 )
             want_video = settings.videos and (("success" not in videos) or ("failure" not in videos))
-            row = run_episode(ev, settings, k, seeds[k], stop, want_video)
+            row = run_episode(ev, settings, k, seed, stop, want_video)
             rows.append(row)
+            rows.sort(key=lambda r: r.episode)
             if want_video:
                 key = "success" if row.outcome == "success" else "failure"
                 if key not in videos and ev.frames:

@@ -14,8 +14,9 @@ Output folder::
     OUT/<checkpoint label>/<point label>/   para-sim eval's report (report.json, report.md, outcomes.png, logs/)
     OUT/sweep.json, OUT/sweep.md, OUT/sweep.png
 
-A point whose ``report.json`` already holds the requested episodes (uninterrupted) is not run again, so an
-interrupted sweep continues where it stopped.
+A point whose ``report.json`` already holds the requested episodes (uninterrupted) is not run again; any other
+point report is continued (``para-sim eval --continue``: its episodes are kept, only the missing layouts run). So an
+interrupted sweep continues where it stopped, and a sweep run again with more ``--episodes`` runs only the new ones.
 """
 
 from __future__ import annotations
@@ -405,6 +406,7 @@ def cmd_sweep(args) -> int:
                     camera_shift_m=shift,
                     camera_rotate_deg=rot,
                     node_params=params,
+                    resume=True,
                 )
                 code = run_eval(settings)
                 if code == INTERRUPTED_RC:  # Ctrl-C / SIGTERM stops the sweep, not just this point
