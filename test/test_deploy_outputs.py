@@ -10,7 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
-from para_ros.deploy.snapshot import SnapshotScene, draw_snapshot, project_points, scale_intrinsics
+from para_core.camera_projection import project_points
+from para_ros.deploy.snapshot import SnapshotScene, draw_snapshot, scale_intrinsics
 from para_ros.deploy.summary import (
     RunRecord,
     achieved_rate_hz,
@@ -37,25 +38,6 @@ def look_at(position, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
 
 K = np.array([[210.0, 0.0, 127.3], [0.0, 205.0, 121.9], [0.0, 0.0, 1.0]])
 T_WORLD_CAM = look_at(np.array([0.05, -0.3, 1.0]), np.array([0.33, 0.0, 0.0]), up=(1.0, 0.0, 0.0))
-
-
-def test_projection_matches_cv2_project_points():
-    rng = np.random.default_rng(0)
-    points = rng.uniform([0.1, -0.3, 0.0], [0.6, 0.3, 0.4], size=(200, 3))
-    uv, depth = project_points(points, K, T_WORLD_CAM)
-    T_cam_world = np.linalg.inv(T_WORLD_CAM)
-    rvec, _ = cv2.Rodrigues(T_cam_world[:3, :3])
-    ref, _ = cv2.projectPoints(points, rvec, T_cam_world[:3, 3], K, np.zeros(5))
-    np.testing.assert_allclose(uv, ref.reshape(-1, 2), atol=1e-9)
-    np.testing.assert_allclose(depth, (points @ T_cam_world[:3, :3].T + T_cam_world[:3, 3])[:, 2])
-
-
-def test_points_behind_the_camera_are_not_projected():
-    behind = T_WORLD_CAM[:3, 3] - 0.5 * T_WORLD_CAM[:3, 2]  # half a metre behind, on the optical axis
-    front = T_WORLD_CAM[:3, 3] + 0.5 * T_WORLD_CAM[:3, 2]
-    uv, depth = project_points(np.stack([behind, front]), K, T_WORLD_CAM)
-    assert np.all(np.isnan(uv[0])) and depth[0] < 0
-    np.testing.assert_allclose(uv[1], K[:2, 2])  # on the axis: the principal point
 
 
 def test_scaled_intrinsics_scale_pixel_coordinates():

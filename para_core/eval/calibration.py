@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from para_core.camera_projection import project_points
+
 
 @dataclass
 class ToolProjection:
@@ -23,20 +25,6 @@ class ToolProjection:
     axes_uv: np.ndarray  # (3, 2) ends of the x, y, z axes
     depth_m: float
     in_image: bool
-
-
-def project_points(points_world: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(N, 3) world points -> (N, 2) pixels (centres at +0.5) and (N,) depth, through ``para_core.model.geometry``."""
-    import torch  # torch: loaded on first use, not on import
-
-    from para_core.model.geometry import project  # torch: loaded on first use, not on import
-
-    uv, depth = project(
-        torch.as_tensor(np.asarray(points_world, dtype=np.float64)),
-        torch.as_tensor(np.asarray(K, dtype=np.float64)),
-        torch.as_tensor(np.asarray(T_world_cam, dtype=np.float64)),
-    )
-    return uv.numpy(), depth.numpy()
 
 
 def project_tool(

@@ -22,27 +22,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-MIN_DEPTH_M = 1e-6
+from para_core.camera_projection import MIN_DEPTH_M, project_points
+
 _SHIFT = 4  # sub-pixel bits for cv2 drawing
 PRED_COLOUR = (255, 64, 32)  # RGB: orange-red
 ACTUAL_COLOUR = (32, 200, 64)  # RGB: green
-
-
-def project_points(points_world: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """World points -> continuous pixel coordinates of a pinhole camera.
-
-    :param points_world: (M, 3) metres. :param K: (3, 3) pixels. :param T_world_cam: (4, 4) optical frame -> world.
-    :return: ``uv`` (M, 2) (NaN for points not in front of the camera) and ``in_front`` (M,) bool.
-    """
-    pts = np.asarray(points_world, dtype=np.float64).reshape(-1, 3)  # (M, 3)
-    T = np.asarray(T_world_cam, dtype=np.float64)
-    R, t = T[:3, :3], T[:3, 3]
-    p_cam = (pts - t) @ R  # (M, 3) = R^T (p - t)
-    in_front = p_cam[:, 2] > MIN_DEPTH_M  # (M,)
-    uv = np.full((pts.shape[0], 2), np.nan)  # (M, 2)
-    pix = p_cam[in_front] @ np.asarray(K, dtype=np.float64).T  # (m, 3)
-    uv[in_front] = pix[:, :2] / pix[:, 2:3]
-    return uv, in_front
 
 
 def _cv_point(uv) -> tuple[int, int]:
@@ -81,7 +65,8 @@ def draw_path_overlay(
     K_s = np.diag([s, s, 1.0]) @ np.asarray(K, dtype=np.float64)  # u -> s u exactly (pixel-centre convention)
     radius = max(2, canvas.shape[1] // 160)
     for path in paths:
-        uv, front = project_points(path.points_world, K_s, T_world_cam)
+        uv, depth_m = project_points(path.points_world, K_s, T_world_cam)
+        front = depth_m > MIN_DEPTH_M
         colour = tuple(int(c) for c in path.colour_rgb)
         prev = None
         for i, (p, ok) in enumerate(zip(uv, front)):

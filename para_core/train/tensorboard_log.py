@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from para_core.eval.calibration import project_points
+from para_core.camera_projection import project_points
 
 TB_DIR = "tensorboard"
 
@@ -72,7 +72,11 @@ def overlay_paths(
     img = cv2.resize(img, (img.shape[1] * scale, img.shape[0] * scale), interpolation=cv2.INTER_NEAREST)
     for path, colour in ((gt_world, (0, 220, 0)), (pred_world, (255, 40, 40))):
         uv, depth = project_points(np.asarray(path, dtype=np.float64), K, T_world_cam)
-        pts = [(int(round((u - 0.5) * scale)), int(round((v - 0.5) * scale))) for (u, v), d in zip(uv, depth) if d > 0]
+        pts = [
+            (int(round((u - 0.5) * scale)), int(round((v - 0.5) * scale)))
+            for (u, v), d in zip(uv, depth)
+            if np.isfinite(u)
+        ]
         for a, b in zip(pts[:-1], pts[1:]):
             cv2.line(img, a, b, colour, 1, cv2.LINE_AA)
         for p in pts:

@@ -14,27 +14,9 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from para_core.camera_projection import project_points
+
 DRAW_SHIFT = 4  # cv2 sub-pixel drawing: coordinates in 1/16 pixel
-MIN_DEPTH_M = 1e-6
-
-
-def project_points(points_world: np.ndarray, K: np.ndarray, T_world_cam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Project world points into a pinhole camera.
-
-    :param points_world: (N, 3) metres in the world frame.
-    :param K: (3, 3) intrinsics of the image (pixels).
-    :param T_world_cam: (4, 4) camera (OpenCV optical) -> world.
-    :returns: ``uv`` (N, 2) continuous pixel coordinates (nan behind the camera) and ``depth_m`` (N,) along +z.
-    """
-    points_world = np.asarray(points_world, dtype=np.float64).reshape(-1, 3)  # (N, 3)
-    T_cam_world = np.linalg.inv(np.asarray(T_world_cam, dtype=np.float64))  # (4, 4)
-    p_cam = points_world @ T_cam_world[:3, :3].T + T_cam_world[:3, 3]  # (N, 3)
-    depth_m = p_cam[:, 2]  # (N,)
-    uv = np.full((len(p_cam), 2), np.nan)  # (N, 2)
-    front = depth_m > MIN_DEPTH_M
-    pix = p_cam[front] @ np.asarray(K, dtype=np.float64).T  # (M, 3)
-    uv[front] = pix[:, :2] / pix[:, 2:3]
-    return uv, depth_m
 
 
 def scale_intrinsics(K: np.ndarray, scale: float) -> np.ndarray:
