@@ -74,6 +74,25 @@ def test_table_cells_are_the_wilson_intervals(tmp_path):
     assert data["checkpoints"] == ["a", "b"]
 
 
+def test_a_point_counts_as_done_with_enough_episodes_and_no_fault(tmp_path):
+    from para_ros.sim.sweep import _finished_summary
+
+    def report(episodes, faults=0, interrupted=False):
+        outcomes = {"success": episodes - faults, "fault": faults}
+        summary = {"episodes": episodes, "successes": episodes - faults, "outcomes": outcomes}
+        path = tmp_path / f"r{episodes}_{faults}_{interrupted}.json"
+        path.write_text(json.dumps({"summary": summary, "interrupted": interrupted}))
+        return path
+
+    assert _finished_summary(report(10), 10)["episodes"] == 10
+    assert _finished_summary(report(12), 10) is not None  # run with more episodes before
+    assert _finished_summary(report(8), 10) is None  # continued: two more layouts
+    assert _finished_summary(report(10, faults=1), 10) is None  # continued: the faulted layout again
+    assert _finished_summary(report(10, interrupted=True), 10) is None
+    assert _finished_summary(report(10, faults=1), None) is not None  # --report-only shows whatever there is
+    assert _finished_summary(tmp_path / "missing.json", 10) is None
+
+
 def test_checkpoint_labels():
     assert parse_checkpoints("fixed=a/b,c/d/") == [("fixed", "a/b"), ("d", "c/d/")]
     with pytest.raises(ValueError, match="distinct labels"):

@@ -14,9 +14,10 @@ Output folder::
     OUT/<checkpoint label>/<point label>/   para-sim eval's report (report.json, report.md, outcomes.png, logs/)
     OUT/sweep.json, OUT/sweep.md, OUT/sweep.png
 
-A point whose ``report.json`` already holds the requested episodes (uninterrupted) is not run again; any other
-point report is continued (``para-sim eval --continue``: its episodes are kept, only the missing layouts run). So an
-interrupted sweep continues where it stopped, and a sweep run again with more ``--episodes`` runs only the new ones.
+A point whose ``report.json`` already holds the requested episodes (uninterrupted, no lockstep fault) is not run
+again; any other point report is continued (``para-sim eval --continue``: its episodes are kept, only the missing
+layouts run). So an interrupted sweep continues where it stopped, and a sweep run again with more ``--episodes`` runs
+only the new ones.
 """
 
 from __future__ import annotations
@@ -287,12 +288,13 @@ def plot_sweep(data: dict, path: Path) -> Path | None:
 
 def _finished_summary(report_path: Path, episodes: int | None) -> dict | None:
     """The summary of a finished point report of at least ``episodes`` episodes (None: of any number), else None:
-    a point run with more episodes before counts as done."""
+    a point run with more episodes before counts as done; one with a lockstep fault does not (it is continued, which
+    runs the faulted layouts again)."""
     if not report_path.is_file():
         return None
     report = json.loads(report_path.read_text())
     s = report.get("summary") or {}
-    if episodes is not None and s.get("episodes", 0) < episodes:
+    if episodes is not None and (s.get("episodes", 0) < episodes or (s.get("outcomes") or {}).get("fault", 0)):
         return None
     if not report.get("interrupted") and "error" not in report and s.get("episodes"):
         return s
