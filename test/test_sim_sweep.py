@@ -218,8 +218,9 @@ def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
 def test_ctrl_c_stops_the_whole_sweep_with_status_130(tmp_path):
     """SIGINT while the first point runs: that point's eval stops, the sweep stops too (exit 130, the second point
     never starts), and the message says the same command continues. Catches a sweep that treats an interrupted point
-    as finished and moves on to the next one."""
+    as finished and moves on to the next one, and an eval that judges the episode the signal cut short."""
     import signal
+    import time
 
     from ros_helpers import start_python, stop_process
 
@@ -234,12 +235,21 @@ def test_ctrl_c_stops_the_whole_sweep_with_status_130(tmp_path):
         if "episodes from seed" in line:
             break
     assert proc.poll() is None, "".join(seen)
+    sim_log = out / "tiny" / "orbit+0_height+0cm" / "logs" / "sim_node.log"
+    deadline = time.monotonic() + 120.0  # until the first episode's reset: the episode (20 s limit) is then running
+    while time.monotonic() < deadline and not (sim_log.is_file() and "task reset" in sim_log.read_text()):
+        time.sleep(0.2)
+    assert "task reset" in sim_log.read_text(), "the first episode never started"
+    time.sleep(1.0)
     rc, rest = stop_process(proc, timeout_s=60, stop_signal=signal.SIGINT)
     text = "".join(seen) + rest
     assert rc == 130, text
     assert "interrupted at tiny orbit +0 deg" in text and "[2/2]" not in text, text
     assert not (out / "tiny" / "orbit+10_height+0cm").exists()
-    assert json.loads((out / "tiny" / "orbit+0_height+0cm" / "report.json").read_text())["interrupted"] is True
+    report = json.loads((out / "tiny" / "orbit+0_height+0cm" / "report.json").read_text())
+    assert report["interrupted"] is True
+    # the episode running at the signal (20 s limit) was cut short, not judged: it is no attempt and not in the report
+    assert report["episodes"] == [], report["episodes"]
 
 
 @pytest.mark.slow

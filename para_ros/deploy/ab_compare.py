@@ -26,7 +26,7 @@ import yaml
 
 from para_ros.dds_env import fresh_domain_id
 from para_ros.deploy import closed_loop as cl
-from para_ros.deploy.episodes import TaskClient, run_episode, summarise, wait_for_first_chunk
+from para_ros.deploy.episodes import TaskClient, cut_short, run_episode, summarise, wait_for_first_chunk
 from para_ros.deploy.graph_run import GraphRun, SignalStop, run_exit_status
 from para_ros.deploy.paired_stats import paired_outcomes
 from para_ros.nodes.parameter_registry import check_node_params
@@ -193,6 +193,9 @@ def run_compare(settings) -> int:
                     f"{lab}: {dead.spec.name} exited with status {dead.returncode}:\n{groups[lab].log_tail(dead)}"
                 )
             row = run_episode(evs[lab], variant_settings[lab], seed - settings.seed, seed, stop, False)
+            if cut_short(row, stop):
+                extra["interrupted"] = True
+                break
             rows[lab].append(row)
             write_compare_report(out, settings, node, name, labels, rows, extra)
             print(

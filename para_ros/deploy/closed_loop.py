@@ -35,7 +35,14 @@ from para_core.model.config import V4Config
 from para_ros.bag.recording import McapRecorder, ros_type_name
 from para_ros.bag.view import recording_to_rerun
 from para_ros.deploy import graph
-from para_ros.deploy.episodes import EpisodeRow, TaskClient, run_episode, summarise, wait_for_first_chunk
+from para_ros.deploy.episodes import (
+    EpisodeRow,
+    TaskClient,
+    cut_short,
+    run_episode,
+    summarise,
+    wait_for_first_chunk,
+)
 from para_ros.deploy.graph_run import GraphRun, SignalStop, run_exit_status
 from para_ros.deploy.monitor import DeployMonitor, graph_topics, record_topics
 from para_ros.nodes.parameter_registry import check_node_params
@@ -375,6 +382,9 @@ def run_eval(settings: EvalSettings) -> int:
                 )
             want_video = settings.videos and (("success" not in videos) or ("failure" not in videos))
             row = run_episode(ev, settings, k, seed, stop, want_video)
+            if cut_short(row, stop):
+                extra["interrupted"] = True
+                break
             rows.append(row)
             rows.sort(key=lambda r: r.episode)
             if want_video:

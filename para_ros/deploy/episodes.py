@@ -90,6 +90,12 @@ class EpisodeRow:
     wall_s: float = float("nan")  # wall time of the whole episode (reset to judgement)
 
 
+def cut_short(row: EpisodeRow, stop: threading.Event) -> bool:
+    """Whether an episode ended because the run was stopped (Ctrl-C, the end of a deploy run) rather than judged: it
+    is not an attempt and goes into no report. A success stands (it was judged before the stop counted)."""
+    return stop.is_set() and row.outcome != "success"
+
+
 def summarise(rows: list[EpisodeRow]) -> dict:
     n = len(rows)
     ok = sum(r.outcome == "success" for r in rows)
@@ -440,8 +446,8 @@ class TaskDriver(threading.Thread):
             k = 0
             while not self.stop_event.is_set():
                 row = run_episode(ev, self.settings, k, self.seed + k, self.stop_event, False)
-                if self.stop_event.is_set() and row.outcome != "success":
-                    break  # cut short by the end of the run: not an attempt
+                if cut_short(row, self.stop_event):
+                    break
                 self.rows.append(row)
                 k += 1
         except Exception as exc:  # report in the summary, never take the launcher down
