@@ -92,3 +92,17 @@ def test_continue_needs_out_and_refuses_a_compare(tmp_path, capsys):
     argv = ["eval", "--checkpoint", CHECKPOINT, "--continue", "--out", str(tmp_path)]
     assert sim_cli.main([*argv, "--compare", "inference_node:decoding=argmax,fused"]) == 2
     assert "--continue does not apply to --compare" in capsys.readouterr().err
+
+
+def test_the_same_checkpoint_by_another_path_is_the_same_setting(tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(CHECKPOINT, copy)
+    before = EvalSettings(checkpoint=CHECKPOINT, episodes=1, lockstep=True, out=str(tmp_path / "r"))
+    report = _report(tmp_path / "r", before, [_row(0, 100000)])
+    now = EvalSettings(**{**asdict(before), "checkpoint": str(copy), "resume": True})
+    assert [r.seed for r in kept_episodes(report, now, [100000])] == [100000]
+    (copy / "model.safetensors").write_bytes((copy / "model.safetensors").read_bytes()[:-1] + b"\x00")
+    with pytest.raises(ValueError, match="checkpoint"):  # other weights: another checkpoint
+        kept_episodes(report, now, [100000])

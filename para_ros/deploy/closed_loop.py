@@ -13,7 +13,7 @@ evaluator node in this process. Per episode (seed ``S + k``):
 
 ``--continue`` takes up the report already in the output folder: its episodes are kept, only the layouts it lacks run
 (more ``--episodes``, an interrupted run, episodes that ended as a lockstep fault), and the settings must be the
-same (named where they differ). In lockstep the joined report equals one run of all the episodes.
+same (named where they differ; the checkpoint may be named by another path if it holds the same bytes). In lockstep the joined report equals one run of all the episodes.
 
 The report (written after every episode, so an interrupted evaluation keeps what finished) holds per-episode rows,
 the success rate with its 95 % Wilson interval, failure causes, ``report.md``, ``outcomes.png`` and short videos of
@@ -22,6 +22,7 @@ the scene camera with the predicted path drawn in (first success and first failu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sys
@@ -124,6 +125,20 @@ class EvalSettings:
 CONTINUE_MAY_CHANGE = ("episodes", "out", "videos", "echo", "rerun", "resume")
 
 
+def same_checkpoint(a: str, b: str) -> bool:
+    """Whether two checkpoint folders hold the same model: the same folder, or the same bytes in
+    ``model.safetensors`` and ``config.json`` (a checkpoint copied or named by another path)."""
+    pa, pb = Path(a), Path(b)
+    if pa.resolve() == pb.resolve():
+        return True
+    files = ("model.safetensors", "config.json")
+    if not all((p / f).is_file() for p in (pa, pb) for f in files):
+        return False
+    return all(
+        hashlib.sha256((pa / f).read_bytes()).digest() == hashlib.sha256((pb / f).read_bytes()).digest() for f in files
+    )
+
+
 def kept_episodes(report: dict, settings: EvalSettings, seeds: list[int]) -> list[EpisodeRow]:
     """The episodes of an earlier ``report`` (``report.json``'s content) that a continued evaluation keeps: those
     of layouts in ``seeds`` that did not end as a lockstep fault (an answer that never came says nothing of the
@@ -132,6 +147,8 @@ def kept_episodes(report: dict, settings: EvalSettings, seeds: list[int]) -> lis
     before = {**json.loads(json.dumps(asdict(EvalSettings(checkpoint="")))), **(report.get("settings") or {})}
     now = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as in the file
     differ = [k for k in now if k not in CONTINUE_MAY_CHANGE and before.get(k) != now[k]]
+    if "checkpoint" in differ and same_checkpoint(str(before["checkpoint"]), now["checkpoint"]):
+        differ.remove("checkpoint")
     if differ:
         raise ValueError(
             "--continue: the report in the output folder was run with other settings ("
