@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from para_core.camera_projection import project_points
+from para_core.eval.projection import project_points
 from para_ros.deploy.snapshot import SnapshotScene, draw_snapshot, scale_intrinsics
 from para_ros.deploy.summary import (
     RunRecord,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from para_core.camera_projection import project_points
+from para_core.eval.projection import project_points
 
 
 @dataclass

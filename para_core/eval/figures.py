@@ -22,7 +22,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from para_core.camera_projection import MIN_DEPTH_M, project_points
+from para_core.eval.projection import MIN_DEPTH_M, project_points
 
 _SHIFT = 4  # sub-pixel bits for cv2 drawing
 PRED_COLOUR = (255, 64, 32)  # RGB: orange-red

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from para_core.camera_projection import project_points
+from para_core.eval.projection import project_points
 
 TB_DIR = "tensorboard"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from para_core.camera_projection import project_points
+from para_core.eval.projection import project_points
 
 DRAW_SHIFT = 4  # cv2 sub-pixel drawing: coordinates in 1/16 pixel
 

@@ -1,4 +1,4 @@
-"""para_core.camera_projection, the one NumPy projection every overlay and figure draws with: against
+"""para_core.eval.projection, the one NumPy projection every overlay and figure draws with: against
 cv2.projectPoints (an independent implementation) with non-square pixels and an off-centre principal point; depth along the optical axis; points
 behind the camera not projected; and the same pixels as the model's torch projection (para_core.model.geometry)."""
 
@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 import torch
 
-from para_core.camera_projection import MIN_DEPTH_M, project_points
 from para_core.data import synthetic as syn
+from para_core.eval.projection import MIN_DEPTH_M, project_points
 from para_core.model.geometry import project
 
 T_WORLD_CAM = syn.scene_camera_pose()
