@@ -71,12 +71,8 @@ def overlay_paths(
     img = np.ascontiguousarray(np.asarray(image_chw_uint8).transpose(1, 2, 0))
     img = cv2.resize(img, (img.shape[1] * scale, img.shape[0] * scale), interpolation=cv2.INTER_NEAREST)
     for path, colour in ((gt_world, (0, 220, 0)), (pred_world, (255, 40, 40))):
-        uv, depth = project_points(np.asarray(path, dtype=np.float64), K, T_world_cam)
-        pts = [
-            (int(round((u - 0.5) * scale)), int(round((v - 0.5) * scale)))
-            for (u, v), d in zip(uv, depth)
-            if np.isfinite(u)
-        ]
+        uv, _ = project_points(np.asarray(path, dtype=np.float64), K, T_world_cam)  # uv NaN where not in front
+        pts = [(int(round((u - 0.5) * scale)), int(round((v - 0.5) * scale))) for u, v in uv if np.isfinite(u)]
         for a, b in zip(pts[:-1], pts[1:]):
             cv2.line(img, a, b, colour, 1, cv2.LINE_AA)
         for p in pts:

@@ -13,7 +13,8 @@ evaluator node in this process. Per episode (seed ``S + k``):
 
 ``--continue`` takes up the report already in the output folder: its episodes are kept, only the layouts it lacks run
 (more ``--episodes``, an interrupted run, episodes that ended as a lockstep fault), and the settings must be the
-same (named where they differ; the checkpoint may be named by another path if it holds the same bytes). In lockstep the joined report equals one run of all the episodes.
+same (named where they differ; the checkpoint may be named by another path if it holds the same bytes). In
+lockstep the joined report equals one run of all the episodes.
 
 The report (written after every episode, so an interrupted evaluation keeps what finished) holds per-episode rows,
 the success rate with its 95 % Wilson interval, failure causes, ``report.md``, ``outcomes.png`` and short videos of
@@ -22,7 +23,6 @@ the scene camera with the predicted path drawn in (first success and first failu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import sys
@@ -134,9 +134,7 @@ def same_checkpoint(a: str, b: str) -> bool:
     files = ("model.safetensors", "config.json")
     if not all((p / f).is_file() for p in (pa, pb) for f in files):
         return False
-    return all(
-        hashlib.sha256((pa / f).read_bytes()).digest() == hashlib.sha256((pb / f).read_bytes()).digest() for f in files
-    )
+    return all((pa / f).read_bytes() == (pb / f).read_bytes() for f in files)
 
 
 def kept_episodes(report: dict, settings: EvalSettings, seeds: list[int]) -> list[EpisodeRow]:
@@ -382,7 +380,7 @@ def run_eval(settings: EvalSettings) -> int:
             recorder = McapRecorder(out / "recording", {t: ros_type_name(c) for t, c in record_topics(topics).items()})
             monitor = DeployMonitor(recorder, topics=topics)
         print(
-            f"para-sim eval: {len(todo)} episodes from seed {todo[0][1] if todo else settings.seed}, ROS_DOMAIN_ID "
+            f"para-sim eval: {len(todo)} episodes from seed {todo[0][1]}, ROS_DOMAIN_ID "
             f"{graph_run.domain_id}, report in {out}",
             flush=True,
         )

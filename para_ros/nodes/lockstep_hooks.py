@@ -94,7 +94,7 @@ class SimLockstep:
             return
         if self._hop_until_s is not None:
             if wall < self._hop_until_s:
-                node.clock_pub.publish(ClockMsg(clock=_time_msg(LOCKSTEP_EPOCH_NS + RESET_HOP_NS)))
+                self._publish_hop_clock()
                 return
             self._hop_until_s = None
             if self._resend_after_hop:
@@ -138,9 +138,12 @@ class SimLockstep:
         poll: rclpy keeps only the newest ``/clock`` message (depth 1, best effort), so a node busy while a hop and the
         way back arrive together would see neither, and drop the new frames as not newer. Then :meth:`poll` goes on
         with the reset's first instant or the resend (whose hold doubles with its interval)."""
-        self.node.clock_pub.publish(ClockMsg(clock=_time_msg(LOCKSTEP_EPOCH_NS + RESET_HOP_NS)))
+        self._publish_hop_clock()
         self._hop_until_s = time.monotonic() + hold_s
         self._resend_after_hop = resend
+
+    def _publish_hop_clock(self) -> None:
+        self.node.clock_pub.publish(ClockMsg(clock=_time_msg(LOCKSTEP_EPOCH_NS + RESET_HOP_NS)))
 
     def _resend_same_instant(self) -> None:
         """The first instant after a reset (or the start) again, as after a new reset: after the ``/clock`` hop
