@@ -33,6 +33,7 @@ from para_ros.sim.camera_sampler import add_randomisation_arguments, apply_to_si
 from para_ros.sim.layout_region import add_region_argument, episode_seeds  # noqa: E402
 from para_ros.sim.lockstep import add_lockstep_argument  # noqa: E402
 from para_ros.sim.pick_place import MAX_SEED, check_seed, sample_layout, wilson_interval  # noqa: E402
+from para_ros.sim.rig_randomisation import add_rig_arguments, apply_rig, rig_from_args  # noqa: E402
 
 MAX_EPISODES = 100_000
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--keep-failures", action="store_true", help="also write episodes the expert failed")
     d.add_argument("--no-progress", action="store_true")
     _add_generalisation_arguments(d)
+    add_rig_arguments(d)
 
     r = sub.add_parser("record", help="record expert episodes through sim_node as rosbag2 bags (the real data path)")
     r.add_argument("--out", required=True, help="folder for episode_XXXXXX bag directories")
@@ -271,11 +273,11 @@ def cmd_record(args) -> int:
     return 0
 
 
-def _sim_and_kinematics():
+def _sim_and_kinematics(n_distractor_slots: int = 0):
     os.environ.setdefault("MUJOCO_GL", "egl")
     from para_ros.sim.yam_scene import SimConfig, YamSim  # mujoco: loaded on first use, not on import
 
-    return YamSim(SimConfig()), YamKinematics()
+    return YamSim(SimConfig(n_distractor_slots=n_distractor_slots)), YamKinematics()
 
 
 def _progress(total: int, disable: bool, desc: str):
@@ -296,12 +298,13 @@ def cmd_demos(args) -> int:
     try:
         seeds = episode_seeds(args.seed, args.episodes, args.cube_region)
         cameras = randomisation_from_args(args, args.image_size)
+        rigs = rig_from_args(args)
     except ValueError as exc:
         print(f"para-sim demos: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sim, kin = _sim_and_kinematics()
+    sim, kin = _sim_and_kinematics(rigs.max_distractors if rigs is not None else 0)
     counts: dict[str, int] = {}
     written = 0
     with _progress(len(seeds), args.no_progress, "expert demos") as bar:
@@ -313,7 +316,11 @@ def cmd_demos(args) -> int:
             camera = cameras.sample(seed) if cameras is not None else None
             if camera is not None:
                 apply_to_sim(sim, camera)  # every frame then records this true pose and its intrinsics
-            r = run_expert(sim, kin, sample_layout(seed), record=True, fps=args.fps, image_size=args.image_size)
+            layout = sample_layout(seed)
+            rig = rigs.sample(seed, layout) if rigs is not None else None
+            if rig is not None:
+                apply_rig(sim, rig)  # the wrist camera's true pose and field of view go into every frame
+            r = run_expert(sim, kin, layout, record=True, fps=args.fps, image_size=args.image_size)
             counts[r.outcome] = counts.get(r.outcome, 0) + 1
             if r.outcome == "success" or args.keep_failures:
                 meta = {
@@ -326,6 +333,8 @@ def cmd_demos(args) -> int:
                 }
                 if camera is not None:
                     meta["scene_camera"] = {**camera.to_dict(), "randomisation": cameras.to_dict()}
+                if rig is not None:
+                    meta["rig"] = {**rig.to_dict(), "randomisation": rigs.to_dict()}
                 if args.cube_region is not None:
                     meta["cube_region"] = args.cube_region.text
                 frames_to_episode(r.frames, args.fps, meta).save(path)
