@@ -73,6 +73,11 @@ FINGER_COLLISIONS = ("boxes", "mesh")
 # the pad is the last 18 mm, the segment box spans 28..60 mm from the end (yam-sim.md, "Grasping").
 PAD_HEIGHT_M = 0.018
 SEGMENT_FROM_END_M = (0.028, 0.060)
+# The two lamps of the training scene (no shadows): direction (world) and diffuse level before ``light_scale``.
+LAMP_POSITIONS_M = ((0.3, -0.6, 1.5), (0.3, 0.6, 1.5))
+LAMP_DIRECTIONS = ((0.0, 0.4, -1.0), (0.0, -0.4, -1.0))
+LAMP_DIFFUSE = 0.45
+TABLE_RGBA = (0.78, 0.74, 0.66, 1.0)
 
 
 def _wrist_mount_from_yam_yaml() -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -128,6 +133,9 @@ class SimConfig:
         target_pad: add the visible place target (no collision).
         target_half_size_m: half edge of the square target pad, metres.
         target_rgba: colour of the target pad.
+        table_rgba: colour of the table top.
+        n_distractor_slots: visual-only distractor objects the model holds (hidden until
+            :func:`para_ros.sim.rig_randomisation.apply_rig` places them); 0 keeps the training scene's model.
         light_scale: multiplies the diffuse light of the scene's lamps (lighting variation for evaluation).
         object_region_m: ((x_lo, x_hi), (y_lo, y_hi)) where cubes are dropped by :meth:`YamSim.reset_objects`.
         timestep_s: physics step, seconds.
@@ -142,6 +150,9 @@ class SimConfig:
             offset`` (offset in its own optical frame), a pose the graph is not told (calibration tests).
         wrist_cam_true_offset_T: (4, 4) or None: the wrist camera is rendered at the ``config/yam.yaml`` mount
             ``@ offset``.
+        scene_extras: further things to add to the model, each with an ``add_to_spec(spec)`` method (the
+            run-time disturbances' occluder, :mod:`para_ros.sim.disturbances`; the calibration monitor's marker,
+            :mod:`para_ros.sim.calibration_marker`); empty keeps the model as it is.
     """
 
     scene_cam_pos_m: tuple = (0.33, -0.5, 0.6)
@@ -157,6 +168,8 @@ class SimConfig:
     target_pad: bool = True
     target_half_size_m: float = 0.04
     target_rgba: tuple = (0.1, 0.7, 0.25, 1.0)
+    table_rgba: tuple = TABLE_RGBA
+    n_distractor_slots: int = 0
     light_scale: float = 1.0
     object_region_m: tuple = ((0.26, 0.40), (-0.12, 0.12))
     timestep_s: float = 0.002
@@ -169,6 +182,7 @@ class SimConfig:
     calibration_board: object = None
     scene_cam_true_offset_T: object = None
     wrist_cam_true_offset_T: object = None
+    scene_extras: tuple = ()
 
     def __post_init__(self):
         self.scene_cam_pos_m = _vec(self.scene_cam_pos_m, 3, "scene_cam_pos_m")
@@ -198,7 +212,11 @@ class SimConfig:
         self.n_cubes = int(self.n_cubes)
         self.cube_rgba = _vec(self.cube_rgba, 4, "cube_rgba")
         self.target_rgba = _vec(self.target_rgba, 4, "target_rgba")
-        for name in ("cube_rgba", "target_rgba"):
+        self.table_rgba = _vec(self.table_rgba, 4, "table_rgba")
+        if not 0 <= int(self.n_distractor_slots) <= 8:
+            raise ValueError(f"n_distractor_slots={self.n_distractor_slots} must be within 0..8")
+        self.n_distractor_slots = int(self.n_distractor_slots)
+        for name in ("cube_rgba", "target_rgba", "table_rgba"):
             if not all(0.0 <= c <= 1.0 for c in getattr(self, name)):
                 raise ValueError(f"{name}={getattr(self, name)} must be 4 numbers within [0, 1] (r, g, b, a)")
         if self.finger_collision not in FINGER_COLLISIONS:
@@ -282,12 +300,12 @@ def build_spec(config: SimConfig) -> mujoco.MjSpec:
 
     world = spec.worldbody
     # Lights (no shadows).
-    for pos, direction in (((0.3, -0.6, 1.5), (0.0, 0.4, -1.0)), ((0.3, 0.6, 1.5), (0.0, -0.4, -1.0))):
+    for pos, direction in zip(LAMP_POSITIONS_M, LAMP_DIRECTIONS):
         light = world.add_light()
         light.pos = pos
         light.dir = direction
         light.castshadow = False
-        light.diffuse = [0.45 * float(config.light_scale)] * 3
+        light.diffuse = [LAMP_DIFFUSE * float(config.light_scale)] * 3
         light.specular = [0.0, 0.0, 0.0]
 
     # Table: a slab whose top is z = 0 (the plane the base stands on).
@@ -296,7 +314,7 @@ def build_spec(config: SimConfig) -> mujoco.MjSpec:
     table.type = mujoco.mjtGeom.mjGEOM_BOX
     table.size = [1.0, 1.0, 0.02]
     table.pos = [0.3, 0.0, -0.02]
-    table.rgba = [0.78, 0.74, 0.66, 1.0]
+    table.rgba = list(config.table_rgba)
     table.friction = [1.0, 0.005, 0.0001]
 
     # Arm: gravity compensation, joint damping/armature for stable servos, base/link1 contact exclusion
@@ -403,10 +421,25 @@ def build_spec(config: SimConfig) -> mujoco.MjSpec:
         pad.contype = 0
         pad.conaffinity = 0
         pad.density = 0.0
+    for i in range(config.n_distractor_slots):  # visual only: no collision, no mass, hidden below the table
+        body = world.add_body()
+        body.name = f"distractor_{i}"
+        body.mocap = True
+        body.pos = [0.3, 0.0, -0.5]
+        geom = body.add_geom()
+        geom.name = f"distractor_{i}_geom"
+        geom.type = mujoco.mjtGeom.mjGEOM_SPHERE
+        geom.size = [0.02, 0.02, 0]
+        geom.rgba = [0.5, 0.5, 0.5, 0.0]
+        geom.contype = 0
+        geom.conaffinity = 0
+        geom.density = 0.0
     if config.finger_collision == "boxes":
         _add_finger_collision_boxes(spec)
     if config.calibration_board is not None:
         config.calibration_board.add_to_spec(spec)
+    for extra in config.scene_extras:
+        extra.add_to_spec(spec)
     return spec
 
 
