@@ -24,10 +24,10 @@ ANOMALIES = dict(missing_scene_frames=(5,), out_of_order_after_wrist=(8,), scene
 def expected_pairs(spec):
     """By hand, from the node's rules (newest pair within 50 ms, each pair once, out-of-order frames dropped):
 
-    * wrist k pairs with scene k (3 ms earlier) -> observation at wrist k's stamp;
+    * wrist k pairs with scene k (3 ms earlier, each other's nearest) -> observation at wrist k's stamp;
     * k = 5: no scene frame within 50 ms of wrist 5 -> no observation;
-    * k = 12: scene 12 is 57 ms after wrist 12 -> no pair; wrist 13 (43 ms after scene 12) pairs with scene 12 first,
-      and (scene 13, wrist 13) later has the same observation stamp, so it is not used again;
+    * k = 12: scene 12 is 57 ms after wrist 12 -> no pair; wrist 13 is 43 ms after scene 12, inside the slop, but
+      scene 13 (3 ms before it) is its nearest: (scene 13, wrist 13), never (scene 12, wrist 13);
     * the late wrist frame (stamped 50 ms before wrist 8, received after it) is dropped as out of order.
     Returns {observation stamp: (scene frame index, wrist frame index)}.
     """
@@ -36,7 +36,7 @@ def expected_pairs(spec):
     for k, s in wrist.items():
         if k in (5, 12):
             continue
-        pairs[s] = (12 if k == 13 else k, k)
+        pairs[s] = (k, k)
     return pairs, scene, wrist
 
 
@@ -117,6 +117,24 @@ def test_raw_wrist_images_and_forced_transport(tmp_path):
     assert int(obs[2].cameras[1].image_rgb[0, 0, 0]) == 14  # raw: exact colour of frame 2
     with pytest.raises(BagError, match=r"'/scene_cam/image_raw/compressed'.*The bag has: .*/scene_cam/image_raw"):
         BagReader(path, BagTopicConfig(image_transport="compressed"))
+
+
+def test_cameras_10_5_ms_apart_at_30_hz_pair_with_their_nearest_partner(tmp_path):
+    """A recording from another tool: the wrist camera 10.5 ms after the scene camera, both at 30 Hz. Every pair
+    must be each other's nearest frames over the whole bag (brute force), 10.5 ms apart, never the 43.8 ms partner."""
+    spec = SyntheticBagSpec(camera_rate_hz=30.0, wrist_delay_s=0.0105, duration_s=1.5, wrist_compressed=False)
+    path = write_synthetic_bag(tmp_path / "foreign", spec)
+    scene, wrist = camera_stamps_ns(spec)
+    scene_all, wrist_all = np.array(sorted(scene.values())), np.array(sorted(wrist.values()))
+    with BagReader(path) as bag:
+        pairs = list(bag.pairs())
+        observations = list(bag.observations())
+    assert len(pairs) == len(scene)
+    for pair in pairs:
+        s, w = pair.image_stamps_ns
+        assert wrist_all[np.argmin(np.abs(wrist_all - s))] == w and scene_all[np.argmin(np.abs(scene_all - w))] == s
+        assert pair.gap_ns == w - s == 10_500_000
+    assert {o.pair_gap_ns for o in observations} == {10_500_000}
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,8 @@ def test_extract_writes_the_synchronised_episode(bag, tmp_path):
         np.testing.assert_allclose(ep.K["scene"][i], K_IMAGE(spec), atol=1e-12)
         assert ep.gripper[i] == pytest.approx(reference_gripper(spec, int(stamp)))
         assert int(ep.images["scene"][i, 0, 0, 0]) == (7 * k_scene) % 256
+        assert ep.meta["pair_gap_ns"][i] == wrist[k_wrist] - scene[k_scene]  # the pair's time difference, per frame
+    assert ep.meta["pair_gap_s"]["max"] == pytest.approx(0.003, abs=1e-9)  # wrist 3 ms after scene: the nearest
     assert ep.meta["source_bag"].endswith("bag") and ep.meta["world_frame"] == "base"
     # The training pipeline takes it as it is.
     from para_core.data.dataset import EpisodeDataset

@@ -133,6 +133,11 @@ def test_a_step_is_the_policy_on_the_same_observation():
     np.testing.assert_array_equal(prediction.output.positions_world, expected.positions_world)
     np.testing.assert_array_equal(prediction.output.confidence, expected.confidence)
     assert pipe.step(stamp + 60_000_000, lookup, ee_pose) is None  # nothing new: the pair was used
+    assert prediction.pair_gap_ns == 0  # both views of this instant
+    pipe.add_image("scene", stamp + 100_000_000, image("scene", stamp + 100_000_000), stamp + 100_000_000)
+    pipe.add_image("wrist", stamp + 110_500_000, image("wrist", stamp + 110_500_000), stamp + 110_500_000)
+    later = pipe.step(stamp + 120_000_000, lookup, ee_pose)
+    assert later.pair_gap_ns == 10_500_000 and report.samples["pair_gap_median_ms"][-1] == pytest.approx(10.5)
     viz = pipe.visualisation(prediction)
     np.testing.assert_array_equal(viz.ee_xyz, EE)
     assert 0.004 <= viz.voxel_size_m <= 0.05

@@ -138,7 +138,12 @@ def extract(args) -> int:
         arrays: dict[str, np.ndarray] = {}
         for obs in progress(bag.observations(set(keep)), len(keep), "extract", args.quiet):
             if not arrays:
-                arrays = {"stamps": np.zeros(n_max, np.int64), "T_ee": np.zeros((n_max, 4, 4)), "grip": np.zeros(n_max)}
+                arrays = {
+                    "stamps": np.zeros(n_max, np.int64),
+                    "T_ee": np.zeros((n_max, 4, 4)),
+                    "grip": np.zeros(n_max),
+                    "pair_gap_ns": np.zeros(n_max, np.int64),
+                }
                 for v, cam in zip(views, obs.cameras):
                     arrays[f"img.{v}"] = np.zeros((n_max, *cam.image_rgb.shape), np.uint8)
                     arrays[f"K.{v}"] = np.zeros((n_max, 3, 3))
@@ -156,6 +161,7 @@ def extract(args) -> int:
             arrays["stamps"][n] = obs.stamp_ns
             arrays["T_ee"][n] = obs.T_world_ee
             arrays["grip"][n] = obs.gripper
+            arrays["pair_gap_ns"][n] = obs.pair_gap_ns
             n += 1
         if n == 0:
             raise BagError(f"no observation could be built from {args.bag}: {bag.stats.summary()}")
@@ -176,6 +182,12 @@ def extract(args) -> int:
             "gripper_joint": cfg.gripper_joint,
             "has_gripper": bag.has_gripper,
             "pair_slop_s": cfg.pair_slop_s,
+            "pairing_rule": "nearest: each other's nearest frames within pair_slop_s, ties to the newer frame",
+            "pair_gap_ns": arrays["pair_gap_ns"][:n].tolist(),  # per frame: newest minus oldest image stamp
+            "pair_gap_s": {
+                "max": float(arrays["pair_gap_ns"][:n].max()) * 1e-9,
+                "median": float(np.median(arrays["pair_gap_ns"][:n])) * 1e-9,
+            },
             "source_pair_rate_hz": source_rate,
             "pairs_in_bag": len(stamps),
             "requested_fps": args.fps,
@@ -222,7 +234,7 @@ def extract(args) -> int:
             f"wrote {len(episode)} frames ({episode.duration_s:.2f} s, measured {episode.fps:.4g} fps, "
             f"{gaps['count']} gap(s)"
             + (f", largest {gaps['largest_s']:.3f} s" if gaps["count"] else "")
-            + f") to {out}; {bag.stats.summary()}"
+            + f", max pair gap {meta['pair_gap_s']['max'] * 1e3:.1f} ms) to {out}; {bag.stats.summary()}"
         )
     return 0
 

@@ -8,8 +8,10 @@ project adapters do everything else exactly as ``inference_node`` does (one conc
   between stamps (linear translation, slerp rotation) and refuse to extrapolate, like tf2.
 * Pairing: scene/wrist frames go, in the bag's receive (log) order, through
   :class:`para_ros.observation.pairing.ObservationPairer` with the node's ``pair_slop_s`` and
-  ``max_observation_age_s``; after every image the newest unused pair is taken, as a node that is never busy would
-  (no frame is queued, out-of-order frames are dropped, a pair with one silent camera is stale). The pairer's clock
+  ``max_observation_age_s``; after every image the newest unused pair of nearest frames
+  (:func:`para_ros.observation.pairing.nearest_pair`, the node's one rule) is taken, as a node that is never busy
+  would (no frame is queued, out-of-order frames are dropped, a pair with one silent camera is stale); each
+  observation carries its pair's time difference (``Observation.pair_gap_ns``). The pairer's clock
   ("now") is the newest image header stamp seen so far (the data's own clock: a bag's receive times may be wall time
   while the stamps are sim time), so the "future frame" check never fires offline.
 * Images: rosbags' ``Image`` / ``CompressedImage`` objects are turned into ``sensor_msgs`` messages and decoded by
@@ -215,6 +217,11 @@ class _Pair:
     image_stamps_ns: tuple[int, ...]
     images: tuple  # rosbags image objects, one per view
     log_times_ns: tuple[int, ...]
+
+    @property
+    def gap_ns(self) -> int:
+        """The pair's time difference: newest minus oldest image stamp, nanoseconds."""
+        return max(self.image_stamps_ns) - min(self.image_stamps_ns)
 
 
 # --------------------------------------------------------------------------------------------- rosbags -> rclpy

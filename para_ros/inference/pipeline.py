@@ -5,7 +5,8 @@ The node (``para_ros.nodes.inference_node``) only moves messages: its callbacks 
 its inference thread calls :meth:`InferencePipeline.step` with the clock's time and two look-up functions (TF), and
 it publishes what comes back. Everything else is here, testable without DDS:
 
-* pairing (``para_ros.observation.pairing``): the newest unused pair within ``pair_slop_s``, a pair older than
+* pairing (``para_ros.observation.pairing``): the newest unused pair of nearest frames within ``pair_slop_s``
+  (its time difference on /diagnostics as ``pair_gap_median_ms``), a pair older than
   ``max_observation_age_s`` stale, a silent camera named (:meth:`InferencePipeline.silent_camera`);
 * the observation (``para_ros.observation.builder``): images, intrinsics, poses at the image stamps, the gripper
   opening sampled and held at the observation time;
@@ -78,6 +79,7 @@ class Prediction:
     generation: int  # the clock-jump count when the observation was taken
     stages_ms: dict[str, float] = field(default_factory=dict)  # receive, wait, observation_*, so far
     t_predicted: float = 0.0  # time.perf_counter() when the policy returned
+    pair_gap_ns: int = 0  # the camera pair's time difference (newest minus oldest image stamp), nanoseconds
 
 
 @dataclass
@@ -223,7 +225,11 @@ class InferencePipeline:
             self.report.problem(problem.key, str(problem))
             return None
         stages_ms.update({f"observation_{k}": 1e3 * v for k, v in self.last_observation_timing_s.items()})
-        return self.predict(pair.stamp_ns, cameras, state, generation=generation, stages_ms=stages_ms)
+        self.report.add_sample("pair_gap_median_ms", pair.gap_ns / 1e6)  # how far apart the paired images were
+        prediction = self.predict(pair.stamp_ns, cameras, state, generation=generation, stages_ms=stages_ms)
+        if prediction is not None:
+            prediction.pair_gap_ns = pair.gap_ns
+        return prediction
 
     def silent_camera(self, now_ns: int) -> str | None:
         """Under the lock: why no pair can come when the pairer saw no problem, or None. A camera whose newest frame

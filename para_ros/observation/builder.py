@@ -84,6 +84,11 @@ class Observation:
     timing_s: dict[str, float] = field(default_factory=dict)  # "decode" (images), "tf" (every pose look-up), seconds
 
     @property
+    def pair_gap_ns(self) -> int:
+        """The pair's time difference: newest minus oldest image stamp, nanoseconds (0 for one camera)."""
+        return max(self.image_stamps_ns) - min(self.image_stamps_ns)
+
+    @property
     def T_world_ee(self) -> np.ndarray:  # noqa: N802 - T is the standard name
         return self.state.T_world_ee
 

@@ -6,7 +6,14 @@ Pure Python on integer nanosecond stamps (no ROS types), so the timing rules are
   out-of-order frame and is dropped (counted), never paired;
 * a frame stamped more than ``max_future_ns`` after the receiver's clock is refused (a camera with a wrong clock would
   otherwise block every correct frame after it as "out of order");
-* a pair is two frames, one per camera, whose stamps differ by at most ``slop_ns``; the newest such pair wins;
+* a pair is two frames, one per camera, whose stamps differ by at most ``slop_ns`` and that are each other's
+  NEAREST frame among the frames held (:func:`nearest_pair`); the newest such pair wins. So the newest frame is paired
+  with the partner nearest to it in time, and a partner that is nearer to another frame of the newest frame's camera
+  is not taken (that older frame is its pair; the newest frame waits for its own partner). Ties go to the newer frame:
+  a frame exactly midway between two partners pairs with the newer one, and of two pairs with the same newest stamp
+  the one with the smaller time difference wins (then the one whose older frame is newer). With two cameras at one
+  rate this is the pair a look at the whole recording would choose; the pair's time difference is
+  :attr:`PairResult.gap_ns`;
 * a pair is used once: a pair not newer than the last one handed out is not returned again, unless it is given back
   (:meth:`ObservationPairer.release`: its observation could not be built, e.g. TF for its instant had not come yet);
 * frames of one camera newer than every usable pair are reported (the other camera lags or stopped) once their
@@ -44,6 +51,40 @@ class PairResult:
         """Observation time: the newest stamp of the pair (the moment the observation was complete)."""
         assert self.frames is not None
         return max(f.stamp_ns for f in self.frames)
+
+    @property
+    def gap_ns(self) -> int:
+        """The pair's time difference: newest minus oldest image stamp, nanoseconds (0 for one camera)."""
+        assert self.frames is not None
+        return max(f.stamp_ns for f in self.frames) - min(f.stamp_ns for f in self.frames)
+
+
+def _nearest(stamp_ns: int, frames: Sequence[Frame]) -> Frame | None:
+    """The frame nearest in time to ``stamp_ns``; of two equally near frames, the newer."""
+    best = None
+    for f in frames:
+        if best is None or (abs(f.stamp_ns - stamp_ns), -f.stamp_ns) < (abs(best.stamp_ns - stamp_ns), -best.stamp_ns):
+            best = f
+    return best
+
+
+def nearest_pair(frames_a: Sequence[Frame], frames_b: Sequence[Frame], slop_ns: int) -> tuple[Frame, Frame] | None:
+    """The pairing rule of two cameras (the live node and every bag tool use this one function).
+
+    A candidate is a frame of each camera, each the other's nearest frame (:func:`_nearest`: ties to the newer frame),
+    at most ``slop_ns`` apart. Of the candidates, the newest wins (largest newest stamp); equal newest stamps: the
+    smaller time difference, then the newer older frame. Returns ``(frame_a, frame_b)`` or None when there is none.
+    """
+    best_key, best = None, None
+    for a in frames_a:
+        b = _nearest(a.stamp_ns, frames_b)
+        if b is None or abs(a.stamp_ns - b.stamp_ns) > slop_ns or _nearest(b.stamp_ns, frames_a) is not a:
+            continue
+        newest, oldest = max(a.stamp_ns, b.stamp_ns), min(a.stamp_ns, b.stamp_ns)
+        key = (newest, -(newest - oldest), oldest)
+        if best_key is None or key > best_key:
+            best_key, best = key, (a, b)
+    return best
 
 
 @dataclass
@@ -91,18 +132,15 @@ class ObservationPairer:
         return frames[-1].stamp_ns if frames else None
 
     def newest_pair(self, now_ns: int) -> PairResult:
-        """The newest unused pair within the slop that is not stale, or a problem description."""
+        """The newest unused pair of nearest frames within the slop (:func:`nearest_pair`) that is not stale, or a
+        problem description."""
         for name in self.camera_names:
             if not self._frames[name]:
                 return PairResult(problem=f"no image yet: the {name} camera lags or is silent")
         best: tuple[Frame, ...] | None = None
         if len(self.camera_names) == 2:
             a_name, b_name = self.camera_names
-            for a in self._frames[a_name]:
-                for b in self._frames[b_name]:
-                    if abs(a.stamp_ns - b.stamp_ns) <= self.slop_ns:
-                        if best is None or max(a.stamp_ns, b.stamp_ns) > max(f.stamp_ns for f in best):
-                            best = (a, b)
+            best = nearest_pair(self._frames[a_name], self._frames[b_name], self.slop_ns)
         else:  # one camera (or the newest of each, checked against the slop)
             newest = tuple(self._frames[n][-1] for n in self.camera_names)
             stamps = [f.stamp_ns for f in newest]
