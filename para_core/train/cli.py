@@ -47,6 +47,7 @@ import yaml
 from para_core.data.dataset import find_episode_dirs
 from para_core.data.lerobot_dataset import convert_for_training
 from para_core.model.config import DTYPES, PRESET_NAMES, V4Config
+from para_core.model.hardware import WAIT_POLICIES, configure_cpu_threads
 from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations
 
 
@@ -99,7 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="local transformers DINOv3 checkpoint to start the backbone from",
     )
     g.add_argument("--device", default=None, help="'auto' (default), 'cpu', 'cuda', 'cuda:N'")
-    g.add_argument("--amp", choices=DTYPES, default=None, help="autocast dtype (default fp32)")
+    g.add_argument(
+        "--amp",
+        choices=("auto", *DTYPES),
+        default=None,
+        help="autocast dtype (default fp32; auto: bf16 on a CPU with bf16 instructions or a GPU with bf16, fp16 on "
+        "an older GPU, else fp32; the trainer's log says which)",
+    )
     g.add_argument("--num-workers", type=int, default=None, help="DataLoader workers (default 2)")
     g.add_argument("--val-fraction", type=float, default=None, help="fraction of episodes held out (default 0.1)")
     g.add_argument("--val-episodes", nargs="+", default=None, metavar="DIR", help="explicit validation episodes")
@@ -136,6 +143,20 @@ def build_parser() -> argparse.ArgumentParser:
         "faster steps, the process keeps its peak footprint)",
     )
     g.add_argument("--print-config", action="store_true", help="print the resolved configs and exit")
+    g.add_argument(
+        "--threads",
+        default="auto",
+        metavar="auto|N",
+        help="torch CPU threads (default auto: OMP_NUM_THREADS if set, else the cores this process may use, "
+        "shared among torchrun's processes on this machine; para_core.model.hardware.configure_cpu_threads)",
+    )
+    g.add_argument(
+        "--omp-wait-policy",
+        choices=WAIT_POLICIES,
+        default=None,
+        help="OpenMP wait policy, set before torch loads (default: OMP_WAIT_POLICY of the environment, else "
+        "passive: waiting threads sleep instead of spinning, much faster on shared cores)",
+    )
     return p
 
 
@@ -235,6 +256,10 @@ def resolve_configs(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:  # first: OMP_WAIT_POLICY takes effect only when set before torch loads (resolve_configs imports it)
+        cpu_threads = configure_cpu_threads(args.threads, args.omp_wait_policy)
+    except ValueError as exc:
+        parser.error(f"--threads / --omp-wait-policy: {exc}")
     try:
         model_config, train_config, episodes = resolve_configs(args)
     except (ValueError, FileNotFoundError, ImportError) as exc:
@@ -264,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.out}" + (f" with {world} processes (global batch {model_config.batch_size})" if world > 1 else ""),
             flush=True,
         )
+        print(f"[para-train] {cpu_threads.describe()}", flush=True)
     try:
         result = train(model_config, train_config, episodes, args.out, resume=args.resume)
     except (ValueError, FileNotFoundError, FileExistsError) as exc:  # (a CheckpointError is a ValueError)

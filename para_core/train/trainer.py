@@ -63,7 +63,7 @@ from torch.utils.data import default_collate
 from para_core.data.dataset import EpisodeDataset, make_batch
 from para_core.model.checkpoint import read_checkpoint_meta, save_checkpoint
 from para_core.model.config import DTYPES, SCHEDULE_FIELDS, V4Config, torch_dtype
-from para_core.model.hardware import keep_freed_memory_for
+from para_core.model.hardware import cpu_has_fast_bf16, keep_freed_memory_for, resolve_inference_dtype
 from para_core.model.registry import build_model
 from para_core.train import init_from
 from para_core.train.distributed import init_from_env
@@ -100,7 +100,10 @@ class TrainConfig:
     Args:
         device: ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"``, ``"cuda:1"`` ...
         amp_dtype: ``"fp32"`` (no autocast), ``"bf16"`` (autocast, no loss scaling) or ``"fp16"`` (autocast + loss
-            scaling; CUDA only). Voxel geometry always stays in float32 inside the model.
+            scaling; CUDA only); ``"auto"``: the fastest precision the device computes natively
+            (``para_core.model.hardware.resolve_inference_dtype``: bf16 only on a CPU with bf16 instructions, where
+            bf16 autocast is otherwise emulated and several times slower than fp32); ``Trainer.amp_dtype`` and
+            ``Trainer.precision`` say what was chosen. Voxel geometry always stays in float32 inside the model.
         num_workers: DataLoader worker processes (0 = load in the training process).
         grad_clip_norm: clip the global gradient norm to this value; 0 disables clipping.
         min_lr_ratio: the cosine schedule decays to ``lr * min_lr_ratio`` at ``max_iters``.
@@ -169,8 +172,8 @@ class TrainConfig:
                 torch.device(self.device)
             except (RuntimeError, ValueError):
                 _fail("device", self.device, 'use "auto", "cpu", "cuda" or "cuda:N"')
-        if self.amp_dtype not in DTYPES:
-            _fail("amp_dtype", self.amp_dtype, f"use one of {DTYPES}")
+        if self.amp_dtype not in ("auto", *DTYPES):
+            _fail("amp_dtype", self.amp_dtype, f"use auto or one of {DTYPES}")
         for name in (
             "num_workers",
             "log_interval",
@@ -236,6 +239,19 @@ class TrainConfig:
 
     def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
+
+
+def _resolve_amp_dtype(name: str, device: torch.device) -> tuple[str, str]:
+    """``TrainConfig.amp_dtype`` -> (the autocast dtype name, a line for the log saying why)."""
+    resolved = resolve_inference_dtype(name, device)
+    if device.type != "cpu":
+        return resolved, f"precision {resolved}" + (" (auto)" if name == "auto" else "")
+    bf16 = cpu_has_fast_bf16()
+    has = "has bf16 instructions" if bf16 else "has no bf16 instructions (AVX512_BF16 / AMX-BF16)"
+    why = f"precision {resolved} ({'auto: ' if name == 'auto' else ''}this CPU {has}"
+    if resolved == "bf16" and not bf16:
+        why += "; bf16 autocast is emulated here, several times slower than fp32: use --amp auto or fp32"
+    return resolved, why + ")"
 
 
 # -------------------------------------------------------------------------------------------------- schedule
@@ -417,6 +433,7 @@ class Trainer:
             raise ValueError(
                 f"TrainConfig.device = {train_config.device!r} but CUDA is not available; use 'cpu' or 'auto'"
             )
+        self.amp_dtype, self.precision = _resolve_amp_dtype(train_config.amp_dtype, self.device)  # "auto" resolved
 
         self.dist, self.device = init_from_env(self.device)  # torchrun: this rank's place and device
 
@@ -484,7 +501,7 @@ class Trainer:
         )
         for g in self.optimizer.param_groups:
             g["base_lr"] = g["lr"]
-        self.scaler = torch.amp.GradScaler("cuda", enabled=train_config.amp_dtype == "fp16")
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == "fp16")
         self.iteration = 0
         self.samples_seen = 0  # training samples consumed so far: where the data stream continues on resume
         self.tb = None  # TensorBoardLog while run() is running (tc.tensorboard)
@@ -610,8 +627,8 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------------ steps
     def _autocast(self):
-        dtype = torch_dtype(self.tc.amp_dtype)
-        return torch.autocast(device_type=self.device.type, dtype=dtype, enabled=self.tc.amp_dtype != "fp32")
+        dtype = torch_dtype(self.amp_dtype)
+        return torch.autocast(device_type=self.device.type, dtype=dtype, enabled=self.amp_dtype != "fp32")
 
     def _set_lr(self) -> float:
         f = lr_factor(self.iteration, self.config, self.tc.min_lr_ratio)
@@ -765,6 +782,8 @@ class Trainer:
                 f"nothing to do (raise --max-iters to continue)"
             )
         else:
+            if main:
+                print(f"[para-train] {self.precision}", flush=True)
             bar = tqdm(
                 total=total,
                 initial=self.iteration,
