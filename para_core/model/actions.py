@@ -181,7 +181,15 @@ def max_step_log_prob(out: V4Output) -> torch.Tensor:
 
 
 def ball_confidence(config: V4Config, out: V4Output, positions: torch.Tensor) -> torch.Tensor:
-    """(B, T) probability mass of the voxels within ``confidence_radius_m`` of each step's ``positions`` (B, T, 3).
+    """(B, T) probability mass of the voxels within ``confidence_radius_m`` of each step's ``positions`` (B, T, 3),
+    summed over the views (:func:`ball_log_mass_per_view`)."""
+    per_view = ball_log_mass_per_view(config, out, positions)  # (B, T, N) log-probabilities
+    return torch.logsumexp(per_view, dim=-1).exp()  # (B, T)
+
+
+def ball_log_mass_per_view(config: V4Config, out: V4Output, positions: torch.Tensor) -> torch.Tensor:
+    """(B, T, N) log of the probability mass (of the whole distribution over all views) of view k's voxels within
+    ``confidence_radius_m`` of each step's ``positions`` (B, T, 3); -inf where view k has no valid voxel in the ball.
 
     Exact, and it never forms the (T, V) probabilities: every voxel of bin i of view k lies on the plane at
     ``z_bin_centres[k, i]``, so only the few bins whose plane is within the radius of a point can hold voxels of its
@@ -208,18 +216,18 @@ def ball_confidence(config: V4Config, out: V4Output, positions: torch.Tensor) ->
     xyz, pos64, r2 = out.voxel_xyz, positions.double(), r * r  # (B, V, 3), (B, T, 3), m^2
     ones = torch.ones(3, dtype=torch.float64, device=logits.device)  # sums |d|^2 as a matrix-vector product: a sum
     # over a last dimension of 3 is not vectorised (3x slower)
-    log_mass = torch.full((B, T), float("-inf"), device=logits.device)
+    log_mass = torch.full((B, T, N), float("-inf"), device=logits.device)
     for b in range(B):
         for t in range(T):
             point = pos64[b, t]  # (3,)
-            inside = []
             for k in range(N):
                 lo = (k * Z + first_bins[b][t][k]) * P2
                 hi = lo + width * P2
                 diff = xyz[b, lo:hi].double() - point  # (W * P2, 3) float64: the brute force's test at the edge
-                inside.append(logits[b, t, lo:hi][diff.mul_(diff) @ ones <= r2])  # only the ball's logits
-            log_mass[b, t] = torch.logsumexp(torch.cat(inside).float(), dim=0)  # -inf when the ball holds none
-    return (log_mass - step_log_normaliser(out)).exp()  # (B, T)
+                inside = logits[b, t, lo:hi][diff.mul_(diff) @ ones <= r2]  # only the ball's logits
+                if inside.numel():
+                    log_mass[b, t, k] = torch.logsumexp(inside.float(), dim=0)  # -inf when all are invalid
+    return log_mass - step_log_normaliser(out).unsqueeze(-1)  # (B, T, N)
 
 
 def decode_outputs(config: V4Config, out: V4Output, refine: bool = False) -> list[DecodedChunk]:

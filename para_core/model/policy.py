@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
@@ -24,6 +24,7 @@ import torch.nn.functional as Fn
 
 from para_core.model import cpu_attention, hardware
 from para_core.model.checkpoint import load_checkpoint
+from para_core.model.confidence import ChunkInForce, step_confidence
 from para_core.model.config import COMPILE_MODES, V4Config, torch_dtype
 from para_core.model.decoding import ChunkFusion, DecodingConfig, decode_chunk
 from para_core.model.model_io import V4Inputs, V4Output
@@ -58,6 +59,11 @@ class PolicyOutput:
     top_voxels_world: np.ndarray  # (K, 3) most probable voxels (union over steps) for rviz
     top_voxels_prob: np.ndarray  # (K,)
     voxel_bounds_world: np.ndarray  # (2, 3) min/max corner of all valid voxels of this observation
+    # the other confidence measures (para_core.model.confidence; ``confidence`` is the peak mass), (T,) each in
+    # [0, 1]; empty for a model without a voxel distribution (the coordinate-regression baseline)
+    entropy: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    chunk_agreement: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    view_agreement: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -221,6 +227,7 @@ class Policy:
         self.refine = refine
         d = self.decoding
         self.fusion = ChunkFusion(d.fusion_tau_s, d.fusion_radius_m, d.fusion_store_k, d.fusion_max_chunks)
+        self.chunk_in_force = ChunkInForce()  # the last chunk predicted: what the chunk agreement is measured against
         self.last_output: V4Output | None = None
         self.last_timing_s: dict[str, float] = {}
         self._warned_low_scene_camera = False
@@ -413,6 +420,11 @@ class Policy:
                 stamp_s=stamp_s,
             )
         top_xyz, top_p, bounds = self.model.visualisation(out, self.config.viz_top_k)
+        measures = None
+        if isinstance(out, V4Output):  # a voxel distribution to measure (not the coordinate regression)
+            measures = step_confidence(
+                self.config, out, chunk.positions_world, chunk.confidence, self.chunk_in_force, stamp_s
+            )
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
@@ -427,4 +439,13 @@ class Policy:
             top_voxels_world=top_xyz,
             top_voxels_prob=top_p,
             voxel_bounds_world=bounds,
+            **(
+                {}
+                if measures is None
+                else dict(
+                    entropy=measures.entropy,
+                    chunk_agreement=measures.chunk_agreement,
+                    view_agreement=measures.view_agreement,
+                )
+            ),
         )
