@@ -579,10 +579,16 @@ class YamSim:
         return float(self.data.time)
 
     def step(self, dt_s: float) -> int:
-        """Advance physics by ``dt_s`` seconds (rounded to whole timesteps); returns the number of steps taken."""
+        """Advance physics by ``dt_s`` seconds (rounded to whole timesteps); returns the number of steps taken.
+
+        After the steps the derived quantities (body, site and camera poses, contacts) are recomputed from the new
+        joint positions (``mj_forward``): ``mj_step`` leaves them at the state before its last step, so the joints,
+        /tf and the images of one instant would come from two states one physics step apart (2 ms; 5 mm of tool
+        motion at full speed). ``mj_forward`` does not change the state, so the trajectory is the same."""
         n = int(round(float(dt_s) / self.model.opt.timestep))
         if n > 0:
             mujoco.mj_step(self.model, self.data, nstep=n)
+            mujoco.mj_forward(self.model, self.data)
         return n
 
     def set_joint_targets(self, q7) -> np.ndarray:
