@@ -63,6 +63,13 @@ from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.nodes.runtime import run_node
 from para_ros.observation.camera_model import camera_info_fields
 from para_ros.sim.calibration_params import CALIBRATION_PARAMS, sim_config_fields, told_frames_from_params
+from para_ros.sim.disturbance_params import (
+    DISTURBANCE_PARAMS,
+    MARKER_PARAMS,
+    disturbance_config_from_params,
+    marker_mount_from_params,
+)
+from para_ros.sim.disturbances import Disturbances
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
 from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
@@ -235,6 +242,8 @@ PARAMETERS = ParameterTable(
         ),
         Param("light_scale", 1.0, "Scale of the lamps' diffuse light (1 = the training scene).", range=(0.0, 10.0)),
         *CALIBRATION_PARAMS,
+        *MARKER_PARAMS,
+        *DISTURBANCE_PARAMS,
         *LOCKSTEP_PARAMS,
     ],
     header="""sim_node: the embedded simulated I2RT YAM (MuJoCo) with a scene and a wrist camera. It publishes what the
@@ -270,9 +279,13 @@ class SimNode(Node):
             light_scale=p["light_scale"],
             max_render_size=max(1024, p["image_width"], p["image_height"]),
             **sim_config_fields(p),
+            scene_extras=self._scene_extras(p),
         )
         self.told = told_frames_from_params(p, config)  # camera poses published (rendered ones may differ)
         self.sim = YamSim(config)  # cube 0 and the target pad start in the task layout of `seed`
+        # Run-time OOD conditions (off by default): the scene camera knocked from where it is rendered.
+        self.disturbances = Disturbances(self._disturbance_config, config.scene_cam_true_T_world_cam())
+        self.disturbances.reset(self.sim)
         self.width, self.height = p["image_width"], p["image_height"]
         self.follower = TrajectoryFollower(self.sim.joint_targets())
         self._seed_rng = np.random.default_rng(p["seed"] + 1)
@@ -336,6 +349,13 @@ class SimNode(Node):
             f"{p['wrist_cam_rate_hz']} Hz, physics tick {p['state_rate_hz']} Hz, real_time_factor "
             f"{p['real_time_factor']}, publish_clock {p['publish_clock']}"
         )
+
+    def _scene_extras(self, p: dict) -> tuple:
+        """What the model needs beyond the training scene: the OOD occluder and the calibration marker, each only
+        when configured (:mod:`para_ros.sim.disturbance_params`)."""
+        self._disturbance_config = disturbance_config_from_params(p)
+        marker = marker_mount_from_params(p)
+        return self._disturbance_config.scene_extras() + (() if marker is None else (marker,))
 
     # ---- parameters -------------------------------------------------------------------------------------
     def _apply_parameters(self, changes: dict) -> None:
@@ -430,7 +450,9 @@ class SimNode(Node):
         return info
 
     def _publish_camera(self, cam: str, c: dict, stamp) -> None:
+        self.disturbances.update(self.sim)
         rgb = self.sim.render(cam, self.width, self.height)  # (H, W, 3) uint8
+        rgb = self.disturbances.filter_image(cam, rgb, self.sim.time_s)  # covered / frozen
         img = Image()
         img.header.stamp = stamp
         img.header.frame_id = c["frame_id"]
@@ -521,6 +543,7 @@ class SimNode(Node):
         layout = sample_layout(seed)
         self.sim.reset()
         apply_layout(self.sim, layout)
+        self.disturbances.reset(self.sim)
         self.follower = TrajectoryFollower(self.sim.joint_targets())
         self._sim_goal_s = self.sim.time_s
         self._last_wall = time.monotonic()
