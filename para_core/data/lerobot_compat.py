@@ -140,3 +140,20 @@ def video_backend() -> str:
         return "torchcodec"
     except Exception:  # noqa: BLE001 - absent, or its FFmpeg libraries are missing
         return "pyav"
+
+
+def open_lerobot_dataset(root, repo_id: str = "local/para_export"):
+    """LeRobot's ``LeRobotDataset`` of the directory ``root``, opened through :func:`lerobot_dataset_classes` (so it
+    works without torchvision) with the video decoder that works here (:func:`video_backend`). ``repo_id`` is a name
+    only; nothing is downloaded."""
+    LeRobotDataset, _, _ = lerobot_dataset_classes()
+    return LeRobotDataset(repo_id, root=str(root), video_backend=video_backend())
+
+
+def open_line(root, repo_id: str = "local/para_export") -> str:
+    """One line of Python that opens the dataset at ``root`` in this package's environment (what the export prints:
+    ``lerobot.datasets.lerobot_dataset.LeRobotDataset`` itself needs torchvision at import)."""
+    return (
+        "from para_core.data.lerobot_compat import open_lerobot_dataset; "
+        f"ds = open_lerobot_dataset({str(root)!r}, repo_id={repo_id!r})"
+    )

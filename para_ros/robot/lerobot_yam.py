@@ -117,3 +117,46 @@ def yam_joints_to_poses(calibration: CalibrationFile, views=("scene", "wrist"), 
         return T_tool, T_cam
 
     return convert
+
+
+def wrist_mount_record(
+    episodes, calibration: CalibrationFile | None = None, yam_config_path: str | None = None
+) -> dict:
+    """The wrist camera's mount (its optical frame's pose in ``gripper``, the joint6 flange) for an export's metadata.
+
+    From the calibration file's ``wrist_cam`` when it has one; otherwise from the data: each frame's wrist-camera pose
+    in the tool frame (``inv(T_base_tool) @ T_base_wrist``) moved to ``gripper`` by the YAM model's fixed
+    ``gripper -> grasp_site`` transform. ``max_deviation_m`` is the largest distance of a frame's mount position from
+    the first frame's (0 on a rigid mount); ``static`` says it is below 1e-6 m.
+    """
+    if calibration is not None and "wrist_cam" in calibration.cameras:
+        cam = calibration.camera("wrist_cam")
+        return {
+            "source": "calibration file cameras.wrist_cam",
+            "parent_frame": cam.parent_frame,
+            "frame_id": cam.frame_id,
+            "T_parent_cam": cam.T_parent_child().tolist(),
+            "static": True,
+        }
+    cfg = load_yam_config(yam_config_path)
+    frames = YamFrames(cfg.wrist_camera, cfg.model.arm_type, cfg.model.gripper_type)
+    T_gripper_tool = next(T for parent, child, T in frames.transforms(np.zeros(6)) if child == frames.tool_site)
+    T_tool_cam = np.concatenate(
+        [np.linalg.inv(ep.T_world_ee) @ ep.T_world_cam["wrist"] for ep in episodes]
+    )  # (N, 4, 4): the wrist camera in the tool frame, every frame
+    tool_frames = {str(ep.meta.get("ee_frame") or frames.tool_site) for ep in episodes}
+    if tool_frames == {frames.tool_site}:
+        parent, source = "gripper", "the data: wrist camera pose in the tool frame, moved to gripper by the YAM model"
+        T_gripper_cam = T_gripper_tool @ T_tool_cam  # (N, 4, 4)
+    else:  # the episodes' tool is not the model's tool site: keep the mount in the tool frame the data gives
+        parent, source = ",".join(sorted(tool_frames)), "the data: wrist camera pose in the episodes' tool frame"
+        T_gripper_cam = T_tool_cam
+    deviation = float(np.linalg.norm(T_gripper_cam[:, :3, 3] - T_gripper_cam[0, :3, 3], axis=1).max())
+    return {
+        "source": source,
+        "parent_frame": parent,
+        "frame_id": cfg.wrist_camera.frame_id,
+        "T_parent_cam": T_gripper_cam[0].tolist(),
+        "static": deviation < 1e-6,
+        "max_deviation_m": deviation,
+    }
