@@ -74,6 +74,7 @@ from visualization_msgs.msg import MarkerArray
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES, V4Config
 from para_core.model.decoding import DECODING_MODES, DecodingConfig
+from para_core.model.hardware import configure_cpu_threads
 from para_core.model.policy import Policy
 from para_msgs.msg import ActionChunk
 from para_ros.adapters.tf import Buffer, TransformException, TransformListener
@@ -113,6 +114,14 @@ PARAMETERS = ParameterTable(
         ),
         Param("random_seed", 0, "Seed of the random model when checkpoint is empty.", range=(0, 2**31 - 1)),
         Param("device", "auto", "Torch device: auto (cuda if available, else cpu) | cpu | cuda | cuda:N."),
+        Param(
+            "threads",
+            0,
+            "Torch CPU threads; 0 = auto (OMP_NUM_THREADS if set, else the cores this process may use). "
+            "OpenMP's wait policy is fixed before torch loads: OMP_WAIT_POLICY of the environment, else passive "
+            "(para_ros.nodes sets it; para_core.model.hardware.configure_cpu_threads).",
+            range=(0, 4096),
+        ),
         Param(
             "dtype",
             "fp32",
@@ -282,6 +291,7 @@ class InferenceNode(Node):
         self.ee_from_joints = None
         if p["ee_source"] == "joint_states":
             self.ee_from_joints = EeFromJoints(p["yam_config"] or None)
+        self.cpu_threads = configure_cpu_threads(p["threads"] or "auto")  # before the policy's first forward
         self.policy = self._load_policy(p)
         self.views = tuple(self.policy.view_names)
         extra = view_topic_params(self.views)
@@ -369,7 +379,8 @@ class InferenceNode(Node):
         self.get_logger().info(
             f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}, "
             f"attention {self.policy.attention}, allocator: {self.policy.allocator}, decoding "
-            f"{self.policy.decoding.mode}), views {self.views}, world frame '{p['world_frame']}'"
+            f"{self.policy.decoding.mode}), views {self.views}, world frame '{p['world_frame']}'; "
+            f"{self.cpu_threads.describe()}"
         )
 
     # -------------------------------------------------------------------------------- the pipeline's state
