@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from para_core.data import augmentation
+from para_core.data.augmentation import Augmentations
 from para_core.model.rotations import slerp_rotations
 
 EPISODE_FORMAT = "para_episode"
@@ -480,8 +482,12 @@ class EpisodeDataset:
     :param episode_dirs: episode directories (see ``find_episode_dirs`` to expand parent folders).
     :param config: the model config (view names, img_size, n_window, frame_stride, dataset_fps, mv_past_n).
     :param augment: colour jitter (brightness, contrast, saturation, each by a factor in [1 - s, 1 + s] with s =
-        ``jitter_strength``, drawn per view and sample from torch's RNG). Geometry is never augmented (it would break
-        pixel alignment with K).
+        ``jitter_strength``, drawn per view and sample from torch's RNG).
+    :param augmentations: the ``para_core.data.augmentation.Augmentations`` of training (default: none): the
+        calibration error told to the model (``T_world_cam`` and ``K_img`` of the sample, never its images or its
+        targets), the consistent zoom / crop (images and ``K_img`` together, exactly) and exposure, gamma, blur and
+        noise (after the colour jitter). Drawn per view and sample from torch's RNG, like the jitter; each option
+        that is off draws nothing, so a dataset without augmentations gives the same samples as before.
     :param cache_dir: if set, the resized images of each episode are written once as ``.npy`` files there and
         memory-mapped (for datasets larger than RAM); otherwise they are held in memory.
     """
@@ -494,6 +500,7 @@ class EpisodeDataset:
         jitter_strength: float = 0.2,
         cache_dir: str | Path | None = None,
         time_base: str = "auto",
+        augmentations: Augmentations | None = None,
     ):
         if time_base not in TIME_BASES:
             raise ValueError(f"EpisodeDataset time_base={time_base!r}; use one of {TIME_BASES}")
@@ -507,6 +514,12 @@ class EpisodeDataset:
         self.config = config
         self.augment = bool(augment)
         self.jitter_strength = float(jitter_strength)
+        self.augmentations = augmentations if augmentations is not None else Augmentations()
+        if not isinstance(self.augmentations, Augmentations):
+            raise ValueError(
+                f"EpisodeDataset augmentations={augmentations!r}; pass a para_core.data.augmentation.Augmentations"
+            )
+        self.augmentations.check_views(config.view_names)
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.time_base = time_base
         self.episodes: list[_PreparedEpisode] = [self._prepare(p) for p in self.episode_dirs]
@@ -636,16 +649,26 @@ class EpisodeDataset:
 
         e, t = (int(x) for x in self.index[i])
         ep = self.episodes[e]
-        imgs = torch.from_numpy(np.stack([np.asarray(view[t]) for view in ep.images]))  # (N, S, S, 3)
-        imgs = imgs.permute(0, 3, 1, 2).contiguous()  # (N, 3, S, S) uint8
+        views = np.stack([np.asarray(view[t]) for view in ep.images])  # (N, S, S, 3) uint8
+        K_img, T_world_cam = ep.K_img[t], ep.T_world_cam[t]  # (N, 3, 3), (N, 4, 4) float64
+        aug = self.augmentations
+        if aug.active:
+            d = augmentation.draw(aug, self.config.view_names, self.config.img_size)
+            if aug.zoom_on:
+                views = np.stack([augmentation.zoom_image(v, z, o) for v, z, o in zip(views, d.zoom, d.crop_origin_px)])
+            K_img = augmentation.told_intrinsics(K_img, d)  # (N, 3, 3) exact zoom, then the told error
+            T_world_cam = augmentation.told_poses(T_world_cam, d)  # (N, 4, 4) the told poses
+        imgs = torch.from_numpy(views).permute(0, 3, 1, 2).contiguous()  # (N, 3, S, S) uint8
         if self.augment and self.jitter_strength > 0:
             imgs = self._jitter(imgs)
+        if aug.appearance_on:
+            imgs = augmentation.apply_appearance(imgs, d)
         pos, rot, grip, past = self.chunk_targets(e, t)
         f32 = torch.float32
         return {
             "images": imgs,
-            "K_img": torch.as_tensor(ep.K_img[t], dtype=f32),  # (N, 3, 3)
-            "T_world_cam": torch.as_tensor(ep.T_world_cam[t], dtype=f32),  # (N, 4, 4)
+            "K_img": torch.as_tensor(K_img, dtype=f32),  # (N, 3, 3)
+            "T_world_cam": torch.as_tensor(T_world_cam, dtype=f32),  # (N, 4, 4)
             "T_world_ee": torch.as_tensor(ep.T_world_ee[t], dtype=f32),  # (4, 4)
             "gripper": torch.tensor(float(ep.gripper[t]), dtype=f32),  # ()
             "past_positions_world": torch.as_tensor(past, dtype=f32),  # (mv_past_n, 3)

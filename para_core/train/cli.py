@@ -44,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from para_core.data.augmentation import field_names as augmentation_field_names
 from para_core.data.dataset import find_episode_dirs
 from para_core.data.lerobot_dataset import convert_for_training
 from para_core.model.config import DTYPES, PRESET_NAMES, V4Config
@@ -157,7 +158,62 @@ def build_parser() -> argparse.ArgumentParser:
         help="OpenMP wait policy, set before torch loads (default: OMP_WAIT_POLICY of the environment, else "
         "passive: waiting threads sleep instead of spinning, much faster on shared cores)",
     )
+    _add_augmentation_arguments(p)
     return p
+
+
+def _add_augmentation_arguments(p: argparse.ArgumentParser) -> None:
+    """The training-time augmentations (TrainConfig fields of the same names; docs/data.md); all off by default."""
+    a = p.add_argument_group(
+        "augmentation",
+        "training-time randomisation of any dataset (sim demos, bags, LeRobot); each off by default, drawn per "
+        "view and sample from the run's seed. 'told' errors change only the camera pose / intrinsics the model "
+        "is given, never the images or the action targets",
+    )
+    for flag, unit, what in (
+        (
+            "--told-extrinsics-error-m",
+            "M",
+            "bound of the told pose's translation error of --told-extrinsics-views, "
+            "metres (length uniform in [0, M], random direction, in the camera's frame), e.g. 0.01",
+        ),
+        ("--told-extrinsics-error-deg", "DEG", "bound of its rotation error, degrees (random axis), e.g. 1"),
+        (
+            "--told-wrist-mount-error-m",
+            "M",
+            "bound of the told wrist mount's translation error of --told-wrist-mount-views, metres, e.g. 0.003",
+        ),
+        ("--told-wrist-mount-error-deg", "DEG", "bound of the told wrist mount's rotation error, degrees, e.g. 3"),
+        (
+            "--told-focal-error-frac",
+            "F",
+            "told fx, fy scaled by 1 + e, e uniform in [-F, F] (images unchanged), e.g. 0.05",
+        ),
+        ("--told-principal-point-error-frac", "P", "told cx, cy shifted by e * image size, e uniform in [-P, P]"),
+    ):
+        a.add_argument(flag, type=float, default=None, metavar=unit, help=what)
+    for flag, default in (
+        ("--told-extrinsics-views", "scene"),
+        ("--told-wrist-mount-views", "wrist"),
+        ("--told-intrinsics-views", "scene"),
+    ):
+        a.add_argument(flag, nargs="+", default=None, metavar="VIEW", help=f"views it applies to (default {default})")
+    for flag, unit, what in (
+        (
+            "--zoom-range",
+            "Z",
+            "consistent zoom / crop: images resampled AND K changed exactly, zoom factor "
+            "uniform in [LO, HI] (1 = off; < 1 zooms out with a black border), e.g. 0.95 1.1",
+        ),
+        ("--exposure-range-stops", "STOPS", "exposure change, stops (gain 2**stops), e.g. -0.5 0.5"),
+        ("--gamma-range", "G", "gamma exponent applied to [0, 1] intensities, e.g. 0.8 1.25"),
+        ("--blur-sigma-range-px", "PX", "Gaussian blur sigma in pixels of the model's input, e.g. 0 1"),
+        ("--noise-sigma-range-levels", "LEVELS", "Gaussian noise sigma in uint8 levels, e.g. 0 6"),
+    ):
+        a.add_argument(flag, type=float, nargs=2, default=None, metavar=(f"{unit}_LO", f"{unit}_HI"), help=what)
+
+
+AUGMENTATION_FLAGS = augmentation_field_names()  # TrainConfig fields and --flags of the same names
 
 
 def _read_mapping(path: str) -> dict[str, Any]:
@@ -236,6 +292,10 @@ def resolve_configs(args: argparse.Namespace):
         )
         if v is not None
     }
+    for name in AUGMENTATION_FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            train_changes[name] = tuple(value) if isinstance(value, list) else value
     if args.val_episodes:
         train_changes["val_episodes"] = tuple(str(p) for p in find_episode_dirs(args.val_episodes))
     if args.no_progress:
@@ -245,11 +305,14 @@ def resolve_configs(args: argparse.Namespace):
     if args.no_keep_freed_memory:
         train_changes["keep_freed_memory"] = False
     if args.resume:
-        frozen = sorted(set(train_changes) & {"val_fraction", "val_episodes", "seed", "augment", "init_from"})
+        frozen = sorted(
+            set(train_changes) & {"val_fraction", "val_episodes", "seed", "augment", "init_from", *AUGMENTATION_FLAGS}
+        )
         if frozen:
             raise ValueError(f"--resume cannot change {frozen} (they define the run); start a new --out instead")
     if train_changes:
         train = train.replace(**train_changes)
+    train.augmentations.check_views(model.view_names)  # views named by an augmentation are the model's
     return model, train, episodes
 
 

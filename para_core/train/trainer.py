@@ -26,7 +26,7 @@ cos(pi * p))`` where ``p = (i - lr_warmup) / (max_iters - lr_warmup)`` clipped t
 Data order is a deterministic function of (seed, samples consumed): an endless stream of per-epoch permutations of
 the training samples cut into batches. The train state records how many samples were consumed, so a resumed run
 continues the stream exactly where it stopped, even with another batch size, and with the same batch size sees exactly
-the batches the uninterrupted run would have seen (colour-jitter draws in worker processes are the one thing not
+the batches the uninterrupted run would have seen (augmentation draws in worker processes are the one thing not
 replayed).
 
 Saving is all-or-nothing: ``checkpoint/`` and ``train_state/`` of iteration i are written into ``.saving/``, a
@@ -60,6 +60,7 @@ import torch.nn.functional as Fn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import default_collate
 
+from para_core.data import augmentation
 from para_core.data.dataset import EpisodeDataset, make_batch
 from para_core.model.checkpoint import read_checkpoint_meta, save_checkpoint
 from para_core.model.config import DTYPES, SCHEDULE_FIELDS, V4Config, torch_dtype
@@ -131,6 +132,11 @@ class TrainConfig:
             step otherwise faults its activations in afresh); the process keeps its peak footprint.
         init_from: a checkpoint directory whose weights a new run starts from (fine-tuning; iteration 0, a fresh
             optimizer and schedule; ``para_core.train.init_from``); empty: random initialisation.
+        told_extrinsics_error_m ... noise_sigma_range_levels: the training-time augmentations of
+            ``para_core.data.augmentation.Augmentations`` (the same field names; each off by default): the calibration
+            error told to the model (``told_*``: scene extrinsics, wrist mount, intrinsics), the consistent zoom /
+            crop, exposure, gamma, blur and noise. The ones that are on are also recorded in the checkpoint's
+            ``config.json`` (``extra.augmentations``).
     """
 
     device: str = "auto"
@@ -157,10 +163,27 @@ class TrainConfig:
     grad_accum_steps: int = 1
     keep_freed_memory: bool = True
     init_from: str = ""
+    told_extrinsics_error_m: float = 0.0
+    told_extrinsics_error_deg: float = 0.0
+    told_extrinsics_views: tuple[str, ...] = ("scene",)
+    told_wrist_mount_error_m: float = 0.0
+    told_wrist_mount_error_deg: float = 0.0
+    told_wrist_mount_views: tuple[str, ...] = ("wrist",)
+    told_focal_error_frac: float = 0.0
+    told_principal_point_error_frac: float = 0.0
+    told_intrinsics_views: tuple[str, ...] = ("scene",)
+    zoom_range: tuple[float, float] = (1.0, 1.0)
+    exposure_range_stops: tuple[float, float] = (0.0, 0.0)
+    gamma_range: tuple[float, float] = (1.0, 1.0)
+    blur_sigma_range_px: tuple[float, float] = (0.0, 0.0)
+    noise_sigma_range_levels: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(float(b) for b in self.adam_betas)
         self.val_episodes = tuple(str(p) for p in self.val_episodes)
+        for name in augmentation.field_names():  # YAML / JSON lists -> tuples (to_dict writes them as lists)
+            if isinstance(getattr(self, name), list):
+                setattr(self, name, tuple(getattr(self, name)))
         self.validate()
 
     def validate(self) -> None:
@@ -218,6 +241,14 @@ class TrainConfig:
             _fail("cache_dir", self.cache_dir, 'use a directory path or ""')
         if not isinstance(self.init_from, str):
             _fail("init_from", self.init_from, 'use a checkpoint directory or ""')
+        problem = augmentation.augmentation_problem(self.to_dict())
+        if problem is not None:
+            _fail(*problem)
+
+    @property
+    def augmentations(self) -> augmentation.Augmentations:
+        """The training-time augmentations these fields describe."""
+        return augmentation.Augmentations.from_mapping(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -477,6 +508,7 @@ class Trainer:
             model_config,
             augment=train_config.augment,
             jitter_strength=train_config.jitter_strength,
+            augmentations=train_config.augmentations,
             cache_dir=cache,
         )
         self.val_set = EpisodeDataset(val_dirs, model_config, cache_dir=cache) if val_dirs else None
@@ -585,6 +617,8 @@ class Trainer:
             shutil.rmtree(staging)
         staging.mkdir(parents=True)
         extra = {"iteration": self.iteration, "trained_on": [str(p) for p in self.train_dirs]}
+        if self.tc.augmentations.active:  # absent when off: checkpoints of runs without them stay as they were
+            extra["augmentations"] = self.tc.augmentations.record()
         model_id = f"{self.config.model_kind}:{self.run_dir.name}:iter{self.iteration}"
         save_checkpoint(staging / LATEST_DIR, self.model, self.config, model_id=model_id, extra=extra)
         save_optimizer(
