@@ -25,7 +25,7 @@ from para_core.calibration.calibration_file import (  # noqa: E402
 )
 from para_core.data.dataset import Episode  # noqa: E402
 from para_core.data.lerobot_compat import lerobot_dataset_classes  # noqa: E402
-from para_core.data.lerobot_dataset import LeRobotDataError  # noqa: E402
+from para_core.data.lerobot_dataset import LeRobotDataError, convert_for_training  # noqa: E402
 from para_core.model.rotations import make_matrix  # noqa: E402
 from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations  # noqa: E402
 from para_ros.commands.bag import main as bag_main  # noqa: E402
@@ -304,6 +304,27 @@ def test_the_export_holds_the_wrist_mount_and_prints_a_line_that_opens_it(datase
     record = Episode.load(sorted((tmp_path / "again").iterdir())[0]).meta["calibration"]
     assert record["content"]["cameras"]["scene"]["static"] and len(record["sha256"]) == 64
     np.testing.assert_allclose(record["wrist_mount"]["T_parent_cam"], mount["T_parent_cam"], atol=0)
+    # para-train --data on the export converts it (meta.calibration "features"); the recipe still gets its record
+    dirs = [p for d in convert_for_training([out], tmp_path / "conv") for p in sorted(d.iterdir()) if p.is_dir()]
+    (entry,) = episode_calibrations(dirs)
+    assert entry["sha256"] == record["sha256"] and entry["episodes"] == [d.name for d in dirs]
+
+
+@pytest.mark.slow  # ~25 s on 2 cores: two training iterations of the tiny preset
+def test_a_training_run_records_the_imported_calibration_in_its_checkpoint(datasets, tmp_path):
+    from para_core.train.cli import main as train_main
+
+    root, cal, ds, _ = datasets
+    episodes = tmp_path / "episodes"
+    assert _import(ds["yam-follower-pypi"], episodes, cal, "--layout", "yam-follower-pypi") == 0
+    (tmp_path / "model.yaml").write_text("feat_dim: 8\ntrain:\n  num_workers: 0\n  val_fraction: 0.0\n")
+    args = ["--data", str(episodes), "--preset", "tiny", "--config", str(tmp_path / "model.yaml")]
+    args += ["--out", str(tmp_path / "run"), "--max-iters", "2", "--batch-size", "2", "--device", "cpu"]
+    assert train_main([*args, "--no-progress", "--no-tensorboard"]) == 0
+    recipe = json.loads((tmp_path / "run" / "checkpoint" / "recipe.json").read_text())
+    (entry,) = recipe["calibrations"]
+    assert entry["content"] == json.loads(json.dumps(load_calibration(cal).to_dict()))
+    assert entry["content"]["cameras"]["wrist_cam"]["residuals"]["samples"] == 15
 
 
 def test_an_export_with_a_calibration_file_records_its_wrist_cam(datasets, tmp_path):

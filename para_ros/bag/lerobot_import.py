@@ -19,7 +19,6 @@ checkpoint's ``recipe.json`` (``para_core.train.calibration_record``), and the l
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -35,6 +34,7 @@ from para_core.data.lerobot_dataset import (
     read_lerobot_episodes,
     video_image_wh,
 )
+from para_core.train.calibration_record import lerobot_export_record
 from para_ros.calibration.consumers import file_record
 from para_ros.observation.camera_model import ros_K_to_para
 from para_ros.robot.lerobot_yam import ignored_distortion, intrinsics_from_calibration, yam_joints_to_poses
@@ -135,25 +135,6 @@ def has_calibration_features(dataset, views) -> bool:
     )
 
 
-def export_calibration_record(dataset) -> dict | None:
-    """``meta.calibration`` for episodes of an export of this package: the calibration its ``meta/info.json`` holds
-    (``para.calibration``: the file's content, or the camera poses found in the data), with the sha256 of that
-    content (canonical JSON) so that ``para-train`` tells calibrations apart."""
-    info = json.loads((Path(dataset) / "meta" / "info.json").read_text())
-    content = (info.get("para") or {}).get("calibration")
-    if not isinstance(content, dict):
-        return None
-    record = {
-        "file": "meta/info.json para.calibration",
-        "sha256": hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest(),
-        "content": content,
-        "source": str(Path(dataset).resolve()),
-    }
-    if (info.get("para") or {}).get("wrist_mount") is not None:
-        record["wrist_mount"] = info["para"]["wrist_mount"]
-    return record
-
-
 def import_lerobot(args) -> int:
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.force:
@@ -165,7 +146,7 @@ def import_lerobot(args) -> int:
     joints_to_poses = None
     calibration_record = None
     if has_calibration_features(args.dataset, views):
-        calibration_record = export_calibration_record(args.dataset)
+        calibration_record = lerobot_export_record(args.dataset)
     else:
         columns = read_state_columns(args.dataset, options.state_key)
         warnings = check_layout(
