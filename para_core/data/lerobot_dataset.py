@@ -11,20 +11,26 @@ feature                              dtype   shape    meaning
 ``action``                           float32 (8,)     the same at the next frame (the last frame repeats): PARA
                                                       trains on these future tool poses (chunks of them)
 ``observation.tool_pose``            float64 (17,)    T_base_tool row-major (16) + gripper opening 0..1, exact
-``observation.cameras.<view>.K``     float64 (9,)     intrinsics of the stored images, row-major, pixels
+``observation.cameras.<view>.K``     float64 (9,)     intrinsics of the stored images, row-major, pixels, in
+                                                      OpenCV's / CameraInfo's convention (pixel centres at
+                                                      integers: cx = 127.5 for a centred 256-px camera)
 ``observation.cameras.<view>.T_base_cam`` float64 (16,) camera (OpenCV optical) pose in base, row-major, per frame
 ``para.stamp``                       int64   (2,)     acquisition stamp (seconds, nanoseconds), as a ROS stamp
 ==================================== ======= ======== ==============================================================
 
-``meta/info.json`` gains a ``para`` mapping: ``view_names``, ``camera_keys`` and ``calibration`` (the content of the
+``meta/info.json`` gains a ``para`` mapping: ``view_names``, ``camera_keys``, ``intrinsics_convention``
+(:data:`INTRINSICS_CONVENTION`, ``"opencv"``: what the K features are in) and ``calibration`` (the content of the
 calibration file, ``para_calibration: 1``, when one was given; otherwise the static scene camera pose found in the
 data).
 
 Import (``read_lerobot_episodes``): with the calibration features present (an export of this package) the episodes
-come back exactly (poses bit-equal, images through the video codec). Without them (a dataset recorded with LeRobot's
-YAM plugins: joint positions as ``observation.state``, two cameras) the caller supplies ``joints_to_poses``: (N, 6)
-arm joints in radians -> (T_base_tool (N, 4, 4), {view: T_base_cam (N, 4, 4)}), from a calibration file and the YAM's
-forward kinematics (``para_ros.robot.lerobot_yam``), plus per-view intrinsics.
+come back exactly (poses bit-equal, K converted back to ``para_core``'s pixel-centre convention by
+:mod:`para_core.model.pixel_convention`, images through the video codec); an export without
+``intrinsics_convention`` (older versions of this package) holds ``para_core``'s convention and is read as it is.
+Without them (a dataset recorded with LeRobot's YAM plugins: joint positions as ``observation.state``, two cameras)
+the caller supplies ``joints_to_poses``: (N, 6) arm joints in radians -> (T_base_tool (N, 4, 4), {view: T_base_cam
+(N, 4, 4)}), from a calibration file and the YAM's forward kinematics (``para_ros.robot.lerobot_yam``), plus per-view
+intrinsics.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import numpy as np
 
 from para_core.data.dataset import Episode
 from para_core.data.lerobot_compat import lerobot_dataset_classes, video_backend
+from para_core.model.pixel_convention import para_K_to_ros, ros_K_to_para
 from para_core.model.rotations import matrix_to_quaternion
 
 STATE_NAMES = ("x", "y", "z", "qx", "qy", "qz", "qw", "gripper")
@@ -48,6 +55,11 @@ T_KEY = "observation.cameras.{view}.T_base_cam"
 TOOL_KEY = "observation.tool_pose"
 STAMP_KEY = "para.stamp"
 DEFAULT_REPO_ID = "local/para_export"
+# The K features' pixel convention: OpenCV's / ROS CameraInfo's (a pixel's centre at integer coordinates), what a
+# LeRobot user projecting with cv2.projectPoints expects. Exports before this field held para_core's (centre + 0.5).
+INTRINSICS_CONVENTION = "opencv"
+LEGACY_INTRINSICS_CONVENTION = "para_pixel_centre"
+INTRINSICS_CONVENTIONS = (INTRINSICS_CONVENTION, LEGACY_INTRINSICS_CONVENTION)
 # LeRobot's YAM plugins (lerobot-robot-yam): motors "<name>.pos", arm joints in degrees (use_degrees) and the gripper
 # 0 closed .. 100 open; the camera names are the user's (here the package's view names).
 YAM_JOINT_NAMES = (
@@ -165,7 +177,7 @@ def write_lerobot_dataset(
                     }
                 )
                 for v in views:
-                    frame[K_KEY.format(view=v)] = ep.K[v][t].reshape(9).copy()
+                    frame[K_KEY.format(view=v)] = para_K_to_ros(ep.K[v][t]).reshape(9)  # OpenCV's convention
                     frame[T_KEY.format(view=v)] = ep.T_world_cam[v][t].reshape(16).copy()
                 ds.add_frame(frame)
             ds.save_episode()
@@ -190,6 +202,9 @@ def write_lerobot_dataset(
         "version": 1,
         "view_names": list(views),
         "camera_keys": {v: IMAGE_KEY.format(view=v) for v in views},
+        "intrinsics_convention": INTRINSICS_CONVENTION,
+        "intrinsics_convention_note": "K features in OpenCV's / ROS CameraInfo's convention: pixel (col, row) centred "
+        "at integer (col, row); cv2.projectPoints takes them as they are",
         "state_names": list(STATE_NAMES),
         "action": "tool pose + gripper at the next frame",
         "calibration": calibration,
@@ -391,6 +406,12 @@ def read_lerobot_episodes(
             )
         joint_idx = [names.index(n) for n in options.joint_names]
         grip_idx = names.index(options.gripper_name) if options.gripper_name else None
+    convention = (info.get("para") or {}).get("intrinsics_convention", LEGACY_INTRINSICS_CONVENTION)
+    if has_calibration and convention not in INTRINSICS_CONVENTIONS:
+        raise LeRobotDataError(
+            f"{root}: meta/info.json para.intrinsics_convention = {convention!r}; this reader knows "
+            f"{list(INTRINSICS_CONVENTIONS)} (re-export the dataset with this package)"
+        )
     meta = LeRobotDatasetMetadata(repo_id, root=root)
     _check_video_frame_counts(root, meta, [options.camera_key(v) for v in options.view_names])
     ds = LeRobotDataset(repo_id, root=root, video_backend=video_backend())  # LeRobot's own reader checks the rest
@@ -433,7 +454,13 @@ def read_lerobot_episodes(
         if has_calibration:
             tool = cols[TOOL_KEY].reshape(n, 17).astype(np.float64)
             T_ee, grip = tool[:, :16].reshape(n, 4, 4), tool[:, 16]
-            K = {v: cols[K_KEY.format(view=v)].reshape(n, 3, 3) for v in options.view_names}
+            K_stored = {v: cols[K_KEY.format(view=v)].reshape(n, 3, 3).astype(np.float64) for v in options.view_names}
+            K = {
+                v: np.stack([ros_K_to_para(k) for k in K_stored[v]])
+                if convention == INTRINSICS_CONVENTION
+                else K_stored[v]
+                for v in options.view_names
+            }
             T_cam = {v: cols[T_KEY.format(view=v)].reshape(n, 4, 4) for v in options.view_names}
         else:
             q = cols[options.state_key].astype(np.float64)[:, joint_idx]  # (n, 6)

@@ -1,39 +1,29 @@
 """The camera model at the ROS boundary: ``CameraInfo`` <-> the intrinsics ``para_core`` takes.
 
-Two pixel conventions meet here, and this module is the ONLY place that converts between them:
+Two pixel conventions meet here, and this module is the ROS side's only converter between them:
 
 * ROS ``CameraInfo`` (and OpenCV's calibration / ``cv2.projectPoints``): the centre of pixel (col, row) is at the
   integer coordinates (col, row); an image W pixels wide centred on the optical axis has cx = (W - 1) / 2.
 * ``para_core`` (docs/contracts.md): pixel (col, row) covers [col, col + 1); its centre is at (col + 0.5, row + 0.5);
   that centred camera has cx = W / 2. This makes a resize by s exact (u -> s u) for the policy's preprocessing.
 
-So ``K_para = K_ros + 0.5`` on cx and cy (focal lengths and skew unchanged). Which matrix is used: ``k`` for raw images
-(``image_raw``, no distortion correction is applied by PARA, so a non-zero ``d`` is reported), or ``p[:3, :3]`` for
-rectified images (``image_rect``), chosen by the node's ``camera_matrix`` parameter.
+So ``K_para = K_ros + 0.5`` on cx and cy (focal lengths and skew unchanged), by
+:mod:`para_core.model.pixel_convention` (the one implementation; a LeRobot export converts with it too). Which matrix
+is used: ``k`` for raw images (``image_raw``, no distortion correction is applied by PARA, so a non-zero ``d`` is
+reported), or ``p[:3, :3]`` for rectified images (``image_rect``), chosen by the node's ``camera_matrix`` parameter.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-ROS_TO_PARA_PIXEL_OFFSET = 0.5
+from para_core.model.pixel_convention import (  # noqa: F401 - re-exported: the ROS side's converters
+    ROS_TO_PARA_PIXEL_OFFSET,
+    para_K_to_ros,
+    ros_K_to_para,
+)
+
 CAMERA_MATRICES = ("k", "p")
-
-
-def ros_K_to_para(K_ros: np.ndarray) -> np.ndarray:  # noqa: N802 - K is the standard name
-    """(3, 3) ROS/OpenCV intrinsics -> ``para_core`` pixel-centre convention (cx, cy + 0.5)."""
-    K = np.array(K_ros, dtype=np.float64).reshape(3, 3)
-    K[0, 2] += ROS_TO_PARA_PIXEL_OFFSET * K[2, 2]
-    K[1, 2] += ROS_TO_PARA_PIXEL_OFFSET * K[2, 2]
-    return K
-
-
-def para_K_to_ros(K_para: np.ndarray) -> np.ndarray:  # noqa: N802
-    """(3, 3) ``para_core`` intrinsics -> ROS/OpenCV convention (cx, cy - 0.5): what a CameraInfo carries."""
-    K = np.array(K_para, dtype=np.float64).reshape(3, 3)
-    K[0, 2] -= ROS_TO_PARA_PIXEL_OFFSET * K[2, 2]
-    K[1, 2] -= ROS_TO_PARA_PIXEL_OFFSET * K[2, 2]
-    return K
 
 
 def camera_info_fields(K_para: np.ndarray) -> dict:
