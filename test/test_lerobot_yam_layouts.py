@@ -30,7 +30,13 @@ from para_core.model.rotations import make_matrix  # noqa: E402
 from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations  # noqa: E402
 from para_ros.commands.bag import main as bag_main  # noqa: E402
 from para_ros.robot.lerobot_yam import yam_joints_to_poses  # noqa: E402
-from para_ros.robot.lerobot_yam_layouts import LAYOUTS, layout_named  # noqa: E402
+from para_ros.robot.lerobot_yam_layouts import (  # noqa: E402
+    LAYOUTS,
+    ArmRange,
+    StateColumns,
+    check_layout,
+    layout_named,
+)
 
 W, H = 48, 36
 FPS = 10
@@ -192,7 +198,8 @@ def test_a_range_dataset_is_refused_without_its_layout_and_correct_with_it(datas
     names = ",".join(pypi.joint_names)
     assert _import(ds["yam-follower-pypi"], tmp_path / "deg", cal, "--joint-names", names) == 2
     err = capsys.readouterr().err
-    assert "outside the YAM's range" in err and "shoulder_lift.pos spans" in err and "yam-follower-pypi" in err
+    assert "outside the YAM's range" in err and "shoulder_lift.pos spans" in err
+    assert "pass --layout yam-follower-pypi" in err and "pass --joint-unit range" in err
     assert not (tmp_path / "deg").exists()
     # the same dataset with the defaults' names: the names are refused, naming the layout that has them
     assert _import(ds["yam-follower-pypi"], tmp_path / "names", cal) == 2
@@ -202,7 +209,7 @@ def test_a_range_dataset_is_refused_without_its_layout_and_correct_with_it(datas
     # the wrist_rotate-named [-100, 100] dataset under the default layout (yam-degrees)
     assert _import(ds["yam-range"], tmp_path / "range", cal) == 2
     err = capsys.readouterr().err
-    assert "read as layout 'yam-degrees' (degrees)" in err and "'yam-range'" in err
+    assert "read as layout 'yam-degrees' (degrees)" in err and "pass --layout yam-range" in err
     assert not (tmp_path / "range").exists()
     # read wrongly the tool would be far off (the issue measured 33 cm): with the layout it is right
     assert _import(ds["yam-range"], tmp_path / "ok", cal, "--layout", "yam-range") == 0
@@ -337,6 +344,19 @@ def test_an_export_with_a_calibration_file_records_its_wrist_cam(datasets, tmp_p
     para = json.loads((out / "meta" / "info.json").read_text())["para"]
     assert para["wrist_mount"]["source"] == "calibration file cameras.wrist_cam"
     assert para["calibration"]["cameras"]["wrist_cam"]["residuals"]["samples"] == 15
+
+
+def test_values_that_fit_two_units_are_imported_with_a_warning():
+    """Degrees that all lie inside [-100, 100] fit the [-100, 100] layout too: the import cannot tell, and says so."""
+    layout = layout_named("yam-degrees")
+    q = np.array([[0.0, 1.2, 1.0, -0.5, 0.2, 0.1], [0.3, 1.5, 1.6, 0.5, -0.2, -0.4]])  # all below 100 degrees
+    values = np.concatenate([layout.radians_to_joints(q), [[50.0], [20.0]]], axis=1)
+    columns = StateColumns([*layout.joint_names, layout.gripper_name], values, features={})
+    (warning,) = check_layout(columns, layout, {}, ArmRange.from_yam_config())
+    assert "also fit layout(s) ['yam-range']" in warning and "use_degrees" in warning
+    # one value beyond 100 degrees (shoulder_lift at 1.9 rad = 109 deg) and only degrees fit: no warning
+    values[1, 1] = np.rad2deg(1.9)
+    assert check_layout(columns, layout, {}, ArmRange.from_yam_config()) == []
 
 
 def test_unknown_layout_lists_the_known_ones():

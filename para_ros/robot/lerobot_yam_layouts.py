@@ -378,14 +378,18 @@ def check_layout(
                 "(--gripper-scale: the value of a fully open gripper)"
             )
         fitting = [n for n, lay in LAYOUTS.items() if n != layout.name and _fits(lay, columns, arm)]
-        fitting += [v.name for v in _unit_variants(layout)[1:] if _fits(v, columns, arm)]
-        hint = (
-            f"The values fit: {fitting}; pass that --layout (or --joint-unit)"
-            if fitting
-            else "They fit no known layout ("
-            + "; ".join(f"{n}: {lay.unit_words}" for n, lay in LAYOUTS.items())
-            + "): check the recorder's joint unit and --joint-names"
-        )
+        units = [v.joint_unit for v in _unit_variants(layout)[1:] if _fits(v, columns, arm)]
+        if fitting or units:
+            hint = "The values fit " + "; ".join(
+                [f"layout {n} (pass --layout {n})" for n in fitting]
+                + [f"these names in unit {u} (pass --joint-unit {u})" for u in units]
+            )
+        else:
+            hint = (
+                "They fit no known layout ("
+                + "; ".join(f"{n}: {lay.unit_words}" for n, lay in LAYOUTS.items())
+                + "): check the recorder's joint unit and --joint-names"
+            )
         raise LeRobotDataError(
             f"{where}: read as layout {layout.name!r} ({layout.unit_words}), the joint values lie outside the YAM's "
             f"range: {'; '.join(lines)}. {hint}. Nothing was written"
