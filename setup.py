@@ -35,6 +35,7 @@ setup(
             "chunk_executor = para_ros.nodes.chunk_executor:main",
             "sim_node = para_ros.nodes.sim_node:main",
             "calibration_tf = para_ros.nodes.calibration_tf:main",
+            "calibration_monitor = para_ros.nodes.calibration_monitor:main",
             "para-train = para_core.train.cli:main",
             "para-bag = para_ros.commands.bag:main",
             "para-sim = para_ros.commands.sim:main",

@@ -261,11 +261,18 @@ def test_every_parameter_set_over_dds_is_applied_or_refused_with_a_reason():
                 module=True,
             )
         )
+        procs.append(
+            start_python(
+                ["para_ros.nodes.calibration_monitor", "--ros-args", "-r", "__node:=params_calib_monitor"],
+                module=True,
+            )
+        )
         names = {
             "chunk_executor": "params_executor",
             "inference_node": "params_inference",
             "sim_node": "params_sim",
             "calibration_tf": "params_calib_tf",
+            "calibration_monitor": "params_calib_monitor",
         }
         for node, (table, _) in tables().items():
             for p in table.params:

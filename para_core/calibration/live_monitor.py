@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from para_core.calibration.errors import CalibrationError
-from para_core.calibration.marker import ArucoMarkerSpec, marker_pixel_error
+from para_core.calibration.marker import ArucoMarkerSpec, detect_marker, marker_pixel_error
 from para_core.model.rotations import check_rigid
 
 OK, WARN, ERROR, UNKNOWN = "OK", "WARN", "ERROR", "UNKNOWN"
@@ -194,3 +194,34 @@ class CalibrationMonitor:
                 "wrong; check it (para-calib refine RECORDING re-estimates it)"
             )
         return MonitorStatus(level, px, mm, n, len(checks), message)
+
+
+class MarkerMonitor(CalibrationMonitor):
+    """A :class:`CalibrationMonitor` fed with whole scene images: it finds the marker itself.
+
+    Args:
+        spec: the marker (:class:`para_core.calibration.marker.ArucoMarkerSpec`).
+        T_flange_marker: (4, 4) the marker frame in the flange frame (where it is stuck).
+        config: the window and thresholds.
+    """
+
+    def __init__(self, spec: ArucoMarkerSpec, T_flange_marker, config: MonitorConfig | None = None):
+        super().__init__(config)
+        if not isinstance(spec, ArucoMarkerSpec):
+            raise CalibrationError(f"spec is a {type(spec).__name__}; give the ArucoMarkerSpec of the stuck marker")
+        try:
+            self.T_flange_marker = check_rigid(T_flange_marker, name="T_flange_marker")
+        except ValueError as exc:
+            raise CalibrationError(str(exc)) from exc
+        self.spec = spec
+
+    def observe(self, image, stamp_s: float, T_base_flange, T_base_cam, K, dist=None) -> MarkerCheck | None:
+        """Check one scene image ((H, W, 3) uint8, ``K`` in OpenCV's pixel-centre convention); the check, or None
+        when the marker was not found (counted as unseen)."""
+        corners = detect_marker(image, self.spec)
+        if corners is None:
+            self.add_unseen(stamp_s)
+            return None
+        check = check_marker(corners, T_base_flange, self.T_flange_marker, T_base_cam, K, self.spec, dist, stamp_s)
+        self.add_check(check)
+        return check

@@ -21,6 +21,7 @@ from para_ros.nodes.parameters import ParameterTable
 def tables() -> dict[str, tuple[ParameterTable, str]]:
     """Every node's table and its shipped file name."""
     # the nodes import rclpy, OpenCV and torch: loaded when a table is asked for, not by importing this registry
+    from para_ros.nodes.calibration_monitor import PARAMETERS as calibration_monitor
     from para_ros.nodes.calibration_tf import PARAMETERS as calibration_tf
     from para_ros.nodes.chunk_executor import PARAMETERS as executor
     from para_ros.nodes.inference_node import PARAMETERS as inference
@@ -31,6 +32,7 @@ def tables() -> dict[str, tuple[ParameterTable, str]]:
         "inference_node": (inference, "inference.yaml"),
         "sim_node": (sim, "sim.yaml"),
         "calibration_tf": (calibration_tf, "calibration_tf.yaml"),
+        "calibration_monitor": (calibration_monitor, "calibration_monitor.yaml"),
     }
 
 
