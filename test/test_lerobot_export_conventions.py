@@ -4,6 +4,7 @@ cv2.projectPoints), say so in meta/info.json, and come back to para_core's pixel
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -76,3 +77,40 @@ def test_import_converts_back_to_the_pixel_centre_convention(export, tmp_path):
     info_path.write_text(json.dumps(info))
     with pytest.raises(LeRobotDataError, match=r"intrinsics_convention = 'matlab'.*'opencv'"):
         read_lerobot_episodes(legacy)
+
+
+def test_para_train_takes_the_camera_key_its_hint_names(export, tmp_path, capsys):
+    from para_core.train.cli import main as train_main
+
+    out = tmp_path / "run"
+    argv = ["--data", str(export), "--preset", "tiny", "--out", str(out), "--print-config"]
+    assert train_main([*argv, "--camera-key", "scene=observation.images.wrist"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    (episode_dir,) = [Path(p) for p in printed["episodes"]]
+    converted = json.loads((episode_dir.parent / "converted.json").read_text())
+    assert converted["camera_keys"] == {"scene": "observation.images.wrist"}  # another mapping converts afresh
+    (ref,) = read_lerobot_episodes(export)
+    from para_core.data.dataset import Episode
+
+    got = Episode.load(episode_dir)
+    assert np.array_equal(got.images["scene"], ref.images["wrist"])  # the scene view reads the wrist video
+
+
+@pytest.mark.parametrize(
+    "key, message",
+    [
+        ("scene=observation.state", r"scene -> observation.state \(float32\).*not a video feature.*video features are"),
+        ("scene=observation.images.top", r"no camera feature for \['scene -> observation.images.top'\]"),
+        ("scene", r"--camera-key 'scene': use VIEW=FEATURE"),
+        ("front=observation.images.wrist", r"--camera-key names view\(s\) \['front'\]; the model's views are"),
+    ],
+)
+def test_a_bad_camera_key_is_a_clear_message_not_a_traceback(export, tmp_path, capsys, key, message):
+    from para_core.train.cli import main as train_main
+
+    argv = ["--data", str(export), "--preset", "tiny", "--out", str(tmp_path / "run"), "--print-config"]
+    with pytest.raises(SystemExit) as stop:
+        train_main([*argv, "--camera-key", key])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err

@@ -301,7 +301,7 @@ def _check_video_frame_counts(root: Path, meta, video_keys: list[str]) -> None:
 
     expected: dict[Path, int] = {}
     for ep in range(meta.total_episodes):
-        for key in video_keys:
+        for key in dict.fromkeys(video_keys):  # two views may read one video
             path = root / meta.get_video_file_path(ep, key)
             expected[path] = expected.get(path, 0) + int(meta.episodes[ep]["length"])
     for path, n_table in expected.items():
@@ -367,12 +367,22 @@ def read_lerobot_episodes(
     LeRobotDataset, LeRobotDatasetMetadata, version = lerobot_dataset_classes()
     info = _check_info(root, version)
     features = info.get("features", {})
+    videos = sorted(k for k, f in features.items() if f.get("dtype") == "video")
     missing = [f"{v} -> {options.camera_key(v)}" for v in options.view_names if options.camera_key(v) not in features]
     if missing:
-        videos = sorted(k for k, f in features.items() if f.get("dtype") in ("video", "image"))
         raise LeRobotDataError(
-            f"{root}: no camera feature for {missing}; the dataset has {videos}. Map the views "
+            f"{root}: no camera feature for {missing}; the dataset's video features are {videos}. Map the views "
             "with --camera-key VIEW=KEY"
+        )
+    not_video = [
+        f"{v} -> {options.camera_key(v)} ({features[options.camera_key(v)].get('dtype')})"
+        for v in options.view_names
+        if features[options.camera_key(v)].get("dtype") != "video"
+    ]
+    if not_video:
+        raise LeRobotDataError(
+            f"{root}: the camera key of {not_video} is not a video feature; the dataset's video features are "
+            f"{videos}. Map the views with --camera-key VIEW=KEY"
         )
     has_calibration = (
         all(K_KEY.format(view=v) in features and T_KEY.format(view=v) in features for v in options.view_names)
@@ -516,7 +526,11 @@ def convert_for_training(
             continue
         target = Path(out_dir) / p.resolve().name
         done = target / "converted.json"
-        source = {"source": str(p.resolve()), "info_mtime_ns": (p / "meta" / "info.json").stat().st_mtime_ns}
+        source = {
+            "source": str(p.resolve()),
+            "info_mtime_ns": (p / "meta" / "info.json").stat().st_mtime_ns,
+            "camera_keys": dict(sorted((options or LeRobotImportOptions()).camera_keys.items())),
+        }
         try:
             previous = json.loads(done.read_text()) if done.is_file() else {}
         except json.JSONDecodeError:

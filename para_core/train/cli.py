@@ -46,7 +46,7 @@ import yaml
 
 from para_core.data.augmentation import field_names as augmentation_field_names
 from para_core.data.dataset import find_episode_dirs
-from para_core.data.lerobot_dataset import convert_for_training
+from para_core.data.lerobot_dataset import LeRobotImportOptions, convert_for_training
 from para_core.model.config import DTYPES, PRESET_NAMES, V4Config
 from para_core.model.hardware import WAIT_POLICIES, configure_cpu_threads
 from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations
@@ -66,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         default=None,
         help="episode directories or parent folders of episodes (required unless --resume)",
+    )
+    p.add_argument(
+        "--camera-key",
+        action="append",
+        metavar="VIEW=FEATURE",
+        default=None,
+        help="LeRobot datasets in --data: the video feature of a camera view (repeatable), e.g. "
+        "scene=observation.images.top; default observation.images.<view>",
     )
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory, e.g. runs/pick_v1")
     p.add_argument(
@@ -232,6 +240,17 @@ def _read_mapping(path: str) -> dict[str, Any]:
     return data
 
 
+def parse_camera_keys(items: list[str] | None) -> dict[str, str]:
+    """``--camera-key VIEW=FEATURE`` items -> {view: feature}; a malformed item is refused naming the form."""
+    keys: dict[str, str] = {}
+    for item in items or []:
+        view, sep, feature = item.partition("=")
+        if not sep or not view.strip() or not feature.strip():
+            raise ValueError(f"--camera-key {item!r}: use VIEW=FEATURE, e.g. scene=observation.images.top")
+        keys[view.strip()] = feature.strip()
+    return keys
+
+
 def resolve_configs(args: argparse.Namespace):
     """-> (V4Config, TrainConfig, episode dirs) from the preset / --config / flags, or from the run on --resume."""
     from para_core.train.trainer import TrainConfig, read_run  # scipy, torch: loaded on first use, not on import
@@ -263,7 +282,14 @@ def resolve_configs(args: argparse.Namespace):
             )
         model = V4Config.from_dict({**base, **model_over})
         train = TrainConfig.from_dict(train_over)
-        episodes = find_episode_dirs(convert_for_training(args.data, Path(args.out) / "lerobot_episodes"))
+        camera_keys = parse_camera_keys(args.camera_key)
+        unknown_views = sorted(set(camera_keys) - set(model.view_names))
+        if unknown_views:
+            raise ValueError(
+                f"--camera-key names view(s) {unknown_views}; the model's views are {list(model.view_names)}"
+            )
+        lerobot = LeRobotImportOptions(view_names=model.view_names, camera_keys=camera_keys)
+        episodes = find_episode_dirs(convert_for_training(args.data, Path(args.out) / "lerobot_episodes", lerobot))
     model_changes = {
         k: v
         for k, v in (("max_iters", args.max_iters), ("batch_size", args.batch_size), ("lr", args.lr))
