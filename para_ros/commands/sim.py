@@ -27,6 +27,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco: an 
 
 from para_ros.deploy import graph  # noqa: E402
 from para_ros.deploy.report_agreement import add_agreement_arguments, cmd_agreement  # noqa: E402
+from para_ros.deploy.robustness_suite import add_suite_arguments, cmd_suite  # noqa: E402
 from para_ros.robot.yam_ik import YamKinematics  # noqa: E402
 from para_ros.sim import sweep  # noqa: E402
 from para_ros.sim.camera_sampler import add_randomisation_arguments, apply_to_sim, randomisation_from_args  # noqa: E402
@@ -98,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(
             "sweep",
             help="para-sim eval of checkpoints over a grid of scene camera moves: a table and a plot of success rates",
+        )
+    )
+    add_suite_arguments(
+        sub.add_parser(
+            "suite",
+            help="para-sim eval of checkpoints at the nominal rig and at each way a real rig differs "
+            "(cameras, mounts, calibration, colours, light, clutter): one table and one plot",
         )
     )
     add_agreement_arguments(
@@ -379,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = sweep.cmd_sweep(args)
     elif args.command == "agreement":
         rc = cmd_agreement(args)
+    elif args.command == "suite":
+        rc = cmd_suite(args)
     else:
         rc = cmd_eval(args)
     print(f"para-sim {args.command}: {time.monotonic() - t0:.1f} s")

@@ -73,6 +73,7 @@ from para_ros.sim.disturbances import Disturbances
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
 from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
+from para_ros.sim.rig_randomisation import distractors_for_layout, place_distractors
 from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim
 from para_ros.stamps import ns_to_fields, stamp_to_ns, stamp_to_s
 
@@ -241,6 +242,19 @@ PARAMETERS = ParameterTable(
             length=4,
         ),
         Param("light_scale", 1.0, "Scale of the lamps' diffuse light (1 = the training scene).", range=(0.0, 10.0)),
+        Param(
+            "target_rgba",
+            [0.1, 0.7, 0.25, 1.0],
+            "Colour of the target pad (r, g, b, a in 0..1).",
+            range=(0.0, 1.0),
+            length=4,
+        ),
+        Param(
+            "n_distractors",
+            0,
+            "Visual-only distractor objects on the table, placed anew from each task layout's seed (0 = none).",
+            range=(0, 8),
+        ),
         *CALIBRATION_PARAMS,
         *MARKER_PARAMS,
         *DISTURBANCE_PARAMS,
@@ -276,6 +290,8 @@ class SimNode(Node):
             home_q7=p["initial_joint_positions"],
             seed=p["seed"],
             cube_rgba=p["cube_rgba"],
+            target_rgba=p["target_rgba"],
+            n_distractor_slots=p["n_distractors"],
             light_scale=p["light_scale"],
             max_render_size=max(1024, p["image_width"], p["image_height"]),
             **sim_config_fields(p),
@@ -543,6 +559,8 @@ class SimNode(Node):
         layout = sample_layout(seed)
         self.sim.reset()
         apply_layout(self.sim, layout)
+        if self.params["n_distractors"]:
+            place_distractors(self.sim, distractors_for_layout(layout, self.params["n_distractors"]))
         self.disturbances.reset(self.sim)
         self.follower = TrajectoryFollower(self.sim.joint_targets())
         self._sim_goal_s = self.sim.time_s

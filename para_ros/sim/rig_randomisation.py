@@ -179,6 +179,27 @@ def _hsv_rgba(rng: np.random.Generator, hue_deg, saturation, value) -> list[floa
     return [float(r), float(g), float(b), 1.0]
 
 
+def distractors_for_layout(layout, n: int, clearance_m: float = 0.08) -> list[dict]:
+    """``n`` distractors for ``layout``, drawn from its seed alone (an evaluation's fixed scene condition)."""
+    rng = np.random.default_rng([int(layout.seed), RIG_STREAM, 1])
+    return _place_distractors(rng, int(n), layout, float(clearance_m))
+
+
+def place_distractors(sim, distractors: list) -> None:
+    """Put ``distractors`` (dicts as :meth:`RigRandomisation.sample` draws them) into ``sim``'s slots, hide the rest."""
+    import mujoco  # mujoco: loaded on first use, not on import
+
+    slots = int(sim.config.n_distractor_slots)
+    if len(distractors) > slots:
+        raise ValueError(
+            f"{len(distractors)} distractors but the simulator was built with {slots} slots "
+            "(SimConfig.n_distractor_slots)"
+        )
+    for i in range(slots):
+        _place_distractor_slot(sim, i, distractors[i] if i < len(distractors) else None)
+    mujoco.mj_forward(sim.model, sim.data)
+
+
 def _place_distractors(rng: np.random.Generator, n: int, layout, clearance_m: float) -> list[dict]:
     """``n`` distractors on the table, each at least ``clearance_m`` from the cube, the pad and each other."""
     keep_clear = [np.asarray(layout.cube_xy_m, dtype=np.float64), np.asarray(layout.target_xy_m, dtype=np.float64)]
@@ -253,12 +274,7 @@ def apply_rig(sim, rig: SampledRig) -> None:
     from para_ros.sim.yam_scene import LAMP_DIFFUSE, LAMP_DIRECTIONS, WRIST_CAM_BODY
 
     m = sim.model
-    slots = int(sim.config.n_distractor_slots)
-    if len(rig.distractors) > slots:
-        raise ValueError(
-            f"the rig has {len(rig.distractors)} distractors but the simulator was built with {slots} slots "
-            "(SimConfig.n_distractor_slots)"
-        )
+    place_distractors(sim, rig.distractors)
     T_mount = sim.config.wrist_cam_true_T_gripper_cam() @ np.asarray(rig.wrist_mount_offset_T).reshape(4, 4)
     body = m.body(WRIST_CAM_BODY).id
     m.body_pos[body] = T_mount[:3, 3]
@@ -274,8 +290,6 @@ def apply_rig(sim, rig: SampledRig) -> None:
             np.asarray(LAMP_DIRECTIONS[i], dtype=np.float64), lamp["turn_deg"], lamp["turn_axis_deg"]
         )
     m.vis.headlight.ambient[:] = rig.ambient
-    for i in range(slots):
-        _place_distractor_slot(sim, i, rig.distractors[i] if i < len(rig.distractors) else None)
     mujoco.mj_forward(m, sim.data)
 
 
@@ -373,6 +387,8 @@ __all__ = [
     "SampledRig",
     "add_rig_arguments",
     "apply_rig",
+    "distractors_for_layout",
+    "place_distractors",
     "nominal_rig",
     "rig_from_args",
 ]
