@@ -66,11 +66,29 @@ def draw_overlay(
             cv2.drawMarker(canvas, _pt(u, v), REPROJECTED_BGR, cv2.MARKER_CROSS, 2 * radius, 1, cv2.LINE_AA)
     text += f" | all samples rms {result.reprojection_rms_px:.2f} px"
     font_scale = max(0.35, 0.4 * min(width, 800) / 400)
-    for line_no, line in enumerate([text.strip(), "green o: detected   red +: reprojected (calibration + kinematics)"]):
+    lines = _wrap(text.strip(), font_scale, width - 10) + _wrap(LEGEND, font_scale, width - 10)
+    for line_no, line in enumerate(lines):
         origin = (5, int(16 * font_scale / 0.4) * (line_no + 1))
         cv2.putText(canvas, line, origin, cv2.FONT_HERSHEY_SIMPLEX, font_scale, (0, 0, 0), 3, cv2.LINE_AA)
         cv2.putText(canvas, line, origin, cv2.FONT_HERSHEY_SIMPLEX, font_scale, TEXT_BGR, 1, cv2.LINE_AA)
     return canvas
+
+
+LEGEND = "green o: detected   red +: reprojected (calibration + kinematics)"
+
+
+def _wrap(text: str, font_scale: float, max_width_px: int) -> list[str]:
+    """``text`` broken at spaces into lines no wider than ``max_width_px`` at ``font_scale`` (a single word that is
+    wider stays on its own line)."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        candidate = f"{lines[-1]} {word}" if lines else word
+        fits = cv2.getTextSize(candidate, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 3)[0][0] <= max_width_px
+        if lines and fits:
+            lines[-1] = candidate
+        else:
+            lines.append(word)
+    return [line for line in lines if line.strip()]
 
 
 def _pt(u: float, v: float) -> tuple[int, int]:

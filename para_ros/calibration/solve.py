@@ -122,11 +122,23 @@ def write_outputs(
         r = s.result
         k = int(np.argmax(r.per_sample_rms_px))
         i = r.sample_indices[k]
-        image = draw_overlay(s.samples.images[i], s.samples.samples[i], r, spec)  # (H, W, 3) RGB
         p = overlay_path(out, s.camera)
-        cv2.imwrite(str(p), np.ascontiguousarray(image[:, :, ::-1]))
+        cv2.imwrite(str(p), overlay_bgr(s.samples.images[i], s.samples.samples[i], r, spec))
         log(f"wrote {p} (sample {i}, the worst: {r.per_sample_rms_px[k]:.3f} px rms)")
     return path
+
+
+OVERLAY_MIN_WIDTH_PX = 640  # smaller camera images are enlarged (whole factors) so the crosses and text can be read
+
+
+def overlay_bgr(image_rgb: np.ndarray, sample, result, spec) -> np.ndarray:
+    """(H * s, W * s, 3) uint8 BGR overlay of one sample, what ``cv2.imwrite`` takes: the recorded RGB (or grey)
+    image turned to BGR first (``draw_overlay`` draws BGR colours), enlarged by a whole factor s to at least
+    :data:`OVERLAY_MIN_WIDTH_PX` pixels wide."""
+    image = np.asarray(image_rgb)
+    bgr = image[:, :, ::-1] if image.ndim == 3 else image  # (H, W, 3) BGR, or (H, W) grey
+    scale = float(max(1, math.ceil(OVERLAY_MIN_WIDTH_PX / image.shape[1])))
+    return np.ascontiguousarray(draw_overlay(np.ascontiguousarray(bgr), sample, result, spec, scale=scale))
 
 
 def pose_error(T_est: np.ndarray, T_true: np.ndarray) -> tuple[float, float]:
