@@ -238,7 +238,7 @@ def test_a_layout_naming_joints_the_dataset_lacks_is_refused(datasets, tmp_path,
     assert _import(ds["yam-follower-pypi"], tmp_path / "e", cal, "--layout", "joints-radians") == 2
     err = capsys.readouterr().err
     assert "layout 'joints-radians' expects observation.state names ['joint_1.pos'" in err
-    assert "the dataset has ['shoulder_pan.pos'" in err and not (tmp_path / "e").exists()
+    assert "the dataset (robot_type 'yam_follower') has ['shoulder_pan.pos'" in err and not (tmp_path / "e").exists()
 
 
 def test_a_camera_key_naming_a_non_video_feature_is_refused(datasets, tmp_path, capsys):

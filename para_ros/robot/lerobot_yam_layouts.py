@@ -72,7 +72,8 @@ class LeRobotYamLayout:
         gripper_name: the gripper's name in the state feature (``""``: none, stored as open).
         gripper_scale: the value of a fully open gripper (opening = value / gripper_scale).
         camera_key_pattern: the video feature of a view (``{view}``: the view name); ``--camera-key`` overrides.
-        robot_type: the ``robot_type`` the recorder writes into ``meta/info.json`` (shown in messages), or "".
+        robot_type: the ``robot_type`` the recorder writes into ``meta/info.json``, or "": a dataset of that
+            robot_type whose names fit no layout is pointed to this one.
         description: one line for ``--help`` and the docs.
     """
 
@@ -349,14 +350,22 @@ def check_layout(
     absent = [n for n in wanted if n not in columns.names]
     if absent:
         by_names = [n for n, lay in LAYOUTS.items() if all(x in columns.names for x in lay.joint_names)]
-        hint = (
-            f"its names fit layout(s) {by_names}: pass --layout {by_names[0]}"
-            if by_names
-            else "no known layout has these names: name the 6 arm joints with --joint-names (chain order) and the "
-            "gripper with --gripper-name ('' for none)"
-        )
+        by_robot = [n for n, lay in LAYOUTS.items() if lay.robot_type and lay.robot_type == columns.robot_type]
+        if by_names:
+            hint = f"its names fit layout(s) {by_names}: pass --layout {by_names[0]}"
+        elif by_robot:
+            hint = (
+                f"its robot_type is that of layout(s) {by_robot} but its names differ: name the 6 arm joints with "
+                "--joint-names (chain order) and the gripper with --gripper-name"
+            )
+        else:
+            hint = (
+                "no known layout has these names: name the 6 arm joints with --joint-names (chain order) and the "
+                "gripper with --gripper-name ('' for none)"
+            )
         raise LeRobotDataError(
-            f"{where}: layout {layout.name!r} expects {state_key} names {wanted}; the dataset has {columns.names} "
+            f"{where}: layout {layout.name!r} expects {state_key} names {wanted}; the dataset "
+            f"(robot_type {columns.robot_type or 'not given'!r}) has {columns.names} "
             f"(missing {absent}). {hint}"
         )
     if not _fits(layout, columns, arm):
