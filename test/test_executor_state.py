@@ -1,7 +1,8 @@
 """The chunk executor's safety state machine: the table is complete, and the real ``ExecutorCore`` follows it.
 
 The walk drives a real core (real IK, real chunks, the watchdog on) through every sequence of the events a user or
-the world can cause (engage, disengage, a chunk, the joint state lost and back, chunks going stale, a clock jump),
+the world can cause (engage, disengage, a chunk, an uncertain and a very uncertain chunk judged by the confidence
+supervisor, the joint state lost and back, chunks going stale, a clock jump),
 breadth first from both starts (``auto_engage`` true and false), and checks after each step that the core's state is
 the one the table names for (state before, event), that a change is counted and named, and what the tick sent. It
 ends by checking that every pair of the table was walked, except the pairs the rules make unreachable (named)."""
@@ -16,12 +17,15 @@ from scipy.spatial.transform import Rotation
 from test_executor_units import make_chunk
 
 from para_ros.execution.chunk import ChunkChecks
+from para_ros.execution.confidence_supervisor import SupervisorConfig
 from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
 from para_ros.execution.executor_state import (
     FEEDBACK_LOST,
+    HOLDS_UNCERTAIN,
     IGNORES_CHUNKS,
     NOT_ENGAGED_YET,
     RESTART_GRANTED,
+    SLOWED,
     TRANSITIONS,
     ExecutorEvent,
     ExecutorState,
@@ -34,6 +38,11 @@ S, E = ExecutorState, ExecutorEvent
 TOP_DOWN_R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
 TIMEOUT_S = 0.2  # joint_state_timeout_s
 STALE_S = 0.1  # stale_timeout_s
+# The supervisor of the walk: peak mass below 0.5 slows, below 0.2 holds at once; 2 confident chunks end a spell
+SUPERVISOR = SupervisorConfig(
+    enabled=True, peak_mass_slow_below=0.5, peak_mass_hold_below=0.2, hold_after_s=0.0, resume_after_chunks=2
+)
+UNCERTAIN, VERY_UNCERTAIN = 0.3, 0.1  # the peak mass of the walk's uncertain and very uncertain chunks
 
 # Pairs no sequence reaches (the walk checks that it reaches every other pair, and not these):
 UNREACHABLE = {
@@ -46,6 +55,8 @@ UNREACHABLE = {
     # the first fresh state ends these, so a second loss cannot begin in them
     (S.DISENGAGED_FEEDBACK_LOST, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND),
     (S.STOPPED_RESUMING, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND),
+    # chunks are ignored here before the supervisor judges them: no spell of uncertain chunks can end
+    *((state, E.CONFIDENT_AGAIN) for state in IGNORES_CHUNKS),
 }
 
 
@@ -62,7 +73,11 @@ class Rig:
         checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
         self.core = ExecutorCore(
             ExecutorConfig(
-                checks=checks, stale_timeout_s=STALE_S, joint_state_timeout_s=TIMEOUT_S, start_engaged=start_engaged
+                checks=checks,
+                stale_timeout_s=STALE_S,
+                joint_state_timeout_s=TIMEOUT_S,
+                start_engaged=start_engaged,
+                supervisor=SUPERVISOR,
             ),
             yam,
             kinematics=kin,
@@ -73,11 +88,13 @@ class Rig:
         self.t = 100.0
         self.sent = None
 
-    def _chunk(self):
+    def _chunk(self, peak_mass: float = 1.0):
         n = 20
         offsets = np.arange(n) * 0.1
         positions = np.array([0.3, 0.0, 0.1]) + np.outer(offsets, [0.05, 0.0, 0.0])
-        return make_chunk(self.t, offsets, positions, np.tile(Rotation.from_matrix(TOP_DOWN_R).as_quat(), (n, 1)))
+        chunk = make_chunk(self.t, offsets, positions, np.tile(Rotation.from_matrix(TOP_DOWN_R).as_quat(), (n, 1)))
+        chunk.confidence = np.full(n, peak_mass)
+        return chunk
 
     # ---- actions: each returns the event the table should see (None: none happens)
     def engage(self):
@@ -97,11 +114,32 @@ class Rig:
         return E.DISENGAGE
 
     def chunk(self):
+        """A confident chunk: accepted, or the end of a spell after SUPERVISOR.resume_after_chunks of them (the
+        supervisor's rule, restated: in a spell, the run so far + this one; a slowed or holding state with no spell
+        to end ends at once)."""
+        sup = self.core.supervisor
+        before = self.core.state
+        ends_spell = (sup.in_spell and sup.confident_run + 1 >= SUPERVISOR.resume_after_chunks) or (
+            not sup.in_spell and before in SLOWED | HOLDS_UNCERTAIN
+        )
+        event = E.CONFIDENT_AGAIN if ends_spell and before not in IGNORES_CHUNKS else E.CHUNK_ACCEPTED
+        return self._send(1.0, event)
+
+    def uncertain_chunk(self):
+        return self._send(UNCERTAIN, E.CHUNK_UNCERTAIN)
+
+    def very_uncertain_chunk(self):
+        return self._send(VERY_UNCERTAIN, E.CHUNK_VERY_UNCERTAIN)
+
+    def _send(self, peak_mass: float, event):
         self.t += 0.01
         self.core.set_measured_joints(self.q0, 0.5, measured_s=self.t)  # fresh: the chunk is judged on its own
-        accepted, why = self.core.add_chunk(self._chunk(), self.t)
-        assert accepted == (self.core.state not in IGNORES_CHUNKS), why
-        return E.CHUNK_ACCEPTED  # refused where the state ignores chunks: the table keeps those states
+        before = self.core.state
+        accepted, why = self.core.add_chunk(self._chunk(peak_mass), self.t)
+        followed = before not in IGNORES_CHUNKS and event is not E.CHUNK_VERY_UNCERTAIN
+        followed = followed and (before not in HOLDS_UNCERTAIN or event is E.CONFIDENT_AGAIN)
+        assert accepted == followed, why
+        return event  # refused where the state ignores chunks: the table keeps those states
 
     def lose_feedback(self):
         seeded = self.core.last_command is not None
@@ -123,9 +161,10 @@ class Rig:
     def chunks_go_stale(self):
         self.t += STALE_S + 0.05
         self.core.set_measured_joints(self.q0, 0.5, measured_s=self.t)
-        before, had_chunk = self.core.state, self.core.status.chunks_accepted > 0
+        # staleness runs from the latest accepted chunk, which a clock jump or ~/resume forgets
+        before, had_chunk = self.core.state, self.core._last_accept_s is not None
         self.sent = self.core.tick(self.t)
-        if before is S.FOLLOWING and had_chunk:
+        if before in (S.FOLLOWING, S.FOLLOWING_SLOWLY) and had_chunk:
             assert self.core.status.state == "hold_stale" and self.sent is not None
         return E.FEEDBACK_FRESH
 
@@ -143,6 +182,8 @@ ACTIONS = (
     "resume",
     "stop",
     "chunk",
+    "uncertain_chunk",
+    "very_uncertain_chunk",
     "lose_feedback",
     "feedback_back",
     "chunks_go_stale",
@@ -152,7 +193,13 @@ ACTIONS = (
 
 def key(rig: Rig):
     core = rig.core
-    return (core.state, core.last_command is not None, core.status.commands > 0, "joint_state" in core.status.problems)
+    return (
+        core.state,
+        core.last_command is not None,
+        core.status.commands > 0,
+        "joint_state" in core.status.problems,
+        core.supervisor.key(),
+    )
 
 
 def replay(kin, start_engaged: bool, path: tuple[str, ...], covered: set) -> Rig:
@@ -178,7 +225,16 @@ def replay(kin, start_engaged: bool, path: tuple[str, ...], covered: set) -> Rig
         else:
             assert status.transitions == count
         if after in NOT_ENGAGED_YET or after in FEEDBACK_LOST - RESTART_GRANTED:
-            assert rig.sent is None or action in ("engage", "disengage", "resume", "stop", "chunk", "clock_jump")
+            assert rig.sent is None or action in (
+                "engage",
+                "disengage",
+                "resume",
+                "stop",
+                "chunk",
+                "uncertain_chunk",
+                "very_uncertain_chunk",
+                "clock_jump",
+            )
     return rig
 
 

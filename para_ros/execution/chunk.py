@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 OUT_OF_WORKSPACE_MODES = ("clamp", "reject")
+CONFIDENCE_TOL = 1e-6  # a confidence value may stray outside [0, 1] by float rounding only
+# The per-step confidence measures besides ``confidence`` (para_core.model.confidence): empty or one per step
+MEASURE_FIELDS = ("entropy", "chunk_agreement", "view_agreement")
 IMPLAUSIBLE_SPEED_MODES = ("truncate_when_idle", "truncate", "reject")
 
 
@@ -34,11 +37,13 @@ class Chunk:
         positions_m: (T, 3) tool positions in ``frame_id``.
         quats_xyzw: (T, 4) tool orientations in ``frame_id``.
         gripper: (T,) opening, 0 closed .. 1 open.
-        confidence: (T,) per-step confidence in [0, 1].
+        confidence: (T,) per-step confidence in [0, 1]: the peak mass (docs/confidence.md).
         frame_id: world frame the poses are expressed in.
         tool_frame_id: tool frame the poses place.
         model_id: identity of the producing model.
         received_s: when the executor received it (its clock); set by the executor, used for staleness.
+        entropy, chunk_agreement, view_agreement: (T,) the other confidence measures in [0, 1], or (0,) when the
+            producer does not measure them (docs/confidence.md).
     """
 
     stamp_s: float
@@ -51,6 +56,14 @@ class Chunk:
     tool_frame_id: str = ""
     model_id: str = ""
     received_s: float = float("nan")
+    entropy: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    chunk_agreement: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    view_agreement: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def measure(self, name: str) -> np.ndarray:
+        """(T,) or (0,) values of one confidence measure: ``peak_mass`` (``confidence``) or a :data:`MEASURE_FIELDS`
+        name."""
+        return self.confidence if name == "peak_mass" else getattr(self, name)
 
     @property
     def n_steps(self) -> int:
@@ -74,7 +87,13 @@ class Chunk:
             self.tool_frame_id,
             self.model_id,
             self.received_s,
+            **{name: _subset_measure(getattr(self, name), index) for name in MEASURE_FIELDS},
         )
+
+
+def _subset_measure(values, index) -> np.ndarray:
+    values = np.asarray(values, dtype=float).reshape(-1)
+    return values if values.size == 0 else values[index]
 
 
 @dataclass
@@ -156,7 +175,9 @@ def _as_array(name: str, value, shape_tail: tuple[int, ...]) -> np.ndarray:
 def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chunk, list[str]]:
     """Check ``chunk`` against ``checks`` at time ``now_s``; return a cleaned copy and warnings.
 
-    Rejected (raises :class:`ChunkRejected`): empty chunk; arrays of different lengths; NaN/inf anywhere; negative or
+    Rejected (raises :class:`ChunkRejected`): empty chunk; arrays of different lengths (a confidence measure of
+    :data:`MEASURE_FIELDS` may also be empty: not measured); NaN/inf anywhere; a confidence value outside [0, 1]
+    (beyond :data:`CONFIDENCE_TOL`); negative or
     non-increasing step times; wrong frame; zero/garbage quaternions; gripper far outside [0, 1]; stamp older than
     ``max_age_s`` or more than ``max_future_s`` ahead; steps implying a tool speed above ``max_implied_speed_m_s``
     when ``implausible_speed == "reject"`` (otherwise the chunk ends at the step before the first such jump);
@@ -178,6 +199,8 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
         "gripper": _as_array("gripper", chunk.gripper, ()),
         "confidence": _as_array("confidence", chunk.confidence, ()),
     }
+    measures = {name: _as_array(name, getattr(chunk, name), ()) for name in MEASURE_FIELDS}
+    arrays.update({name: values for name, values in measures.items() if len(values)})  # empty: not measured
     lengths = {"time_from_stamp": n, **{k: len(v) for k, v in arrays.items()}}
     if len(set(lengths.values())) != 1:
         raise ChunkRejected(f"mismatched array lengths {lengths}: every array must have one entry per step")
@@ -186,6 +209,14 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
         if bad.any():
             step = int(np.argwhere(bad)[0][0])
             raise ChunkRejected(f"{name} has a non-finite value at step {step} ({arr[step]}): NaN/inf not allowed")
+    for name in ("confidence", *MEASURE_FIELDS):
+        values = arrays.get(name)
+        outside = (
+            np.flatnonzero((values < -CONFIDENCE_TOL) | (values > 1 + CONFIDENCE_TOL)) if values is not None else []
+        )
+        if len(outside):
+            step = int(outside[0])
+            raise ChunkRejected(f"{name}[{step}]={values[step]:.6g} outside [0, 1]: a confidence measure is a fraction")
     if checks.world_frame and chunk.frame_id != checks.world_frame:
         raise ChunkRejected(
             f"header.frame_id={chunk.frame_id!r}: the executor only accepts poses in "
@@ -227,6 +258,7 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
     if keep < n:
         warnings.append(f"truncated to steps 0..{keep - 1} of {n}: {_implausible_step_text(t, pos, keep - 1, checks)}")
         t, pos, quats, grip, conf = t[:keep], pos[:keep], quats[:keep], grip[:keep], conf[:keep]
+        measures = {name: values[:keep] for name, values in measures.items()}
     if chunk.stamp_s + t[-1] < now_s:
         raise ChunkRejected(
             f"every {'kept ' if keep < n else ''}step is already in the past (last step due "
@@ -255,6 +287,7 @@ def validate_chunk(chunk: Chunk, now_s: float, checks: ChunkChecks) -> tuple[Chu
         chunk.tool_frame_id,
         chunk.model_id,
         chunk.received_s,
+        **{name: np.clip(values, 0.0, 1.0) for name, values in measures.items()},
     )
     return clean, warnings
 

@@ -45,6 +45,13 @@ watchdog's loss and fresh state, a clock jump); each change is counted and named
 ``last_transition``, ``recent_transitions``) and so on ``/diagnostics``. Within a state the tick reports its activity
 (``status.state``: the strings below).
 
+The policy's own confidence (``config.supervisor``, off by default: :mod:`para_ros.execution.confidence_supervisor`)
+judges each validated chunk into one of the table's chunk events: an uncertain chunk is followed with the safety
+filter's speed limits scaled by ``slow_speed_scale`` (``FOLLOWING_SLOWLY``), a very uncertain one is not followed and
+the arm holds its last command (``HOLDING_UNCERTAIN``, tick activity ``hold_uncertain``) until confident chunks come
+back or ``resume`` is called; the reason is the status's ``confidence_problem`` (and so on ``/diagnostics``). Every
+command still passes the unscaled filter's final check: the supervisor only ever makes the arm slower or still.
+
 Engaged or not: with ``start_engaged`` False (the node's ``auto_engage: false``) the executor starts DISENGAGED: it
 sends nothing (the arm stays with its driver, e.g. held by its own controller or moved by hand) and ignores chunks
 until :meth:`ExecutorCore.engage`, which hands the arm to the policy from the measured joints (the first command
@@ -64,11 +71,14 @@ import numpy as np
 
 from para_core.model.rotations import make_matrix, matrix_to_quaternion
 from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, validate_chunk
+from para_ros.execution.confidence_supervisor import ConfidenceSupervisor, SupervisorConfig
 from para_ros.execution.executor_state import (
     FEEDBACK_LOST,
+    HOLDS_UNCERTAIN,
     IGNORES_CHUNKS,
     NOT_ENGAGED_YET,
     RESTART_GRANTED,
+    SLOWED,
     ExecutorEvent,
     ExecutorState,
     next_state,
@@ -89,6 +99,7 @@ IDLE = "idle"
 TRACKING = "tracking"
 HOLD_STALE = "hold_stale"
 HOLD_UNREACHABLE = "hold_unreachable"
+HOLD_UNCERTAIN = "hold_uncertain"  # the confidence supervisor holds: the policy is unsure of itself
 STOPPED = "stopped"
 DISENGAGED = "disengaged"  # started with start_engaged False and not engaged yet: nothing is sent
 JOINT_STATE_LOST = "joint_state_lost"  # no fresh measured state: nothing is sent
@@ -132,6 +143,7 @@ class ExecutorConfig:
         start_engaged: True (the default here, for benches and offline tests): follow chunks from the start;
             False (the node's default, ``auto_engage: false``): start disengaged, sending nothing, until
             :meth:`ExecutorCore.engage` (module docstring).
+        supervisor: the confidence supervisor (:class:`SupervisorConfig`; off by default).
         joint_state_timeout_s: send nothing once the measured joint state is older than this (s; module docstring,
             step 0). None (the default here): no watchdog, for callers that measure once and tick on (benches, offline
             tests); the node always sets it (parameter ``joint_state_timeout_s``, default 0.2 s). With it set,
@@ -152,6 +164,7 @@ class ExecutorConfig:
     ik_max_iters: int = 40
     joint_state_timeout_s: float | None = None
     start_engaged: bool = True
+    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def __post_init__(self):
         if self.joint_state_timeout_s is not None and not (
@@ -221,6 +234,11 @@ class ExecutorStatus:
     ``mode`` is the safety state (:class:`ExecutorState`'s value), ``transitions`` counts its changes,
     ``last_transition`` names the latest (``following --feedback_lost--> waiting_for_chunk``) and
     ``recent_transitions`` the latest :data:`RECENT_TRANSITIONS`, oldest first.
+
+    The confidence supervisor: ``confidence`` summarises the latest judged chunk (its worst value of each measure and
+    the step); ``confidence_problem`` says why the arm is slowed or held (empty otherwise); ``chunks_uncertain`` and
+    ``chunks_held_uncertain`` count the chunks judged uncertain and those not followed while holding;
+    ``speed_scale`` is the fraction of the speed limits in force (1, or ``slow_speed_scale`` while slowed).
     """
 
     state: str = WAITING_FOR_STATE
@@ -255,6 +273,11 @@ class ExecutorStatus:
     transitions: int = 0
     last_transition: str = ""
     recent_transitions: list = field(default_factory=list)
+    confidence: str = ""
+    confidence_problem: str = ""
+    chunks_uncertain: int = 0
+    chunks_held_uncertain: int = 0
+    speed_scale: float = 1.0
 
 
 def _same(a, b) -> bool:
@@ -288,6 +311,8 @@ class ExecutorCore:
         )
         self.timeline = Timeline(config.blend)
         self.safety = SafetyFilter(self.limits, self.kin.fk_position)
+        self.slow_safety = self._slow_filter(config.supervisor)
+        self.supervisor = ConfidenceSupervisor(config.supervisor)
         self.smoother = (
             JerkLimitedSmoother(config.jerk_limits, config.period_s) if config.smoothing == "ruckig" else None
         )
@@ -307,7 +332,18 @@ class ExecutorCore:
 
     # Fields of ExecutorConfig that can change while the executor runs (a new value takes effect at the next chunk or
     # tick); the others shape objects built once (timeline, smoother, IK, control loop) and are fixed at start.
-    RECONFIGURABLE = ("stale_timeout_s", "checks", "unreachable")
+    RECONFIGURABLE = ("stale_timeout_s", "checks", "unreachable", "supervisor")
+
+    def _slow_filter(self, supervisor: SupervisorConfig) -> SafetyFilter:
+        """The safety filter of ``FOLLOWING_SLOWLY``: the YAM's joint and tool speed limits scaled by
+        ``slow_speed_scale`` (tighter, so its commands pass the unscaled filter's check too)."""
+        scale = supervisor.slow_speed_scale
+        slow = dataclasses.replace(
+            self.limits,
+            max_joint_speed_rad_s=self.limits.max_joint_speed_rad_s * scale,
+            max_ee_speed_m_s=self.limits.max_ee_speed_m_s * scale,
+        )
+        return SafetyFilter(slow, self.kin.fk_position)
 
     def reconfigure(self, config: ExecutorConfig) -> None:
         """Take ``config`` from now on; :class:`ValueError` if it differs in a field outside :data:`RECONFIGURABLE`."""
@@ -319,6 +355,9 @@ class ExecutorCore:
         if fixed:
             raise ValueError(f"{', '.join(fixed)} cannot change while the executor runs: restart it with the new value")
         with self._lock:
+            if not _same(config.supervisor, self.config.supervisor):
+                self.slow_safety = self._slow_filter(config.supervisor)
+                self.supervisor.config = config.supervisor
             self.config = config
 
     # ---- inputs ---------------------------------------------------------------------------------------------------
@@ -370,6 +409,9 @@ class ExecutorCore:
         if after is before:
             return
         self._state = after
+        if after not in SLOWED | HOLDS_UNCERTAIN:
+            self.status.confidence_problem = ""
+        self.status.speed_scale = self.config.supervisor.slow_speed_scale if after in SLOWED else 1.0
         text = transition_text(before, event, after)
         self.status.mode = after.value
         self.status.transitions += 1
@@ -427,13 +469,37 @@ class ExecutorCore:
                     "earlier chunk (implausible_speed=truncate_when_idle)"
                 )
                 return False, self.status.last_rejection
+            judgement = self.supervisor.judge(clean, now_s)
+            event = judgement.event
+            if (
+                event is ExecutorEvent.CHUNK_ACCEPTED
+                and self._state in SLOWED | HOLDS_UNCERTAIN
+                and not self.supervisor.in_spell
+            ):  # the supervisor has no spell to end (switched off, or its last word was lost): the state's ends now
+                event = ExecutorEvent.CONFIDENT_AGAIN
+            if judgement.summary:
+                self.status.confidence = judgement.summary
+            if event in (ExecutorEvent.CHUNK_UNCERTAIN, ExecutorEvent.CHUNK_VERY_UNCERTAIN):
+                self.status.chunks_uncertain += 1
+            if event is ExecutorEvent.CHUNK_VERY_UNCERTAIN or (
+                self._state in HOLDS_UNCERTAIN and event is not ExecutorEvent.CONFIDENT_AGAIN
+            ):
+                return self._hold_back(event, judgement.reason)
             if not self.timeline.add(clean, now_s):
+                if event is ExecutorEvent.CONFIDENT_AGAIN and self._state in SLOWED | HOLDS_UNCERTAIN:
+                    self._apply(event)  # the spell is over, whether or not this chunk can still be followed
                 self.status.chunks_rejected += 1
                 self.status.last_rejection = "every step is already in the past"
                 return False, self.status.last_rejection
             self.status.chunks_accepted += 1
             self._last_accept_s = now_s
-            self._apply(ExecutorEvent.CHUNK_ACCEPTED)  # after a feedback loss: grants the restart
+            self._apply(event)  # after a feedback loss: grants the restart (all but a very uncertain chunk)
+            if self._state in SLOWED and judgement.reason:
+                self.status.confidence_problem = (
+                    f"{judgement.reason}: slowed to {self.config.supervisor.slow_speed_scale:.0%} of the speed "
+                    "limits; full speed after "
+                    f"{self.config.supervisor.resume_after_chunks} confident chunks in a row or ~/resume"
+                )
             self.status.last_chunk_accepted_s = now_s
             if truncated:
                 self.status.chunks_truncated += 1
@@ -441,6 +507,26 @@ class ExecutorCore:
                 self.status.chunks_modified += 1
                 self.status.last_warning = "; ".join(warnings)
             return True, "; ".join(warnings)
+
+    def _hold_back(self, event: ExecutorEvent, reason: str) -> tuple[bool, str]:
+        """Under the lock: a chunk the supervisor does not let the arm follow (very uncertain, or judged while holding
+        and not the end of the spell): the event moves the state; on entering the hold the timeline goes (the arm
+        holds its last command from the next tick)."""
+        before = self._state
+        self._apply(event)
+        self.status.chunks_held_uncertain += 1
+        if self._state in HOLDS_UNCERTAIN:
+            if before not in HOLDS_UNCERTAIN:
+                self.timeline.clear()
+                self.status.chunks_in_force = 0
+            if event is not ExecutorEvent.CHUNK_ACCEPTED or not self.status.confidence_problem:
+                self.status.confidence_problem = (
+                    f"{reason}: holding; resumes after {self.config.supervisor.resume_after_chunks} confident "
+                    "chunks in a row or ~/resume"
+                )
+            why = reason or "holding: the policy was uncertain"
+            return False, f"{why} (holding, chunk not followed)"
+        return False, f"{reason}: chunk not followed"
 
     def _lookahead_s(self) -> float:
         """Under the lock: the lookahead in force: ``command_lookahead_s``, grown to ``chunk_min_lead_s`` minus the
@@ -489,6 +575,7 @@ class ExecutorCore:
         """Stop: drop every chunk; from the next tick on, commands hold the last commanded position."""
         with self._lock:
             self._apply(ExecutorEvent.DISENGAGE)  # after a feedback loss: only ~/resume restarts
+            self.supervisor.reset()
             self.timeline.clear()
             self.status.state = STOPPED
 
@@ -497,6 +584,7 @@ class ExecutorCore:
         with self._lock:
             # an explicit restart from the measured joints ends a feedback loss like a new chunk (the table)
             self._apply(ExecutorEvent.ENGAGE)
+            self.supervisor.reset()  # the operator's call: the next chunks are judged afresh
             if self._measured is not None:
                 q, g = self._measured
                 self._reseed(q, g if np.isfinite(g) else self._g_cmd)  # unmeasured gripper: keep its last command
@@ -528,6 +616,7 @@ class ExecutorCore:
         self.status.joint_state_age_s = float("nan")
         self.status.time_jumps_back += 1
         self.status.last_time_jump = what
+        self.supervisor.forget_time()
         self._apply(ExecutorEvent.CLOCK_JUMPED_BACK)
         if self._q_cmd is not None:  # re-seeded by the first state measured after the jump (set_measured_joints)
             self._q_cmd = None
@@ -640,6 +729,8 @@ class ExecutorCore:
         cfg = self.config
         if self._state in IGNORES_CHUNKS:
             return q_prev, g_prev, STOPPED
+        if self._state in HOLDS_UNCERTAIN:
+            return q_prev, g_prev, HOLD_UNCERTAIN
         state = self.status.state
         if self._last_accept_s is not None and now_s - self._last_accept_s > cfg.stale_timeout_s:
             if len(self.timeline):
@@ -684,7 +775,8 @@ class ExecutorCore:
         if hold:
             q_new, g_new, report = q_prev.copy(), g_prev, FilterReport()
         else:
-            q_new, g_new, report = self.safety.apply(q_des, g_des, q_prev, g_prev, self.config.period_s)
+            safety = self.slow_safety if self._state in SLOWED else self.safety
+            q_new, g_new, report = safety.apply(q_des, g_des, q_prev, g_prev, self.config.period_s)
         if report.any:
             self.status.limit_events += 1
             self.status.last_limit_event = ", ".join(

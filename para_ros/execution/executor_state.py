@@ -15,6 +15,13 @@ States, by who has the arm:
   (``joint_state_timeout_s``) ``WAITING_FOR_CHUNK`` sends nothing until a chunk is accepted after the loss or
   ``~/resume`` is called, which leads to ``RESUMING``: the first tick with a fresh state re-seeds the command from the
   measured joints and follows again (never towards an old target);
+- engaged, and the policy unsure of itself (the confidence supervisor, ``para_ros.execution.confidence_supervisor``,
+  judges each accepted chunk as one of the chunk events): ``FOLLOWING_SLOWLY`` follows chunks with the speed limits
+  scaled down (``CHUNK_UNCERTAIN``); ``HOLDING_UNCERTAIN`` holds the last command and follows no chunk
+  (``CHUNK_VERY_UNCERTAIN``: a hold threshold crossed for ``hold_after_s``); both end with ``CONFIDENT_AGAIN``
+  (``resume_after_chunks`` confident chunks in a row) or ``~/resume``. Slowing is never holding's way out: a hold
+  ends only at full confidence. In the feedback-loss states a chunk's confidence decides only whether it is followed
+  (a very uncertain chunk grants no restart); once following again, the next uncertain chunk slows or holds again;
 - stopped (``~/stop`` / ``~/disengage`` after an engage): ``STOPPED`` holds the last command; ``STOPPED_FEEDBACK_LOST``
   sends nothing (the loss happened while stopped, or the stop came during one) until ``~/resume``;
   ``STOPPED_RESUMING`` is a loss before the first command was ever sent: a fresh state alone ends it.
@@ -40,6 +47,8 @@ class ExecutorState(Enum):
     DISENGAGED = "disengaged"
     DISENGAGED_FEEDBACK_LOST = "disengaged_feedback_lost"
     FOLLOWING = "following"
+    FOLLOWING_SLOWLY = "following_slowly"
+    HOLDING_UNCERTAIN = "holding_uncertain"
     WAITING_FOR_CHUNK = "waiting_for_chunk"
     RESUMING = "resuming"
     STOPPED = "stopped"
@@ -52,7 +61,10 @@ class ExecutorEvent(Enum):
 
     ENGAGE = "engage"  # ~/engage or ~/resume
     DISENGAGE = "disengage"  # ~/disengage or ~/stop
-    CHUNK_ACCEPTED = "chunk_accepted"
+    CHUNK_ACCEPTED = "chunk_accepted"  # confident (or the supervisor off); while slowed or holding: too few in a row
+    CHUNK_UNCERTAIN = "chunk_uncertain"  # a slow threshold crossed (or a hold one, for less than hold_after_s)
+    CHUNK_VERY_UNCERTAIN = "chunk_very_uncertain"  # a hold threshold crossed for hold_after_s: not followed
+    CONFIDENT_AGAIN = "confident_again"  # resume_after_chunks confident chunks in a row after uncertain ones
     FEEDBACK_LOST = "feedback_lost"  # a tick found the measured state older than joint_state_timeout_s
     FEEDBACK_LOST_BEFORE_FIRST_COMMAND = "feedback_lost_before_first_command"  # ... before any command was sent
     FEEDBACK_FRESH = "feedback_fresh"  # a tick found a fresh state again after a loss
@@ -71,6 +83,9 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.DISENGAGED, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.DISENGAGED_FEEDBACK_LOST,
     (S.DISENGAGED, E.FEEDBACK_FRESH): S.DISENGAGED,
     (S.DISENGAGED, E.CLOCK_JUMPED_BACK): S.DISENGAGED,
+    (S.DISENGAGED, E.CHUNK_UNCERTAIN): S.DISENGAGED,  # never judged: chunks are ignored
+    (S.DISENGAGED, E.CHUNK_VERY_UNCERTAIN): S.DISENGAGED,  # never judged: chunks are ignored
+    (S.DISENGAGED, E.CONFIDENT_AGAIN): S.DISENGAGED,  # never judged: chunks are ignored
     (S.DISENGAGED_FEEDBACK_LOST, E.ENGAGE): S.RESUMING,
     (S.DISENGAGED_FEEDBACK_LOST, E.DISENGAGE): S.DISENGAGED_FEEDBACK_LOST,
     (S.DISENGAGED_FEEDBACK_LOST, E.CHUNK_ACCEPTED): S.DISENGAGED_FEEDBACK_LOST,  # never accepted
@@ -78,6 +93,9 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.DISENGAGED_FEEDBACK_LOST, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.DISENGAGED_FEEDBACK_LOST,
     (S.DISENGAGED_FEEDBACK_LOST, E.FEEDBACK_FRESH): S.DISENGAGED,
     (S.DISENGAGED_FEEDBACK_LOST, E.CLOCK_JUMPED_BACK): S.DISENGAGED_FEEDBACK_LOST,
+    (S.DISENGAGED_FEEDBACK_LOST, E.CHUNK_UNCERTAIN): S.DISENGAGED_FEEDBACK_LOST,  # never judged
+    (S.DISENGAGED_FEEDBACK_LOST, E.CHUNK_VERY_UNCERTAIN): S.DISENGAGED_FEEDBACK_LOST,  # never judged
+    (S.DISENGAGED_FEEDBACK_LOST, E.CONFIDENT_AGAIN): S.DISENGAGED_FEEDBACK_LOST,  # never judged
     (S.FOLLOWING, E.ENGAGE): S.FOLLOWING,
     (S.FOLLOWING, E.DISENGAGE): S.STOPPED,
     (S.FOLLOWING, E.CHUNK_ACCEPTED): S.FOLLOWING,
@@ -85,6 +103,29 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.FOLLOWING, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.RESUMING,
     (S.FOLLOWING, E.FEEDBACK_FRESH): S.FOLLOWING,
     (S.FOLLOWING, E.CLOCK_JUMPED_BACK): S.FOLLOWING,
+    (S.FOLLOWING, E.CHUNK_UNCERTAIN): S.FOLLOWING_SLOWLY,
+    (S.FOLLOWING, E.CHUNK_VERY_UNCERTAIN): S.HOLDING_UNCERTAIN,
+    (S.FOLLOWING, E.CONFIDENT_AGAIN): S.FOLLOWING,
+    (S.FOLLOWING_SLOWLY, E.ENGAGE): S.FOLLOWING,  # ~/resume: full speed (the supervisor's spell forgotten)
+    (S.FOLLOWING_SLOWLY, E.DISENGAGE): S.STOPPED,
+    (S.FOLLOWING_SLOWLY, E.CHUNK_ACCEPTED): S.FOLLOWING_SLOWLY,  # confident, but too few in a row yet
+    (S.FOLLOWING_SLOWLY, E.FEEDBACK_LOST): S.WAITING_FOR_CHUNK,
+    (S.FOLLOWING_SLOWLY, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.RESUMING,
+    (S.FOLLOWING_SLOWLY, E.FEEDBACK_FRESH): S.FOLLOWING_SLOWLY,
+    (S.FOLLOWING_SLOWLY, E.CLOCK_JUMPED_BACK): S.FOLLOWING_SLOWLY,
+    (S.FOLLOWING_SLOWLY, E.CHUNK_UNCERTAIN): S.FOLLOWING_SLOWLY,
+    (S.FOLLOWING_SLOWLY, E.CHUNK_VERY_UNCERTAIN): S.HOLDING_UNCERTAIN,
+    (S.FOLLOWING_SLOWLY, E.CONFIDENT_AGAIN): S.FOLLOWING,
+    (S.HOLDING_UNCERTAIN, E.ENGAGE): S.FOLLOWING,  # ~/resume: the operator takes over the judgement
+    (S.HOLDING_UNCERTAIN, E.DISENGAGE): S.STOPPED,
+    (S.HOLDING_UNCERTAIN, E.CHUNK_ACCEPTED): S.HOLDING_UNCERTAIN,  # confident, but too few in a row: not followed
+    (S.HOLDING_UNCERTAIN, E.FEEDBACK_LOST): S.WAITING_FOR_CHUNK,
+    (S.HOLDING_UNCERTAIN, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.RESUMING,
+    (S.HOLDING_UNCERTAIN, E.FEEDBACK_FRESH): S.HOLDING_UNCERTAIN,
+    (S.HOLDING_UNCERTAIN, E.CLOCK_JUMPED_BACK): S.HOLDING_UNCERTAIN,
+    (S.HOLDING_UNCERTAIN, E.CHUNK_UNCERTAIN): S.HOLDING_UNCERTAIN,  # no way out through slowing
+    (S.HOLDING_UNCERTAIN, E.CHUNK_VERY_UNCERTAIN): S.HOLDING_UNCERTAIN,
+    (S.HOLDING_UNCERTAIN, E.CONFIDENT_AGAIN): S.FOLLOWING,
     (S.WAITING_FOR_CHUNK, E.ENGAGE): S.RESUMING,
     (S.WAITING_FOR_CHUNK, E.DISENGAGE): S.STOPPED_FEEDBACK_LOST,
     (S.WAITING_FOR_CHUNK, E.CHUNK_ACCEPTED): S.RESUMING,
@@ -92,6 +133,9 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.WAITING_FOR_CHUNK, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.RESUMING,
     (S.WAITING_FOR_CHUNK, E.FEEDBACK_FRESH): S.WAITING_FOR_CHUNK,  # fresh, but no chunk since the loss
     (S.WAITING_FOR_CHUNK, E.CLOCK_JUMPED_BACK): S.WAITING_FOR_CHUNK,
+    (S.WAITING_FOR_CHUNK, E.CHUNK_UNCERTAIN): S.RESUMING,
+    (S.WAITING_FOR_CHUNK, E.CHUNK_VERY_UNCERTAIN): S.WAITING_FOR_CHUNK,  # a very uncertain chunk grants no restart
+    (S.WAITING_FOR_CHUNK, E.CONFIDENT_AGAIN): S.RESUMING,
     (S.RESUMING, E.ENGAGE): S.RESUMING,
     (S.RESUMING, E.DISENGAGE): S.STOPPED_FEEDBACK_LOST,
     (S.RESUMING, E.CHUNK_ACCEPTED): S.RESUMING,
@@ -99,6 +143,9 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.RESUMING, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.RESUMING,
     (S.RESUMING, E.FEEDBACK_FRESH): S.FOLLOWING,  # re-seeded from the measured joints
     (S.RESUMING, E.CLOCK_JUMPED_BACK): S.RESUMING,
+    (S.RESUMING, E.CHUNK_UNCERTAIN): S.RESUMING,
+    (S.RESUMING, E.CHUNK_VERY_UNCERTAIN): S.RESUMING,
+    (S.RESUMING, E.CONFIDENT_AGAIN): S.RESUMING,
     (S.STOPPED, E.ENGAGE): S.FOLLOWING,
     (S.STOPPED, E.DISENGAGE): S.STOPPED,
     (S.STOPPED, E.CHUNK_ACCEPTED): S.STOPPED,  # never accepted: chunks are ignored
@@ -106,6 +153,9 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.STOPPED, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.STOPPED_RESUMING,
     (S.STOPPED, E.FEEDBACK_FRESH): S.STOPPED,
     (S.STOPPED, E.CLOCK_JUMPED_BACK): S.STOPPED,
+    (S.STOPPED, E.CHUNK_UNCERTAIN): S.STOPPED,  # never judged: chunks are ignored
+    (S.STOPPED, E.CHUNK_VERY_UNCERTAIN): S.STOPPED,  # never judged: chunks are ignored
+    (S.STOPPED, E.CONFIDENT_AGAIN): S.STOPPED,  # never judged: chunks are ignored
     (S.STOPPED_FEEDBACK_LOST, E.ENGAGE): S.RESUMING,
     (S.STOPPED_FEEDBACK_LOST, E.DISENGAGE): S.STOPPED_FEEDBACK_LOST,
     (S.STOPPED_FEEDBACK_LOST, E.CHUNK_ACCEPTED): S.STOPPED_FEEDBACK_LOST,  # never accepted
@@ -113,6 +163,9 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.STOPPED_FEEDBACK_LOST, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.STOPPED_RESUMING,
     (S.STOPPED_FEEDBACK_LOST, E.FEEDBACK_FRESH): S.STOPPED_FEEDBACK_LOST,  # fresh, but stopped: ~/resume ends it
     (S.STOPPED_FEEDBACK_LOST, E.CLOCK_JUMPED_BACK): S.STOPPED_FEEDBACK_LOST,
+    (S.STOPPED_FEEDBACK_LOST, E.CHUNK_UNCERTAIN): S.STOPPED_FEEDBACK_LOST,  # never judged
+    (S.STOPPED_FEEDBACK_LOST, E.CHUNK_VERY_UNCERTAIN): S.STOPPED_FEEDBACK_LOST,  # never judged
+    (S.STOPPED_FEEDBACK_LOST, E.CONFIDENT_AGAIN): S.STOPPED_FEEDBACK_LOST,  # never judged
     (S.STOPPED_RESUMING, E.ENGAGE): S.RESUMING,
     (S.STOPPED_RESUMING, E.DISENGAGE): S.STOPPED_FEEDBACK_LOST,
     (S.STOPPED_RESUMING, E.CHUNK_ACCEPTED): S.STOPPED_RESUMING,  # never accepted
@@ -120,6 +173,9 @@ TRANSITIONS: dict[tuple[ExecutorState, ExecutorEvent], ExecutorState] = {
     (S.STOPPED_RESUMING, E.FEEDBACK_LOST_BEFORE_FIRST_COMMAND): S.STOPPED_RESUMING,
     (S.STOPPED_RESUMING, E.FEEDBACK_FRESH): S.STOPPED,  # re-seeded from the measured joints; holds there
     (S.STOPPED_RESUMING, E.CLOCK_JUMPED_BACK): S.STOPPED_RESUMING,
+    (S.STOPPED_RESUMING, E.CHUNK_UNCERTAIN): S.STOPPED_RESUMING,  # never judged
+    (S.STOPPED_RESUMING, E.CHUNK_VERY_UNCERTAIN): S.STOPPED_RESUMING,  # never judged
+    (S.STOPPED_RESUMING, E.CONFIDENT_AGAIN): S.STOPPED_RESUMING,  # never judged
 }
 del S, E
 
@@ -139,6 +195,8 @@ FEEDBACK_LOST = frozenset(
         ExecutorState.STOPPED_RESUMING,
     }
 )  # a loss is not over: the command needs a re-seed
+SLOWED = frozenset({ExecutorState.FOLLOWING_SLOWLY})  # follows chunks with the speed limits scaled down
+HOLDS_UNCERTAIN = frozenset({ExecutorState.HOLDING_UNCERTAIN})  # holds the last command, follows no chunk
 RESTART_GRANTED = frozenset(
     {ExecutorState.DISENGAGED_FEEDBACK_LOST, ExecutorState.RESUMING, ExecutorState.STOPPED_RESUMING}
 )  # the next fresh state ends the loss

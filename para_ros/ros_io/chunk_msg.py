@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from para_core.model.rotations import unit_quaternions
-from para_ros.execution.chunk import Chunk
+from para_ros.execution.chunk import MEASURE_FIELDS, Chunk
 from para_ros.stamps import s_to_fields, set_stamp, stamp_to_s
 
 
@@ -41,6 +41,7 @@ def chunk_from_msg(msg) -> Chunk:
         frame_id=msg.header.frame_id,
         tool_frame_id=msg.tool_frame_id,
         model_id=msg.model_id,
+        **{name: np.asarray(getattr(msg, name), dtype=float).reshape(-1) for name in MEASURE_FIELDS},
     )
 
 
@@ -80,6 +81,8 @@ def chunk_to_msg(chunk: Chunk, stamp_ns: int | None = None, into=None):
     msg.poses = poses
     msg.gripper = np.asarray(chunk.gripper, dtype=float).reshape(-1).tolist()
     msg.confidence = np.asarray(chunk.confidence, dtype=float).reshape(-1).tolist()
+    for name in MEASURE_FIELDS:
+        setattr(msg, name, np.asarray(getattr(chunk, name), dtype=float).reshape(-1).tolist())
     return msg
 
 
@@ -95,7 +98,8 @@ def action_chunk_msg(out, stamp_ns: int, world_frame: str, tool_frame: str, mode
     ``into``: a message to refill in place (:func:`chunk_to_msg`).
 
     :param out: a ``PolicyOutput`` (positions_world (T, 3), quaternions_xyzw (T, 4), gripper, confidence,
-        time_offsets_s).
+        time_offsets_s, and the other confidence measures when it has them: entropy, chunk_agreement,
+        view_agreement).
     """
 
     return chunk_to_msg(
@@ -109,6 +113,7 @@ def action_chunk_msg(out, stamp_ns: int, world_frame: str, tool_frame: str, mode
             frame_id=world_frame,
             tool_frame_id=tool_frame,
             model_id=model_id,
+            **{name: np.asarray(getattr(out, name, ()), dtype=float).reshape(-1) for name in MEASURE_FIELDS},
         ),
         stamp_ns=stamp_ns,
         into=into,

@@ -1,0 +1,196 @@
+"""The confidence supervisor: judges each chunk by the policy's own confidence measures and names the event it is for
+the executor's state table (docs/confidence.md).
+
+PARA says, per step, how sure it is (``para_core.model.confidence``: peak mass, entropy, chunk agreement, view
+agreement; carried in the chunk). The supervisor reduces each accepted chunk to its worst value of each measure over
+its first ``steps_checked`` steps (``para_core.model.confidence.worst_step``) and compares it with two thresholds per
+measure, a *slow* one and a stricter *hold* one ("below" for all measures but the entropy, where "above"):
+
+- every measure within its slow threshold: a confident chunk (``CHUNK_ACCEPTED``); after uncertain chunks,
+  ``resume_after_chunks`` confident chunks in a row end the spell (``CONFIDENT_AGAIN``): the arm follows at full
+  speed again (hysteresis: one good chunk among bad ones does not);
+- some measure beyond its slow threshold, none beyond its hold threshold for ``hold_after_s`` yet: ``CHUNK_UNCERTAIN``
+  (the executor follows the chunk with its speed limits scaled by ``slow_speed_scale``);
+- some measure beyond its hold threshold in every chunk for at least ``hold_after_s``: ``CHUNK_VERY_UNCERTAIN`` (the
+  executor holds where it is and drops the chunk), with the reason (``policy uncertain: peak mass 0.03 at step 2 for
+  1.2 s``).
+
+What each event does in each state is the executor's table (``para_ros.execution.executor_state``); the supervisor
+only decides which event a chunk is. It never commands anything: slowing tightens the safety filter's limits and
+holding repeats the last command, so every command still passes the same filter and final check. A measure the chunk
+does not carry (an empty array) is not judged. ``enabled: False`` (the default here) judges nothing: every chunk is
+``CHUNK_ACCEPTED``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from para_core.model.confidence import HIGH_IS_BAD, MEASURE_TITLES, MEASURES, worst_step
+from para_ros.execution.chunk import Chunk
+from para_ros.execution.executor_state import ExecutorEvent
+
+# Threshold fields of SupervisorConfig, per measure: (slow, hold). "below" thresholds off at 0, "above" ones at 1.
+THRESHOLD_FIELDS = {
+    "peak_mass": ("peak_mass_slow_below", "peak_mass_hold_below"),
+    "entropy": ("entropy_slow_above", "entropy_hold_above"),
+    "chunk_agreement": ("chunk_agreement_slow_below", "chunk_agreement_hold_below"),
+    "view_agreement": ("view_agreement_slow_below", "view_agreement_hold_below"),
+}
+
+
+@dataclass
+class SupervisorConfig:
+    """When the executor slows and holds for an uncertain policy (ROS parameters ``confidence_*`` of the executor node).
+
+    Args:
+        enabled: judge chunks at all; False: every chunk is followed as it is.
+        peak_mass_slow_below, peak_mass_hold_below: thresholds on the peak mass (0 = that threshold is off).
+        entropy_slow_above, entropy_hold_above: thresholds on the normalised entropy (1 = off).
+        chunk_agreement_slow_below, chunk_agreement_hold_below: thresholds on the chunk agreement (0 = off).
+        view_agreement_slow_below, view_agreement_hold_below: thresholds on the view agreement (0 = off).
+        steps_checked: judge the first this many steps of a chunk (the ones executed before the next chunk comes);
+            0 = every step.
+        hold_after_s: hold once a hold threshold has been crossed in every chunk for this long (s; 0: at the first).
+        resume_after_chunks: confident chunks in a row that end a spell of uncertain ones (follow at full speed).
+        slow_speed_scale: while slowed, the joint and tool speed limits are this fraction of the YAM's (0, 1].
+    """
+
+    enabled: bool = False
+    peak_mass_slow_below: float = 0.0
+    peak_mass_hold_below: float = 0.0
+    entropy_slow_above: float = 1.0
+    entropy_hold_above: float = 1.0
+    chunk_agreement_slow_below: float = 0.0
+    chunk_agreement_hold_below: float = 0.0
+    view_agreement_slow_below: float = 0.0
+    view_agreement_hold_below: float = 0.0
+    steps_checked: int = 0
+    hold_after_s: float = 0.5
+    resume_after_chunks: int = 3
+    slow_speed_scale: float = 0.3
+
+    def __post_init__(self):
+        for measure, (slow, hold) in THRESHOLD_FIELDS.items():
+            for name in (slow, hold):
+                value = getattr(self, name)
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                    raise ValueError(f"SupervisorConfig.{name}={value!r}: use a number in [0, 1]")
+            s, h = getattr(self, slow), getattr(self, hold)
+            if not (h >= s if measure in HIGH_IS_BAD else h <= s):
+                raise ValueError(
+                    f"SupervisorConfig {hold}={h!r} is less strict than {slow}={s!r}: the hold threshold must be "
+                    f"{'at or above' if measure in HIGH_IS_BAD else 'at or below'} the slow one (it slows first)"
+                )
+        if isinstance(self.steps_checked, bool) or not isinstance(self.steps_checked, int) or self.steps_checked < 0:
+            raise ValueError(f"SupervisorConfig.steps_checked={self.steps_checked!r}: use an integer >= 0 (0 = all)")
+        if not (math.isfinite(self.hold_after_s) and self.hold_after_s >= 0):
+            raise ValueError(f"SupervisorConfig.hold_after_s={self.hold_after_s!r}: use a time >= 0 s")
+        if (
+            isinstance(self.resume_after_chunks, bool)
+            or not isinstance(self.resume_after_chunks, int)
+            or self.resume_after_chunks < 1
+        ):
+            raise ValueError(f"SupervisorConfig.resume_after_chunks={self.resume_after_chunks!r}: use an integer >= 1")
+        if not (math.isfinite(self.slow_speed_scale) and 0.0 < self.slow_speed_scale <= 1.0):
+            raise ValueError(f"SupervisorConfig.slow_speed_scale={self.slow_speed_scale!r}: use a fraction in (0, 1]")
+
+    def thresholds(self, measure: str) -> tuple[float, float]:
+        """(slow, hold) thresholds of ``measure``."""
+        slow, hold = THRESHOLD_FIELDS[measure]
+        return getattr(self, slow), getattr(self, hold)
+
+
+def beyond(measure: str, value: float, threshold: float) -> bool:
+    """True when ``value`` of ``measure`` is on the uncertain side of ``threshold`` (strictly)."""
+    return value > threshold if measure in HIGH_IS_BAD else value < threshold
+
+
+@dataclass
+class Judgement:
+    """What the supervisor made of one chunk: the event, the text for ``/diagnostics`` and a summary of the worst
+    values (``peak mass 0.45 at step 3, entropy 0.20 at step 0``)."""
+
+    event: ExecutorEvent
+    reason: str
+    summary: str
+
+
+class ConfidenceSupervisor:
+    """The per-chunk judge (module docstring). Keeps the spell of uncertain chunks: since when a hold threshold has
+    been crossed, since when the chunks have been uncertain, and the confident chunks in a row since."""
+
+    def __init__(self, config: SupervisorConfig):
+        self.config = config
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the spell (``~/resume``, ``~/engage``): the next chunk is judged as the first."""
+        self.in_spell = False
+        self.confident_run = 0
+        self.hold_since_s: float | None = None
+        self.uncertain_since_s: float | None = None
+
+    def forget_time(self) -> None:
+        """The clock jumped back: times of the old clock mean nothing; the spell and its count stay."""
+        self.hold_since_s = None
+        self.uncertain_since_s = None
+
+    def key(self) -> tuple:
+        """What decides the next judgement besides the chunk (for tests that enumerate states)."""
+        return self.in_spell, self.confident_run, self.hold_since_s is not None
+
+    def judge(self, chunk: Chunk, now_s: float) -> Judgement:
+        """The event of an accepted (validated) ``chunk`` received at ``now_s`` (module docstring)."""
+        cfg = self.config
+        if not cfg.enabled:
+            return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", "")
+        steps = cfg.steps_checked or None
+        worst_hold, worst_slow, parts = None, None, []
+        for measure in MEASURES:
+            worst = worst_step(measure, chunk.measure(measure), steps)
+            if worst is None:
+                continue
+            parts.append(f"{MEASURE_TITLES[measure]} {worst.value:.2f} at step {worst.step}")
+            slow, hold = cfg.thresholds(measure)
+            if worst_hold is None and beyond(measure, worst.value, hold):
+                worst_hold = (worst, hold)
+            if worst_slow is None and beyond(measure, worst.value, slow):
+                worst_slow = (worst, slow)
+        summary = ", ".join(parts)
+        if worst_slow is None and worst_hold is None:
+            self.hold_since_s = self.uncertain_since_s = None
+            if not self.in_spell:
+                return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", summary)
+            self.confident_run += 1
+            if self.confident_run < cfg.resume_after_chunks:
+                return Judgement(
+                    ExecutorEvent.CHUNK_ACCEPTED,
+                    f"confident chunk {self.confident_run} of {cfg.resume_after_chunks} in a row",
+                    summary,
+                )
+            self.in_spell, self.confident_run = False, 0
+            return Judgement(
+                ExecutorEvent.CONFIDENT_AGAIN, f"{cfg.resume_after_chunks} confident chunks in a row", summary
+            )
+        self.in_spell, self.confident_run = True, 0
+        if self.uncertain_since_s is None:
+            self.uncertain_since_s = now_s
+        if worst_hold is None:
+            self.hold_since_s = None
+            worst, threshold = worst_slow
+            return Judgement(ExecutorEvent.CHUNK_UNCERTAIN, self._text(worst, threshold, "slow", now_s), summary)
+        if self.hold_since_s is None:
+            self.hold_since_s = now_s
+        worst, threshold = worst_hold
+        if now_s - self.hold_since_s >= cfg.hold_after_s:
+            return Judgement(ExecutorEvent.CHUNK_VERY_UNCERTAIN, self._text(worst, threshold, "hold", now_s), summary)
+        return Judgement(ExecutorEvent.CHUNK_UNCERTAIN, self._text(worst, threshold, "hold", now_s), summary)
+
+    def _text(self, worst, threshold: float, which: str, now_s: float) -> str:
+        side = "above" if worst.measure in HIGH_IS_BAD else "below"
+        return (
+            f"policy uncertain: {MEASURE_TITLES[worst.measure]} {worst.value:.2f} at step {worst.step} for "
+            f"{now_s - self.uncertain_since_s:.1f} s ({side} the {which} threshold {threshold:g})"
+        )
