@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "against every limit of config/yam.yaml; Ctrl-C or a sample timeout holds the arm at once.",
     )
     c.add_argument("--out", required=True, help="rosbag2 directory to write")
+    _add_board_options(c)  # each sample is checked for this board (a warning when it is out of view)
     c.add_argument(
         "--camera",
         choices=CAMERAS,
@@ -232,6 +233,7 @@ def _capture_settings(args):
         can_channel=args.can_channel,
         force=args.force,
         zero_gravity=args.manual and args.backend == "i2rt",
+        board=board_spec(args),
     )
 
 

@@ -31,11 +31,13 @@ import struct
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from para_core.calibration.board import CharucoBoardSpec
+from para_core.calibration.detection import MIN_CORNERS, detect_charuco
 from para_ros.bag.recording import McapRecorder
 from para_ros.calibration.capture_poses import plan_capture_poses
 from para_ros.dds_env import apply_loopback_dds_env
@@ -79,6 +81,7 @@ class CaptureSettings:
     can_channel: str = "can0"
     force: bool = False
     zero_gravity: bool = False  # backend i2rt: let the arm be moved by hand (--manual)
+    board: CharucoBoardSpec = field(default_factory=CharucoBoardSpec)  # the board each sample is checked for
 
     def __post_init__(self):
         if self.camera not in CAMERAS:
@@ -213,6 +216,7 @@ class CaptureSession:
         self.static_raw: list[bytes] = []
         self.last_image_ns: dict[str, int] = {}  # topic -> header stamp of the latest image recorded
         self.last_info_ns: dict[str, int] = {}
+        self.last_image_raw: dict[str, bytes] = {}  # topic -> CDR bytes of the latest image recorded in a sample
         self.samples_taken = 0
         types = {
             "sensor_msgs/msg/Image": Image,
@@ -279,6 +283,21 @@ class CaptureSession:
                 if self.recording and topic.endswith("/image_raw") or topic.endswith("/camera_info"):
                     stamp_ns = _header_stamp_ns(topic, data)
                     (self.last_image_ns if topic.endswith("/image_raw") else self.last_info_ns)[topic] = stamp_ns
+                    if topic.endswith("/image_raw"):
+                        self.last_image_raw[topic] = bytes(data)
+
+    def calibrated_camera_image(self) -> np.ndarray | None:
+        """(H, W, 3) RGB of the latest recorded image of the camera being calibrated, or None (none yet)."""
+        from rclpy.serialization import deserialize_message  # rclpy: loaded on first use, not on import
+        from sensor_msgs.msg import Image
+
+        from para_ros.adapters.cv_bridge import image_msg_to_rgb  # sensor_msgs: as above
+
+        s = self.settings
+        ns = s.scene_ns if s.camera == "scene_cam" else s.wrist_ns
+        with self.lock:
+            raw = self.last_image_raw.get(f"{ns.rstrip('/')}/image_raw")
+        return None if raw is None else image_msg_to_rgb(deserialize_message(raw, Image))
 
     def open_bag(self, path: Path) -> None:
         with self.lock:
@@ -468,6 +487,7 @@ def take_sample(session: CaptureSession, mover: ArmMover, timeout_s: float) -> N
     with session.lock:
         session.last_image_ns.clear()
         session.last_info_ns.clear()
+        session.last_image_raw.clear()
         session.recording = True
     deadline = time.monotonic() + timeout_s
     try:
@@ -495,6 +515,55 @@ def take_sample(session: CaptureSession, mover: ArmMover, timeout_s: float) -> N
     finally:
         with session.lock:
             session.recording = False
+
+
+MIN_CAPTURE_POSES = 3
+
+
+def require_enough_poses(plan) -> None:
+    """Refuse a plan with fewer than :data:`MIN_CAPTURE_POSES` reachable poses, naming the options that help."""
+    if len(plan.poses) < MIN_CAPTURE_POSES:
+        raise CaptureAborted(
+            f"only {len(plan.poses)} poses are reachable within the limits; move the arm so the "
+            "camera sees the board with room to turn (--centre), or lower --angle-deg / --offset-m"
+        )
+
+
+class BoardTally:
+    """Which samples show the board: each sample's image of the calibrated camera is checked with the detector
+    ``para-calib solve`` uses (at least :data:`para_core.calibration.detection.MIN_CORNERS` ChArUco corners), so a
+    capture with the board out of view says so at once instead of recording poses the solve cannot use."""
+
+    def __init__(self, camera: str, board: CharucoBoardSpec):
+        self.camera, self.board = camera, board
+        self.with_board: list[int] = []
+        self.without_board: list[int] = []
+
+    def add(self, sample_no: int, image_rgb: np.ndarray | None) -> str | None:
+        """Count sample ``sample_no``; a warning line when its image shows no board (or no image came), else None."""
+        detection = None if image_rgb is None else detect_charuco(image_rgb, self.board)
+        if detection is not None:
+            self.with_board.append(sample_no)
+            return None
+        self.without_board.append(sample_no)
+        what = "no image" if image_rgb is None else f"fewer than {MIN_CORNERS} board corners"
+        return (
+            f"  warning: sample {sample_no}: {what} in the {self.camera} image; para-calib solve cannot use it "
+            f"({len(self.without_board)} sample(s) without the board so far)"
+        )
+
+    def summary(self) -> str:
+        n = len(self.with_board) + len(self.without_board)
+        text = f"{len(self.with_board)} of {n} samples show the board ({self.board.squares_x}x{self.board.squares_y} "
+        text += f"{self.board.dictionary}) in the {self.camera} image"
+        if self.without_board:
+            text += f"; without it: samples {self.without_board}"
+        if not self.with_board:
+            text += (
+                ". warning: none can be solved: put the board in the camera's view (--centre, the board options) "
+                "and capture again"
+            )
+        return text
 
 
 def run_capture(
@@ -536,15 +605,12 @@ def run_capture(
         log(f"para-calib capture ({settings.camera}, {settings.backend}): " + plan.describe())
         if dry_run:
             return len(plan.poses)
-        if len(plan.poses) < 3:
-            raise CaptureAborted(
-                f"only {len(plan.poses)} poses are reachable within the limits; move the arm so the "
-                "camera sees the board with room to turn (--centre), or lower --angle / --offset"
-            )
+        require_enough_poses(plan)
         time.sleep(1.0)  # /tf_static (latched) arrives
         session.open_bag(out)
         log(f"moving to the centre pose, then {len(plan.poses)} poses")
         mover.move_to(centre)
+        tally = BoardTally(settings.camera, settings.board)
         for _k, pose in enumerate(plan.poses):
             mover.move_to(pose.q_rad)
             q = mover.wait_settled(settings.sample_timeout_s)
@@ -554,7 +620,11 @@ def run_capture(
                 f"  sample {n}/{len(plan.poses)} at pose {pose.index} (joints off target by "
                 f"{float(np.max(np.abs(q - pose.q_rad))):.4f} rad)"
             )
+            warning = tally.add(n, session.calibrated_camera_image())
+            if warning:
+                log(warning)
         mover.move_to(centre)
+        log(tally.summary())
         return n
     except KeyboardInterrupt:
         mover.hold()
@@ -577,6 +647,7 @@ def _run_manual(session: CaptureSession, mover: ArmMover, out: Path, max_samples
         f"{still_s:.1f} s still; q + Enter ends. Recording into {out}"
     )
     n = 0
+    tally = BoardTally(mover.settings.camera, mover.settings.board)
     q_last_sample = None
     still_since, q_still = time.monotonic(), mover.measured()[0]
     interactive = sys.stdin is not None and sys.stdin.isatty()
@@ -598,4 +669,8 @@ def _run_manual(session: CaptureSession, mover: ArmMover, out: Path, max_samples
             q_last_sample = q
             n += 1
             log(f"  sample {n} ({'key' if key is not None else 'still'}) at joints {np.round(q, 3).tolist()}")
+            warning = tally.add(n, session.calibrated_camera_image())
+            if warning:
+                log(warning)
+    log(tally.summary())
     return n
