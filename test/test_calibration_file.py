@@ -194,3 +194,20 @@ def test_one_camera_only_and_no_residuals(tmp_path):
     cal = _calibration()
     single = CalibrationFile(date=cal.date, board=cal.board, cameras={"wrist_cam": cal.cameras["wrist_cam"]})
     assert load_calibration(save_calibration(single, tmp_path / "c.yaml")) == single
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_the_file_gets_the_mode_of_any_new_file(tmp_path, umask):
+    """Not mkstemp's 0600: the mode open() gives a new file under the same umask (0644 under the usual 022)."""
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        path = save_calibration(_calibration(), tmp_path / "calibration.yaml")
+        with open(tmp_path / "reference.txt", "w") as handle:
+            handle.write("x")
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    assert mode == stat.S_IMODE((tmp_path / "reference.txt").stat().st_mode) == 0o666 & ~umask
