@@ -371,31 +371,35 @@ def gaussian_kernel_1d(sigma_px: float) -> np.ndarray:
     return k / k.sum()
 
 
+def blur_image(image_hwc: np.ndarray, sigma_px: float) -> np.ndarray:
+    """(H, W, C) float32 -> float32 blurred by a Gaussian of ``sigma_px`` (``gaussian_kernel_1d``; mirrored border,
+    the edge pixel not repeated; the kernel is cut to the image size if it is wider)."""
+    import cv2  # cv2: loaded on first use, not on import
+
+    taps = gaussian_kernel_1d(sigma_px)
+    r = taps.size // 2
+    r_eff = min(r, image_hwc.shape[0] - 1, image_hwc.shape[1] - 1)
+    taps = taps[r - r_eff : r + r_eff + 1] / taps[r - r_eff : r + r_eff + 1].sum()
+    taps = taps.astype(np.float32)
+    return cv2.sepFilter2D(image_hwc, cv2.CV_32F, taps, taps, borderType=cv2.BORDER_REFLECT_101)
+
+
 def apply_appearance(images, d: AugmentationDraw):
-    """Exposure, gamma, blur, noise on (N, 3, S, S) uint8 torch images -> uint8 (module docstring order)."""
+    """Exposure, gamma, blur, noise on (N, 3, S, S) uint8 torch images -> uint8 (module docstring order); an
+    identity step (gain 1, gamma 1, sigma 0) is skipped, which leaves its result unchanged."""
     import torch  # torch: loaded on first use, not on import
-    import torch.nn.functional as Fn  # torch: loaded on first use, not on import
 
     n = images.shape[0]
-    x = images.float() / 255.0  # (N, 3, S, S)
-    x = x * torch.as_tensor(d.exposure_gain, dtype=torch.float32).view(n, 1, 1, 1)
-    x = x.clamp(0.0, 1.0) ** torch.as_tensor(d.gamma, dtype=torch.float32).view(n, 1, 1, 1)
-    views = []
+    x = images.permute(0, 2, 3, 1).numpy().astype(np.float32)  # (N, S, S, 3) levels 0..255
     for k in range(n):
-        v = x[k : k + 1]  # (1, 3, S, S)
-        sigma = float(d.blur_sigma_px[k])
-        if sigma > 1e-3:
-            taps = torch.as_tensor(gaussian_kernel_1d(sigma), dtype=torch.float32)  # (2r + 1,)
-            r = taps.numel() // 2
-            r_eff = min(r, v.shape[-1] - 1, v.shape[-2] - 1)  # reflect padding needs r < size
-            taps = taps[r - r_eff : r + r_eff + 1]
-            taps = taps / taps.sum()
-            v = Fn.pad(v, (r_eff, r_eff, r_eff, r_eff), mode="reflect")  # (1, 3, S + 2r, S + 2r)
-            v = Fn.conv2d(v, taps.view(1, 1, 1, -1).expand(3, 1, 1, -1), groups=3)  # (1, 3, S + 2r, S)
-            v = Fn.conv2d(v, taps.view(1, 1, -1, 1).expand(3, 1, -1, 1), groups=3)  # (1, 3, S, S)
-        views.append(v)
-    x = torch.cat(views) * 255.0  # (N, 3, S, S) levels
-    sigma_levels = torch.as_tensor(d.noise_sigma_levels, dtype=torch.float32)  # (N,)
-    if bool((sigma_levels > 0).any()):
-        x = x + sigma_levels.view(n, 1, 1, 1) * torch.randn(x.shape)
-    return x.clamp(0.0, 255.0).round().to(torch.uint8)
+        if d.exposure_gain[k] != 1.0:
+            x[k] = np.clip(x[k] * np.float32(d.exposure_gain[k]), 0.0, 255.0)
+        if d.gamma[k] != 1.0:
+            x[k] = 255.0 * np.power(x[k] / 255.0, np.float32(d.gamma[k]))
+        if d.blur_sigma_px[k] > 1e-3:
+            x[k] = blur_image(x[k], float(d.blur_sigma_px[k]))
+    if np.any(d.noise_sigma_levels > 0):
+        noise = torch.randn(n, 3, *x.shape[1:3]).permute(0, 2, 3, 1).numpy()  # (N, S, S, 3) unit Gaussian
+        x += d.noise_sigma_levels.astype(np.float32)[:, None, None, None] * noise
+    out = np.rint(np.clip(x, 0.0, 255.0)).astype(np.uint8)  # (N, S, S, 3)
+    return torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()  # (N, 3, S, S) uint8
