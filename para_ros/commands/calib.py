@@ -9,6 +9,9 @@ Subcommands:
 * ``solve``: read a recording where the board is visible, solve ``scene_cam`` (eye-to-hand, board on the flange)
   and/or ``wrist_cam`` (eye-in-hand, board on the table), print per-sample and overall figures and write
   ``calibration.yaml`` (never over an existing file without ``--force``) plus an overlay PNG per camera.
+* ``refine``: re-estimate the scene camera's pose from a recording of normal operation (no board): the ArUco marker
+  on the gripper against the arm's kinematics (:mod:`para_ros.calibration.refine`); a recording where the arm hardly
+  moves is refused with its coverage figures, and nothing is written.
 
 Then ``para-bag calib`` checks a recording against TF, and ``para-deploy --calibration FILE`` /
 ``deploy.launch.py calibration:=FILE`` deploy with the file.
@@ -28,12 +31,17 @@ import yaml
 
 from para_core.calibration.board import CharucoBoardSpec
 from para_core.calibration.errors import CalibrationError
+from para_core.calibration.marker import ArucoMarkerSpec
+from para_core.calibration.marker_refine import RefineConfig
 from para_ros.bag.reader import BagError
+from para_ros.calibration.refine import refine_recording
 from para_ros.calibration.solve import describe, solve_camera, write_outputs
 from para_ros.deploy import graph
 from para_ros.deploy.calibration_capture import CaptureAborted, CaptureSettings, run_capture
 from para_ros.deploy.graph_run import GraphRun
 from para_ros.nodes.parameter_registry import check_node_params
+from para_ros.sim.calibration_board import offset_T
+from para_ros.sim.calibration_marker import default_T_gripper_marker
 
 CAMERAS = ("scene_cam", "wrist_cam")
 
@@ -45,6 +53,35 @@ def _add_board_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--square-m", type=float, default=0.03, help="square side in metres (default 0.03)")
     g.add_argument("--marker-m", type=float, default=0.022, help="marker side in metres (default 0.022)")
     g.add_argument("--dictionary", default="DICT_5X5_100", help="OpenCV ArUco dictionary (default DICT_5X5_100)")
+
+
+def _add_marker_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("marker on the gripper (as stuck: measure it)")
+    g.add_argument("--marker-side-m", type=float, default=0.05, help="black square side in metres (default 0.05)")
+    g.add_argument("--marker-id", type=int, default=0, help="marker id (default 0)")
+    g.add_argument("--marker-dictionary", default="DICT_4X4_50", help="ArUco dictionary (default DICT_4X4_50)")
+    g.add_argument(
+        "--marker-xyz-m",
+        default="",
+        help="marker frame origin (its top-left outer corner) in gripper, x,y,z metres (default: the simulator's mount)",
+    )
+    g.add_argument(
+        "--marker-rpy-deg",
+        default="",
+        help="marker frame orientation in gripper, roll,pitch,yaw degrees, z into the marker (default: the simulator's)",
+    )
+
+
+def _three_numbers(text: str, option: str) -> list[float] | None:
+    if not text:
+        return None
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != 3:
+        raise ValueError(f"{option} {text!r}: give three comma-separated numbers")
+    return values
 
 
 def board_spec(args):
@@ -177,6 +214,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--scene-ns", default="/scene_cam", help="scene camera namespace in the bag")
     s.add_argument("--wrist-ns", default="/wrist_cam", help="wrist camera namespace in the bag")
+
+    r = sub.add_parser(
+        "refine",
+        help="re-estimate the scene camera's pose from a recording of normal operation (marker on the gripper)",
+        description="Find the ArUco marker on the gripper in a recording's scene images, take the flange pose "
+        "from TF at each image and solve the scene camera's pose (the hand-eye solver's reprojection refinement, "
+        "the marker's mount held fixed). Writes --out with scene_cam replaced (other cameras and the board kept "
+        "from --calibration). A recording where the arm hardly moves is refused with its coverage figures; "
+        "nothing is written then.",
+    )
+    r.add_argument("bag", help="rosbag2 directory of normal operation (scene images, CameraInfo, /tf)")
+    _add_marker_options(r)
+    r.add_argument("--calibration", default="", help="the told calibration.yaml (its scene_cam is the initial guess)")
+    r.add_argument("--out", default="calibration.yaml", help="calibration file to write (default calibration.yaml)")
+    r.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    r.add_argument("--scene-ns", default="/scene_cam", help="scene camera namespace in the bag")
+    r.add_argument("--min-images", type=int, default=20, help="fewest images with the marker (default 20)")
+    r.add_argument(
+        "--min-spread-m",
+        type=float,
+        default=0.03,
+        help="the marker's positions must spread at least this much along their second principal axis (std, "
+        "metres; default 0.03)",
+    )
     return parser
 
 
@@ -309,10 +370,39 @@ def cmd_solve(args) -> int:
     return 0
 
 
+def cmd_refine(args) -> int:
+    xyz = _three_numbers(args.marker_xyz_m, "--marker-xyz-m")
+    rpy = _three_numbers(args.marker_rpy_deg, "--marker-rpy-deg")
+    try:
+        spec = ArucoMarkerSpec(args.marker_side_m, args.marker_id, args.marker_dictionary)
+        config = RefineConfig(min_samples=args.min_images, min_spread_m=args.min_spread_m)
+        T_flange_marker = default_T_gripper_marker(spec.side_m)
+        if xyz is not None:
+            T_flange_marker[:3, 3] = xyz
+        if rpy is not None:
+            T_flange_marker[:3, :3] = offset_T((0, 0, 0), rpy)[:3, :3]
+        refine_recording(
+            args.bag,
+            spec,
+            T_flange_marker,
+            Path(args.out),
+            told_file=Path(args.calibration) if args.calibration else None,
+            config=config,
+            namespace=args.scene_ns,
+            force=args.force,
+        )
+    except (CalibrationError, BagError) as exc:
+        print(f"para-calib refine: {exc}\nNothing was written.", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return {"board": cmd_board, "capture": cmd_capture, "solve": cmd_solve}[args.command](args)
+        return {"board": cmd_board, "capture": cmd_capture, "solve": cmd_solve, "refine": cmd_refine}[args.command](
+            args
+        )
     except (ValueError, FileExistsError) as exc:
         print(f"para-calib {args.command}: error: {exc}", file=sys.stderr)
         return 2
