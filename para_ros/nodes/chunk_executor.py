@@ -22,6 +22,9 @@ false`` the node starts DISENGAGED and publishes NOTHING on its command topics (
 ``~/engage``, which hands the arm to the policy from the measured joints (no jump); ``~/disengage`` holds at once.
 ``auto_engage: true`` follows chunks from the start (the default is false, in the table and config/executor.yaml; the
 launchers set true for the simulator, and for a real arm only when asked: ``--engage`` / ``engage:=true``).
+``~/resume`` also ends a hold of the confidence supervisor (``confidence_supervisor: true``, docs/confidence.md),
+which slows the arm for uncertain chunks and holds it for very uncertain ones, naming why on ``/diagnostics``
+(``confidence_problem``; the state is ``mode``: ``following_slowly`` / ``holding_uncertain``).
 Publishes ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``: the safety state ``mode`` with every change of it
 named (``last_transition``, ``recent_transitions``; ``para_ros.execution.executor_state``), the tick's activity
 ``state``, counters, the latest problem named, the tick
@@ -85,6 +88,7 @@ from std_srvs.srv import Trigger
 from para_msgs.msg import ActionChunk
 from para_ros.execution.backends import I2rtSdkBackend
 from para_ros.execution.chunk import IMPLAUSIBLE_SPEED_MODES, OUT_OF_WORKSPACE_MODES, ChunkChecks
+from para_ros.execution.confidence_supervisor import SupervisorConfig
 from para_ros.execution.control_loop import FixedRateLoop, request_fifo
 from para_ros.execution.executor_core import (
     DISENGAGED,
@@ -96,6 +100,7 @@ from para_ros.execution.executor_core import (
     ExecutorConfig,
     ExecutorCore,
 )
+from para_ros.execution.executor_state import ExecutorState
 from para_ros.execution.smoothing import JerkLimits
 from para_ros.execution.timeline import BlendConfig
 from para_ros.nodes.health import ERROR, OK, WARN, HealthReporter
@@ -111,6 +116,110 @@ from para_ros.sim.lockstep import DEFAULT_LATENCY_S
 
 NODE_NAME = "chunk_executor"
 BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
+
+# The confidence supervisor (para_ros.execution.confidence_supervisor, docs/confidence.md). The thresholds' defaults
+# are fitted by `para-sim confidence-report` from the lockstep evaluation of checkpoints/pick_place (docs/confidence.md
+# has the figures and the rule); the supervisor itself is off by default.
+CONFIDENCE_PARAMETERS = (
+    Param(
+        "confidence_supervisor",
+        False,
+        "Act on the policy's own confidence: follow an uncertain chunk slowly, hold where the arm is when the policy "
+        "stays very uncertain, say why on /diagnostics (confidence_problem), resume after confident chunks or "
+        "~/resume. The supervisor only slows (tighter speed limits) or holds: every command still passes the "
+        "safety filter. false = off: chunks are followed as they come.",
+        dynamic=True,
+        section="confidence supervisor (docs/confidence.md)",
+    ),
+    Param(
+        "confidence_peak_mass_slow_below",
+        0.0,
+        "Slow down while a chunk's peak mass (probability near the chosen point, 0..1) is below this at some checked "
+        "step; 0 = off.",
+        range=(0.0, 1.0),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_peak_mass_hold_below",
+        0.0,
+        "Hold while the peak mass stays below this for confidence_hold_after_s; 0 = off. At most the slow threshold.",
+        range=(0.0, 1.0),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_entropy_slow_above",
+        1.0,
+        "Slow down while a chunk's normalised entropy (0 = all on one voxel .. 1 = uniform) is above this at some "
+        "checked step; 1 = off.",
+        range=(0.0, 1.0),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_entropy_hold_above",
+        1.0,
+        "Hold while the entropy stays above this for confidence_hold_after_s; 1 = off. At least the slow threshold.",
+        range=(0.0, 1.0),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_chunk_agreement_slow_below",
+        0.0,
+        "Slow down while a chunk's agreement with the chunk before it (probability the new chunk gives to where the "
+        "old one puts the tool, 0..1) is below this; 0 = off.",
+        range=(0.0, 1.0),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_chunk_agreement_hold_below",
+        0.0,
+        "Hold while the chunk agreement stays below this for confidence_hold_after_s; 0 = off.",
+        range=(0.0, 1.0),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_view_agreement_slow_below",
+        0.0,
+        "Slow down while the view agreement (the smallest share of its own probability a camera that sees the chosen "
+        "point puts near it, 0..1) is below this; 0 = off.",
+        range=(0.0, 1.0),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_view_agreement_hold_below",
+        0.0,
+        "Hold while the view agreement stays below this for confidence_hold_after_s; 0 = off.",
+        range=(0.0, 1.0),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_steps_checked",
+        0,
+        "Judge the first this many steps of each chunk (those executed before the next chunk); 0 = every step.",
+        range=(0, 1024),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_hold_after_s",
+        0.5,
+        "Hold once a hold threshold has been crossed in every chunk for this long (s); until then the arm is slowed.",
+        range=(0.0, 60.0),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_resume_after_chunks",
+        3,
+        "Confident chunks in a row that end slowing or holding (full speed again); ~/resume ends them at once.",
+        range=(1, 1000),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_slow_speed_scale",
+        0.3,
+        "While slowed, the joint and tool speed limits are this fraction of config/yam.yaml's.",
+        range=(0.01, 1.0),
+        dynamic=True,
+    ),
+)
 
 PARAMETERS = ParameterTable(
     NODE_NAME,
@@ -280,6 +389,7 @@ PARAMETERS = ParameterTable(
             range=(1e-6, 1e5),
         ),
         Param("smoothing_max_jerk_rad_s3", 100.0, "ruckig smoothing: joint jerk limit (rad/s^3).", range=(1e-6, 1e7)),
+        *CONFIDENCE_PARAMETERS,
         Param(
             "yam_config",
             "",
@@ -458,6 +568,26 @@ def build_executor_config(p: dict, yam):
         ik_max_iters=p["ik_max_iters"],
         joint_state_timeout_s=p["joint_state_timeout_s"],
         start_engaged=p["auto_engage"],
+        supervisor=supervisor_config(p),
+    )
+
+
+def supervisor_config(p: dict) -> SupervisorConfig:
+    """The confidence supervisor's config from the node's ``confidence_*`` parameters (ValueError names a bad pair)."""
+    return SupervisorConfig(
+        enabled=p["confidence_supervisor"],
+        peak_mass_slow_below=p["confidence_peak_mass_slow_below"],
+        peak_mass_hold_below=p["confidence_peak_mass_hold_below"],
+        entropy_slow_above=p["confidence_entropy_slow_above"],
+        entropy_hold_above=p["confidence_entropy_hold_above"],
+        chunk_agreement_slow_below=p["confidence_chunk_agreement_slow_below"],
+        chunk_agreement_hold_below=p["confidence_chunk_agreement_hold_below"],
+        view_agreement_slow_below=p["confidence_view_agreement_slow_below"],
+        view_agreement_hold_below=p["confidence_view_agreement_hold_below"],
+        steps_checked=p["confidence_steps_checked"],
+        hold_after_s=p["confidence_hold_after_s"],
+        resume_after_chunks=p["confidence_resume_after_chunks"],
+        slow_speed_scale=p["confidence_slow_speed_scale"],
     )
 
 
@@ -474,6 +604,7 @@ EVENT_PROBLEMS = (
 # Executor states that are not normal operation: /diagnostics is at least WARN while the state lasts.
 WARN_STATES = (
     "hold_stale",
+    "hold_uncertain",
     "hold_unreachable",
     "stopped",
     "waiting_for_joint_state",
@@ -487,7 +618,8 @@ def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], d
     """Level, problem texts and the counters to keep, for one ``/diagnostics`` report of an ``ExecutorStatus``.
 
     ROS-free, so the rule is unit-testable: an active problem of ``status.problems`` (``joint_state``: lost feedback)
-    is reported, at ERROR, for as long as the core keeps it (it removes it when the condition is gone); an event
+    is reported, at ERROR, for as long as the core keeps it (it removes it when the condition is gone); the confidence
+    supervisor's reason for slowing or holding (``status.confidence_problem``) at WARN while it lasts; an event
     problem (:data:`EVENT_PROBLEMS`) is reported when its counter grew since the ``previous`` report's counters (None:
     the first report, every non-zero counter) and is gone from the next report if it did not happen again; a state of
     :data:`WARN_STATES` raises the level to WARN while it lasts.
@@ -498,6 +630,9 @@ def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], d
     counters = {name: getattr(status, name) for name, _, _ in EVENT_PROBLEMS}
     problems = [f"{key}: {message}" for key, message in status.problems.items()]
     level = ERROR if problems else OK
+    if status.confidence_problem:
+        problems.append(f"confidence: {status.confidence_problem}")
+        level = max(level, WARN)
     for name, is_error, describe in EVENT_PROBLEMS:
         if counters[name] - (previous or {}).get(name, 0) > 0:
             problems.append(describe(status))
@@ -720,9 +855,10 @@ class ChunkExecutorNode(Node):
         return response
 
     def _on_resume(self, request, response):
+        held = self.core.state is ExecutorState.HOLDING_UNCERTAIN
         self.core.resume()
         response.success = True
-        response.message = "resumed: accepting chunks"
+        response.message = "resumed: accepting chunks" + (" (the confidence hold ended)" if held else "")
         self.get_logger().info(response.message)
         self._publish_diagnostics()
         return response
@@ -886,6 +1022,12 @@ class ChunkExecutorNode(Node):
             "transitions": s.transitions,
             "last_transition": s.last_transition,
             "recent_transitions": "; ".join(s.recent_transitions),
+            "confidence_supervisor": self.params["confidence_supervisor"],
+            "confidence": s.confidence,
+            "confidence_problem": s.confidence_problem,
+            "chunks_uncertain": s.chunks_uncertain,
+            "chunks_held_uncertain": s.chunks_held_uncertain,
+            "speed_scale": s.speed_scale,
             "control_rate_hz": self.params["control_rate_hz"],
             "tick_compute_median_ms": 1e3 * stats.get("compute_median_s", float("nan")),
             "tick_start_error_p99_ms": 1e3 * stats.get("start_error_p99_s", float("nan")),
