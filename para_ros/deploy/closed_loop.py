@@ -262,7 +262,8 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
         + ")",
         f"- successes: {summary['successes']} = {100 * summary['success_rate']:.1f} % "
         f"(95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %)",
-        f"- scene camera moved by {list(settings.camera_shift_m)} m, turned by {list(settings.camera_rotate_deg)} deg",
+        "- scene camera moved by {} m, turned by {} deg from config/sim.yaml's pose (--camera-shift / "
+        "--camera-rotate and --node-param sim_node together)".format(*scene_camera_move(settings)),
         f"- inference path: {'fast (para_core.model.v4_fast)' if settings.fast_path else 'reference'}",
         "- clock: "
         + (
@@ -317,6 +318,35 @@ def deploy_settings(settings: EvalSettings):
     )
 
 
+def scene_camera_pose(sim_params: dict | None = None) -> np.ndarray:
+    """(4, 4) the scene camera pose ``T_world_cam`` the sim node takes from its parameters: ``config/sim.yaml`` with
+    ``sim_params`` on top (``scene_cam_T_world_cam`` when set, else position + look-at + up hint), as the node does."""
+    from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
+
+    p = {**shipped_node_params("config/sim.yaml", "sim_node"), **(sim_params or {})}
+    T = p.get("scene_cam_T_world_cam")
+    return SimConfig(
+        scene_cam_pos_m=p["scene_cam_position_m"],
+        scene_cam_look_at_m=p["scene_cam_look_at_m"],
+        scene_cam_up_hint=p["scene_cam_up_hint"],
+        scene_T_world_cam=None if T is None or len(T) == 0 else np.asarray(T, dtype=np.float64).reshape(4, 4),
+    ).scene_cam_T_world_cam()
+
+
+def scene_camera_move(settings: EvalSettings) -> tuple[list[float], list[float]]:
+    """How far the run's scene camera is from ``config/sim.yaml``'s: (shift of its centre in base, m; rotation vector
+    in base axes, deg), from ``--camera-shift`` / ``--camera-rotate`` and ``--node-param sim_node ...`` together (the
+    parameters the simulator is started with)."""
+    from scipy.spatial.transform import Rotation  # scipy: loaded on first use, not on import
+
+    _, sim_over = sim_overrides(settings)
+    nominal = scene_camera_pose()
+    used = scene_camera_pose({**sim_over, **settings.node_params.get("sim_node", {})})
+    shift_m = used[:3, 3] - nominal[:3, 3]
+    rotate_deg = Rotation.from_matrix(used[:3, :3] @ nominal[:3, :3].T).as_rotvec(degrees=True)
+    return [round(float(v), 6) for v in shift_m], [round(float(v), 4) for v in rotate_deg]
+
+
 def sim_overrides(settings: EvalSettings) -> tuple[np.ndarray, dict]:
     """The scene camera pose ``T_world_cam`` (4, 4) of ``settings`` and the simulator's parameters for them."""
     from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
@@ -348,7 +378,8 @@ def run_eval(settings: EvalSettings) -> int:
         seeds = episode_seeds(
             settings.seed, settings.episodes, CubeRegion.parse(settings.cube_region) if settings.cube_region else None
         )
-        T_cam, sim_over = sim_overrides(settings)
+        _, sim_over = sim_overrides(settings)
+        T_cam = scene_camera_pose({**sim_over, **settings.node_params.get("sim_node", {})})  # what the sim renders
         check_scene_camera_sees_workspace(T_cam, settings.node_params.get("sim_node", {}))
         out = Path(settings.out or Path("runs") / datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
         rows: list[EpisodeRow] = []
