@@ -358,6 +358,8 @@ class ExecutorCore:
             if not _same(config.supervisor, self.config.supervisor):
                 self.slow_safety = self._slow_filter(config.supervisor)
                 self.supervisor.config = config.supervisor
+                if not config.supervisor.enabled:
+                    self.supervisor.reset()  # off: no spell to end; a slowed or held state ends at the next chunk
             self.config = config
 
     # ---- inputs ---------------------------------------------------------------------------------------------------
