@@ -231,12 +231,14 @@ def test_bad_intrinsics(rig, bad_K, text):
 
 
 def test_missing_tf_extrapolation_into_the_future(rig):
-    """TF lags: the newest wrist-camera/EE transforms are 0.5 s older than the images."""
+    """TF lags: the newest wrist-camera/EE transforms are 0.5 s older than the images. Two samples each, so the
+    buffer spans an interval whatever ran before (with one sample tf2 names no direction: the test alone failed)."""
 
     def publish(s):
         tfs = [
-            rig.transform("base", "wrist_cam_optical_frame", T_WRIST, s - 500_000_000),
-            rig.transform("base", "grasp_site", T_EE, s - 500_000_000),
+            rig.transform("base", child, T, s - lag_ns)
+            for lag_ns in (600_000_000, 500_000_000)
+            for child, T in (("wrist_cam_optical_frame", T_WRIST), ("grasp_site", T_EE))
         ]
         rig.tf.sendTransform(tfs)
         time.sleep(0.05)
