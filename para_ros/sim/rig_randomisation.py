@@ -138,7 +138,7 @@ class RigRandomisation:
     def sample(self, seed: int, layout=None) -> SampledRig:
         """The rig of the episode with layout seed ``seed``; ``layout``: that episode's
         :class:`~para_ros.sim.pick_place.Layout` (distractors keep clear of its cube and pad; default: drawn from
-        the seed)."""
+        the layout seed)."""
         from para_ros.sim.pick_place import sample_layout
 
         layout = layout or sample_layout(int(seed))
