@@ -15,8 +15,9 @@ What it prints (machine, load and settings first):
 3. **Comparisons** (``--compare``, the default), each a fresh subprocess so that ``OMP_WAIT_POLICY`` reaches OpenMP
    before torch loads: the wait policy unset (OpenMP's default, what the trainer ran with before it chose one),
    passive and active at the automatic thread count, one thread passive, and bf16 autocast (on a CPU only where it
-   has bf16 instructions; otherwise said and skipped). Median ``Trainer.train_step`` time each, on the same
-   synthetic data, and the speed-up against the unset policy.
+   has bf16 instructions; otherwise said and skipped), and the v4 fusion as it was (``grid_sample`` of every view,
+   ``--fusion reference``). Median ``Trainer.train_step`` time each, on the same synthetic data, and the speed-up
+   against the unset policy.
 
     python bench/bench_training.py                                   # the shipped pick_place preset, CPU, batch 8
     python bench/bench_training.py --preset tiny --batch-size 2 --no-compare
@@ -73,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="keep",
         help="CPU: keep = glibc keeps freed memory (the trainer's default), default = glibc as is",
     )
+    p.add_argument(
+        "--fusion",
+        choices=("own-view", "reference"),
+        default="own-view",
+        help="v4 fusion: own-view = each voxel's own view read without grid_sample (the model's default), "
+        "reference = grid_sample of every view (ParaV4Model.own_view_without_sampling = False)",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one comparison: a JSON line
     return p
 
@@ -96,7 +104,10 @@ def make_trainer(args, tmp: Path):
         keep_freed_memory=args.allocator == "keep",
         seed=0,
     )
-    return Trainer(cfg, tc, episodes, tmp / "run")
+    trainer = Trainer(cfg, tc, episodes, tmp / "run")
+    if hasattr(trainer.model, "own_view_without_sampling"):
+        trainer.model.own_view_without_sampling = args.fusion == "own-view"
+    return trainer
 
 
 def sync(device) -> None:
@@ -222,6 +233,14 @@ def comparisons(args, cores: int) -> list[tuple[str, dict, list[str]]]:
     ]
     if cores > 1:
         runs.append(("1 thread, passive", {"OMP_WAIT_POLICY": "PASSIVE"}, ["--threads", "1"]))
+    if args.fusion == "own-view":
+        runs.append(
+            (
+                "passive, fusion sampling every view (before)",
+                {"OMP_WAIT_POLICY": "PASSIVE"},
+                ["--threads", auto, "--fusion", "reference"],
+            )
+        )
     if args.device == "cpu" and args.amp == "fp32" and cpu_has_fast_bf16():
         runs.append(("bf16 autocast, passive", {"OMP_WAIT_POLICY": "PASSIVE"}, ["--threads", auto, "--amp", "bf16"]))
     return runs
@@ -253,6 +272,8 @@ def run_comparison(args, env_changes: dict, extra: list[str]) -> dict:
         str(args.warmup),
         "--allocator",
         args.allocator,
+        "--fusion",
+        args.fusion,
     ]
     t0 = time.perf_counter()
     try:
@@ -340,7 +361,7 @@ def main(argv=None) -> int:
         f"after {load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f}"
         + ("  (the cores were shared with other work)" if max(load_before[0], load_after[0]) > 0.5 else "")
     )
-    print(f"  this process: {choice.describe()}; {precision}; allocator {allocator}")
+    print(f"  this process: {choice.describe()}; {precision}; allocator {allocator}; fusion {args.fusion}")
     print(
         f"  model: V={cfg.n_voxels:,} voxels, T={cfg.n_window}, params {n_params / 1e6:.2f} M, "
         f"voxel_chunk {cfg.voxel_chunk_size or 'all'}; {peak_mem}"

@@ -66,6 +66,9 @@ class ParaV4Model(nn.Module):
         super().__init__()
         self.config = config
         self.fast_inference = False  # Policy(fast=True): para_core.model.v4_fast at inference (eval, no targets)
+        # A voxel's own view: its pixel's feature without grid_sample (fusion_inputs); False: sample every view, the
+        # reference arithmetic (bench/bench_training.py compares the two).
+        self.own_view_without_sampling = True
         self.grid_cache = StaticViewCache()  # the fast path on CPU reuses the voxels of a camera that did not move
         N, F, Z = config.n_views, config.feat_dim, config.n_height_bins
         self.backbone = build_backbone(config)
@@ -110,14 +113,26 @@ class ParaV4Model(nn.Module):
         return sincos_height_encoding(voxel_xyz[..., 2], cfg.z_lo_m, cfg.z_hi_m, cfg.height_enc_dim)
 
     def fusion_inputs(
-        self, feat_maps: torch.Tensor, grid: VoxelGrid, voxel_xyz: torch.Tensor, voxel_ids: torch.Tensor
+        self,
+        feat_maps: torch.Tensor,
+        grid: VoxelGrid,
+        voxel_xyz: torch.Tensor,
+        voxel_ids: torch.Tensor,
+        first_voxel: int | None = None,
     ) -> torch.Tensor:
         """Per-voxel MLP input for a chunk of voxels.
 
         :param feat_maps: (B, N, F, P, P); ``voxel_xyz``: (B, v, 3); ``voxel_ids``: (v,) flat indices.
+        :param first_voxel: when the chunk is the contiguous range ``first_voxel .. first_voxel + v`` of the flat
+            voxel order (as ``voxel_features`` makes them), each voxel's OWN view is read without ``grid_sample``
+            (``own_view_without_sampling``): a voxel of view k lies on the ray of one of view k's pixels and projects
+            back onto that pixel's centre, where bilinear sampling returns the pixel's feature (``v4_fast`` relies on
+            the same fact). The same numbers within float rounding (``test/test_core_fusion_same_view.py``); the
+            projection, visibility and every other view are computed as before.
         :return: (B, v, N * (F + 1) + height_enc_dim).
         """
         B, N, F, P, _ = feat_maps.shape
+        own = first_voxel is not None and self.own_view_without_sampling
         parts = []
         for k in range(N):
             # Projection AND sampling stay in fp32: a bf16 grid would quantise the sampling positions (bf16 keeps 8
@@ -129,9 +144,12 @@ class ParaV4Model(nn.Module):
                     voxel_xyz.float(), grid.K_pred[:, k].float(), grid.T_world_cam[:, k].float()
                 )  # (B, v, 2), (B, v)
                 g = uv_to_grid_sample(uv, P, P).unsqueeze(2)  # (B, v, 1, 2) fp32
-                sampled = Fn.grid_sample(
-                    feat_maps[:, k].float(), g, mode="bilinear", padding_mode="border", align_corners=False
-                ).to(feat_maps.dtype)  # (B, F, v, 1)
+                if own:
+                    sampled = self._sample_other_views_only(feat_maps, g, k, first_voxel)  # (B, F, v, 1)
+                else:
+                    sampled = Fn.grid_sample(
+                        feat_maps[:, k].float(), g, mode="bilinear", padding_mode="border", align_corners=False
+                    ).to(feat_maps.dtype)  # (B, F, v, 1)
             vis = (depth > 0) & (uv[..., 0] >= 0) & (uv[..., 0] < P) & (uv[..., 1] >= 0) & (uv[..., 1] < P)  # (B, v)
             vis_f = vis.to(feat_maps.dtype).unsqueeze(-1)  # (B, v, 1)
             parts.append(sampled.squeeze(-1).transpose(1, 2) * vis_f)  # (B, v, F)
@@ -139,8 +157,45 @@ class ParaV4Model(nn.Module):
         parts.append(self.height_encoding(voxel_xyz, voxel_ids).to(feat_maps.dtype))  # (B, v, h)
         return torch.cat(parts, dim=-1)
 
-    def _voxel_chunk(self, feat_maps, grid, voxel_xyz, voxel_ids):
-        return self.voxel_mlp(self.fusion_inputs(feat_maps, grid, voxel_xyz, voxel_ids))  # (B, v, F)
+    def _sample_other_views_only(self, feat_maps: torch.Tensor, g: torch.Tensor, k: int, first_voxel: int):
+        """View ``k``'s features at the chunk's voxels (``fusion_inputs``): ``grid_sample`` for the voxels of other
+        views, the pixel's own feature for view ``k``'s voxels (flat order: view, bin, row, col).
+
+        :param feat_maps: (B, N, F, P, P); ``g``: (B, v, 1, 2) fp32 grid_sample positions in view k.
+        :return: (B, F, v, 1) in ``feat_maps.dtype``.
+        """
+        B, N, F, P, _ = feat_maps.shape
+        v = g.shape[1]
+        per_view = self.config.n_height_bins * P * P
+        a = min(max(k * per_view - first_voxel, 0), v)  # view k's voxels are chunk positions a .. b
+        b = min(max((k + 1) * per_view - first_voxel, 0), v)
+        pieces = []
+        if a > 0:
+            pieces.append(self._grid_sample(feat_maps[:, k], g[:, :a]))  # (B, F, a)
+        if b > a:
+            flat = feat_maps[:, k].reshape(B, F, P * P)  # (B, F, P^2) pixel features of view k
+            pixel0 = (first_voxel + a) % (P * P)
+            if pixel0 == 0 and (b - a) % (P * P) == 0:  # whole bins: every pixel once per bin (backward: a sum)
+                pieces.append(flat.unsqueeze(2).expand(B, F, (b - a) // (P * P), P * P).reshape(B, F, b - a))
+            else:
+                pixel = torch.arange(pixel0, pixel0 + b - a, device=flat.device) % (P * P)  # (b - a,)
+                pieces.append(flat.index_select(2, pixel))  # (B, F, b - a)
+        if b < v:
+            pieces.append(self._grid_sample(feat_maps[:, k], g[:, b:]))  # (B, F, v - b)
+        sampled = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=2)  # (B, F, v)
+        return sampled.unsqueeze(-1)  # (B, F, v, 1)
+
+    @staticmethod
+    def _grid_sample(feat_map: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """(B, F, P, P) sampled at (B, u, 1, 2) fp32 positions -> (B, F, u) in ``feat_map.dtype``."""
+        return (
+            Fn.grid_sample(feat_map.float(), g, mode="bilinear", padding_mode="border", align_corners=False)
+            .squeeze(-1)
+            .to(feat_map.dtype)
+        )
+
+    def _voxel_chunk(self, feat_maps, grid, voxel_xyz, voxel_ids, first_voxel=None):
+        return self.voxel_mlp(self.fusion_inputs(feat_maps, grid, voxel_xyz, voxel_ids, first_voxel))  # (B, v, F)
 
     def voxel_features(self, feat_maps: torch.Tensor, grid: VoxelGrid) -> torch.Tensor:
         """(B, N, F, P, P) -> (B, V, F), over chunks of ``voxel_chunk_size`` voxels."""
@@ -152,9 +207,9 @@ class ParaV4Model(nn.Module):
             ids = torch.arange(start, min(start + chunk, V), device=feat_maps.device)  # (v,)
             xyz = grid.voxel_xyz[:, start : start + chunk]  # (B, v, 3)
             if use_ckpt:
-                outs.append(checkpoint(self._voxel_chunk, feat_maps, grid, xyz, ids, use_reentrant=False))
+                outs.append(checkpoint(self._voxel_chunk, feat_maps, grid, xyz, ids, start, use_reentrant=False))
             else:
-                outs.append(self._voxel_chunk(feat_maps, grid, xyz, ids))
+                outs.append(self._voxel_chunk(feat_maps, grid, xyz, ids, start))
         return torch.cat(outs, dim=1)  # (B, V, F)
 
     def queries(self, cls: torch.Tensor, inputs: V4Inputs) -> torch.Tensor:
