@@ -18,7 +18,9 @@ lockstep the joined report equals one run of all the episodes.
 
 The report (written after every episode, so an interrupted evaluation keeps what finished) holds per-episode rows,
 the success rate with its 95 % Wilson interval, failure causes, ``report.md``, ``outcomes.png`` and short videos of
-the scene camera with the predicted path drawn in (first success and first failure).
+the scene camera with the predicted path drawn in (first success and first failure). ``confidence.jsonl`` holds, per
+episode, its outcome and every chunk's confidence measures after the hand-over (``para-sim confidence-report`` fits
+the confidence supervisor's thresholds from it, docs/confidence.md).
 """
 
 from __future__ import annotations
@@ -195,6 +197,18 @@ def check_checkpoint_matches_sim(checkpoint: str | Path) -> dict:
                     "or retrain (scripts/train_pick_place)"
                 )
     return model.to_dict()
+
+
+CONFIDENCE_FILE = "confidence.jsonl"  # one line per episode: its outcome and its chunks' confidence measures
+
+
+def append_confidence(path: Path, row: EpisodeRow, chunks: list[dict]) -> None:
+    """Add one episode's line to ``confidence.jsonl``: episode, seed, outcome and each chunk's measures
+    (``episodes.confidence_record``), what ``para-sim confidence-report`` fits the supervisor's thresholds from.
+    A continued evaluation appends; the report keeps the last line of each seed."""
+    line = {"episode": row.episode, "seed": row.seed, "outcome": row.outcome, "chunks": chunks}
+    with path.open("a") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def write_video(frames: list[np.ndarray], path: Path, fps: float = 10.0) -> Path | None:
@@ -389,6 +403,8 @@ def run_eval(settings: EvalSettings) -> int:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
+    if not rows:  # a fresh evaluation: no confidence records of another run
+        (out / CONFIDENCE_FILE).unlink(missing_ok=True)
     done = {r.seed for r in rows}
     todo = [(k, seed) for k, seed in enumerate(seeds) if seed not in done]
     if rows:
@@ -433,6 +449,7 @@ def run_eval(settings: EvalSettings) -> int:
                 break
             rows.append(row)
             rows.sort(key=lambda r: r.episode)
+            append_confidence(out / CONFIDENCE_FILE, row, ev.take_episode_confidence())
             if want_video:
                 key = "success" if row.outcome == "success" else "failure"
                 if key not in videos and ev.frames:

@@ -47,6 +47,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from para_msgs.msg import ActionChunk
+from para_ros.execution.chunk import MEASURE_FIELDS
 from para_ros.observation.camera_model import intrinsics_from_camera_info
 from para_ros.ros_io.task_services import call_service, reset_task
 from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
@@ -112,6 +113,9 @@ def summarise(rows: list[EpisodeRow]) -> dict:
     }
 
 
+MAX_CONFIDENCE_RECORDS = 20000  # chunks' confidence records kept between two takes (an hour at 5 chunks/s)
+
+
 class TaskClient:
     """The episode procedure's ROS side: service clients, task-state, chunk, image and diagnostics subscriptions."""
 
@@ -138,6 +142,9 @@ class TaskClient:
         self.states: list[dict] = []
         self.chunks = 0
         self.last_path_world: np.ndarray | None = None
+        # every chunk's confidence measures (confidence_record), and where the running episode's chunks start
+        self.chunk_confidence: list[dict] = []
+        self.episode_chunks_from = 0
         self.rejected = 0
         self.truncated = 0
         self.record_frames = False
@@ -176,9 +183,15 @@ class TaskClient:
 
     def _on_chunk(self, msg):
         path = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses], dtype=np.float64)
+        record = confidence_record(msg)
         with self.lock:
             self.chunks += 1
             self.last_path_world = path
+            self.chunk_confidence.append(record)
+            if len(self.chunk_confidence) > MAX_CONFIDENCE_RECORDS:  # nobody takes them (a long deploy run)
+                drop = len(self.chunk_confidence) // 2
+                del self.chunk_confidence[:drop]
+                self.episode_chunks_from = max(0, self.episode_chunks_from - drop)
 
     def _on_diag(self, msg):
         for st in msg.status:
@@ -205,12 +218,29 @@ class TaskClient:
             path, K = self.last_path_world, self.K
         self.frames.append(draw_path(rgb, path, K, self.T_world_cam))
 
+    def take_episode_confidence(self) -> list[dict]:
+        """The confidence records of the chunks since the running episode handed the arm over (and forget all)."""
+        with self.lock:
+            records = self.chunk_confidence[self.episode_chunks_from :]
+            self.chunk_confidence, self.episode_chunks_from = [], 0
+        return records
+
     # ---- calls
     def call(self, name: str, request=None, timeout_s: float = 10.0):
         return call_service(self.clients[name], request, timeout_s)
 
     def reset_task(self, seed: int) -> dict:
         return reset_task(self.clients["params"], self.clients["reset"], seed)
+
+
+def confidence_record(msg) -> dict:
+    """One chunk's confidence measures as the evaluation writes them (``confidence.jsonl``): the observation stamp
+    (s, the graph's clock) and each measure's per-step values (docs/confidence.md; empty: not measured)."""
+    return {
+        "stamp_s": msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9,
+        "peak_mass": [round(float(v), 6) for v in msg.confidence],
+        **{name: [round(float(v), 6) for v in getattr(msg, name)] for name in MEASURE_FIELDS},
+    }
 
 
 def draw_path(
@@ -261,6 +291,7 @@ def run_episode(
     with ev.lock:
         ev.states.clear()
         chunks0, rejected0, truncated0 = ev.chunks, ev.rejected, ev.truncated
+        ev.episode_chunks_from = len(ev.chunk_confidence)  # the episode's chunks: from the hand-over on
     ev.frames = []
     ev.record_frames = record
     ev.call("resume")
@@ -356,6 +387,7 @@ def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, ti
             fault = f"lockstep: the simulator published no task state for {silent_s:.0f} s of wall time"
     with ev.lock:
         chunks0, rejected0, truncated0 = ev.chunks, ev.rejected, ev.truncated
+        ev.episode_chunks_from = len(ev.chunk_confidence)  # the episode's chunks: from the hand-over on
     ev.frames = []
     ev.record_frames = record
     start_s = settings.settle_s
