@@ -6,8 +6,10 @@ runs the pipeline in its inference thread and publishes what comes back.
 
 Timing rules (what belongs together):
 
-* Images are paired by stamp within ``pair_slop_s``; only the newest pair is used (frames are never queued), and a pair
-  older than ``max_observation_age_s`` is stale and skipped (one camera silent).
+* Images are paired by stamp within ``pair_slop_s``, each with the other camera's nearest frame
+  (:func:`para_ros.observation.pairing.nearest_pair`; the pair's time difference is ``pair_gap_median_ms`` on
+  ``/diagnostics``); only the newest pair is used (frames are never queued), and a pair older than
+  ``max_observation_age_s`` is stale and skipped (one camera silent).
 * Each camera's pose is looked up in TF (``world_frame`` <- the frame id of that camera's CameraInfo header) at THAT
   image's stamp, so a moving wrist camera is placed where it was when the frame was taken.
 * The observation time is the newer stamp of the pair; the chunk is stamped with it. The end-effector pose comes from
