@@ -8,6 +8,7 @@ Subcommands::
     para-sim eval --checkpoint checkpoints/pick_place --episodes 50    # closed loop through the real nodes
     para-sim sweep --checkpoint checkpoints/pick_place --episodes 30   # the eval over scene camera moves
     para-sim agreement runs/eval-a runs/eval-b                         # two runs of the same seeds: do they agree?
+    para-sim confidence-report runs/eval-a runs/eval-ood --out runs/conf # fit the confidence supervisor's thresholds
 
 Episode ``k`` of a run with ``--seed S`` uses the task layout of seed ``S + k`` (``para_ros.sim.pick_place``), so
 two runs with the same seed give the same layouts, and seed ranges that do not overlap give disjoint layouts (the
@@ -26,6 +27,7 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco: an EGL context, no display needed
 
 from para_ros.deploy import graph  # noqa: E402
+from para_ros.deploy.confidence_report import add_confidence_report_arguments, cmd_confidence_report  # noqa: E402
 from para_ros.deploy.report_agreement import add_agreement_arguments, cmd_agreement  # noqa: E402
 from para_ros.deploy.robustness_suite import add_suite_arguments, cmd_suite  # noqa: E402
 from para_ros.robot.yam_ik import YamKinematics  # noqa: E402
@@ -112,6 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(
             "agreement",
             help="two evaluation reports of the same seeds: per-episode agreement, both rates, the paired test",
+        )
+    )
+    add_confidence_report_arguments(
+        sub.add_parser(
+            "confidence-report",
+            help="evaluation runs' chunk confidence vs outcome: separation plot, rates, the supervisor's thresholds "
+            "fitted (docs/confidence.md)",
         )
     )
     return p
@@ -389,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = cmd_agreement(args)
     elif args.command == "suite":
         rc = cmd_suite(args)
+    elif args.command == "confidence-report":
+        rc = cmd_confidence_report(args)
     else:
         rc = cmd_eval(args)
     print(f"para-sim {args.command}: {time.monotonic() - t0:.1f} s")

@@ -1,0 +1,211 @@
+"""para-sim confidence-report: the fitted thresholds reproduce from the same files, match a brute-force search with
+the supervisor itself on a synthetic set, and keep their promised rates; the files it reads, and bad ones."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from para_ros.deploy.closed_loop import CONFIDENCE_FILE, append_confidence
+from para_ros.deploy.confidence_report import (
+    FitRule,
+    chunk_worst,
+    fit_thresholds,
+    load_confidence,
+    rates,
+    supervisor_config,
+    sustained_worst,
+    write_report,
+)
+from para_ros.deploy.episodes import EpisodeRow
+from para_ros.execution.chunk import Chunk
+from para_ros.execution.confidence_supervisor import ConfidenceSupervisor, SupervisorConfig
+from para_ros.execution.executor_state import ExecutorEvent
+
+T = 6  # steps per chunk
+DT_S = 0.2  # chunk period
+
+
+def synthetic_run(folder, seed=0, n_success=40, n_fail=15):
+    """A run folder whose confidence.jsonl holds successful episodes (confident, with short dips) and failing ones
+    (long spells of low peak mass and a foggy entropy), written as para-sim eval writes it."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for k in range(n_success + n_fail):
+        ok = k < n_success
+        n = int(rng.integers(15, 40))
+        peak = np.clip(rng.normal(0.7 if ok else 0.35, 0.15, (n, T)), 0, 1)
+        if ok and rng.random() < 0.5:  # a short dip: one or two chunks
+            i = int(rng.integers(0, n - 2))
+            peak[i : i + int(rng.integers(1, 3))] *= rng.uniform(0.05, 0.5)
+        if not ok:  # a long spell
+            i = int(rng.integers(0, n // 2))
+            peak[i : i + int(rng.integers(4, 12))] *= rng.uniform(0.05, 0.4)
+        entropy = np.clip(1.0 - peak + rng.normal(0, 0.05, (n, T)), 0, 1)
+        chunks = [
+            {
+                "stamp_s": round(10.0 + DT_S * c + rng.uniform(0, 0.02), 6),
+                "peak_mass": [round(float(v), 6) for v in peak[c]],
+                "entropy": [round(float(v), 6) for v in entropy[c]],
+                "chunk_agreement": [],
+                "view_agreement": [],
+            }
+            for c in range(n)
+        ]
+        row = EpisodeRow(k, 1000 + k, "success" if ok else "no_grasp", 5.0, 0.01, 0.1, n, 0)
+        append_confidence(folder / CONFIDENCE_FILE, row, chunks)
+    return folder
+
+
+def test_sustained_worst_by_hand():
+    values = np.array([0.9, 0.1, 0.2, 0.05, 0.8])
+    stamps = np.array([0.0, 0.25, 0.5, 0.75, 1.0])  # exact in binary: the supervisor's >= compares them as they are
+    # runs spanning 0.5 s: chunks 0-2 (max 0.9), 1-3 (max 0.2), 2-4 (max 0.8); 3-4 spans only 0.25 s
+    assert sustained_worst(values, stamps, 0.5, "peak_mass") == 0.2
+    assert sustained_worst(values, stamps, 0.0, "peak_mass") == 0.05  # any single chunk
+    assert sustained_worst(values, stamps, 10.0, "peak_mass") == math.inf  # no run that long
+    assert sustained_worst(1 - values, stamps, 0.5, "entropy") == pytest.approx(0.8)  # the mirror image
+    with_gap = np.array([0.1, np.nan, 0.1, 0.1])  # a chunk without the measure ends a run
+    assert sustained_worst(with_gap, np.array([0.0, 0.25, 0.5, 0.75]), 0.5, "peak_mass") == math.inf
+
+
+def _chunks(episodes) -> list[list[Chunk]]:
+    """The successful episodes' chunks, as the executor would hand them to the supervisor."""
+    result = []
+    for e in episodes:
+        if not e.success:
+            continue
+        chunks = []
+        for i, stamp in enumerate(e.stamps_s):
+            n = len(e.measures["peak_mass"][i])
+            chunks.append(
+                Chunk(
+                    float(stamp),
+                    np.arange(n, dtype=float),
+                    np.zeros((n, 3)),
+                    np.tile([0.0, 0.0, 0.0, 1.0], (n, 1)),
+                    np.zeros(n),
+                    e.measures["peak_mass"][i],
+                    entropy=e.measures["entropy"][i],
+                )
+            )
+        result.append(chunks)
+    return result
+
+
+def _held(episodes, config) -> int:
+    """Successful episodes the supervisor holds at ``config``: a plain replay, chunk by chunk."""
+    count = 0
+    for chunks in episodes if isinstance(episodes[0], list) else _chunks(episodes):
+        sup = ConfidenceSupervisor(config)
+        if any(sup.judge(c, c.stamp_s).event is ExecutorEvent.CHUNK_VERY_UNCERTAIN for c in chunks):
+            count += 1
+    return count
+
+
+@pytest.mark.parametrize("resolution", [0.01, None])
+def test_the_hold_threshold_is_the_brute_force_one(tmp_path, resolution):
+    """Peak mass alone, 20 successful episodes, hold_rate 0.1: at most 2 held. Searching every candidate threshold
+    (a 0.01 grid, or every value of the successful chunks for exact thresholds) with the supervisor's own replay
+    finds the same most demanding threshold as the fit."""
+    episodes = load_confidence([synthetic_run(tmp_path / "run", n_success=20, n_fail=5)])
+    rule = FitRule(hold_rate=0.1, measures=("peak_mass",), hold_after_s=0.5, resolution=resolution)
+    fitted = fit_thresholds(episodes, rule)["peak_mass"]
+    allowed = math.floor(0.1 * 20)
+    if resolution is None:
+        values = np.concatenate([chunk_worst(e, "peak_mass") for e in episodes if e.success])
+        candidates = np.unique(np.concatenate([values, [0.0, 1.0]]))
+    else:
+        candidates = np.round(np.arange(0, 101) * 0.01, 2)
+    chunks = _chunks(episodes)
+    best = max(
+        c
+        for c in candidates
+        if _held(
+            chunks, SupervisorConfig(enabled=True, peak_mass_slow_below=c, peak_mass_hold_below=c, hold_after_s=0.5)
+        )
+        <= allowed
+    )
+    assert fitted["hold"] == pytest.approx(best, abs=1e-12)
+    assert 0.0 < best < 1.0  # the search had something to find
+    over = SupervisorConfig(enabled=True, peak_mass_slow_below=1.0, peak_mass_hold_below=min(best + 0.01, 1.0))
+    assert _held(chunks, SupervisorConfig(**{**over.__dict__, "hold_after_s": 0.5})) > allowed  # one step more
+
+
+def test_the_entropy_threshold_is_the_mirror_image(tmp_path):
+    episodes = load_confidence([synthetic_run(tmp_path / "run", seed=3, n_success=20, n_fail=5)])
+    rule = FitRule(hold_rate=0.1, measures=("entropy",), hold_after_s=0.5)
+    fitted = fit_thresholds(episodes, rule)["entropy"]
+    allowed = math.floor(0.1 * 20)
+    candidates = np.round(np.arange(0, 101) * 0.01, 2)
+    chunks = _chunks(episodes)
+    best = min(
+        c
+        for c in candidates
+        if _held(chunks, SupervisorConfig(enabled=True, entropy_slow_above=c, entropy_hold_above=c, hold_after_s=0.5))
+        <= allowed
+    )
+    assert fitted["hold"] == pytest.approx(best) and 0.0 < best < 1.0
+
+
+def test_the_slow_threshold_is_the_brute_force_chunk_quantile(tmp_path):
+    """At most slow_rate of the successful episodes' chunks beyond it: a plain count over the chunks' worst steps
+    (never less demanding than the hold threshold)."""
+    episodes = load_confidence([synthetic_run(tmp_path / "run", seed=5)])
+    rule = FitRule(hold_rate=0.05, slow_rate=0.1, measures=("peak_mass",))
+    fitted = fit_thresholds(episodes, rule)["peak_mass"]
+    worst = [min(values) for e in episodes if e.success for values in e.measures["peak_mass"]]
+    allowed = math.floor(0.1 * len(worst))
+    best = max(c for c in np.round(np.arange(0, 101) * 0.01, 2) if sum(w < c for w in worst) <= allowed)
+    assert fitted["slow"] == pytest.approx(max(best, fitted["hold"]))
+
+
+def test_the_fit_reproduces_from_the_same_files_and_keeps_its_rates(tmp_path):
+    run = synthetic_run(tmp_path / "run", seed=7)
+    rule = FitRule(hold_rate=0.05)
+    a = write_report([run], rule, tmp_path / "a")
+    b = write_report([run], rule, tmp_path / "b")
+    assert json.dumps(a) == json.dumps(b)  # every figure, NaN included
+    assert json.loads((tmp_path / "a" / "confidence_report.json").read_text())["thresholds"] == a["thresholds"]
+    assert set(a["thresholds"]) == {"peak_mass", "entropy"}  # the agreements were not measured in this run
+    r = a["rates"]
+    assert r["successful"]["held_rate"] <= 0.05  # the promise of the rule, all measures together
+    assert r["failing"]["held"] > 0 and r["failing"]["example_reason"].startswith("policy uncertain:")
+    assert (tmp_path / "a" / "confidence_report.png").stat().st_size > 10_000
+    yaml_text = (tmp_path / "a" / "confidence_thresholds.yaml").read_text()
+    assert f"confidence_peak_mass_hold_below: {a['thresholds']['peak_mass']['hold']}" in yaml_text
+    assert "| peak mass |" in (tmp_path / "a" / "confidence_report.md").read_text()
+    # the replay's rates are the supervisor's: recount the false holds by hand
+    episodes = load_confidence([run])
+    assert _held(episodes, supervisor_config(a["thresholds"], rule)) == r["successful"]["held"]
+    assert json.dumps(rates(episodes, supervisor_config(a["thresholds"], rule))) == json.dumps(r)
+
+
+def test_a_continued_run_keeps_the_last_line_of_a_seed_and_faults_are_left_out(tmp_path):
+    path = tmp_path / CONFIDENCE_FILE
+    chunk = {"stamp_s": 1.0, "peak_mass": [0.5], "entropy": [], "chunk_agreement": [], "view_agreement": []}
+    append_confidence(path, EpisodeRow(0, 7, "fault", 0.0, 0.0, 0.0, 0, 0), [chunk])
+    append_confidence(path, EpisodeRow(0, 7, "success", 1.0, 0.0, 0.0, 1, 0), [chunk])
+    append_confidence(path, EpisodeRow(1, 8, "fault", 0.0, 0.0, 0.0, 0, 0), [])
+    episodes = load_confidence([tmp_path])
+    assert [(e.seed, e.outcome) for e in episodes] == [(7, "success")]
+
+
+def test_bad_files_are_refused_with_the_file_named(tmp_path):
+    with pytest.raises(ValueError, match="no such file"):
+        load_confidence([tmp_path / "nothing"])
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / CONFIDENCE_FILE).write_text('{"episode": 0}\n')
+    with pytest.raises(ValueError, match=r"confidence.jsonl:1: not an episode line"):
+        load_confidence([bad])
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    append_confidence(failing / CONFIDENCE_FILE, EpisodeRow(0, 1, "timeout", 30.0, 0.1, 0.0, 1, 0), [])
+    with pytest.raises(ValueError, match="no successful episode"):
+        fit_thresholds(load_confidence([failing]), FitRule())
+    with pytest.raises(ValueError, match="measures"):
+        FitRule(measures=("peak",))
