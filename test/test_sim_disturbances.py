@@ -222,3 +222,33 @@ def test_knocked_camera_is_flagged_within_5_s_by_the_monitor():
         assert monitor.status().level == UNKNOWN
     finally:
         sim.close()
+
+
+def test_sim_node_parameters_reach_the_conditions_and_default_to_none():
+    """The `--node-param sim_node:NAME:=VALUE` route of para-sim eval: the rules, checked by the sim node's table, make
+    the configured conditions; the table's defaults make none (and no marker), so the default model is unchanged."""
+    from para_ros.deploy.graph import parse_node_params
+    from para_ros.nodes.parameter_registry import check_node_params, tables
+    from para_ros.sim.disturbance_params import disturbance_config_from_params, marker_mount_from_params
+
+    defaults = tables()["sim_node"][0].defaults()
+    none = disturbance_config_from_params(defaults)
+    assert not none.any and none.scene_extras() == () and marker_mount_from_params(defaults) is None
+    rules = [
+        "sim_node:ood_knock_at_s:=5",
+        "sim_node:ood_knock_xyz_m:=[0.01, 0, 0]",
+        "sim_node:ood_knock_rpy_deg:=[0, 1, 0]",
+        "sim_node:ood_camera_fault:=frozen",
+        "sim_node:ood_camera_fault_camera:=wrist",
+        "sim_node:ood_camera_fault_at_s:=3.5",
+        "sim_node:ood_occluder_at_s:=2",
+        "sim_node:calibration_marker:=flange",
+    ]
+    p = {**defaults, **check_node_params(parse_node_params(rules))["sim_node"]}
+    config = disturbance_config_from_params(p)
+    assert config.knock == CameraKnock(5.0, (0.01, 0.0, 0.0), (0.0, 1.0, 0.0))
+    assert config.camera_fault == CameraFault("frozen", "wrist", 3.5)
+    assert config.occluder.at_s == 2.0 and config.occluder.centre_m == (0.33, 0.0, 0.14)
+    assert marker_mount_from_params(p) is not None
+    with pytest.raises(ValueError, match="ood_camera_fault"):
+        check_node_params(parse_node_params(["sim_node:ood_camera_fault:=smudged"]))
