@@ -304,6 +304,7 @@ class InferencePipeline:
             self.report.problem("policy", f"policy refused the observation: {exc}")
             return None
         arrays = (out.positions_world, out.quaternions_xyzw, out.gripper, out.confidence, out.time_offsets_s)
+        arrays += (out.entropy, out.chunk_agreement, out.view_agreement)  # the other confidence measures
         if not all(np.all(np.isfinite(a)) for a in arrays):
             self.report.count("dropped.policy")
             self.report.fault("policy", "policy output is not finite: chunk dropped")
