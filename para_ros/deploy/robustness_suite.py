@@ -194,6 +194,7 @@ def add_suite_arguments(p) -> None:
     p.add_argument("--out", required=True, help="suite folder (reports, suite.md, suite.json, suite.png)")
     p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE", help="as para-sim eval")
     p.add_argument("--time-limit", type=float, default=30.0, dest="time_limit_s", help="seconds per episode")
+    p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
     p.add_argument("--no-lockstep", action="store_false", dest="lockstep", help="real time instead of lockstep")
     p.add_argument("--report-only", action="store_true", help="only join the reports already in --out")
     p.add_argument("--dry-run", action="store_true", help="print the conditions and exit")
@@ -220,6 +221,7 @@ def cmd_suite(args) -> int:
             time_limit_s=args.time_limit_s,
             node_params=graph.parse_node_params(args.node_param),
             lockstep=args.lockstep,
+            device=args.device,
             videos=False,
         )
         plans = {name: condition_settings(base, name) for name in names}
