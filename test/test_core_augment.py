@@ -215,6 +215,8 @@ def test_zoom_resamples_at_the_pixel_centre_convention():
     """A linear ramp (value 8 * (u - 0.5) + 10 at pixel centres u = col + 0.5) is reproduced by bilinear resampling:
     the zoomed image at u' holds the ramp at u = u' / z + x0. A half-pixel slip (cv2's integer centres taken for
     PARA's) would shift it by 0.5 (z - 1) / z px, 1.3 levels at z = 1.5."""
+    import cv2
+
     S = 30
     cols = np.arange(S, dtype=np.float64)
     img = np.repeat((8.0 * cols + 10.0).astype(np.uint8)[None, :, None], S, axis=0).repeat(3, axis=2)  # (S, S, 3)
@@ -225,6 +227,15 @@ def test_zoom_resamples_at_the_pixel_centre_convention():
         inside = (u > 1.0) & (u < S - 1.0)
         err = out[S // 2, inside, 0] - expected[inside]
         assert np.abs(err).mean() < 0.4 and np.abs(err).max() < 1.0, (zoom, x0, err)
+    # OpenCV's bilinear warp as the reference (its pixel centres at integers: u'_cv = z u_cv + z (0.5 - x0) - 0.5),
+    # zooming in and out, on a smooth random image: within OpenCV's 1/32 px fixed-point rounding
+    coarse = np.random.default_rng(2).integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+    rnd = cv2.resize(coarse, (40, 40), interpolation=cv2.INTER_CUBIC)  # (40, 40, 3)
+    for zoom, (x0, y0) in ((1.3, (5.2, 1.7)), (0.8, (-4.0, -6.5))):
+        M = np.array([[zoom, 0.0, zoom * (0.5 - x0) - 0.5], [0.0, zoom, zoom * (0.5 - y0) - 0.5]])
+        ref = cv2.warpAffine(rnd, M, (40, 40), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+        diff = np.abs(aug_mod.zoom_image(rnd, zoom, (x0, y0)).astype(int) - ref.astype(int))
+        assert diff.max() <= 2 and diff.mean() < 0.4, (zoom, diff.max(), diff.mean())
     A = aug_mod.zoom_matrix(1.5, (4.0, 3.0))  # K' = A @ K: u' = 1.5 (u - 4)
     assert np.allclose(A @ np.array([10.0, 7.0, 1.0]), [9.0, 6.0, 1.0])
 

@@ -331,26 +331,28 @@ def zoom_matrix(zoom: float, crop_origin_px) -> np.ndarray:
     return np.array([[zoom, 0.0, -zoom * x0], [0.0, zoom, -zoom * y0], [0.0, 0.0, 1.0]])
 
 
+def _linear_taps(n_out: int, n_in: int, zoom: float, origin_px: float):
+    """Bilinear taps of one axis: output pixel o (centre o + 0.5) reads the input at u = (o + 0.5) / zoom + origin.
+    -> (indices p0, p1 into the input padded by one black pixel each side, weights w0, w1), each (n_out,)."""
+    s = (np.arange(n_out) + 0.5) / zoom + origin_px - 0.5  # (n_out,) source position, integer-centred
+    i0 = np.floor(s)
+    w1 = (s - i0).astype(np.float32)
+    p0 = np.clip(i0.astype(np.int64) + 1, 0, n_in + 1)  # +1: the padding; clipped taps read black
+    p1 = np.clip(i0.astype(np.int64) + 2, 0, n_in + 1)
+    return p0, p1, 1.0 - w1, w1
+
+
 def zoom_image(image_rgb: np.ndarray, zoom: float, crop_origin_px) -> np.ndarray:
-    """(S, S, 3) uint8 -> (S, S, 3) uint8 resampled by ``zoom_matrix`` (bilinear; black outside the image).
-
-    cv2 puts pixel centres at integers, PARA at +0.5: ``u'_cv = z u_cv + z (0.5 - x0) - 0.5``.
-    """
-    import cv2  # cv2: loaded on first use, not on import
-
+    """(H, W, 3) uint8 -> (H, W, 3) uint8 resampled by ``zoom_matrix`` (bilinear, separable; black outside the
+    image). Plain numpy: no thread pool beside the training process's own."""
     x0, y0 = crop_origin_px
     H, W = image_rgb.shape[:2]
-    M = np.array(
-        [[zoom, 0.0, zoom * (0.5 - x0) - 0.5], [0.0, zoom, zoom * (0.5 - y0) - 0.5]], dtype=np.float64
-    )  # (2, 3) source -> destination
-    return cv2.warpAffine(
-        np.ascontiguousarray(image_rgb),
-        M,
-        (W, H),
-        flags=cv2.INTER_LINEAR,
-        borderMode=cv2.BORDER_CONSTANT,
-        borderValue=(0, 0, 0),
-    )
+    padded = np.pad(image_rgb.astype(np.float32), ((1, 1), (1, 1), (0, 0)))  # (H + 2, W + 2, 3), black ring
+    r0, r1, rw0, rw1 = _linear_taps(H, H, zoom, y0)
+    c0, c1, cw0, cw1 = _linear_taps(W, W, zoom, x0)
+    rows = rw0[:, None, None] * padded[r0] + rw1[:, None, None] * padded[r1]  # (H, W + 2, 3)
+    out = cw0[None, :, None] * rows[:, c0] + cw1[None, :, None] * rows[:, c1]  # (H, W, 3)
+    return np.rint(np.clip(out, 0.0, 255.0)).astype(np.uint8)
 
 
 def told_intrinsics(K_img: np.ndarray, d: AugmentationDraw) -> np.ndarray:
@@ -372,16 +374,14 @@ def gaussian_kernel_1d(sigma_px: float) -> np.ndarray:
 
 
 def blur_image(image_hwc: np.ndarray, sigma_px: float) -> np.ndarray:
-    """(H, W, C) float32 -> float32 blurred by a Gaussian of ``sigma_px`` (``gaussian_kernel_1d``; mirrored border,
-    the edge pixel not repeated; the kernel is cut to the image size if it is wider)."""
-    import cv2  # cv2: loaded on first use, not on import
-
-    taps = gaussian_kernel_1d(sigma_px)
+    """(H, W, C) float32 -> float32 blurred by a Gaussian of ``sigma_px`` (``gaussian_kernel_1d``, separable; mirrored
+    border, the edge pixel not repeated). Plain numpy: no thread pool beside the training process's own."""
+    taps = gaussian_kernel_1d(sigma_px).astype(np.float32)  # (2r + 1,)
     r = taps.size // 2
-    r_eff = min(r, image_hwc.shape[0] - 1, image_hwc.shape[1] - 1)
-    taps = taps[r - r_eff : r + r_eff + 1] / taps[r - r_eff : r + r_eff + 1].sum()
-    taps = taps.astype(np.float32)
-    return cv2.sepFilter2D(image_hwc, cv2.CV_32F, taps, taps, borderType=cv2.BORDER_REFLECT_101)
+    H, W = image_hwc.shape[:2]
+    padded = np.pad(image_hwc, ((r, r), (r, r), (0, 0)), mode="reflect")  # (H + 2r, W + 2r, C)
+    rows = sum(t * padded[j : j + H] for j, t in enumerate(taps))  # (H, W + 2r, C)
+    return sum(t * rows[:, j : j + W] for j, t in enumerate(taps)).astype(np.float32)  # (H, W, C)
 
 
 def apply_appearance(images, d: AugmentationDraw):
