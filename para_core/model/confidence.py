@@ -23,7 +23,6 @@ the worst value over its leading steps (the ones the arm executes before the nex
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +32,7 @@ from para_core.model.actions import ball_log_mass_per_view, step_log_normaliser
 from para_core.model.config import V4Config
 from para_core.model.model_io import V4Output
 
+ENTROPY_BLOCK = 1 << 22  # logits per block of steps in normalised_entropy
 MEASURES = ("peak_mass", "entropy", "chunk_agreement", "view_agreement")
 HIGH_IS_BAD = frozenset({"entropy"})  # the measures for which a larger value means less sure
 MEASURE_TITLES = {  # how the docs and /diagnostics name them
@@ -55,19 +55,24 @@ class StepConfidence:
 
 def normalised_entropy(out: V4Output, b: int = 0) -> np.ndarray:
     """(T,) entropy of each step's distribution of batch element ``b`` over its valid voxels (finite logits), divided by
-    ``log(number of valid voxels)``: 0 for a delta, 1 for a uniform distribution; 0 when one voxel is valid."""
+    ``log(number of valid voxels)``: 0 for a delta, 1 for a uniform distribution; 0 when one voxel is valid. Steps go
+    in blocks of at most ``ENTROPY_BLOCK`` logits (one (block, V) temporary)."""
     logits = out.volume_logits[b].float()  # (T, V), -inf at invalid voxels
-    lse = step_log_normaliser(out)[b]  # (T,)
-    result = np.zeros(logits.shape[0])
-    for t in range(logits.shape[0]):  # one (V,) temporary at a time
-        valid = torch.isfinite(logits[t])  # (V,)
-        n_valid = int(valid.sum())
-        if n_valid < 2:
-            continue
-        log_p = logits[t][valid] - lse[t]  # (n_valid,)
-        entropy = float(-(log_p.exp() * log_p).sum())
-        result[t] = min(max(entropy / math.log(n_valid), 0.0), 1.0)
-    return result
+    lse = step_log_normaliser(out)[b].float()  # (T,)
+    T, V = logits.shape
+    per_block = max(1, ENTROPY_BLOCK // max(V, 1))
+    entropy, n_valid = [], []
+    for t0 in range(0, T, per_block):
+        block = logits[t0 : t0 + per_block]  # (t, V)
+        valid = torch.isfinite(block)  # (t, V)
+        log_p = torch.where(valid, block - lse[t0 : t0 + per_block, None], torch.zeros_like(block))  # (t, V)
+        entropy.append(-(log_p.exp() * log_p).masked_fill_(~valid, 0.0).sum(-1))  # (t,)
+        n_valid.append(valid.sum(-1))  # (t,)
+    h = torch.cat(entropy).double().cpu().numpy()  # (T,) nats
+    n = torch.cat(n_valid).cpu().numpy()  # (T,)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        normalised = np.where(n >= 2, h / np.log(np.maximum(n, 2)), 0.0)
+    return np.clip(normalised, 0.0, 1.0)
 
 
 def view_log_totals(out: V4Output, b: int = 0) -> torch.Tensor:
