@@ -203,3 +203,15 @@ def test_gate_holds_the_frames_until_the_tick_is_answered():
     g.on_ack(tick_ack(T0 + STEP, False))
     g.frames_published([])  # none due at this instant
     assert g.ready()
+
+
+def test_a_lockstep_fault_is_no_attempt_of_the_policy():
+    """Faults (the evaluation's own failure) stay out of the rate: 3 successes of 4 judged, 2 faults aside."""
+    from para_ros.deploy.episodes import summarise
+    from para_ros.sim.pick_place import wilson_interval
+
+    outcomes = ["success", "fault", "success", "no_grasp", "fault", "success"]
+    s = summarise([EpisodeRow(k, 100 + k, o, 1.0, 0.0, 0.0, 0, 0) for k, o in enumerate(outcomes)])
+    assert (s["episodes"], s["successes"], s["faults"]) == (4, 3, 2)
+    assert s["success_rate"] == pytest.approx(0.75) and s["wilson95"] == pytest.approx(list(wilson_interval(3, 4)))
+    assert s["outcomes"]["fault"] == 2 and s["outcomes"]["no_grasp"] == 1

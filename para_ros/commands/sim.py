@@ -132,7 +132,11 @@ def _add_generalisation_arguments(p) -> None:
 
 
 def add_eval_arguments(p) -> None:
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory (model.safetensors + config.json)")
+    p.add_argument(
+        "--checkpoint",
+        default="",
+        help=f"checkpoint directory (model.safetensors + config.json; default the shipped {graph.SIM_CHECKPOINT})",
+    )
     p.add_argument("--episodes", type=int, default=50, help="episodes to run (1..10000, default 50)")
     p.add_argument(
         "--seed",
@@ -231,9 +235,13 @@ def cmd_eval(args) -> int:
     from para_ros.deploy.ab_compare import run_compare
     from para_ros.deploy.closed_loop import EvalSettings, run_eval
 
+    checkpoint = args.checkpoint or graph.shipped_checkpoint()
+    if not checkpoint:
+        print(f"para-sim eval: no --checkpoint given and no shipped {graph.SIM_CHECKPOINT} here", file=sys.stderr)
+        return 2
     try:
         settings = EvalSettings(
-            checkpoint=args.checkpoint,
+            checkpoint=checkpoint,
             episodes=args.episodes,
             seed=args.seed,
             out=args.out,

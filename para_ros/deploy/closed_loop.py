@@ -273,7 +273,7 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
         f"- episodes: {summary['episodes']} (seeds {rows[0].seed if rows else settings.seed}.."
         f"{rows[-1].seed if rows else settings.seed}"
         + (f", cube in {settings.cube_region}" if settings.cube_region else "")
-        + ")",
+        + (f"; {summary['faults']} lockstep fault(s) left out, run again by --continue)" if summary["faults"] else ")"),
         f"- successes: {summary['successes']} = {100 * summary['success_rate']:.1f} % "
         f"(95 % Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %)",
         "- scene camera moved by {} m, turned by {} deg from config/sim.yaml's pose (--camera-shift / "

@@ -98,13 +98,18 @@ def cut_short(row: EpisodeRow, stop: threading.Event) -> bool:
 
 
 def summarise(rows: list[EpisodeRow]) -> dict:
-    n = len(rows)
-    ok = sum(r.outcome == "success" for r in rows)
+    """Success rate and outcome counts of ``rows``. A ``fault`` (the evaluation's own failure: an answer of the graph
+    that never came) is no attempt of the policy: it is counted under ``faults`` and left out of ``episodes`` and of
+    the rate; ``--continue`` runs its layout again."""
+    judged = [r for r in rows if r.outcome != "fault"]
+    n = len(judged)
+    ok = sum(r.outcome == "success" for r in judged)
     lo, hi = wilson_interval(ok, n)
     causes = {o: sum(r.outcome == o for r in rows) for o in OUTCOMES}
     times = [r.duration_s for r in rows if r.outcome == "success"]
     return {
         "episodes": n,
+        "faults": len(rows) - n,
         "successes": ok,
         "success_rate": ok / n if n else 0.0,
         "wilson95": [lo, hi],
