@@ -11,9 +11,9 @@ measure, a *slow* one and a stricter *hold* one ("below" for all measures but th
   speed again (hysteresis: one good chunk among bad ones does not);
 - some measure beyond its slow threshold, none beyond its hold threshold for ``hold_after_s`` yet: ``CHUNK_UNCERTAIN``
   (the executor follows the chunk with its speed limits scaled by ``slow_speed_scale``);
-- some measure beyond its hold threshold in every chunk for at least ``hold_after_s``: ``CHUNK_VERY_UNCERTAIN`` (the
-  executor holds where it is and drops the chunk), with the reason (``policy uncertain: peak mass 0.03 at step 2 for
-  1.2 s``).
+- one measure beyond its hold threshold in every chunk for at least ``hold_after_s`` (a clock per measure):
+  ``CHUNK_VERY_UNCERTAIN`` (the executor holds where it is and drops the chunk), with the reason (``policy uncertain:
+  peak mass 0.03 at step 2 for 1.2 s``).
 
 What each event does in each state is the executor's table (``para_ros.execution.executor_state``); the supervisor
 only decides which event a chunk is. It never commands anything: slowing tightens the safety filter's limits and
@@ -52,7 +52,8 @@ class SupervisorConfig:
         view_agreement_slow_below, view_agreement_hold_below: thresholds on the view agreement (0 = off).
         steps_checked: judge the first this many steps of a chunk (the ones executed before the next chunk comes);
             0 = every step.
-        hold_after_s: hold once a hold threshold has been crossed in every chunk for this long (s; 0: at the first).
+        hold_after_s: hold once one measure has been beyond its hold threshold in every chunk for this long (s; 0: at
+            the first such chunk).
         resume_after_chunks: confident chunks in a row that end a spell of uncertain ones (follow at full speed).
         slow_speed_scale: while slowed, the joint and tool speed limits are this fraction of the YAM's (0, 1].
     """
@@ -118,8 +119,8 @@ class Judgement:
 
 
 class ConfidenceSupervisor:
-    """The per-chunk judge (module docstring). Keeps the spell of uncertain chunks: since when a hold threshold has
-    been crossed, since when the chunks have been uncertain, and the confident chunks in a row since."""
+    """The per-chunk judge (module docstring). Keeps the spell of uncertain chunks: per measure since when its hold and
+    its slow threshold have been crossed, and the confident chunks in a row since."""
 
     def __init__(self, config: SupervisorConfig):
         self.config = config
@@ -129,38 +130,42 @@ class ConfidenceSupervisor:
         """Forget the spell (``~/resume``, ``~/engage``): the next chunk is judged as the first."""
         self.in_spell = False
         self.confident_run = 0
-        self.hold_since_s: float | None = None
-        self.uncertain_since_s: float | None = None
+        self.hold_since_s: dict[str, float] = {}  # per measure: since when every chunk is beyond its hold threshold
+        self.uncertain_since_s: dict[str, float] = {}  # per measure: ... beyond its slow threshold
 
     def forget_time(self) -> None:
         """The clock jumped back: times of the old clock mean nothing; the spell and its count stay."""
-        self.hold_since_s = None
-        self.uncertain_since_s = None
+        self.hold_since_s, self.uncertain_since_s = {}, {}
 
     def key(self) -> tuple:
         """What decides the next judgement besides the chunk (for tests that enumerate states)."""
-        return self.in_spell, self.confident_run, self.hold_since_s is not None
+        return self.in_spell, self.confident_run, tuple(sorted(self.hold_since_s))
 
     def judge(self, chunk: Chunk, now_s: float) -> Judgement:
-        """The event of an accepted (validated) ``chunk`` received at ``now_s`` (module docstring)."""
+        """The event of an accepted (validated) ``chunk`` received at ``now_s`` (module docstring). The hold clock runs
+        per measure: a measure beyond its hold threshold in every chunk for ``hold_after_s`` holds."""
         cfg = self.config
         if not cfg.enabled:
             return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", "")
         steps = cfg.steps_checked or None
-        worst_hold, worst_slow, parts = None, None, []
+        beyond_slow, beyond_hold, parts = [], [], []
         for measure in MEASURES:
             worst = worst_step(measure, chunk.measure(measure), steps)
-            if worst is None:
-                continue
-            parts.append(f"{MEASURE_TITLES[measure]} {worst.value:.2f} at step {worst.step}")
             slow, hold = cfg.thresholds(measure)
-            if worst_hold is None and beyond(measure, worst.value, hold):
-                worst_hold = (worst, hold)
-            if worst_slow is None and beyond(measure, worst.value, slow):
-                worst_slow = (worst, slow)
+            if worst is not None:
+                parts.append(f"{MEASURE_TITLES[measure]} {worst.value:.2f} at step {worst.step}")
+            if worst is not None and beyond(measure, worst.value, slow):
+                self.uncertain_since_s.setdefault(measure, now_s)
+                beyond_slow.append((worst, slow))
+            else:
+                self.uncertain_since_s.pop(measure, None)
+            if worst is not None and beyond(measure, worst.value, hold):
+                self.hold_since_s.setdefault(measure, now_s)
+                beyond_hold.append((worst, hold))
+            else:
+                self.hold_since_s.pop(measure, None)
         summary = ", ".join(parts)
-        if worst_slow is None and worst_hold is None:
-            self.hold_since_s = self.uncertain_since_s = None
+        if not beyond_slow and not beyond_hold:
             if not self.in_spell:
                 return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", summary)
             self.confident_run += 1
@@ -175,22 +180,21 @@ class ConfidenceSupervisor:
                 ExecutorEvent.CONFIDENT_AGAIN, f"{cfg.resume_after_chunks} confident chunks in a row", summary
             )
         self.in_spell, self.confident_run = True, 0
-        if self.uncertain_since_s is None:
-            self.uncertain_since_s = now_s
-        if worst_hold is None:
-            self.hold_since_s = None
-            worst, threshold = worst_slow
-            return Judgement(ExecutorEvent.CHUNK_UNCERTAIN, self._text(worst, threshold, "slow", now_s), summary)
-        if self.hold_since_s is None:
-            self.hold_since_s = now_s
-        worst, threshold = worst_hold
-        if now_s - self.hold_since_s >= cfg.hold_after_s:
-            return Judgement(ExecutorEvent.CHUNK_VERY_UNCERTAIN, self._text(worst, threshold, "hold", now_s), summary)
-        return Judgement(ExecutorEvent.CHUNK_UNCERTAIN, self._text(worst, threshold, "hold", now_s), summary)
+        for worst, threshold in beyond_hold:
+            if now_s - self.hold_since_s[worst.measure] >= cfg.hold_after_s:
+                reason = self._text(worst, threshold, "hold", now_s - self.hold_since_s[worst.measure])
+                return Judgement(ExecutorEvent.CHUNK_VERY_UNCERTAIN, reason, summary)
+        if beyond_hold:
+            worst, threshold = beyond_hold[0]
+            reason = self._text(worst, threshold, "hold", now_s - self.hold_since_s[worst.measure])
+        else:
+            worst, threshold = beyond_slow[0]
+            reason = self._text(worst, threshold, "slow", now_s - self.uncertain_since_s[worst.measure])
+        return Judgement(ExecutorEvent.CHUNK_UNCERTAIN, reason, summary)
 
-    def _text(self, worst, threshold: float, which: str, now_s: float) -> str:
+    def _text(self, worst, threshold: float, which: str, for_s: float) -> str:
         side = "above" if worst.measure in HIGH_IS_BAD else "below"
         return (
             f"policy uncertain: {MEASURE_TITLES[worst.measure]} {worst.value:.2f} at step {worst.step} for "
-            f"{now_s - self.uncertain_since_s:.1f} s ({side} the {which} threshold {threshold:g})"
+            f"{for_s:.1f} s ({side} the {which} threshold {threshold:g})"
         )

@@ -201,7 +201,8 @@ CONFIDENCE_PARAMETERS = (
     Param(
         "confidence_hold_after_s",
         0.5,
-        "Hold once a hold threshold has been crossed in every chunk for this long (s); until then the arm is slowed.",
+        "Hold once one measure has been beyond its hold threshold in every chunk for this long (s); until then the "
+        "arm is slowed.",
         range=(0.0, 60.0),
         dynamic=True,
     ),
