@@ -95,6 +95,10 @@ def test_knock_is_flagged_on_diagnostics():
     ok = [v for _, _, v in statuses if v.get("calibration_state") == "OK"]
     bad = [(lvl, m, v) for lvl, m, v in statuses if v.get("calibration_state") in ("WARN", "ERROR")]
     assert float(ok[-1]["reprojection_error_px"]) < 1.5
+    print(
+        f"OK at {ok[-1]['reprojection_error_px']} px, then {bad[-1][2]['calibration_state']} at "
+        f"{bad[-1][2]['reprojection_error_px']} px / {bad[-1][2]['reprojection_error_mm']} mm"
+    )
     level, message, values = bad[-1]
     assert level >= 1 and "scene camera calibration off" in message
     assert float(values["reprojection_error_px"]) >= 2.5
