@@ -102,7 +102,9 @@ def check_marker(
         raise CalibrationError(f"corners_px has shape {corners.shape}: give the marker's 4 finite (u, v) corners")
     K = np.asarray(K, dtype=np.float64)
     if K.shape != (3, 3) or not np.all(np.isfinite(K)) or K[0, 0] <= 0 or K[1, 1] <= 0:
-        raise CalibrationError("K is not a calibrated 3x3 camera matrix (positive focal lengths)")
+        raise CalibrationError(
+            f"K = {K.tolist()} is not a calibrated 3x3 camera matrix: give the CameraInfo's k (positive focal lengths)"
+        )
     try:
         poses = [
             check_rigid(T, name=n)

@@ -48,11 +48,13 @@ class MarkerSample:
 
 @dataclass(frozen=True)
 class RefineConfig:
-    """Args:
-    min_samples: fewest images with the marker.
-    min_spread_m: the marker's positions must spread at least this much (standard deviation, metres) along
-        their second principal axis.
-    max_iterations: cap on the refinement's function evaluations (times 7).
+    """What the refinement accepts.
+
+    Args:
+        min_samples: fewest images with the marker.
+        min_spread_m: the marker's positions must spread at least this much (standard deviation, metres) along
+            their second principal axis (see :class:`MarkerCoverage`).
+        max_iterations: cap on the refinement's function evaluations (times 7, one per parameter and one).
     """
 
     min_samples: int = 20
