@@ -209,3 +209,24 @@ def test_bad_files_are_refused_with_the_file_named(tmp_path):
         fit_thresholds(load_confidence([failing]), FitRule())
     with pytest.raises(ValueError, match="measures"):
         FitRule(measures=("peak",))
+
+
+def test_the_evaluation_records_a_chunks_measures_from_its_message():
+    from para_ros.deploy.episodes import confidence_record
+    from para_ros.ros_io.chunk_msg import chunk_to_msg
+
+    n = 3
+    chunk = Chunk(
+        12.5,
+        np.arange(n) * 0.2,
+        np.zeros((n, 3)),
+        np.tile([0.0, 0.0, 0.0, 1.0], (n, 1)),
+        np.ones(n),
+        np.array([0.9, 0.5, 0.25]),
+        entropy=np.array([0.1, 0.2, 0.3]),
+        view_agreement=np.array([1.0, 0.75, 0.5]),
+    )
+    record = confidence_record(chunk_to_msg(chunk))
+    assert record["stamp_s"] == 12.5 and record["chunk_agreement"] == []
+    assert record["peak_mass"] == [0.9, 0.5, 0.25] and record["view_agreement"] == [1.0, 0.75, 0.5]
+    assert record["entropy"] == pytest.approx([0.1, 0.2, 0.3], abs=1e-6)  # float32 on the wire, 6 decimals kept
