@@ -206,12 +206,15 @@ def step_flops(trainer, loader) -> tuple[int, int]:
     return fwd.get_total_flops(), bwd.get_total_flops()
 
 
-def matmul_gflops(m: int, k: int, n: int, device, repeats: int = 7) -> float:
-    """Median GFLOP/s of a plain fp32 (m, k) @ (k, n) matmul (2 m k n FLOPs) on ``device``."""
+def matmul_gflops(m: int, k: int, n: int, device, dtype_name: str = "fp32", repeats: int = 7) -> float:
+    """Median GFLOP/s of a plain (m, k) @ (k, n) matmul (2 m k n FLOPs) on ``device`` in ``dtype_name``."""
     import torch
 
-    a = torch.randn(m, k, device=device)
-    b = torch.randn(k, n, device=device)
+    from para_core.model.config import torch_dtype
+
+    dtype = torch_dtype(dtype_name)
+    a = torch.randn(m, k, device=device, dtype=dtype)
+    b = torch.randn(k, n, device=device, dtype=dtype)
     a @ b  # warm-up
     times = []
     for _ in range(repeats):
@@ -330,8 +333,10 @@ def main(argv=None) -> int:
         cfg = trainer.config
         n_params = sum(p.numel() for p in trainer.model.parameters())
         mlp_rows = args.batch_size * (cfg.voxel_chunk_size or cfg.n_voxels)
-        mm_square = matmul_gflops(1024, 1024, 1024, device)
-        mm_voxel = matmul_gflops(min(mlp_rows, 1 << 18), trainer.model.voxel_in_dim, cfg.voxel_mlp_hidden, device)
+        mm_dtype = trainer.amp_dtype  # the precision the step's matrix products run in
+        mm_n = 4096 if device.type == "cuda" else 1024
+        mm_square = matmul_gflops(mm_n, mm_n, mm_n, device, mm_dtype)
+        mm_voxel = matmul_gflops(min(mlp_rows, 1 << 18), trainer_voxel_in(cfg), cfg.voxel_mlp_hidden, device, mm_dtype)
         if device.type == "cuda":
             peak_mem = f"peak_mem={torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB (max_memory_allocated)"
         else:
@@ -385,7 +390,7 @@ def main(argv=None) -> int:
         f"backward {bwd_flops / 1e9:.2f})"
     )
     print(
-        f"  plain fp32 matmul here, {choice.threads} thread(s): 1024^3 {mm_square:.1f} GFLOP/s; voxel-MLP shape "
+        f"  plain {mm_dtype} matmul here, {choice.threads} thread(s): {mm_n}^3 {mm_square:.1f} GFLOP/s; voxel-MLP shape "
         f"({min(mlp_rows, 1 << 18)} x {cfg.voxel_mlp_hidden + 0} from {trainer_voxel_in(cfg)}) {mm_voxel:.1f} GFLOP/s"
     )
     print(
