@@ -46,7 +46,7 @@ def test_the_check_catches_an_edited_file(tmp_path, monkeypatch):
     assert params.main([]) == 1
 
 
-@pytest.mark.parametrize("node", ["chunk_executor", "inference_node", "sim_node"])
+@pytest.mark.parametrize("node", ["chunk_executor", "inference_node", "sim_node", "calibration_monitor"])
 def test_help_lists_every_parameter_of_the_table(node):
     out = subprocess.run(
         [sys.executable, "-m", f"para_ros.nodes.{node}", "--help"],
