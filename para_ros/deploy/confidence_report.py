@@ -16,7 +16,8 @@ supervisor reduces it:
   that holds at most ``floor(hold_rate / M * S)`` of the S successful episodes (M measures fitted: by the union bound
   all of them together hold at most ``hold_rate`` of them), rounded to ``resolution`` towards the safe side;
 - **slow threshold**: the most demanding one beyond which at most ``slow_rate`` of the successful episodes' chunks
-  lie (rounded the same way), and never less demanding than the hold threshold.
+  lie (rounded the same way); where the hold threshold came out more demanding than that, it is lowered to the slow
+  one (a hold must never come before slowing, and lowering it only holds fewer episodes: both promises stay kept).
 
 Then the supervisor itself (``para_ros.execution.confidence_supervisor``) replays every episode's chunks at the fitted
 thresholds: the share of successful episodes it would have held (false holds), of failing ones it would have held
@@ -214,7 +215,7 @@ def fit_thresholds(episodes: list[EpisodeConfidence], rule: FitRule) -> dict[str
             hold = 1.0
         allowed_chunks = math.floor(rule.slow_rate * len(chunks) + 1e-9)
         slow = _rounded(most_demanding(chunks, allowed_chunks, m), m, rule.resolution)
-        slow = min(slow, hold) if m in HIGH_IS_BAD else max(slow, hold)
+        hold = max(slow, hold) if m in HIGH_IS_BAD else min(slow, hold)  # holding stops no more than slowing
         fitted[m] = {
             "slow": slow,
             "hold": hold,
