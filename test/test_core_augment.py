@@ -391,3 +391,16 @@ def test_a_run_records_its_augmentations_in_run_json_and_the_checkpoint(tmp_path
         "zoom_range": [0.95, 1.1],
         "noise_sigma_range_levels": [0.0, 4.0],
     }
+
+
+def test_resume_keeps_the_runs_augmentations_and_refuses_to_change_them(tmp_path):
+    from para_core.train.cli import build_parser, resolve_configs
+
+    saved = TrainConfig(told_extrinsics_error_m=0.01, zoom_range=(0.95, 1.05))
+    run = {"model_config": V4Config.tiny().to_dict(), "train_config": saved.to_dict()}
+    (tmp_path / "run.json").write_text(json.dumps({**run, "train_episodes": [], "val_episodes": []}))
+    _, resumed, _ = resolve_configs(build_parser().parse_args(["--out", str(tmp_path), "--resume"]))
+    assert resumed.augmentations == saved.augmentations
+    args = build_parser().parse_args(["--out", str(tmp_path), "--resume", "--zoom-range", "1", "1.1"])
+    with pytest.raises(ValueError, match=r"--resume cannot change \['zoom_range'\]"):
+        resolve_configs(args)
