@@ -30,3 +30,4 @@ def test_node_process_defaults_to_the_passive_wait_policy(monkeypatch):
     ready = [line for line in output[0].splitlines() if "ready: model" in line]
     assert ready, output[0][-2000:]
     assert "CPU threads 1 (asked for); OpenMP wait policy passive" in ready[0]  # para_ros.nodes set it
+    assert "on cpu (precision fp32 (this CPU has" in ready[0]  # and whether it has bf16 instructions

@@ -87,6 +87,23 @@ def resolve_inference_dtype(name: str, device: torch.device, flags: frozenset[st
     return "fp32"
 
 
+def describe_precision(name: str, device: torch.device, flags: frozenset[str] | None = None) -> tuple[str, str]:
+    """A name of ``INFERENCE_DTYPES`` -> (the resolved name, a log line saying why): on a CPU whether it has bf16
+    instructions, and a warning when bf16 would be emulated (several times slower than fp32)."""
+    import torch
+
+    resolved = resolve_inference_dtype(name, device, flags)
+    auto = "auto: " if name == "auto" else ""
+    if torch.device(device).type != "cpu":
+        return resolved, f"precision {resolved}" + (" (auto)" if auto else "")
+    bf16 = cpu_has_fast_bf16(flags)
+    has = "has bf16 instructions" if bf16 else "has no bf16 instructions (AVX512_BF16 / AMX-BF16)"
+    why = f"precision {resolved} ({auto}this CPU {has}"
+    if resolved == "bf16" and not bf16:
+        why += "; bf16 is emulated here, several times slower than fp32: use auto or fp32"
+    return resolved, why + ")"
+
+
 def slow_precision_warning(name: str, device: torch.device, flags: frozenset[str] | None = None) -> str | None:
     """Why ``name`` (one of ``DTYPES``) will be slow on ``device``, or None: fp16 on a CPU without fp16 matrix
     instructions (AVX512-FP16 / AMX-FP16) is emulated, about 100x slower than fp32 (module docstring)."""

@@ -64,7 +64,7 @@ from para_core.data import augmentation
 from para_core.data.dataset import EpisodeDataset, make_batch
 from para_core.model.checkpoint import read_checkpoint_meta, save_checkpoint
 from para_core.model.config import DTYPES, SCHEDULE_FIELDS, V4Config, torch_dtype
-from para_core.model.hardware import cpu_has_fast_bf16, keep_freed_memory_for, resolve_inference_dtype
+from para_core.model.hardware import describe_precision, keep_freed_memory_for
 from para_core.model.registry import build_model
 from para_core.train import init_from
 from para_core.train.distributed import init_from_env
@@ -102,7 +102,7 @@ class TrainConfig:
         device: ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"``, ``"cuda:1"`` ...
         amp_dtype: ``"fp32"`` (no autocast), ``"bf16"`` (autocast, no loss scaling) or ``"fp16"`` (autocast + loss
             scaling; CUDA only); ``"auto"``: the fastest precision the device computes natively
-            (``para_core.model.hardware.resolve_inference_dtype``: bf16 only on a CPU with bf16 instructions, where
+            (``para_core.model.hardware.describe_precision``: bf16 only on a CPU with bf16 instructions, where
             bf16 autocast is otherwise emulated and several times slower than fp32); ``Trainer.amp_dtype`` and
             ``Trainer.precision`` say what was chosen. Voxel geometry always stays in float32 inside the model.
         num_workers: DataLoader worker processes (0 = load in the training process).
@@ -270,19 +270,6 @@ class TrainConfig:
 
     def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
-
-
-def _resolve_amp_dtype(name: str, device: torch.device) -> tuple[str, str]:
-    """``TrainConfig.amp_dtype`` -> (the autocast dtype name, a line for the log saying why)."""
-    resolved = resolve_inference_dtype(name, device)
-    if device.type != "cpu":
-        return resolved, f"precision {resolved}" + (" (auto)" if name == "auto" else "")
-    bf16 = cpu_has_fast_bf16()
-    has = "has bf16 instructions" if bf16 else "has no bf16 instructions (AVX512_BF16 / AMX-BF16)"
-    why = f"precision {resolved} ({'auto: ' if name == 'auto' else ''}this CPU {has}"
-    if resolved == "bf16" and not bf16:
-        why += "; bf16 autocast is emulated here, several times slower than fp32: use --amp auto or fp32"
-    return resolved, why + ")"
 
 
 # -------------------------------------------------------------------------------------------------- schedule
@@ -464,7 +451,7 @@ class Trainer:
             raise ValueError(
                 f"TrainConfig.device = {train_config.device!r} but CUDA is not available; use 'cpu' or 'auto'"
             )
-        self.amp_dtype, self.precision = _resolve_amp_dtype(train_config.amp_dtype, self.device)  # "auto" resolved
+        self.amp_dtype, self.precision = describe_precision(train_config.amp_dtype, self.device)  # "auto" resolved
 
         self.dist, self.device = init_from_env(self.device)  # torchrun: this rank's place and device
 

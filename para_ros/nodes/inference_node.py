@@ -76,7 +76,7 @@ from visualization_msgs.msg import MarkerArray
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES, V4Config
 from para_core.model.decoding import DECODING_MODES, DecodingConfig
-from para_core.model.hardware import configure_cpu_threads
+from para_core.model.hardware import configure_cpu_threads, describe_precision
 from para_core.model.policy import Policy
 from para_msgs.msg import ActionChunk
 from para_ros.adapters.tf import Buffer, TransformException, TransformListener
@@ -379,7 +379,8 @@ class InferenceNode(Node):
         self._thread = threading.Thread(target=self._inference_loop, name="para_inference", daemon=True)
         self._thread.start()
         self.get_logger().info(
-            f"ready: model {self.policy.model_id} on {self.policy.device} ({self.policy.dtype}, "
+            f"ready: model {self.policy.model_id} on {self.policy.device} "
+            f"({describe_precision(p['dtype'], self.policy.device)[1]}, "
             f"attention {self.policy.attention}, allocator: {self.policy.allocator}, decoding "
             f"{self.policy.decoding.mode}), views {self.views}, world frame '{p['world_frame']}'; "
             f"{self.cpu_threads.describe()}"
