@@ -172,7 +172,8 @@ def test_the_fit_reproduces_from_the_same_files_and_keeps_its_rates(tmp_path):
     assert json.loads((tmp_path / "a" / "confidence_report.json").read_text())["thresholds"] == a["thresholds"]
     assert set(a["thresholds"]) == {"peak_mass", "entropy"}  # the agreements were not measured in this run
     r = a["rates"]
-    assert r["successful"]["held_rate"] <= 0.05  # the promise of the rule, all measures together
+    assert r["successful"]["held_rate"] <= 0.05  # the promises of the rule, all measures together
+    assert r["successful"]["chunks_slowed_or_held_rate"] <= rule.slow_rate
     assert r["failing"]["held"] > 0 and r["failing"]["example_reason"].startswith("policy uncertain:")
     assert (tmp_path / "a" / "confidence_report.png").stat().st_size > 10_000
     yaml_text = (tmp_path / "a" / "confidence_thresholds.yaml").read_text()

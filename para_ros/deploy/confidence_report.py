@@ -15,9 +15,10 @@ supervisor reduces it:
   entropy), and it is held at h exactly when its sustained worst is beyond h. The fitted h is the most demanding one
   that holds at most ``floor(hold_rate / M * S)`` of the S successful episodes (M measures fitted: by the union bound
   all of them together hold at most ``hold_rate`` of them), rounded to ``resolution`` towards the safe side;
-- **slow threshold**: the most demanding one beyond which at most ``slow_rate`` of the successful episodes' chunks
-  lie (rounded the same way); where the hold threshold came out more demanding than that, it is lowered to the slow
-  one (a hold must never come before slowing, and lowering it only holds fewer episodes: both promises stay kept).
+- **slow threshold**: the most demanding one beyond which at most ``slow_rate / M`` of the successful episodes'
+  chunks lie (rounded the same way: all measures together slow at most ``slow_rate`` of them); where the hold
+  threshold came out more demanding than that, it is lowered to the slow one (a hold must never come before
+  slowing, and lowering it only holds fewer episodes: both promises stay kept).
 
 Then the supervisor itself (``para_ros.execution.confidence_supervisor``) replays every episode's chunks at the fitted
 thresholds: the share of successful episodes it would have held (false holds), of failing ones it would have held
@@ -134,7 +135,7 @@ class FitRule:
 
     Args:
         hold_rate: at most this share of the successful episodes held, all fitted measures together.
-        slow_rate: at most this share of the successful episodes' chunks slowed, per measure.
+        slow_rate: at most this share of the successful episodes' chunks slowed, all fitted measures together.
         steps_checked, hold_after_s, resume_after_chunks, slow_speed_scale: the supervisor's (SupervisorConfig).
         resolution: thresholds rounded to this, towards the safe side (None: exact).
         measures: the measures fitted (the others stay off).
@@ -213,7 +214,7 @@ def fit_thresholds(episodes: list[EpisodeConfidence], rule: FitRule) -> dict[str
         hold = _rounded(most_demanding(sustained, allowed_episodes, m), m, rule.resolution) if sustained.size else 0.0
         if not sustained.size and m in HIGH_IS_BAD:
             hold = 1.0
-        allowed_chunks = math.floor(rule.slow_rate * len(chunks) + 1e-9)
+        allowed_chunks = math.floor(rule.slow_rate / len(rule.measures) * len(chunks) + 1e-9)
         slow = _rounded(most_demanding(chunks, allowed_chunks, m), m, rule.resolution)
         hold = max(slow, hold) if m in HIGH_IS_BAD else min(slow, hold)  # holding stops no more than slowing
         fitted[m] = {
@@ -395,8 +396,9 @@ def format_report(report: dict) -> str:
         "",
         f"Runs: {', '.join(report['runs'])}; {report['episodes']} episodes ({report['successes']} successful; "
         f"outcomes {report['outcomes']}).",
-        f"Rule: hold at most {rule['hold_rate']:.0%} of the successful episodes (all measures together), slow at most "
-        f"{rule['slow_rate']:.0%} of their chunks per measure; steps checked {rule['steps_checked'] or 'all'}, "
+        f"Rule: hold at most {rule['hold_rate']:.0%} of the successful episodes, slow at most "
+        f"{rule['slow_rate']:.0%} of their chunks (all measures together, the budgets split equally); steps checked "
+        f"{rule['steps_checked'] or 'all'}, "
         f"hold after {rule['hold_after_s']:g} s, resume after {rule['resume_after_chunks']} confident chunks.",
         "",
         "| measure | slow | hold | AUROC (sustained worst) | AUROC (worst chunk) | successful held | failing held |",
