@@ -7,8 +7,8 @@ parameters set from the arguments all come from :mod:`para_ros.deploy.graph`, th
 Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``backend``, ``device``, ``dtype``,
 ``fast_path``, ``compile_mode``, ``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``,
 ``wrist_info_topic``, ``joint_trajectory_topic``, ``arm_joint_names``, ``engage``, ``calibration``, ``lockstep``,
-``rviz``, ``respawn``, ``respawn_executor``, ``respawn_delay``. An empty value keeps the node's parameter file value
-(``config/*.yaml``). Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay``
+``calibration_monitor``, ``rviz``, ``respawn``, ``respawn_executor``, ``respawn_delay``. An empty value keeps the
+node's parameter file value (``config/*.yaml``). Respawn, as ``para-deploy --respawn / --respawn-executor / --respawn-delay``
 (rule: :func:`para_ros.deploy.graph_run.respawns`):
 ``respawn:=true`` gives inference_node and sim_node launch_ros' ``respawn=True`` with ``respawn_delay``
 (``respawn_delay`` seconds, default 2): a node that dies is started again. The executor commands the arm, so it comes
@@ -85,6 +85,12 @@ ARGUMENTS = [
         "false",
         "backend sim only: lockstep evaluation: every node on the simulator's /clock, the simulator "
         "stepping only once the graph has answered (para_ros.sim.lockstep): true | false",
+    ),
+    (
+        "calibration_monitor",
+        "false",
+        "start calibration_monitor (the scene camera's told pose checked against an ArUco marker on the "
+        "gripper, on /diagnostics; backend sim: the simulator renders the marker): true | false",
     ),
     ("rviz", "false", "start rviz2 with config/para.rviz: true | false"),
     ("respawn", "false", "restart inference_node and sim_node when they die (after respawn_delay): true | false"),

@@ -379,3 +379,30 @@ def test_monitor_watches_the_topics_the_nodes_will_use():
     recorded = record_topics(topics)
     assert "/arm_controller/joint_trajectory" in recorded and "/joint_trajectory" not in recorded
     assert graph_topics(graph.plan(graph.DeploySettings(backend="sim"))).joint_trajectory == "/joint_trajectory"
+
+
+@pytest.mark.parametrize("backend", ["sim", "i2rt"])
+def test_calibration_monitor_only_when_asked_and_the_same_from_both_launchers(launch_module, backend):
+    """``calibration_monitor:=true`` / ``--calibration-monitor`` add the node (and, backend sim, the simulator's
+    marker); without it the graph is the one it was."""
+    executable_of_module = {s.module: s.executable for s in graph.NODES}
+
+    def deploy_side(argv):
+        args = deploy.build_parser().parse_args(argv)
+        return sorted(
+            (describe_command(cmd, executable_of_module) for _, cmd in deploy.graph_commands(deploy._settings(args))),
+            key=lambda d: d["name"],
+        )
+
+    def launch_side(**chosen):
+        return sorted((describe_launch_node(n) for n in launch_nodes(launch_module, **chosen)), key=lambda d: d["name"])
+
+    off = deploy_side(["--backend", backend])
+    on = deploy_side(["--backend", backend, "--calibration-monitor"])
+    assert "calibration_monitor" not in {d["name"] for d in off}
+    assert {d["name"] for d in on} == {d["name"] for d in off} | {"calibration_monitor"}
+    assert on == launch_side(backend=backend, calibration_monitor="true")
+    assert off == launch_side(backend=backend)
+    sim = [d for d in on if d["name"] == "sim_node"]
+    assert [d["overrides"].get("calibration_marker") for d in sim] == (["flange"] if backend == "sim" else [])
+    assert all("calibration_marker" not in d["overrides"] for d in off)

@@ -141,6 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
         "static transform and the wrist mount come from it (see para_ros/deploy/graph.py)",
     )
     parser.add_argument(
+        "--calibration-monitor",
+        action="store_true",
+        help="start calibration_monitor: the scene camera's told pose checked against an ArUco marker on the "
+        "gripper, on /diagnostics (backend sim: the simulator renders the marker); see docs/calibration.md",
+    )
+    parser.add_argument(
         "--duration",
         type=float,
         default=60.0,
@@ -198,6 +204,7 @@ def _settings(args) -> graph.DeploySettings:
         engage=args.engage,
         calibration=args.calibration,
         lockstep=args.lockstep,
+        calibration_monitor=args.calibration_monitor,
     )
 
 

@@ -67,6 +67,7 @@ LOCKSTEP_OVERRIDES = {
     "sim_node": {"publish_clock": True, "lockstep": True},
     "inference_node": {"use_sim_time": True, "tf_timeout_s": LOCKSTEP_TF_TIMEOUT_S},
     "chunk_executor": {"use_sim_time": True, "lockstep": True},
+    "calibration_monitor": {"use_sim_time": True},
 }
 
 # Camera-topic settings of the launchers -> inference_node parameter names.
@@ -103,6 +104,13 @@ NODES: tuple[NodeSpec, ...] = (
         "para_ros.nodes.calibration_tf",
         "config/calibration_tf.yaml",
         ("i2rt", "topic"),
+    ),
+    # Only when asked (calibration_monitor): the scene camera's told pose checked against the gripper's marker.
+    NodeSpec(
+        "calibration_monitor",
+        "calibration_monitor",
+        "para_ros.nodes.calibration_monitor",
+        "config/calibration_monitor.yaml",
     ),
 )
 
@@ -169,6 +177,9 @@ class DeploySettings:
         engage: hand the arm to the policy at start (the executor's ``auto_engage``). The executor otherwise starts
             disengaged (``config/executor.yaml``) until ``/chunk_executor/engage`` is called. Always on for backend
             ``sim``; for a real arm only when asked (``--engage`` / ``engage:=true``). Takes a bool or "true"/"false".
+        calibration_monitor: start the ``calibration_monitor`` node (the scene camera's told pose checked against
+            an ArUco marker on the gripper, on ``/diagnostics``); with backend ``sim`` the simulator then renders
+            the marker (``calibration_marker: flange``). Takes a bool or "true"/"false".
         lockstep: backend ``sim`` only: lockstep evaluation (:mod:`para_ros.sim.lockstep`): every node on the
             simulator's ``/clock`` (:data:`LOCKSTEP_OVERRIDES`), the simulator stepping only once the graph answered.
     """
@@ -188,9 +199,13 @@ class DeploySettings:
     engage: bool = False
     calibration: str = ""
     lockstep: bool = False
+    calibration_monitor: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "engage", _true_false("engage", self.engage) == "true")
+        object.__setattr__(
+            self, "calibration_monitor", _true_false("calibration_monitor", self.calibration_monitor) == "true"
+        )
         object.__setattr__(self, "lockstep", _true_false("lockstep", self.lockstep) == "true")
         if self.lockstep and self.backend != "sim":
             raise ValueError(
@@ -291,6 +306,8 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
             out.update(UNTRAINED_EXECUTOR_OVERRIDES)
     elif settings.calibration:
         out.update(calibration_overrides(spec.name, settings))
+    if spec.name == "sim_node" and settings.calibration_monitor:
+        out["calibration_marker"] = "flange"  # the monitor's default mount (para_ros.sim.calibration_marker)
     if settings.lockstep:
         out.update(LOCKSTEP_OVERRIDES.get(spec.name, {}))
     return out
@@ -331,7 +348,8 @@ def plan(settings: DeploySettings) -> list[tuple[NodeSpec, dict[str, object]]]:
     return [
         (spec, node_overrides(spec, settings))
         for spec in nodes_for(settings.backend)
-        if spec.name != "calibration_tf" or settings.calibration
+        if (spec.name != "calibration_tf" or settings.calibration)
+        and (spec.name != "calibration_monitor" or settings.calibration_monitor)
     ]
 
 

@@ -140,26 +140,27 @@ class CalibrationMonitorNode(Node):
         while self._pending:
             msg = self._pending[0]
             try:
-                done = self._check(msg)
+                waiting = self._check(msg)
             except Exception as exc:  # noqa: BLE001 - a bad message never stops the node
                 self.health.count("images_refused")
                 self.health.problem("image", f"image refused: {type(exc).__name__}: {exc}")
-                done = True
+                waiting = None
             else:
                 self.health.clear("image")
-            if not done:
+            if waiting is not None:  # a short wait is normal (TF after the image); a problem once given up
+                key, why = waiting
                 newest_ns = stamp_to_ns(self._pending[-1].header.stamp)
                 if newest_ns - stamp_to_ns(msg.header.stamp) < TF_GIVE_UP_S * 1e9:
-                    return  # wait for its TF
-                self.health.count("images_without_tf")
+                    return
+                self.health.count(f"images_given_up.{key}")
+                self.health.problem(key, f"image given up after {TF_GIVE_UP_S:g} s: {why}")
             self._pending.popleft()
 
-    def _check(self, msg: Image) -> bool:
-        """Check one image; False when its TF is not there yet."""
+    def _check(self, msg: Image) -> tuple[str, str] | None:
+        """Check one image; (problem key, why) when what it needs (CameraInfo, TF) is not there yet."""
         p, info = self.params, self._info
         if info is None:
-            self.health.problem("camera_info", f"no CameraInfo on {p['camera_info_topic']} yet")
-            return False
+            return "camera_info", f"no CameraInfo on {p['camera_info_topic']}"
         self.health.clear("camera_info")
         if int(info.width) != int(msg.width) or int(info.height) != int(msg.height):
             raise ValueError(f"CameraInfo is {info.width}x{info.height}, the image {msg.width}x{msg.height}")
@@ -169,14 +170,13 @@ class CalibrationMonitorNode(Node):
             T_base_flange = self.tf_buffer.lookup_matrix(p["base_frame"], p["flange_frame"], Time(nanoseconds=stamp_ns))
             T_base_cam = self.tf_buffer.lookup_matrix(p["base_frame"], msg.header.frame_id, Time(nanoseconds=stamp_ns))
         except TransformException as exc:
-            self.health.problem("tf", f"no TF at the image stamp yet: {type(exc).__name__}: {exc}")
-            return False
+            return "tf", f"no TF at the image stamp: {type(exc).__name__}: {exc}"
         self.health.clear("tf")
         check = self.monitor.observe(image_msg_to_rgb(msg), stamp_ns / 1e9, T_base_flange, T_base_cam, K, dist)
         self.health.count("images_checked")
         if check is not None:
             self.health.count("marker_seen")
-        return True
+        return None
 
     def _diagnostics(self) -> tuple[int, str, dict]:
         status = self.monitor.status()
