@@ -100,7 +100,7 @@ from para_ros.execution.executor_core import (
     ExecutorConfig,
     ExecutorCore,
 )
-from para_ros.execution.executor_state import ExecutorState
+from para_ros.execution.executor_state import HOLDS_UNCERTAIN, SLOWED, ExecutorState
 from para_ros.execution.smoothing import JerkLimits
 from para_ros.execution.timeline import BlendConfig
 from para_ros.nodes.health import ERROR, OK, WARN, HealthReporter
@@ -115,11 +115,13 @@ from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, JointTrajectoryBacke
 from para_ros.sim.lockstep import DEFAULT_LATENCY_S
 
 NODE_NAME = "chunk_executor"
+CONFIDENCE_STATES = SLOWED | HOLDS_UNCERTAIN  # the confidence supervisor's states: their changes are logged
 BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
 
 # The confidence supervisor (para_ros.execution.confidence_supervisor, docs/confidence.md). The thresholds' defaults
-# are fitted by `para-sim confidence-report` from the lockstep evaluation of checkpoints/pick_place (docs/confidence.md
-# has the figures and the rule); the supervisor itself is off by default.
+# were fitted by `para-sim confidence-report --measures peak_mass,chunk_agreement --slow-rate 0.1 --steps-checked 2`
+# from lockstep evaluations of checkpoints/pick_place (10 episodes of the training cube, all successful, 8 with a blue
+# cube, all failing: docs/confidence.md has the figures); few episodes, so the supervisor is off by default.
 CONFIDENCE_PARAMETERS = (
     Param(
         "confidence_supervisor",
@@ -133,7 +135,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_peak_mass_slow_below",
-        0.0,
+        0.56,
         "Slow down while a chunk's peak mass (probability near the chosen point, 0..1) is below this at some checked "
         "step; 0 = off.",
         range=(0.0, 1.0),
@@ -141,7 +143,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_peak_mass_hold_below",
-        0.0,
+        0.56,
         "Hold while the peak mass stays below this for confidence_hold_after_s; 0 = off. At most the slow threshold.",
         range=(0.0, 1.0),
         dynamic=True,
@@ -163,7 +165,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_chunk_agreement_slow_below",
-        0.0,
+        0.07,
         "Slow down while a chunk's agreement with the chunk before it (probability the new chunk gives to where the "
         "old one puts the tool, 0..1) is below this; 0 = off.",
         range=(0.0, 1.0),
@@ -171,7 +173,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_chunk_agreement_hold_below",
-        0.0,
+        0.07,
         "Hold while the chunk agreement stays below this for confidence_hold_after_s; 0 = off.",
         range=(0.0, 1.0),
         dynamic=True,
@@ -193,7 +195,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_steps_checked",
-        0,
+        2,
         "Judge the first this many steps of each chunk (those executed before the next chunk); 0 = every step.",
         range=(0, 1024),
         dynamic=True,
@@ -834,6 +836,7 @@ class ChunkExecutorNode(Node):
 
     def take_chunk(self, msg, now_s: float) -> None:
         """Hand a chunk message to the core at ``now_s`` (log and report a rejection)."""
+        before = self.core.state
         try:
             chunk = chunk_from_msg(msg)
             accepted, text = self.core.add_chunk(chunk, now_s)
@@ -841,7 +844,17 @@ class ChunkExecutorNode(Node):
             accepted, text = False, f"chunk could not be read: {type(err).__name__}: {err}"
             self.core.status.chunks_rejected += 1
             self.core.status.last_rejection = text
-        if not accepted:
+        after = self.core.state
+        if after is not before and CONFIDENCE_STATES & {before, after}:  # the supervisor slowed, held or let go
+            problem, transition = self.core.status.confidence_problem, self.core.status.last_transition
+            if after in CONFIDENCE_STATES:
+                self.get_logger().warning(f"{transition}: {problem}" if problem else transition)
+            else:
+                self.get_logger().info(transition)
+            self._publish_diagnostics()  # at once, not at the next report
+        if not accepted and after in CONFIDENCE_STATES:
+            self.get_logger().info(f"chunk not followed: {text}", throttle_duration_sec=2.0)
+        elif not accepted:
             self.get_logger().warning(f"chunk rejected: {text}", throttle_duration_sec=1.0)
             self._problem_diagnostics()
         elif text:
