@@ -462,7 +462,8 @@ def plot_report(paths, rule: FitRule, report: dict, out_png: Path) -> Path:
                 vals = np.array([v for e in episodes if e.success == ok for v in values_of(e)], dtype=float)
                 vals = vals[np.isfinite(vals)]
                 if vals.size:
-                    ax.hist(vals, bins=bins, density=True, alpha=0.5, color=colour, label=f"{label} ({vals.size})")
+                    ax.hist(vals, bins=bins, density=row == 1, alpha=0.5, color=colour, label=f"{label} ({vals.size})")
+            ax.set_ylabel("episodes" if row == 0 else "density of chunks", fontsize=8)
             ax.axvline(t["slow"], color="tab:orange", ls="--", label=f"slow {t['slow']:g}")
             ax.axvline(t["hold"], color="k", ls="-", label=f"hold {t['hold']:g}")
             ax.set_title(f"{MEASURE_TITLES[m]} - {what}", fontsize=9)
