@@ -252,3 +252,20 @@ def test_sim_node_parameters_reach_the_conditions_and_default_to_none():
     assert marker_mount_from_params(p) is not None
     with pytest.raises(ValueError, match="ood_camera_fault"):
         check_node_params(parse_node_params(["sim_node:ood_camera_fault:=smudged"]))
+
+
+def test_demos_with_the_calibration_marker_show_it_in_the_scene_images(tmp_path):
+    """``para-sim demos --calibration-marker``: the training images carry the marker the monitor needs (a policy
+    deployed with the monitor must have seen it), and the episode's meta says so."""
+    from para_core.data.dataset import Episode
+    from para_ros.commands import sim as sim_command
+
+    assert (
+        sim_command.main(
+            ["demos", "--out", str(tmp_path), "--episodes", "1", "--seed", "5", "--calibration-marker", "--no-progress"]
+        )
+        == 0
+    )
+    episode = Episode.load(next(tmp_path.glob("episode_*")))
+    assert episode.meta["calibration_marker"] == "flange"
+    assert detect_marker(episode.images["scene"][0], SPEC) is not None

@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--no-progress", action="store_true")
     _add_generalisation_arguments(d)
     add_rig_arguments(d)
+    d.add_argument(
+        "--calibration-marker",
+        action="store_true",
+        help="render the live calibration monitor's ArUco marker on the gripper (a policy deployed with the monitor "
+        "should have seen it: docs/calibration.md)",
+    )
 
     r = sub.add_parser("record", help="record expert episodes through sim_node as rosbag2 bags (the real data path)")
     r.add_argument("--out", required=True, help="folder for episode_XXXXXX bag directories")
@@ -84,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--keep-failures", action="store_true", help="keep bags of episodes the expert failed")
     r.add_argument("--echo", action="store_true", help="show sim_node's output")
     r.add_argument("--no-progress", action="store_true")
+    r.add_argument(
+        "--calibration-marker",
+        action="store_true",
+        help="sim_node renders the live calibration monitor's ArUco marker on the gripper",
+    )
     _add_generalisation_arguments(r)
 
     e = sub.add_parser("expert", help="run the expert on seeded layouts and print its success rate")
@@ -287,6 +298,7 @@ def cmd_record(args) -> int:
             echo=args.echo,
             seeds=seeds,
             cameras=cameras,
+            sim_overrides={"calibration_marker": "flange"} if args.calibration_marker else None,
         )
     except (RuntimeError, ValueError) as exc:
         print(f"para-sim record: {exc}", file=sys.stderr)
@@ -298,11 +310,17 @@ def cmd_record(args) -> int:
     return 0
 
 
-def _sim_and_kinematics(n_distractor_slots: int = 0):
+def _sim_and_kinematics(n_distractor_slots: int = 0, calibration_marker: bool = False):
     os.environ.setdefault("MUJOCO_GL", "egl")
     from para_ros.sim.yam_scene import SimConfig, YamSim  # mujoco: loaded on first use, not on import
 
-    return YamSim(SimConfig(n_distractor_slots=n_distractor_slots)), YamKinematics()
+    extras = ()
+    if calibration_marker:  # OpenCV (the marker's image): loaded only when asked
+        from para_core.calibration.marker import ArucoMarkerSpec
+        from para_ros.sim.calibration_marker import MarkerMount
+
+        extras = (MarkerMount(ArucoMarkerSpec()),)
+    return YamSim(SimConfig(n_distractor_slots=n_distractor_slots, scene_extras=extras)), YamKinematics()
 
 
 def _progress(total: int, disable: bool, desc: str):
@@ -329,7 +347,7 @@ def cmd_demos(args) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sim, kin = _sim_and_kinematics(rigs.max_distractors if rigs is not None else 0)
+    sim, kin = _sim_and_kinematics(rigs.max_distractors if rigs is not None else 0, args.calibration_marker)
     counts: dict[str, int] = {}
     written = 0
     with _progress(len(seeds), args.no_progress, "expert demos") as bar:
@@ -362,6 +380,8 @@ def cmd_demos(args) -> int:
                     meta["rig"] = {**rig.to_dict(), "randomisation": rigs.to_dict()}
                 if args.cube_region is not None:
                     meta["cube_region"] = args.cube_region.text
+                if args.calibration_marker:
+                    meta["calibration_marker"] = "flange"
                 frames_to_episode(r.frames, args.fps, meta).save(path)
                 written += 1
             bar.update(1)
