@@ -106,3 +106,14 @@ def test_default_wait_policy_keeps_the_users_choice():
 def test_hardware_imports_no_torch():
     out = _run("import sys; import para_core.model.hardware; print('torch' in sys.modules)", {})
     assert out.strip() == "False"
+
+
+def test_para_train_refuses_a_bad_thread_count_before_anything_else(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "para_core.train.cli", "--out", str(tmp_path / "run"), "--threads", "two"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "--threads / --omp-wait-policy: threads='two' is invalid: use 'auto'" in done.stderr
+    assert not (tmp_path / "run").exists()  # nothing written
