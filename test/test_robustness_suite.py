@@ -94,6 +94,7 @@ def test_suite_runs_two_conditions_with_a_tiny_checkpoint(tmp_path):
     assert [(r["condition"], r["episodes"]) for r in rows] == [("nominal", 1), ("distractors4", 1)]
     settings = json.loads((out / "tiny" / "distractors4" / "report.json").read_text())["settings"]
     assert settings["node_params"]["sim_node"]["n_distractors"] == 4 and settings["lockstep"] is True
+    assert settings["node_params"]["chunk_executor"]["lockstep_latency_s"] == 0.2  # the CPU latency by default
     assert (out / "suite.png").stat().st_size > 1000
     log = (out / "tiny" / "distractors4" / "logs" / "sim_node.log").read_text()
     assert "task reset" in log

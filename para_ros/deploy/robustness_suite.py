@@ -194,6 +194,13 @@ def add_suite_arguments(p) -> None:
     p.add_argument("--out", required=True, help="suite folder (reports, suite.md, suite.json, suite.png)")
     p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE", help="as para-sim eval")
     p.add_argument("--time-limit", type=float, default=30.0, dest="time_limit_s", help="seconds per episode")
+    p.add_argument(
+        "--latency-s",
+        type=float,
+        default=0.2,
+        help="simulated camera -> chunk latency in lockstep (chunk_executor lockstep_latency_s; default 0.2 s, "
+        "the shipped policy's latency on 2 CPU cores); a --node-param for it wins",
+    )
     p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
     p.add_argument("--no-lockstep", action="store_false", dest="lockstep", help="real time instead of lockstep")
     p.add_argument("--report-only", action="store_true", help="only join the reports already in --out")
@@ -214,12 +221,18 @@ def cmd_suite(args) -> int:
         if not args.report_only:
             for _, path in checkpoints:
                 check_checkpoint_matches_sim(path)
+        if not 0.0 <= args.latency_s <= 2.0:
+            raise ValueError(f"--latency-s {args.latency_s} must be within 0..2 s")
+        node_params = graph.parse_node_params(args.node_param)
+        if args.lockstep:
+            executor = node_params.setdefault("chunk_executor", {})
+            executor.setdefault("lockstep_latency_s", float(args.latency_s))
         base = EvalSettings(
             checkpoint=checkpoints[0][1],
             episodes=args.episodes,
             seed=args.seed,
             time_limit_s=args.time_limit_s,
-            node_params=graph.parse_node_params(args.node_param),
+            node_params=node_params,
             lockstep=args.lockstep,
             device=args.device,
             videos=False,

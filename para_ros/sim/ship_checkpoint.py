@@ -39,7 +39,8 @@ def sim_settings() -> dict:
 
 def demonstration_options(episode_dirs) -> dict:
     """How the demonstrations were drawn beyond the layout seeds, from their ``meta.json``: the scene camera
-    randomisation ranges and the cube region (``para-sim demos --randomise-camera`` / ``--cube-region``), and the
+    and rig randomisation ranges and the cube region (``para-sim demos --randomise-camera`` / ``--randomise-rig`` /
+    ``--cube-region``), and the
     init checkpoint is recorded by para-train itself (``train_config.init_from``)."""
     out: dict = {}
     for d in episode_dirs[:1]:
@@ -49,6 +50,8 @@ def demonstration_options(episode_dirs) -> dict:
         meta = json.loads(meta_file.read_text()).get("meta", {})
         if "scene_camera" in meta:
             out["scene_camera_randomisation"] = meta["scene_camera"].get("randomisation")
+        if "rig" in meta:
+            out["rig_randomisation"] = meta["rig"].get("randomisation")
         if "cube_region" in meta:
             out["cube_region"] = meta["cube_region"]
     return out
