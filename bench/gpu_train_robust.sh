@@ -60,6 +60,14 @@ for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 wait
 echo "trainings stopped after $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 for f in "$OUT"/train_*.log; do echo "== $f"; tail -4 "$f"; done | tee -a "$OUT/summary.txt"
+# GPU figures of the training step and the policy, after the trainings (each capped, so the run ends in time).
+if [[ "$DEVICE" == cuda* ]]; then
+  timeout 45 "$PY" bench/bench_training.py --preset pick_place --device "$DEVICE" --steps 20 --warmup 5 --no-compare \
+    >"$OUT/bench_training_pick_place.txt" 2>&1
+  timeout 60 "$PY" bench/bench_policy.py --config paper --device "$DEVICE" --dtype bf16 --runs 20 --paths reference fast \
+    >"$OUT/bench_policy_paper_bf16.txt" 2>&1
+  echo "benchmarks done after $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+fi
 # What comes back: each run's final checkpoint (or its newest periodic one when stopped early) and its records.
 rm -rf "$RUNS/back" && mkdir -p "$RUNS/back"
 for name in robust robust_ft regression; do
