@@ -39,9 +39,9 @@ def _rot(axis: str, deg: float) -> np.ndarray:
     }[axis]
 
 
-def _T(R=np.eye(3), t=(0.0, 0.0, 0.0)) -> np.ndarray:
+def _T(R=None, t=(0.0, 0.0, 0.0)) -> np.ndarray:
     T = np.eye(4)
-    T[:3, :3] = R
+    T[:3, :3] = np.eye(3) if R is None else R
     T[:3, 3] = t
     return T
 
