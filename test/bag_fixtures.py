@@ -309,6 +309,9 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec | None = None, 
                     poses=poses,
                     gripper=np.asarray(grip, dtype=np.float32),
                     confidence=np.ones(len(poses), np.float32),
+                    entropy=np.zeros(0, np.float32),  # the other confidence measures: none recorded
+                    chunk_agreement=np.zeros(0, np.float32),
+                    view_agreement=np.zeros(0, np.float32),
                     model_id="recorded-test",
                 ),
             )

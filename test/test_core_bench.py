@@ -92,11 +92,23 @@ def test_paper_policy_runs_on_cpu():
 def test_training_step_bench_runs_and_prints_figures():
     bench = BENCH.parent / "bench_training.py"
     res = subprocess.run(
-        [sys.executable, str(bench), "--steps", "2", "--warmup", "1", "--threads", "1"],
+        [
+            sys.executable,
+            str(bench),
+            "--preset",
+            "tiny",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--threads",
+            "1",
+            "--no-compare",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    for key in ("training step", "preset=tiny", "median", "peak_rss=", "params="):
+    for key in ("training step", "preset=tiny", "median", "peak_rss=", "params ", "GFLOP/s", "FLOP-bound step"):
         assert key in res.stdout, key

@@ -282,6 +282,26 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     assert handed.tick(0.01) is not None and handed.status.state == "idle"
     s = handed.status_snapshot()
     assert diagnostic_summary(s, diagnostic_summary(s, None)[2])[0] == OK
+
+    # With the confidence supervisor: a very uncertain chunk -> hold_uncertain (WARN) -> a confident one -> tracking.
+    from dataclasses import replace
+
+    from para_ros.execution.confidence_supervisor import SupervisorConfig
+
+    unsure = SupervisorConfig(
+        enabled=True, peak_mass_slow_below=0.2, peak_mass_hold_below=0.1, hold_after_s=0.0, resume_after_chunks=1
+    )
+    judged = ExecutorCore(ExecutorConfig(checks=checks, supervisor=unsure), yam, kinematics=kin)
+    judged.set_measured_joints(q0, 0.5)
+    assert judged.add_chunk(_chunk(0.0, [0.3, 0.0, 0.1], R), 0.0)[0]
+    assert judged.tick(0.01) is not None and judged.status.state == "tracking"
+    doubtful = _chunk(0.02, [0.3, 0.0, 0.1], R)
+    judged.add_chunk(replace(doubtful, confidence=np.full(len(doubtful.confidence), 0.03)), 0.02)
+    judged.tick(0.03)
+    assert judged.status.state == "hold_uncertain"
+    seen.add(judged.status.state)
+    assert judged.add_chunk(_chunk(0.04, [0.3, 0.0, 0.1], R), 0.04)[0]
+    assert judged.tick(0.05) is not None and judged.status.state == "tracking"
     assert seen == set(WARN_STATES), f"WARN states not exercised here: {set(WARN_STATES) - seen}"
 
 
