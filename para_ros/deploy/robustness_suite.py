@@ -173,7 +173,7 @@ def plot_suite(out: Path, labels: list[str], names: list[str]) -> Path | None:
     ax.set_ylabel("success rate (%), 95 % Wilson interval")
     ax.set_ylim(0, 105)
     ax.axhline(90, color="grey", lw=0.6, ls="--")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over one
     fig.tight_layout()
     path = out / "suite.png"
     fig.savefig(path, dpi=120)
