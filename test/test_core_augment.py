@@ -404,3 +404,17 @@ def test_resume_keeps_the_runs_augmentations_and_refuses_to_change_them(tmp_path
     args = build_parser().parse_args(["--out", str(tmp_path), "--resume", "--zoom-range", "1", "1.1"])
     with pytest.raises(ValueError, match=r"--resume cannot change \['zoom_range'\]"):
         resolve_configs(args)
+
+
+def test_train_config_spells_every_augmentation_with_its_default():
+    """TrainConfig repeats the augmentation fields flat (for the YAML recipes): the same names, the same defaults."""
+    import dataclasses
+
+    from para_core.data.augmentation import Augmentations, field_names
+    from para_core.train.trainer import TrainConfig
+
+    aug = {f.name: f.default for f in dataclasses.fields(Augmentations)}
+    train = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    assert set(field_names()) == set(aug)
+    for name in aug:
+        assert name in train and train[name] == aug[name], name

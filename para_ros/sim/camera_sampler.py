@@ -186,15 +186,16 @@ def check_workspace_visible(
     return T, fovy
 
 
-def _range(value, name: str, lo: float, hi: float, unit: str) -> tuple[float, float]:
+def checked_range(
+    value, name: str, lo: float, hi: float, unit: str, owner: str = "CameraRandomisation"
+) -> tuple[float, float]:
+    """``value`` as a (low, high) pair of floats within [lo, hi]; a ValueError names ``owner.name`` and the rule."""
     try:
         a, b = (float(v) for v in value)
     except (TypeError, ValueError):
-        raise ValueError(f"CameraRandomisation.{name}={value!r} must be two numbers (low, high) in {unit}") from None
+        raise ValueError(f"{owner}.{name}={value!r} must be two numbers (low, high) in {unit}") from None
     if not (math.isfinite(a) and math.isfinite(b) and lo <= a <= b <= hi):
-        raise ValueError(
-            f"CameraRandomisation.{name}=({a:g}, {b:g}) must satisfy {lo:g} <= low <= high <= {hi:g} ({unit})"
-        )
+        raise ValueError(f"{owner}.{name}=({a:g}, {b:g}) must satisfy {lo:g} <= low <= high <= {hi:g} ({unit})")
     return a, b
 
 
@@ -224,10 +225,10 @@ class CameraRandomisation:
     nominal: NominalCamera = field(default_factory=NominalCamera)
 
     def __post_init__(self):
-        self.orbit_deg = _range(self.orbit_deg, "orbit_deg", -180.0, 180.0, "degrees")
-        self.height_m = _range(self.height_m, "height_m", -0.4, 0.6, "metres")
-        self.distance_m = _range(self.distance_m, "distance_m", -0.4, 0.6, "metres")
-        self.fovy_deg = _range(self.fovy_deg, "fovy_deg", 10.0, 120.0, "degrees")
+        self.orbit_deg = checked_range(self.orbit_deg, "orbit_deg", -180.0, 180.0, "degrees")
+        self.height_m = checked_range(self.height_m, "height_m", -0.4, 0.6, "metres")
+        self.distance_m = checked_range(self.distance_m, "distance_m", -0.4, 0.6, "metres")
+        self.fovy_deg = checked_range(self.fovy_deg, "fovy_deg", 10.0, 120.0, "degrees")
         if not 0.0 <= float(self.look_at_jitter_m) <= 0.2:
             raise ValueError(
                 f"CameraRandomisation.look_at_jitter_m={self.look_at_jitter_m!r} must be within [0, 0.2] metres"

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from para_ros.sim.calibration_board import offset_T
+from para_ros.sim.camera_sampler import checked_range
 
 # Extra entropy mixed into an episode's seed for its rig draw (the scene camera uses its own stream).
 RIG_STREAM = 0x516A
@@ -40,15 +41,7 @@ HIDDEN_Z_M = -0.5  # an unused distractor slot waits below the table top, out of
 
 
 def _range(value, name: str, lo: float, hi: float, unit: str) -> tuple[float, float]:
-    try:
-        a, b = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"RigRandomisation.{name}={value!r} must be two numbers (low, high) in {unit}") from None
-    if not (math.isfinite(a) and math.isfinite(b) and lo <= a <= b <= hi):
-        raise ValueError(
-            f"RigRandomisation.{name}=({a:g}, {b:g}) must satisfy {lo:g} <= low <= high <= {hi:g} ({unit})"
-        )
-    return a, b
+    return checked_range(value, name, lo, hi, unit, owner="RigRandomisation")
 
 
 def _bound(value, name: str, hi: float, unit: str) -> float:
