@@ -130,6 +130,7 @@ class TaskClient:
         # not this process's (``para-sim eval --compare`` runs one graph per domain).
         self.context = rclpy.Context()
         rclpy.init(
+            args=[],  # the command's own argv (e.g. --node-param NODE:NAME:=VALUE) is not ROS arguments
             context=self.context,
             signal_handler_options=SignalHandlerOptions.NO,
             **({} if domain_id is None else {"domain_id": int(domain_id)}),

@@ -123,7 +123,8 @@ class DeployMonitor:
         self.trajectory_topic = topics.joint_trajectory
         self.world_frame = topics.world_frame
         self.context = rclpy.Context()
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        # args=[]: the command's own argv (e.g. --node-param NODE:NAME:=VALUE) is not ROS arguments
+        rclpy.init(args=[], context=self.context, signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node(NODE_NAME, context=self.context)
         self._lock = threading.Lock()
         self.data = RunRecord()

@@ -56,7 +56,7 @@ class _ExpertNode:
         from tf2_msgs.msg import TFMessage
         from trajectory_msgs.msg import JointTrajectory
 
-        rclpy.init()
+        rclpy.init(args=[])  # the command's own argv is not ROS arguments
         self.rclpy = rclpy
         self.node = n = Node("para_sim_expert")
         self.lock = threading.Lock()
