@@ -151,24 +151,11 @@ class BoardMount:
     def add_to_spec(self, spec) -> None:
         """Add the board (texture, material, body ``calibration_board`` = the board frame, its two geoms) to an
         ``mujoco.MjSpec``. No collisions, no mass: the board never disturbs the arm or the objects."""
-        import mujoco  # mujoco: loaded on first use, not on import
 
         rgb, margin_m = self.texture()
         H, W = rgb.shape[:2]
         half_x, half_y = W / (2.0 * self.px_per_m), H / (2.0 * self.px_per_m)
-        tex = spec.add_texture()
-        tex.name = "calibration_board_texture"
-        tex.type = mujoco.mjtTexture.mjTEXTURE_2D
-        tex.width, tex.height, tex.nchannel = W, H, 3
-        tex.data = rgb.tobytes()
-        mat = spec.add_material()
-        mat.name = "calibration_board_material"
-        mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
-        mat.texrepeat = [1.0, 1.0]
-        mat.texuniform = False
-        mat.specular = 0.0
-        mat.shininess = 0.0
-        mat.reflectance = 0.0
+        material = add_matte_material(spec, "calibration_board", rgb)
 
         parent = spec.worldbody if self.parent_body == "world" else spec.body(self.parent_body)
         body = parent.add_body()
@@ -179,31 +166,59 @@ class BoardMount:
         # R_board_geom @ (-(origin in geom)).
         origin_g = np.array([-half_x + margin_m, half_y - margin_m, FACE_THICKNESS_M / 2.0])  # board origin in geom
         R_board_geom = R_GEOM_BOARD.T
-        for name, half_z, depth_m, material in (
-            (BOARD_GEOM, FACE_THICKNESS_M / 2.0, 0.0, mat.name),
+        for name, half_z, depth_m, face_material in (
+            (BOARD_GEOM, FACE_THICKNESS_M / 2.0, 0.0, material),
             (BOARD_BACKING_GEOM, (self.thickness_m - BACKING_GAP_M) / 2.0, BACKING_GAP_M, None),
         ):
             centre_b = (
                 R_board_geom @ (-origin_g)
-                if material
+                if face_material
                 else R_board_geom @ (-origin_g) + np.array([0.0, 0.0, depth_m + half_z - FACE_THICKNESS_M / 2.0])
             )
-            geom = body.add_geom()
-            geom.name = name
-            geom.type = mujoco.mjtGeom.mjGEOM_BOX
-            geom.size = [half_x, half_y, half_z]
-            geom.pos = centre_b.tolist()
-            geom.quat = _quat_wxyz(R_board_geom)
-            if material:
-                geom.material = material
-                geom.rgba = [1.0, 1.0, 1.0, 1.0]
-            else:
-                geom.rgba = [0.25, 0.25, 0.28, 1.0]
-            geom.contype = 0
-            geom.conaffinity = 0
-            geom.density = 0.0
-            geom.mass = 0.0
+            add_visual_box(body, name, (half_x, half_y, half_z), centre_b, R_board_geom, face_material)
         body.mass = 0.0
+
+
+def add_matte_material(spec, prefix: str, rgb: np.ndarray) -> str:
+    """A 2-D texture of ``rgb`` (H, W, 3) uint8 and a matte material showing it, named ``prefix`` + ``_texture`` /
+    ``_material``, added to an ``mujoco.MjSpec``; returns the material's name."""
+    import mujoco  # mujoco: loaded on first use, not on import
+
+    H, W = rgb.shape[:2]
+    tex = spec.add_texture()
+    tex.name = f"{prefix}_texture"
+    tex.type = mujoco.mjtTexture.mjTEXTURE_2D
+    tex.width, tex.height, tex.nchannel = W, H, 3
+    tex.data = rgb.tobytes()
+    mat = spec.add_material()
+    mat.name = f"{prefix}_material"
+    mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+    mat.texrepeat = [1.0, 1.0]
+    mat.texuniform = False
+    mat.specular = 0.0
+    mat.shininess = 0.0
+    mat.reflectance = 0.0
+    return mat.name
+
+
+def add_visual_box(body, name: str, half_size_m, centre_m, R_body_geom: np.ndarray, material: str | None) -> None:
+    """A box geom on ``body`` that is only seen (no collision, no mass): textured white with ``material``, else the
+    dark grey of a backing plate."""
+    import mujoco  # mujoco: loaded on first use, not on import
+
+    geom = body.add_geom()
+    geom.name = name
+    geom.type = mujoco.mjtGeom.mjGEOM_BOX
+    geom.size = [float(v) for v in half_size_m]
+    geom.pos = np.asarray(centre_m, dtype=np.float64).tolist()
+    geom.quat = _quat_wxyz(R_body_geom)
+    geom.rgba = [1.0, 1.0, 1.0, 1.0] if material else [0.25, 0.25, 0.28, 1.0]
+    if material:
+        geom.material = material
+    geom.contype = 0
+    geom.conaffinity = 0
+    geom.density = 0.0
+    geom.mass = 0.0
 
 
 def _quat_wxyz(R: np.ndarray) -> list[float]:

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from para_ros.sim.calibration_board import FACE_THICKNESS_M, R_GEOM_BOARD, _quat_wxyz
+from para_ros.sim.calibration_board import (
+    FACE_THICKNESS_M,
+    R_GEOM_BOARD,
+    _quat_wxyz,
+    add_matte_material,
+    add_visual_box,
+)
 
 MARKER_BODY = "calibration_marker"
 MARKER_FACE_GEOM = "calibration_marker_face"
@@ -71,7 +77,6 @@ class MarkerMount:
     def add_to_spec(self, spec) -> None:
         """Add the marker (texture, material, body ``calibration_marker`` = the marker frame, a printed face and a
         backing) under ``gripper`` of an ``mujoco.MjSpec``; no collision, no mass."""
-        import mujoco  # mujoco: loaded on first use, not on import
 
         px_per_m = PX_PER_CELL * self.spec.cells / float(self.spec.side_m)
         margin_px = int(round(float(self.margin_m) * px_per_m))
@@ -80,19 +85,7 @@ class MarkerMount:
         rgb = np.repeat(grey[:, :, None], 3, axis=2)
         H, W = rgb.shape[:2]
         half_x, half_y = W / (2.0 * px_per_m), H / (2.0 * px_per_m)
-        tex = spec.add_texture()
-        tex.name = "calibration_marker_texture"
-        tex.type = mujoco.mjtTexture.mjTEXTURE_2D
-        tex.width, tex.height, tex.nchannel = W, H, 3
-        tex.data = rgb.tobytes()
-        mat = spec.add_material()
-        mat.name = "calibration_marker_material"
-        mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
-        mat.texrepeat = [1.0, 1.0]
-        mat.texuniform = False
-        mat.specular = 0.0
-        mat.shininess = 0.0
-        mat.reflectance = 0.0
+        material = add_matte_material(spec, "calibration_marker", rgb)
         body = spec.body("gripper").add_body()
         body.name = MARKER_BODY
         body.pos = self.T_gripper_marker[:3, 3].tolist()
@@ -101,21 +94,9 @@ class MarkerMount:
         R_marker_geom = R_GEOM_BOARD.T
         centre_face = R_marker_geom @ (-origin_g)
         backing_half_z = 0.001
-        for name, half_z, centre, material in (
-            (MARKER_FACE_GEOM, FACE_THICKNESS_M / 2.0, centre_face, mat.name),
+        for name, half_z, centre, face_material in (
+            (MARKER_FACE_GEOM, FACE_THICKNESS_M / 2.0, centre_face, material),
             (MARKER_BACKING_GEOM, backing_half_z, centre_face + [0.0, 0.0, 0.0002 + backing_half_z], None),
         ):
-            geom = body.add_geom()
-            geom.name = name
-            geom.type = mujoco.mjtGeom.mjGEOM_BOX
-            geom.size = [half_x, half_y, half_z]
-            geom.pos = np.asarray(centre, dtype=np.float64).tolist()
-            geom.quat = _quat_wxyz(R_marker_geom)
-            geom.rgba = [1.0, 1.0, 1.0, 1.0] if material else [0.25, 0.25, 0.28, 1.0]
-            if material:
-                geom.material = material
-            geom.contype = 0
-            geom.conaffinity = 0
-            geom.density = 0.0
-            geom.mass = 0.0
+            add_visual_box(body, name, (half_x, half_y, half_z), centre, R_marker_geom, face_material)
         body.mass = 0.0
