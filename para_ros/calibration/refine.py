@@ -24,12 +24,11 @@ from para_core.calibration.calibration_file import (
     load_calibration,
     save_calibration,
 )
-from para_core.calibration.detection import check_intrinsics
 from para_core.calibration.errors import CalibrationError
 from para_core.calibration.marker import detect_marker
 from para_core.calibration.marker_refine import MarkerSample, RefineConfig, refine_scene_camera
-from para_ros.bag.reader import BagError, BagReader, BagTopicConfig, decode_image
-from para_ros.stamps import stamp_to_ns
+from para_ros.bag.reader import BagReader, BagTopicConfig, decode_image
+from para_ros.calibration.samples import flange_posed_images
 
 
 @dataclass
@@ -56,33 +55,13 @@ def read_marker_samples(
     :raises para_ros.bag.reader.BagError: unreadable bag, no images / CameraInfo on ``namespace``.
     :raises para_core.calibration.errors.CalibrationError: a CameraInfo with a zero focal length.
     """
-    ns = namespace.rstrip("/")
-    image_topic, info_topic = f"{ns}/image_raw", f"{ns}/camera_info"
     out = MarkerRecording()
+    hint = "Record them (or give --scene-ns)"
     with BagReader(bag_path, BagTopicConfig(world_frame=base_frame, ee_frame=flange_frame), cameras=False) as bag:
-        topics = bag.topics
-        for topic, what in ((image_topic, "images"), (info_topic, "CameraInfo")):
-            if topic not in topics:
-                raise BagError(
-                    f"bag {str(bag_path)!r} has no scene camera {what} on {topic!r}; it has: "
-                    f"{', '.join(sorted(topics)) or 'no topics'}. Record them (or give --scene-ns)"
-                )
-        infos = list(bag.messages(info_topic))
-        info_logs = np.array([t for t, _ in infos], dtype=np.int64)
-        for log_ns, img in bag.messages(image_topic):
-            out.n_images += 1
-            stamp = stamp_to_ns(img.header.stamp) or log_ns
-            info = infos[int(np.argmin(np.abs(info_logs - log_ns)))][1]
-            K, dist = check_intrinsics(
-                np.asarray(info.k, dtype=np.float64).reshape(3, 3), info.d, name="scene camera CameraInfo.k"
-            )
-            if int(info.width) != int(img.width) or int(info.height) != int(img.height):
-                out.drop("CameraInfo size differs from the image")
-                continue
-            T_base_flange = bag.try_lookup(flange_frame, stamp)
-            if T_base_flange is None:
-                out.drop(f"no TF {base_frame} -> {flange_frame} at the image stamp")
-                continue
+        frames = flange_posed_images(
+            bag, bag_path, namespace.rstrip("/"), "scene camera", flange_frame, base_frame, out, hint
+        )
+        for img, stamp, K, dist, T_base_flange in frames:
             corners = detect_marker(decode_image(img), spec)
             if corners is None:
                 out.drop("marker not found")

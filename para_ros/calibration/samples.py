@@ -62,36 +62,14 @@ def read_camera_samples(
     :raises para_core.calibration.errors.CalibrationError: a CameraInfo with a zero focal length.
     """
     ns = (namespace or CAMERA_TOPICS[camera]).rstrip("/")
-    image_topic, info_topic = f"{ns}/image_raw", f"{ns}/camera_info"
     config = BagTopicConfig(world_frame=base_frame, ee_frame=flange_frame)
     out = CameraSamples(camera, "")
+    hint = (
+        f"Record them (para-calib capture does) or give the camera's topic namespace (--{camera.replace('_', '-')}-ns)"
+    )
     with BagReader(bag_path, config, cameras=False) as bag:
-        topics = bag.topics
-        for topic, what in ((image_topic, "images"), (info_topic, "CameraInfo")):
-            if topic not in topics:
-                raise BagError(
-                    f"bag {str(bag_path)!r} has no {camera} {what} on {topic!r}; it has: "
-                    f"{', '.join(sorted(topics)) or 'no topics'}. Record them (para-calib capture does) "
-                    f"or give the camera's topic namespace (--{camera.replace('_', '-')}-ns)"
-                )
-        infos = [(log_ns, msg) for log_ns, msg in bag.messages(info_topic)]
-        info_logs = np.array([t for t, _ in infos], dtype=np.int64)
-        for log_ns, img in bag.messages(image_topic):
-            if max_images is not None and out.n_images >= max_images:
-                break
-            out.n_images += 1
-            stamp = stamp_to_ns(img.header.stamp) or log_ns
-            info = infos[int(np.argmin(np.abs(info_logs - log_ns)))][1]
-            K = np.asarray(info.k, dtype=np.float64).reshape(3, 3)
-            dist = np.asarray(info.d, dtype=np.float64).reshape(-1)
-            K, dist = check_intrinsics(K, dist, name=f"{camera} CameraInfo.k")
-            if int(info.width) != int(img.width) or int(info.height) != int(img.height):
-                out.drop("CameraInfo size differs from the image")
-                continue
-            T_base_flange = bag.try_lookup(flange_frame, stamp)
-            if T_base_flange is None:
-                out.drop(f"no TF {base_frame} -> {flange_frame} at the image stamp")
-                continue
+        frames = flange_posed_images(bag, bag_path, ns, camera, flange_frame, base_frame, out, hint, max_images)
+        for img, stamp, K, dist, T_base_flange in frames:
             if not _still_around(bag, flange_frame, stamp, T_base_flange, still_window_s):
                 out.drop(f"arm moving within {still_window_s} s of the image")
                 continue
@@ -114,6 +92,45 @@ def read_camera_samples(
             if keep_images:
                 out.images.append(rgb)
     return out
+
+
+def flange_posed_images(bag, bag_path, namespace: str, camera: str, flange_frame: str, base_frame: str, out, hint: str,
+                        max_images: int | None = None):  # fmt: skip
+    """The images of the camera on ``namespace`` (``image_raw`` + ``camera_info``) in an open ``BagReader``, each as
+    (image message, stamp ns, K (3, 3), distortion (n,), T_base_flange (4, 4) at the stamp): the CameraInfo logged
+    nearest to it, checked (:func:`check_intrinsics`) and of the image's size, and TF ``base_frame`` ->
+    ``flange_frame`` at the stamp. ``out`` counts the images (``n_images``, at most ``max_images``) and the dropped
+    ones (``out.drop(why)``).
+
+    :raises para_ros.bag.reader.BagError: no images / CameraInfo on ``namespace`` (the message ends with ``hint``).
+    """
+    image_topic, info_topic = f"{namespace}/image_raw", f"{namespace}/camera_info"
+    topics = bag.topics
+    for topic, what in ((image_topic, "images"), (info_topic, "CameraInfo")):
+        if topic not in topics:
+            raise BagError(
+                f"bag {str(bag_path)!r} has no {camera} {what} on {topic!r}; it has: "
+                f"{', '.join(sorted(topics)) or 'no topics'}. {hint}"
+            )
+    infos = list(bag.messages(info_topic))
+    info_logs = np.array([t for t, _ in infos], dtype=np.int64)
+    for log_ns, img in bag.messages(image_topic):
+        if max_images is not None and out.n_images >= max_images:
+            break
+        out.n_images += 1
+        stamp = stamp_to_ns(img.header.stamp) or log_ns
+        info = infos[int(np.argmin(np.abs(info_logs - log_ns)))][1]
+        K = np.asarray(info.k, dtype=np.float64).reshape(3, 3)
+        dist = np.asarray(info.d, dtype=np.float64).reshape(-1)
+        K, dist = check_intrinsics(K, dist, name=f"{camera} CameraInfo.k")
+        if int(info.width) != int(img.width) or int(info.height) != int(img.height):
+            out.drop("CameraInfo size differs from the image")
+            continue
+        T_base_flange = bag.try_lookup(flange_frame, stamp)
+        if T_base_flange is None:
+            out.drop(f"no TF {base_frame} -> {flange_frame} at the image stamp")
+            continue
+        yield img, stamp, K, dist, T_base_flange
 
 
 def _still_around(bag, frame: str, stamp_ns: int, T: np.ndarray, window_s: float) -> bool:
