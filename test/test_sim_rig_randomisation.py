@@ -214,3 +214,25 @@ def test_demos_record_the_true_wrist_camera_and_the_draw(tmp_path):
     T_true = np.asarray(ep.T_world_cam["wrist"])[0]
     T_nominal = np.asarray(nominal.T_world_cam["wrist"])[0]
     np.testing.assert_allclose(np.linalg.inv(T_nominal) @ T_true, drawn.wrist_mount_offset_T, atol=1e-6)
+
+
+def test_kept_colours_stay_the_scenes_and_leave_every_other_draw_alone(sim):
+    """--rig-keep-colours cube pad: the cube and the pad render in the scene's configured colours, and the rest of
+    the rig (mount, lamps, table, distractors) is exactly the draw of the same seed with all colours drawn."""
+    full = RigRandomisation(n_distractors=(1, 1)).sample(7)
+    kept = RigRandomisation(n_distractors=(1, 1), keep_colours=("pad", "cube")).sample(7)
+    assert kept.cube_rgba is None and kept.pad_rgba is None and kept.table_rgba == full.table_rgba
+    np.testing.assert_array_equal(kept.wrist_mount_offset_T, full.wrist_mount_offset_T)
+    assert (kept.lamps, kept.distractors, kept.ambient) == (full.lamps, full.distractors, full.ambient)
+    apply_rig(sim, kept)
+    m = sim.model
+    np.testing.assert_allclose(m.geom_rgba[m.geom("cube_0_geom").id], sim.config.cube_rgba)
+    np.testing.assert_allclose(m.geom_rgba[m.geom("target_pad_geom").id], sim.config.target_rgba)
+    np.testing.assert_allclose(m.geom_rgba[m.geom("table").id], full.table_rgba)
+    apply_rig(sim, nominal_rig(sim))
+    args = _parse(["--randomise-rig", "--rig-keep-colours", "cube", "pad"])
+    assert rig_from_args(args).keep_colours == ("cube", "pad")
+    with pytest.raises(ValueError, match="needs --randomise-rig"):
+        rig_from_args(_parse(["--rig-keep-colours", "cube"]))
+    with pytest.raises(ValueError, match="not among"):
+        RigRandomisation(keep_colours=("lamp",))

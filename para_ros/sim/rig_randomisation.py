@@ -38,6 +38,7 @@ from para_ros.sim.camera_sampler import checked_range
 RIG_STREAM = 0x516A
 DISTRACTOR_PREFIX = "distractor_"
 HIDDEN_Z_M = -0.5  # an unused distractor slot waits below the table top, out of every camera's view
+COLOURED = ("cube", "pad", "table")  # the parts whose colour a rig draws (RigRandomisation.keep_colours)
 
 
 def _range(value, name: str, lo: float, hi: float, unit: str) -> tuple[float, float]:
@@ -93,6 +94,8 @@ class RigRandomisation:
         ambient: (low, high) ambient level of the headlight (training scene 0.35).
         n_distractors: (low, high) number of distractor objects (whole numbers, within 0..8).
         distractor_clearance_m: a distractor stands at least this far from the cube and the pad centre, metres.
+        keep_colours: of "cube", "pad", "table": these keep the scene's configured colour (the random numbers are
+            drawn all the same, so every other draw of a seed stays what it is with all colours drawn).
     """
 
     wrist_mount_xyz_m: float = 0.004
@@ -113,8 +116,14 @@ class RigRandomisation:
     ambient: tuple = (0.25, 0.45)
     n_distractors: tuple = (0.0, 2.0)
     distractor_clearance_m: float = 0.08
+    keep_colours: tuple = ()
 
     def __post_init__(self):
+        keep = tuple(str(k) for k in self.keep_colours)
+        unknown = sorted(set(keep) - set(COLOURED))
+        if unknown:
+            raise ValueError(f"RigRandomisation.keep_colours={list(keep)}: {unknown} not among {list(COLOURED)}")
+        self.keep_colours = tuple(k for k in COLOURED if k in keep)
         for name, (lo, hi, unit) in _RANGES.items():
             setattr(self, name, _range(getattr(self, name), name, lo, hi, unit))
         for name, (hi, unit) in _BOUNDS.items():
@@ -139,7 +148,9 @@ class RigRandomisation:
         xyz = rng.uniform(-self.wrist_mount_xyz_m, self.wrist_mount_xyz_m, size=3)
         rpy_deg = rng.uniform(-self.wrist_mount_rpy_deg, self.wrist_mount_rpy_deg, size=3)
         colour = {k: _hsv_rgba(rng, getattr(self, f"{k}_hue_deg"), getattr(self, f"{k}_saturation"),
-                               getattr(self, f"{k}_value")) for k in ("cube", "pad", "table")}  # fmt: skip
+                               getattr(self, f"{k}_value")) for k in COLOURED}  # fmt: skip
+        for k in self.keep_colours:
+            colour[k] = None  # apply_rig writes the scene's configured colour
         lamps = [
             {
                 "scale": float(rng.uniform(*self.light_scale)),
@@ -229,9 +240,9 @@ class SampledRig:
 
     wrist_mount_offset_T: np.ndarray  # (4, 4) in the wrist camera's optical frame, applied to the CAD mount
     wrist_fovy_deg: float
-    cube_rgba: list
-    pad_rgba: list
-    table_rgba: list
+    cube_rgba: list | None  # None: the scene's configured colour (RigRandomisation.keep_colours)
+    pad_rgba: list | None
+    table_rgba: list | None
     lamps: list  # one dict per lamp: scale, tint (3,), turn_deg, turn_axis_deg
     ambient: float
     distractors: list  # dicts: shape, xy_m, radius_m, half_height_m, rgba
@@ -273,10 +284,11 @@ def apply_rig(sim, rig: SampledRig) -> None:
     m.body_pos[body] = T_mount[:3, 3]
     m.body_quat[body] = _quat_wxyz(T_mount[:3, :3])
     m.cam_fovy[m.camera("wrist").id] = float(rig.wrist_fovy_deg)
-    m.geom_rgba[m.geom("cube_0_geom").id] = rig.cube_rgba
+    c = sim.config
+    m.geom_rgba[m.geom("cube_0_geom").id] = c.cube_rgba if rig.cube_rgba is None else rig.cube_rgba
     if sim.has_target_pad():
-        m.geom_rgba[m.geom("target_pad_geom").id] = rig.pad_rgba
-    m.geom_rgba[m.geom("table").id] = rig.table_rgba
+        m.geom_rgba[m.geom("target_pad_geom").id] = c.target_rgba if rig.pad_rgba is None else rig.pad_rgba
+    m.geom_rgba[m.geom("table").id] = c.table_rgba if rig.table_rgba is None else rig.table_rgba
     for i, lamp in enumerate(rig.lamps):
         m.light_diffuse[i] = LAMP_DIFFUSE * float(sim.config.light_scale) * lamp["scale"] * np.asarray(lamp["tint"])
         m.light_dir[i] = _turned(
@@ -341,6 +353,15 @@ def add_rig_arguments(p) -> None:
         metavar="NAME=VALUE",
         help="change one range (LO,HI) or bound (one number); repeatable. Names and defaults: " + names,
     )
+    g.add_argument(
+        "--rig-keep-colours",
+        nargs="+",
+        default=[],
+        choices=COLOURED,
+        metavar="PART",
+        help=f"parts of {', '.join(COLOURED)} that keep the scene's colour while the rest of the rig is drawn "
+        "(e.g. a policy for one known object under varied mounts and light)",
+    )
 
 
 def _fmt(v) -> str:
@@ -368,11 +389,12 @@ def rig_from_args(args) -> RigRandomisation | None:
         if len(values) != want:
             raise ValueError(f"--rig-range {item!r}: {name} takes {'LO,HI' if want == 2 else 'one number'}")
         changes[name] = tuple(values) if want == 2 else values[0]
+    keep = tuple(getattr(args, "rig_keep_colours", []) or [])
     if not getattr(args, "randomise_rig", False):
-        if changes:
-            raise ValueError("--rig-range needs --randomise-rig")
+        if changes or keep:
+            raise ValueError(f"{'--rig-range' if changes else '--rig-keep-colours'} needs --randomise-rig")
         return None
-    return RigRandomisation(**changes)
+    return RigRandomisation(**changes, keep_colours=keep)
 
 
 __all__ = [
