@@ -6,6 +6,8 @@ stamped like the inference node stamps them (the frame's stamp), when the test l
   once it comes, the simulator steps again, one executor period (0.01 s) at a time.
 - A node busy through a reset right after the start (rclpy keeps only the newest ``/clock``) still sees the clock hop
   forward and come back, i.e. a jump back it clears its frames at.
+- A frame lost on its way (the stand-in drops its first delivery): the simulator publishes it again after
+  ``lockstep_reask_s`` and goes on once its chunk comes.
 - A chunk that never comes: the lockstep episode ends as a fault naming the missing chunk, and the next episode
   runs (here to its time limit, the stand-in's chunks being empty).
 """
@@ -36,6 +38,7 @@ STEP_NS = 10_000_000  # lockstep_step_s 0.01
 EPOCH_NS = 1_000_000_000_000  # lockstep's first instant after a reset (para_ros.nodes.lockstep_hooks)
 TIMEOUT_S = 8.0  # the simulator's lockstep_timeout_s here (a loaded machine answers slowly)
 HOP_HOLD_S = 1.0  # the simulator's lockstep_hop_hold_s here (default 0.3; longer for a loaded test machine)
+REASK_S = 0.5  # the simulator's lockstep_reask_s here (default 5)
 
 
 def ns(stamp) -> int:
@@ -51,6 +54,8 @@ class LateInference(Node):
         self.lock = threading.Lock()
         self.answer = False
         self.hold_from_ns = 1 << 62
+        self.lose_from_ns = 1 << 62  # the first frame at or after this is "lost" on its first delivery
+        self.lost_ns: int | None = None
         self.clocks: list[int] = []
         self.frames: list[int] = []
         self.unanswered: list = []
@@ -65,6 +70,11 @@ class LateInference(Node):
 
     def _on_image(self, msg):
         with self.lock:
+            if ns(msg.header.stamp) >= self.lose_from_ns:
+                self.lost_ns, self.lose_from_ns = ns(msg.header.stamp), 1 << 62
+                return
+            if any(ns(u) == ns(msg.header.stamp) for u in self.unanswered):
+                return  # asked for again while its answer is held: the inference node refuses it as not newer
             self.frames.append(ns(msg.header.stamp))
             self.unanswered.append(msg.header.stamp)
         self.flush()
@@ -107,6 +117,8 @@ def rig():
             f"lockstep_timeout_s:={TIMEOUT_S}",
             "-p",
             "lockstep_resend_s:=0.5",
+            "-p",
+            f"lockstep_reask_s:={REASK_S}",
             "-p",
             f"lockstep_hop_hold_s:={HOP_HOLD_S}",
         ],
@@ -183,6 +195,31 @@ def test_a_late_chunk_holds_the_simulator_at_its_frame_until_it_comes(rig):
     assert sim.poll() is None
     assert after[0] == frame_ns + STEP_NS, "the first step after the chunk is one executor period"
     assert all(b - a == STEP_NS for a, b in zip(after[:-1], after[1:])), "steps of exactly one period"
+
+
+def test_a_lost_frame_is_asked_for_again_and_the_episode_goes_on(rig):
+    """A frame that never reached the inference node (best-effort sensor data on a busy machine) would leave the
+    simulator waiting until its timeout; it publishes the frame again (same stamp) and goes on once answered."""
+    node, sim, _ = rig
+    node.hold_from_ns = 1 << 62
+    node.answer = False  # the simulator holds at the reset's first frame: nothing of the earlier test in flight
+    with node.lock:
+        node.frames.clear()
+    reset(node)
+    wait_for(lambda: EPOCH_NS in node.frames, 30.0, None, "the first frame after the reset")
+    node.lose_from_ns = EPOCH_NS + 200_000_000
+    node.answer = True
+    node.flush()
+    wait_for(lambda: node.lost_ns is not None, 30.0, None, "the frame to lose")
+    frame_ns = node.lost_ns
+    wait_for(
+        lambda: node.clocks and node.clocks[-1] >= frame_ns + 20 * STEP_NS,
+        TIMEOUT_S - 1.0,
+        None,
+        "the simulator to go on past the lost frame (asked for again, well before its lockstep_timeout_s)",
+    )
+    assert node.frames.count(frame_ns) == 1, "the frame came again and was answered once"
+    assert sim.poll() is None
 
 
 def test_a_chunk_that_never_comes_ends_the_episode_as_a_fault_and_the_evaluation_goes_on(rig):

@@ -67,6 +67,27 @@ def test_gate_fault_names_what_never_came_after_the_timeout():
     assert g.fault == ""
 
 
+def test_gate_asks_again_for_a_frame_whose_chunk_has_not_come_at_doubling_intervals():
+    g = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0, reask_s=2.0))
+    g.published(T0, [], wall_s=100.0, frames_pending=True)
+    assert g.due_reask(200.0) == []  # the frames have not gone out yet (they follow the tick)
+    g.on_ack(tick_ack(T0, False))
+    g.frames_published([T0], wall_s=101.0)
+    assert g.due_reask(102.9) == []  # within reask_s of going out: the chunk may be on its way
+    assert g.due_reask(103.1) == [T0]
+    asks = [w for w in (104.0, 105.0, 107.2, 110.0, 115.0, 115.3, 131.0, 131.5) if g.due_reask(w)]
+    assert asks == [107.2, 115.3, 131.5], "each interval twice the one before (4, 8, 16 s after 2)"
+    g.on_ack(chunk_ack(T0))
+    assert g.due_reask(1000.0) == [] and g.ready()
+    # the next instant's frames start again at reask_s; a fault asks no more
+    g.published(T0 + 10_000_000, [T0 + 10_000_000], wall_s=2000.0)
+    g.on_ack(tick_ack(T0 + 10_000_000, False))
+    assert g.due_reask(2002.5) == [T0 + 10_000_000]
+    assert g.check_timeout(2601.0) and g.due_reask(2700.0) == []
+    with pytest.raises(ValueError, match="lockstep_reask_s"):
+        LockstepSettings(reask_s=0.0)
+
+
 def test_parse_ack_refuses_other_layouts():
     assert parse_ack([0, 5, 1]) == (0, 5, 1)
     with pytest.raises(ValueError, match="expected"):

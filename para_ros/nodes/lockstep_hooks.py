@@ -4,6 +4,7 @@ one for ``chunk_executor``, each created by its node when the node's parameter `
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from builtin_interfaces.msg import Time as TimeMsg
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -39,7 +40,9 @@ class SimLockstep:
 
     def __init__(self, node, p: dict):
         self.node = node
-        self.settings = LockstepSettings(step_s=p["lockstep_step_s"], timeout_s=p["lockstep_timeout_s"])
+        self.settings = LockstepSettings(
+            step_s=p["lockstep_step_s"], timeout_s=p["lockstep_timeout_s"], reask_s=p["lockstep_reask_s"]
+        )
         self.resend_s = float(p["lockstep_resend_s"])
         self._resend_after_s = self.resend_s
         self.hop_hold_s = float(p["lockstep_hop_hold_s"])
@@ -105,9 +108,17 @@ class SimLockstep:
             self._published(node.step_and_publish(wall, frames=False), wall)
             return
         if gate.frames_pending and gate.tick_answered():  # the frames after the tick (para_ros.sim.lockstep, rule 3)
-            gate.frames_published(node.publish_due_frames(gate.t_ns, wall))
+            gate.frames_published(node.publish_due_frames(gate.t_ns, wall), wall)
         if not gate.ready():
             fault = gate.check_timeout(wall) if not self._held_by_limit() else ""
+            reask = gate.due_reask(wall) if not fault else []
+            if reask:  # rule 5: the frames whose chunk has not come, once more
+                node.republish_frames(reask)
+                node.health.count("lockstep_reasks")
+                node.get_logger().info(
+                    f"lockstep: no chunk yet for the camera frame of t={reask[0] / 1e9:.3f} s after "
+                    f"{gate.reask_after_s / 2:g} s: published it again"
+                )
             if fault:
                 node.get_logger().error(fault + "; holding until ~/reset_task")
                 node.health.count("lockstep_faults")
@@ -174,6 +185,7 @@ class ExecutorLockstep:
         self.release = ChunkRelease(p["lockstep_latency_s"])
         self.pub = node.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], ACK_QOS)
         self._last_tick_ns: int | None = None
+        self._kept_ns: deque[int] = deque(maxlen=64)  # stamps of the chunks kept since the last reset
         node.create_subscription(
             JointState,
             p["joint_states_topic"],
@@ -183,11 +195,16 @@ class ExecutorLockstep:
 
     def on_chunk(self, msg) -> None:
         stamp_ns = stamp_to_ns(msg.header.stamp)
-        self.release.add(msg, stamp_ns * 1e-9)
+        # A second chunk of one frame (the frame was asked for again while its chunk was on its way, and predicted
+        # twice) is acknowledged again but kept once: the outcome stays that of one answer per frame.
+        if stamp_ns not in self._kept_ns:
+            self._kept_ns.append(stamp_ns)
+            self.release.add(msg, stamp_ns * 1e-9)
         self.pub.publish(Int64MultiArray(data=chunk_ack(stamp_ns)))
 
     def clear(self) -> None:
         self.release.clear()
+        self._kept_ns.clear()
 
     def _on_joint_state(self, msg) -> None:
         node = self.node
@@ -196,7 +213,7 @@ class ExecutorLockstep:
         # the first instant after a reset (a resend, or a reset right after a fault there), and waits for its tick;
         # a command of that instant falls in the simulator's reset hold-off (reset_hold_off_s) and is ignored.
         if self._last_tick_ns is not None and t_ns < self._last_tick_ns - TIME_BACK_NS:
-            self.release.clear()  # a reset: the chunks kept are from the old run
+            self.clear()  # a reset: the chunks kept are from the old run
         self._last_tick_ns = t_ns
         # The state of this instant, whatever order the node's own joint-state subscriptions get it in.
         reader = getattr(node.backend, "reader", None)

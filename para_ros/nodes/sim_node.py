@@ -71,7 +71,7 @@ from para_ros.sim.disturbance_params import (
 )
 from para_ros.sim.disturbances import Disturbances
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
-from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
+from para_ros.sim.lockstep import DEFAULT_REASK_S, DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
 from para_ros.sim.rig_randomisation import distractors_for_layout, place_distractors
 from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim
@@ -114,6 +114,14 @@ LOCKSTEP_PARAMS = [
         "clears as after a reset) and that instant's state and frames go out again, for a node that was not up "
         "yet or saw them before the reset; the episode's physics has not started.",
         range=(0.05, 600.0),
+    ),
+    Param(
+        "lockstep_reask_s",
+        DEFAULT_REASK_S,
+        "Wall seconds after which the camera frames whose chunk has not come are published again (the same images "
+        "and stamps; then twice as long each time, up to 60 s): a frame lost by a busy or briefly stopped process is "
+        "asked for again instead of ending the episode as a fault.",
+        range=(0.05, 60.0),
     ),
     Param(
         "lockstep_hop_hold_s",
@@ -481,6 +489,18 @@ class SimNode(Node):
         info.header.stamp = stamp
         c["image_pub"].publish(img)
         c["info_pub"].publish(info)
+        c["last_image"] = img  # for a lockstep ask again (republish_frames)
+
+    def republish_frames(self, stamps_ns) -> None:
+        """Publish again each camera's last frame whose stamp is in ``stamps_ns`` (the same image and stamp; lockstep
+        asks again for a frame whose chunk has not come, para_ros.sim.lockstep rule 5)."""
+        wanted = {int(t) for t in stamps_ns}
+        for c in self.cameras.values():
+            img = c.get("last_image")
+            if img is not None and stamp_to_ns(img.header.stamp) in wanted:
+                c["info"].header.stamp = img.header.stamp
+                c["image_pub"].publish(img)
+                c["info_pub"].publish(c["info"])
 
     def _transform(self, parent: str, child: str, T: np.ndarray, stamp) -> TransformStamped:
         msg = TransformStamped()

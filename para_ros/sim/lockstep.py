@@ -20,8 +20,16 @@ seeds alone. The rules:
    each chunk aside and hands it to its core at the first tick at or after ``stamp + latency_s``
    (:class:`ChunkRelease`): the chunk takes effect after a fixed simulated latency instead of after however long the
    machine took.
-5. A wait longer than ``timeout_s`` of wall time is a fault (:meth:`LockstepGate.check_timeout` names what was
-   missing); the simulator then holds until the next task reset, which ends the episode as a fault.
+5. A frame whose chunk has not come after ``reask_s`` of wall time is asked for again: the simulator publishes the
+   same frames (same images, same stamps) once more, then after twice as long, up to :data:`MAX_REASK_S` between
+   asks (:meth:`LockstepGate.due_reask`). Sensor data travels best effort, and a busy or briefly stopped process
+   loses frames; a frame that did arrive is refused by the inference node's pairing as not newer, so an ask costs
+   nothing when the model is only slow. Nothing of the simulated state changes meanwhile, so the outcome is the one
+   of a machine that never lost anything.
+6. A wait longer than ``timeout_s`` of wall time (minutes) is a fault (:meth:`LockstepGate.check_timeout` names
+   what was missing); the simulator then holds until the next task reset, which ends the episode as a fault. A
+   fault is the machine's, not the policy's: evaluations leave it out of the success rate and ``--continue`` runs
+   that layout again.
 
 The acknowledgements travel as ``std_msgs/Int64MultiArray`` (``data = [kind, time_ns, value]``), standard messages
 so that no interface package changes.
@@ -39,7 +47,11 @@ ACK_CHUNK = 1  # data = [ACK_CHUNK, chunk header stamp ns, 0]
 # of camera readout, DDS transfer and pairing; 50 ms is that GPU-class budget rounded up to a whole number of 10 ms
 # control periods, so results do not depend on where a release falls between two ticks.
 DEFAULT_LATENCY_S = 0.05
-DEFAULT_TIMEOUT_S = 60.0  # wall time: a CPU model on a busy shared machine takes seconds per chunk, never a minute
+# Wall time before a missing answer is a fault: a last resort only, since lost frames are asked for again (rule 5) and
+# a CPU model on a shared machine at a load of 12 takes seconds per chunk; ten minutes is a stalled process.
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_REASK_S = 5.0  # wall seconds before a frame whose chunk has not come is published again (rule 5)
+MAX_REASK_S = 60.0  # the interval between asks doubles up to this
 
 
 def tick_ack(t_ns: int, command_sent: bool) -> list[int]:
@@ -67,10 +79,13 @@ class LockstepSettings:
     Args:
         step_s: simulated seconds per step; the executor ticks once per step, so this is its control period.
         timeout_s: wall seconds the simulator waits for any one answer before the wait is a fault.
+        reask_s: wall seconds before the frames whose chunk has not come are published again (then twice as long
+            each time, up to :data:`MAX_REASK_S`).
     """
 
     step_s: float = 0.01
     timeout_s: float = DEFAULT_TIMEOUT_S
+    reask_s: float = DEFAULT_REASK_S
 
     def __post_init__(self):
         if not 1e-4 <= float(self.step_s) <= 0.1:
@@ -79,6 +94,8 @@ class LockstepSettings:
             )
         if not 0 < float(self.timeout_s) <= 3600:
             raise ValueError(f"lockstep_timeout_s={self.timeout_s}: use (0, 3600] s of wall time")
+        if not 0.05 <= float(self.reask_s) <= MAX_REASK_S:
+            raise ValueError(f"lockstep_reask_s={self.reask_s}: use 0.05..{MAX_REASK_S:g} s of wall time")
 
 
 class LockstepGate:
@@ -103,6 +120,8 @@ class LockstepGate:
         self.frames_pending = False
         self.chunks_held: set[int] = set()  # chunk stamps the executor acknowledged (<= t)
         self.fault = ""
+        self.asked_s = 0.0  # wall time the frames waited for were last published (or asked for again)
+        self.reask_after_s = self.settings.reask_s
 
     @property
     def needs_publish(self) -> bool:
@@ -117,10 +136,24 @@ class LockstepGate:
         self.frames_pending = bool(frames_pending)
         self.chunks_held = {s for s in self.chunks_held if s <= self.t_ns}
         self.frames_waiting = {int(s) for s in frame_stamps_ns} - self.chunks_held
+        self.asked_s, self.reask_after_s = wall_s, self.settings.reask_s
 
-    def frames_published(self, frame_stamps_ns) -> None:
+    def frames_published(self, frame_stamps_ns, wall_s: float | None = None) -> None:
         self.frames_pending = False
         self.frames_waiting |= {int(s) for s in frame_stamps_ns} - self.chunks_held
+        if wall_s is not None:
+            self.asked_s, self.reask_after_s = wall_s, self.settings.reask_s
+
+    def due_reask(self, wall_s: float) -> list[int]:
+        """The stamps of the frames to publish again now (rule 5 of the module docstring), oldest first; empty while
+        their chunks may still be on their way. Each call that returns stamps doubles the interval to the next."""
+        if self.fault or self.frames_pending or not self.frames_waiting or not self.tick_answered():
+            return []
+        if wall_s - self.asked_s <= self.reask_after_s:
+            return []
+        self.asked_s = wall_s
+        self.reask_after_s = min(2.0 * self.reask_after_s, MAX_REASK_S)
+        return sorted(self.frames_waiting)
 
     def tick_answered(self) -> bool:
         """The executor ticked on the current instant and its command (if any) arrived."""
