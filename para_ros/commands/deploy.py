@@ -352,7 +352,11 @@ def run(args) -> int:
     status = 0
     try:
         print(f"para-deploy: backend {settings.backend}, ROS_DOMAIN_ID {graph_run.domain_id}, output {out}", flush=True)
-        monitor, recorder, driver = _start_graph(args, settings, graph_run, out, topics)
+        try:
+            monitor, recorder, driver = _start_graph(args, settings, graph_run, out, topics)
+        except RuntimeError as exc:  # the domain is taken (para_ros.deploy.domain_check)
+            print(f"para-deploy: {exc}", file=sys.stderr)
+            return 2
         limit = f"for {args.duration:.0f} s" if args.duration > 0 else "until Ctrl-C"
         print(f"para-deploy: running {limit} (logs in {out / 'logs'})", flush=True)
         status = _watch(args, graph_run, monitor, stop, t_start)

@@ -342,10 +342,19 @@ class GraphRun:
         return self.group.nodes
 
     def start_commands(
-        self, commands: list[tuple[graph.NodeSpec, list[str]]], respawn: bool = False, respawn_executor: bool = False
+        self,
+        commands: list[tuple[graph.NodeSpec, list[str]]],
+        respawn: bool = False,
+        respawn_executor: bool = False,
+        check_domain: bool = True,
     ) -> list[NodeProcess]:
         """Start each (spec, command line) in order, respawned as :func:`respawns` says for ``respawn`` /
-        ``respawn_executor``."""
+        ``respawn_executor``. Refused (RuntimeError) while the domain has live nodes of those names
+        (:mod:`para_ros.deploy.domain_check`), unless ``check_domain`` is false."""
+        if check_domain:
+            from para_ros.deploy.domain_check import check_domain_free
+
+            check_domain_free([spec.name for spec, _ in commands], self.domain_id)
         return [
             self.group.start(spec, cmd, respawn=respawns(spec.name, respawn, respawn_executor))
             for spec, cmd in commands
@@ -357,14 +366,17 @@ class GraphRun:
         extra: dict[str, dict] | None = None,
         respawn: bool = False,
         respawn_executor: bool = False,
+        check_domain: bool = True,
     ) -> list[NodeProcess]:
         """Start the nodes of ``plan`` (:func:`para_ros.deploy.graph.plan`: (spec, parameter overrides) in start
-        order), each with ``extra[node name]``'s parameters on top of the plan's."""
+        order), each with ``extra[node name]``'s parameters on top of the plan's (``check_domain``: as
+        :meth:`start_commands`)."""
         extra = extra or {}
         return self.start_commands(
             [(spec, node_command(spec, {**overrides, **extra.get(spec.name, {})})) for spec, overrides in plan],
             respawn,
             respawn_executor,
+            check_domain,
         )
 
     def start_again(
@@ -377,7 +389,7 @@ class GraphRun:
         self.group = ProcessGroup(
             g.log_dir, self.env, echo=g.echo, respawn_delay_s=g.respawn_delay_s, pids_path=g.pids_path
         )
-        return self.start_plan(plan, extra)
+        return self.start_plan(plan, extra, check_domain=False)  # its own nodes stopped just now
 
     def first_dead(self) -> NodeProcess | None:
         """A node that exited on its own and is not respawned, or None."""

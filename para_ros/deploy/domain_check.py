@@ -1,0 +1,75 @@
+"""Before a graph starts: no node of the same name may already live in its ROS domain.
+
+Two simulators, or two executors, in one domain answer each other's messages: a lockstep run started in a domain
+used moments before can receive the old run's trajectories and never its own acknowledgements, and on a robot two
+executors would command one arm. A process that died without shutting down stays announced by DDS until its lease
+runs out (Fast DDS: 20 s), so a name still seen is waited for up to ``wait_s`` (a stale participant goes away by
+itself); one still there then is a live run, and the start is refused naming the nodes and the domain.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+DISCOVERY_S = 0.8  # loopback discovery of a live participant takes well under this
+STALE_WAIT_S = 25.0  # a participant that died unannounced is forgotten after its lease (Fast DDS default 20 s)
+
+
+_PROBES: dict = {}  # domain id -> (rclpy context, node) kept for the process: its graph cache stays current
+
+
+def _probe_node(domain_id: int, discovery_s: float):
+    """This process's probe node in ``domain_id``, created (and given ``discovery_s`` to discover) on first use. One
+    per domain for the process's life: a participant created again right after one was deleted is not told about
+    the others for seconds (measured: nothing within 0.8 s, everything within 3 s)."""
+    if domain_id not in _PROBES:
+        import rclpy  # rclpy: loaded on first use, not on import
+
+        context = rclpy.Context()
+        rclpy.init(args=[], context=context, domain_id=domain_id)
+        node = rclpy.create_node("para_domain_check", context=context, start_parameter_services=False)
+        _PROBES[domain_id] = (context, node)
+        time.sleep(discovery_s)
+    return _PROBES[domain_id][1]
+
+
+def nodes_in_domain(
+    names: Iterable[str], domain_id: int, discovery_s: float = DISCOVERY_S, wait_s: float = 0.0
+) -> list[str]:
+    """Which of ``names`` (node base names) ROS domain ``domain_id`` has, as ``namespace/name``; asked again each
+    second while any is seen, for at most ``wait_s``; the names still seen at the end."""
+    wanted = {str(n).strip("/") for n in names}
+    node = _probe_node(int(domain_id), discovery_s)
+    deadline = time.monotonic() + wait_s
+    while True:
+        seen = sorted(f"{ns.rstrip('/')}/{name}" for name, ns in node.get_node_names_and_namespaces() if name in wanted)
+        if not seen or time.monotonic() >= deadline:
+            return seen
+        time.sleep(1.0)
+
+
+def check_domain_free(
+    names: Iterable[str],
+    domain_id: int | str,
+    wait_s: float = STALE_WAIT_S,
+    say: Callable[[str], None] = print,
+    probe: Callable[..., list[str]] = nodes_in_domain,
+) -> None:
+    """Raise RuntimeError when nodes named like the graph's still live in the domain after ``wait_s`` (module
+    docstring); say once when it waits for them."""
+    names = list(names)
+    seen = probe(names, domain_id, wait_s=0.0)
+    if not seen:
+        return
+    say(
+        f"ROS_DOMAIN_ID {domain_id} already has {', '.join(seen)}: waiting up to {wait_s:g} s for them to go "
+        "(participants of a run that just ended)"
+    )
+    seen = probe(names, domain_id, wait_s=wait_s)
+    if seen:
+        raise RuntimeError(
+            f"ROS_DOMAIN_ID {domain_id} already has {', '.join(seen)} (another run in this domain): their messages "
+            "would mix with this graph's. Stop that run, or start this one in another domain (unset ROS_DOMAIN_ID "
+            "for a fresh one, or export ROS_DOMAIN_ID=N)"
+        )

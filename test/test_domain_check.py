@@ -1,0 +1,46 @@
+"""A graph refuses to start in a domain where nodes of its names live, and waits out ones that just went away."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("rclpy")
+
+import rclpy  # noqa: E402
+
+from para_ros.deploy.domain_check import check_domain_free, nodes_in_domain  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+
+def test_a_live_node_of_the_graphs_name_is_refused_and_its_absence_is_not():
+    context = rclpy.Context()
+    rclpy.init(args=[], context=context)
+    node = rclpy.create_node("sim_node", namespace="/other_run", context=context)
+    said: list[str] = []
+    try:
+        domain = int(os.environ["ROS_DOMAIN_ID"])
+        assert nodes_in_domain(["sim_node", "chunk_executor"], domain) == ["/other_run/sim_node"]
+        with pytest.raises(RuntimeError, match=r"ROS_DOMAIN_ID \d+ already has /other_run/sim_node"):
+            check_domain_free(["sim_node"], os.environ["ROS_DOMAIN_ID"], wait_s=1.5, say=said.append)
+        assert said and "waiting up to 1.5 s" in said[0]
+    finally:
+        node.destroy_node()
+        context.try_shutdown()
+    said.clear()
+    check_domain_free(["sim_node"], os.environ["ROS_DOMAIN_ID"], wait_s=5.0, say=said.append)
+    assert said == [] or "waiting" in said[0]  # gone at once (shut down cleanly), or within the wait
+
+
+def test_a_name_that_goes_away_within_the_wait_lets_the_start_go_on():
+    calls = []
+
+    def probe(names, domain_id, wait_s=0.0):  # seen at first, gone within the wait (a lease ran out)
+        calls.append(wait_s)
+        return ["/sim_node"] if len(calls) == 1 else []
+
+    said: list[str] = []
+    check_domain_free(["sim_node"], "7", wait_s=25.0, say=said.append, probe=probe)
+    assert calls == [0.0, 25.0] and "ROS_DOMAIN_ID 7 already has /sim_node" in said[0]
