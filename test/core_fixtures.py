@@ -41,3 +41,13 @@ def make_trajectory(cfg: V4Config, batch: int = 1, seed: int = 0):
     rot = np.stack([t[1] for t in trajs])
     grip = np.stack([t[2] for t in trajs])
     return pos, rot, grip
+
+
+def tiny_checkpoint(path):
+    """A tiny two-view checkpoint (random weights) at ``path``, for graph tests that need a policy, not a good one."""
+    from para_core.model.checkpoint import save_checkpoint
+    from para_core.model.registry import build_model
+
+    cfg = V4Config.tiny(view_names=("scene", "wrist"))
+    save_checkpoint(path, build_model(cfg), cfg)
+    return path

@@ -9,22 +9,13 @@ import math
 
 import numpy as np
 import pytest
+from core_fixtures import tiny_checkpoint
 
 from para_ros.commands import sim as sim_cli
 from para_ros.deploy.closed_loop import EvalSettings, moved_camera_pose
 from para_ros.deploy.robustness_suite import CONDITIONS, condition_settings, select_conditions, write_table
 from para_ros.sim.camera_sampler import CameraMove, camera_pose
 from para_ros.sim.pick_place import wilson_interval
-
-
-def _tiny_checkpoint(path):
-    from para_core.model.checkpoint import save_checkpoint
-    from para_core.model.config import V4Config
-    from para_core.model.registry import build_model
-
-    cfg = V4Config.tiny(view_names=("scene", "wrist"))
-    save_checkpoint(path, build_model(cfg), cfg)
-    return path
 
 
 def test_camera_conditions_reach_the_sim_as_their_exact_pose():
@@ -72,7 +63,7 @@ def test_table_cells_are_the_wilson_intervals(tmp_path):
 
 
 def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
-    ck = _tiny_checkpoint(tmp_path / "ck")
+    ck = tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "suite"
     argv = ["suite", "--checkpoint", str(ck), "--out", str(out), "--conditions", "fog"]
     assert sim_cli.main(argv) == 2
@@ -84,8 +75,8 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.ros
-def test_suite_runs_two_conditions_with_a_tiny_checkpoint(tmp_path):
-    ck = _tiny_checkpoint(tmp_path / "ck")
+def test_suite_runs_two_conditions_with_atiny_checkpoint(tmp_path):
+    ck = tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "suite"
     argv = ["suite", "--checkpoint", f"tiny={ck}", "--conditions", "nominal", "distractors4", "--episodes", "1",
             "--time-limit", "2", "--out", str(out)]  # fmt: skip

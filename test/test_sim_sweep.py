@@ -6,22 +6,13 @@ import json
 
 import numpy as np
 import pytest
+from core_fixtures import tiny_checkpoint
 
 from para_ros.commands import sim as sim_cli
 from para_ros.deploy.closed_loop import moved_camera_pose
 from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose
 from para_ros.sim.pick_place import wilson_interval
 from para_ros.sim.sweep import parse_checkpoints, shift_and_rotation, sweep_points, write_table
-
-
-def _tiny_checkpoint(path):
-    from para_core.model.checkpoint import save_checkpoint
-    from para_core.model.config import V4Config
-    from para_core.model.registry import build_model
-
-    cfg = V4Config.tiny(view_names=("scene", "wrist"))
-    save_checkpoint(path, build_model(cfg), cfg)
-    return path
 
 
 def test_points_one_axis_at_a_time_or_every_combination():
@@ -100,7 +91,7 @@ def test_checkpoint_labels():
 
 
 def test_sweep_refuses_a_point_out_of_view_and_a_bad_checkpoint_before_running(tmp_path, capsys):
-    ck = _tiny_checkpoint(tmp_path / "ck")
+    ck = tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "sweep"
     assert (
         sim_cli.main(
@@ -133,7 +124,7 @@ def test_report_only_joins_sweeps_of_different_checkpoints_into_one_table(tmp_pa
     """Two checkpoints swept separately (10 and 3 episodes, one point missing for b) land in one table: each cell
     with its own count and Wilson interval, the missing one '-'; an interrupted report counts as missing; nothing runs
     (a point with no report would otherwise start a graph)."""
-    ck = _tiny_checkpoint(tmp_path / "ck")
+    ck = tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "sweep"
 
     def report(label, point, ok, n, interrupted=False):
@@ -160,11 +151,11 @@ def test_report_only_joins_sweeps_of_different_checkpoints_into_one_table(tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.ros
-def test_sweep_runs_two_points_with_a_tiny_checkpoint(tmp_path, capsys):
+def test_sweep_runs_two_points_with_atiny_checkpoint(tmp_path, capsys):
     """Two points (nominal, orbit +10 deg), one short episode each, through the real nodes in lockstep; then a rerun
     finds them done, and a rerun with two episodes a point keeps the first (the very row, its wall time too) and runs
     only the second."""
-    ck = _tiny_checkpoint(tmp_path / "ck")
+    ck = tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "sweep"
     argv = [
         "sweep",
@@ -224,7 +215,7 @@ def test_ctrl_c_stops_the_whole_sweep_with_status_130(tmp_path):
 
     from ros_helpers import start_python, stop_process
 
-    ck = _tiny_checkpoint(tmp_path / "ck")
+    ck = tiny_checkpoint(tmp_path / "ck")
     out = tmp_path / "sweep"
     args = ["para_ros.commands.sim", "sweep", "--checkpoint", f"tiny={ck}", "--orbit-deg", "0,10"]
     args += ["--height-m", "0", "--fovy-deg", "38", "--episodes", "3", "--time-limit", "20", "--out", str(out)]
