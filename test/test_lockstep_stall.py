@@ -1,11 +1,13 @@
 """Lockstep outcomes do not depend on how the machine treats the inference node: one episode through the real graph
 (real sim_node, inference_node with a tiny checkpoint, chunk_executor over DDS), run once undisturbed and once with
 the inference node stalled (SIGSTOP for 3 s, twice) and slowed (stopped 0.2 s of every 0.5 s), ends the same to the
-last digit of every figure in its report row. Catches a lockstep that lets the simulator step without the chunk of
+last digit of every figure in its report row; the undisturbed one runs that layout second in its run, the stalled
+one first, so the first episode after the graph's start must also equal the same layout later in a run. Catches a lockstep that lets the simulator step without the chunk of
 a frame, one that counts a stall as the policy's failure (or a fault), and one whose outcome follows wall time."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -84,21 +86,19 @@ class Staller(threading.Thread):
 def test_a_stalled_and_slowed_inference_node_leaves_the_outcome_as_it_was(tmp_path):
     ck = tiny_checkpoint(tmp_path / "ck")
 
-    def run(out: Path) -> dict:
-        argv = ["eval", "--checkpoint", str(ck), "--episodes", "1", "--seed", "100000", "--time-limit", "5",
-                "--settle", "0.5", "--lockstep", "--no-videos", "--out", str(out)]  # fmt: skip
+    def run(out: Path, first_seed: int, episodes: int) -> dict:
+        argv = ["eval", "--checkpoint", str(ck), "--episodes", str(episodes), "--seed", str(first_seed),
+                "--time-limit", "5", "--settle", "0.5", "--lockstep", "--no-videos", "--out", str(out)]  # fmt: skip
         assert sim_cli.main(argv) == 0
-        import json
-
         rows = json.loads((out / "report.json").read_text())["episodes"]
-        assert len(rows) == 1
-        return rows[0]
+        assert [r["seed"] for r in rows] == list(range(first_seed, first_seed + episodes))
+        return rows[-1]
 
-    calm = run(tmp_path / "calm")
+    calm = run(tmp_path / "calm", 99999, 2)  # layout 100000 as the second episode of its run
     staller = Staller(tmp_path / "stalled" / "logs" / "sim_node.log")
     staller.start()
     try:
-        stalled = run(tmp_path / "stalled")
+        stalled = run(tmp_path / "stalled", 100000, 1)  # and as the first
     finally:
         staller.done.set()
         staller.join(timeout=30.0)
