@@ -43,4 +43,4 @@ def test_a_name_that_goes_away_within_the_wait_lets_the_start_go_on():
 
     said: list[str] = []
     check_domain_free(["sim_node"], "7", wait_s=25.0, say=said.append, probe=probe)
-    assert calls == [0.0, 25.0] and "ROS_DOMAIN_ID 7 already has /sim_node" in said[0]
+    assert calls == [0.0, 25.0] and "ROS_DOMAIN_ID 7 already has /sim_node" in said[0] and "went after" in said[1]

@@ -88,6 +88,57 @@ def test_gate_asks_again_for_a_frame_whose_chunk_has_not_come_at_doubling_interv
         LockstepSettings(reask_s=0.0)
 
 
+def test_with_a_chunk_latency_the_gate_steps_on_until_the_chunk_is_needed():
+    """chunk_latency_s 0.05: a frame at T0 holds only the step to T0 + 0.05 s (the executor's tick that releases its
+    chunk); the chunk coming earlier lets it through; with 0 the frame holds at once."""
+    g = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0, chunk_latency_s=0.05))
+    g.published(T0 - STEP, [], wall_s=0.0, frames_pending=True)  # the first instant after a reset, no frame
+    g.on_ack(tick_ack(T0 - STEP, False))
+    g.frames_published([], wall_s=0.0)
+    g.published(T0, [], wall_s=0.0, frames_pending=True)
+    g.on_ack(tick_ack(T0, False))
+    g.frames_published([T0], wall_s=0.0)
+    for k in range(1, 5):  # instants T0 + 0.01 .. T0 + 0.04 may be published: the chunk is not needed yet
+        assert g.ready(), f"held at T0 + {k - 1} steps"
+        g.published(T0 + k * STEP, [], wall_s=0.0)
+        g.on_ack(tick_ack(T0 + k * STEP, False))
+    assert not g.ready() and g.blocking() == [T0]  # stepping to T0 + 0.05 needs it
+    assert "camera frame of t=1000.000 s" in g.missing()[0]
+    g.on_ack(chunk_ack(T0))
+    assert g.ready() and not g.frames_waiting
+    now = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0))
+    now.published(T0, [T0], wall_s=0.0)
+    now.on_ack(tick_ack(T0, False))
+    assert not now.ready() and now.blocking() == [T0]
+    # the first instant after a reset holds at once whatever the latency (it may be sent again after a /clock hop)
+    first = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0, chunk_latency_s=0.05))
+    first.published(T0, [T0], wall_s=0.0)
+    first.on_ack(tick_ack(T0, False))
+    assert not first.ready() and first.blocking() == [T0]
+    with pytest.raises(ValueError, match="lockstep_chunk_latency_s"):
+        LockstepSettings(chunk_latency_s=-0.1)
+
+
+def test_a_lockstep_graph_gives_the_simulator_the_executors_latency():
+    from para_ros.deploy import graph
+    from para_ros.deploy.closed_loop import EvalSettings, deploy_settings
+
+    def tied(executor_extra=None, sim_extra=None, lockstep=True):
+        plan = graph.plan(deploy_settings(EvalSettings(checkpoint="checkpoints/pick_place", lockstep=lockstep)))
+        merged = [(spec, {**o, **({"chunk_executor": executor_extra or {}, "sim_node": sim_extra or {}}).get(spec.name, {})})
+                  for spec, o in plan]  # fmt: skip
+        graph.tie_lockstep_latency(merged)
+        return dict((spec.name, o) for spec, o in merged)["sim_node"]
+
+    import yaml
+
+    shipped = yaml.safe_load(open("config/executor.yaml"))["chunk_executor"]["ros__parameters"]["lockstep_latency_s"]
+    assert tied()["lockstep_chunk_latency_s"] == shipped
+    assert tied({"lockstep_latency_s": 0.2})["lockstep_chunk_latency_s"] == 0.2
+    assert tied(sim_extra={"lockstep_chunk_latency_s": 0.0})["lockstep_chunk_latency_s"] == 0.0  # the user's wins
+    assert "lockstep_chunk_latency_s" not in tied(lockstep=False)
+
+
 def test_parse_ack_refuses_other_layouts():
     assert parse_ack([0, 5, 1]) == (0, 5, 1)
     with pytest.raises(ValueError, match="expected"):

@@ -66,7 +66,10 @@ def check_domain_free(
         f"ROS_DOMAIN_ID {domain_id} already has {', '.join(seen)}: waiting up to {wait_s:g} s for them to go "
         "(participants of a run that just ended)"
     )
+    t0 = time.monotonic()
     seen = probe(names, domain_id, wait_s=wait_s)
+    if not seen:
+        say(f"ROS_DOMAIN_ID {domain_id}: they went after {time.monotonic() - t0:.1f} s")
     if seen:
         raise RuntimeError(
             f"ROS_DOMAIN_ID {domain_id} already has {', '.join(seen)} (another run in this domain): their messages "

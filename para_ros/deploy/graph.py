@@ -343,6 +343,26 @@ def uses_untrained_model(settings: DeploySettings) -> bool:
     return not params.get("checkpoint")
 
 
+def tie_lockstep_latency(plan_params: list[tuple[NodeSpec, dict[str, object]]]) -> None:
+    """In a lockstep graph, set the simulator's ``lockstep_chunk_latency_s`` to the executor's ``lockstep_latency_s``
+    as it will run (its override, else its shipped file's value), in place, unless the simulator's is set already:
+    the simulator then steps on while the model computes, and never expects a chunk later than the executor takes
+    it (:mod:`para_ros.sim.lockstep`, rule 4)."""
+    from para_ros.paths import shipped_node_params  # yaml files: read on first use, not on import
+
+    params = {spec.name: (spec, overrides) for spec, overrides in plan_params}
+    if "sim_node" not in params or "chunk_executor" not in params:
+        return
+    sim = params["sim_node"][1]
+    spec, executor = params["chunk_executor"]
+    if not sim.get("lockstep") or not executor.get("lockstep") or "lockstep_chunk_latency_s" in sim:
+        return
+    latency = executor.get("lockstep_latency_s")
+    if latency is None:
+        latency = shipped_node_params(spec.params_file, spec.name).get("lockstep_latency_s", 0.0)
+    sim["lockstep_chunk_latency_s"] = float(latency)
+
+
 def plan(settings: DeploySettings) -> list[tuple[NodeSpec, dict[str, object]]]:
     """The graph for ``settings``: every node with its parameter overrides, in start order."""
     return [

@@ -65,7 +65,9 @@ def node_command(spec: graph.NodeSpec, overrides: dict[str, object], python: str
 
 def graph_commands(settings: graph.DeploySettings) -> list[tuple[graph.NodeSpec, list[str]]]:
     """Every node of the graph for ``settings`` with its command line, in start order."""
-    return [(spec, node_command(spec, overrides)) for spec, overrides in graph.plan(settings)]
+    plan = graph.plan(settings)
+    graph.tie_lockstep_latency(plan)
+    return [(spec, node_command(spec, overrides)) for spec, overrides in plan]
 
 
 def graph_env(domain_id: int | None = None) -> dict[str, str]:
@@ -372,8 +374,10 @@ class GraphRun:
         order), each with ``extra[node name]``'s parameters on top of the plan's (``check_domain``: as
         :meth:`start_commands`)."""
         extra = extra or {}
+        merged = [(spec, {**overrides, **extra.get(spec.name, {})}) for spec, overrides in plan]
+        graph.tie_lockstep_latency(merged)
         return self.start_commands(
-            [(spec, node_command(spec, {**overrides, **extra.get(spec.name, {})})) for spec, overrides in plan],
+            [(spec, node_command(spec, overrides)) for spec, overrides in merged],
             respawn,
             respawn_executor,
             check_domain,

@@ -114,7 +114,7 @@ def table_rows(out: Path, labels: list[str], names: list[str]) -> list[dict]:
         for name in names:
             s = read_summary(out / label / name / "report.json")
             row = {"checkpoint": label, "condition": name, "description": CONDITIONS[name].description}
-            if s:
+            if s and int(s["episodes"]) > 0:  # a report of no episode (a graph that never answered): not run
                 k, n = int(s["successes"]), int(s["episodes"])
                 lo, hi = wilson_interval(k, n) if n else (0.0, 1.0)
                 row.update(successes=k, episodes=n, rate=k / n if n else None, interval=[lo, hi])

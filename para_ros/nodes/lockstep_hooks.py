@@ -40,8 +40,14 @@ class SimLockstep:
 
     def __init__(self, node, p: dict):
         self.node = node
+        # A frame's chunk is needed by the executor's latency, but before the next frame at the latest: the inference
+        # node answers the newest pair, so a second frame out before the first is answered would never be answered.
+        frame_period_s = min(c["period_s"] for c in node.cameras.values())
         self.settings = LockstepSettings(
-            step_s=p["lockstep_step_s"], timeout_s=p["lockstep_timeout_s"], reask_s=p["lockstep_reask_s"]
+            step_s=p["lockstep_step_s"],
+            timeout_s=p["lockstep_timeout_s"],
+            reask_s=p["lockstep_reask_s"],
+            chunk_latency_s=min(float(p["lockstep_chunk_latency_s"]), frame_period_s),
         )
         self.resend_s = float(p["lockstep_resend_s"])
         self._resend_after_s = self.resend_s
@@ -82,7 +88,7 @@ class SimLockstep:
     def task_state_fields(self) -> dict:
         """Extra ``~/task_state`` fields: the fault that ended the episode (or ""), and whether the simulator is held
         at ``lockstep_run_until_s`` with every answer for the current instant in."""
-        held = self.gate.ready() and self._held_by_limit()
+        held = self.gate.ready() and not self.gate.frames_waiting and self._held_by_limit()
         return {"lockstep_fault": self.gate.fault, "lockstep_held": bool(held)}
 
     # ---- stepping
@@ -131,6 +137,8 @@ class SimLockstep:
                 self._hop(self.hop_hold_s * self._resend_after_s / self.resend_s, resend=True)
             return
         if self._held_by_limit():
+            if gate.frames_waiting:
+                return  # a chunk still on its way: the episode is not over before it is with the executor
             if self._held_reported_ns != gate.t_ns:  # say once that everything for this instant is in
                 self._held_reported_ns = gate.t_ns
                 node._publish_task_state(node.now_ns())
@@ -195,6 +203,10 @@ class ExecutorLockstep:
 
     def on_chunk(self, msg) -> None:
         stamp_ns = stamp_to_ns(msg.header.stamp)
+        if self._last_tick_ns is not None and stamp_ns > self._last_tick_ns:
+            # Frames go out after the tick of their instant, so a chunk stamped later than the last tick is of a run
+            # before a reset (answered after it): it must not act in this one.
+            return
         # A second chunk of one frame (the frame was asked for again while its chunk was on its way, and predicted
         # twice) is acknowledged again but kept once: the outcome stays that of one answer per frame.
         if stamp_ns not in self._kept_ns:

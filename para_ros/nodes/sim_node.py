@@ -124,6 +124,15 @@ LOCKSTEP_PARAMS = [
         range=(0.05, 60.0),
     ),
     Param(
+        "lockstep_chunk_latency_s",
+        0.0,
+        "Simulated seconds after a camera frame by which its chunk must be with the executor: the simulator steps on "
+        "meanwhile (capped at the camera period), so the model and the physics share the cores; 0 holds at the "
+        "frame. Set it to the executor's lockstep_latency_s (para-sim eval and para-deploy --lockstep do), never "
+        "above: the chunk would come after the tick it acts at.",
+        range=(0.0, 10.0),
+    ),
+    Param(
         "lockstep_hop_hold_s",
         0.3,
         "Wall seconds /clock stays at its forward hop (a reset right after the start or early in an episode, a "

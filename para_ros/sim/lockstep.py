@@ -19,7 +19,13 @@ seeds alone. The rules:
    (:func:`chunk_ack`; the inference node stamps each chunk with its observation's image stamp). The executor keeps
    each chunk aside and hands it to its core at the first tick at or after ``stamp + latency_s``
    (:class:`ChunkRelease`): the chunk takes effect after a fixed simulated latency instead of after however long the
-   machine took.
+   machine took. So the chunk is needed only by then: with ``chunk_latency_s`` (the executor's latency, capped at
+   the camera period so that the inference node never has two frames to choose from) the simulator goes on
+   stepping up to the last instant before ``t + chunk_latency_s`` while the model computes, and holds there. The
+   outcome is the same as holding at ``t`` (every input of the chunk is of time ``t``); the model and the physics
+   then share the machine's cores instead of taking turns. The frames of the first instant after a reset hold at
+   once: until they are answered, that instant may be sent again after a ``/clock`` hop for a node that missed the
+   reset (``para_ros.nodes.lockstep_hooks.SimLockstep``), which only works while the simulator is still there.
 5. A frame whose chunk has not come after ``reask_s`` of wall time is asked for again: the simulator publishes the
    same frames (same images, same stamps) once more, then after twice as long, up to :data:`MAX_REASK_S` between
    asks (:meth:`LockstepGate.due_reask`). Sensor data travels best effort, and a busy or briefly stopped process
@@ -81,11 +87,14 @@ class LockstepSettings:
         timeout_s: wall seconds the simulator waits for any one answer before the wait is a fault.
         reask_s: wall seconds before the frames whose chunk has not come are published again (then twice as long
             each time, up to :data:`MAX_REASK_S`).
+        chunk_latency_s: simulated seconds after a frame by which its chunk must be held (rule 4); 0: at once.
+            Never more than the executor's ``lockstep_latency_s`` (the chunk would come too late).
     """
 
     step_s: float = 0.01
     timeout_s: float = DEFAULT_TIMEOUT_S
     reask_s: float = DEFAULT_REASK_S
+    chunk_latency_s: float = 0.0
 
     def __post_init__(self):
         if not 1e-4 <= float(self.step_s) <= 0.1:
@@ -96,6 +105,8 @@ class LockstepSettings:
             raise ValueError(f"lockstep_timeout_s={self.timeout_s}: use (0, 3600] s of wall time")
         if not 0.05 <= float(self.reask_s) <= MAX_REASK_S:
             raise ValueError(f"lockstep_reask_s={self.reask_s}: use 0.05..{MAX_REASK_S:g} s of wall time")
+        if not 0.0 <= float(self.chunk_latency_s) <= 10.0:
+            raise ValueError(f"lockstep_chunk_latency_s={self.chunk_latency_s}: use 0..10 s of simulated time")
 
 
 class LockstepGate:
@@ -120,6 +131,7 @@ class LockstepGate:
         self.frames_pending = False
         self.chunks_held: set[int] = set()  # chunk stamps the executor acknowledged (<= t)
         self.fault = ""
+        self.first_ns: int | None = None  # the first instant published since the reset
         self.asked_s = 0.0  # wall time the frames waited for were last published (or asked for again)
         self.reask_after_s = self.settings.reask_s
 
@@ -131,12 +143,25 @@ class LockstepGate:
         """The state at ``t_ns`` went out, with the frames stamped ``frame_stamps_ns``; ``frames_pending``: the
         frames due at ``t_ns`` go out later (:meth:`frames_published`), once the executor has answered the tick."""
         self.t_ns = int(t_ns)
+        if self.first_ns is None:
+            self.first_ns = self.t_ns
         self.waiting_since_s = wall_s
         self.tick_acked = self.command_sent = self.command_arrived = False
         self.frames_pending = bool(frames_pending)
         self.chunks_held = {s for s in self.chunks_held if s <= self.t_ns}
-        self.frames_waiting = {int(s) for s in frame_stamps_ns} - self.chunks_held
+        self.frames_waiting = (self.frames_waiting | {int(s) for s in frame_stamps_ns}) - self.chunks_held
         self.asked_s, self.reask_after_s = wall_s, self.settings.reask_s
+
+    def blocking(self) -> list[int]:
+        """The frames waited for whose chunk is needed before the next step (rule 4), oldest first."""
+        step_ns = int(round(self.settings.step_s * 1e9))
+        latency_ns = int(round(self.settings.chunk_latency_s * 1e9))
+        next_ns = (self.t_ns or 0) + step_ns
+        return sorted(
+            s
+            for s in self.frames_waiting
+            if next_ns >= s + (0 if s == self.first_ns else latency_ns) - step_ns // 2  # the first instant: at once
+        )
 
     def frames_published(self, frame_stamps_ns, wall_s: float | None = None) -> None:
         self.frames_pending = False
@@ -147,13 +172,14 @@ class LockstepGate:
     def due_reask(self, wall_s: float) -> list[int]:
         """The stamps of the frames to publish again now (rule 5 of the module docstring), oldest first; empty while
         their chunks may still be on their way. Each call that returns stamps doubles the interval to the next."""
-        if self.fault or self.frames_pending or not self.frames_waiting or not self.tick_answered():
+        if self.fault or self.frames_pending or not self.tick_answered():
             return []
-        if wall_s - self.asked_s <= self.reask_after_s:
+        blocking = self.blocking()
+        if not blocking or wall_s - self.asked_s <= self.reask_after_s:
             return []
         self.asked_s = wall_s
         self.reask_after_s = min(2.0 * self.reask_after_s, MAX_REASK_S)
-        return sorted(self.frames_waiting)
+        return blocking
 
     def tick_answered(self) -> bool:
         """The executor ticked on the current instant and its command (if any) arrived."""
@@ -186,7 +212,7 @@ class LockstepGate:
             out.append(f"the executor's tick at t={t} s")
         elif self.command_sent and not self.command_arrived:
             out.append(f"the executor's command of the tick at t={t} s")
-        out += [f"the chunk predicted from the camera frame of t={s / 1e9:.3f} s" for s in sorted(self.frames_waiting)]
+        out += [f"the chunk predicted from the camera frame of t={s / 1e9:.3f} s" for s in self.blocking()]
         if self.frames_pending and not out:
             out.append(f"the camera frames of t={t} s to go out")
         return out
