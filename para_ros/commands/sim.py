@@ -230,6 +230,24 @@ def add_eval_arguments(p) -> None:
         help="take up the report already in --out: keep its episodes and run only the layouts it lacks (more "
         "--episodes, an interrupted run, lockstep faults); the other settings must be the same",
     )
+    par = p.add_argument_group("parallel evaluation (lockstep; para_ros.deploy.parallel_eval)")
+    par.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="run the layouts in N contiguous shards side by side, each graph in its own ROS domain, joined into "
+        "the serial run's report (OUT/shards holds each shard); 1..the machine's cores, with --lockstep",
+    )
+    par.add_argument(
+        "--print-commands",
+        action="store_true",
+        help="print the shard commands (for a cluster's job scheduler) instead of running them",
+    )
+    par.add_argument(
+        "--report-only",
+        action="store_true",
+        help="join the shard reports already in OUT/shards into OUT's report (after running the printed commands)",
+    )
     add_region_argument(p)
     p.add_argument("--echo", action="store_true", help="show the nodes' output instead of logging it")
     p.add_argument(
@@ -276,7 +294,49 @@ def cmd_eval(args) -> int:
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2
+    if args.jobs > 1 or args.print_commands or args.report_only:
+        return _parallel_eval(args, settings)
     return run_compare(settings) if settings.compare else run_eval(settings)
+
+
+def _parallel_eval(args, settings) -> int:
+    """``--jobs N`` / ``--print-commands`` / ``--report-only`` (para_ros.deploy.parallel_eval)."""
+    from para_ros.deploy import parallel_eval as par
+    from para_ros.sim.layout_region import CubeRegion, episode_seeds
+
+    try:
+        par.check_jobs(args.jobs, settings.lockstep)
+        if settings.compare or settings.resume or settings.rerun:
+            raise ValueError("--jobs / --print-commands / --report-only: not with --compare, --continue or --rerun")
+        if not settings.out:
+            raise ValueError("--jobs / --print-commands / --report-only need --out (the shards go in OUT/shards)")
+        region = CubeRegion.parse(settings.cube_region) if settings.cube_region else None
+        seeds = episode_seeds(settings.seed, settings.episodes, region)
+        out = Path(settings.out)
+        commands = par.shard_commands(args.argv, seeds, max(args.jobs, 1), out)
+        if args.print_commands:
+            for cmd in commands:
+                print(" ".join(cmd))
+            print(f"# then: para-sim eval ... --out {out} --report-only  (the same options)")
+            return 0
+        if not args.report_only:
+            if (out / par.SHARDS_DIR).exists():
+                raise ValueError(f"{out / par.SHARDS_DIR} exists: use another --out, or --report-only to join it")
+            statuses = par.run_shards(commands)
+            if any(statuses):
+                print(
+                    f"para-sim eval: shard exit statuses {statuses}; see {out / par.SHARDS_DIR}/*.log", file=sys.stderr
+                )
+        summary = par.join_shards(out, settings, seeds)
+    except ValueError as exc:
+        print(f"para-sim eval: {exc}", file=sys.stderr)
+        return 2
+    lo, hi = summary["wilson95"]
+    print(
+        f"para-sim eval: {summary['successes']}/{summary['episodes']} successes ({100 * summary['success_rate']:.1f} %, 95 % "
+        f"Wilson interval {100 * lo:.1f}..{100 * hi:.1f} %) from {len(commands)} shard(s); report {out / 'report.md'}"
+    )
+    return 0
 
 
 def cmd_record(args) -> int:
@@ -412,7 +472,9 @@ def cmd_expert(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv[1:]  # after the subcommand: what a parallel evaluation hands to its shards
     t0 = time.monotonic()
     if args.command == "demos":
         rc = cmd_demos(args)

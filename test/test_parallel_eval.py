@@ -1,0 +1,101 @@
+"""``para-sim eval --jobs N``: shards of contiguous layouts, the options each shard gets, refusals, the join into the
+serial report (against hand-written shard reports), and (slow, real nodes) two jobs equal to one."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+
+from para_ros.commands import sim as sim_cli
+from para_ros.deploy import parallel_eval as par
+from para_ros.deploy.closed_loop import EvalSettings, write_report
+from para_ros.deploy.episodes import EpisodeRow
+
+
+def test_shards_are_contiguous_near_equal_and_cover_every_layout_once():
+    seeds = list(range(100000, 100011))
+    shards = par.shard_seeds(seeds, 3)
+    assert [len(s) for s in shards] == [4, 4, 3]
+    assert sum(shards, []) == seeds
+    assert par.shard_seeds(seeds[:2], 4) == [[100000], [100001]]  # never an empty shard
+
+
+def test_a_shard_gets_the_parents_options_and_its_own_layouts():
+    argv = ["--checkpoint", "ck", "--jobs", "2", "--episodes=10", "--seed", "5", "--lockstep", "--out", "o",
+            "--node-param", "chunk_executor:lockstep_latency_s:=0.2", "--print-commands"]  # fmt: skip
+    got = par.shard_argv(argv, [12, 13, 14], Path("o/shards/01"))
+    assert got == ["--checkpoint", "ck", "--lockstep", "--node-param", "chunk_executor:lockstep_latency_s:=0.2",
+                   "--seed", "12", "--episodes", "3", "--out", "o/shards/01"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "jobs, lockstep, words", [(0, True, "use 1..2"), (3, True, "use 1..2"), (2, False, "needs --lockstep")]
+)
+def test_jobs_outside_the_cores_or_without_lockstep_are_refused(jobs, lockstep, words):
+    with pytest.raises(ValueError, match=words):
+        par.check_jobs(jobs, lockstep, cores=2)
+    par.check_jobs(1, False, cores=2)
+
+
+def _row(k, seed, outcome="success"):
+    return EpisodeRow(episode=k, seed=seed, outcome=outcome, duration_s=6.0 + 0.1 * seed % 7, place_error_m=0.01 * k,
+                      max_lift_m=0.05, chunks=40 + k, chunks_rejected=0, fault="x" if outcome == "fault" else "",
+                      wall_s=20.0)  # fmt: skip
+
+
+def test_the_join_is_the_serial_report_with_the_serial_episode_numbers(tmp_path):
+    settings = EvalSettings(checkpoint="ck", episodes=5, seed=100, lockstep=True, out=str(tmp_path), videos=False)
+    outcomes = ["success", "misplaced", "fault", "success", "no_grasp"]
+    for k, (start, n) in enumerate([(100, 3), (103, 2)]):
+        d = tmp_path / par.SHARDS_DIR / f"{k:02d}"
+        d.mkdir(parents=True)
+        rows = [_row(i, start + i, outcomes[start - 100 + i]) for i in range(n)]
+        write_report(d, replace(settings, seed=start, episodes=n, out=str(d)), rows, {"interrupted": False})
+        (d / "confidence.jsonl").write_text("".join(json.dumps({"episode": i, "seed": r.seed}) + "\n"
+                                                    for i, r in enumerate(rows)))  # fmt: skip
+    summary = par.join_shards(tmp_path, settings, list(range(100, 105)))
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [(e["episode"], e["seed"], e["outcome"]) for e in report["episodes"]] == [
+        (k, 100 + k, o) for k, o in enumerate(outcomes)
+    ]
+    assert (summary["episodes"], summary["faults"], summary["successes"]) == (4, 1, 2)  # the fault is left out
+    assert report["settings"] == json.loads(json.dumps(asdict(settings)))
+    lines = [json.loads(x) for x in (tmp_path / "confidence.jsonl").read_text().splitlines()]
+    assert [(x["episode"], x["seed"]) for x in lines] == [(k, 100 + k) for k in range(5)]
+    # a shard run with other settings is refused, naming them
+    other = tmp_path / par.SHARDS_DIR / "01" / "report.json"
+    data = json.loads(other.read_text())
+    data["settings"]["time_limit_s"] = 5.0
+    other.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="time_limit_s"):
+        par.join_shards(tmp_path, settings, list(range(100, 105)))
+
+
+def test_print_commands_prints_one_command_a_shard_and_runs_nothing(tmp_path, capsys):
+    argv = ["eval", "--checkpoint", "checkpoints/pick_place", "--episodes", "4", "--lockstep", "--jobs", "2",
+            "--out", str(tmp_path / "o"), "--print-commands"]  # fmt: skip
+    assert sim_cli.main(argv) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x and not x.startswith(("#", "para-sim"))]
+    assert len(lines) == 2 and "--seed 100002 --episodes 2" in lines[1] and "--jobs" not in lines[0]
+    assert not (tmp_path / "o").exists()
+    assert sim_cli.main(["eval", "--episodes", "4", "--jobs", "2", "--out", str(tmp_path / "o")]) == 2  # no lockstep
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_two_jobs_give_the_serial_runs_report(tmp_path):
+    from core_fixtures import tiny_checkpoint
+
+    ck = tiny_checkpoint(tmp_path / "ck")
+    base = ["eval", "--checkpoint", str(ck), "--episodes", "3", "--time-limit", "2", "--settle", "0.5", "--lockstep",
+            "--no-videos"]  # fmt: skip
+    assert sim_cli.main([*base, "--out", str(tmp_path / "serial")]) == 0
+    assert sim_cli.main([*base, "--jobs", "2", "--out", str(tmp_path / "parallel")]) == 0
+    serial = json.loads((tmp_path / "serial" / "report.json").read_text())
+    parallel = json.loads((tmp_path / "parallel" / "report.json").read_text())
+    strip = [{k: v for k, v in e.items() if k != "wall_s"} for e in serial["episodes"]]
+    assert [{k: v for k, v in e.items() if k != "wall_s"} for e in parallel["episodes"]] == strip
+    assert parallel["summary"] == serial["summary"] and parallel["shards"] == 2
