@@ -38,6 +38,9 @@ def test_jobs_outside_the_cores_or_without_lockstep_are_refused(jobs, lockstep, 
     with pytest.raises(ValueError, match=words):
         par.check_jobs(jobs, lockstep, cores=2)
     par.check_jobs(1, False, cores=2)
+    par.check_jobs(50, True, cores=2, here=False)  # printed for a cluster: not bound by this machine's cores
+    with pytest.raises(ValueError, match="use 1"):
+        par.check_jobs(0, True, cores=2, here=False)
 
 
 def _row(k, seed, outcome="success"):

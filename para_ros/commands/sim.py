@@ -305,7 +305,7 @@ def _parallel_eval(args, settings) -> int:
     from para_ros.sim.layout_region import CubeRegion, episode_seeds
 
     try:
-        par.check_jobs(args.jobs, settings.lockstep)
+        par.check_jobs(args.jobs, settings.lockstep, here=not (args.print_commands or args.report_only))
         if settings.compare or settings.resume or settings.rerun:
             raise ValueError("--jobs / --print-commands / --report-only: not with --compare, --continue or --rerun")
         if not settings.out:

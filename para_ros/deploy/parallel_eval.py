@@ -24,11 +24,15 @@ _PARENT_ONLY = {"--jobs": 1, "--out": 1, "--seed": 1, "--episodes": 1, "--contin
                 "--report-only": 0}  # fmt: skip
 
 
-def check_jobs(jobs: int, lockstep: bool, cores: int | None = None) -> None:
-    """ValueError naming the rule for a ``--jobs`` value this machine or mode cannot take."""
+def check_jobs(jobs: int, lockstep: bool, cores: int | None = None, here: bool = True) -> None:
+    """ValueError naming the rule for a ``--jobs`` value this machine or mode cannot take; ``here``: the shards run
+    on this machine (not printed for a scheduler), so at most one a core."""
     cores = cores or os.cpu_count() or 1
-    if not 1 <= int(jobs) <= cores:
-        raise ValueError(f"--jobs {jobs}: use 1..{cores} (this machine's cores; each job runs a whole graph)")
+    if int(jobs) < 1 or (here and int(jobs) > cores):
+        raise ValueError(
+            f"--jobs {jobs}: use 1..{cores} (this machine's cores; each job runs a whole graph; more only with "
+            "--print-commands, for a cluster)"
+        )
     if int(jobs) > 1 and not lockstep:
         raise ValueError(
             f"--jobs {jobs} needs --lockstep: in real time each episode's outcome depends on the machine's load, so "
