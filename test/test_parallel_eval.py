@@ -23,12 +23,47 @@ def test_shards_are_contiguous_near_equal_and_cover_every_layout_once():
     assert par.shard_seeds(seeds[:2], 4) == [[100000], [100001]]  # never an empty shard
 
 
-def test_a_shard_gets_the_parents_options_and_its_own_layouts():
-    argv = ["--checkpoint", "ck", "--jobs", "2", "--episodes=10", "--seed", "5", "--lockstep", "--out", "o",
-            "--node-param", "chunk_executor:lockstep_latency_s:=0.2", "--print-commands"]  # fmt: skip
-    got = par.shard_argv(argv, [12, 13, 14], Path("o/shards/01"))
-    assert got == ["--checkpoint", "ck", "--lockstep", "--node-param", "chunk_executor:lockstep_latency_s:=0.2",
-                   "--seed", "12", "--episodes", "3", "--out", "o/shards/01"]  # fmt: skip
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {
+            "camera_shift_m": (0.0, 0.087, -0.01),
+            "camera_rotate_deg": (-1.2246467991473532e-16, 0.0, 10.0),
+            "lockstep": True,
+        },
+        {"cube_rgba": (0.75, 0.75, 0.75, 1.0), "light_scale": 0.4, "videos": False, "fast_path": True, "device": "cpu"},
+        {"cube_region": "y<0", "time_limit_s": 12.5, "settle_s": 0.25, "out": "runs/x"},
+        {
+            "node_params": {
+                "inference_node": {"decoding": "fused"},
+                "sim_node": {"wrist_cam_true_offset_xyz_m": [0.003, 0, 0]},
+            }
+        },
+    ],
+)
+def test_a_jobs_command_line_says_exactly_its_settings(changes):
+    """eval_argv(settings) parsed by para-sim eval's own parser gives the settings back (catches a field a shard, a
+    sweep's cell or a cluster job would silently lose)."""
+    settings = EvalSettings(checkpoint="checkpoints/pick_place", episodes=7, seed=123, **changes)
+    args = sim_cli.build_parser().parse_args(["eval", *par.eval_argv(settings)])
+    assert sim_cli.eval_settings(args, args.checkpoint) == settings
+
+
+def test_a_setting_no_command_line_says_is_refused():
+    with pytest.raises(ValueError, match="success_hold_s"):
+        par.eval_argv(EvalSettings(checkpoint="ck", success_hold_s=1.0))
+
+
+def test_each_shard_runs_its_own_layouts_into_its_own_folder(tmp_path):
+    settings = EvalSettings(checkpoint="ck", episodes=5, seed=10, lockstep=True, out=str(tmp_path))
+    cmds = par.shard_commands(settings, list(range(10, 15)), 2, tmp_path)
+    parsed = [sim_cli.build_parser().parse_args(c[3:]) for c in cmds]
+    assert [(a.seed, a.episodes, a.out) for a in parsed] == [
+        (10, 3, str(tmp_path / "shards" / "00")),
+        (13, 2, str(tmp_path / "shards" / "01")),
+    ]
+    assert all(a.lockstep and a.jobs == 1 for a in parsed)
 
 
 @pytest.mark.parametrize(
@@ -82,7 +117,7 @@ def test_print_commands_prints_one_command_a_shard_and_runs_nothing(tmp_path, ca
             "--out", str(tmp_path / "o"), "--print-commands"]  # fmt: skip
     assert sim_cli.main(argv) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if x and not x.startswith(("#", "para-sim"))]
-    assert len(lines) == 2 and "--seed 100002 --episodes 2" in lines[1] and "--jobs" not in lines[0]
+    assert len(lines) == 2 and "--episodes 2 --seed 100002" in lines[1] and "--jobs" not in lines[0]
     assert not (tmp_path / "o").exists()
     assert sim_cli.main(["eval", "--episodes", "4", "--jobs", "2", "--out", str(tmp_path / "o")]) == 2  # no lockstep
 
@@ -102,3 +137,23 @@ def test_two_jobs_give_the_serial_runs_report(tmp_path):
     strip = [{k: v for k, v in e.items() if k != "wall_s"} for e in serial["episodes"]]
     assert [{k: v for k, v in e.items() if k != "wall_s"} for e in parallel["episodes"]] == strip
     assert parallel["summary"] == serial["summary"] and parallel["shards"] == 2
+
+
+def test_a_sweep_prints_one_eval_command_a_cell_that_says_the_cells_settings(tmp_path, capsys):
+    argv = ["sweep", "--checkpoint", "a=checkpoints/pick_place,b=checkpoints/pick_place_randomised", "--orbit-deg",
+            "0,10", "--height-m", "0", "--fovy-deg", "38", "--episodes", "3", "--lockstep", "--out",
+            str(tmp_path / "s"), "--print-commands"]  # fmt: skip
+    assert sim_cli.main(argv) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if " eval " in x and not x.startswith("#")]
+    assert len(lines) == 4  # 2 checkpoints x 2 points
+    import shlex
+
+    parsed = [sim_cli.build_parser().parse_args(shlex.split(x)[3:]) for x in lines]
+    assert {(a.checkpoint, Path(a.out).name) for a in parsed} == {
+        (c, p) for c in ("checkpoints/pick_place", "checkpoints/pick_place_randomised")
+        for p in ("orbit+0_height+0cm", "orbit+10_height+0cm")
+    }  # fmt: skip
+    assert all(a.lockstep and a.resume and a.episodes == 3 for a in parsed)
+    moved = [a for a in parsed if Path(a.out).name.startswith("orbit+10")]
+    assert all(any(a.camera_rotate_deg) for a in moved)
+    assert not (tmp_path / "s" / "a").exists()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -262,41 +263,48 @@ def add_eval_arguments(p) -> None:
 def cmd_eval(args) -> int:
     # rclpy, OpenCV, matplotlib: loaded for the evaluation only (demos and expert stay ROS-free)
     from para_ros.deploy.ab_compare import run_compare
-    from para_ros.deploy.closed_loop import EvalSettings, run_eval
+    from para_ros.deploy.closed_loop import run_eval
 
     checkpoint = args.checkpoint or graph.shipped_checkpoint()
     if not checkpoint:
         print(f"para-sim eval: no --checkpoint given and no shipped {graph.SIM_CHECKPOINT} here", file=sys.stderr)
         return 2
     try:
-        settings = EvalSettings(
-            checkpoint=checkpoint,
-            episodes=args.episodes,
-            seed=args.seed,
-            out=args.out,
-            time_limit_s=args.time_limit_s,
-            settle_s=args.settle_s,
-            camera_shift_m=tuple(args.camera_shift_m),
-            camera_rotate_deg=tuple(args.camera_rotate_deg),
-            cube_rgba=tuple(args.cube_rgba),
-            light_scale=args.light_scale,
-            device=args.device,
-            fast_path=args.fast_path,
-            videos=args.videos,
-            echo=args.echo,
-            node_params=graph.parse_node_params(args.node_param),
-            cube_region=args.cube_region.text if args.cube_region else "",
-            rerun=args.rerun or "",
-            lockstep=args.lockstep,
-            compare=args.compare,
-            resume=args.resume,
-        )
+        settings = eval_settings(args, checkpoint)
     except ValueError as exc:
         print(f"para-sim eval: {exc}", file=sys.stderr)
         return 2
     if args.jobs > 1 or args.print_commands or args.report_only:
         return _parallel_eval(args, settings)
     return run_compare(settings) if settings.compare else run_eval(settings)
+
+
+def eval_settings(args, checkpoint: str):
+    """The ``EvalSettings`` of parsed ``para-sim eval`` options (ValueError for a bad value)."""
+    from para_ros.deploy.closed_loop import EvalSettings
+
+    return EvalSettings(
+        checkpoint=checkpoint,
+        episodes=args.episodes,
+        seed=args.seed,
+        out=args.out,
+        time_limit_s=args.time_limit_s,
+        settle_s=args.settle_s,
+        camera_shift_m=tuple(args.camera_shift_m),
+        camera_rotate_deg=tuple(args.camera_rotate_deg),
+        cube_rgba=tuple(args.cube_rgba),
+        light_scale=args.light_scale,
+        device=args.device,
+        fast_path=args.fast_path,
+        videos=args.videos,
+        echo=args.echo,
+        node_params=graph.parse_node_params(args.node_param),
+        cube_region=args.cube_region.text if args.cube_region else "",
+        rerun=args.rerun or "",
+        lockstep=args.lockstep,
+        compare=args.compare,
+        resume=args.resume,
+    )
 
 
 def _parallel_eval(args, settings) -> int:
@@ -313,16 +321,16 @@ def _parallel_eval(args, settings) -> int:
         region = CubeRegion.parse(settings.cube_region) if settings.cube_region else None
         seeds = episode_seeds(settings.seed, settings.episodes, region)
         out = Path(settings.out)
-        commands = par.shard_commands(args.argv, seeds, max(args.jobs, 1), out)
+        commands = par.shard_commands(settings, seeds, max(args.jobs, 1), out)
         if args.print_commands:
             for cmd in commands:
-                print(" ".join(cmd))
+                print(shlex.join(cmd))
             print(f"# then: para-sim eval ... --out {out} --report-only  (the same options)")
             return 0
         if not args.report_only:
             if (out / par.SHARDS_DIR).exists():
                 raise ValueError(f"{out / par.SHARDS_DIR} exists: use another --out, or --report-only to join it")
-            statuses = par.run_shards(commands)
+            statuses = par.run_commands(commands, len(commands))
             if any(statuses):
                 print(
                     f"para-sim eval: shard exit statuses {statuses}; see {out / par.SHARDS_DIR}/*.log", file=sys.stderr
@@ -472,9 +480,7 @@ def cmd_expert(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    args.argv = argv[1:]  # after the subcommand: what a parallel evaluation hands to its shards
     t0 = time.monotonic()
     if args.command == "demos":
         rc = cmd_demos(args)

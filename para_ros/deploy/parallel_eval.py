@@ -19,9 +19,55 @@ from dataclasses import replace
 from pathlib import Path
 
 SHARDS_DIR = "shards"
-# Options of the parent command that a shard does not take (it gets its own --seed, --episodes and --out).
-_PARENT_ONLY = {"--jobs": 1, "--out": 1, "--seed": 1, "--episodes": 1, "--continue": 0, "--print-commands": 0,
-                "--report-only": 0}  # fmt: skip
+
+
+def _num(value: float) -> str:
+    """A float as a command-line word that reads back exactly and never looks like an option (``-1e-16`` would:
+    argparse takes only plain negative decimals for numbers)."""
+    import numpy as np
+
+    return np.format_float_positional(float(value), unique=True, trim="0")
+
+
+def eval_argv(settings) -> list[str]:
+    """The ``para-sim eval`` arguments (after ``eval``) that make ``settings`` (an ``EvalSettings``): what a shard,
+    a sweep's cell or a cluster's job runs. ValueError for a setting the command line cannot say."""
+    from dataclasses import asdict
+
+    from para_ros.deploy.closed_loop import EvalSettings
+
+    d, default = asdict(settings), asdict(EvalSettings(checkpoint=""))
+    unsaid = [k for k in ("success_hold_s", "compare", "rerun", "echo") if d[k] != default[k]]
+    if unsaid:
+        raise ValueError(f"a parallel evaluation runs without {unsaid} (set on the command line of each job)")
+    argv = ["--checkpoint", str(d["checkpoint"]), "--episodes", str(d["episodes"]), "--seed", str(d["seed"])]
+    argv += ["--time-limit", _num(d["time_limit_s"]), "--settle", _num(d["settle_s"])]
+    if d["out"]:
+        argv += ["--out", str(d["out"])]
+    if any(d["camera_shift_m"]):
+        argv += ["--camera-shift", *(_num(v) for v in d["camera_shift_m"])]
+    if any(d["camera_rotate_deg"]):
+        argv += ["--camera-rotate", *(_num(v) for v in d["camera_rotate_deg"])]
+    if d["cube_rgba"]:
+        argv += ["--cube-rgba", *(_num(v) for v in d["cube_rgba"])]
+    if d["light_scale"] != default["light_scale"]:
+        argv += ["--light-scale", _num(d["light_scale"])]
+    if d["device"]:
+        argv += ["--device", d["device"]]
+    if d["fast_path"]:
+        argv.append("--fast-path")
+    if not d["videos"]:
+        argv.append("--no-videos")
+    if d["cube_region"]:
+        argv += ["--cube-region", d["cube_region"]]
+    if d["lockstep"]:
+        argv.append("--lockstep")
+    if d["resume"]:
+        argv.append("--continue")
+    for node, params in sorted((d["node_params"] or {}).items()):
+        for name, value in params.items():
+            argv += ["--node-param", f"{node}:{name}:={json.dumps(value)}"]
+    return argv
 
 
 def check_jobs(jobs: int, lockstep: bool, cores: int | None = None, here: bool = True) -> None:
@@ -52,24 +98,16 @@ def shard_seeds(seeds: list[int], jobs: int) -> list[list[int]]:
     return out
 
 
-def shard_argv(argv: list[str], shard: list[int], out: Path) -> list[str]:
-    """The ``para-sim eval`` arguments of one shard: ``argv`` (the parent's, after ``eval``) without the options of
-    :data:`_PARENT_ONLY`, then the shard's first seed, size and output folder. Seeds within a shard are consecutive
-    layouts of the parent's list (a cube-region filter applies to both alike)."""
-    kept, i = [], 0
-    while i < len(argv):
-        name, eq, _ = argv[i].partition("=")
-        if name in _PARENT_ONLY:
-            i += 1 + (0 if eq else _PARENT_ONLY[name])
-            continue
-        kept.append(argv[i])
-        i += 1
-    return [*kept, "--seed", str(shard[0]), "--episodes", str(len(shard)), "--out", str(out)]
+def eval_command(settings) -> list[str]:
+    """The whole command line of one ``para-sim eval`` of ``settings``."""
+    return [sys.executable, "-m", "para_ros.commands.sim", "eval", *eval_argv(settings)]
 
 
-def shard_commands(argv: list[str], seeds: list[int], jobs: int, out: Path) -> list[list[str]]:
+def shard_commands(settings, seeds: list[int], jobs: int, out: Path) -> list[list[str]]:
+    """One command a shard: ``settings`` with the shard's first layout, size and folder ``OUT/shards/NN``. Layouts
+    within a shard are consecutive in ``seeds`` (a cube-region filter applies to the shard as to the whole)."""
     return [
-        [sys.executable, "-m", "para_ros.commands.sim", "eval", *shard_argv(argv, shard, out / SHARDS_DIR / f"{k:02d}")]
+        eval_command(replace(settings, seed=shard[0], episodes=len(shard), out=str(out / SHARDS_DIR / f"{k:02d}")))
         for k, shard in enumerate(shard_seeds(seeds, jobs))
     ]
 
@@ -87,28 +125,41 @@ def _distinct_domains(n: int) -> list[int]:
     return out
 
 
-def run_shards(commands: list[list[str]], say=print) -> list[int]:
-    """Start every shard command in its own fresh ROS domain (loopback), wait for all; their exit statuses."""
+def run_commands(commands: list[list[str]], jobs: int) -> list[int]:
+    """Run ``para-sim eval`` commands, at most ``jobs`` at a time, each in its own fresh ROS domain (loopback) with
+    its output in ``OUT.log`` beside its ``--out``; their exit statuses, in order."""
     from para_ros.dds_env import loopback_dds_env
 
-    procs = []
-    for cmd, domain in zip(commands, _distinct_domains(len(commands))):
-        out = Path(cmd[cmd.index("--out") + 1])
-        out.mkdir(parents=True, exist_ok=True)
-        log = (out.parent / f"{out.name}.log").open("w")
-        say(f"para-sim eval: shard {out.name} in ROS_DOMAIN_ID {domain}: {' '.join(cmd[3:])}")
-        procs.append((subprocess.Popen(cmd, env=loopback_dds_env(domain_id=domain), stdout=log,
-                                       stderr=subprocess.STDOUT), log))  # fmt: skip
+    domains = _distinct_domains(min(len(commands), max(1, jobs)))
+    statuses: list[int | None] = [None] * len(commands)
+    running: dict[int, tuple] = {}  # index -> (process, log, domain)
+    todo = list(range(len(commands)))
     try:
-        while any(p.poll() is None for p, _ in procs):
-            time.sleep(1.0)
+        while todo or running:
+            for i, (proc, log, domain) in list(running.items()):
+                if proc.poll() is not None:
+                    statuses[i] = proc.returncode
+                    log.close()
+                    domains.append(domain)
+                    del running[i]
+            while todo and len(running) < max(1, jobs):
+                i = todo.pop(0)
+                cmd = commands[i]
+                out = Path(cmd[cmd.index("--out") + 1])
+                out.parent.mkdir(parents=True, exist_ok=True)
+                log = (out.parent / f"{out.name}.log").open("w")
+                domain = domains.pop(0)
+                print(f"para-sim: {out} in ROS_DOMAIN_ID {domain} (log {log.name})", flush=True)
+                env = loopback_dds_env(domain_id=domain)
+                running[i] = (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log, domain)
+            time.sleep(0.5)
     finally:
-        for p, log in procs:
-            if p.poll() is None:
-                p.terminate()
-            p.wait()
+        for proc, log, _ in running.values():
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait()
             log.close()
-    return [p.returncode for p, _ in procs]
+    return [-1 if s is None else s for s in statuses]
 
 
 def join_shards(out: Path, settings, seeds: list[int]) -> dict:

@@ -169,6 +169,19 @@ def add_sweep_arguments(p) -> None:
     p.add_argument("--videos", action="store_true", help="write para-sim eval's videos at every point (default off)")
     p.add_argument("--dry-run", action="store_true", help="check and list the points, run nothing")
     p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="run N cells (checkpoint x point) side by side, each a para-sim eval in its own ROS domain (1..the "
+        "machine's cores, with --lockstep: the same results as one after another)",
+    )
+    p.add_argument(
+        "--print-commands",
+        action="store_true",
+        help="print the para-sim eval command of every cell not done yet (for a cluster's job scheduler) and run "
+        "nothing; --report-only then joins their reports",
+    )
+    p.add_argument(
         "--report-only",
         action="store_true",
         help="run nothing: rebuild sweep.md / sweep.json / sweep.png from the point reports already under --out "
@@ -392,6 +405,8 @@ def cmd_sweep(args) -> int:
         write_outputs()
         print((out / "sweep.md").read_text())
         return 0
+    if args.jobs > 1 or args.print_commands:
+        return _sweep_in_parallel(args, out, checkpoints, plans, base, results, write_outputs)
     rc = 0
     done = 0
     for label, path in checkpoints:
@@ -401,16 +416,7 @@ def cmd_sweep(args) -> int:
             summary = _finished_summary(point_dir / "report.json", args.episodes)
             if summary is None:
                 print(f"[{done}/{n_runs}] {label} at {pt.move.describe()}", flush=True)
-                settings = replace(
-                    base,
-                    checkpoint=path,
-                    out=str(point_dir),
-                    camera_shift_m=shift,
-                    camera_rotate_deg=rot,
-                    node_params=params,
-                    resume=True,
-                )
-                code = run_eval(settings)
+                code = run_eval(_cell_settings(base, path, point_dir, shift, rot, params))
                 if code == INTERRUPTED_RC:  # Ctrl-C / SIGTERM stops the sweep, not just this point
                     write_outputs()
                     print(
@@ -433,3 +439,49 @@ def cmd_sweep(args) -> int:
     print((out / "sweep.md").read_text())
     print(f"para-sim sweep: table {out / 'sweep.md'} (and sweep.json), plot {out / 'sweep.png'}")
     return rc
+
+
+def _cell_settings(base, path: str, point_dir: Path, shift, rot, params):
+    """The evaluation of one cell (checkpoint x point), continuing what its folder holds."""
+    return replace(
+        base, checkpoint=path, out=str(point_dir), camera_shift_m=shift, camera_rotate_deg=rot, node_params=params,
+        resume=True,
+    )  # fmt: skip
+
+
+def _sweep_in_parallel(args, out: Path, checkpoints, plans, base, results, write_outputs) -> int:
+    """``--jobs N`` / ``--print-commands``: every cell not done yet as its own ``para-sim eval`` command, printed or
+    run N at a time (para_ros.deploy.parallel_eval), then the table from their reports."""
+    import shlex
+
+    from para_ros.deploy import parallel_eval as par
+
+    try:
+        par.check_jobs(args.jobs, base.lockstep, here=not args.print_commands)
+        cells = [
+            (label, pt, _cell_settings(base, path, out / label / pt.label, shift, rot, params))
+            for label, path in checkpoints
+            for pt, shift, rot, params in plans
+            if _finished_summary(out / label / pt.label / "report.json", args.episodes) is None
+        ]
+        commands = [par.eval_command(settings) for _, _, settings in cells]
+    except ValueError as exc:
+        print(f"para-sim sweep: {exc}", file=sys.stderr)
+        return 2
+    if args.print_commands:
+        for cmd in commands:
+            print(shlex.join(cmd))
+        print(f"# then: para-sim sweep ... --out {out} --report-only  (the same options)")
+        return 0
+    print(f"para-sim sweep: {len(commands)} cell(s) to run, {args.jobs} at a time", flush=True)
+    statuses = par.run_commands(commands, args.jobs)
+    for label, _path in checkpoints:
+        for pt, *_ in plans:
+            results[(label, pt.label)] = _finished_summary(out / label / pt.label / "report.json", None)
+    write_outputs()
+    print((out / "sweep.md").read_text())
+    failed = [str(Path(c[c.index("--out") + 1])) for c, rc in zip(commands, statuses) if rc != 0]
+    if failed:
+        print(f"para-sim sweep: these cells did not finish (see OUT.log beside each): {failed}", file=sys.stderr)
+        return 1
+    return 0
