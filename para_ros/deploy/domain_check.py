@@ -17,6 +17,23 @@ STALE_WAIT_S = 25.0  # a participant that died unannounced is forgotten after it
 
 
 _PROBES: dict = {}  # domain id -> (rclpy context, node) kept for the process: its graph cache stays current
+# (domain id, node name) -> monotonic time this process stopped that node (its process had exited): DDS announces a
+# participant for a while after its process ended, and a sweep starting its next graph need not wait for its own.
+_STOPPED: dict[tuple[int, str], float] = {}
+
+
+def stopped_here(domain_id: int | str, names: Iterable[str]) -> None:
+    """Say that this process's nodes ``names`` in ``domain_id`` have exited (``GraphRun.stop``)."""
+    now = time.monotonic()
+    for name in names:
+        _STOPPED[(int(domain_id), str(name).strip("/"))] = now
+
+
+def _ours_just_stopped(domain_id: int, seen: list[str]) -> list[str]:
+    """Of ``seen`` (``namespace/name``), the names this process stopped in that domain within the last
+    :data:`STALE_WAIT_S` (what DDS still announces of them)."""
+    now = time.monotonic()
+    return [s for s in seen if now - _STOPPED.get((domain_id, s.rsplit("/", 1)[-1]), -1e9) < STALE_WAIT_S]
 
 
 def _probe_node(domain_id: int, discovery_s: float):
@@ -60,6 +77,7 @@ def check_domain_free(
     docstring); say once when it waits for them."""
     names = list(names)
     seen = probe(names, domain_id, wait_s=0.0)
+    seen = [s for s in seen if s not in _ours_just_stopped(int(domain_id), seen)]
     if not seen:
         return
     say(
@@ -67,7 +85,9 @@ def check_domain_free(
         "(participants of a run that just ended)"
     )
     t0 = time.monotonic()
+    names = [n for n in names if n.strip("/") in {s.rsplit("/", 1)[-1] for s in seen}]  # wait for those only
     seen = probe(names, domain_id, wait_s=wait_s)
+    seen = [s for s in seen if s not in _ours_just_stopped(int(domain_id), seen)]
     if not seen:
         say(f"ROS_DOMAIN_ID {domain_id}: they went after {time.monotonic() - t0:.1f} s")
     if seen:

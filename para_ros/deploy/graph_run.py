@@ -408,6 +408,9 @@ class GraphRun:
     def stop(self, timeout_s: float = 5.0) -> None:
         """SIGINT every node, SIGKILL what still runs after ``timeout_s`` (see :meth:`ProcessGroup.stop`)."""
         self.group.stop(timeout_s=timeout_s)
+        from para_ros.deploy.domain_check import stopped_here
+
+        stopped_here(self.domain_id, [n.spec.name for n in self.nodes])
 
     def failed(self) -> bool:
         """After :meth:`stop`: a node died early (and was not respawned, or was dead at the stop) or was killed."""
