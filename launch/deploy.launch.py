@@ -39,7 +39,7 @@ ARGUMENTS = [
         "checkpoint",
         "",
         "policy checkpoint directory (model.safetensors + config.json); empty = backend sim: the "
-        "shipped pick-and-place checkpoint (checkpoints/pick_place), a robot: config/inference.yaml "
+        "shipped robust pick-and-place checkpoint (checkpoints/pick_place_robust), a robot: config/inference.yaml "
         "(an UNTRAINED random model unless set there); none = the UNTRAINED random model",
     ),
     ("device", "", "torch device: auto | cpu | cuda | cuda:N; empty = config/inference.yaml"),

@@ -4,6 +4,7 @@ picking and placing through the real nodes."""
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,11 +12,9 @@ import pytest
 from para_core.data.dataset import Episode
 from para_ros.commands import bag as bag_tools
 from para_ros.commands import sim as sim_cli
-from para_ros.paths import REPO_ROOT
 from para_ros.sim.pick_place import sample_layout
 
 pytestmark = pytest.mark.ros
-SHIPPED = REPO_ROOT / "checkpoints" / "pick_place"
 
 
 def test_recorded_bag_extracts_to_an_episode_that_trains(tmp_path):
@@ -104,16 +103,18 @@ def test_eval_refuses_bad_settings(tmp_path, capsys, argv, message):
 
 
 @pytest.mark.slow
-def test_shipped_checkpoint_picks_and_places_through_the_real_nodes(tmp_path):
-    """The shipped policy, closed loop through sim_node + inference_node + chunk_executor over DDS: at least one
-    success in a few held-out episodes (the README's figure is over 50)."""
-    assert (SHIPPED / "model.safetensors").is_file(), "the shipped checkpoint is missing: scripts/train_pick_place"
+def test_the_default_checkpoint_picks_and_places_through_the_real_nodes(tmp_path):
+    """The policy para-sim eval / para-deploy / scripts/demo run when no checkpoint is given, closed loop through
+    sim_node + inference_node + chunk_executor over DDS: at least one success in a few held-out episodes (the
+    README's figures are over 30-100)."""
+    from para_ros.deploy import graph
+
+    default = Path(graph.shipped_checkpoint())
+    assert (default / "model.safetensors").is_file(), f"the default checkpoint {graph.SIM_CHECKPOINT} is missing"
     out = tmp_path / "eval"
     rc = sim_cli.main(
         [
             "eval",
-            "--checkpoint",
-            str(SHIPPED),
             "--episodes",
             "4",
             "--seed",
@@ -126,6 +127,7 @@ def test_shipped_checkpoint_picks_and_places_through_the_real_nodes(tmp_path):
     )
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
+    assert Path(report["settings"]["checkpoint"]).resolve() == default.resolve()
     assert report["summary"]["episodes"] == 4
     assert report["summary"]["successes"] >= 1, report["summary"]
     assert (out / "report.md").is_file() and (out / "outcomes.png").is_file()

@@ -59,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint",
         default="",
         help="policy checkpoint directory (model.safetensors + "
-        "config.json); default: backend sim: the shipped pick-and-place checkpoint "
-        "(checkpoints/pick_place); a robot: config/inference.yaml's (an UNTRAINED random model "
+        "config.json); default: backend sim: the shipped robust pick-and-place checkpoint "
+        "(checkpoints/pick_place_robust; checkpoints/pick_place is the fixed-camera one); a robot: config/inference.yaml's (an UNTRAINED random model "
         "unless set there); 'none': the UNTRAINED random model",
     )
     parser.add_argument(
