@@ -21,20 +21,24 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 COMPARED = ("outcome", "duration_s", "place_error_m", "chunks")
 
 
-def _run(out: Path, args, chunk_latency: float | None) -> dict:
+def _run(out: Path, args, chunk_latency: float | None, jobs: int = 1) -> dict:
     cmd = [sys.executable, "-m", "para_ros.commands.sim", "eval", "--lockstep", "--checkpoint", args.checkpoint,
            "--episodes", str(args.episodes), "--seed", str(args.seed), "--no-videos", "--out", str(out),
-           "--node-param", f"chunk_executor:lockstep_latency_s:={args.latency_s}"]  # fmt: skip
+           "--node-param", f"chunk_executor:lockstep_latency_s:={args.latency_s}", "--jobs", str(jobs)]  # fmt: skip
     if chunk_latency is not None:
         cmd += ["--node-param", f"sim_node:lockstep_chunk_latency_s:={chunk_latency}"]
+    t0 = time.monotonic()
     with open(out.with_suffix(".log"), "w") as log:
         subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT)
-    return json.loads((out / "report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
+    report["command_wall_s"] = time.monotonic() - t0
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--latency-s", type=float, default=0.2, help="the executor's lockstep_latency_s (default 0.2)")
     p.add_argument("--out", type=Path, default=Path("runs/bench_lockstep"))
+    p.add_argument("--jobs", type=int, default=0, help="also time the whole command serial against --jobs N")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rates: dict[str, list[float]] = {"hold at the frame": [], "step on (default)": []}
@@ -66,6 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  speed-up {med['hold at the frame'] / med['step on (default)']:.2f}x")
     same = rows["hold at the frame"] == rows["step on (default)"]
     print(f"  outcomes identical: {same}")
+    if args.jobs > 1:
+        serial = _run(args.out / "jobs_1", args, None)
+        parallel = _run(args.out / f"jobs_{args.jobs}", args, None, jobs=args.jobs)
+        ratio = serial["command_wall_s"] / parallel["command_wall_s"]
+        par_rows = [{c: e[c] for c in COMPARED} for e in parallel["episodes"]]
+        same = same and par_rows == [{c: e[c] for c in COMPARED} for e in serial["episodes"]]
+        print(
+            f"  whole command, {args.episodes} episodes: serial {serial['command_wall_s']:.1f} s, --jobs {args.jobs} "
+            f"{parallel['command_wall_s']:.1f} s: {ratio:.2f}x; outcomes identical: {par_rows == rows['step on (default)']}"
+        )
     return 0 if same else 1
 
 
