@@ -153,3 +153,22 @@ def test_pretrained_backbone_dir_with_pickled_weights_only_is_refused(tmp_path):
     torch.save(vit.state_dict(), tmp_path / "dino" / "pytorch_model.bin")
     with pytest.raises(ValueError, match="only safetensors are loaded"):
         build_model(cfg.replace(backbone_pretrained_dir=str(tmp_path / "dino")))
+
+
+def test_a_saved_checkpoint_is_readable_like_any_file_the_user_writes(tmp_path):
+    """safetensors writes its file 0600 through a temporary file; a checkpoint is copied and shared, so its weights
+    get the mode open() would give (0666 less the umask), as config.json does."""
+    import os
+    import stat
+
+    from para_core.model.checkpoint import save_checkpoint
+    from para_core.model.config import V4Config
+    from para_core.model.registry import build_model
+
+    cfg = V4Config.tiny(view_names=("scene", "wrist"))
+    save_checkpoint(tmp_path / "ck", build_model(cfg), cfg)
+    probe = tmp_path / "probe.txt"
+    probe.write_text("x")
+    want = stat.S_IMODE(os.stat(probe).st_mode)
+    assert stat.S_IMODE(os.stat(tmp_path / "ck" / "model.safetensors").st_mode) == want
+    assert stat.S_IMODE(os.stat(tmp_path / "ck" / "config.json").st_mode) == want

@@ -41,6 +41,7 @@ import yaml
 
 from para_core.calibration.board import CharucoBoardSpec
 from para_core.calibration.errors import CalibrationError
+from para_core.file_modes import normal_file_mode
 from para_core.model.rotations import make_matrix, matrix_to_pose
 
 FORMAT_KEY = "para_calibration"
@@ -441,13 +442,6 @@ def dump_calibration(cal: CalibrationFile) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
 
 
-def _normal_file_mode() -> int:
-    """The mode ``open(path, "w")`` gives a new file: 0666 less the process's umask (0644 under the usual 022)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 def save_calibration(cal: CalibrationFile, path: str | Path, force: bool = False) -> Path:
     """Write ``cal`` to ``path`` (atomically: a temporary file in the same folder, then a rename).
 
@@ -465,7 +459,7 @@ def save_calibration(cal: CalibrationFile, path: str | Path, force: bool = False
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
-        os.chmod(tmp, _normal_file_mode())  # mkstemp makes it 0600; the file is to be shared and read like any other
+        os.chmod(tmp, normal_file_mode())  # mkstemp makes it 0600; the file is to be shared and read like any other
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

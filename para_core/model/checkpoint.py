@@ -15,6 +15,7 @@ shape mismatches) raises ``CheckpointError`` (a ValueError) that says what is wr
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 
 from para_core import __version__
+from para_core.file_modes import normal_file_mode
 from para_core.model.config import V4Config
 from para_core.model.registry import MODEL_REGISTRY, build_model
 
@@ -65,6 +67,7 @@ def save_checkpoint(
     path.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(path / WEIGHTS_FILE), metadata={"format": FORMAT, "model_kind": config.model_kind})
+    os.chmod(path / WEIGHTS_FILE, normal_file_mode())  # safetensors writes 0600; a checkpoint is shared and copied
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
