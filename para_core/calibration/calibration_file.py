@@ -41,7 +41,7 @@ import yaml
 
 from para_core.calibration.board import CharucoBoardSpec
 from para_core.calibration.errors import CalibrationError
-from para_core.file_modes import normal_file_mode
+from para_core.model.file_modes import normal_file_mode
 from para_core.model.rotations import make_matrix, matrix_to_pose
 
 FORMAT_KEY = "para_calibration"

@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 from para_core import __version__
-from para_core.file_modes import normal_file_mode
 from para_core.model.config import V4Config
+from para_core.model.file_modes import normal_file_mode
 from para_core.model.registry import MODEL_REGISTRY, build_model
 
 FORMAT = "para_checkpoint"
