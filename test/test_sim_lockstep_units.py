@@ -75,6 +75,7 @@ def test_gate_asks_again_for_a_frame_whose_chunk_has_not_come_at_doubling_interv
     g.frames_published([T0], wall_s=101.0)
     assert g.due_reask(102.9) == []  # within reask_s of going out: the chunk may be on its way
     assert g.due_reask(103.1) == [T0]
+    assert g.reask_waited_s == pytest.approx(2.1)  # what the simulator's log says it waited
     asks = [w for w in (104.0, 105.0, 107.2, 110.0, 115.0, 115.3, 131.0, 131.5) if g.due_reask(w)]
     assert asks == [107.2, 115.3, 131.5], "each interval twice the one before (4, 8, 16 s after 2)"
     g.on_ack(chunk_ack(T0))

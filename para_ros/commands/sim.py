@@ -310,7 +310,7 @@ def eval_settings(args, checkpoint: str):
 def _parallel_eval(args, settings) -> int:
     """``--jobs N`` / ``--print-commands`` / ``--report-only`` (para_ros.deploy.parallel_eval)."""
     from para_ros.deploy import parallel_eval as par
-    from para_ros.sim.layout_region import CubeRegion, episode_seeds
+    from para_ros.deploy.closed_loop import eval_seeds
 
     try:
         par.check_jobs(args.jobs, settings.lockstep, here=not (args.print_commands or args.report_only))
@@ -318,8 +318,7 @@ def _parallel_eval(args, settings) -> int:
             raise ValueError("--jobs / --print-commands / --report-only: not with --compare, --continue or --rerun")
         if not settings.out:
             raise ValueError("--jobs / --print-commands / --report-only need --out (the shards go in OUT/shards)")
-        region = CubeRegion.parse(settings.cube_region) if settings.cube_region else None
-        seeds = episode_seeds(settings.seed, settings.episodes, region)
+        seeds = eval_seeds(settings)
         out = Path(settings.out)
         commands = par.shard_commands(settings, seeds, max(args.jobs, 1), out)
         if args.print_commands:

@@ -386,12 +386,16 @@ def start_graph(graph_run: GraphRun, ds, sim_over: dict, node_params: dict) -> l
     return plan
 
 
+def eval_seeds(settings: EvalSettings) -> list[int]:
+    """The layout seeds an evaluation runs, in order (``--cube-region`` keeps only the layouts inside it)."""
+    region = CubeRegion.parse(settings.cube_region) if settings.cube_region else None
+    return episode_seeds(settings.seed, settings.episodes, region)
+
+
 def run_eval(settings: EvalSettings) -> int:
     try:
         check_checkpoint_matches_sim(settings.checkpoint)
-        seeds = episode_seeds(
-            settings.seed, settings.episodes, CubeRegion.parse(settings.cube_region) if settings.cube_region else None
-        )
+        seeds = eval_seeds(settings)
         _, sim_over = sim_overrides(settings)
         T_cam = scene_camera_pose({**sim_over, **settings.node_params.get("sim_node", {})})  # what the sim renders
         check_scene_camera_sees_workspace(T_cam, settings.node_params.get("sim_node", {}))

@@ -29,11 +29,11 @@ def stopped_here(domain_id: int | str, names: Iterable[str]) -> None:
         _STOPPED[(int(domain_id), str(name).strip("/"))] = now
 
 
-def _ours_just_stopped(domain_id: int, seen: list[str]) -> list[str]:
-    """Of ``seen`` (``namespace/name``), the names this process stopped in that domain within the last
+def _not_ours(domain_id: int, seen: list[str]) -> list[str]:
+    """``seen`` (``namespace/name``) without the nodes this process stopped in that domain within the last
     :data:`STALE_WAIT_S` (what DDS still announces of them)."""
     now = time.monotonic()
-    return [s for s in seen if now - _STOPPED.get((domain_id, s.rsplit("/", 1)[-1]), -1e9) < STALE_WAIT_S]
+    return [s for s in seen if now - _STOPPED.get((domain_id, s.rsplit("/", 1)[-1]), -1e9) >= STALE_WAIT_S]
 
 
 def _probe_node(domain_id: int, discovery_s: float):
@@ -75,9 +75,7 @@ def check_domain_free(
 ) -> None:
     """Raise RuntimeError when nodes named like the graph's still live in the domain after ``wait_s`` (module
     docstring); say once when it waits for them."""
-    names = list(names)
-    seen = probe(names, domain_id, wait_s=0.0)
-    seen = [s for s in seen if s not in _ours_just_stopped(int(domain_id), seen)]
+    seen = _not_ours(int(domain_id), probe(list(names), domain_id, wait_s=0.0))
     if not seen:
         return
     say(
@@ -85,14 +83,11 @@ def check_domain_free(
         "(participants of a run that just ended)"
     )
     t0 = time.monotonic()
-    names = [n for n in names if n.strip("/") in {s.rsplit("/", 1)[-1] for s in seen}]  # wait for those only
-    seen = probe(names, domain_id, wait_s=wait_s)
-    seen = [s for s in seen if s not in _ours_just_stopped(int(domain_id), seen)]
-    if not seen:
-        say(f"ROS_DOMAIN_ID {domain_id}: they went after {time.monotonic() - t0:.1f} s")
+    seen = _not_ours(int(domain_id), probe([s.rsplit("/", 1)[-1] for s in seen], domain_id, wait_s=wait_s))
     if seen:
         raise RuntimeError(
             f"ROS_DOMAIN_ID {domain_id} already has {', '.join(seen)} (another run in this domain): their messages "
             "would mix with this graph's. Stop that run, or start this one in another domain (unset ROS_DOMAIN_ID "
             "for a fresh one, or export ROS_DOMAIN_ID=N)"
         )
+    say(f"ROS_DOMAIN_ID {domain_id}: they went after {time.monotonic() - t0:.1f} s")

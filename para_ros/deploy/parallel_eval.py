@@ -172,8 +172,7 @@ def join_shards(out: Path, settings, seeds: list[int]) -> dict:
     shard_dirs = sorted((out / SHARDS_DIR).glob("[0-9][0-9]"))
     if not shard_dirs:
         raise ValueError(f"no shard reports in {out / SHARDS_DIR} (run with --jobs N, or the printed commands)")
-    if (out / "report.json").is_file() and not (out / SHARDS_DIR).is_dir():
-        raise ValueError(f"{out} holds a serial report: not overwritten by a join")
+    index = {s: k for k, s in enumerate(seeds)}  # seed -> the serial run's episode number
     rows, confidence, interrupted = {}, [], False
     for d in shard_dirs:
         path = d / "report.json"
@@ -186,14 +185,13 @@ def join_shards(out: Path, settings, seeds: list[int]) -> dict:
         kept_episodes(report, mine, seeds)  # refuses a shard of other settings, naming them
         for row in report.get("episodes") or []:  # faults too: the joined report counts them as a serial run does
             r = EpisodeRow(**row)
-            if r.seed in set(seeds):
+            if r.seed in index:
                 rows[r.seed] = r
         interrupted = interrupted or bool(report.get("interrupted"))
         if (d / CONFIDENCE_FILE).is_file():
             confidence += (d / CONFIDENCE_FILE).read_text().splitlines()
     joined = [replace(rows[s], episode=k) for k, s in enumerate(seeds) if s in rows]
     summary = write_report(out, settings, joined, {"interrupted": interrupted, "shards": len(shard_dirs)})
-    index = {s: k for k, s in enumerate(seeds)}
     lines = []
     for line in confidence:
         rec = json.loads(line)

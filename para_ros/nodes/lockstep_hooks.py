@@ -123,7 +123,7 @@ class SimLockstep:
                 node.health.count("lockstep_reasks")
                 node.get_logger().info(
                     f"lockstep: no chunk yet for the camera frame of t={reask[0] / 1e9:.3f} s after "
-                    f"{gate.reask_after_s / 2:g} s: published it again"
+                    f"{gate.reask_waited_s:.0f} s: published it again"
                 )
             if fault:
                 node.get_logger().error(fault + "; holding until ~/reset_task")

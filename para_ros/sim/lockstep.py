@@ -134,6 +134,7 @@ class LockstepGate:
         self.first_ns: int | None = None  # the first instant published since the reset
         self.asked_s = 0.0  # wall time the frames waited for were last published (or asked for again)
         self.reask_after_s = self.settings.reask_s
+        self.reask_waited_s = 0.0  # how long the last ask had waited for the chunk (for the log)
 
     @property
     def needs_publish(self) -> bool:
@@ -177,6 +178,7 @@ class LockstepGate:
         blocking = self.blocking()
         if not blocking or wall_s - self.asked_s <= self.reask_after_s:
             return []
+        self.reask_waited_s = wall_s - self.asked_s
         self.asked_s = wall_s
         self.reask_after_s = min(2.0 * self.reask_after_s, MAX_REASK_S)
         return blocking

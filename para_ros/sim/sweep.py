@@ -458,13 +458,12 @@ def _sweep_in_parallel(args, out: Path, checkpoints, plans, base, results, write
 
     try:
         par.check_jobs(args.jobs, base.lockstep, here=not args.print_commands)
-        cells = [
-            (label, pt, _cell_settings(base, path, out / label / pt.label, shift, rot, params))
+        commands = [
+            par.eval_command(_cell_settings(base, path, out / label / pt.label, shift, rot, params))
             for label, path in checkpoints
             for pt, shift, rot, params in plans
             if _finished_summary(out / label / pt.label / "report.json", args.episodes) is None
         ]
-        commands = [par.eval_command(settings) for _, _, settings in cells]
     except ValueError as exc:
         print(f"para-sim sweep: {exc}", file=sys.stderr)
         return 2
