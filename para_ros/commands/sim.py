@@ -9,6 +9,7 @@ Subcommands::
     para-sim sweep --checkpoint checkpoints/pick_place --episodes 30   # the eval over scene camera moves
     para-sim agreement runs/eval-a runs/eval-b                         # two runs of the same seeds: do they agree?
     para-sim confidence-report runs/eval-a runs/eval-ood --out runs/conf # fit the confidence supervisor's thresholds
+    para-sim supervisor-table ood=runs/off ood=runs/on --out runs/table  # the supervisor off vs on, holds in time
 
 Episode ``k`` of a run with ``--seed S`` uses the task layout of seed ``S + k`` (``para_ros.sim.pick_place``), so
 two runs with the same seed give the same layouts, and seed ranges that do not overlap give disjoint layouts (the
@@ -31,6 +32,7 @@ from para_ros.deploy import graph  # noqa: E402
 from para_ros.deploy.confidence_report import add_confidence_report_arguments, cmd_confidence_report  # noqa: E402
 from para_ros.deploy.report_agreement import add_agreement_arguments, cmd_agreement  # noqa: E402
 from para_ros.deploy.robustness_suite import add_suite_arguments, cmd_suite  # noqa: E402
+from para_ros.deploy.supervisor_table import add_supervisor_table_arguments, cmd_supervisor_table  # noqa: E402
 from para_ros.robot.yam_ik import YamKinematics  # noqa: E402
 from para_ros.sim import sweep  # noqa: E402
 from para_ros.sim.camera_sampler import add_randomisation_arguments, apply_to_sim, randomisation_from_args  # noqa: E402
@@ -133,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
             "confidence-report",
             help="evaluation runs' chunk confidence vs outcome: separation plot, rates, the supervisor's thresholds "
             "fitted (docs/confidence.md)",
+        )
+    )
+    add_supervisor_table_arguments(
+        sub.add_parser(
+            "supervisor-table",
+            help="evaluation runs with the confidence supervisor off and on, per condition: outcomes paired, the "
+            "failing episodes held within --within s of the condition starting, the successful ones held",
         )
     )
     return p
@@ -495,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = cmd_suite(args)
     elif args.command == "confidence-report":
         rc = cmd_confidence_report(args)
+    elif args.command == "supervisor-table":
+        rc = cmd_supervisor_table(args)
     else:
         rc = cmd_eval(args)
     print(f"para-sim {args.command}: {time.monotonic() - t0:.1f} s")

@@ -304,13 +304,13 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
     lines += [
         "",
         "| episode | seed | outcome | time s | place error cm | max lift cm | chunks | rejected | "
-        "truncated | wall s | fault |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "truncated | held uncertain at s | wall s | fault |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| {r.episode} | {r.seed} | {r.outcome} | {r.duration_s:.1f} | {100 * r.place_error_m:.1f} | "
         f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} | "
-        f"{r.wall_s:.1f} | {r.fault} |"
+        f"{'' if math.isnan(r.held_uncertain_at_s) else f'{r.held_uncertain_at_s:.2f}'} | {r.wall_s:.1f} | {r.fault} |"
         for r in rows
     ]
     (out / "report.md").write_text("\n".join(lines) + "\n")

@@ -48,6 +48,7 @@ from std_srvs.srv import Trigger
 
 from para_msgs.msg import ActionChunk
 from para_ros.execution.chunk import MEASURE_FIELDS
+from para_ros.execution.executor_state import ExecutorState
 from para_ros.observation.camera_model import intrinsics_from_camera_info
 from para_ros.ros_io.task_services import call_service, reset_task
 from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
@@ -89,6 +90,10 @@ class EpisodeRow:
     chunks_truncated: int = 0
     fault: str = ""  # why the episode ended as a fault (lockstep: the answer that never came)
     wall_s: float = float("nan")  # wall time of the whole episode (reset to judgement)
+    # The confidence supervisor's first hold after the hand-over, as /diagnostics said it: episode time (s since the
+    # task reset, the simulator's clock; nan: never held) and the reason it named (``confidence_problem``).
+    held_uncertain_at_s: float = float("nan")
+    hold_reason: str = ""
 
 
 def cut_short(row: EpisodeRow, stop: threading.Event) -> bool:
@@ -115,6 +120,9 @@ def summarise(rows: list[EpisodeRow]) -> dict:
         "wilson95": [lo, hi],
         "outcomes": causes,
         "median_success_time_s": float(np.median(times)) if times else None,
+        # episodes in which the confidence supervisor held the arm (as /diagnostics said), by outcome
+        "held_uncertain": sum(not np.isnan(r.held_uncertain_at_s) for r in judged),
+        "held_uncertain_successes": sum(not np.isnan(r.held_uncertain_at_s) and r.outcome == "success" for r in judged),
     }
 
 
@@ -153,6 +161,8 @@ class TaskClient:
         self.episode_chunks_from = 0
         self.rejected = 0
         self.truncated = 0
+        # (stamp s on the graph's clock, reason) of every executor diagnostics report while it held for uncertainty
+        self.holds: list[tuple[float, str]] = []
         self.record_frames = False
         self.frames: list[np.ndarray] = []
         self.K: np.ndarray | None = None
@@ -200,9 +210,15 @@ class TaskClient:
                 self.episode_chunks_from = max(0, self.episode_chunks_from - drop)
 
     def _on_diag(self, msg):
+        stamp_s = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         for st in msg.status:
             if "chunk_executor" not in st.name:
                 continue
+            values = {kv.key: kv.value for kv in st.values}
+            if values.get("mode") == ExecutorState.HOLDING_UNCERTAIN.value:
+                with self.lock:
+                    self.holds.append((stamp_s, values.get("confidence_problem", "")))
+                    del self.holds[: max(0, len(self.holds) - MAX_CONFIDENCE_RECORDS)]
             for kv in st.values:
                 if kv.key in ("chunks_rejected", "chunks_truncated"):
                     try:
@@ -223,6 +239,21 @@ class TaskClient:
         with self.lock:
             path, K = self.last_path_world, self.K
         self.frames.append(draw_path(rgb, path, K, self.T_world_cam))
+
+    def first_hold(self, clock_offset_s: float | None, since_s: float) -> tuple[float, str]:
+        """(episode time s, reason) of the first uncertainty hold reported since :meth:`forget_holds` at or after
+        episode time ``since_s`` (the hand-over); (nan, "") when none. ``clock_offset_s``: the graph's clock minus
+        the episode time (:func:`clock_offset`), None: unknown."""
+        with self.lock:
+            holds = list(self.holds)
+        if clock_offset_s is None:
+            return float("nan"), ""
+        holds = [(t - clock_offset_s, reason) for t, reason in holds if t - clock_offset_s >= since_s - HALF_STEP_S]
+        return min(holds) if holds else (float("nan"), "")
+
+    def forget_holds(self) -> None:
+        with self.lock:
+            self.holds = []
 
     def take_episode_confidence(self) -> list[dict]:
         """The confidence records of the chunks since the running episode handed the arm over (and forget all)."""
@@ -284,6 +315,13 @@ def wait_for_first_chunk(ev: TaskClient, graph_run, stop: threading.Event, timeo
         time.sleep(0.1)
 
 
+def clock_offset(state: dict) -> float | None:
+    """The graph's clock minus the episode time (s) read off one ``~/task_state`` (None when it lacks either)."""
+    if "stamp_ns" not in state or "sim_time_s" not in state:
+        return None
+    return int(state["stamp_ns"]) * 1e-9 - float(state["sim_time_s"])
+
+
 def run_episode(
     ev: TaskClient, settings: EpisodeLimits, k: int, seed: int, stop: threading.Event, record: bool
 ) -> EpisodeRow:
@@ -300,11 +338,13 @@ def run_episode(
         ev.episode_chunks_from = len(ev.chunk_confidence)  # the episode's chunks: from the hand-over on
     ev.frames = []
     ev.record_frames = record
+    ev.forget_holds()
     ev.call("resume")
     monitor = EpisodeMonitor()
     t0 = time.monotonic()
     success_since = None
     outcome = None
+    offset_s, handover_s = None, None
     while outcome is None:
         time.sleep(0.05)
         with ev.lock:
@@ -313,6 +353,8 @@ def run_episode(
         for st in states:
             if st.get("seed") != seed:
                 continue
+            offset_s = clock_offset(st) if offset_s is None else offset_s
+            handover_s = st.get("sim_time_s", 0.0) if handover_s is None else handover_s
             j = monitor.update(Judgement(st["state"], st["place_error_m"], st["cube_height_m"], st["held"]))
             if j.success:
                 success_since = success_since if success_since is not None else now
@@ -328,6 +370,7 @@ def run_episode(
     with ev.lock:
         chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
     last = monitor.last
+    held_at_s, hold_reason = ev.first_hold(offset_s, handover_s or 0.0)
     return EpisodeRow(
         k,
         seed,
@@ -340,6 +383,8 @@ def run_episode(
         layout,
         truncated,
         wall_s=time.monotonic() - wall0,
+        held_uncertain_at_s=held_at_s,
+        hold_reason=hold_reason,
     )
 
 
@@ -402,6 +447,8 @@ def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, ti
     success_since = None
     outcome = None
     sim_now = start_s
+    offset_s = None
+    ev.forget_holds()
     if not fault and not stop.is_set():
         ev.call("resume")
         set_run_until(ev, end_s)
@@ -417,6 +464,7 @@ def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, ti
                 break
             if st["sim_time_s"] < start_s - HALF_STEP_S:
                 continue
+            offset_s = clock_offset(st) if offset_s is None else offset_s
             sim_now = st["sim_time_s"]
             j = monitor.update(Judgement(st["state"], st["place_error_m"], st["cube_height_m"], st["held"]))
             if j.success:
@@ -444,6 +492,7 @@ def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, ti
     with ev.lock:
         chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
     last = monitor.last
+    held_at_s, hold_reason = ev.first_hold(offset_s, start_s)
     return EpisodeRow(
         k,
         seed,
@@ -457,6 +506,8 @@ def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, ti
         truncated,
         fault=fault,
         wall_s=time.monotonic() - wall0,
+        held_uncertain_at_s=held_at_s,
+        hold_reason=hold_reason,
     )
 
 

@@ -1,0 +1,154 @@
+"""The confidence supervisor judged on closed-loop runs (para_ros.deploy.supervisor_table) and the evaluator's record of
+its holds (para_ros.deploy.episodes): synthetic reports with hand-counted figures, real diagnostics messages, and the
+experiment script's commands parsed by the command's own parser."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import shlex
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+from para_ros.deploy import supervisor_table as st
+from para_ros.deploy.episodes import TaskClient, clock_offset
+
+REPO = Path(__file__).resolve().parents[1]
+NAN = float("nan")
+
+
+def _report(folder: Path, supervisor: bool, episodes, sim_params=None, settle_s=1.5) -> Path:
+    """A report.json as para-sim eval writes it: ``episodes`` = [(seed, outcome, held_at_s)]."""
+    folder.mkdir(parents=True)
+    node_params = {"chunk_executor": {"confidence_supervisor": supervisor}}
+    if sim_params:
+        node_params["sim_node"] = sim_params
+    rows = [
+        {"episode": i, "seed": s, "outcome": o, "held_uncertain_at_s": h, "hold_reason": "" if math.isnan(h) else
+         f"confidence: policy uncertain: peak mass 0.1 at step {i} for 0.6 s"}
+        for i, (s, o, h) in enumerate(episodes)
+    ]
+    (folder / "report.json").write_text(json.dumps({"settings": {"node_params": node_params, "settle_s": settle_s},
+                                                    "episodes": rows}))
+    return folder
+
+
+def test_a_condition_row_counts_holds_against_the_condition_start(tmp_path):
+    knock = {"ood_knock_at_s": 3.0}
+    off = _report(tmp_path / "off", False, [(1, "success", NAN), (2, "success", NAN), (3, "no_grasp", NAN),
+                                            (4, "no_grasp", NAN), (5, "fault", NAN)], knock)
+    # on: seed 1 succeeds without a hold; seed 2 fails, held 1.5 s after the knock (in time); seed 3 fails, held
+    # 2.5 s after (late); seed 4 fails, never held; seed 6 succeeds but was held (a false hold)
+    on = _report(tmp_path / "on", True, [(1, "success", NAN), (2, "no_grasp", 4.5), (3, "no_grasp", 5.5),
+                                         (4, "timeout", NAN), (6, "success", 3.2)], knock)
+    row = st.judge_condition("knocked", off, on, within_s=2.0)
+    assert row["condition_start_s"] == 3.0
+    assert row["off"]["successes"] == 2 and row["off"]["episodes"] == 4  # the fault is no attempt
+    assert row["on"]["successes"] == 2 and row["on"]["episodes"] == 5
+    assert row["failing_on"] == 3 and row["failing_held"] == 2 and row["failing_held_in_time"] == 1
+    assert row["held_in_time_rate"] == pytest.approx(1 / 3)
+    assert row["successful_held"] == 1 and row["false_hold_rate"] == pytest.approx(1 / 5)
+    assert row["hold_delay_median_s"] == pytest.approx(2.5)  # delays 1.5 and 2.5: the upper middle
+    # paired on the shared seeds 1-4 (a: on, b: off): seed 2 succeeded off only
+    assert row["paired"]["seeds"] == 4 and row["paired"]["a_only"] == 0 and row["paired"]["b_only"] == 1
+    assert row["reasons"] == ["confidence: policy uncertain: peak mass 0.1"]
+    # a wider window takes the late hold in
+    assert st.judge_condition("knocked", off, on, within_s=2.6)["failing_held_in_time"] == 2
+
+
+def test_condition_start_is_the_run_time_condition_or_the_hand_over():
+    assert st.condition_start_s({"settle_s": 1.5}) == 1.5
+    assert st.condition_start_s({"settle_s": 2.0, "node_params": {"sim_node": {"ood_occluder_at_s": "4.0"}}}) == 4.0
+    assert st.condition_start_s({"node_params": {"sim_node": {"ood_knock_at_s": -1.0}}}) == 1.5  # never knocked
+    fault = {"ood_camera_fault": "none", "ood_camera_fault_at_s": 0.0}
+    assert st.condition_start_s({"settle_s": 1.5, "node_params": {"sim_node": fault}}) == 1.5
+    fault["ood_camera_fault"] = "frozen"
+    assert st.condition_start_s({"settle_s": 1.5, "node_params": {"sim_node": fault}}) == 0.0
+
+
+def test_runs_that_are_not_off_then_on_are_refused(tmp_path):
+    a = _report(tmp_path / "a", True, [(1, "success", NAN)])
+    b = _report(tmp_path / "b", True, [(1, "success", NAN)])
+    with pytest.raises(ValueError, match="supervisor off"):
+        st.judge_condition("x", a, b)
+    with pytest.raises(ValueError, match="no report.json"):
+        st.judge_condition("x", tmp_path / "missing", b)
+    with pytest.raises(ValueError, match="two folders"):
+        st.parse_pairs(["x=a"])
+    with pytest.raises(ValueError, match="NAME=FOLDER"):
+        st.parse_pairs(["a"])
+    assert st.parse_pairs(["x=a", "y=c", "x=b", "y=d"]) == [("x", "a", "b"), ("y", "c", "d")]
+
+
+def test_the_command_writes_the_table_and_refuses_bad_input(tmp_path):
+    from para_ros.commands.sim import main
+
+    off = _report(tmp_path / "off", False, [(1, "success", NAN), (2, "no_grasp", NAN)])
+    on = _report(tmp_path / "on", True, [(1, "success", NAN), (2, "no_grasp", 2.0)])
+    assert main(["supervisor-table", f"blue={off}", f"blue={on}", "--out", str(tmp_path / "t")]) == 0
+    text = (tmp_path / "t.md").read_text()
+    assert "| blue | 1/2 (50 %) | 1/2 (50 %) |" in text and "| 1/1 (100 %) |" in text
+    assert json.loads((tmp_path / "t.json").read_text())[0]["failing_held_in_time"] == 1
+    assert main(["supervisor-table", f"blue={on}", f"blue={off}", "--out", str(tmp_path / "u")]) == 2
+    assert not (tmp_path / "u.md").exists()
+
+
+def _diag(stamp_s: float, mode: str, problem: str = "", name: str = "chunk_executor: status") -> DiagnosticArray:
+    msg = DiagnosticArray()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp_s), int(round((stamp_s % 1) * 1e9))
+    values = [KeyValue(key="mode", value=mode), KeyValue(key="confidence_problem", value=problem),
+              KeyValue(key="chunks_rejected", value="4")]
+    msg.status = [DiagnosticStatus(name=name, values=values)]
+    return msg
+
+
+def _client() -> TaskClient:
+    """The evaluator's bookkeeping without its ROS node (only the callbacks under test run)."""
+    ev = object.__new__(TaskClient)
+    ev.lock, ev.holds, ev.rejected, ev.truncated = threading.Lock(), [], 0, 0
+    return ev
+
+
+def test_the_evaluator_keeps_the_first_hold_after_the_hand_over_in_episode_time():
+    ev = _client()
+    offset = clock_offset({"stamp_ns": 1_000_000_000_000 + 2_000_000_000, "sim_time_s": 2.0})
+    assert offset == pytest.approx(1000.0)
+    assert clock_offset({"sim_time_s": 1.0}) is None
+    ev._on_diag(_diag(1001.2, "holding_uncertain", "late news of the last episode"))  # before the hand-over at 1.5
+    ev._on_diag(_diag(1003.0, "following"))
+    ev._on_diag(_diag(1004.25, "holding_uncertain", "policy uncertain: peak mass 0.03"))
+    ev._on_diag(_diag(1004.75, "holding_uncertain", "policy uncertain: peak mass 0.02"))
+    ev._on_diag(_diag(1003.5, "holding_uncertain", "other node", name="inference_node: status"))
+    assert ev.rejected == 4
+    held, reason = ev.first_hold(offset, since_s=1.5)
+    assert held == pytest.approx(4.25) and reason == "policy uncertain: peak mass 0.03"
+    assert ev.first_hold(None, 1.5) == (pytest.approx(NAN, nan_ok=True), "")
+    ev.forget_holds()
+    held, reason = ev.first_hold(offset, 1.5)
+    assert math.isnan(held) and reason == ""
+
+
+def test_every_command_of_the_confidence_experiment_parses():
+    res = subprocess.run(["bash", str(REPO / "scripts" / "confidence"), "all", "--dry-run", "--episodes", "7"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    commands = [shlex.split(line[2:]) for line in res.stdout.splitlines() if line.startswith("+ ")]
+    parser = importlib.import_module("para_ros.commands.sim").build_parser()
+    seen = set()
+    for words in commands:
+        assert words[:3] == ["python", "-m", "para_ros.commands.sim"], words
+        args = parser.parse_args(words[3:])
+        seen.add(args.command)
+        if args.command == "eval":
+            assert args.lockstep and args.episodes in (7, 20)
+            supervisor = [p for p in args.node_param if "confidence_supervisor" in p]
+            assert len(supervisor) == 1 and ("off/" in args.out) == supervisor[0].endswith("false")
+    assert seen == {"eval", "confidence-report", "supervisor-table"}
+    bad = subprocess.run(["bash", str(REPO / "scripts" / "confidence"), "off", "--bogus"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown option" in bad.stderr
