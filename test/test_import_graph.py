@@ -5,6 +5,9 @@ them); a cycle means two modules each need the other, so neither can be read, te
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -214,3 +217,106 @@ def test_no_import_cycles_in_the_project():
     assert not cycles, "import cycles (each module imports the next, inside functions too):\n" + "\n".join(
         " -> ".join(c) for c in cycles
     )
+
+
+# The folders from the bottom floor up: a module may import its own folder and the folders before it, never one
+# after it. A package's top-level modules (para_ros/paths.py, stamps.py, dds_env.py) are its own floor, ``PKG``.
+FOLDER_ORDER = (
+    "para_core",
+    "para_core.model",
+    "para_core.calibration",
+    "para_core.data",
+    "para_core.eval",
+    "para_core.train",
+    "para_ros",
+    "para_ros.adapters",
+    "para_ros.viz",
+    "para_ros.robot",
+    "para_ros.observation",
+    "para_ros.execution",
+    "para_ros.inference",
+    "para_ros.ros_io",
+    "para_ros.bag",
+    "para_ros.calibration",
+    "para_ros.sim",
+    "para_ros.nodes",
+    "para_ros.deploy",
+    "para_ros.commands",
+)
+
+
+def folder_of(module: str, modules: dict[str, Path]) -> str:
+    """``para_ros.sim.lockstep`` -> ``para_ros.sim``; a package's own top-level module -> the package."""
+    parts = module.split(".")
+    if len(parts) >= 2 and (len(parts) > 2 or modules[module].name == "__init__.py"):
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def folder_order_violations(graph: dict[str, set[str]], modules: dict[str, Path], order=FOLDER_ORDER) -> list[str]:
+    floor = {name: i for i, name in enumerate(order)}
+    out = []
+    for module, deps in sorted(graph.items()):
+        here = folder_of(module, modules)
+        if here not in floor:
+            out.append(f"{module}: its folder {here} is not in FOLDER_ORDER")
+            continue
+        for dep in sorted(deps):
+            there = folder_of(dep, modules)
+            if there != here and floor.get(there, len(order)) > floor[here]:
+                out.append(f"{module} ({here}) imports {dep} ({there}), a folder above it")
+    return out
+
+
+def test_folders_import_downwards_only():
+    """Folder by folder, imports go one way: the simulator below the nodes, the nodes below the graph that runs
+    them, recordings below the calibration that reads them, the commands on top. A module cycle test does not see
+    two folders that each import the other through different modules; this does."""
+    modules = project_modules()
+    assert {folder_of(m, modules) for m in modules} == set(FOLDER_ORDER)  # every folder placed, none left over
+    violations = folder_order_violations(import_graph(modules), modules)
+    assert not violations, "\n".join(violations)
+
+
+def test_the_folder_check_sees_two_folders_importing_each_other(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "para_core/__init__.py": "",
+            "para_ros/__init__.py": "",
+            "para_ros/sim/__init__.py": "",
+            "para_ros/sim/scene.py": "",
+            "para_ros/sim/sweep.py": "def run():\n    from para_ros.nodes import params\n",
+            "para_ros/nodes/__init__.py": "",
+            "para_ros/nodes/params.py": "",
+            "para_ros/nodes/sim_node.py": "from para_ros.sim import scene\n",
+        },
+    )
+    modules = project_modules(tmp_path)
+    order = ("para_core", "para_ros", "para_ros.sim", "para_ros.nodes")
+    assert find_cycles(import_graph(modules)) == []  # no module cycle ...
+    assert folder_order_violations(import_graph(modules), modules, order) == [  # ... but the folders cross
+        "para_ros.sim.sweep (para_ros.sim) imports para_ros.nodes.params (para_ros.nodes), a folder above it"
+    ]
+
+
+def test_the_simulator_imports_without_ros(tmp_path):
+    """``para_ros.sim`` is ROS-free: every module of it imports with rclpy, rcl_interfaces and every message package
+    blocked (a fresh interpreter whose import system refuses them)."""
+    modules = sorted(m for m in project_modules() if m.startswith("para_ros.sim"))
+    blocked = ("rclpy", "rcl_interfaces", "para_msgs", "rosidl_runtime_py", "builtin_interfaces", "launch_ros")
+    code = textwrap.dedent(f"""
+        import importlib, importlib.abc, sys
+        BLOCKED = {blocked!r}
+        class Refuse(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in BLOCKED or name.split(".")[0].endswith("_msgs"):
+                    raise ImportError(f"ROS module {{name}} imported")
+        sys.meta_path.insert(0, Refuse())
+        for m in {modules!r}:
+            importlib.import_module(m)
+        assert not [m for m in sys.modules if m.split(".")[0] in BLOCKED], "a ROS module was imported"
+        print("ok", len({modules!r}))
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]

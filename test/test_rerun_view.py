@@ -15,8 +15,8 @@ pytest.importorskip("rerun")
 sys.path.insert(0, str(Path(__file__).parent))
 from bag_fixtures import NS, T0_NS, SyntheticBagSpec, reference_wrist_pose, write_synthetic_bag  # noqa: E402
 
-from para_ros.bag.extraction import TOPIC_OVERRIDE_OPTIONS  # noqa: E402
 from para_ros.bag.reader import BagReader  # noqa: E402
+from para_ros.bag.topic_options import TOPIC_OVERRIDE_OPTIONS  # noqa: E402
 from para_ros.commands.bag import load_policy, topic_config  # noqa: E402
 from para_ros.commands.bag import main as bag_main
 from para_ros.viz.rerun_log import read_entities  # noqa: E402

@@ -229,7 +229,7 @@ def test_sim_node_parameters_reach_the_conditions_and_default_to_none():
     the configured conditions; the table's defaults make none (and no marker), so the default model is unchanged."""
     from para_ros.deploy.graph import parse_node_params
     from para_ros.nodes.parameter_registry import check_node_params, tables
-    from para_ros.sim.disturbance_params import disturbance_config_from_params, marker_mount_from_params
+    from para_ros.nodes.sim_disturbance_params import disturbance_config_from_params, marker_mount_from_params
 
     defaults = tables()["sim_node"][0].defaults()
     none = disturbance_config_from_params(defaults)

@@ -10,9 +10,9 @@ from core_fixtures import tiny_checkpoint
 
 from para_ros.commands import sim as sim_cli
 from para_ros.deploy.closed_loop import moved_camera_pose
+from para_ros.deploy.sweep import parse_checkpoints, shift_and_rotation, sweep_points, write_table
 from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose
 from para_ros.sim.pick_place import wilson_interval
-from para_ros.sim.sweep import parse_checkpoints, shift_and_rotation, sweep_points, write_table
 
 
 def test_points_one_axis_at_a_time_or_every_combination():
@@ -66,7 +66,7 @@ def test_table_cells_are_the_wilson_intervals(tmp_path):
 
 
 def test_a_point_counts_as_done_with_enough_episodes_and_no_fault(tmp_path):
-    from para_ros.sim.sweep import _finished_summary
+    from para_ros.deploy.sweep import _finished_summary
 
     def report(episodes, faults=0, interrupted=False):
         outcomes = {"success": episodes - faults, "fault": faults}

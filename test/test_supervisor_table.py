@@ -29,23 +29,39 @@ def _report(folder: Path, supervisor: bool, episodes, sim_params=None, settle_s=
     if sim_params:
         node_params["sim_node"] = sim_params
     rows = [
-        {"episode": i, "seed": s, "outcome": o, "held_uncertain_at_s": h, "hold_reason": "" if math.isnan(h) else
-         f"confidence: policy uncertain: peak mass 0.1 at step {i} for 0.6 s"}
+        {
+            "episode": i,
+            "seed": s,
+            "outcome": o,
+            "held_uncertain_at_s": h,
+            "hold_reason": ""
+            if math.isnan(h)
+            else f"confidence: policy uncertain: peak mass 0.1 at step {i} for 0.6 s",
+        }
         for i, (s, o, h) in enumerate(episodes)
     ]
-    (folder / "report.json").write_text(json.dumps({"settings": {"node_params": node_params, "settle_s": settle_s},
-                                                    "episodes": rows}))
+    (folder / "report.json").write_text(
+        json.dumps({"settings": {"node_params": node_params, "settle_s": settle_s}, "episodes": rows})
+    )
     return folder
 
 
 def test_a_condition_row_counts_holds_against_the_condition_start(tmp_path):
     knock = {"ood_knock_at_s": 3.0}
-    off = _report(tmp_path / "off", False, [(1, "success", NAN), (2, "success", NAN), (3, "no_grasp", NAN),
-                                            (4, "no_grasp", NAN), (5, "fault", NAN)], knock)
+    off = _report(
+        tmp_path / "off",
+        False,
+        [(1, "success", NAN), (2, "success", NAN), (3, "no_grasp", NAN), (4, "no_grasp", NAN), (5, "fault", NAN)],
+        knock,
+    )
     # on: seed 1 succeeds without a hold; seed 2 fails, held 1.5 s after the knock (in time); seed 3 fails, held
     # 2.5 s after (late); seed 4 fails, never held; seed 6 succeeds but was held (a false hold)
-    on = _report(tmp_path / "on", True, [(1, "success", NAN), (2, "no_grasp", 4.5), (3, "no_grasp", 5.5),
-                                         (4, "timeout", NAN), (6, "success", 3.2)], knock)
+    on = _report(
+        tmp_path / "on",
+        True,
+        [(1, "success", NAN), (2, "no_grasp", 4.5), (3, "no_grasp", 5.5), (4, "timeout", NAN), (6, "success", 3.2)],
+        knock,
+    )
     row = st.judge_condition("knocked", off, on, within_s=2.0)
     assert row["condition_start_s"] == 3.0
     assert row["off"]["successes"] == 2 and row["off"]["episodes"] == 4  # the fault is no attempt
@@ -101,8 +117,11 @@ def test_the_command_writes_the_table_and_refuses_bad_input(tmp_path):
 def _diag(stamp_s: float, mode: str, problem: str = "", name: str = "chunk_executor: status") -> DiagnosticArray:
     msg = DiagnosticArray()
     msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp_s), int(round((stamp_s % 1) * 1e9))
-    values = [KeyValue(key="mode", value=mode), KeyValue(key="confidence_problem", value=problem),
-              KeyValue(key="chunks_rejected", value="4")]
+    values = [
+        KeyValue(key="mode", value=mode),
+        KeyValue(key="confidence_problem", value=problem),
+        KeyValue(key="chunks_rejected", value="4"),
+    ]
     msg.status = [DiagnosticStatus(name=name, values=values)]
     return msg
 
@@ -134,12 +153,16 @@ def test_the_evaluator_keeps_the_first_hold_after_the_hand_over_in_episode_time(
 
 
 def test_every_command_of_the_confidence_experiment_parses():
-    res = subprocess.run(["bash", str(REPO / "scripts" / "confidence"), "all", "--dry-run", "--episodes", "7"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        ["bash", str(REPO / "scripts" / "confidence"), "all", "--dry-run", "--episodes", "7"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     commands = [shlex.split(line[2:]) for line in res.stdout.splitlines() if line.startswith("+ ")]
     parser = importlib.import_module("para_ros.commands.sim").build_parser()
-    seen = set()
+    seen, fit_seeds, evaluated_seeds = set(), set(), set()
     for words in commands:
         assert words[:3] == ["python", "-m", "para_ros.commands.sim"], words
         args = parser.parse_args(words[3:])
@@ -147,8 +170,12 @@ def test_every_command_of_the_confidence_experiment_parses():
         if args.command == "eval":
             assert args.lockstep and args.episodes in (7, 20)
             supervisor = [p for p in args.node_param if "confidence_supervisor" in p]
-            assert len(supervisor) == 1 and ("off/" in args.out) == supervisor[0].endswith("false")
+            assert len(supervisor) == 1 and ("/on/" in args.out) == supervisor[0].endswith("true")
+            seeds = set(range(args.seed, args.seed + args.episodes))
+            (fit_seeds if args.out.endswith("fit_data") else evaluated_seeds).update(seeds)
     assert seen == {"eval", "confidence-report", "supervisor-table"}
-    bad = subprocess.run(["bash", str(REPO / "scripts" / "confidence"), "off", "--bogus"], capture_output=True,
-                         text=True, timeout=60)
+    assert fit_seeds and evaluated_seeds and not fit_seeds & evaluated_seeds  # the thresholds are judged held out
+    bad = subprocess.run(
+        ["bash", str(REPO / "scripts" / "confidence"), "off", "--bogus"], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and "unknown option" in bad.stderr

@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 
-from para_ros.bag.extraction import add_topic_args, progress, topic_config
 from para_ros.bag.reader import BagReader, BagTopicConfig
+from para_ros.bag.topic_options import add_topic_args, progress, topic_config
 from para_ros.stamps import stamp_to_ns
 from para_ros.viz.rerun_log import RerunLog
 

@@ -28,13 +28,15 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco: an EGL context, no display needed
 
-from para_ros.deploy import graph  # noqa: E402
+from para_ros.deploy import (
+    graph,  # noqa: E402
+    sweep,  # noqa: E402
+)
 from para_ros.deploy.confidence_report import add_confidence_report_arguments, cmd_confidence_report  # noqa: E402
 from para_ros.deploy.report_agreement import add_agreement_arguments, cmd_agreement  # noqa: E402
 from para_ros.deploy.robustness_suite import add_suite_arguments, cmd_suite  # noqa: E402
 from para_ros.deploy.supervisor_table import add_supervisor_table_arguments, cmd_supervisor_table  # noqa: E402
 from para_ros.robot.yam_ik import YamKinematics  # noqa: E402
-from para_ros.sim import sweep  # noqa: E402
 from para_ros.sim.camera_sampler import add_randomisation_arguments, apply_to_sim, randomisation_from_args  # noqa: E402
 from para_ros.sim.layout_region import add_region_argument, episode_seeds  # noqa: E402
 from para_ros.sim.lockstep import add_lockstep_argument  # noqa: E402

@@ -86,7 +86,7 @@ def select_conditions(names: list[str] | None) -> list[str]:
 
 def condition_settings(base, name: str, nominal: NominalCamera | None = None):
     """``base`` (an ``EvalSettings``) changed into condition ``name``: camera shift / rotation and node parameters."""
-    from para_ros.sim.sweep import shift_and_rotation
+    from para_ros.deploy.sweep import shift_and_rotation
 
     cond = CONDITIONS[name]
     nominal = nominal or NominalCamera.from_sim_config()
@@ -211,7 +211,7 @@ def cmd_suite(args) -> int:
     from para_ros.deploy import graph
     from para_ros.deploy.closed_loop import EvalSettings, check_checkpoint_matches_sim, run_eval
     from para_ros.deploy.graph_run import INTERRUPTED_RC
-    from para_ros.sim.sweep import parse_checkpoints
+    from para_ros.deploy.sweep import parse_checkpoints
 
     try:
         names = select_conditions(args.conditions)

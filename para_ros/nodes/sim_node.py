@@ -61,14 +61,14 @@ from para_ros.nodes.health import ERROR, HealthReporter
 from para_ros.nodes.lockstep_hooks import LOCKSTEP_EPOCH_NS, SimLockstep
 from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.nodes.runtime import run_node
-from para_ros.observation.camera_model import camera_info_fields
-from para_ros.sim.calibration_params import CALIBRATION_PARAMS, sim_config_fields, told_frames_from_params
-from para_ros.sim.disturbance_params import (
+from para_ros.nodes.sim_calibration_params import CALIBRATION_PARAMS, sim_config_fields, told_frames_from_params
+from para_ros.nodes.sim_disturbance_params import (
     DISTURBANCE_PARAMS,
     MARKER_PARAMS,
     disturbance_config_from_params,
     marker_mount_from_params,
 )
+from para_ros.observation.camera_model import camera_info_fields
 from para_ros.sim.disturbances import Disturbances
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
 from para_ros.sim.lockstep import DEFAULT_REASK_S, DEFAULT_TIMEOUT_S
@@ -385,7 +385,7 @@ class SimNode(Node):
 
     def _scene_extras(self, p: dict) -> tuple:
         """What the model needs beyond the training scene: the OOD occluder and the calibration marker, each only
-        when configured (:mod:`para_ros.sim.disturbance_params`)."""
+        when configured (:mod:`para_ros.nodes.sim_disturbance_params`)."""
         self._disturbance_config = disturbance_config_from_params(p)
         marker = marker_mount_from_params(p)
         return self._disturbance_config.scene_extras() + (() if marker is None else (marker,))

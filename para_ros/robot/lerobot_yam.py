@@ -16,7 +16,7 @@ import numpy as np
 
 from para_core.calibration.calibration_file import CalibrationFile
 from para_core.data.lerobot_dataset import LeRobotDataError
-from para_ros.observation.camera_model import ros_K_to_para
+from para_core.model.pixel_convention import ros_K_to_para
 from para_ros.robot.yam import WristCameraMount, load_yam_config
 from para_ros.robot.yam_frames import YamFrames
 

@@ -15,7 +15,7 @@ of an evaluation meets it at the same moment), each off by default (the default 
 :class:`Disturbances` applies a :class:`DisturbanceConfig` to a :class:`para_ros.sim.yam_scene.YamSim`: call
 :meth:`Disturbances.update` before rendering, pass each rendered image through :meth:`Disturbances.filter_image`, and
 :meth:`Disturbances.reset` after the simulator was reset. ROS-free; ``sim_node`` drives it from its parameters
-(:mod:`para_ros.sim.disturbance_params`).
+(:mod:`para_ros.nodes.sim_disturbance_params`).
 """
 
 from __future__ import annotations

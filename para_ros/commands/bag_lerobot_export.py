@@ -8,7 +8,7 @@
     poses and stamps, the calibration file's content in ``meta/info.json``. Refuses an existing ``--out`` without
     ``--force``.
 
-``para-bag import-lerobot``: see ``para_ros.bag.lerobot_import``.
+``para-bag import-lerobot``: see ``para_ros.commands.bag_lerobot_import``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from para_core.calibration.calibration_file import load_calibration
 from para_core.data.dataset import Episode, find_episode_dirs, is_episode_dir
 from para_core.data.lerobot_compat import open_line
 from para_core.data.lerobot_dataset import write_lerobot_dataset
-from para_ros.bag import lerobot_import
-from para_ros.bag.extraction import add_topic_args, extract
+from para_ros.bag.topic_options import add_topic_args
+from para_ros.commands import bag_lerobot_import as lerobot_import
+from para_ros.commands.bag_extract import extract
 from para_ros.robot.lerobot_yam import wrist_mount_record
 
 
