@@ -158,7 +158,7 @@ def kept_episodes(report: dict, settings: EvalSettings, seeds: list[int]) -> lis
     wanted = set(seeds)
     kept = {}
     for row in report.get("episodes") or []:
-        r = EpisodeRow(**row)
+        r = EpisodeRow.from_report(row)
         if r.seed in wanted and r.outcome != "fault":
             kept[r.seed] = r
     return [kept[s] for s in seeds if s in kept]
@@ -310,7 +310,7 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
     lines += [
         f"| {r.episode} | {r.seed} | {r.outcome} | {r.duration_s:.1f} | {100 * r.place_error_m:.1f} | "
         f"{100 * r.max_lift_m:.1f} | {r.chunks} | {r.chunks_rejected} | {r.chunks_truncated} | "
-        f"{'' if math.isnan(r.held_uncertain_at_s) else f'{r.held_uncertain_at_s:.2f}'} | {r.wall_s:.1f} | {r.fault} |"
+        f"{'' if r.held_uncertain_at_s is None else f'{r.held_uncertain_at_s:.2f}'} | {r.wall_s:.1f} | {r.fault} |"
         for r in rows
     ]
     (out / "report.md").write_text("\n".join(lines) + "\n")

@@ -28,6 +28,7 @@ not depend on how fast this machine answers:
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -91,9 +92,17 @@ class EpisodeRow:
     fault: str = ""  # why the episode ended as a fault (lockstep: the answer that never came)
     wall_s: float = float("nan")  # wall time of the whole episode (reset to judgement)
     # The confidence supervisor's first hold after the hand-over, as /diagnostics said it: episode time (s since the
-    # task reset, the simulator's clock; nan: never held) and the reason it named (``confidence_problem``).
-    held_uncertain_at_s: float = float("nan")
+    # task reset, the simulator's clock; None: never held) and the reason it named (``confidence_problem``).
+    held_uncertain_at_s: float | None = None
     hold_reason: str = ""
+
+    @classmethod
+    def from_report(cls, row: dict) -> EpisodeRow:
+        """A row as ``report.json`` holds it (a report of an earlier version wrote "never held" as NaN)."""
+        r = cls(**row)
+        if r.held_uncertain_at_s is not None and not math.isfinite(r.held_uncertain_at_s):
+            r.held_uncertain_at_s = None
+        return r
 
 
 def cut_short(row: EpisodeRow, stop: threading.Event) -> bool:
@@ -121,8 +130,8 @@ def summarise(rows: list[EpisodeRow]) -> dict:
         "outcomes": causes,
         "median_success_time_s": float(np.median(times)) if times else None,
         # episodes in which the confidence supervisor held the arm (as /diagnostics said), by outcome
-        "held_uncertain": sum(not np.isnan(r.held_uncertain_at_s) for r in judged),
-        "held_uncertain_successes": sum(not np.isnan(r.held_uncertain_at_s) and r.outcome == "success" for r in judged),
+        "held_uncertain": sum(r.held_uncertain_at_s is not None for r in judged),
+        "held_uncertain_successes": sum(r.held_uncertain_at_s is not None and r.outcome == "success" for r in judged),
     }
 
 
@@ -240,16 +249,16 @@ class TaskClient:
             path, K = self.last_path_world, self.K
         self.frames.append(draw_path(rgb, path, K, self.T_world_cam))
 
-    def first_hold(self, clock_offset_s: float | None, since_s: float) -> tuple[float, str]:
+    def first_hold(self, clock_offset_s: float | None, since_s: float) -> tuple[float | None, str]:
         """(episode time s, reason) of the first uncertainty hold reported since :meth:`forget_holds` at or after
-        episode time ``since_s`` (the hand-over); (nan, "") when none. ``clock_offset_s``: the graph's clock minus
+        episode time ``since_s`` (the hand-over); (None, "") when none. ``clock_offset_s``: the graph's clock minus
         the episode time (:func:`clock_offset`), None: unknown."""
         with self.lock:
             holds = list(self.holds)
         if clock_offset_s is None:
-            return float("nan"), ""
+            return None, ""
         holds = [(t - clock_offset_s, reason) for t, reason in holds if t - clock_offset_s >= since_s - HALF_STEP_S]
-        return min(holds) if holds else (float("nan"), "")
+        return min(holds) if holds else (None, "")
 
     def forget_holds(self) -> None:
         with self.lock:

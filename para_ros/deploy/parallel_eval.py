@@ -184,7 +184,7 @@ def join_shards(out: Path, settings, seeds: list[int]) -> dict:
                        resume=False)  # fmt: skip
         kept_episodes(report, mine, seeds)  # refuses a shard of other settings, naming them
         for row in report.get("episodes") or []:  # faults too: the joined report counts them as a serial run does
-            r = EpisodeRow(**row)
+            r = EpisodeRow.from_report(row)
             if r.seed in index:
                 rows[r.seed] = r
         interrupted = interrupted or bool(report.get("interrupted"))
