@@ -53,7 +53,7 @@ def test_every_command_of_an_experiment_parses(experiment, options):
                 assert word.startswith("--") and f"{word})" in usage, f"scripts/train_pick_place has no option {word}"
                 next(rest)  # every option of the script takes a value
     if experiment == "randomised" and not options:
-        assert "para_core.train.cli" in modules and "para_ros.sim.ship_checkpoint" in modules
+        assert "para_core.train.cli" in modules and "para_ros.commands.ship_checkpoint" in modules
 
 
 def test_unknown_experiment_and_option_are_refused():
@@ -67,7 +67,7 @@ def test_ship_checkpoint_records_the_fine_tune_source_and_its_iterations_without
     (the last logged one) and which weights it started from."""
     import json
 
-    from para_ros.sim import ship_checkpoint
+    from para_ros.commands import ship_checkpoint
 
     run = tmp_path / "run"
     (run / "checkpoint").mkdir(parents=True)

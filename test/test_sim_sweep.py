@@ -9,8 +9,9 @@ import pytest
 from core_fixtures import tiny_checkpoint
 
 from para_ros.commands import sim as sim_cli
+from para_ros.commands.sim_sweep import parse_checkpoints
 from para_ros.deploy.closed_loop import moved_camera_pose
-from para_ros.deploy.sweep import parse_checkpoints, shift_and_rotation, sweep_points, write_table
+from para_ros.deploy.sweep import shift_and_rotation, sweep_points, write_table
 from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose
 from para_ros.sim.pick_place import wilson_interval
 

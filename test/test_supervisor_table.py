@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
+from para_ros.commands.sim_confidence import parse_pairs
 from para_ros.deploy import supervisor_table as st
 from para_ros.deploy.episodes import TaskClient, clock_offset
 
@@ -95,10 +96,10 @@ def test_runs_that_are_not_off_then_on_are_refused(tmp_path):
     with pytest.raises(ValueError, match="no report.json"):
         st.judge_condition("x", tmp_path / "missing", b)
     with pytest.raises(ValueError, match="two folders"):
-        st.parse_pairs(["x=a"])
+        parse_pairs(["x=a"])
     with pytest.raises(ValueError, match="NAME=FOLDER"):
-        st.parse_pairs(["a"])
-    assert st.parse_pairs(["x=a", "y=c", "x=b", "y=d"]) == [("x", "a", "b"), ("y", "c", "d")]
+        parse_pairs(["a"])
+    assert parse_pairs(["x=a", "y=c", "x=b", "y=d"]) == [("x", "a", "b"), ("y", "c", "d")]
 
 
 def test_the_command_writes_the_table_and_refuses_bad_input(tmp_path):

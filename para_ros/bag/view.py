@@ -1,4 +1,5 @@
-"""``para-bag view BAG --out FILE.rrd``: any recording as a rerun recording (``para_ros.viz.rerun_log``).
+"""Any recording as a rerun recording (``para_ros.viz.rerun_log``): :func:`recording_to_rerun`, behind ``para-bag view
+BAG --out FILE.rrd`` (its options: ``para_ros.commands.bag_view``) and ``para-sim eval --rerun``.
 
 The cameras (posed by the recording's TF at each image stamp, with their CameraInfo K and images) and the tool
 trajectory come from the synchronised observations (``para_ros.bag.reader``, the inference node's pairing rules);
@@ -8,12 +9,10 @@ stamps when the recording has them (a ``para-deploy`` run records both). Open th
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from para_ros.bag.reader import BagReader, BagTopicConfig
-from para_ros.bag.topic_options import add_topic_args, progress, topic_config
+from para_ros.bag.topic_options import progress
 from para_ros.stamps import stamp_to_ns
 from para_ros.viz.rerun_log import RerunLog
 
@@ -77,30 +76,3 @@ def recording_to_rerun(bag_path, out, config=None, max_frames: int = 0, quiet: b
         counts["summary"] = bag.stats.summary()
     counts["path"] = log.close()
     return counts
-
-
-def view(args) -> int:
-    views = tuple(v.strip() for v in args.views.split(",") if v.strip())
-    counts = recording_to_rerun(args.bag, args.out, topic_config(args, views), args.max_frames, args.quiet)
-    out = counts["path"]
-    if counts["observations"] == 0 and counts["chunks"] == 0:
-        print(f"warning: nothing to show from {args.bag}: {counts['summary'] or 'no camera pair'}", file=sys.stderr)
-    print(
-        f"wrote {out}: {counts['observations']} observations, {counts['chunks']} chunks, {counts['clouds']} voxel "
-        f"clouds (open with: rerun {out})"
-    )
-    return 0
-
-
-def add_parser(sub) -> None:
-    """Register ``view`` on para-bag's subparsers."""
-    p = sub.add_parser(
-        "view", help="a recording -> a rerun recording (.rrd): posed cameras, trajectory, chunks, voxel clouds"
-    )
-    p.add_argument("bag", help="rosbag2 directory (metadata.yaml + .mcap or .db3)")
-    p.add_argument("--out", required=True, help="output .rrd file")
-    p.add_argument("--views", default="scene,wrist", help="comma-separated camera views")
-    p.add_argument("--max-frames", type=int, default=0, help="at most this many observations (0: all)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_topic_args(p)
-    p.set_defaults(func=view)

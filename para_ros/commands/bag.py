@@ -52,12 +52,11 @@ from para_core.eval.calibration import contact_sheet
 from para_core.eval.method_figure import figure_numbers, method_figure_data, write_method_figure
 from para_core.model.config import INFERENCE_DTYPES, PRESET_NAMES, V4Config
 from para_core.model.policy import Policy
-from para_ros.bag import view
 from para_ros.bag.play import BagPlayer, PlayOptions, parse_remaps
 from para_ros.bag.reader import BagError, BagReader, make_typestore
 from para_ros.bag.topic_options import add_topic_args, progress, topic_config
 from para_ros.bag.view import argmax_voxels
-from para_ros.commands import bag_lerobot_export
+from para_ros.commands import bag_lerobot_export, bag_view
 from para_ros.commands.bag_extract import (
     extract,
     frame_timing,  # noqa: F401 - para-bag extract's timing, tested through this module
@@ -712,7 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_topic_args(ev)
     bag_lerobot_export.add_parsers(sub)
-    view.add_parser(sub)
+    bag_view.add_parser(sub)
     return parser
 
 

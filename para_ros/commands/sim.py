@@ -28,14 +28,16 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco: an EGL context, no display needed
 
-from para_ros.deploy import (
-    graph,  # noqa: E402
-    sweep,  # noqa: E402
+from para_ros.commands.sim_agreement import add_agreement_arguments, cmd_agreement  # noqa: E402
+from para_ros.commands.sim_confidence import (  # noqa: E402
+    add_confidence_report_arguments,
+    add_supervisor_table_arguments,
+    cmd_confidence_report,
+    cmd_supervisor_table,
 )
-from para_ros.deploy.confidence_report import add_confidence_report_arguments, cmd_confidence_report  # noqa: E402
-from para_ros.deploy.report_agreement import add_agreement_arguments, cmd_agreement  # noqa: E402
-from para_ros.deploy.robustness_suite import add_suite_arguments, cmd_suite  # noqa: E402
-from para_ros.deploy.supervisor_table import add_supervisor_table_arguments, cmd_supervisor_table  # noqa: E402
+from para_ros.commands.sim_suite import add_suite_arguments, cmd_suite  # noqa: E402
+from para_ros.commands.sim_sweep import add_sweep_arguments, cmd_sweep  # noqa: E402
+from para_ros.deploy import graph  # noqa: E402
 from para_ros.robot.yam_ik import YamKinematics  # noqa: E402
 from para_ros.sim.camera_sampler import add_randomisation_arguments, apply_to_sim, randomisation_from_args  # noqa: E402
 from para_ros.sim.layout_region import add_region_argument, episode_seeds  # noqa: E402
@@ -113,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
             "eval", help="closed-loop evaluation of a checkpoint through sim_node + inference_node + chunk_executor"
         )
     )
-    sweep.add_sweep_arguments(
+    add_sweep_arguments(
         sub.add_parser(
             "sweep",
             help="para-sim eval of checkpoints over a grid of scene camera moves: a table and a plot of success rates",
@@ -499,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "record":
         rc = cmd_record(args)
     elif args.command == "sweep":
-        rc = sweep.cmd_sweep(args)
+        rc = cmd_sweep(args)
     elif args.command == "agreement":
         rc = cmd_agreement(args)
     elif args.command == "suite":

@@ -1,5 +1,6 @@
-"""``para-sim confidence-report RUN [RUN ...]``: how the policy's confidence separates the chunks of successful
-episodes from those of failing ones, and the confidence supervisor's thresholds fitted from them (docs/confidence.md).
+"""How the policy's confidence separates the chunks of successful episodes from those of failing ones, and the
+confidence supervisor's thresholds fitted from them (docs/confidence.md; ``para-sim confidence-report RUN [RUN ...]``,
+whose options live in ``para_ros.commands.sim_confidence``).
 
 Reads the ``confidence.jsonl`` that ``para-sim eval`` writes next to its report (one line per episode: its outcome
 and every chunk's confidence measures after the hand-over; ``fault`` episodes are left out) from one or more runs,
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -490,36 +490,3 @@ def write_report(paths, rule: FitRule, out: Path) -> dict:
     yaml_lines += [f"    {k}: {json.dumps(v)}" for k, v in report["executor_parameters"].items()]
     (out / "confidence_thresholds.yaml").write_text("\n".join(yaml_lines) + "\n")
     return report
-
-
-def add_confidence_report_arguments(p) -> None:
-    p.add_argument("runs", nargs="+", metavar="RUN", help=f"para-sim eval folders (or their {CONFIDENCE_FILE})")
-    p.add_argument("--out", required=True, help="folder for confidence_report.{json,md,png} and the thresholds")
-    rule = FitRule()
-    p.add_argument("--hold-rate", type=float, default=rule.hold_rate, help="share of successful episodes held, at most")
-    p.add_argument("--slow-rate", type=float, default=rule.slow_rate, help="share of their chunks slowed, at most")
-    p.add_argument("--steps-checked", type=int, default=rule.steps_checked, help="leading steps judged (0: all)")
-    p.add_argument("--hold-after", type=float, default=rule.hold_after_s, help="seconds below a hold threshold")
-    p.add_argument("--resume-after", type=int, default=rule.resume_after_chunks, help="confident chunks to resume")
-    p.add_argument(
-        "--measures", default=",".join(rule.measures), help=f"comma-separated, of {','.join(MEASURES)} (default all)"
-    )
-
-
-def cmd_confidence_report(args) -> int:
-    try:
-        rule = FitRule(
-            hold_rate=args.hold_rate,
-            slow_rate=args.slow_rate,
-            steps_checked=args.steps_checked,
-            hold_after_s=args.hold_after,
-            resume_after_chunks=args.resume_after,
-            measures=tuple(m.strip() for m in args.measures.split(",") if m.strip()),
-        )
-        report = write_report(args.runs, rule, Path(args.out))
-    except ValueError as exc:
-        print(f"para-sim confidence-report: {exc}", file=sys.stderr)
-        return 2
-    print(format_report(report))
-    print(f"para-sim confidence-report: wrote {Path(args.out) / 'confidence_report.md'}")
-    return 0

@@ -1,7 +1,8 @@
-"""``para-sim agreement RUN_A RUN_B``: do two evaluations of the same seeds agree, episode by episode?
+"""Do two evaluations of the same seeds agree, episode by episode? (``para-sim agreement RUN_A RUN_B``; the
+command's options: ``para_ros.commands.sim_agreement``.)
 
 Reads two ``para-sim eval`` reports (``report.json``, or the folders holding them; ``REPORT#VARIANT`` picks one
-variant of an A/B report, e.g. ``runs/ab#fused``) and prints, over the seeds both
+variant of an A/B report, e.g. ``runs/ab#fused``) and gives, over the seeds both
 finished: how many ended with the same outcome, the two success rates with their 95 % Wilson intervals and their
 difference, the paired exact McNemar test, and the seeds that differ. It names the settings that differ between the
 runs (checkpoint, node parameters, lockstep, camera ...), so that a difference of configuration is not read as noise.
@@ -11,7 +12,6 @@ ROS-free: it only reads files.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -116,23 +116,3 @@ def format_agreement(result: dict) -> str:
     if result["settings_differ"]:
         lines.append("- the runs differ in configuration: " + "; ".join(result["settings_differ"]))
     return "\n".join(lines)
-
-
-def add_agreement_arguments(p) -> None:
-    p.add_argument(
-        "run_a", metavar="RUN_A", help="a para-sim eval report folder (or its report.json); A/B reports: PATH#VARIANT"
-    )
-    p.add_argument("run_b", metavar="RUN_B", help="another report of the same seeds")
-    p.add_argument("--json", default="", metavar="FILE", help="also write the figures as JSON")
-
-
-def cmd_agreement(args) -> int:
-    try:
-        result = agreement(args.run_a, args.run_b)
-    except ValueError as exc:
-        print(f"para-sim agreement: {exc}", file=sys.stderr)
-        return 2
-    print(format_agreement(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
-    return 0

@@ -1,5 +1,6 @@
-"""``para-sim suite``: a checkpoint evaluated at the nominal rig and at each way a real rig differs from the one it
-was trained on, in lockstep, into one table and one plot.
+"""The suite behind ``para-sim suite``: a checkpoint evaluated at the nominal rig and at each way a real rig differs
+from the one it was trained on, in lockstep, into one table and one plot (:func:`run_suite` of a
+:class:`SuiteSettings`; the command's options: ``para_ros.commands.sim_suite``).
 
 Each condition is one :func:`para_ros.deploy.closed_loop.run_eval` over the same layout seeds with the graph changed
 in one way (a camera moved, a mount or a calibration wrong, another colour, light or clutter); its report lands in
@@ -181,60 +182,59 @@ def plot_suite(out: Path, labels: list[str], names: list[str]) -> Path | None:
     return path
 
 
-def add_suite_arguments(p) -> None:
-    """``para-sim suite``'s options."""
-    p.add_argument(
-        "--checkpoint",
-        required=True,
-        help="checkpoint directory, or LABEL=DIR[,LABEL=DIR...] to compare several on the same seeds",
-    )
-    p.add_argument("--conditions", nargs="*", default=[], help=f"subset to run (default all): {', '.join(CONDITIONS)}")
-    p.add_argument("--episodes", type=int, default=30, help="episodes per condition (default 30)")
-    p.add_argument("--seed", type=int, default=100000, help="layout seed of the first episode (default 100000)")
-    p.add_argument("--out", required=True, help="suite folder (reports, suite.md, suite.json, suite.png)")
-    p.add_argument("--node-param", action="append", default=[], metavar="NODE:NAME:=VALUE", help="as para-sim eval")
-    p.add_argument("--time-limit", type=float, default=30.0, dest="time_limit_s", help="seconds per episode")
-    p.add_argument(
-        "--latency-s",
-        type=float,
-        default=0.2,
-        help="simulated camera -> chunk latency in lockstep (chunk_executor lockstep_latency_s; default 0.2 s, "
-        "the shipped policy's latency on 2 CPU cores); a --node-param for it wins",
-    )
-    p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
-    p.add_argument("--no-lockstep", action="store_false", dest="lockstep", help="real time instead of lockstep")
-    p.add_argument("--report-only", action="store_true", help="only join the reports already in --out")
-    p.add_argument("--dry-run", action="store_true", help="print the conditions and exit")
+@dataclass(frozen=True)
+class SuiteSettings:
+    """One suite: the checkpoints as (label, directory) pairs with distinct labels, the conditions by name (empty:
+    all, in table order), the evaluation of each (episodes from layout seed ``seed``, the user's node parameters
+    ``{node: {name: value}}``, the simulated camera -> chunk latency in lockstep, which a ``chunk_executor``
+    ``lockstep_latency_s`` node parameter overrides) and what to do: run what the reports in ``out`` lack, only join
+    them (``report_only``), or only list the conditions (``dry_run``)."""
+
+    checkpoints: tuple[tuple[str, str], ...]
+    out: str
+    conditions: tuple[str, ...] = ()
+    episodes: int = 30
+    seed: int = 100000
+    node_params: dict = field(default_factory=dict)
+    time_limit_s: float = 30.0
+    latency_s: float = 0.2
+    device: str = ""
+    lockstep: bool = True
+    report_only: bool = False
+    dry_run: bool = False
 
 
-def cmd_suite(args) -> int:
-    from para_ros.deploy import graph
+def run_suite(settings: SuiteSettings) -> int:
+    """Check the settings before anything runs (2, said on stderr, for a bad one), then evaluate every checkpoint
+    under every condition (continuing the reports already in ``out``) and write ``suite.json``, ``suite.md`` and
+    ``suite.png``. The exit status: 0, the first failing evaluation's, ``INTERRUPTED_RC`` when stopped by a signal."""
     from para_ros.deploy.closed_loop import EvalSettings, check_checkpoint_matches_sim, run_eval
     from para_ros.deploy.graph_run import INTERRUPTED_RC
-    from para_ros.deploy.sweep import parse_checkpoints
 
+    checkpoints = list(settings.checkpoints)
     try:
-        names = select_conditions(args.conditions)
-        checkpoints = parse_checkpoints(args.checkpoint)
-        if not 1 <= args.episodes <= 10000:
-            raise ValueError(f"--episodes {args.episodes} must be within 1..10000")
-        if not args.report_only:
+        names = select_conditions(list(settings.conditions))
+        if not checkpoints:
+            raise ValueError("no checkpoint to evaluate")
+        if not 1 <= settings.episodes <= 10000:
+            raise ValueError(f"--episodes {settings.episodes} must be within 1..10000")
+        if not settings.report_only:
             for _, path in checkpoints:
                 check_checkpoint_matches_sim(path)
-        if not 0.0 <= args.latency_s <= 2.0:
-            raise ValueError(f"--latency-s {args.latency_s} must be within 0..2 s")
-        node_params = graph.parse_node_params(args.node_param)
-        if args.lockstep:
+        if not 0.0 <= settings.latency_s <= 2.0:
+            raise ValueError(f"--latency-s {settings.latency_s} must be within 0..2 s")
+        node_params = {node: dict(params) for node, params in settings.node_params.items()}
+        if settings.lockstep:
             executor = node_params.setdefault("chunk_executor", {})
-            executor.setdefault("lockstep_latency_s", float(args.latency_s))
+            executor.setdefault("lockstep_latency_s", float(settings.latency_s))
         base = EvalSettings(
             checkpoint=checkpoints[0][1],
-            episodes=args.episodes,
-            seed=args.seed,
-            time_limit_s=args.time_limit_s,
+            episodes=settings.episodes,
+            seed=settings.seed,
+            time_limit_s=settings.time_limit_s,
             node_params=node_params,
-            lockstep=args.lockstep,
-            device=args.device,
+            lockstep=settings.lockstep,
+            device=settings.device,
             videos=False,
         )
         plans = {name: condition_settings(base, name) for name in names}
@@ -242,21 +242,26 @@ def cmd_suite(args) -> int:
         print(f"para-sim suite: {exc}", file=sys.stderr)
         return 2
     labels = [label for label, _ in checkpoints]
-    print(f"para-sim suite: {len(names)} condition(s) x {len(labels)} checkpoint(s) x {args.episodes} episodes")
+    print(f"para-sim suite: {len(names)} condition(s) x {len(labels)} checkpoint(s) x {settings.episodes} episodes")
     for name in names:
         print(f"  {name:22s} {CONDITIONS[name].description}")
-    if args.dry_run:
+    if settings.dry_run:
         return 0
-    out = Path(args.out)
+    out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
-    record = {"episodes": args.episodes, "seed": args.seed, "lockstep": args.lockstep, "checkpoints": dict(checkpoints)}
+    record = {
+        "episodes": settings.episodes,
+        "seed": settings.seed,
+        "lockstep": settings.lockstep,
+        "checkpoints": dict(checkpoints),
+    }
     rc = 0
-    if not args.report_only:
+    if not settings.report_only:
         for label, path in checkpoints:
             for name in names:
-                settings = replace(plans[name], checkpoint=path, out=str(out / label / name), resume=True)
+                run = replace(plans[name], checkpoint=path, out=str(out / label / name), resume=True)
                 print(f"[{label} / {name}] {CONDITIONS[name].description}", flush=True)
-                code = run_eval(settings)
+                code = run_eval(run)
                 write_table(out, labels, names, record)
                 if code == INTERRUPTED_RC:
                     print("para-sim suite: interrupted; the same command continues where it stopped", file=sys.stderr)

@@ -1,6 +1,6 @@
 """The confidence supervisor judged on closed-loop runs: per condition, the outcomes with it off and on (paired on the
 same seeds), and, with it on, which episodes the arm held in and how soon after the condition began (ROS-free;
-``para-sim supervisor-table``).
+``para-sim supervisor-table``, whose options live in ``para_ros.commands.sim_confidence``).
 
 A condition is a pair of ``para-sim eval`` folders of the same seeds, one with ``chunk_executor
 confidence_supervisor`` false, one true. The on run's episodes carry the supervisor's first hold as ``/diagnostics``
@@ -12,7 +12,6 @@ An episode "held in time" is one whose first hold came at most ``within_s`` afte
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -120,44 +119,11 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def parse_pairs(items: list[str]) -> list[tuple[str, str, str]]:
-    """``NAME=OFF_DIR NAME=ON_DIR ...`` (each name twice, off first) -> [(name, off, on)]; ValueError otherwise."""
-    seen: dict[str, list[str]] = {}
-    for item in items:
-        name, sep, folder = item.partition("=")
-        if not sep or not name or not folder:
-            raise ValueError(f"{item!r}: expected NAME=FOLDER")
-        seen.setdefault(name, []).append(folder)
-    bad = [n for n, f in seen.items() if len(f) != 2]
-    if bad:
-        raise ValueError(f"each condition needs two folders, the supervisor off then on: {', '.join(bad)}")
-    return [(n, f[0], f[1]) for n, f in seen.items()]
-
-
-def add_supervisor_table_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", nargs="+", metavar="NAME=FOLDER", help="each condition twice: its off run, then its on run")
-    p.add_argument("--out", required=True, help="output stem: writes OUT.md and OUT.json")
-    p.add_argument(
-        "--within",
-        type=float,
-        default=DEFAULT_WITHIN_S,
-        help=f"seconds after the condition starts within which a hold counts (default {DEFAULT_WITHIN_S:g})",
-    )
-
-
-def cmd_supervisor_table(args) -> int:
-    try:
-        pairs = parse_pairs(args.runs)
-        if not args.within > 0:
-            raise ValueError(f"--within {args.within}: must be > 0 s")
-        rows = [judge_condition(n, off, on, args.within) for n, off, on in pairs]
-    except ValueError as err:
-        print(f"para-sim supervisor-table: {err}")
-        return 2
-    out = Path(args.out)
+def write_table(rows: list[dict], out: Path) -> str:
+    """``OUT.md`` (:func:`format_table`) and ``OUT.json`` (the rows) for the output stem ``out``, its folder made;
+    returns the markdown."""
     out.parent.mkdir(parents=True, exist_ok=True)
     text = format_table(rows)
     out.with_suffix(".md").write_text(text)
     out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
-    print(text, end="")
-    return 0
+    return text

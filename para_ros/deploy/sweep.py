@@ -1,6 +1,7 @@
-"""``para-sim sweep``: the closed-loop evaluation (``para-sim eval``) of one or more checkpoints over a grid of scene
-camera moves, as a table of success rates with 95 % Wilson intervals and a plot (the viewpoint test of the PARA v4
-design: pixel-aligned actions should follow the camera).
+"""The sweep behind ``para-sim sweep``: the closed-loop evaluation (``para-sim eval``) of one or more checkpoints over
+a grid of scene camera moves, as a table of success rates with 95 % Wilson intervals and a plot (the viewpoint test of
+the PARA v4 design: pixel-aligned actions should follow the camera). :func:`run_sweep` takes a
+:class:`SweepSettings`; the command's options and their translation live in ``para_ros.commands.sim_sweep``.
 
 Points: by default one axis at a time around the nominal camera (the nominal point once, then each non-zero orbit,
 each non-zero height change, each other field of view; ``--grid product`` runs every combination). A move is a
@@ -22,10 +23,9 @@ only the new ones.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -33,8 +33,6 @@ import numpy as np
 
 from para_ros.paths import shipped_node_params
 from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose, visible_fraction
-from para_ros.sim.layout_region import add_region_argument
-from para_ros.sim.lockstep import add_lockstep_argument
 
 AXES = ("orbit", "height", "fovy")
 
@@ -92,103 +90,6 @@ def shift_and_rotation(T_from: np.ndarray, T_to: np.ndarray) -> tuple[tuple, tup
     rotvec_deg = np.degrees(Rotation.from_matrix(R_delta).as_rotvec())  # (3,)
     shift = T_to[:3, 3] - T_from[:3, 3]  # (3,)
     return tuple(float(v) for v in shift), tuple(float(v) for v in rotvec_deg)
-
-
-def parse_checkpoints(text: str) -> list[tuple[str, str]]:
-    """``LABEL=DIR,DIR2,...`` -> [(label, dir)] (a label defaults to the folder name; labels must differ)."""
-    out = []
-    for item in [t for t in text.split(",") if t.strip()]:
-        label, _, path = item.partition("=") if "=" in item else (Path(item.rstrip("/")).name, "", item)
-        label, path = label.strip(), path.strip()
-        if not label or not path:
-            raise ValueError(f"--checkpoint {text!r}: {item!r} is not DIR or LABEL=DIR")
-        out.append((label, path))
-    labels = [label for label, _ in out]
-    if not out or len(set(labels)) != len(labels):
-        raise ValueError(f"--checkpoint {text!r}: give one or more checkpoints with distinct labels (LABEL=DIR)")
-    return out
-
-
-def _numbers(text: str) -> list[float]:
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give numbers separated by commas, e.g. -40,-25,0,25,40") from None
-
-
-def add_sweep_arguments(p) -> None:
-    p.add_argument(
-        "--checkpoint",
-        required=True,
-        metavar="[LABEL=]DIR[,...]",
-        help="checkpoint directories, comma-separated, each optionally labelled, e.g. "
-        "fixed=checkpoints/pick_place,regression=checkpoints/pick_place_regression",
-    )
-    p.add_argument(
-        "--orbit-deg",
-        type=_numbers,
-        default=[-40.0, -25.0, 0.0, 25.0, 40.0],
-        metavar="LIST",
-        help="orbits about the workspace's vertical axis, degrees (default -40,-25,0,25,40)",
-    )
-    p.add_argument(
-        "--height-m",
-        type=_numbers,
-        default=[-0.15, 0.0, 0.15],
-        metavar="LIST",
-        help="camera height changes, metres, still aimed at the workspace (default -0.15,0,0.15)",
-    )
-    p.add_argument(
-        "--fovy-deg",
-        type=_numbers,
-        default=[30.0, 46.0],
-        metavar="LIST",
-        help="vertical fields of view, degrees (default 30,46; the nominal one is 38)",
-    )
-    p.add_argument(
-        "--grid",
-        choices=("axes", "product"),
-        default="axes",
-        help="'axes': one axis at a time around the nominal camera (default); 'product': every combination",
-    )
-    p.add_argument("--episodes", type=int, default=30, help="episodes per point and checkpoint (default 30)")
-    p.add_argument("--seed", type=int, default=100000, help="layout seed of the first episode (default 100000)")
-    p.add_argument("--out", default="", help="sweep folder (default runs/sweep-<time>)")
-    p.add_argument("--time-limit", type=float, default=30.0, dest="time_limit_s", help="seconds per episode")
-    p.add_argument("--settle", type=float, default=1.5, dest="settle_s", help="seconds between reset and policy")
-    p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
-    p.add_argument("--fast-path", action="store_true", help="the inference node's fast path")
-    p.add_argument(
-        "--node-param",
-        action="append",
-        default=[],
-        metavar="NODE:NAME:=VALUE",
-        help="a parameter for one node of the graph at every point (repeatable)",
-    )
-    add_lockstep_argument(p)
-    p.add_argument("--videos", action="store_true", help="write para-sim eval's videos at every point (default off)")
-    p.add_argument("--dry-run", action="store_true", help="check and list the points, run nothing")
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        help="run N cells (checkpoint x point) side by side, each a para-sim eval in its own ROS domain (1..the "
-        "machine's cores, with --lockstep: the same results as one after another)",
-    )
-    p.add_argument(
-        "--print-commands",
-        action="store_true",
-        help="print the para-sim eval command of every cell not done yet (for a cluster's job scheduler) and run "
-        "nothing; --report-only then joins their reports",
-    )
-    p.add_argument(
-        "--report-only",
-        action="store_true",
-        help="run nothing: rebuild sweep.md / sweep.json / sweep.png from the point reports already under --out "
-        "(OUT/<label>/<point>/report.json, whatever their episode counts; a missing point is '-'), e.g. to put "
-        "sweeps of different checkpoints into one table",
-    )
-    add_region_argument(p)
 
 
 def _cell(summary: dict | None) -> str:
@@ -314,9 +215,42 @@ def _finished_summary(report_path: Path, episodes: int | None) -> dict | None:
     return None
 
 
-def cmd_sweep(args) -> int:
+@dataclass(frozen=True)
+class SweepSettings:
+    """One sweep: the checkpoints as (label, directory) pairs with distinct labels, the camera grid (``grid``:
+    ``axes``, one axis at a time around the nominal camera, or ``product``, every combination), the evaluation of
+    every cell (as ``para-sim eval``'s: episodes, seeds, limits, node parameters ``{node: {name: value}}``, the cube
+    region's text, "" for none) and what to do: run the cells (``jobs`` at a time), only check and list the points
+    (``dry_run``), print each cell's ``para-sim eval`` command (``print_commands``) or only rebuild the table from the
+    reports under ``out`` (``report_only``). ``out`` "" is ``runs/sweep-<time>``."""
+
+    checkpoints: tuple[tuple[str, str], ...]
+    orbits_deg: tuple[float, ...] = (-40.0, -25.0, 0.0, 25.0, 40.0)
+    heights_m: tuple[float, ...] = (-0.15, 0.0, 0.15)
+    fovys_deg: tuple[float, ...] = (30.0, 46.0)
+    grid: str = "axes"
+    episodes: int = 30
+    seed: int = 100000
+    out: str = ""
+    time_limit_s: float = 30.0
+    settle_s: float = 1.5
+    device: str = ""
+    fast_path: bool = False
+    node_params: dict = field(default_factory=dict)
+    lockstep: bool = False
+    videos: bool = False
+    cube_region: str = ""
+    dry_run: bool = False
+    jobs: int = 1
+    print_commands: bool = False
+    report_only: bool = False
+
+
+def run_sweep(settings: SweepSettings) -> int:
+    """Check every point and checkpoint before anything runs (2, said on stderr, for one refused), then run, list,
+    print or join the cells as ``settings`` asks and write ``sweep.json``, ``sweep.md`` and ``sweep.png``. The exit
+    status: 0, the first failing cell's, ``INTERRUPTED_RC`` when stopped by a signal (finished cells are kept)."""
     # rclpy, OpenCV: the evaluation is loaded for the sweep only (importing this module stays ROS-free)
-    from para_ros.deploy import graph
     from para_ros.deploy.closed_loop import EvalSettings, check_checkpoint_matches_sim, run_eval
     from para_ros.deploy.graph_run import INTERRUPTED_RC
 
@@ -325,24 +259,28 @@ def cmd_sweep(args) -> int:
         return 2
 
     nominal = NominalCamera.from_sim_config()
+    checkpoints = list(settings.checkpoints)
+    node_params = settings.node_params
     try:
-        checkpoints = parse_checkpoints(args.checkpoint)
+        if not checkpoints:
+            raise ValueError("no checkpoint to sweep")
         for _, path in checkpoints:
             check_checkpoint_matches_sim(path)
-        points = sweep_points(args.orbit_deg, args.height_m, args.fovy_deg, nominal, args.grid == "product")
-        node_params = graph.parse_node_params(args.node_param)
+        points = sweep_points(
+            settings.orbits_deg, settings.heights_m, settings.fovys_deg, nominal, settings.grid == "product"
+        )
         base = EvalSettings(
             checkpoint=checkpoints[0][1],
-            episodes=args.episodes,
-            seed=args.seed,
-            time_limit_s=args.time_limit_s,
-            settle_s=args.settle_s,
-            device=args.device,
-            fast_path=args.fast_path,
-            videos=args.videos,
+            episodes=settings.episodes,
+            seed=settings.seed,
+            time_limit_s=settings.time_limit_s,
+            settle_s=settings.settle_s,
+            device=settings.device,
+            fast_path=settings.fast_path,
+            videos=settings.videos,
             node_params=node_params,
-            cube_region=args.cube_region.text if args.cube_region else "",
-            lockstep=args.lockstep,
+            cube_region=settings.cube_region,
+            lockstep=settings.lockstep,
         )
     except ValueError as exc:
         return refuse(str(exc))
@@ -366,30 +304,30 @@ def cmd_sweep(args) -> int:
         plans.append((pt, shift, rot, {**node_params, "sim_node": sim_params} if sim_params else node_params))
     n_runs = len(points) * len(checkpoints)
     print(
-        f"para-sim sweep: {len(points)} camera point(s) x {len(checkpoints)} checkpoint(s) x {args.episodes} "
-        f"episodes = {n_runs * args.episodes} episodes"
+        f"para-sim sweep: {len(points)} camera point(s) x {len(checkpoints)} checkpoint(s) x {settings.episodes} "
+        f"episodes = {n_runs * settings.episodes} episodes"
     )
     for pt in points:
         print(
             f"  {pt.label:32s} {pt.move.describe()}  (workspace {100 * results[('visible', pt.label)]:.0f} % in view)"
         )
-    if args.dry_run:
+    if settings.dry_run:
         return 0
-    if args.report_only and not args.out:
+    if settings.report_only and not settings.out:
         return refuse("--report-only needs --out, the sweep folder that holds the reports")
-    out = Path(args.out or Path("runs") / datetime.now().strftime("sweep-%Y%m%d-%H%M%S"))
+    out = Path(settings.out or Path("runs") / datetime.now().strftime("sweep-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     labels = [label for label, _ in checkpoints]
     settings_record = {
-        "episodes": args.episodes,
-        "seed": args.seed,
-        "grid": args.grid,
+        "episodes": settings.episodes,
+        "seed": settings.seed,
+        "grid": settings.grid,
         "cube_region": base.cube_region,
         "checkpoints": dict(checkpoints),
-        "time_limit_s": args.time_limit_s,
-        "settle_s": args.settle_s,
-        "fast_path": args.fast_path,
-        "lockstep": args.lockstep,
+        "time_limit_s": settings.time_limit_s,
+        "settle_s": settings.settle_s,
+        "fast_path": settings.fast_path,
+        "lockstep": settings.lockstep,
         "node_params": node_params,
     }
 
@@ -397,7 +335,7 @@ def cmd_sweep(args) -> int:
         data = write_table(out, points, labels, results, nominal, settings_record)
         plot_sweep(data, out / "sweep.png")
 
-    if args.report_only:
+    if settings.report_only:
         settings_record["episodes"] = "as in each cell"
         for label, _path in checkpoints:
             for pt, *_ in plans:
@@ -405,15 +343,15 @@ def cmd_sweep(args) -> int:
         write_outputs()
         print((out / "sweep.md").read_text())
         return 0
-    if args.jobs > 1 or args.print_commands:
-        return _sweep_in_parallel(args, out, checkpoints, plans, base, results, write_outputs)
+    if settings.jobs > 1 or settings.print_commands:
+        return _sweep_in_parallel(settings, out, checkpoints, plans, base, results, write_outputs)
     rc = 0
     done = 0
     for label, path in checkpoints:
         for pt, shift, rot, params in plans:
             done += 1
             point_dir = out / label / pt.label
-            summary = _finished_summary(point_dir / "report.json", args.episodes)
+            summary = _finished_summary(point_dir / "report.json", settings.episodes)
             if summary is None:
                 print(f"[{done}/{n_runs}] {label} at {pt.move.describe()}", flush=True)
                 code = run_eval(_cell_settings(base, path, point_dir, shift, rot, params))
@@ -449,7 +387,7 @@ def _cell_settings(base, path: str, point_dir: Path, shift, rot, params):
     )  # fmt: skip
 
 
-def _sweep_in_parallel(args, out: Path, checkpoints, plans, base, results, write_outputs) -> int:
+def _sweep_in_parallel(settings: SweepSettings, out: Path, checkpoints, plans, base, results, write_outputs) -> int:
     """``--jobs N`` / ``--print-commands``: every cell not done yet as its own ``para-sim eval`` command, printed or
     run N at a time (para_ros.deploy.parallel_eval), then the table from their reports."""
     import shlex
@@ -457,23 +395,23 @@ def _sweep_in_parallel(args, out: Path, checkpoints, plans, base, results, write
     from para_ros.deploy import parallel_eval as par
 
     try:
-        par.check_jobs(args.jobs, base.lockstep, here=not args.print_commands)
+        par.check_jobs(settings.jobs, base.lockstep, here=not settings.print_commands)
         commands = [
             par.eval_command(_cell_settings(base, path, out / label / pt.label, shift, rot, params))
             for label, path in checkpoints
             for pt, shift, rot, params in plans
-            if _finished_summary(out / label / pt.label / "report.json", args.episodes) is None
+            if _finished_summary(out / label / pt.label / "report.json", settings.episodes) is None
         ]
     except ValueError as exc:
         print(f"para-sim sweep: {exc}", file=sys.stderr)
         return 2
-    if args.print_commands:
+    if settings.print_commands:
         for cmd in commands:
             print(shlex.join(cmd))
         print(f"# then: para-sim sweep ... --out {out} --report-only  (the same options)")
         return 0
-    print(f"para-sim sweep: {len(commands)} cell(s) to run, {args.jobs} at a time", flush=True)
-    statuses = par.run_commands(commands, args.jobs)
+    print(f"para-sim sweep: {len(commands)} cell(s) to run, {settings.jobs} at a time", flush=True)
+    statuses = par.run_commands(commands, settings.jobs)
     for label, _path in checkpoints:
         for pt, *_ in plans:
             results[(label, pt.label)] = _finished_summary(out / label / pt.label / "report.json", None)

@@ -1,15 +1,14 @@
 """Copy a finished ``para-train`` run's checkpoint into a shipped checkpoint folder with its recipe and curves.
 
-``python -m para_ros.sim.ship_checkpoint --run RUN --out checkpoints/pick_place --data DIR --episodes N`` writes
-``OUT/model.safetensors`` + ``config.json`` (the deployable checkpoint), ``metrics.jsonl``, ``loss_curve.png`` and
-``recipe.json``: the demonstrations (command, seeds, count), the model preset and the train config, the simulator
-settings the policy was trained under (``sim``: the sim node's shipped camera and task parameters, checked by
-``para-sim eval``), the final validation figures and the command that reproduces it (``scripts/train_pick_place``).
+:func:`ship_checkpoint` writes ``OUT/model.safetensors`` + ``config.json`` (the deployable checkpoint),
+``metrics.jsonl``, ``loss_curve.png`` and ``recipe.json``: the demonstrations (command, seeds, count), the model preset
+and the train config, the simulator settings the policy was trained under (``sim``: the sim node's shipped camera and
+task parameters, checked by ``para-sim eval``), the final validation figures and the command that reproduces it
+(``scripts/train_pick_place``). Its command line: ``python -m para_ros.commands.ship_checkpoint``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -70,29 +69,24 @@ def _git_commit() -> str:
         return ""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m para_ros.sim.ship_checkpoint", description=__doc__.split("\n\n")[0])
-    p.add_argument("--run", required=True, help="para-train run directory")
-    p.add_argument("--out", required=True, help="shipped checkpoint folder to (re)write")
-    p.add_argument("--data", default="", help="the demonstrations folder (recorded in the recipe)")
-    p.add_argument("--episodes", type=int, default=0, help="demonstrations recorded")
-    p.add_argument("--trained-at", default="", help="git commit the training ran at (default: the current one)")
-    p.add_argument(
-        "--reproduce",
-        default="",
-        help="the command that reproduces it (default: scripts/train_pick_place with the run's preset)",
-    )
-    p.add_argument("--note", default="", help="a remark recorded in the recipe (e.g. why a run stopped early)")
-    return p
+def ship_checkpoint(
+    run: Path, out: Path, *, episodes: int = 0, trained_at: str = "", reproduce: str = "", note: str = ""
+) -> dict:
+    """Write the shipped checkpoint folder ``out`` from the ``para-train`` run directory ``run`` (module docstring).
 
+    Args:
+        episodes: demonstrations recorded (the recipe's ``demonstrations.recorded``).
+        trained_at: git commit the training ran at ("": the current one).
+        reproduce: the command that reproduces it ("": ``scripts/train_pick_place`` with the run's preset).
+        note: a remark recorded in the recipe (e.g. why a run stopped early).
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    Returns:
+        the recipe written to ``out/recipe.json``.
+    """
     # scipy, torch: loaded on first use, not on import
     from para_core.train.trainer import plot_metrics, read_metrics, read_run
 
-    run = Path(args.run)
-    out = Path(args.out)
+    run, out = Path(run), Path(out)
     info = read_run(run)
     metrics = read_metrics(run / "metrics.jsonl")
     val = [m for m in metrics if m.get("split") == "val"]
@@ -107,13 +101,13 @@ def main(argv=None) -> int:
         if Path(d).name.split("_")[-1].isdigit()
     )
     recipe = {
-        "reproduce": args.reproduce
+        "reproduce": reproduce
         or "scripts/train_pick_place"
         + ("" if info["model_config"]["name"] == "pick_place" else f" --preset {info['model_config']['name']}"),
         "demonstrations": {
             "command": "para-sim demos --out DATA --seed S --episodes N (the layout seeds used are "
             "listed; failed expert episodes are not written)",
-            "recorded": args.episodes,
+            "recorded": episodes,
             "layout_seeds": seeds,
             "episodes_used": len(info["train_episodes"]),
             "validation_episodes": len(info.get("val_episodes", [])),
@@ -126,16 +120,11 @@ def main(argv=None) -> int:
         "iterations": val[-1]["iter"] if val else max((m.get("iter", 0) for m in metrics), default=None),
         "final_validation": val[-1] if val else None,
         "sim": sim_settings(),
-        "trained_at_commit": args.trained_at or _git_commit(),
-        "note": args.note,
+        "trained_at_commit": trained_at or _git_commit(),
+        "note": note,
     }
     trained = run / "checkpoint" / "recipe.json"  # para-train's: the calibrations of its episodes
     if trained.is_file() and "calibrations" in json.loads(trained.read_text()):
         recipe["calibrations"] = json.loads(trained.read_text())["calibrations"]
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2))
-    print(f"shipped {run / 'checkpoint'} -> {out} (recipe.json, metrics.jsonl, loss_curve.png)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return recipe
