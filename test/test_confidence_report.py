@@ -231,3 +231,47 @@ def test_the_evaluation_records_a_chunks_measures_from_its_message():
     assert record["stamp_s"] == 12.5 and record["chunk_agreement"] == []
     assert record["peak_mass"] == [0.9, 0.5, 0.25] and record["view_agreement"] == [1.0, 0.75, 0.5]
     assert record["entropy"] == pytest.approx([0.1, 0.2, 0.3], abs=1e-6)  # float32 on the wire, 6 decimals kept
+
+
+def _constant_run(folder, episodes):
+    """A run of constant-valued episodes: [(outcome, peak mass, chunk agreement)], 20 chunks 0.2 s apart each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, (outcome, peak, agreement) in enumerate(episodes):
+        chunks = [
+            {
+                "stamp_s": 10.0 + DT_S * c,
+                "peak_mass": [peak] * T,
+                "entropy": [],
+                "chunk_agreement": [agreement] * T,
+                "view_agreement": [],
+            }
+            for c in range(20)
+        ]
+        append_confidence(folder / CONFIDENCE_FILE, EpisodeRow(k, 1000 + k, outcome, 5.0, 0.01, 0.1, 20, 0), chunks)
+    return folder
+
+
+@pytest.mark.parametrize("same_outlier", [True, False])
+def test_measures_that_stop_the_same_episode_spend_the_hold_budget_once(tmp_path, same_outlier):
+    """50 successful episodes (budget: floor(0.02 * 50) = 1 held): confident ones (0.9) and one or two outliers at
+    0.2; three failing episodes with a low peak mass (0.4), two with a low chunk agreement (0.5).
+
+    One outlier low in both measures: each measure may hold it, together they still hold one successful episode, and
+    both thresholds sit at 0.9 (every failing episode held; halving the budget per measure would hold none). Two
+    outliers, one per measure: both at 0.9 would hold two, so one measure keeps its budget: the peak mass, which
+    catches three failing episodes against two."""
+    outliers = [("success", 0.2, 0.2)] if same_outlier else [("success", 0.2, 0.9), ("success", 0.9, 0.2)]
+    good = [("success", 0.9, 0.9)] * (50 - len(outliers)) + outliers
+    bad = [("no_grasp", 0.4, 0.9)] * 3 + [("no_grasp", 0.9, 0.5)] * 2
+    episodes = load_confidence([_constant_run(tmp_path / "run", good + bad)])
+    rule = FitRule(hold_rate=0.02, slow_rate=0.5, measures=("peak_mass", "chunk_agreement"))
+    fitted = fit_thresholds(episodes, rule)
+    config = supervisor_config(fitted, rule)
+    if same_outlier:
+        assert (fitted["peak_mass"]["hold"], fitted["chunk_agreement"]["hold"]) == (0.9, 0.9)
+        assert _held(episodes, config) == 1
+        assert rates(episodes, config)["failing"]["held"] == 5
+    else:
+        assert (fitted["peak_mass"]["hold"], fitted["chunk_agreement"]["hold"]) == (0.9, 0.2)
+        assert _held(episodes, config) == 1
+        assert rates(episodes, config)["failing"]["held"] == 3

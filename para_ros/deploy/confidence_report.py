@@ -13,9 +13,14 @@ supervisor reduces it:
 - **hold threshold**: the supervisor holds an episode at threshold h once every chunk for ``hold_after_s`` (stamps
   apart) is beyond h; the episode's *sustained worst* is the least extreme value that was held that long (the
   smallest, over the runs of chunks spanning ``hold_after_s``, of the run's largest value; the mirror image for the
-  entropy), and it is held at h exactly when its sustained worst is beyond h. The fitted h is the most demanding one
-  that holds at most ``floor(hold_rate / M * S)`` of the S successful episodes (M measures fitted: by the union bound
-  all of them together hold at most ``hold_rate`` of them), rounded to ``resolution`` towards the safe side;
+  entropy), and it is held at h exactly when its sustained worst is beyond h. The budget is ``K = floor(hold_rate *
+  S)`` of the S successful episodes, for all the measures together. Each measure's candidates are the most demanding
+  thresholds that hold at most ``a = 0 .. K`` of the successful episodes alone (rounded to ``resolution`` towards the
+  safe side); of every combination of candidates (one per measure), the supervisor's replay keeps those that hold at
+  most K successful episodes together, and the fit takes the one that holds the most failing episodes, then the most
+  demanding (the largest total ``a``), then the first in the measures' order. Measures that stop the same episode
+  spend the budget once, where splitting it (``hold_rate / M`` each) would leave each measure nothing at a hundred
+  episodes; with one measure it is that measure's most demanding threshold;
 - **slow threshold**: the most demanding one beyond which at most ``slow_rate / M`` of the successful episodes'
   chunks lie (rounded the same way: all measures together slow at most ``slow_rate`` of them); where the hold
   threshold came out more demanding than that, it is lowered to the slow one (a hold must never come before
@@ -30,6 +35,7 @@ thresholds), and ``confidence_thresholds.yaml`` (the executor's ``confidence_*``
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -202,8 +208,8 @@ def fit_thresholds(episodes: list[EpisodeConfidence], rule: FitRule) -> dict[str
     good = [e for e in episodes if e.success]
     if not good:
         raise ValueError("no successful episode in the runs: the thresholds are fitted on successful episodes")
-    allowed_episodes = math.floor(rule.hold_rate / len(rule.measures) * len(good) + 1e-9)
-    fitted = {}
+    allowed_episodes = math.floor(rule.hold_rate * len(good) + 1e-9)  # all the measures together
+    fitted, candidates = {}, {}
     for m in rule.measures:
         sustained = np.array([episode_sustained_worst(e, m, rule) for e in good])
         sustained = sustained[np.isfinite(sustained)]  # an episode with no run that long is never held
@@ -211,21 +217,59 @@ def fit_thresholds(episodes: list[EpisodeConfidence], rule: FitRule) -> dict[str
         chunks = chunks[np.isfinite(chunks)]
         if chunks.size == 0:
             continue  # not measured in these runs: stays off
-        hold = _rounded(most_demanding(sustained, allowed_episodes, m), m, rule.resolution) if sustained.size else 0.0
-        if not sustained.size and m in HIGH_IS_BAD:
-            hold = 1.0
         allowed_chunks = math.floor(rule.slow_rate / len(rule.measures) * len(chunks) + 1e-9)
         slow = _rounded(most_demanding(chunks, allowed_chunks, m), m, rule.resolution)
-        hold = max(slow, hold) if m in HIGH_IS_BAD else min(slow, hold)  # holding stops no more than slowing
+        candidates[m] = [_hold_candidate(sustained, a, slow, m, rule) for a in range(allowed_episodes + 1)]
         fitted[m] = {
             "slow": slow,
-            "hold": hold,
             "successful_episodes": len(good),
             "held_allowed": allowed_episodes,
             "successful_chunks": int(len(chunks)),
             "slowed_allowed": allowed_chunks,
         }
+    for m, a in _joint_holds(episodes, fitted, candidates, allowed_episodes, rule).items():
+        fitted[m]["hold"] = candidates[m][a]
+        fitted[m]["held_alone_allowed"] = a
     return fitted
+
+
+def _hold_candidate(sustained: np.ndarray, allowed: int, slow: float, measure: str, rule: FitRule) -> float:
+    """The most demanding hold threshold of one measure that holds at most ``allowed`` of the successful episodes
+    whose sustained worst values are ``sustained``, never more demanding than the slow threshold."""
+    if sustained.size:
+        hold = _rounded(most_demanding(sustained, allowed, measure), measure, rule.resolution)
+    else:
+        hold = 1.0 if measure in HIGH_IS_BAD else 0.0
+    return max(slow, hold) if measure in HIGH_IS_BAD else min(slow, hold)  # holding stops no more than slowing
+
+
+MAX_COMBINATIONS = 4096  # of hold candidates the joint fit replays (e.g. 4 measures with 0..7 episodes each)
+
+
+def _joint_holds(episodes, fitted: dict, candidates: dict, allowed: int, rule: FitRule) -> dict[str, int]:
+    """Per measure, how many successful episodes its hold threshold may stop alone (an index into
+    ``candidates[m]``): the combination the module docstring's rule picks, by replaying the supervisor."""
+    measures = list(candidates)
+    if len(measures) <= 1:
+        return {m: allowed for m in measures}
+    combos = list(itertools.product(range(allowed + 1), repeat=len(measures)))
+    if len(combos) > MAX_COMBINATIONS:
+        raise ValueError(
+            f"{len(combos)} combinations of hold thresholds to replay ({len(measures)} measures, up to {allowed} "
+            f"episodes each): fit fewer measures or a lower --hold-rate (at most {MAX_COMBINATIONS})"
+        )
+    good = [e for e in episodes if e.success]
+    bad = [e for e in episodes if not e.success]
+    best, best_key = None, None
+    for combo in combos:
+        trial = {m: {**fitted[m], "hold": candidates[m][a]} for m, a in zip(measures, combo, strict=True)}
+        config = supervisor_config(trial, rule)
+        if sum(replay(e, config).held for e in good) > allowed:
+            continue
+        key = (sum(replay(e, config).held for e in bad), sum(combo), [-a for a in combo])
+        if best_key is None or key > best_key:
+            best, best_key = combo, key
+    return dict(zip(measures, best, strict=True))  # (0, ..., 0) always qualifies: each holds none alone
 
 
 def supervisor_config(fitted: dict[str, dict], rule: FitRule) -> SupervisorConfig:
