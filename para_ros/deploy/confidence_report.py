@@ -440,8 +440,9 @@ def format_report(report: dict) -> str:
         "",
         f"Runs: {', '.join(report['runs'])}; {report['episodes']} episodes ({report['successes']} successful; "
         f"outcomes {report['outcomes']}).",
-        f"Rule: hold at most {rule['hold_rate']:.0%} of the successful episodes, slow at most "
-        f"{rule['slow_rate']:.0%} of their chunks (all measures together, the budgets split equally); steps checked "
+        f"Rule: hold at most {rule['hold_rate']:.0%} of the successful episodes (all measures together, by replay), "
+        f"slow at most {rule['slow_rate']:.0%} of their chunks (the budget split equally over the measures); "
+        f"steps checked "
         f"{rule['steps_checked'] or 'all'}, "
         f"hold after {rule['hold_after_s']:g} s, resume after {rule['resume_after_chunks']} confident chunks.",
         "",

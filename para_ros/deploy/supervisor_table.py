@@ -19,7 +19,7 @@ from pathlib import Path
 from para_ros.deploy.paired_stats import paired_outcomes
 from para_ros.sim.pick_place import wilson_interval
 
-DEFAULT_WITHIN_S = 2.0  # the promise: holding with the reason named within 2 s of the condition starting
+DEFAULT_WITHIN_S = 2.0  # the acceptance figure: holding, the reason named, within 2 s of the condition starting
 CONDITION_START_PARAMS = ("ood_knock_at_s", "ood_camera_fault_at_s", "ood_occluder_at_s")
 
 

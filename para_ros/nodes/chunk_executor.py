@@ -119,9 +119,9 @@ CONFIDENCE_STATES = SLOWED | HOLDS_UNCERTAIN  # the confidence supervisor's stat
 BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
 
 # The confidence supervisor (para_ros.execution.confidence_supervisor, docs/confidence.md). The thresholds' defaults
-# were fitted by `para-sim confidence-report --measures peak_mass,chunk_agreement --slow-rate 0.1 --steps-checked 2`
-# from lockstep evaluations of checkpoints/pick_place (10 episodes of the training cube, all successful, 8 with a blue
-# cube, all failing: docs/confidence.md has the figures); few episodes, so the supervisor is off by default.
+# are fitted for the default checkpoint by `scripts/confidence fit` (para-sim confidence-report --steps-checked 1
+# --slow-rate 0.1 --measures peak_mass,chunk_agreement,view_agreement over 100 nominal lockstep episodes and 10 of
+# each out-of-distribution condition, seeds 100000-: docs/confidence.md has the figures and the rule's choice).
 CONFIDENCE_PARAMETERS = (
     Param(
         "confidence_supervisor",
@@ -135,7 +135,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_peak_mass_slow_below",
-        0.56,
+        0.64,
         "Slow down while a chunk's peak mass (probability near the chosen point, 0..1) is below this at some checked "
         "step; 0 = off.",
         range=(0.0, 1.0),
@@ -143,7 +143,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_peak_mass_hold_below",
-        0.56,
+        0.64,
         "Hold while the peak mass stays below this for confidence_hold_after_s; 0 = off. At most the slow threshold.",
         range=(0.0, 1.0),
         dynamic=True,
@@ -165,7 +165,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_chunk_agreement_slow_below",
-        0.07,
+        0.01,
         "Slow down while a chunk's agreement with the chunk before it (probability the new chunk gives to where the "
         "old one puts the tool, 0..1) is below this; 0 = off.",
         range=(0.0, 1.0),
@@ -173,14 +173,14 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_chunk_agreement_hold_below",
-        0.07,
+        0.01,
         "Hold while the chunk agreement stays below this for confidence_hold_after_s; 0 = off.",
         range=(0.0, 1.0),
         dynamic=True,
     ),
     Param(
         "confidence_view_agreement_slow_below",
-        0.0,
+        0.52,
         "Slow down while the view agreement (the smallest share of its own probability a camera that sees the chosen "
         "point puts near it, 0..1) is below this; 0 = off.",
         range=(0.0, 1.0),
@@ -188,14 +188,14 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_view_agreement_hold_below",
-        0.0,
+        0.46,
         "Hold while the view agreement stays below this for confidence_hold_after_s; 0 = off.",
         range=(0.0, 1.0),
         dynamic=True,
     ),
     Param(
         "confidence_steps_checked",
-        2,
+        1,
         "Judge the first this many steps of each chunk (those executed before the next chunk); 0 = every step.",
         range=(0, 1024),
         dynamic=True,
