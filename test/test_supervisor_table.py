@@ -153,9 +153,9 @@ def test_the_evaluator_keeps_the_first_hold_after_the_hand_over_in_episode_time(
     assert held is None and reason == ""
 
 
-def test_every_command_of_the_confidence_experiment_parses():
+def test_every_command_of_the_confidence_experiment_parses(tmp_path):
     res = subprocess.run(
-        ["bash", str(REPO / "scripts" / "confidence"), "all", "--dry-run", "--episodes", "7"],
+        ["bash", str(REPO / "scripts" / "confidence"), "all", "--dry-run", "--episodes", "7", "--runs", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,

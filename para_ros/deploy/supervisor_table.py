@@ -103,9 +103,9 @@ def _rate(k: int, n: int) -> str:
 def format_table(rows: list[dict]) -> str:
     lines = [
         "| condition | off: successes | on: successes | paired (on only / off only, McNemar p) | failing episodes "
-        f"held within {rows[0]['within_s'] if rows else DEFAULT_WITHIN_S:g} s of the start | median hold after the "
-        "start s | successful episodes held |",
-        "|---|---|---|---|---|---|---|",
+        f"held within {rows[0]['within_s'] if rows else DEFAULT_WITHIN_S:g} s of the start | failing episodes held "
+        "at all | median hold after the start s | successful episodes held |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         p = r["paired"]
@@ -114,6 +114,7 @@ def format_table(rows: list[dict]) -> str:
             f"| {r['condition']} | {_rate(r['off']['successes'], r['off']['episodes'])} | "
             f"{_rate(r['on']['successes'], r['on']['episodes'])} | {p['a_only']} / {p['b_only']}, "
             f"p = {p['mcnemar_p']:.2f} | {_rate(r['failing_held_in_time'], r['failing_on'])} | "
+            f"{_rate(r['failing_held'], r['failing_on'])} | "
             f"{'' if math.isnan(delay) else f'{delay:.1f}'} | {_rate(r['successful_held'], r['on']['episodes'])} |"
         )
     return "\n".join(lines) + "\n"
