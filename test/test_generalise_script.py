@@ -84,8 +84,10 @@ def test_ship_checkpoint_records_the_fine_tune_source_and_its_iterations_without
     lines = [{"iter": i, "split": "train", "loss": 3.0 - i / 200} for i in (25, 150, 300)]
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(m) for m in lines) + "\n")
     out = tmp_path / "shipped"
-    assert ship_checkpoint.main(["--run", str(run), "--out", str(out), "--episodes", "3", "--trained-at", "abc"]) == 0
+    argv = ["--run", str(run), "--out", str(out), "--episodes", "3", "--trained-at", "abc", "--data", "data/demos"]
+    assert ship_checkpoint.main(argv) == 0
     recipe = json.loads((out / "recipe.json").read_text())
     assert recipe["init_from"] == "checkpoints/pick_place" and recipe["iterations"] == 300
+    assert recipe["demonstrations"]["folder"] == "data/demos"  # --data is recorded
     assert recipe["final_validation"] is None and recipe["demonstrations"]["layout_seeds"] == [0, 1, 2]
     assert (out / "model.safetensors").read_bytes() == b"weights"

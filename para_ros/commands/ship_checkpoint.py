@@ -34,7 +34,13 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     run, out = Path(args.run), Path(args.out)
     ship_checkpoint(
-        run, out, episodes=args.episodes, trained_at=args.trained_at, reproduce=args.reproduce, note=args.note
+        run,
+        out,
+        episodes=args.episodes,
+        trained_at=args.trained_at,
+        reproduce=args.reproduce,
+        note=args.note,
+        data=args.data,
     )
     print(f"shipped {run / 'checkpoint'} -> {out} (recipe.json, metrics.jsonl, loss_curve.png)")
     return 0

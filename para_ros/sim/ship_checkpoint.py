@@ -70,7 +70,14 @@ def _git_commit() -> str:
 
 
 def ship_checkpoint(
-    run: Path, out: Path, *, episodes: int = 0, trained_at: str = "", reproduce: str = "", note: str = ""
+    run: Path,
+    out: Path,
+    *,
+    episodes: int = 0,
+    trained_at: str = "",
+    reproduce: str = "",
+    note: str = "",
+    data: str = "",
 ) -> dict:
     """Write the shipped checkpoint folder ``out`` from the ``para-train`` run directory ``run`` (module docstring).
 
@@ -79,6 +86,7 @@ def ship_checkpoint(
         trained_at: git commit the training ran at ("": the current one).
         reproduce: the command that reproduces it ("": ``scripts/train_pick_place`` with the run's preset).
         note: a remark recorded in the recipe (e.g. why a run stopped early).
+        data: the demonstrations folder (the recipe's ``demonstrations.folder``; "": not recorded).
 
     Returns:
         the recipe written to ``out/recipe.json``.
@@ -108,6 +116,7 @@ def ship_checkpoint(
             "command": "para-sim demos --out DATA --seed S --episodes N (the layout seeds used are "
             "listed; failed expert episodes are not written)",
             "recorded": episodes,
+            **({"folder": str(data)} if data else {}),
             "layout_seeds": seeds,
             "episodes_used": len(info["train_episodes"]),
             "validation_episodes": len(info.get("val_episodes", [])),
