@@ -286,3 +286,25 @@ def test_a_pair_whose_tf_had_not_come_is_tried_again_until_a_newer_pair_comes():
     feed(pipe, stamp + 200_000_000)
     assert pipe.step(stamp + 210_000_000, lookup, ee_pose).stamp_ns == stamp + 200_000_000
     assert pipe.step(stamp + 220_000_000, lookup, ee_pose) is None  # the failed older pair does not come back
+
+
+def test_a_covered_camera_is_refused_named_and_its_stamp_kept_for_lockstep():
+    """A black wrist image: no chunk, ``camera.wrist`` names it, ``dropped.camera`` counts it and the stamp is handed
+    out once (the node answers a lockstep simulator with it); the camera uncovered, the next pair gives a chunk and
+    the problem is gone."""
+    pipe, report = make()
+    stamp = 3 * S
+    pipe.add_joint_states(stamp, ["gripper"], [0.8])
+    pipe.add_image("scene", stamp, image("scene", stamp), stamp)
+    black = image("wrist", stamp)
+    black.data = bytes(len(black.data))
+    pipe.add_image("wrist", stamp, black, stamp)
+    assert pipe.step(stamp + 50_000_000, lookup, ee_pose) is None
+    assert "wrist camera shows one flat colour" in report.problems["camera.wrist"][0]
+    assert report.counts["dropped.camera"] == 1 and "camera.scene" not in report.problems
+    assert pipe.take_refused() == [stamp] and pipe.take_refused() == []
+    later = stamp + 100_000_000
+    feed(pipe, later)
+    prediction = pipe.step(later + 50_000_000, lookup, ee_pose)
+    assert prediction is not None and prediction.stamp_ns == later and "camera.wrist" not in report.problems
+    assert pipe.take_refused() == []

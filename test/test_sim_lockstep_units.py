@@ -143,7 +143,7 @@ def test_a_lockstep_graph_gives_the_simulator_the_executors_latency():
 def test_parse_ack_refuses_other_layouts():
     assert parse_ack([0, 5, 1]) == (0, 5, 1)
     with pytest.raises(ValueError, match="expected"):
-        parse_ack([2, 5, 1])
+        parse_ack([3, 5, 1])
     with pytest.raises(ValueError, match="expected"):
         parse_ack([0, 5])
 
@@ -235,6 +235,7 @@ def test_lockstep_graph_puts_every_node_on_the_simulators_clock_and_only_for_the
         "checkpoint": "/x",
         "use_sim_time": True,
         "tf_timeout_s": graph.LOCKSTEP_TF_TIMEOUT_S,
+        "lockstep_ack_topic": "/chunk_executor/lockstep_ack",  # a refused frame answered where the simulator listens
     }
     assert plan["chunk_executor"] == {
         "backend": "joint_trajectory",

@@ -115,11 +115,14 @@ def test_the_command_writes_the_table_and_refuses_bad_input(tmp_path):
     assert not (tmp_path / "u.md").exists()
 
 
-def _diag(stamp_s: float, mode: str, problem: str = "", name: str = "chunk_executor: status") -> DiagnosticArray:
+def _diag(
+    stamp_s: float, mode: str, problem: str = "", name: str = "chunk_executor: status", state: str = "follow"
+) -> DiagnosticArray:
     msg = DiagnosticArray()
     msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp_s), int(round((stamp_s % 1) * 1e9))
     values = [
         KeyValue(key="mode", value=mode),
+        KeyValue(key="state", value=state),
         KeyValue(key="confidence_problem", value=problem),
         KeyValue(key="chunks_rejected", value="4"),
     ]
@@ -131,7 +134,39 @@ def _client() -> TaskClient:
     """The evaluator's bookkeeping without its ROS node (only the callbacks under test run)."""
     ev = object.__new__(TaskClient)
     ev.lock, ev.holds, ev.rejected, ev.truncated = threading.Lock(), [], 0, 0
+    ev.camera_problem = ev.executor_activity = ""
     return ev
+
+
+def _inference_diag(stamp_s: float, camera_problem: str = "") -> DiagnosticArray:
+    msg = DiagnosticArray()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp_s), int(round((stamp_s % 1) * 1e9))
+    values = [KeyValue(key="dropped.camera", value="3")]
+    if camera_problem:
+        values.append(KeyValue(key="problem.camera.scene", value=camera_problem))
+    msg.status = [DiagnosticStatus(name="para: inference_node", values=values)]
+    return msg
+
+
+def test_a_hold_for_want_of_chunks_counts_once_the_inference_node_names_a_refused_camera():
+    """The executor holding for want of chunks (``hold_stale``) is a hold with a reason only while the inference
+    node reports a refused camera; it is recorded at the later of the two reports, in either order."""
+    offset = 1000.0
+    for camera_first in (True, False):
+        ev = _client()
+        ev._on_diag(_diag(1002.0, "following"))
+        ev._on_diag(_inference_diag(1002.5))
+        first, second = (
+            (_inference_diag(1004.0, "the scene camera froze"), _diag(1004.5, "waiting_for_chunk", state="hold_stale"))
+            if camera_first
+            else (_diag(1004.0, "waiting_for_chunk", state="hold_stale"), _inference_diag(1004.5, "the scene camera froze"))
+        )  # fmt: skip
+        ev._on_diag(first)
+        if not camera_first:  # holding for want of chunks, no camera named (yet): no hold with a reason
+            assert ev.first_hold(offset, since_s=1.5) == (None, "")
+        ev._on_diag(second)
+        held, reason = ev.first_hold(offset, since_s=1.5)
+        assert held == pytest.approx(4.5) and reason == "camera: the scene camera froze"
 
 
 def test_the_evaluator_keeps_the_first_hold_after_the_hand_over_in_episode_time():

@@ -49,6 +49,7 @@ from std_srvs.srv import Trigger
 
 from para_msgs.msg import ActionChunk
 from para_ros.execution.chunk import MEASURE_FIELDS
+from para_ros.execution.executor_core import HOLD_STALE
 from para_ros.execution.executor_state import ExecutorState
 from para_ros.observation.camera_model import intrinsics_from_camera_info
 from para_ros.ros_io.task_services import call_service, reset_task
@@ -172,6 +173,8 @@ class TaskClient:
         self.truncated = 0
         # (stamp s on the graph's clock, reason) of every executor diagnostics report while it held for uncertainty
         self.holds: list[tuple[float, str]] = []
+        self.camera_problem = ""  # the inference node's latest refused camera ("" while every camera is fine)
+        self.executor_activity = ""  # the executor's latest reported activity (``state`` on /diagnostics)
         self.record_frames = False
         self.frames: list[np.ndarray] = []
         self.K: np.ndarray | None = None
@@ -219,15 +222,30 @@ class TaskClient:
                 self.episode_chunks_from = max(0, self.episode_chunks_from - drop)
 
     def _on_diag(self, msg):
+        """/diagnostics: the executor's counts and its holds with a named reason: the confidence supervisor's, or a
+        hold for want of chunks while the inference node refuses a camera (``problem.camera.<view>``), recorded at
+        the later of the two reports (each node reports once a second)."""
         stamp_s = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         for st in msg.status:
+            values = {kv.key: kv.value for kv in st.values}
+            with self.lock:
+                reason = ""
+                if "inference_node" in st.name:
+                    problems = sorted(v for k, v in values.items() if k.startswith("problem.camera."))
+                    self.camera_problem = f"camera: {problems[0]}" if problems else ""
+                    if self.camera_problem and self.executor_activity == HOLD_STALE:
+                        reason = self.camera_problem
+                elif "chunk_executor" in st.name:
+                    self.executor_activity = values.get("state", "")
+                    if values.get("mode") == ExecutorState.HOLDING_UNCERTAIN.value:
+                        reason = values.get("confidence_problem", "")
+                    elif self.executor_activity == HOLD_STALE and self.camera_problem:
+                        reason = self.camera_problem
+                if reason:
+                    self.holds.append((stamp_s, reason))
+                    del self.holds[: max(0, len(self.holds) - MAX_CONFIDENCE_RECORDS)]
             if "chunk_executor" not in st.name:
                 continue
-            values = {kv.key: kv.value for kv in st.values}
-            if values.get("mode") == ExecutorState.HOLDING_UNCERTAIN.value:
-                with self.lock:
-                    self.holds.append((stamp_s, values.get("confidence_problem", "")))
-                    del self.holds[: max(0, len(self.holds) - MAX_CONFIDENCE_RECORDS)]
             for kv in st.values:
                 if kv.key in ("chunks_rejected", "chunks_truncated"):
                     try:
@@ -263,6 +281,7 @@ class TaskClient:
     def forget_holds(self) -> None:
         with self.lock:
             self.holds = []
+            self.camera_problem = self.executor_activity = ""
 
     def take_episode_confidence(self) -> list[dict]:
         """The confidence records of the chunks since the running episode handed the arm over (and forget all)."""

@@ -40,6 +40,7 @@ import yaml
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES
 from para_ros.paths import share_file
+from para_ros.sim.lockstep import ACK_TOPIC
 
 PACKAGE = "para_ros"
 BACKENDS = ("sim", "i2rt", "topic")
@@ -65,7 +66,11 @@ INFERENCE_PARAMS_FILE = "config/inference.yaml"
 LOCKSTEP_TF_TIMEOUT_S = 5.0
 LOCKSTEP_OVERRIDES = {
     "sim_node": {"publish_clock": True, "lockstep": True},
-    "inference_node": {"use_sim_time": True, "tf_timeout_s": LOCKSTEP_TF_TIMEOUT_S},
+    "inference_node": {
+        "use_sim_time": True,
+        "tf_timeout_s": LOCKSTEP_TF_TIMEOUT_S,
+        "lockstep_ack_topic": ACK_TOPIC,  # refused frames answered (the simulator's default topic)
+    },
     "chunk_executor": {"use_sim_time": True, "lockstep": True},
     "calibration_monitor": {"use_sim_time": True},
 }

@@ -10,6 +10,9 @@ it publishes what comes back. Everything else is here, testable without DDS:
   ``max_observation_age_s`` stale, a silent camera named (:meth:`InferencePipeline.silent_camera`);
 * the observation (``para_ros.observation.builder``): images, intrinsics, poses at the image stamps, the gripper
   opening sampled and held at the observation time;
+* the cameras' images checked (``para_ros.observation.camera_check``): an observation with a covered or frozen
+  camera is refused (``camera.<view>``, ``dropped.camera``) and its stamp kept for :meth:`InferencePipeline.take_refused`
+  (a lockstep simulator waits for an answer to every frame);
 * the prediction (``para_core.model.policy.Policy``, its chunk decoding included) with the observation stamp as the
   chunk's time base; for ``fused`` decoding the pipeline holds the memory of the earlier chunks
   (``para_core.model.decoding.ChunkFusion``);
@@ -39,6 +42,7 @@ from para_ros.observation.builder import (
     build_observation,
     gripper_opening,
 )
+from para_ros.observation.camera_check import CameraCheck, CameraCheckSettings
 from para_ros.observation.pairing import ObservationPairer, PairResult
 
 GRIPPER_HISTORY = 500  # joint-state samples kept for the gripper at an image stamp (10 s at 50 Hz)
@@ -107,10 +111,11 @@ class InferencePipeline:
         info_sources: Sequence[str] | None = None,
         gripper_source: str = "the joint states",
         ee_from_joints=None,
+        camera_check: CameraCheckSettings | None = None,
     ):
         """:param info_sources: each view's CameraInfo topic (named in problems); ``gripper_source``: the joint-state
         topic; ``ee_from_joints``: the joint-state history behind an ``ee_source: joint_states`` node (its history is
-        forgotten at a clock jump)."""
+        forgotten at a clock jump); ``camera_check``: how the images are checked (default: on, the defaults)."""
         self.policy = policy
         self.views = tuple(policy.view_names)
         self.observation_settings = observation_settings
@@ -129,6 +134,8 @@ class InferencePipeline:
         self.generation = 0  # +1 at every backward clock jump: observations from before it are void
         self.latencies_s: deque[float] = deque(maxlen=LATENCY_HISTORY)
         self.last_observation_timing_s: dict[str, float] = {}
+        self.camera_check = CameraCheck(camera_check)
+        self._refused_ns: list[int] = []  # observation stamps refused for a camera's images, not yet taken
 
     # ------------------------------------------------------------------------------------------------ inputs
     def _new_pairer(self) -> ObservationPairer:
@@ -187,6 +194,8 @@ class InferencePipeline:
                 old = self.ee_from_joints.history
                 self.ee_from_joints.history = type(old)(old.joint_names, old.history_ns / 1e9)
             self.fusion.clear()
+            self.camera_check.reset()
+            self._refused_ns.clear()
 
     # ------------------------------------------------------------------------------------------ inference
     def step(self, now_ns: int, lookup: LookupFn, ee_pose: EePoseFn) -> Prediction | None:
@@ -226,10 +235,38 @@ class InferencePipeline:
             return None
         stages_ms.update({f"observation_{k}": 1e3 * v for k, v in self.last_observation_timing_s.items()})
         self.report.add_sample("pair_gap_median_ms", pair.gap_ns / 1e6)  # how far apart the paired images were
+        if not self.cameras_usable(pair.stamp_ns, cameras, state):
+            return None
         prediction = self.predict(pair.stamp_ns, cameras, state, generation=generation, stages_ms=stages_ms)
         if prediction is not None:
             prediction.pair_gap_ns = pair.gap_ns
         return prediction
+
+    def cameras_usable(self, stamp_ns: int, cameras: Sequence[CameraObservation], state: RobotState) -> bool:
+        """Whether every camera's image passes the camera check; a refused observation is reported per camera
+        (``camera.<view>``, cleared once that camera is fine) and its stamp kept for :meth:`take_refused`."""
+        tool_xyz_m = np.asarray(state.T_world_ee, dtype=np.float64)[:3, 3]  # (3,)
+        problems = {
+            view: self.camera_check.check(view, cam.image_rgb, stamp_ns / 1e9, tool_xyz_m)
+            for view, cam in zip(self.views, cameras)
+        }
+        for view, problem in problems.items():
+            if problem:
+                self.report.problem(f"camera.{view}", problem)
+            else:
+                self.report.clear(f"camera.{view}")
+        if not any(problems.values()):
+            return True
+        self.report.count("dropped.camera")
+        with self._lock:
+            self._refused_ns.append(stamp_ns)
+        return False
+
+    def take_refused(self) -> list[int]:
+        """The observation stamps refused for a camera's images since the last call (and forget them)."""
+        with self._lock:
+            refused, self._refused_ns = self._refused_ns, []
+        return refused
 
     def silent_camera(self, now_ns: int) -> str | None:
         """Under the lock: why no pair can come when the pairer saw no problem, or None. A camera whose newest frame

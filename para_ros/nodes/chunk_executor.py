@@ -112,7 +112,7 @@ from para_ros.robot.yam_frames import YamFrames
 from para_ros.ros_io.chunk_msg import chunk_from_msg
 from para_ros.ros_io.sdk_state import SdkStatePublisher
 from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, JointTrajectoryBackend, PoseBackend, pose_stamped
-from para_ros.sim.lockstep import DEFAULT_LATENCY_S
+from para_ros.sim.lockstep import ACK_TOPIC, DEFAULT_LATENCY_S
 
 NODE_NAME = "chunk_executor"
 CONFIDENCE_STATES = SLOWED | HOLDS_UNCERTAIN  # the confidence supervisor's states: their changes are logged
@@ -510,7 +510,7 @@ PARAMETERS = ParameterTable(
         ),
         Param(
             "lockstep_ack_topic",
-            "/chunk_executor/lockstep_ack",
+            ACK_TOPIC,
             "Lockstep: the acknowledgements to the simulator (std_msgs/Int64MultiArray).",
         ),
     ],

@@ -72,6 +72,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from rclpy.time import Time
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState, PointCloud2
+from std_msgs.msg import Int64MultiArray
 from visualization_msgs.msg import MarkerArray
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES, V4Config
@@ -86,10 +87,12 @@ from para_ros.nodes.health import HealthReporter
 from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.nodes.runtime import run_node, time_jump_text
 from para_ros.observation.builder import ObservationProblem, ObservationSettings, matrix_is_finite
+from para_ros.observation.camera_check import CameraCheckSettings
 from para_ros.observation.ee_from_joints import EeFromJoints
 from para_ros.ros_io.chunk_msg import action_chunk_msg
 from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
 from para_ros.ros_io.rviz import chunk_markers, voxel_cloud
+from para_ros.sim.lockstep import no_chunk_ack
 from para_ros.stamps import stamp_to_ns
 
 # The clock stepping back at least this far is a jump (reset, loop) that clears the node's history; less is a clock
@@ -256,6 +259,42 @@ PARAMETERS = ParameterTable(
             "Optional sensor_msgs/Image of the first view with the tool frame (TF) and the "
             "predicted path drawn, for rviz (e.g. /para/overlay); empty = off.",
         ),
+        Param(
+            "camera_check",
+            True,
+            "Refuse an observation whose camera is covered (one flat colour) or frozen (the same image while the tool "
+            "moves): no chunk, the camera and why on /diagnostics (camera.<view>); false = the policy sees whatever "
+            "comes.",
+            dynamic=True,
+            section="camera check (docs/confidence.md)",
+        ),
+        Param(
+            "camera_min_contrast_levels",
+            2.0,
+            "An image whose grey levels (0..255) spread (standard deviation) this little or less is covered.",
+            range=(0.0, 127.0),
+            dynamic=True,
+        ),
+        Param(
+            "camera_frozen_after_s",
+            0.5,
+            "An image unchanged this long (image stamps) while the tool moved camera_frozen_tool_motion_m is frozen.",
+            range=(0.01, 60.0),
+            dynamic=True,
+        ),
+        Param(
+            "camera_frozen_tool_motion_m",
+            0.02,
+            "How far the tool must have moved since a camera's image last changed for the camera to count as frozen.",
+            range=(0.001, 1.0),
+            dynamic=True,
+        ),
+        Param(
+            "lockstep_ack_topic",
+            "",
+            "Lockstep evaluation only (para-sim eval --lockstep sets it): where to say that a frame gets no chunk "
+            "(a refused camera), so the simulator does not wait for one; empty = off.",
+        ),
         Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState input topic.", section="inputs"),
         *(
             Param(f"{view}_{kind}_topic", topic, f"{view} camera {what} topic.")
@@ -318,6 +357,7 @@ class InferenceNode(Node):
             info_sources=[p[f"{view}_info_topic"] for view in self.views],
             gripper_source=p["joint_states_topic"],
             ee_from_joints=self.ee_from_joints,
+            camera_check=self._camera_check_settings(p),
         )
         # Before the TF buffer, so this runs first (an upstream tf2_ros Buffer registers a jump callback of its own,
         # and rcl calls no callback registered after one that raised).
@@ -362,6 +402,11 @@ class InferenceNode(Node):
                     **quiet_sub,
                 )
         self.chunk_pub = self.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10), **quiet_pub)
+        self.ack_pub = (  # lockstep: a refused frame is answered with "no chunk" (para_ros.sim.lockstep, rule 4)
+            self.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], QoSProfile(depth=100), **quiet_pub)
+            if p["lockstep_ack_topic"]
+            else None
+        )
         self._chunk_msg = ActionChunk()  # refilled for every chunk (inference thread only): no T pose constructors
         self.marker_pub = self.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10), **quiet_pub)
         self.cloud_pub = self.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2), **quiet_pub)
@@ -402,11 +447,22 @@ class InferenceNode(Node):
     def _pairing_settings(p) -> PairingSettings:
         return PairingSettings(pair_slop_s=p["pair_slop_s"], max_observation_age_s=p["max_observation_age_s"])
 
+    @staticmethod
+    def _camera_check_settings(p) -> CameraCheckSettings:
+        return CameraCheckSettings(
+            enabled=bool(p["camera_check"]),
+            min_contrast_levels=float(p["camera_min_contrast_levels"]),
+            frozen_after_s=float(p["camera_frozen_after_s"]),
+            frozen_tool_motion_m=float(p["camera_frozen_tool_motion_m"]),
+        )
+
     def _apply_parameters(self, changes: dict) -> None:
         """On-set callback (after the table's checks): the dynamic parameters take effect from the next frame."""
         self.params = {**self.params, **changes}
         if "pair_slop_s" in changes or "max_observation_age_s" in changes:
             self.pipeline.set_pairing(self._pairing_settings(self.params))  # pairing starts afresh
+        if any(name.startswith("camera_") for name in changes):
+            self.pipeline.camera_check.settings = self._camera_check_settings(self.params)
         self._wake.set()  # the inference loop re-reads max_rate_hz
         self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 
@@ -508,6 +564,9 @@ class InferenceNode(Node):
             prediction = self.pipeline.step(self.get_clock().now().nanoseconds, self._lookup, self._ee_pose)
             if prediction is not None:
                 self._publish(prediction)
+            for stamp_ns in self.pipeline.take_refused():
+                if self.ack_pub is not None:
+                    self.ack_pub.publish(Int64MultiArray(data=no_chunk_ack(stamp_ns)))
         except Exception as exc:  # noqa: BLE001 - an unexpected error (CUDA OOM, a driver bug) must not kill the node
             self.pipeline.internal_error(exc)
 

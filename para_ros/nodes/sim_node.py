@@ -71,7 +71,7 @@ from para_ros.nodes.sim_disturbance_params import (
 from para_ros.observation.camera_model import camera_info_fields
 from para_ros.sim.disturbances import Disturbances
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
-from para_ros.sim.lockstep import DEFAULT_REASK_S, DEFAULT_TIMEOUT_S
+from para_ros.sim.lockstep import ACK_TOPIC, DEFAULT_REASK_S, DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
 from para_ros.sim.rig_randomisation import distractors_for_layout, place_distractors
 from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim
@@ -150,7 +150,7 @@ LOCKSTEP_PARAMS = [
     ),
     Param(
         "lockstep_ack_topic",
-        "/chunk_executor/lockstep_ack",
+        ACK_TOPIC,
         "The executor's acknowledgements (std_msgs/Int64MultiArray, para_ros.sim.lockstep).",
     ),
 ]

@@ -16,7 +16,9 @@ seeds alone. The rules:
    has then reached the executor, and (the same message, the same moment) almost surely the inference node, which
    reads the gripper opening at the frame's stamp from it.
 4. A camera frame stamped ``t`` holds the simulator until the executor acknowledges the chunk predicted from it
-   (:func:`chunk_ack`; the inference node stamps each chunk with its observation's image stamp). The executor keeps
+   (:func:`chunk_ack`; the inference node stamps each chunk with its observation's image stamp), or the inference
+   node says that frame gets none (:func:`no_chunk_ack`: its images failed the camera check, so the executor goes on
+   without a chunk, as it would in real time). The executor keeps
    each chunk aside and hands it to its core at the first tick at or after ``stamp + latency_s``
    (:class:`ChunkRelease`): the chunk takes effect after a fixed simulated latency instead of after however long the
    machine took. So the chunk is needed only by then: with ``chunk_latency_s`` (the executor's latency, capped at
@@ -47,6 +49,8 @@ from dataclasses import dataclass
 
 ACK_TICK = 0  # data = [ACK_TICK, tick time ns, 1 if a command was sent else 0]
 ACK_CHUNK = 1  # data = [ACK_CHUNK, chunk header stamp ns, 0]
+ACK_NO_CHUNK = 2  # data = [ACK_NO_CHUNK, frame stamp ns, 0]: the inference node refused that frame
+ACK_TOPIC = "/chunk_executor/lockstep_ack"  # where the answers go (the nodes' lockstep_ack_topic default)
 
 # Default simulated latency between a frame's exposure and its chunk taking effect (s). Why 0.05: the PARA v4 model
 # on an H100-class GPU predicts a chunk from two 256 px views in tens of ms (about 20-30 ms forward), plus about 10 ms
@@ -70,11 +74,16 @@ def chunk_ack(stamp_ns: int) -> list[int]:
     return [ACK_CHUNK, int(stamp_ns), 0]
 
 
+def no_chunk_ack(stamp_ns: int) -> list[int]:
+    """The ``data`` of the inference node's word that the frame stamped ``stamp_ns`` gets no chunk."""
+    return [ACK_NO_CHUNK, int(stamp_ns), 0]
+
+
 def parse_ack(data) -> tuple[int, int, int]:
     """(kind, time ns, value) of an acknowledgement; ValueError for anything else."""
     values = [int(v) for v in data]
-    if len(values) != 3 or values[0] not in (ACK_TICK, ACK_CHUNK):
-        raise ValueError(f"lockstep acknowledgement {values!r}: expected [kind 0|1, time_ns, value]")
+    if len(values) != 3 or values[0] not in (ACK_TICK, ACK_CHUNK, ACK_NO_CHUNK):
+        raise ValueError(f"lockstep acknowledgement {values!r}: expected [kind 0|1|2, time_ns, value]")
     return values[0], values[1], values[2]
 
 
@@ -197,7 +206,7 @@ class LockstepGate:
             if t_ns == self.t_ns:
                 self.tick_acked = True
                 self.command_sent = bool(value)
-        else:
+        else:  # a chunk held, or no chunk to come: the frame is answered either way
             self.chunks_held.add(t_ns)
             self.frames_waiting.discard(t_ns)
 
