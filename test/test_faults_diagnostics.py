@@ -537,6 +537,17 @@ def test_unsupported_encoding_then_clean_input_is_ok_again(inference):
     _assert_recovers(inference, "image")
 
 
+@exercises("camera.{}")
+def test_a_covered_camera_then_clean_input_is_ok_again(inference):
+    """A black scene image: refused (no chunk), ``camera.scene`` named; the next clean pair clears it."""
+    s = inference.now_ns()
+    _, _, before = inference.status()
+    inference.observe(s, images={"scene": inference.image("scene", s, np.zeros((IMG, IMG, 3), np.uint8))})
+    level, keys, after = inference.status()
+    assert "camera.scene" in keys and after == before  # no chunk from the covered camera's pair
+    _assert_recovers(inference, "camera.scene")
+
+
 @exercises("tf")
 def test_missing_tf_then_clean_input_is_ok_again(inference):
     inference.observe(inference.now_ns() + 100_000_000, tf=False)  # no TF that new yet
