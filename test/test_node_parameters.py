@@ -164,7 +164,9 @@ def _set(client_node, executor, node_name: str, name: str, value):
     client = client_node.create_client(SetParameters, f"/{node_name}/set_parameters")
     assert client.wait_for_service(timeout_sec=60.0), f"/{node_name}/set_parameters not available"
     future = client.call_async(SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()]))
-    wait_for(future.done, 30.0, spin=lambda: executor.spin_once(timeout_sec=0.05), what=f"set {name}")
+    # The service is there from the node's first moments, but answered only once it spins: a node still loading its
+    # model on a busy machine can take a minute.
+    wait_for(future.done, 120.0, spin=lambda: executor.spin_once(timeout_sec=0.05), what=f"set {name}")
     client_node.destroy_client(client)
     return future.result().results[0]
 
