@@ -89,7 +89,12 @@ def measure(rig, node_cmd, args, what: str) -> dict | None:
         time.sleep(1.5)
     finally:
         node.terminate()
-        node.wait(10)
+        try:
+            node.wait(10)
+        except subprocess.TimeoutExpired:  # a node stuck in its DDS shutdown: the figures are taken, end it
+            print(f"{what}: did not stop within 10 s of SIGTERM; killed", file=sys.stderr)
+            node.kill()
+            node.wait(10)
         rig.node.destroy_subscription(sub)
     lat_ms = np.array([(receipt_ns[s] - s) / 1e6 for s in sent if s in receipt_ns])
     if len(lat_ms) == 0:
