@@ -28,7 +28,6 @@ not depend on how fast this machine answers:
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from para_msgs.msg import ActionChunk
+from para_ros.deploy.supervisor_table import held_at_s
 from para_ros.execution.chunk import MEASURE_FIELDS
 from para_ros.execution.executor_core import HOLD_STALE
 from para_ros.execution.executor_state import ExecutorState
@@ -99,10 +99,9 @@ class EpisodeRow:
 
     @classmethod
     def from_report(cls, row: dict) -> EpisodeRow:
-        """A row as ``report.json`` holds it (a report of an earlier version wrote "never held" as NaN)."""
+        """A row as ``report.json`` holds it."""
         r = cls(**row)
-        if r.held_uncertain_at_s is not None and not math.isfinite(r.held_uncertain_at_s):
-            r.held_uncertain_at_s = None
+        r.held_uncertain_at_s = held_at_s(row)
         return r
 
 
@@ -246,14 +245,13 @@ class TaskClient:
                     del self.holds[: max(0, len(self.holds) - MAX_CONFIDENCE_RECORDS)]
             if "chunk_executor" not in st.name:
                 continue
-            for kv in st.values:
-                if kv.key in ("chunks_rejected", "chunks_truncated"):
-                    try:
-                        count = int(kv.value)
-                    except ValueError:
-                        continue
-                    with self.lock:
-                        setattr(self, "rejected" if kv.key == "chunks_rejected" else "truncated", count)
+            for key, attr in (("chunks_rejected", "rejected"), ("chunks_truncated", "truncated")):
+                try:
+                    count = int(values[key])
+                except (KeyError, ValueError):
+                    continue
+                with self.lock:
+                    setattr(self, attr, count)
 
     def _on_info(self, msg):
         with self.lock:

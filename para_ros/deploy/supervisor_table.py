@@ -23,19 +23,25 @@ DEFAULT_WITHIN_S = 2.0  # the acceptance figure: holding, the reason named, with
 CONDITION_START_PARAMS = ("ood_knock_at_s", "ood_camera_fault_at_s", "ood_occluder_at_s")
 
 
+def held_at_s(row: dict) -> float | None:
+    """The first hold of a ``report.json`` row (episode time s), None when never held: ``null``, absent, or the NaN
+    a report of an earlier version wrote."""
+    value = row.get("held_uncertain_at_s")
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
 class Row:
     """One episode of a report, read back: what the table needs of it."""
 
     def __init__(self, d: dict):
         self.seed = int(d["seed"])
         self.outcome = str(d["outcome"])
-        held = d.get("held_uncertain_at_s", float("nan"))
-        self.held_at_s = float("nan") if held is None else float(held)
+        self.held_at_s = held_at_s(d)  # None: never held
         self.hold_reason = str(d.get("hold_reason", ""))
 
     @property
     def held(self) -> bool:
-        return not math.isnan(self.held_at_s)
+        return self.held_at_s is not None
 
 
 def load_run(folder) -> tuple[dict, list[Row]]:

@@ -84,6 +84,7 @@ from para_ros.adapters.tf import Buffer, TransformException, TransformListener
 from para_ros.execution.chunk import ChunkChecks
 from para_ros.inference.pipeline import InferencePipeline, PairingSettings
 from para_ros.nodes.health import HealthReporter
+from para_ros.nodes.lockstep_hooks import ACK_QOS
 from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.nodes.runtime import run_node, time_jump_text
 from para_ros.observation.builder import ObservationProblem, ObservationSettings, matrix_is_finite
@@ -403,7 +404,7 @@ class InferenceNode(Node):
                 )
         self.chunk_pub = self.create_publisher(ActionChunk, p["chunk_topic"], QoSProfile(depth=10), **quiet_pub)
         self.ack_pub = (  # lockstep: a refused frame is answered with "no chunk" (para_ros.sim.lockstep, rule 4)
-            self.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], QoSProfile(depth=100), **quiet_pub)
+            self.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], ACK_QOS, **quiet_pub)
             if p["lockstep_ack_topic"]
             else None
         )
