@@ -44,15 +44,16 @@ def read_bag(path: Path):
     return out
 
 
-def stamp_s(header) -> float:
-    return header.stamp.sec + header.stamp.nanosec * 1e-9
+def stamp_ns(header) -> int:
+    return header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
 
 
 class CommandListener:
     """Every ``/joint_trajectory`` command this process receives, with the executor's publication sequence number:
     consecutive numbers are consecutive commands, whatever the delivery did (bunched after a busy moment, or some lost
     by a loaded subscriber), so the speed check counts the executor's ticks truly instead of guessing them from
-    receive times."""
+    receive times. Also the earliest observation stamp (ns) of the action chunks it hears: it subscribes before the
+    graph starts, so it holds the first chunk even where the recording's subscription matched after it."""
 
     def __init__(self):
         import threading
@@ -62,11 +63,15 @@ class CommandListener:
         from rclpy.qos import QoSProfile
         from trajectory_msgs.msg import JointTrajectory
 
+        from para_msgs.msg import ActionChunk
+
         self.commands: list[tuple[int, object]] = []  # (publication sequence number, message)
+        self.first_chunk_stamp_ns: int | None = None
         self.context = rclpy.Context()
         rclpy.init(args=[], context=self.context)
         self.node = rclpy.create_node("e2e_command_listener", context=self.context)
         self.node.create_subscription(JointTrajectory, "/joint_trajectory", self._on_command, QoSProfile(depth=1000))
+        self.node.create_subscription(ActionChunk, "/para/action_chunk", self._on_chunk, QoSProfile(depth=10))
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, daemon=True)
@@ -74,6 +79,11 @@ class CommandListener:
 
     def _on_command(self, msg, info) -> None:
         self.commands.append((info["publication_sequence_number"], msg))
+
+    def _on_chunk(self, msg) -> None:
+        t_ns = stamp_ns(msg.header)
+        if self.first_chunk_stamp_ns is None or t_ns < self.first_chunk_stamp_ns:
+            self.first_chunk_stamp_ns = t_ns
 
     def _spin(self) -> None:
         while self.context.ok():
@@ -182,9 +192,14 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
                 assert abs(g - prev[3]) <= limits["max_gripper_speed_per_s"] * dt + 1e-6
         prev = (seq, q, p, g)
 
-    # --- the arm stands still until the first chunk, then moves
-    first_chunk_ns = chunks[0][0]
-    arm = [(t, np.array([dict(zip(m.name, m.position))[j] for j in ARM_JOINTS])) for t, m in states]
+    # --- the arm stands still until the first chunk, then moves. Judged on the publishers' stamps (the state's time,
+    # the chunk's observation: a chunk exists only after its observation), not on when a loaded subscriber ran its
+    # callback, and from the earliest chunk either the recording or this process's listener holds.
+    chunk_stamps_ns = [stamp_ns(m.header) for _, m in chunks]
+    if listener.first_chunk_stamp_ns is not None:
+        chunk_stamps_ns.append(listener.first_chunk_stamp_ns)
+    first_chunk_ns = min(chunk_stamps_ns)
+    arm = [(stamp_ns(m.header), np.array([dict(zip(m.name, m.position))[j] for j in ARM_JOINTS])) for _, m in states]
     before = [q for t, q in arm if t < first_chunk_ns]
     after = [q for t, q in arm if t > first_chunk_ns]
     assert before and after
