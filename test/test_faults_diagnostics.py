@@ -660,3 +660,36 @@ def test_per_frame_endpoints_have_no_event_handlers_to_poll(inference):
     assert all(pub.event_handlers == [] for pub in (n.chunk_pub, n.marker_pub, n.cloud_pub))
     tf_subs = [sub for topic, sub in by_topic.items() if topic in ("/tf", "/tf_static")]
     assert tf_subs and all(sub.event_handlers for sub in tf_subs)
+
+
+def test_the_executor_reports_a_hold_the_tick_it_begins_and_ends(kin):
+    """The executor core's own transitions into and out of a hold are the ones the node publishes at once (the
+    evaluator times holds from /diagnostics: a periodic report would add up to a period to every hold time)."""
+    from para_ros.execution.chunk import ChunkChecks
+    from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
+    from para_ros.nodes.chunk_executor import reported_at_once
+    from para_ros.robot.yam import load_yam_config
+
+    yam = load_yam_config()
+    checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
+    core = ExecutorCore(ExecutorConfig(checks=checks, stale_timeout_s=0.3), yam, kinematics=kin)
+    q0, R = _top_down(kin)
+    core.set_measured_joints(q0, 0.5)
+    core.tick(0.0)
+    assert core.add_chunk(_chunk(0.01, [0.3, 0.0, 0.1], R), 0.01)[0]
+    activities = []
+    for t in (0.02, 0.2, 0.4, 0.5):  # tracking, tracking, then no chunk for > 0.3 s: hold_stale, hold_stale
+        core.tick(t)
+        activities.append(core.status.state)
+    assert core.add_chunk(_chunk(0.51, [0.3, 0.0, 0.1], R), 0.51)[0]
+    core.tick(0.52)
+    activities.append(core.status.state)  # a fresh chunk: tracking again
+    assert activities == ["tracking", "tracking", "hold_stale", "hold_stale", "tracking"]
+    at_once = [reported_at_once(a, b) for a, b in zip(activities, activities[1:])]
+    assert at_once == [False, True, False, True]
+    # the feedback watchdog's states and the confidence hold too; normal operation between itself never
+    assert reported_at_once("tracking", "joint_state_lost") and reported_at_once(
+        "joint_state_lost", "waiting_for_chunk"
+    )
+    assert reported_at_once("tracking", "hold_uncertain") and reported_at_once("hold_unreachable", "tracking")
+    assert not reported_at_once("idle", "tracking") and not reported_at_once("tracking", "idle")

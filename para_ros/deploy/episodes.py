@@ -223,7 +223,7 @@ class TaskClient:
     def _on_diag(self, msg):
         """/diagnostics: the executor's counts and its holds with a named reason: the confidence supervisor's, or a
         hold for want of chunks while the inference node refuses a camera (``problem.camera.<view>``), recorded at
-        the later of the two reports (each node reports once a second)."""
+        the later of the two reports (each node reports a new problem or hold at once, and again once a second)."""
         stamp_s = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         for st in msg.status:
             values = {kv.key: kv.value for kv in st.values}

@@ -617,6 +617,13 @@ WARN_STATES = (
 )
 
 
+def reported_at_once(previous: str, state: str) -> bool:
+    """True when the executor's activity went from ``previous`` to ``state`` into or out of a WARN state: that change
+    goes on ``/diagnostics`` at the tick it happens, not at the next periodic report, so whoever watches the arm (an
+    operator, the evaluator timing a hold) hears within a tick that the arm stopped following chunks, and why."""
+    return previous != state and (previous in WARN_STATES or state in WARN_STATES)
+
+
 def diagnostic_summary(status, previous: dict | None) -> tuple[int, list[str], dict]:
     """Level, problem texts and the counters to keep, for one ``/diagnostics`` report of an ``ExecutorStatus``.
 
@@ -957,7 +964,8 @@ class ChunkExecutorNode(Node):
 
     def _report_feedback(self) -> None:
         """Log lost feedback (error, throttled) and its end (info, at the change); publish diagnostics at once
-        when the executor enters or leaves a feedback-loss state (the control thread calls this every tick)."""
+        when the executor enters or leaves a WARN state (:func:`reported_at_once`; the control thread calls this
+        every tick)."""
         s = self.core.status
         state, problem = s.state, s.problems.get(JOINT_STATE_PROBLEM)
         if problem is not None:
@@ -979,7 +987,7 @@ class ChunkExecutorNode(Node):
             self.get_logger().info(
                 f"new chunk after the joint state loss: commanding again ({state}) from the measured joints"
             )
-        if state in lost or previous in lost:
+        if reported_at_once(previous, state):
             self._problem_diagnostics()
 
     # ---- diagnostics ----------------------------------------------------------------------------------------
