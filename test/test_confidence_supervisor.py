@@ -98,11 +98,48 @@ def test_an_unmeasured_measure_is_not_judged_and_off_judges_nothing():
         ({"resume_after_chunks": 0}, "resume_after_chunks=0"),
         ({"slow_speed_scale": 0.0}, "slow_speed_scale=0.0"),
         ({"hold_after_s": -1.0}, "hold_after_s=-1.0"),
+        ({"rejected_hold_count": 11, "rejected_window_chunks": 10}, "rejected_hold_count=11 is more than"),
+        ({"rejected_hold_count": -1}, r"rejected_hold_count=-1: use an integer >= 0"),
+        ({"rejected_window_chunks": 0}, r"rejected_window_chunks=0: use an integer >= 1"),
     ],
 )
 def test_bad_supervisor_configs_are_refused_with_the_field_named(fields, match):
     with pytest.raises(ValueError, match=match):
         SupervisorConfig(**fields)
+
+
+def test_refused_chunks_hold_once_the_count_of_the_window_is_reached():
+    """Against a brute-force count: a chunk sequence of refused (True) and confident accepted (False) chunks; a refused
+    chunk is very uncertain exactly when at least ``rejected_hold_count`` of the last ``rejected_window_chunks``
+    chunks, itself included, were refused."""
+    cfg = SupervisorConfig(**{**SUPERVISOR.__dict__, "rejected_hold_count": 3, "rejected_window_chunks": 5})
+    sup = ConfidenceSupervisor(cfg)
+    rng = np.random.default_rng(7)
+    sequence = list(rng.random(200) < 0.45)
+    history, fired = [], 0
+    for i, refused in enumerate(sequence):
+        history.append(refused)
+        if refused:
+            j = sup.judge_refused("chunk too old")
+            expect = sum(history[-5:]) >= 3
+            assert (j.event is E.CHUNK_VERY_UNCERTAIN) == expect, i
+            if expect:
+                fired += 1
+                assert j.reason.startswith(f"policy inconsistent: {sum(history[-5:])} of the last 5 chunks refused")
+                assert j.reason.endswith("last: chunk too old)")
+            else:
+                assert j.event is E.CHUNK_ACCEPTED and j.reason == ""
+        else:
+            sup.judge(chunk_with(10.0 + 0.1 * i, 1.0), 10.0 + 0.1 * i)
+    assert 10 < fired < sum(sequence)  # the sequence exercises both answers
+
+
+def test_refused_chunks_count_nothing_when_the_rule_or_the_supervisor_is_off():
+    off_rule = ConfidenceSupervisor(SupervisorConfig(**{**SUPERVISOR.__dict__, "rejected_hold_count": 0}))
+    off = ConfidenceSupervisor(SupervisorConfig(enabled=False, rejected_hold_count=1))
+    for _ in range(20):
+        assert off_rule.judge_refused("x").event is E.CHUNK_ACCEPTED
+        assert off.judge_refused("x").event is E.CHUNK_ACCEPTED
 
 
 # ---- the executor in its states -------------------------------------------------------------------------------------
@@ -224,6 +261,33 @@ def test_a_stale_chunk_while_holding_is_rejected_and_does_not_count_as_confident
     assert arm.core.state is S.HOLDING_UNCERTAIN and len({c.q_rad.tobytes() for c in commands}) == 1
     _, ok, _ = arm.send(1.0)  # one fresh confident chunk ends it (resume_after_chunks 1)
     assert ok and arm.core.state is S.FOLLOWING
+
+
+def test_a_policy_whose_chunks_keep_being_refused_is_held_and_named(kin):
+    """Four of the last five chunks refused by the checks (here: too old) hold the arm where it is, with the reason on
+    the status; confident chunks that pass the checks end the hold (resume_after_chunks in a row)."""
+    cfg = SupervisorConfig(**{**SUPERVISOR.__dict__, "rejected_hold_count": 4, "rejected_window_chunks": 5})
+    arm = Arm(kin, cfg)
+    arm.send(1.0)
+    arm.run(0.1)
+    assert arm.core.state is S.FOLLOWING
+    answers = []
+    for _ in range(4):
+        before = arm.core.state
+        answers.append(arm.core.add_chunk(chunk_with(arm.t - 5.0, 1.0), arm.t))  # 5 s old: refused
+        arm.run(0.1)
+    assert [ok for ok, _ in answers] == [False] * 4
+    assert "holding" not in answers[2][1] and "holding" in answers[3][1]  # the fourth refusal holds
+    _expect(before, E.CHUNK_VERY_UNCERTAIN, S.HOLDING_UNCERTAIN)
+    assert arm.core.state is S.HOLDING_UNCERTAIN
+    status = arm.core.status_snapshot()
+    assert status.confidence_problem.startswith("policy inconsistent: 4 of the last 5 chunks refused")
+    assert status.chunks_rejected == 4 and status.chunks_in_force == 0
+    held = arm.last.q_rad.copy()
+    _, commands = arm.run(0.3)
+    assert all(np.array_equal(c.q_rad, held) for c in commands)  # holds: the last command, repeated
+    oks = [arm.send(1.0)[1] for _ in range(3)]  # three confident chunks the checks pass: the third resumes
+    assert oks == [False, False, True] and arm.core.state is S.FOLLOWING
 
 
 def test_switching_the_supervisor_off_while_holding_lets_the_next_chunk_through(kin):

@@ -15,6 +15,12 @@ measure, a *slow* one and a stricter *hold* one ("below" for all measures but th
   ``CHUNK_VERY_UNCERTAIN`` (the executor holds where it is and drops the chunk), with the reason (``policy uncertain:
   peak mass 0.03 at step 2 for 1.2 s``).
 
+A second sign, the policy contradicting the arm: a chunk the executor's checks refuse (its first step an implausible
+jump from where the tool is, a chunk from the future, garbage) is not judged by its measures, but the supervisor
+counts it: ``rejected_hold_count`` of the last ``rejected_window_chunks`` chunks refused is ``CHUNK_VERY_UNCERTAIN``
+(``policy inconsistent: 8 of the last 10 chunks refused by the chunk checks (...)``). A policy that keeps predicting
+the tool where it is not, chunk after chunk, is lost however sure each chunk looks.
+
 What each event does in each state is the executor's table (``para_ros.execution.executor_state``); the supervisor
 only decides which event a chunk is. It never commands anything: slowing tightens the safety filter's limits and
 holding repeats the last command, so every command still passes the same filter and final check. A measure the chunk
@@ -25,6 +31,7 @@ does not carry (an empty array) is not judged. ``enabled: False`` (the default h
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 from para_core.model.confidence import HIGH_IS_BAD, MEASURE_TITLES, MEASURES, worst_step
@@ -56,6 +63,9 @@ class SupervisorConfig:
             the first such chunk).
         resume_after_chunks: confident chunks in a row that end a spell of uncertain ones (follow at full speed).
         slow_speed_scale: while slowed, the joint and tool speed limits are this fraction of the YAM's (0, 1].
+        rejected_hold_count: hold once this many of the last ``rejected_window_chunks`` chunks were refused by the
+            executor's chunk checks (0 = off).
+        rejected_window_chunks: how many of the latest chunks that count looks at (at least ``rejected_hold_count``).
     """
 
     enabled: bool = False
@@ -71,6 +81,8 @@ class SupervisorConfig:
     hold_after_s: float = 0.5
     resume_after_chunks: int = 3
     slow_speed_scale: float = 0.3
+    rejected_hold_count: int = 0
+    rejected_window_chunks: int = 10
 
     def __post_init__(self):
         for measure, (slow, hold) in THRESHOLD_FIELDS.items():
@@ -96,6 +108,15 @@ class SupervisorConfig:
             raise ValueError(f"SupervisorConfig.resume_after_chunks={self.resume_after_chunks!r}: use an integer >= 1")
         if not (math.isfinite(self.slow_speed_scale) and 0.0 < self.slow_speed_scale <= 1.0):
             raise ValueError(f"SupervisorConfig.slow_speed_scale={self.slow_speed_scale!r}: use a fraction in (0, 1]")
+        for name, low in (("rejected_window_chunks", 1), ("rejected_hold_count", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"SupervisorConfig.{name}={value!r}: use an integer >= {low}")
+        if self.rejected_hold_count > self.rejected_window_chunks:
+            raise ValueError(
+                f"SupervisorConfig.rejected_hold_count={self.rejected_hold_count} is more than rejected_window_chunks="
+                f"{self.rejected_window_chunks}: it could never be reached"
+            )
 
     def thresholds(self, measure: str) -> tuple[float, float]:
         """(slow, hold) thresholds of ``measure``."""
@@ -132,6 +153,7 @@ class ConfidenceSupervisor:
         self.confident_run = 0
         self.hold_since_s: dict[str, float] = {}  # per measure: since when every chunk is beyond its hold threshold
         self.uncertain_since_s: dict[str, float] = {}  # per measure: ... beyond its slow threshold
+        self.refused = deque(maxlen=self.config.rejected_window_chunks)  # the latest chunks: True = refused
 
     def forget_time(self) -> None:
         """The clock jumped back: times of the old clock mean nothing; the spell and its count stay."""
@@ -147,6 +169,7 @@ class ConfidenceSupervisor:
         cfg = self.config
         if not cfg.enabled:
             return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", "")
+        self._count(refused=False)
         steps = cfg.steps_checked or None
         beyond_slow, beyond_hold, parts = [], [], []
         for measure in MEASURES:
@@ -191,6 +214,31 @@ class ConfidenceSupervisor:
             worst, threshold = beyond_slow[0]
             reason = self._text(worst, threshold, "slow", now_s - self.uncertain_since_s[worst.measure])
         return Judgement(ExecutorEvent.CHUNK_UNCERTAIN, reason, summary)
+
+    def judge_refused(self, why: str) -> Judgement:
+        """The event of a chunk the executor's checks refused (``why``: their message): ``CHUNK_VERY_UNCERTAIN`` once
+        ``rejected_hold_count`` of the last ``rejected_window_chunks`` chunks were refused, else ``CHUNK_ACCEPTED``
+        (no event: the chunk stays refused and the state does not change). A refused chunk ends a run of confident
+        ones."""
+        cfg = self.config
+        if not cfg.enabled:
+            return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", "")
+        self._count(refused=True)
+        self.confident_run = 0
+        n_refused = sum(self.refused)
+        if cfg.rejected_hold_count == 0 or n_refused < cfg.rejected_hold_count:
+            return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", "")
+        self.in_spell = True
+        reason = (
+            f"policy inconsistent: {n_refused} of the last {len(self.refused)} chunks refused by the chunk checks "
+            f"(the hold count {cfg.rejected_hold_count}; last: {why})"
+        )
+        return Judgement(ExecutorEvent.CHUNK_VERY_UNCERTAIN, reason, "")
+
+    def _count(self, refused: bool) -> None:
+        if self.refused.maxlen != self.config.rejected_window_chunks:  # reconfigured: keep the newest that still fit
+            self.refused = deque(self.refused, maxlen=self.config.rejected_window_chunks)
+        self.refused.append(refused)
 
     def _text(self, worst, threshold: float, which: str, for_s: float) -> str:
         side = "above" if worst.measure in HIGH_IS_BAD else "below"

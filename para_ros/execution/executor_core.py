@@ -454,7 +454,7 @@ class ExecutorCore:
             with self._lock:
                 self.status.chunks_rejected += 1
                 self.status.last_rejection = str(err)
-            return False, str(err)
+                return self._refused(str(err))
         truncated = clean.n_steps < chunk.n_steps
         with self._lock:
             if self._state in IGNORES_CHUNKS:
@@ -470,7 +470,7 @@ class ExecutorCore:
                     f"{'; '.join(warnings)}: rejected while the arm still follows an "
                     "earlier chunk (implausible_speed=truncate_when_idle)"
                 )
-                return False, self.status.last_rejection
+                return self._refused(self.status.last_rejection)
             judgement = self.supervisor.judge(clean, now_s)
             event = judgement.event
             if (
@@ -509,6 +509,15 @@ class ExecutorCore:
                 self.status.chunks_modified += 1
                 self.status.last_warning = "; ".join(warnings)
             return True, "; ".join(warnings)
+
+    def _refused(self, why: str) -> tuple[bool, str]:
+        """Under the lock: a chunk the checks refused (``why``); the supervisor counts it, and holds the arm when most
+        of the latest chunks were refused (:meth:`ConfidenceSupervisor.judge_refused`)."""
+        judgement = self.supervisor.judge_refused(why)
+        if judgement.event is ExecutorEvent.CHUNK_VERY_UNCERTAIN:
+            held, text = self._hold_back(judgement.event, judgement.reason)
+            return held, f"{why}; {text}"
+        return False, why
 
     def _hold_back(self, event: ExecutorEvent, reason: str) -> tuple[bool, str]:
         """Under the lock: a chunk the supervisor does not let the arm follow (very uncertain, or judged while holding

@@ -222,6 +222,21 @@ CONFIDENCE_PARAMETERS = (
         range=(0.01, 1.0),
         dynamic=True,
     ),
+    Param(
+        "confidence_rejected_hold_count",
+        10,
+        "Hold once this many of the last confidence_rejected_window_chunks chunks were refused by the chunk checks "
+        "(a policy that keeps predicting the tool where it is not); 0 = off. At most the window.",
+        range=(0, 1000),
+        dynamic=True,
+    ),
+    Param(
+        "confidence_rejected_window_chunks",
+        10,
+        "How many of the latest chunks confidence_rejected_hold_count looks at.",
+        range=(1, 1000),
+        dynamic=True,
+    ),
 )
 
 PARAMETERS = ParameterTable(
@@ -591,6 +606,8 @@ def supervisor_config(p: dict) -> SupervisorConfig:
         hold_after_s=p["confidence_hold_after_s"],
         resume_after_chunks=p["confidence_resume_after_chunks"],
         slow_speed_scale=p["confidence_slow_speed_scale"],
+        rejected_hold_count=p["confidence_rejected_hold_count"],
+        rejected_window_chunks=p["confidence_rejected_window_chunks"],
     )
 
 
