@@ -1,10 +1,20 @@
 """How good a calibration PARA needs: closed-loop success against the error of the scene camera's extrinsics.
 
-The simulator renders the scene camera at its true pose and the graph is told a pose that is wrong by a known amount
-(a calibration file with the error added, ``sim_node`` ``scene_cam_tf:=calibration``), so the policy's voxel grid
-and its projections are off exactly as they would be with an imperfect calibration. For each error the script runs
-``para-sim eval`` on the same held-out seeds and writes a table (``sensitivity.md`` / ``.json``) and a plot
-(``sensitivity.png``) of the success rate with its 95 % Wilson interval.
+The scene camera is rendered at one pose and the graph is told another, wrong by a known amount, so the policy's voxel
+grid and its projections are off exactly as they would be with an imperfect calibration. Two ways:
+
+- without ``--calibration`` (the simulator): the camera is rendered offset from the simulator's nominal pose by the
+  error (``sim_node scene_cam_true_offset_xyz_m`` / ``_rpy_deg``, in its optical frame) while TF tells the nominal
+  pose; the same settings as ``para-sim suite``'s ``told_extrinsics_*`` conditions;
+- with ``--calibration FILE`` (a solved file of the rig): the graph is told that file's pose with the error added
+  (``sim_node scene_cam_tf:=calibration``) while the camera is rendered at the simulator's truth.
+
+The first renders the camera off the told pose by the error, the second tells a pose off the rendered one by it: the
+same error, of the opposite sign.
+
+For each error and each checkpoint the script runs ``para-sim eval`` on the same held-out seeds (a run whose report
+is complete is kept, so a stopped run continues) and writes a table (``sensitivity.md`` / ``.json``, a column per
+checkpoint) and a plot (``sensitivity.png``, a line per checkpoint) of the success rate with its 95 % Wilson interval.
 
 The errors are applied in the camera's own optical frame: a translation along its x axis (the image's horizontal
 direction, the direction that moves projections most) and a rotation about its x axis (a tilt, which moves the
@@ -12,8 +22,9 @@ ray's footprint on the table along the line of sight). Both are stated in the ou
 
 Usage::
 
-    python bench/calibration_sensitivity.py --calibration calibration.yaml --out runs/sensitivity \\
-        --translation-mm 0,5,10,20 --rotation-deg 1,2,5 --episodes 30 [--eval-arg=--lockstep ...]
+    python bench/calibration_sensitivity.py --checkpoint robust=checkpoints/pick_place_robust,fixed=checkpoints/pick_place \
+        --out runs/sensitivity --translation-mm 0,5,10,20 --rotation-deg 1,2 --episodes 30 \
+        --eval-arg=--lockstep --eval-arg=--node-param --eval-arg=chunk_executor:lockstep_latency_s:=0.2
 """
 
 from __future__ import annotations
@@ -53,6 +64,39 @@ def perturbed_scene_camera(cal: CalibrationFile, translation_m: float, rotation_
     return replace(cal, cameras=cameras)
 
 
+def rendered_offset_params(translation_m: float, rotation_deg: float) -> list[str]:
+    """``para-sim eval`` arguments that render the scene camera ``translation_m`` along and ``rotation_deg`` about its
+    own optical x axis from the pose the graph is told (the simulator's nominal one)."""
+    return [
+        "--node-param",
+        f"sim_node:scene_cam_true_offset_xyz_m:=[{translation_m!r},0.0,0.0]",
+        "--node-param",
+        f"sim_node:scene_cam_true_offset_rpy_deg:=[{rotation_deg!r},0.0,0.0]",
+    ]
+
+
+def told_calibration_params(cal_path: Path) -> list[str]:
+    """``para-sim eval`` arguments that tell the graph the scene camera pose of ``cal_path`` (rendered: the truth)."""
+    return [
+        "--node-param",
+        "sim_node:scene_cam_tf:=calibration",
+        "--node-param",
+        "sim_node:wrist_cam_tf:=truth",
+        "--node-param",
+        f"sim_node:calibration_file:={cal_path.resolve()}",
+    ]
+
+
+def point_label(translation_m: float, rotation_deg: float) -> str:
+    return f"t{translation_m * 1000:g}mm_r{rotation_deg:g}deg"
+
+
+def point_text(row: dict) -> str:
+    if row["rotation_deg"] == 0:
+        return f"{row['translation_mm']:g} mm along x"
+    return f"{row['rotation_deg']:g} deg about x"
+
+
 def para_sim_command() -> list[str]:
     """The ``para-sim`` console script of this environment."""
     here = Path(sys.executable).parent / "para-sim"
@@ -71,12 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument(
         "--calibration",
-        required=True,
-        help="calibration.yaml whose scene_cam is the pose to perturb "
-        "(for the simulator: a solved file of the simulator's nominal camera)",
+        default=None,
+        help="a solved calibration.yaml whose scene_cam is the told pose to perturb; default: none, the simulator's "
+        "nominal pose is told and the camera rendered off it",
     )
     p.add_argument("--out", required=True, help="output directory (one eval per point, the table and the plot)")
-    p.add_argument("--checkpoint", default="checkpoints/pick_place")
+    p.add_argument(
+        "--checkpoint",
+        default="checkpoints/pick_place_robust",
+        help="checkpoint directory, or LABEL=DIR[,LABEL=DIR...] to draw several side by side on the same seeds",
+    )
     p.add_argument("--translation-mm", default="0,5,10,20", help="translation errors along the camera's x axis (mm)")
     p.add_argument("--rotation-deg", default="1,2,5", help="rotation errors about the camera's x axis (deg)")
     p.add_argument("--episodes", type=int, default=30)
@@ -86,25 +134,47 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def run_point(cmd: list[str], run_dir: Path, episodes: int, dry_run: bool) -> dict | None:
+    """Run one eval unless its report is complete; its summary (None: no report)."""
+    if dry_run:
+        return None
+    if not (run_dir / "report.json").exists() or read_summary(run_dir / "report.json")["episodes"] < episodes:
+        subprocess.run(cmd, check=False, env=os.environ.copy())
+    if not (run_dir / "report.json").exists():
+        print(f"  no report in {run_dir}", flush=True)
+        return None
+    return read_summary(run_dir / "report.json")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from para_ros.commands.sim_sweep import parse_checkpoints  # the one LABEL=DIR reading of the commands
+
     args = build_parser().parse_args(argv)
+    try:
+        checkpoints = parse_checkpoints(args.checkpoint)
+    except ValueError as err:
+        raise SystemExit(f"calibration_sensitivity: {err}") from None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    base = load_calibration(args.calibration)
+    base = load_calibration(args.calibration) if args.calibration else None
     points = [(float(t) / 1000.0, 0.0) for t in args.translation_mm.split(",") if t.strip()]
     points += [(0.0, float(r)) for r in args.rotation_deg.split(",") if r.strip()]
     rows = []
     for i, (t_m, r_deg) in enumerate(points):
-        label = f"t{t_m * 1000:g}mm_r{r_deg:g}deg"
-        cal_path = out / f"calibration_{label}.yaml"
-        save_calibration(perturbed_scene_camera(base, t_m, r_deg), cal_path, force=True)
-        run_dir = out / label
-        cmd = (
-            para_sim_command()
-            + [
+        label = point_label(t_m, r_deg)
+        if base is not None:
+            cal_path = out / f"calibration_{label}.yaml"
+            save_calibration(perturbed_scene_camera(base, t_m, r_deg), cal_path, force=True)
+            error_args = told_calibration_params(cal_path)
+        else:
+            error_args = rendered_offset_params(t_m, r_deg)
+        row = {"translation_mm": t_m * 1000, "rotation_deg": r_deg, "checkpoints": {}}
+        for name, checkpoint in checkpoints:
+            run_dir = out / name / label
+            cmd = para_sim_command() + [
                 "eval",
                 "--checkpoint",
-                args.checkpoint,
+                checkpoint,
                 "--episodes",
                 str(args.episodes),
                 "--seed",
@@ -112,30 +182,16 @@ def main(argv: list[str] | None = None) -> int:
                 "--no-videos",
                 "--out",
                 str(run_dir),
-                "--node-param",
-                "sim_node:scene_cam_tf:=calibration",
-                "--node-param",
-                "sim_node:wrist_cam_tf:=truth",
-                "--node-param",
-                f"sim_node:calibration_file:={cal_path.resolve()}",
+                *error_args,
+                *args.eval_arg,
             ]
-            + list(args.eval_arg)
-        )
-        print(f"[{i + 1}/{len(points)}] {label}: {' '.join(cmd)}", flush=True)
-        if args.dry_run:
-            continue
-        if not (run_dir / "report.json").exists() or read_summary(run_dir / "report.json")["episodes"] < args.episodes:
-            subprocess.run(cmd, check=False, env=os.environ.copy())
-        if not (run_dir / "report.json").exists():
-            print(f"  no report for {label}", flush=True)
-            continue
-        summary = read_summary(run_dir / "report.json")
-        k, n, (lo, hi) = summary["successes"], summary["episodes"], summary["wilson95"]
-        counts = {name: c for name, c in summary["outcomes"].items() if c}
-        rows.append(
-            {
-                "translation_mm": t_m * 1000,
-                "rotation_deg": r_deg,
+            print(f"[{i + 1}/{len(points)}] {name} {label}: {' '.join(cmd)}", flush=True)
+            summary = run_point(cmd, run_dir, args.episodes, args.dry_run)
+            if summary is None:
+                continue
+            k, n, (lo, hi) = summary["successes"], summary["episodes"], summary["wilson95"]
+            counts = {what: c for what, c in summary["outcomes"].items() if c}
+            row["checkpoints"][name] = {
                 "successes": k,
                 "episodes": n,
                 "rate": k / n if n else 0.0,
@@ -143,21 +199,49 @@ def main(argv: list[str] | None = None) -> int:
                 "wilson_hi": hi,
                 "outcomes": counts,
             }
-        )
-        print(f"  {label}: {k}/{n} ({100 * k / max(n, 1):.1f} %, {100 * lo:.1f}-{100 * hi:.1f} %) {counts}", flush=True)
+            print(f"  {name} {label}: {k}/{n} ({100 * k / max(n, 1):.1f} %, {100 * lo:.1f}-{100 * hi:.1f} %) {counts}")
+        if row["checkpoints"]:
+            rows.append(row)
     if args.dry_run or not rows:
         return 0
-    (out / "sensitivity.json").write_text(json.dumps(rows, indent=1))
-    lines = ["| scene camera error | episodes | successes | rate (95 % Wilson) | outcomes |", "|---|---|---|---|---|"]
+    names = [name for name, _ in checkpoints]
+    settings = {
+        "checkpoints": dict(checkpoints),
+        "told": args.calibration or "the simulator's nominal pose (camera rendered off it)",
+        "seed": args.seed,
+        "eval_args": args.eval_arg,
+    }
+    (out / "sensitivity.json").write_text(json.dumps({"settings": settings, "rows": rows}, indent=1))
+    table = write_table(out, rows, names)
+    print(table)
+    plot(out, rows, names)
+    print(f"wrote {out / 'sensitivity.md'} and {out / 'sensitivity.png'}")
+    return 0
+
+
+def write_table(out: Path, rows: list[dict], names: list[str]) -> str:
+    """``sensitivity.md``: a row per error, a column per checkpoint (successes, rate, Wilson interval, outcomes)."""
+    lines = ["| scene camera error | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for r in rows:
-        what = f"{r['translation_mm']:g} mm along x" if r["rotation_deg"] == 0 else f"{r['rotation_deg']:g} deg about x"
-        outcomes = ", ".join(f"{v} {k}" for k, v in sorted(r["outcomes"].items()))
-        lines.append(
-            f"| {what} | {r['episodes']} | {r['successes']} | {100 * r['rate']:.1f} % "
-            f"({100 * r['wilson_lo']:.1f}-{100 * r['wilson_hi']:.1f} %) | {outcomes} |"
-        )
-    (out / "sensitivity.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        cells = []
+        for name in names:
+            c = r["checkpoints"].get(name)
+            if c is None:
+                cells.append("not run")
+                continue
+            outcomes = ", ".join(f"{v} {k}" for k, v in sorted(c["outcomes"].items()) if k != "success")
+            cells.append(
+                f"{c['successes']}/{c['episodes']} ({100 * c['wilson_lo']:.0f}-{100 * c['wilson_hi']:.0f} %)"
+                + (f"; {outcomes}" if outcomes else "")
+            )
+        lines.append(f"| {point_text(r)} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n"
+    (out / "sensitivity.md").write_text(text)
+    return text
+
+
+def plot(out: Path, rows: list[dict], names: list[str]) -> None:
+    """``sensitivity.png``: success against the translation and the rotation error, a line per checkpoint."""
     import matplotlib  # matplotlib: only for the plot at the end
 
     matplotlib.use("Agg")
@@ -168,20 +252,22 @@ def main(argv: list[str] | None = None) -> int:
         (axes[0], "translation_mm", "mm", lambda r: r["rotation_deg"] == 0),
         (axes[1], "rotation_deg", "deg", lambda r: r["translation_mm"] == 0),
     ):
-        pts = sorted((r for r in rows if sel(r)), key=lambda r: r[key])
-        x = [r[key] for r in pts]
-        y = [100 * r["rate"] for r in pts]
-        err = [[100 * (r["rate"] - r["wilson_lo"]) for r in pts], [100 * (r["wilson_hi"] - r["rate"]) for r in pts]]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=4)
+        for name in names:
+            pts = sorted((r for r in rows if sel(r) and name in r["checkpoints"]), key=lambda r: r[key])
+            cs = [r["checkpoints"][name] for r in pts]
+            x = [r[key] for r in pts]
+            y = [100 * c["rate"] for c in cs]
+            err = [[100 * (c["rate"] - c["wilson_lo"]) for c in cs], [100 * (c["wilson_hi"] - c["rate"]) for c in cs]]
+            ax.errorbar(x, y, yerr=err, marker="o", capsize=4, label=name)
         ax.set_xlabel(f"scene camera extrinsic error ({unit})")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("closed-loop success (%)")
     axes[0].set_ylim(0, 105)
-    fig.suptitle(f"{args.checkpoint}: success vs calibration error ({rows[0]['episodes']} episodes a point)")
+    axes[1].legend()
+    fig.suptitle("success against the scene camera's calibration error (95 % Wilson intervals)")
     fig.tight_layout()
     fig.savefig(out / "sensitivity.png", dpi=120)
-    print(f"wrote {out / 'sensitivity.md'} and {out / 'sensitivity.png'}")
-    return 0
+    plt.close(fig)
 
 
 if __name__ == "__main__":
