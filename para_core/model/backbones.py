@@ -19,23 +19,25 @@ Registered kinds (``V4Config.backbone_kind``):
   the mean token: the head then sees unit-scale tokens as it does from DINOv3's final norm (any affine part would be
   absorbed by the head's first linear layers anyway).
 
-Depth-Anything-3 is not available: transformers 5.24 ships ``depth_anything`` (v1/v2, DPT head on a DINOv2 backbone)
-and ``prompt_depth_anything`` but no DA3 (multi-view ViT with camera tokens); it would be added here with the same
-interface.
+- ``"da3"``: Depth-Anything-3's multi-view ViT on the official ``depth_anything_3`` code (PARA v4's v4_da3), in
+  ``para_core.model.backbone_da3``. It is the one multi-view backbone (``Backbone.multi_view``): every view of an
+  observation and its camera pose go in together (``forward_views``), see that module.
+
+The interface itself (``Backbone``, ``BackboneOutput``) is in ``para_core.model.backbone_base``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as Fn
 from torch import nn
 
-from para_core.model import cpu_attention
+from para_core.model.backbone_base import Backbone, BackboneOutput, check_pretrained_dir
+from para_core.model.backbone_da3 import DA3Backbone
 from para_core.model.config import V4Config
 
 # DINOv3ViTConfig fields recorded in checkpoints (the architecture, not the training-time extras).
@@ -60,40 +62,6 @@ _DINOV3_ARCH_KEYS = (
     "pos_embed_jitter",
     "pos_embed_rescale",
 )
-
-
-@dataclass
-class BackboneOutput:
-    patch_grid: torch.Tensor  # (B, C, H/p, W/p)
-    cls: torch.Tensor  # (B, C)
-
-
-class Backbone(nn.Module):
-    """Interface: ``hidden_size`` (C), ``patch_size`` (p), ``forward(pixel_values) -> BackboneOutput``, and
-    ``arch_config()`` (a dict that rebuilds the same architecture with random weights)."""
-
-    hidden_size: int
-    patch_size: int
-
-    def forward(self, pixel_values: torch.Tensor) -> BackboneOutput:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def arch_config(self) -> dict:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def set_attention(self, implementation: str) -> None:
-        """The attention function the transformer's layers call: a transformers ``AttentionInterface`` name ("sdpa",
-        "eager", or ``para_core.model.cpu_attention.NAME``, registered here). The backbones of this module wrap a
-        transformers model in ``self.vit``."""
-
-        if implementation == cpu_attention.NAME:
-            cpu_attention.register()
-        self.vit.set_attn_implementation(implementation)
-
-    @property
-    def attention(self) -> str:
-        """The attention implementation in use (see :meth:`set_attention`)."""
-        return str(self.vit.config._attn_implementation)
 
 
 class DINOv3Backbone(Backbone):
@@ -182,21 +150,6 @@ _INTERNVL_ARCH_KEYS = (
 _INTERNVL_TOWER_PREFIXES = ("vision_tower.", "model.vision_tower.")
 
 
-def _check_pretrained_dir(path: Path, what: str) -> None:
-    """The same refusals as the DINOv3 backbone: a config.json and safetensors weights are required."""
-    if not (path / "config.json").is_file():
-        raise ValueError(
-            f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
-            f"a local transformers {what} checkpoint directory, or set it to '' for random weights"
-        )
-    if not any(path.glob("*.safetensors")):
-        raise ValueError(
-            f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
-            f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
-            f"with transformers' save_pretrained(..., safe_serialization=True)"
-        )
-
-
 def _load_internvl_tower(path: Path) -> nn.Module:
     """InternViT weights from a local directory, in fp32. Accepts a saved ``InternVLVisionModel``
     (model_type "internvl_vision") or a whole transformers-format InternVL model (model_type "internvl", e.g. an
@@ -207,7 +160,7 @@ def _load_internvl_tower(path: Path) -> nn.Module:
     # transformers: loaded on first use, not on import
     from transformers import InternVLVisionConfig, InternVLVisionModel
 
-    _check_pretrained_dir(path, "InternVL")
+    check_pretrained_dir(path, "InternVL")
     try:
         model_type = json.loads((path / "config.json").read_text()).get("model_type")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
@@ -321,6 +274,7 @@ class InternVLVisionBackbone(Backbone):
 BACKBONE_REGISTRY: dict[str, Callable[[V4Config], Backbone]] = {
     "dinov3": DINOv3Backbone,
     "internvl_vision": InternVLVisionBackbone,
+    "da3": DA3Backbone,
 }
 
 

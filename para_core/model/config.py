@@ -134,11 +134,54 @@ INTERNVL_VISION_CONFIG_KEYS = frozenset(
     }
 )
 
+# Depth-Anything-3 DA3-SMALL (depth-anything/DA3-SMALL; the official code's configs/da3-small.yaml), the release of
+# the shipping DINOv3 ViT-S's size: a DINOv2-style ViT-S/14 (384 wide, 12 layers, 6 heads, GELU MLP x4, layer scale,
+# position table for 518 px) whose layers from ``alt_start`` on use RoPE and QK-norm and alternate per-view and
+# cross-view attention, plus the camera encoder (``cam_enc``: 4 transformer blocks of 16 heads) that turns each view's
+# pose and field of view into the camera token. ``feature_layer`` is the last of DA3's ``out_layers`` [5, 7, 9, 11]:
+# the tokens its DPT head reads last. ``cat_token``: each token is [per-view stream, normed cross-view stream], so
+# C = 2 x 384 = 768. ``use_camera_poses``: feed the package's camera poses as DA3's camera tokens (else DA3's learned
+# reference/source tokens). Keys: para_core.model.backbone_da3 (parameter count checked there by hand).
+DA3_SMALL: dict[str, Any] = {
+    "embed_dim": 384,
+    "depth": 12,
+    "num_heads": 6,
+    "mlp_ratio": 4.0,
+    "ffn_layer": "mlp",
+    "patch_size": 14,
+    "pos_embed_img_size": 518,
+    "alt_start": 4,
+    "qknorm_start": 4,
+    "rope_start": 4,
+    "cat_token": True,
+    "feature_layer": 11,
+    "cam_enc_trunk_depth": 4,
+    "cam_enc_num_heads": 16,
+    "use_camera_poses": True,
+}
+
+# A toy DA3 with the same structure (per-view then alternating cross-view layers, RoPE, QK-norm, camera encoder), for
+# tests: 56 px images = 4 x 4 patches, cross-view attention in layer 3 (the feature layer).
+DA3_TINY: dict[str, Any] = {
+    **DA3_SMALL,
+    "embed_dim": 32,
+    "depth": 4,
+    "num_heads": 2,
+    "pos_embed_img_size": 56,
+    "alt_start": 2,
+    "qknorm_start": 2,
+    "rope_start": 2,
+    "feature_layer": 3,
+    "cam_enc_trunk_depth": 1,
+    "cam_enc_num_heads": 2,
+}
+DA3_CONFIG_KEYS = frozenset(DA3_SMALL)
+
 HEIGHT_ENCODINGS = ("sincos", "learned")
 Z_RANGE_MODES = ("adaptive", "fixed")
-BACKBONE_KINDS = ("dinov3", "internvl_vision")
+BACKBONE_KINDS = ("dinov3", "internvl_vision", "da3")
 # Patch size of each backbone family (the default when backbone_config does not set one).
-BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14}
+BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14, "da3": 14}
 LR_SCHEDULES = ("cosine", "constant")
 # Model-config fields that only steer the optimisation: a resumed or fine-tuned run may change these (e.g. more
 # max_iters; para_core.train.trainer, para_core.train.init_from).
@@ -200,6 +243,7 @@ PRESET_NAMES = (
     "pick_place_regression",
     "paper",
     "paper_internvl",
+    "paper_da3",
     "paper_v2",
     "dino_kv",
 )
@@ -325,6 +369,21 @@ class V4Config:
         return cls(**base)
 
     @classmethod
+    def paper_da3(cls, **overrides: Any) -> V4Config:
+        """PARA v4's v4_da3 variant: the paper preset's head with Depth-Anything-3's multi-view ViT (DA3-SMALL,
+        ``DA3_SMALL``: cross-view attention, camera tokens from the package's camera poses, no DPT head), 14-pixel
+        patches and img_size 504 (36 x 36 patches, DA3's default processing resolution). See the module docstring."""
+        base = dict(
+            name="paper_da3",
+            backbone_kind="da3",
+            backbone_config=dict(DA3_SMALL),
+            patch_size=14,
+            img_size=504,
+        )
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
     def tiny(cls, **overrides: Any) -> V4Config:
         """Same architecture at toy size: forward + backward well under a second on 2 CPU cores.
         ``tiny(backbone_kind="internvl_vision")`` uses a toy InternViT (patch 14, img_size 56)."""
@@ -350,6 +409,8 @@ class V4Config:
         )
         if overrides.get("backbone_kind") == "internvl_vision":
             base.update(backbone_config=dict(INTERNVL_VISION_TINY), patch_size=14, img_size=56)
+        if overrides.get("backbone_kind") == "da3":
+            base.update(backbone_config=dict(DA3_TINY), patch_size=14, img_size=56)
         base.update(overrides)
         return cls(**base)
 
@@ -487,6 +548,8 @@ class V4Config:
             _fail("backbone_kind", self.backbone_kind, f"use one of {BACKBONE_KINDS}")
         if self.backbone_kind == "internvl_vision":
             self._validate_internvl_backbone()
+        if self.backbone_kind == "da3":
+            self._validate_da3_backbone()
         if self.img_size % self.patch_size != 0:
             lo = (self.img_size // self.patch_size) * self.patch_size
             hi = lo + self.patch_size
@@ -590,6 +653,56 @@ class V4Config:
                 f'backbone_kind "internvl_vision" has {patch}-pixel patches (backbone_config); '
                 f"set patch_size={patch} and an img_size that is a multiple of it"
                 + (", e.g. 448" if patch == 14 else ""),
+            )
+
+    def _validate_da3_backbone(self) -> None:
+        """backbone_kind "da3": backbone_config must hold exactly the ``DA3_SMALL`` keys with sizes DA3's code can
+        build, a feature layer after the first cross-view layer, and only the v4 head can feed it (it needs every
+        view and its pose at once)."""
+        fix = "start from para_core.model.config.DA3_SMALL (V4Config.paper_da3()) or DA3_TINY"
+        cfg = self.backbone_config
+        unknown, missing = sorted(set(cfg) - DA3_CONFIG_KEYS), sorted(DA3_CONFIG_KEYS - set(cfg))
+        if unknown or missing:
+            _fail("backbone_config", cfg, f"keys {unknown} are unknown and {missing} missing for a DA3 backbone; {fix}")
+        for key in ("embed_dim", "depth", "num_heads", "patch_size", "pos_embed_img_size", "cam_enc_trunk_depth",
+                    "cam_enc_num_heads"):  # fmt: skip
+            if isinstance(cfg[key], bool) or not isinstance(cfg[key], int) or cfg[key] < 1:
+                _fail("backbone_config", {key: cfg[key]}, "use a positive integer")
+        for key in ("cat_token", "use_camera_poses"):
+            if not isinstance(cfg[key], bool):
+                _fail("backbone_config", {key: cfg[key]}, "use true or false")
+        if cfg["ffn_layer"] not in ("mlp", "swiglufused"):
+            _fail("backbone_config", {"ffn_layer": cfg["ffn_layer"]}, 'use "mlp" (ViT-S/B/L) or "swiglufused" (ViT-g)')
+        for heads in ("num_heads", "cam_enc_num_heads"):
+            if cfg["embed_dim"] % cfg[heads] != 0:
+                _fail("backbone_config", {heads: cfg[heads]}, f"must divide embed_dim={cfg['embed_dim']}")
+        if cfg["pos_embed_img_size"] % cfg["patch_size"] != 0:
+            _fail("backbone_config", {"pos_embed_img_size": cfg["pos_embed_img_size"]}, "use a multiple of patch_size")
+        depth, alt, layer = cfg["depth"], cfg["alt_start"], cfg["feature_layer"]
+        if not (isinstance(alt, int) and 1 <= alt < depth):
+            _fail("backbone_config", {"alt_start": alt}, f"the first cross-view layer: use 1 .. {depth - 1}")
+        for key in ("qknorm_start", "rope_start"):
+            if not (isinstance(cfg[key], int) and (cfg[key] == -1 or 0 <= cfg[key] < depth)):
+                _fail("backbone_config", {key: cfg[key]}, f"use -1 (off) or a layer 0 .. {depth - 1}")
+        first_cross = alt if alt % 2 == 1 else alt + 1  # DA3: layers i >= alt_start with odd i attend across views
+        if not (isinstance(layer, int) and first_cross <= layer < depth):
+            _fail(
+                "backbone_config",
+                {"feature_layer": layer},
+                f"take a layer at or after the first cross-view layer {first_cross} and below depth={depth} "
+                f"(DA3-SMALL: 11, the last layer its DPT head reads)",
+            )
+        patch = cfg["patch_size"]
+        if patch != self.patch_size:
+            _fail(
+                "patch_size", self.patch_size, f'backbone_kind "da3" has {patch}-pixel patches; set patch_size={patch}'
+            )
+        if self.model_kind != "para_v4":
+            _fail(
+                "backbone_kind",
+                self.backbone_kind,
+                f"model_kind {self.model_kind!r} runs its backbone one view at a time; DA3 needs every view and its "
+                f'camera pose together, which only model_kind "para_v4" feeds. Use "dinov3" or "internvl_vision"',
             )
 
     # ---------------------------------------------------------------------------------------------- derived sizes
