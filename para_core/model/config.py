@@ -20,6 +20,11 @@ Presets:
   C = 1024 channels instead of 384. Both backbones expect ImageNet-normalised RGB (InternVL uses the ImageNet mean and
   std too), so the data pipeline is unchanged.
 
+- ``V4Config.paper_da3()``: the PARA v4 design's backbone variant v4_da3: the paper preset's head with
+  Depth-Anything-3's multi-view ViT (DA3-SMALL, ``DA3_SMALL``: 29,237,504 parameters with its camera encoder; the
+  views go in together with their camera poses, ``para_core.model.backbone_da3``), ``patch_size`` 14 and ``img_size``
+  504 (36 x 36 patches). The head reads C = 768 channels (DA3's concatenated per-view and cross-view tokens).
+
 Earlier-variant switches (ablations along the PARA v4 design's version history):
 
 - ``height_encoding``: ``"sincos"`` (v4: sin/cos PE of metric height normalised by the GLOBAL span [z_lo, z_hi]) or
@@ -292,13 +297,15 @@ class V4Config:
         confidence_radius_m: a step's confidence is the predicted probability mass within this distance of its
             decoded point.
         viz_top_k: number of most probable voxels returned for visualisation.
-        backbone_kind: key into ``para_core.model.backbones.BACKBONE_REGISTRY`` (``"dinov3"`` or ``"internvl_vision"``).
+        backbone_kind: key into ``para_core.model.backbones.BACKBONE_REGISTRY`` (``"dinov3"``, ``"internvl_vision"``
+            or ``"da3"``).
         backbone_config: keyword arguments of ``transformers.DINOv3ViTConfig`` (dinov3) or
-            ``transformers.InternVLVisionConfig`` (internvl_vision) (random init; used when
-            ``backbone_pretrained_dir`` is empty).
+            ``transformers.InternVLVisionConfig`` (internvl_vision), or the ``DA3_SMALL`` keys (da3) (random init; used
+            when ``backbone_pretrained_dir`` is empty).
         backbone_pretrained_dir: local directory with a ``transformers`` checkpoint of the backbone
             (``from_pretrained``, safetensors only; for internvl_vision also a whole InternVL model, whose vision tower
-            is taken); empty string = build from ``backbone_config`` with random weights.
+            is taken; for da3 a Depth-Anything-3 release: ``para_core.model.backbone_da3``); empty string = build from
+            ``backbone_config`` with random weights.
         lr, backbone_lr_mult: head learning rate and the factor applied to the backbone's learning rate.
         lr_warmup, lr_schedule, max_iters, batch_size, weight_decay: training schedule (used by the trainer).
     """
