@@ -73,3 +73,45 @@ def check_pretrained_dir(path: Path, what: str) -> None:
             f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
             f"with transformers' save_pretrained(..., safe_serialization=True)"
         )
+
+
+# InternVLVisionConfig fields recorded in checkpoints (the architecture and its dropouts, not the init scale).
+_INTERNVL_ARCH_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "hidden_act",
+    "attention_bias",
+    "use_qk_norm",
+    "norm_type",
+    "layer_norm_eps",
+    "image_size",
+    "patch_size",
+    "num_channels",
+    "use_mask_token",
+    "use_absolute_position_embeddings",
+    "layer_scale_init_value",
+    "use_mean_pooling",
+    "hidden_dropout_prob",
+    "attention_dropout",
+    "projection_dropout",
+)
+
+
+def internvl_tower_arch(hf) -> dict:
+    """The ``backbone_config`` of an InternViT from its transformers ``InternVLVisionConfig`` (sizes as ints)."""
+    out = {k: getattr(hf, k) for k in _INTERNVL_ARCH_KEYS if hasattr(hf, k)}
+    for k in ("image_size", "patch_size"):
+        if k in out:
+            out[k] = int_side(out[k])
+    return out
+
+
+def int_side(value) -> int:
+    """transformers stores InternViT sizes as (h, w); our configs use one int for square sizes."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2 or value[0] != value[1]:
+            raise ValueError(f"InternViT size {value!r} is not square; para_core uses square images and patches")
+        return int(value[0])
+    return int(value)

@@ -36,8 +36,9 @@ import torch
 import torch.nn.functional as Fn
 from torch import nn
 
-from para_core.model.backbone_base import Backbone, BackboneOutput, check_pretrained_dir
+from para_core.model.backbone_base import Backbone, BackboneOutput, check_pretrained_dir, int_side, internvl_tower_arch
 from para_core.model.backbone_da3 import DA3Backbone
+from para_core.model.backbone_vlm import InternVLLanguageBackbone
 from para_core.model.config import V4Config
 
 # DINOv3ViTConfig fields recorded in checkpoints (the architecture, not the training-time extras).
@@ -124,28 +125,6 @@ class DINOv3Backbone(Backbone):
         return BackboneOutput(patch_grid=grid, cls=tokens[:, 0])
 
 
-# InternVLVisionConfig fields recorded in checkpoints (the architecture and its dropouts, not the init scale).
-_INTERNVL_ARCH_KEYS = (
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "hidden_act",
-    "attention_bias",
-    "use_qk_norm",
-    "norm_type",
-    "layer_norm_eps",
-    "image_size",
-    "patch_size",
-    "num_channels",
-    "use_mask_token",
-    "use_absolute_position_embeddings",
-    "layer_scale_init_value",
-    "use_mean_pooling",
-    "hidden_dropout_prob",
-    "attention_dropout",
-    "projection_dropout",
-)
 # Where a whole InternVL model's safetensors keep the vision tower (hub layout, and transformers 5's module layout).
 _INTERNVL_TOWER_PREFIXES = ("vision_tower.", "model.vision_tower.")
 
@@ -211,15 +190,6 @@ def _load_internvl_tower(path: Path) -> nn.Module:
     )
 
 
-def _int_side(value) -> int:
-    """transformers stores InternViT sizes as (h, w); our configs use one int for square sizes."""
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2 or value[0] != value[1]:
-            raise ValueError(f"InternViT size {value!r} is not square; para_core uses square images and patches")
-        return int(value[0])
-    return int(value)
-
-
 class InternVLVisionBackbone(Backbone):
     """InternVL's vision tower (InternViT) through ``transformers.InternVLVisionModel``: real weights from a local
     directory when ``config.backbone_pretrained_dir`` is set (see ``_load_internvl_tower``), otherwise random
@@ -235,7 +205,7 @@ class InternVLVisionBackbone(Backbone):
         else:
             self.vit = InternVLVisionModel(InternVLVisionConfig(**config.backbone_config))
         hf = self.vit.config
-        patch = _int_side(hf.patch_size)
+        patch = int_side(hf.patch_size)
         if patch != config.patch_size:
             raise ValueError(
                 f"backbone patch_size {patch} != V4Config.patch_size {config.patch_size}: "
@@ -251,12 +221,7 @@ class InternVLVisionBackbone(Backbone):
             mask_token.requires_grad_(False)
 
     def arch_config(self) -> dict:
-        hf = self.vit.config
-        out = {k: getattr(hf, k) for k in _INTERNVL_ARCH_KEYS if hasattr(hf, k)}
-        for k in ("image_size", "patch_size"):
-            if k in out:
-                out[k] = _int_side(out[k])
-        return out
+        return internvl_tower_arch(self.vit.config)
 
     def _norm(self, x: torch.Tensor) -> torch.Tensor:
         return Fn.layer_norm(x, (self.hidden_size,), eps=self.out_norm_eps) if self.mean_pool else x
@@ -275,6 +240,7 @@ BACKBONE_REGISTRY: dict[str, Callable[[V4Config], Backbone]] = {
     "dinov3": DINOv3Backbone,
     "internvl_vision": InternVLVisionBackbone,
     "da3": DA3Backbone,
+    "internvl": InternVLLanguageBackbone,
 }
 
 

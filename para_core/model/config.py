@@ -139,6 +139,56 @@ INTERNVL_VISION_CONFIG_KEYS = frozenset(
     }
 )
 
+# InternVL 2.5-1B's language model, Qwen2.5-0.5B-Instruct (OpenGVLab/InternVL2_5-1B, llm_config), as keyword
+# arguments of ``transformers.Qwen2Config``: 896 wide, 24 layers, 14 query heads sharing 2 key/value heads, SiLU gated
+# MLP of width 4864, RMSNorm, RoPE base 1e6, tied input/output embeddings, 151,674 tokens.
+QWEN25_05B_TEXT: dict[str, Any] = {
+    "model_type": "qwen2",
+    "vocab_size": 151674,
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "hidden_act": "silu",
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+}
+QWEN2_CONFIG_KEYS = tuple(k for k in QWEN25_05B_TEXT if k != "model_type")
+
+# The whole InternVL 2.5-1B for ``backbone_kind = "internvl"`` (para_core.model.backbone_vlm): its vision tower, the
+# 2 x 2 pixel shuffle + MLP projector into the language model, the language model, the image token's id, and the text
+# prompt (the dataset's task string or name; empty by default) with its token ids (filled in when the model is built).
+INTERNVL25_1B: dict[str, Any] = {
+    "vision_config": dict(INTERNVL25_1B_VISION),
+    "text_config": dict(QWEN25_05B_TEXT),
+    "image_token_id": 151667,
+    "downsample_ratio": 0.5,
+    "projector_hidden_act": "gelu",
+    "prompt": "",
+    "prompt_token_ids": None,
+}
+
+# A toy InternVL with the same structure, for tests: 112 px images = 8 x 8 patches = 4 x 4 image tokens, a language
+# model of 2 layers with 300 token ids (byte-valued prompts fit) and 64 positions.
+INTERNVL_TINY: dict[str, Any] = {
+    **INTERNVL25_1B,
+    "vision_config": {**INTERNVL_VISION_TINY, "image_size": 112},
+    "text_config": {
+        **QWEN25_05B_TEXT,
+        "vocab_size": 300,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 64,
+    },
+    "image_token_id": 299,
+}
+
 # Depth-Anything-3 DA3-SMALL (depth-anything/DA3-SMALL; the official code's configs/da3-small.yaml), the release of
 # the shipping DINOv3 ViT-S's size: a DINOv2-style ViT-S/14 (384 wide, 12 layers, 6 heads, GELU MLP x4, layer scale,
 # position table for 518 px) whose layers from ``alt_start`` on use RoPE and QK-norm and alternate per-view and
@@ -184,9 +234,9 @@ DA3_CONFIG_KEYS = frozenset(DA3_SMALL)
 
 HEIGHT_ENCODINGS = ("sincos", "learned")
 Z_RANGE_MODES = ("adaptive", "fixed")
-BACKBONE_KINDS = ("dinov3", "internvl_vision", "da3")
+BACKBONE_KINDS = ("dinov3", "internvl_vision", "da3", "internvl")
 # Patch size of each backbone family (the default when backbone_config does not set one).
-BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14, "da3": 14}
+BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14, "da3": 14, "internvl": 14}
 LR_SCHEDULES = ("cosine", "constant")
 # Model-config fields that only steer the optimisation: a resumed or fine-tuned run may change these (e.g. more
 # max_iters; para_core.train.trainer, para_core.train.init_from).
@@ -249,6 +299,7 @@ PRESET_NAMES = (
     "paper",
     "paper_internvl",
     "paper_da3",
+    "paper_vlm",
     "paper_v2",
     "dino_kv",
 )
@@ -391,6 +442,22 @@ class V4Config:
         return cls(**base)
 
     @classmethod
+    def paper_vlm(cls, **overrides: Any) -> V4Config:
+        """PARA v4's v4_vlm variant as designed: the paper preset's head with the whole InternVL 2.5-1B
+        (``INTERNVL25_1B``: trainable vision tower and projector, frozen language model reading a text prompt,
+        ``para_core.model.backbone_vlm``) at img_size 448 (16 x 16 image tokens). Set the prompt in
+        ``backbone_config["prompt"]``."""
+        base = dict(
+            name="paper_vlm",
+            backbone_kind="internvl",
+            backbone_config=dict(INTERNVL25_1B),
+            patch_size=14,
+            img_size=448,
+        )
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
     def tiny(cls, **overrides: Any) -> V4Config:
         """Same architecture at toy size: forward + backward well under a second on 2 CPU cores.
         ``tiny(backbone_kind="internvl_vision")`` uses a toy InternViT (patch 14, img_size 56)."""
@@ -418,6 +485,8 @@ class V4Config:
             base.update(backbone_config=dict(INTERNVL_VISION_TINY), patch_size=14, img_size=56)
         if overrides.get("backbone_kind") == "da3":
             base.update(backbone_config=dict(DA3_TINY), patch_size=14, img_size=56)
+        if overrides.get("backbone_kind") == "internvl":
+            base.update(backbone_config=dict(INTERNVL_TINY), patch_size=14, img_size=112)
         base.update(overrides)
         return cls(**base)
 
@@ -557,6 +626,8 @@ class V4Config:
             self._validate_internvl_backbone()
         if self.backbone_kind == "da3":
             self._validate_da3_backbone()
+        if self.backbone_kind == "internvl":
+            self._validate_internvl_lm_backbone()
         if self.img_size % self.patch_size != 0:
             lo = (self.img_size // self.patch_size) * self.patch_size
             hi = lo + self.patch_size
@@ -660,6 +731,35 @@ class V4Config:
                 f'backbone_kind "internvl_vision" has {patch}-pixel patches (backbone_config); '
                 f"set patch_size={patch} and an img_size that is a multiple of it"
                 + (", e.g. 448" if patch == 14 else ""),
+            )
+
+    def _validate_internvl_lm_backbone(self) -> None:
+        """backbone_kind "internvl": backbone_config must hold the ``INTERNVL25_1B`` keys, a tower config of
+        InternVLVisionConfig keywords, a Qwen2 text config, a string prompt and 14-pixel patches."""
+        fix = "start from para_core.model.config.INTERNVL25_1B (V4Config.paper_vlm()) or INTERNVL_TINY"
+        cfg = self.backbone_config
+        unknown, missing = sorted(set(cfg) - set(INTERNVL25_1B)), sorted(set(INTERNVL25_1B) - set(cfg))
+        if unknown or missing:
+            _fail("backbone_config", cfg, f"keys {unknown} are unknown and {missing} missing for InternVL; {fix}")
+        vision, text = cfg["vision_config"], cfg["text_config"]
+        if not isinstance(vision, dict) or set(vision) - INTERNVL_VISION_CONFIG_KEYS:
+            _fail("backbone_config", {"vision_config": vision}, f"use InternVLVisionConfig keywords; {fix}")
+        if not isinstance(text, dict) or text.get("model_type") != "qwen2" or set(text) - set(QWEN25_05B_TEXT):
+            _fail("backbone_config", {"text_config": text}, f"use a qwen2 config with the QWEN25_05B_TEXT keys; {fix}")
+        if not isinstance(cfg["prompt"], str):
+            _fail("backbone_config", {"prompt": cfg["prompt"]}, "use a string (the dataset's task or name)")
+        ids = cfg["prompt_token_ids"]
+        if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) and i >= 0 for i in ids)):
+            _fail("backbone_config", {"prompt_token_ids": ids}, "use null (tokenise the prompt) or a list of token ids")
+        if cfg["downsample_ratio"] != 0.5:
+            _fail("backbone_config", {"downsample_ratio": cfg["downsample_ratio"]}, "InternVL 2.5 uses 0.5")
+        patch = _square_size(vision.get("patch_size", 14))
+        if patch != self.patch_size:
+            _fail(
+                "patch_size",
+                self.patch_size,
+                f'backbone_kind "internvl" has {patch}-pixel patches; set patch_size={patch} and an img_size that is '
+                f"a multiple of {2 * patch} (e.g. 448)",
             )
 
     def _validate_da3_backbone(self) -> None:
