@@ -240,3 +240,20 @@ def test_prompt_longer_than_the_language_model_takes_is_refused():
         _tiny(prompt=3)
     with pytest.raises(ValueError, match="img_size = 126.*multiple of 28"):
         build_model(_tiny(img_size=126))
+
+
+def test_para_train_prompt_is_the_datasets_name_or_the_flag(tmp_path):
+    from para_core.data.dataset import ARRAYS_FILE, META_FILE
+    from para_core.train.cli import build_parser, resolve_configs
+
+    episode = tmp_path / "pick_cube" / "ep_000"
+    episode.mkdir(parents=True)
+    (episode / META_FILE).write_text("{}")
+    (episode / ARRAYS_FILE).write_bytes(b"")
+    common = ["--data", str(tmp_path / "pick_cube"), "--out", str(tmp_path / "run")]
+    model, _, _ = resolve_configs(build_parser().parse_args([*common, "--preset", "paper_vlm"]))
+    assert model.backbone_config["prompt"] == "pick_cube"
+    model, _, _ = resolve_configs(build_parser().parse_args([*common, "--preset", "paper_vlm", "--prompt", "stack"]))
+    assert model.backbone_config["prompt"] == "stack"
+    with pytest.raises(ValueError, match="--prompt is for backbone_kind 'internvl'"):
+        resolve_configs(build_parser().parse_args([*common, "--preset", "paper", "--prompt", "stack"]))

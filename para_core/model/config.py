@@ -25,6 +25,10 @@ Presets:
   views go in together with their camera poses, ``para_core.model.backbone_da3``), ``patch_size`` 14 and ``img_size``
   504 (36 x 36 patches). The head reads C = 768 channels (DA3's concatenated per-view and cross-view tokens).
 
+- ``V4Config.paper_vlm()``: v4_vlm as the PARA v4 design describes it: the whole InternVL 2.5-1B (``INTERNVL25_1B``),
+  vision tower and projector trainable, the language model frozen and reading ``backbone_config["prompt"]``
+  (``para_core.model.backbone_vlm``), img_size 448 (16 x 16 image tokens). The head reads C = 896 channels.
+
 Earlier-variant switches (ablations along the PARA v4 design's version history):
 
 - ``height_encoding``: ``"sincos"`` (v4: sin/cos PE of metric height normalised by the GLOBAL span [z_lo, z_hi]) or
@@ -349,10 +353,11 @@ class V4Config:
             decoded point.
         viz_top_k: number of most probable voxels returned for visualisation.
         backbone_kind: key into ``para_core.model.backbones.BACKBONE_REGISTRY`` (``"dinov3"``, ``"internvl_vision"``
-            or ``"da3"``).
+            ``"da3"`` or ``"internvl"``).
         backbone_config: keyword arguments of ``transformers.DINOv3ViTConfig`` (dinov3) or
-            ``transformers.InternVLVisionConfig`` (internvl_vision), or the ``DA3_SMALL`` keys (da3) (random init; used
-            when ``backbone_pretrained_dir`` is empty).
+            ``transformers.InternVLVisionConfig`` (internvl_vision), the ``DA3_SMALL`` keys (da3) or the
+            ``INTERNVL25_1B`` keys (internvl: tower and language-model configs, prompt) (random init; used when
+            ``backbone_pretrained_dir`` is empty).
         backbone_pretrained_dir: local directory with a ``transformers`` checkpoint of the backbone
             (``from_pretrained``, safetensors only; for internvl_vision also a whole InternVL model, whose vision tower
             is taken; for da3 a Depth-Anything-3 release: ``para_core.model.backbone_da3``); empty string = build from
