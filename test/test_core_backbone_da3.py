@@ -356,3 +356,20 @@ def test_validation_and_input_refusals():
         model.image_features(inp.images)
     with torch.no_grad():
         assert math.isfinite(float(model(inp).volume_logits.max()))
+
+
+def test_policy_reference_and_fast_paths_agree():
+    """Through ``Policy``: preprocessing, the backbone with the observation's poses, decoding; the fast path
+    (``para_core.model.v4_fast``) decodes the same chunk."""
+    from test_core_fast_path import observation
+
+    from para_core.model.policy import Policy
+
+    cfg = _tiny()
+    ref = Policy.random_init(cfg, device="cpu", seed=0)
+    fast = Policy.random_init(cfg, device="cpu", seed=0, fast=True)
+    obs = observation(cfg, 0)
+    a, b = ref.predict(*obs), fast.predict(*obs)
+    assert a.positions_world.shape == (cfg.n_window, 3)
+    np.testing.assert_allclose(b.positions_world, a.positions_world, atol=1e-6)
+    np.testing.assert_allclose(b.confidence, a.confidence, atol=1e-5)

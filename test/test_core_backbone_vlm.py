@@ -8,6 +8,7 @@ import dataclasses
 import importlib.util
 import json
 
+import numpy as np
 import pytest
 import torch
 from core_fixtures import make_inputs, make_trajectory
@@ -257,3 +258,20 @@ def test_para_train_prompt_is_the_datasets_name_or_the_flag(tmp_path):
     assert model.backbone_config["prompt"] == "stack"
     with pytest.raises(ValueError, match="--prompt is for backbone_kind 'internvl'"):
         resolve_configs(build_parser().parse_args([*common, "--preset", "paper", "--prompt", "stack"]))
+
+
+def test_policy_reference_and_fast_paths_agree():
+    """Through ``Policy``: preprocessing, the backbone with the observation's poses, decoding; the fast path
+    (``para_core.model.v4_fast``) decodes the same chunk."""
+    from test_core_fast_path import observation
+
+    from para_core.model.policy import Policy
+
+    cfg = _tiny()
+    ref = Policy.random_init(cfg, device="cpu", seed=0)
+    fast = Policy.random_init(cfg, device="cpu", seed=0, fast=True)
+    obs = observation(cfg, 0)
+    a, b = ref.predict(*obs), fast.predict(*obs)
+    assert a.positions_world.shape == (cfg.n_window, 3)
+    np.testing.assert_allclose(b.positions_world, a.positions_world, atol=1e-6)
+    np.testing.assert_allclose(b.confidence, a.confidence, atol=1e-5)
