@@ -199,7 +199,8 @@ def test_cross_view_attention_and_camera_tokens_reach_the_features():
     assert not torch.allclose(changed[:, 0], base[:, 0], atol=1e-4)
     assert not torch.allclose(changed[:, 1], base[:, 1], atol=1e-4)
     # the same rigid motion of the whole rig (world frame only) leaves them alone: DA3 sees relative poses
-    shift = _pose(np.eye(3), [0.3, -0.2, 0.1]).float()
+    c, s = math.cos(0.5), math.sin(0.5)
+    shift = _pose(np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), [0.3, -0.2, 0.1]).float()
     rig = dataclasses.replace(inp, T_world_cam=shift @ inp.T_world_cam)
     torch.testing.assert_close(_view_features(model, rig), base, rtol=1e-4, atol=1e-4)
     # without camera poses the pose does not reach the features
