@@ -212,6 +212,10 @@ def test_pretrained_dir_and_refusals(tmp_path):
     assert meta["backbone_pretrained_dir"] == "" and meta["backbone_config"]["prompt_token_ids"] == list(
         b"pick up the cube"
     )
+    loaded, _, _ = load_checkpoint(ckpt, expected_kind="para_v4")  # rebuilt from the recorded architecture
+    c = loaded.backbone.vlm.state_dict()
+    assert c.keys() == a.keys() and all(torch.equal(a[k], c[k]) for k in a)
+    assert loaded.backbone.prompt_ids == model.backbone.prompt_ids
     with pytest.raises(ValueError, match="not a local directory.*huggingface-cli download"):
         build("OpenGVLab/InternVL2_5-1B")
     tower = tmp_path / "tower"
