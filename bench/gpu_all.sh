@@ -4,11 +4,14 @@
 #      peak memory and TFLOP/s against the device's peak; the same in fp32 without the compiled path;
 #   2. one training step of the paper preset at batch 4 in bf16 autocast: the phase profile (data, forward, loss,
 #      backward, optimiser), FLOPs per step against a plain matmul measured in the same run, peak memory;
-#   3. policy latency (reference vs fast, bf16) and a bf16 training step of EVERY other preset
-#      (para_core.model.config.PRESET_NAMES: the InternVL backbone, the v2 ablation, the DINO-KV head, the
-#      coordinate-regression baseline, the pick-and-place and tiny models);
+#   3. policy latency (reference vs fast, bf16, batch 1) and a bf16 training step (batch 4) of EVERY other preset
+#      (para_core.model.config.PRESET_NAMES), the PARA v4 design's backbone presets first (paper_da3: Depth-Anything-3,
+#      paper_vlm: InternVL 2.5-1B with its frozen language model, paper_internvl: its vision tower alone), then the v2
+#      ablation, the DINO-KV head, the coordinate-regression baseline, the pick-and-place and tiny models;
 #   4. camera -> chunk latency through the inference node, only where ROS 2 (rclpy) is installed.
-# Needs python3 with torch (CUDA), transformers, safetensors, numpy, opencv and pyyaml; SciPy where present, else
+# Needs python3 with torch (CUDA), transformers, safetensors, numpy, opencv and pyyaml, and for paper_da3 the
+# Depth-Anything-3 model code (pip install -r requirements-da3.txt && pip install --no-deps depth-anything-3==0.1.1;
+# without it that preset's parts fail with the install hint and the others run); SciPy where present, else
 # bench/gpu_shim (a NumPy stand-in for the few rotation functions para_core uses) goes on PYTHONPATH. No ROS, no
 # MuJoCo. Each part writes its log to OUT/<part>.txt (OUT: the environment's, else ./gpu_bench_out), its exit status
 # and time to OUT/summary.txt; a failing or timed-out part does not stop the others; parts left when BUDGET_S is
@@ -60,7 +63,10 @@ print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', t
       'transformers', transformers.__version__, 'numpy', numpy.__version__, 'opencv', cv2.__version__)
 print('gpu', torch.cuda.get_device_name(0), 'bf16', torch.cuda.is_bf16_supported())"; nproc; uptime; } \
     >"$OUT/machine.txt" 2>&1
-PRESETS="${PRESETS:-$("$PY" -c "from para_core.model.config import PRESET_NAMES; print(' '.join(PRESET_NAMES))")}"
+# the backbone experiments first, so that a spent budget skips the small presets, not them
+PRESETS="${PRESETS:-$("$PY" -c "from para_core.model.config import PRESET_NAMES as p
+first = [n for n in ('paper_da3', 'paper_vlm', 'paper_internvl') if n in p]
+print(' '.join(first + [n for n in p if n not in first]))")}"
 echo "presets: $PRESETS" | tee -a "$OUT/summary.txt"
 
 # 1-2: the paper preset, the figures the design is judged by

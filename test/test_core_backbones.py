@@ -269,8 +269,8 @@ def test_validation_errors_name_field_value_and_fix():
         V4Config(backbone_kind="internvl_vision", patch_size=14, img_size=448)  # the default DINOv3 config
     with pytest.raises(ValueError, match=r"V4Config\.patch_size = 14 is invalid.*7-pixel patches.*set patch_size=7"):
         _tiny(backbone_config={**INTERNVL_VISION_TINY, "patch_size": 7})
-    with pytest.raises(ValueError, match=r"V4Config\.backbone_kind = 'da3' is invalid"):
-        V4Config.tiny(backbone_kind="da3")
+    with pytest.raises(ValueError, match=r"V4Config\.backbone_kind = 'da2' is invalid.*'da3'"):
+        V4Config.tiny(backbone_kind="da2")
     # transformers stores the patch as a (14, 14) pair; a square pair is accepted (e.g. a hand-edited config)
     assert _tiny(backbone_config={**INTERNVL_VISION_TINY, "patch_size": [14, 14]}).patch_size == 14
 

@@ -55,7 +55,11 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
     zbin, rem = divmod(rem, P * P)
     row, col = divmod(rem, P)
     images = inputs.images[0]  # (N, 3, S, S)
-    tokens = model.backbone(images[view : view + 1]).patch_grid[0].float().cpu().numpy()  # (C, h, w)
+    if model.backbone.multi_view:  # DA3: all views and their poses together, then this view's grid
+        views = model.backbone.forward_views(inputs.images[:1], inputs.K_img[:1], inputs.T_world_cam[:1])
+        tokens = views.patch_grid[view].float().cpu().numpy()  # (C, h, w)
+    else:
+        tokens = model.backbone(images[view : view + 1]).patch_grid[0].float().cpu().numpy()  # (C, h, w)
     if isinstance(model, ParaDinoKVModel):
         feats, _ = model.pixel_features(inputs.images)  # (1, F, P, P)
         feat = feats[0].float().cpu().numpy()
@@ -66,7 +70,7 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
         vec_e = np.stack([t_emb, h_emb, key])  # (3, F)
         vec_e_labels = f"t_emb[t={t}]|h_emb[z={zbin}]|key = unit(t_emb + h_emb)"
     else:
-        maps, _ = model.image_features(inputs.images)  # (1, N, F, P, P)
+        maps, _ = model.image_features(inputs.images, inputs.K_img, inputs.T_world_cam)  # (1, N, F, P, P)
         feat = maps[0, view].float().cpu().numpy()
         q = out.query[0, t].float().cpu().numpy()
         vf = out.voxel_feat[0, best].float().cpu().numpy()

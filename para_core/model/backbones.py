@@ -19,23 +19,26 @@ Registered kinds (``V4Config.backbone_kind``):
   the mean token: the head then sees unit-scale tokens as it does from DINOv3's final norm (any affine part would be
   absorbed by the head's first linear layers anyway).
 
-Depth-Anything-3 is not available: transformers 5.24 ships ``depth_anything`` (v1/v2, DPT head on a DINOv2 backbone)
-and ``prompt_depth_anything`` but no DA3 (multi-view ViT with camera tokens); it would be added here with the same
-interface.
+- ``"da3"``: Depth-Anything-3's multi-view ViT on the official ``depth_anything_3`` code (PARA v4's v4_da3), in
+  ``para_core.model.backbone_da3``. It is the one multi-view backbone (``Backbone.multi_view``): every view of an
+  observation and its camera pose go in together (``forward_views``), see that module.
+
+The interface itself (``Backbone``, ``BackboneOutput``) is in ``para_core.model.backbone_base``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as Fn
 from torch import nn
 
-from para_core.model import cpu_attention
+from para_core.model.backbone_base import Backbone, BackboneOutput, check_pretrained_dir, int_side, internvl_tower_arch
+from para_core.model.backbone_da3 import DA3Backbone
+from para_core.model.backbone_vlm import InternVLLanguageBackbone
 from para_core.model.config import V4Config
 
 # DINOv3ViTConfig fields recorded in checkpoints (the architecture, not the training-time extras).
@@ -60,40 +63,6 @@ _DINOV3_ARCH_KEYS = (
     "pos_embed_jitter",
     "pos_embed_rescale",
 )
-
-
-@dataclass
-class BackboneOutput:
-    patch_grid: torch.Tensor  # (B, C, H/p, W/p)
-    cls: torch.Tensor  # (B, C)
-
-
-class Backbone(nn.Module):
-    """Interface: ``hidden_size`` (C), ``patch_size`` (p), ``forward(pixel_values) -> BackboneOutput``, and
-    ``arch_config()`` (a dict that rebuilds the same architecture with random weights)."""
-
-    hidden_size: int
-    patch_size: int
-
-    def forward(self, pixel_values: torch.Tensor) -> BackboneOutput:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def arch_config(self) -> dict:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def set_attention(self, implementation: str) -> None:
-        """The attention function the transformer's layers call: a transformers ``AttentionInterface`` name ("sdpa",
-        "eager", or ``para_core.model.cpu_attention.NAME``, registered here). The backbones of this module wrap a
-        transformers model in ``self.vit``."""
-
-        if implementation == cpu_attention.NAME:
-            cpu_attention.register()
-        self.vit.set_attn_implementation(implementation)
-
-    @property
-    def attention(self) -> str:
-        """The attention implementation in use (see :meth:`set_attention`)."""
-        return str(self.vit.config._attn_implementation)
 
 
 class DINOv3Backbone(Backbone):
@@ -156,45 +125,8 @@ class DINOv3Backbone(Backbone):
         return BackboneOutput(patch_grid=grid, cls=tokens[:, 0])
 
 
-# InternVLVisionConfig fields recorded in checkpoints (the architecture and its dropouts, not the init scale).
-_INTERNVL_ARCH_KEYS = (
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "hidden_act",
-    "attention_bias",
-    "use_qk_norm",
-    "norm_type",
-    "layer_norm_eps",
-    "image_size",
-    "patch_size",
-    "num_channels",
-    "use_mask_token",
-    "use_absolute_position_embeddings",
-    "layer_scale_init_value",
-    "use_mean_pooling",
-    "hidden_dropout_prob",
-    "attention_dropout",
-    "projection_dropout",
-)
 # Where a whole InternVL model's safetensors keep the vision tower (hub layout, and transformers 5's module layout).
 _INTERNVL_TOWER_PREFIXES = ("vision_tower.", "model.vision_tower.")
-
-
-def _check_pretrained_dir(path: Path, what: str) -> None:
-    """The same refusals as the DINOv3 backbone: a config.json and safetensors weights are required."""
-    if not (path / "config.json").is_file():
-        raise ValueError(
-            f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
-            f"a local transformers {what} checkpoint directory, or set it to '' for random weights"
-        )
-    if not any(path.glob("*.safetensors")):
-        raise ValueError(
-            f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
-            f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
-            f"with transformers' save_pretrained(..., safe_serialization=True)"
-        )
 
 
 def _load_internvl_tower(path: Path) -> nn.Module:
@@ -207,7 +139,7 @@ def _load_internvl_tower(path: Path) -> nn.Module:
     # transformers: loaded on first use, not on import
     from transformers import InternVLVisionConfig, InternVLVisionModel
 
-    _check_pretrained_dir(path, "InternVL")
+    check_pretrained_dir(path, "InternVL")
     try:
         model_type = json.loads((path / "config.json").read_text()).get("model_type")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
@@ -258,15 +190,6 @@ def _load_internvl_tower(path: Path) -> nn.Module:
     )
 
 
-def _int_side(value) -> int:
-    """transformers stores InternViT sizes as (h, w); our configs use one int for square sizes."""
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2 or value[0] != value[1]:
-            raise ValueError(f"InternViT size {value!r} is not square; para_core uses square images and patches")
-        return int(value[0])
-    return int(value)
-
-
 class InternVLVisionBackbone(Backbone):
     """InternVL's vision tower (InternViT) through ``transformers.InternVLVisionModel``: real weights from a local
     directory when ``config.backbone_pretrained_dir`` is set (see ``_load_internvl_tower``), otherwise random
@@ -282,7 +205,7 @@ class InternVLVisionBackbone(Backbone):
         else:
             self.vit = InternVLVisionModel(InternVLVisionConfig(**config.backbone_config))
         hf = self.vit.config
-        patch = _int_side(hf.patch_size)
+        patch = int_side(hf.patch_size)
         if patch != config.patch_size:
             raise ValueError(
                 f"backbone patch_size {patch} != V4Config.patch_size {config.patch_size}: "
@@ -298,12 +221,7 @@ class InternVLVisionBackbone(Backbone):
             mask_token.requires_grad_(False)
 
     def arch_config(self) -> dict:
-        hf = self.vit.config
-        out = {k: getattr(hf, k) for k in _INTERNVL_ARCH_KEYS if hasattr(hf, k)}
-        for k in ("image_size", "patch_size"):
-            if k in out:
-                out[k] = _int_side(out[k])
-        return out
+        return internvl_tower_arch(self.vit.config)
 
     def _norm(self, x: torch.Tensor) -> torch.Tensor:
         return Fn.layer_norm(x, (self.hidden_size,), eps=self.out_norm_eps) if self.mean_pool else x
@@ -321,6 +239,8 @@ class InternVLVisionBackbone(Backbone):
 BACKBONE_REGISTRY: dict[str, Callable[[V4Config], Backbone]] = {
     "dinov3": DINOv3Backbone,
     "internvl_vision": InternVLVisionBackbone,
+    "da3": DA3Backbone,
+    "internvl": InternVLLanguageBackbone,
 }
 
 

@@ -20,6 +20,15 @@ Presets:
   C = 1024 channels instead of 384. Both backbones expect ImageNet-normalised RGB (InternVL uses the ImageNet mean and
   std too), so the data pipeline is unchanged.
 
+- ``V4Config.paper_da3()``: the PARA v4 design's backbone variant v4_da3: the paper preset's head with
+  Depth-Anything-3's multi-view ViT (DA3-SMALL, ``DA3_SMALL``: 29,237,504 parameters with its camera encoder; the
+  views go in together with their camera poses, ``para_core.model.backbone_da3``), ``patch_size`` 14 and ``img_size``
+  504 (36 x 36 patches). The head reads C = 768 channels (DA3's concatenated per-view and cross-view tokens).
+
+- ``V4Config.paper_vlm()``: v4_vlm as the PARA v4 design describes it: the whole InternVL 2.5-1B (``INTERNVL25_1B``),
+  vision tower and projector trainable, the language model frozen and reading ``backbone_config["prompt"]``
+  (``para_core.model.backbone_vlm``), img_size 448 (16 x 16 image tokens). The head reads C = 896 channels.
+
 Earlier-variant switches (ablations along the PARA v4 design's version history):
 
 - ``height_encoding``: ``"sincos"`` (v4: sin/cos PE of metric height normalised by the GLOBAL span [z_lo, z_hi]) or
@@ -134,11 +143,104 @@ INTERNVL_VISION_CONFIG_KEYS = frozenset(
     }
 )
 
+# InternVL 2.5-1B's language model, Qwen2.5-0.5B-Instruct (OpenGVLab/InternVL2_5-1B, llm_config), as keyword
+# arguments of ``transformers.Qwen2Config``: 896 wide, 24 layers, 14 query heads sharing 2 key/value heads, SiLU gated
+# MLP of width 4864, RMSNorm, RoPE base 1e6, tied input/output embeddings, 151,674 tokens.
+QWEN25_05B_TEXT: dict[str, Any] = {
+    "model_type": "qwen2",
+    "vocab_size": 151674,
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "hidden_act": "silu",
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+}
+QWEN2_CONFIG_KEYS = tuple(k for k in QWEN25_05B_TEXT if k != "model_type")
+
+# The whole InternVL 2.5-1B for ``backbone_kind = "internvl"`` (para_core.model.backbone_vlm): its vision tower, the
+# 2 x 2 pixel shuffle + MLP projector into the language model, the language model, the image token's id, and the text
+# prompt (the dataset's task string or name; empty by default) with its token ids (filled in when the model is built).
+INTERNVL25_1B: dict[str, Any] = {
+    "vision_config": dict(INTERNVL25_1B_VISION),
+    "text_config": dict(QWEN25_05B_TEXT),
+    "image_token_id": 151667,
+    "downsample_ratio": 0.5,
+    "projector_hidden_act": "gelu",
+    "prompt": "",
+    "prompt_token_ids": None,
+}
+
+# A toy InternVL with the same structure, for tests: 112 px images = 8 x 8 patches = 4 x 4 image tokens, a language
+# model of 2 layers with 300 token ids (byte-valued prompts fit) and 64 positions.
+INTERNVL_TINY: dict[str, Any] = {
+    **INTERNVL25_1B,
+    "vision_config": {**INTERNVL_VISION_TINY, "image_size": 112},
+    "text_config": {
+        **QWEN25_05B_TEXT,
+        "vocab_size": 300,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 64,
+    },
+    "image_token_id": 299,
+}
+
+# Depth-Anything-3 DA3-SMALL (depth-anything/DA3-SMALL; the official code's configs/da3-small.yaml), the release of
+# the shipping DINOv3 ViT-S's size: a DINOv2-style ViT-S/14 (384 wide, 12 layers, 6 heads, GELU MLP x4, layer scale,
+# position table for 518 px) whose layers from ``alt_start`` on use RoPE and QK-norm and alternate per-view and
+# cross-view attention, plus the camera encoder (``cam_enc``: 4 transformer blocks of 16 heads) that turns each view's
+# pose and field of view into the camera token. ``feature_layer`` is the last of DA3's ``out_layers`` [5, 7, 9, 11]:
+# the tokens its DPT head reads last. ``cat_token``: each token is [per-view stream, normed cross-view stream], so
+# C = 2 x 384 = 768. ``use_camera_poses``: feed the package's camera poses as DA3's camera tokens (else DA3's learned
+# reference/source tokens). Keys: para_core.model.backbone_da3 (parameter count checked there by hand).
+DA3_SMALL: dict[str, Any] = {
+    "embed_dim": 384,
+    "depth": 12,
+    "num_heads": 6,
+    "mlp_ratio": 4.0,
+    "ffn_layer": "mlp",
+    "patch_size": 14,
+    "pos_embed_img_size": 518,
+    "alt_start": 4,
+    "qknorm_start": 4,
+    "rope_start": 4,
+    "cat_token": True,
+    "feature_layer": 11,
+    "cam_enc_trunk_depth": 4,
+    "cam_enc_num_heads": 16,
+    "use_camera_poses": True,
+}
+
+# A toy DA3 with the same structure (per-view then alternating cross-view layers, RoPE, QK-norm, camera encoder), for
+# tests: 56 px images = 4 x 4 patches, cross-view attention in layer 3 (the feature layer).
+DA3_TINY: dict[str, Any] = {
+    **DA3_SMALL,
+    "embed_dim": 32,
+    "depth": 4,
+    "num_heads": 2,
+    "pos_embed_img_size": 56,
+    "alt_start": 2,
+    "qknorm_start": 2,
+    "rope_start": 2,
+    "feature_layer": 3,
+    "cam_enc_trunk_depth": 1,
+    "cam_enc_num_heads": 2,
+}
+DA3_CONFIG_KEYS = frozenset(DA3_SMALL)
+
 HEIGHT_ENCODINGS = ("sincos", "learned")
 Z_RANGE_MODES = ("adaptive", "fixed")
-BACKBONE_KINDS = ("dinov3", "internvl_vision")
+BACKBONE_KINDS = ("dinov3", "internvl_vision", "da3", "internvl")
 # Patch size of each backbone family (the default when backbone_config does not set one).
-BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14}
+BACKBONE_DEFAULT_PATCH = {"dinov3": 16, "internvl_vision": 14, "da3": 14, "internvl": 14}
 LR_SCHEDULES = ("cosine", "constant")
 # Model-config fields that only steer the optimisation: a resumed or fine-tuned run may change these (e.g. more
 # max_iters; para_core.train.trainer, para_core.train.init_from).
@@ -200,6 +302,8 @@ PRESET_NAMES = (
     "pick_place_regression",
     "paper",
     "paper_internvl",
+    "paper_da3",
+    "paper_vlm",
     "paper_v2",
     "dino_kv",
 )
@@ -248,13 +352,16 @@ class V4Config:
         confidence_radius_m: a step's confidence is the predicted probability mass within this distance of its
             decoded point.
         viz_top_k: number of most probable voxels returned for visualisation.
-        backbone_kind: key into ``para_core.model.backbones.BACKBONE_REGISTRY`` (``"dinov3"`` or ``"internvl_vision"``).
+        backbone_kind: key into ``para_core.model.backbones.BACKBONE_REGISTRY`` (``"dinov3"``, ``"internvl_vision"``
+            ``"da3"`` or ``"internvl"``).
         backbone_config: keyword arguments of ``transformers.DINOv3ViTConfig`` (dinov3) or
-            ``transformers.InternVLVisionConfig`` (internvl_vision) (random init; used when
+            ``transformers.InternVLVisionConfig`` (internvl_vision), the ``DA3_SMALL`` keys (da3) or the
+            ``INTERNVL25_1B`` keys (internvl: tower and language-model configs, prompt) (random init; used when
             ``backbone_pretrained_dir`` is empty).
         backbone_pretrained_dir: local directory with a ``transformers`` checkpoint of the backbone
             (``from_pretrained``, safetensors only; for internvl_vision also a whole InternVL model, whose vision tower
-            is taken); empty string = build from ``backbone_config`` with random weights.
+            is taken; for da3 a Depth-Anything-3 release: ``para_core.model.backbone_da3``); empty string = build from
+            ``backbone_config`` with random weights.
         lr, backbone_lr_mult: head learning rate and the factor applied to the backbone's learning rate.
         lr_warmup, lr_schedule, max_iters, batch_size, weight_decay: training schedule (used by the trainer).
     """
@@ -325,6 +432,37 @@ class V4Config:
         return cls(**base)
 
     @classmethod
+    def paper_da3(cls, **overrides: Any) -> V4Config:
+        """PARA v4's v4_da3 variant: the paper preset's head with Depth-Anything-3's multi-view ViT (DA3-SMALL,
+        ``DA3_SMALL``: cross-view attention, camera tokens from the package's camera poses, no DPT head), 14-pixel
+        patches and img_size 504 (36 x 36 patches, DA3's default processing resolution). See the module docstring."""
+        base = dict(
+            name="paper_da3",
+            backbone_kind="da3",
+            backbone_config=dict(DA3_SMALL),
+            patch_size=14,
+            img_size=504,
+        )
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def paper_vlm(cls, **overrides: Any) -> V4Config:
+        """PARA v4's v4_vlm variant as designed: the paper preset's head with the whole InternVL 2.5-1B
+        (``INTERNVL25_1B``: trainable vision tower and projector, frozen language model reading a text prompt,
+        ``para_core.model.backbone_vlm``) at img_size 448 (16 x 16 image tokens). Set the prompt in
+        ``backbone_config["prompt"]``."""
+        base = dict(
+            name="paper_vlm",
+            backbone_kind="internvl",
+            backbone_config=dict(INTERNVL25_1B),
+            patch_size=14,
+            img_size=448,
+        )
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
     def tiny(cls, **overrides: Any) -> V4Config:
         """Same architecture at toy size: forward + backward well under a second on 2 CPU cores.
         ``tiny(backbone_kind="internvl_vision")`` uses a toy InternViT (patch 14, img_size 56)."""
@@ -350,6 +488,10 @@ class V4Config:
         )
         if overrides.get("backbone_kind") == "internvl_vision":
             base.update(backbone_config=dict(INTERNVL_VISION_TINY), patch_size=14, img_size=56)
+        if overrides.get("backbone_kind") == "da3":
+            base.update(backbone_config=dict(DA3_TINY), patch_size=14, img_size=56)
+        if overrides.get("backbone_kind") == "internvl":
+            base.update(backbone_config=dict(INTERNVL_TINY), patch_size=14, img_size=112)
         base.update(overrides)
         return cls(**base)
 
@@ -487,6 +629,10 @@ class V4Config:
             _fail("backbone_kind", self.backbone_kind, f"use one of {BACKBONE_KINDS}")
         if self.backbone_kind == "internvl_vision":
             self._validate_internvl_backbone()
+        if self.backbone_kind == "da3":
+            self._validate_da3_backbone()
+        if self.backbone_kind == "internvl":
+            self._validate_internvl_lm_backbone()
         if self.img_size % self.patch_size != 0:
             lo = (self.img_size // self.patch_size) * self.patch_size
             hi = lo + self.patch_size
@@ -590,6 +736,85 @@ class V4Config:
                 f'backbone_kind "internvl_vision" has {patch}-pixel patches (backbone_config); '
                 f"set patch_size={patch} and an img_size that is a multiple of it"
                 + (", e.g. 448" if patch == 14 else ""),
+            )
+
+    def _validate_internvl_lm_backbone(self) -> None:
+        """backbone_kind "internvl": backbone_config must hold the ``INTERNVL25_1B`` keys, a tower config of
+        InternVLVisionConfig keywords, a Qwen2 text config, a string prompt and 14-pixel patches."""
+        fix = "start from para_core.model.config.INTERNVL25_1B (V4Config.paper_vlm()) or INTERNVL_TINY"
+        cfg = self.backbone_config
+        unknown, missing = sorted(set(cfg) - set(INTERNVL25_1B)), sorted(set(INTERNVL25_1B) - set(cfg))
+        if unknown or missing:
+            _fail("backbone_config", cfg, f"keys {unknown} are unknown and {missing} missing for InternVL; {fix}")
+        vision, text = cfg["vision_config"], cfg["text_config"]
+        if not isinstance(vision, dict) or set(vision) - INTERNVL_VISION_CONFIG_KEYS:
+            _fail("backbone_config", {"vision_config": vision}, f"use InternVLVisionConfig keywords; {fix}")
+        if not isinstance(text, dict) or text.get("model_type") != "qwen2" or set(text) - set(QWEN25_05B_TEXT):
+            _fail("backbone_config", {"text_config": text}, f"use a qwen2 config with the QWEN25_05B_TEXT keys; {fix}")
+        if not isinstance(cfg["prompt"], str):
+            _fail("backbone_config", {"prompt": cfg["prompt"]}, "use a string (the dataset's task or name)")
+        ids = cfg["prompt_token_ids"]
+        if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) and i >= 0 for i in ids)):
+            _fail("backbone_config", {"prompt_token_ids": ids}, "use null (tokenise the prompt) or a list of token ids")
+        if cfg["downsample_ratio"] != 0.5:
+            _fail("backbone_config", {"downsample_ratio": cfg["downsample_ratio"]}, "InternVL 2.5 uses 0.5")
+        patch = _square_size(vision.get("patch_size", 14))
+        if patch != self.patch_size:
+            _fail(
+                "patch_size",
+                self.patch_size,
+                f'backbone_kind "internvl" has {patch}-pixel patches; set patch_size={patch} and an img_size that is '
+                f"a multiple of {2 * patch} (e.g. 448)",
+            )
+
+    def _validate_da3_backbone(self) -> None:
+        """backbone_kind "da3": backbone_config must hold exactly the ``DA3_SMALL`` keys with sizes DA3's code can
+        build, a feature layer after the first cross-view layer, and only the v4 head can feed it (it needs every
+        view and its pose at once)."""
+        fix = "start from para_core.model.config.DA3_SMALL (V4Config.paper_da3()) or DA3_TINY"
+        cfg = self.backbone_config
+        unknown, missing = sorted(set(cfg) - DA3_CONFIG_KEYS), sorted(DA3_CONFIG_KEYS - set(cfg))
+        if unknown or missing:
+            _fail("backbone_config", cfg, f"keys {unknown} are unknown and {missing} missing for a DA3 backbone; {fix}")
+        for key in ("embed_dim", "depth", "num_heads", "patch_size", "pos_embed_img_size", "cam_enc_trunk_depth",
+                    "cam_enc_num_heads"):  # fmt: skip
+            if isinstance(cfg[key], bool) or not isinstance(cfg[key], int) or cfg[key] < 1:
+                _fail("backbone_config", {key: cfg[key]}, "use a positive integer")
+        for key in ("cat_token", "use_camera_poses"):
+            if not isinstance(cfg[key], bool):
+                _fail("backbone_config", {key: cfg[key]}, "use true or false")
+        if cfg["ffn_layer"] not in ("mlp", "swiglufused"):
+            _fail("backbone_config", {"ffn_layer": cfg["ffn_layer"]}, 'use "mlp" (ViT-S/B/L) or "swiglufused" (ViT-g)')
+        for heads in ("num_heads", "cam_enc_num_heads"):
+            if cfg["embed_dim"] % cfg[heads] != 0:
+                _fail("backbone_config", {heads: cfg[heads]}, f"must divide embed_dim={cfg['embed_dim']}")
+        if cfg["pos_embed_img_size"] % cfg["patch_size"] != 0:
+            _fail("backbone_config", {"pos_embed_img_size": cfg["pos_embed_img_size"]}, "use a multiple of patch_size")
+        depth, alt, layer = cfg["depth"], cfg["alt_start"], cfg["feature_layer"]
+        if not (isinstance(alt, int) and 1 <= alt < depth):
+            _fail("backbone_config", {"alt_start": alt}, f"the first cross-view layer: use 1 .. {depth - 1}")
+        for key in ("qknorm_start", "rope_start"):
+            if not (isinstance(cfg[key], int) and (cfg[key] == -1 or 0 <= cfg[key] < depth)):
+                _fail("backbone_config", {key: cfg[key]}, f"use -1 (off) or a layer 0 .. {depth - 1}")
+        first_cross = alt if alt % 2 == 1 else alt + 1  # DA3: layers i >= alt_start with odd i attend across views
+        if not (isinstance(layer, int) and first_cross <= layer < depth):
+            _fail(
+                "backbone_config",
+                {"feature_layer": layer},
+                f"take a layer at or after the first cross-view layer {first_cross} and below depth={depth} "
+                f"(DA3-SMALL: 11, the last layer its DPT head reads)",
+            )
+        patch = cfg["patch_size"]
+        if patch != self.patch_size:
+            _fail(
+                "patch_size", self.patch_size, f'backbone_kind "da3" has {patch}-pixel patches; set patch_size={patch}'
+            )
+        if self.model_kind != "para_v4":
+            _fail(
+                "backbone_kind",
+                self.backbone_kind,
+                f"model_kind {self.model_kind!r} runs its backbone one view at a time; DA3 needs every view and its "
+                f'camera pose together, which only model_kind "para_v4" feeds. Use "dinov3" or "internvl_vision"',
             )
 
     # ---------------------------------------------------------------------------------------------- derived sizes

@@ -3,7 +3,8 @@
 Pipeline (seed 001; shapes with B batch, N views, S img_size, P pred_size, Z bins, V = N*Z*P^2, T steps, F feat_dim):
 
 1. Backbone per view (shared weights): images (B*N, 3, S, S) -> patch grid (B*N, C, S/p, S/p) + global token (B*N, C)
-   (p = patch_size: DINOv3 16, InternVL 2.5's InternViT 14; see ``para_core.model.backbones``).
+   (p = patch_size: DINOv3 16, InternVL 2.5's InternViT 14; see ``para_core.model.backbones``). The multi-view
+   backbone (Depth-Anything-3) takes the N views together with their intrinsics and poses and gives the same outputs.
 2. 1x1 projection to F and bilinear upsample (align_corners=False, i.e. pixel-centre aligned) to (B*N, F, P, P).
 3. Voxel grid (``para_core.model.voxels``): per-view adaptive z range, closed-form ray/plane intersection of every pixel
    centre at every bin height; voxels behind the camera or outside the workspace box are invalid.
@@ -94,10 +95,21 @@ class ParaV4Model(nn.Module):
         self.grip_rot_head = mlp([2 * F, Hh, Hh, Hh, self.n_grip + 3 * self.n_rot])  # 4 layers
 
     # ------------------------------------------------------------------------------------------------- parts
-    def image_features(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, N, 3, S, S) -> per-view feature maps (B, N, F, P, P) and CLS tokens (B, N, C)."""
+    def image_features(
+        self, images: torch.Tensor, K_img: torch.Tensor | None = None, T_world_cam: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, N, 3, S, S) -> per-view feature maps (B, N, F, P, P) and CLS tokens (B, N, C). A multi-view backbone
+        (DA3) also reads the intrinsics (B, N, 3, 3) and poses (B, N, 4, 4) of the views; the others ignore them."""
         B, N = images.shape[:2]
-        out = self.backbone(images.flatten(0, 1))  # patch grid (B*N, C, h, w), cls (B*N, C)
+        if self.backbone.multi_view:
+            if K_img is None or T_world_cam is None:
+                raise ValueError(
+                    f"backbone_kind {self.config.backbone_kind!r} reads the camera poses: pass K_img and T_world_cam "
+                    f"to image_features"
+                )
+            out = self.backbone.forward_views(images, K_img, T_world_cam)  # (B*N, C, h, w), (B*N, C)
+        else:
+            out = self.backbone(images.flatten(0, 1))  # patch grid (B*N, C, h, w), cls (B*N, C)
         feat = self.proj(out.patch_grid)  # (B*N, F, h, w)
         P = self.config.pred_size
         feat = Fn.interpolate(feat, size=(P, P), mode="bilinear", align_corners=False)  # (B*N, F, P, P)
@@ -229,7 +241,7 @@ class ParaV4Model(nn.Module):
             grid = build_voxel_grid(
                 cfg, inputs.K_img.float(), inputs.T_world_cam.float(), cache=self.grid_cache if use_cache else None
             )
-        feat_maps, cls = self.image_features(inputs.images)  # (B, N, F, P, P), (B, N, C)
+        feat_maps, cls = self.image_features(inputs.images, inputs.K_img, inputs.T_world_cam)  # (B,N,F,P,P), (B,N,C)
         q = self.queries(cls, inputs)  # (B, T, F)
         if self.fast_inference and targets is None and not self.training:
             voxel_feat, at, logits, lse, argmax = voxel_features_fast(self, feat_maps, grid, q)  # the same, less work

@@ -106,7 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--backbone-pretrained-dir",
         default=None,
         metavar="DIR",
-        help="local transformers DINOv3 checkpoint to start the backbone from",
+        help="local checkpoint to start the backbone from (DINOv3 / InternVL transformers directory, DA3 release)",
+    )
+    g.add_argument(
+        "--prompt",
+        default=None,
+        metavar="TEXT",
+        help="text prompt of backbone_kind 'internvl' (preset paper_vlm): the task in a few words; default: the name "
+        "of the first --data path",
     )
     g.add_argument("--device", default=None, help="'auto' (default), 'cpu', 'cuda', 'cuda:N'")
     g.add_argument(
@@ -299,6 +306,16 @@ def resolve_configs(args: argparse.Namespace):
         if args.resume:
             raise ValueError("--backbone-pretrained-dir cannot change on --resume (the weights come from the run)")
         model_changes["backbone_pretrained_dir"] = args.backbone_pretrained_dir
+    if model.backbone_kind == "internvl" and not args.resume:
+        # the PARA v4 design's v4_vlm reads the dataset's name as its text prompt (para_core.model.backbone_vlm)
+        prompt = (
+            args.prompt
+            if args.prompt is not None
+            else model.backbone_config["prompt"] or Path(args.data[0]).resolve().name
+        )
+        model_changes["backbone_config"] = {**model.backbone_config, "prompt": prompt, "prompt_token_ids": None}
+    elif args.prompt is not None:
+        raise ValueError(f"--prompt is for backbone_kind 'internvl' (preset paper_vlm), not {model.backbone_kind!r}")
     if model_changes:
         model = model.replace(**model_changes)
     train_changes = {
