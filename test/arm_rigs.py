@@ -9,13 +9,16 @@ runs once per arm, unchanged: joint vectors have the arm's length, limits and fr
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 ARM5_YAML = REPO / "test" / "fixtures" / "arm5" / "arm5.yaml"
+ARM5_XML = ARM5_YAML.parent / "arm5.xml"
 ARM_NAMES = ("yam", "arm5")
 TOP_DOWN_R = np.array([[-1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]]).T  # columns: tool x, y, z in base
 SEEDS = {"yam": [0.0, 1.6, 1.3, -1.2, 0.0, 0.0], "arm5": [0.0, -1.0, 1.3, 1.3, 0.0]}
@@ -60,3 +63,36 @@ def load_rig(name: str) -> ArmRig:
         arm = load_arm_description(ARM5_YAML)
         return ArmRig(name, arm, ArmKinematics(arm.model), np.array(SEEDS[name]))
     raise ValueError(f"no test arm {name!r}: known {ARM_NAMES}")
+
+
+class MujocoFk:
+    """Tool-site pose from MuJoCo's own forward kinematics (``mj_kinematics``), not from the code under test."""
+
+    def __init__(self, name: str):
+        import mujoco
+
+        self._mujoco = mujoco
+        raw = yaml.safe_load((REPO / "config" / "yam.yaml").read_text() if name == "yam" else ARM5_YAML.read_text())
+        self.joint_names = raw["model"]["joint_names"]
+        self.site = raw["model"]["tool_site"]
+        if name == "yam":
+            from i2rt.robots.utils import ArmType, GripperType, combine_arm_and_gripper_xml
+
+            xml = combine_arm_and_gripper_xml(ArmType.YAM, GripperType.LINEAR_4310)
+            try:
+                self.model = mujoco.MjModel.from_xml_path(xml)
+            finally:
+                os.remove(xml)
+        else:
+            self.model = mujoco.MjModel.from_xml_path(str(ARM5_XML))
+        self.data = mujoco.MjData(self.model)
+        self.qadr = [self.model.jnt_qposadr[self.model.joint(n).id] for n in self.joint_names]
+
+    def __call__(self, q) -> np.ndarray:
+        self.data.qpos[:] = 0.0
+        self.data.qpos[self.qadr] = q
+        self._mujoco.mj_kinematics(self.model, self.data)
+        T = np.eye(4)
+        T[:3, :3] = self.data.site(self.site).xmat.reshape(3, 3)
+        T[:3, 3] = self.data.site(self.site).xpos
+        return T

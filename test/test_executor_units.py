@@ -207,11 +207,14 @@ def test_validate_truncates_before_the_first_implausibly_fast_step_or_rejects():
 # ---- limits -----------------------------------------------------------------------------------------------------------
 
 
-def linear_limits(**kw):
+JOINT_COUNTS = (5, 6, 7)  # the filter is arm-generic: a 5-joint arm, the YAM's 6, a 7-joint arm
+
+
+def linear_limits(n=6, **kw):
     base = dict(
-        joint_lower_rad=[-1] * 6,
-        joint_upper_rad=[1] * 6,
-        max_joint_speed_rad_s=[1, 2, 1, 1, 1, 1],
+        joint_lower_rad=[-1] * n,
+        joint_upper_rad=[1] * n,
+        max_joint_speed_rad_s=[1, 2] + [1] * (n - 2),
         max_ee_speed_m_s=10.0,
         workspace_min_m=[-1, -1, -1],
         workspace_max_m=[1, 1, 0.5],
@@ -227,37 +230,46 @@ def fk_first3(q):  # a stand-in FK with easy numbers: the tool is at (q0, q1, q2
     return np.asarray(q, float)[:3].copy()
 
 
-def test_safety_filter_joint_speed_scaling_by_hand():
-    f = SafetyFilter(linear_limits(), fk_first3)
-    q, g, rep = f.apply(np.array([0.5, 0.05, 0, 0, 0, 0]), 0.5, np.zeros(6), 0.5, 0.01)
+def joints(n, *first):
+    """(n,) joints: ``first`` then zeros."""
+    return np.array(list(first) + [0.0] * (n - len(first)))
+
+
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_safety_filter_joint_speed_scaling_by_hand(n):
+    f = SafetyFilter(linear_limits(n), fk_first3)
+    q, g, rep = f.apply(joints(n, 0.5, 0.05), 0.5, np.zeros(n), 0.5, 0.01)
     # joint 0 wants 0.5 rad in 0.01 s at 1 rad/s max -> 0.01; the whole step is scaled by 0.02 (direction kept)
-    np.testing.assert_allclose(q, [0.01, 0.001, 0, 0, 0, 0], atol=1e-15)
+    np.testing.assert_allclose(q, joints(n, 0.01, 0.001), atol=1e-15)
     assert rep.joint_speed_limited and not rep.joint_clipped
 
 
-def test_safety_filter_joint_clip_workspace_and_gripper():
-    f = SafetyFilter(linear_limits(max_joint_speed_rad_s=100.0), fk_first3, bisection_steps=30)
-    q, _, rep = f.apply(np.array([2.0, 0, 0, 0, 0, 0]), 0.5, np.array([0.9, 0, 0, 0, 0, 0]), 0.5, 0.01)
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_safety_filter_joint_clip_workspace_and_gripper(n):
+    f = SafetyFilter(linear_limits(n, max_joint_speed_rad_s=100.0), fk_first3, bisection_steps=30)
+    q, _, rep = f.apply(joints(n, 2.0), 0.5, joints(n, 0.9), 0.5, 0.01)
     assert q[0] == 1.0 and rep.joint_clipped
     # tool z limited to 0.5 m: from z = 0.4 towards 0.9 stops at the box face
-    q, _, rep = f.apply(np.array([0, 0, 0.9, 0, 0, 0]), 0.5, np.array([0, 0, 0.4, 0, 0, 0]), 0.5, 0.01)
+    q, _, rep = f.apply(joints(n, 0, 0, 0.9), 0.5, joints(n, 0, 0, 0.4), 0.5, 0.01)
     assert rep.ee_limited and 0.5 - 1e-6 <= q[2] <= 0.5
-    _, g, rep = f.apply(np.zeros(6), 1.5, np.zeros(6), 0.5, 0.01)
+    _, g, rep = f.apply(np.zeros(n), 1.5, np.zeros(n), 0.5, 0.01)
     assert math.isclose(g, 0.52) and rep.gripper_limited  # 2 /s * 0.01 s
 
 
-def test_safety_filter_ee_speed_by_hand():
-    f = SafetyFilter(linear_limits(max_joint_speed_rad_s=100.0, max_ee_speed_m_s=0.5), fk_first3, bisection_steps=40)
-    q, _, rep = f.apply(np.array([0.03, 0.04, 0, 0, 0, 0]), 0.5, np.zeros(6), 0.5, 0.01)
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_safety_filter_ee_speed_by_hand(n):
+    f = SafetyFilter(linear_limits(n, max_joint_speed_rad_s=100.0, max_ee_speed_m_s=0.5), fk_first3, bisection_steps=40)
+    q, _, rep = f.apply(joints(n, 0.03, 0.04), 0.5, np.zeros(n), 0.5, 0.01)
     # 5 cm wanted, 0.5 m/s * 0.01 s = 5 mm allowed: 1/10 of the step
     np.testing.assert_allclose(q[:2], [0.003, 0.004], atol=1e-9)
     assert np.linalg.norm(q[:3]) <= 0.005
 
 
-def test_check_command_names_every_violation():
-    lim = linear_limits(max_ee_speed_m_s=0.5)
-    assert check_command(lim, np.zeros(6), 0.5, np.zeros(6), 0.5, 0.01, fk_first3) == []
-    problems = check_command(lim, np.array([1.5, 0, 0.8, 0, 0, 0]), 1.2, np.zeros(6), 0.5, 0.01, fk_first3)
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_check_command_names_every_violation(n):
+    lim = linear_limits(n, max_ee_speed_m_s=0.5)
+    assert check_command(lim, np.zeros(n), 0.5, np.zeros(n), 0.5, 0.01, fk_first3) == []
+    problems = check_command(lim, joints(n, 1.5, 0, 0.8), 1.2, np.zeros(n), 0.5, 0.01, fk_first3)
     text = " ".join(problems)
     for words in (
         "joint position",
@@ -268,7 +280,11 @@ def test_check_command_names_every_violation():
         "gripper speed",
     ):
         assert words in text
-    assert "non-finite" in check_command(lim, np.full(6, np.nan), 0.5, np.zeros(6), 0.5, 0.01, fk_first3)[0]
+    assert "non-finite" in check_command(lim, np.full(n, np.nan), 0.5, np.zeros(n), 0.5, 0.01, fk_first3)[0]
+    # a command of another arm's joint count is refused, not truncated or padded
+    assert "mis-shaped" in check_command(lim, np.zeros(n + 1), 0.5, np.zeros(n), 0.5, 0.01, fk_first3)[0]
+    with pytest.raises(ValueError, match=f"an arm of {n} joints"):
+        SafetyFilter(lim, fk_first3).apply(np.zeros(n - 1), 0.5, np.zeros(n), 0.5, 0.01)
 
 
 def test_yam_config_loads_and_validates(tmp_path):
@@ -318,20 +334,24 @@ def test_ik_round_trip_against_sdk_fk(kin):
     assert not kin.ik(far, q_seed).ok
 
 
-def test_ruckig_smoother_respects_jerk_and_converges():
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_ruckig_smoother_respects_jerk_and_converges(n):
     from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
 
     dt = 0.01
     lim = JerkLimits(1.0, 5.0, 50.0)
-    sm = JerkLimitedSmoother(lim, dt, n_joints=6)
-    sm.reset(np.zeros(6))
-    target = np.array([0.3, -0.2, 0.1, 0, 0, 0.05])
+    sm = JerkLimitedSmoother(lim, dt, n_joints=n)
+    sm.reset(np.zeros(n))
+    target = np.array([0.3, -0.2, 0.1, 0, 0, 0.05, -0.1])[:n]
     xs = np.array([sm.step(target) for _ in range(300)])
     np.testing.assert_allclose(xs[-1], target, atol=1e-6)
     v = np.diff(xs, axis=0) / dt
     a = np.diff(v, axis=0) / dt
     j = np.diff(a, axis=0) / dt
     assert np.abs(v).max() <= 1.0 * 1.01 and np.abs(a).max() <= 5.0 * 1.01 and np.abs(j).max() <= 50.0 * 1.01
+    assert xs.shape == (300, n)
+    with pytest.raises(ValueError, match=f"JerkLimits.max_velocity has 2 values for an arm of {n} joints"):
+        JerkLimitedSmoother(JerkLimits([1.0, 1.0], 5.0, 50.0), dt, n_joints=n)
 
 
 def test_fixed_rate_loop_runs_ticks_and_survives_errors():

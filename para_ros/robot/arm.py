@@ -37,6 +37,7 @@ from para_core.model.rotations import make_matrix
 
 WORKSPACE_TOL_M = 1e-6  # slack of the workspace box test (floating point only)
 MODEL_RANGE_TOL_RAD = 1e-6  # the limits may equal the model's joint range up to rounding
+PER_JOINT_LIMITS = ("joint_lower_rad", "joint_upper_rad", "max_joint_speed_rad_s")  # one value per joint each
 
 
 def _vector(owner: str, name: str, value, size: int | None, unit: str) -> np.ndarray:
@@ -222,7 +223,7 @@ class ArmDescription:
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"ArmDescription.{name}={getattr(self, name)!r}: need a {kind.__name__}")
         n = self.model.n_joints
-        if self.limits.n_joints != n:
+        if self.limits.n_joints != n:  # ArmLimits has checked its per-joint fields against joint_lower_rad
             raise ValueError(
                 f"limits.joint_lower_rad has {self.limits.n_joints} values but model.joint_names has {n} joints "
                 f"{list(self.model.joint_names)}: give one limit per joint, in the same order"
@@ -306,6 +307,13 @@ def load_arm_description(path: str | Path) -> ArmDescription:
         if model_data.get("mjcf") and not Path(model_data["mjcf"]).is_absolute():
             model_data["mjcf"] = str((path.parent / model_data["mjcf"]).resolve())
         model = ArmModel(**model_data)
+        for key in PER_JOINT_LIMITS:  # the count first, so the message names the joints it must match
+            values = np.asarray(data["limits"].get(key, []), dtype=object).reshape(-1)
+            if values.size != model.n_joints and not (key == "max_joint_speed_rad_s" and values.size == 1):
+                raise ValueError(
+                    f"limits.{key} has {values.size} values but model.joint_names has {model.n_joints} joints "
+                    f"{list(model.joint_names)}: give one per joint, in the same order"
+                )
         limits = ArmLimits(**data["limits"])
         mount = WristCameraMount(**data["wrist_camera"])
         return ArmDescription(model, limits, mount, name=str(data.get("name") or path.stem))
