@@ -42,7 +42,7 @@ class ArmRig:
         return np.eye(self.n)[joint]
 
     def top_down_q(self, p_m) -> np.ndarray:
-        """Joints (n,) that put the tool at ``p_m`` pointing straight down (IK from the seed)."""
+        """Joints (n,) that put the tool at ``p_m`` pointing straight down (IK started at ``seed_q_rad``)."""
         T = np.eye(4)
         T[:3, :3], T[:3, 3] = TOP_DOWN_R, p_m
         res = self.kin.ik(T, self.seed_q_rad)
