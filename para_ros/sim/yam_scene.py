@@ -146,7 +146,7 @@ class SimConfig:
         timestep_s: physics step, seconds.
         servo_kp: position servo stiffness of the arm joints (N m / rad); kv is chosen for critical damping.
         gripper_kp: position servo stiffness of the finger slide (N / m).
-        home_q7: initial command (6 joints in radians + gripper 0..1).
+        home_q7: initial command (the arm joints of config/yam.yaml in radians, 6 for the YAM, + gripper 0..1).
         max_render_size: largest image side the offscreen buffer allows, pixels.
         seed: seed of the initial object layout.
         calibration_board: a ChArUco board on the flange or the table
