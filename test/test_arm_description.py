@@ -202,3 +202,21 @@ def test_a_bare_executor_sends_nothing_until_engaged_and_stops_on_a_silent_arm()
     core.engage()
     np.testing.assert_array_equal(core.tick(0.02).q_rad, q0)
     assert core.tick(0.21) is None and core.status.state == "joint_state_lost"
+
+
+def test_an_unlimited_model_joint_takes_any_limits(tmp_path):
+    """A continuous joint (no range in the MJCF) has no model range to stay inside: the description's limits are the
+    only ones, and the executor starts."""
+    xml = ARM5_XML.read_text()
+    roll = '<joint name="wrist_roll" type="hinge" axis="1 0 0" range="-2.9 2.9"/>'
+    assert roll in xml
+    (tmp_path / "arm5.xml").write_text(xml.replace(roll, '<joint name="wrist_roll" type="hinge" axis="1 0 0"/>'))
+    data = yaml.safe_load(ARM5_YAML.read_text())
+    data["limits"]["joint_lower_rad"][4], data["limits"]["joint_upper_rad"][4] = -6.0, 6.0
+    path = tmp_path / "continuous_roll.yaml"
+    path.write_text(yaml.safe_dump(data))
+    arm = load_arm_description(path)
+    core = _start_executor(arm)
+    assert core.kin.joint_range_rad[4].tolist() == [-np.inf, np.inf]
+    # the other joints keep the ranges written in arm5.xml
+    np.testing.assert_array_equal(core.kin.joint_range_rad[:4], [[-2.9, 2.9], [-2.0, 2.0], [-2.6, 2.6], [-2.6, 2.6]])

@@ -263,8 +263,10 @@ class ArmDescription:
                 f"{self.name}: model.tool_site={self.model.tool_site!r} is not a site of the model (its sites: "
                 f"{sorted(sites)})"
             )
-        for name, frame in (("model.world_frame", self.model.world_frame), ("wrist_camera.parent_frame", None)):
-            frame = frame if frame is not None else self.wrist_camera.parent_frame
+        for name, frame in (
+            ("model.world_frame", self.model.world_frame),
+            ("wrist_camera.parent_frame", self.wrist_camera.parent_frame),
+        ):
             if frame not in bodies:
                 raise ValueError(
                     f"{self.name}: {name}={frame!r} is not a body of the model (its bodies: {sorted(bodies)})"

@@ -110,7 +110,10 @@ class ArmKinematics:
         self.n_joints = len(ids)
         self.joint_names = tuple(model.joint_names)
         self._qadr = np.array([m.jnt_qposadr[i] for i in ids], dtype=int)  # (n,) where each arm joint sits in qpos
-        self.joint_range_rad = np.array([m.jnt_range[i] for i in ids], dtype=float)  # (n, 2)
+        # (n, 2) the model's range of each arm joint; an unlimited joint (a continuous wrist) spans (-inf, inf)
+        self.joint_range_rad = np.array(
+            [m.jnt_range[i] if m.jnt_limited[i] else (-np.inf, np.inf) for i in ids], dtype=float
+        )
         self.position_tol_m = position_tol_m
         self.rotation_tol_rad = rotation_tol_rad
         self.max_iters = max_iters
