@@ -83,7 +83,7 @@ def stamp_s(stamp) -> float:
 class ExecutorDriver:
     """The test's side of the graph: publishes chunks and joint states, records the executor's outputs."""
 
-    def __init__(self, prefix: str, q_init: np.ndarray, gripper_init: float = 0.5):
+    def __init__(self, prefix: str, q_init: np.ndarray, gripper_init: float = 0.5, joint_names=None):
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import PoseStamped
@@ -109,7 +109,7 @@ class ExecutorDriver:
         self.diagnostics: list[object] = []
         self.q_arm = np.asarray(q_init, dtype=float).copy()
         self.gripper = float(gripper_init)
-        self.names = [f"joint{i}" for i in range(1, 7)] + ["gripper"]
+        self.names = list(joint_names or [f"joint{i}" for i in range(1, 7)]) + ["gripper"]  # the arm's, then gripper
         self.publish_states = True  # False: the arm's /joint_states fall silent (a cut cable, a dead driver)
         self.last_state_publish_s = float("nan")  # wall time of the latest /joint_states sent
         self._JointState = JointState
@@ -135,7 +135,7 @@ class ExecutorDriver:
         with self.lock:
             self.commands.append((time.time(), msg))
             pos = dict(zip(msg.joint_names, msg.points[0].positions))
-            self.q_arm = np.array([pos[n] for n in self.names[:6]])
+            self.q_arm = np.array([pos[n] for n in self.names[:-1]])
             self.gripper = float(pos.get("gripper", self.gripper))
         self._publish_joint_state()
 
@@ -257,9 +257,10 @@ class ExecutorDriver:
         return out
 
 
-def command_arrays(commands):
-    """(N,) stamps (s), (N,) time_from_start (s), (N, 6) joints, (N,) gripper from recorded JointTrajectory messages."""
-    names = [f"joint{i}" for i in range(1, 7)]
+def command_arrays(commands, names=None):
+    """(N,) stamps (s), (N,) time_from_start (s), (N, n) joints, (N,) gripper from recorded JointTrajectory messages
+    (``names``: the arm joints, the YAM's joint1..joint6 by default)."""
+    names = list(names or [f"joint{i}" for i in range(1, 7)])
     stamps, tfs, q, g = [], [], [], []
     for _, msg in commands:
         pos = dict(zip(msg.joint_names, msg.points[0].positions))
@@ -267,7 +268,7 @@ def command_arrays(commands):
         tfs.append(stamp_s(msg.points[0].time_from_start))
         q.append([pos[n] for n in names])
         g.append(pos["gripper"])
-    return np.array(stamps), np.array(tfs), np.array(q).reshape(-1, 6), np.array(g)
+    return np.array(stamps), np.array(tfs), np.array(q).reshape(-1, len(names)), np.array(g)
 
 
 def pose_arrays(poses):

@@ -157,7 +157,17 @@ class Arm:
         yam = load_yam_config()
         self.yam = yam
         checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
-        self.core = ExecutorCore(ExecutorConfig(checks=checks, supervisor=supervisor), yam, kinematics=kin)
+        self.core = ExecutorCore(
+            ExecutorConfig(
+                checks=checks,
+                supervisor=supervisor,
+                start_engaged=True,
+                joint_state_timeout_s=None,
+                chunk_min_lead_s=0.0,
+            ),
+            yam,
+            kinematics=kin,
+        )
         T = np.eye(4)
         T[:3, :3], T[:3, 3] = Rotation.from_quat(TOP_DOWN_Q).as_matrix(), [0.3, -0.1, 0.15]
         self.q0 = kin.ik(T, np.array([0, 1.6, 1.3, -1.2, 0, 0])).q_rad

@@ -47,7 +47,12 @@ def test_sdk_sim_backend_gets_the_same_joint_targets_as_the_topic_backend():
 
     def core():
         checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
-        return ExecutorCore(ExecutorConfig(checks=checks, stale_timeout_s=5.0), yam)
+        return ExecutorCore(
+            ExecutorConfig(
+                checks=checks, stale_timeout_s=5.0, start_engaged=True, joint_state_timeout_s=None, chunk_min_lead_s=0.0
+            ),
+            yam,
+        )
 
     sdk = I2rtSdkBackend(sim=True)
     assert not os.path.exists(sdk.robot.xml_path), "the SDK's temp MJCF was not cleaned up"
@@ -240,7 +245,9 @@ def test_pose_backend_publishes_the_tool_pose_of_each_checked_command():
         np.testing.assert_allclose(q_read, q_init)
         assert g_read == 0.7
         checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
-        core = ExecutorCore(ExecutorConfig(checks=checks), yam)
+        core = ExecutorCore(
+            ExecutorConfig(checks=checks, start_engaged=True, joint_state_timeout_s=None, chunk_min_lead_s=0.0), yam
+        )
         core.set_measured_joints(q_read, g_read)
         T0 = ref.fk(q_init)
         core.add_chunk(_chunk(99.9, T0[:3, 3], T0[:3, :3], [0.0, -0.04, 0.0]), 100.0)

@@ -77,6 +77,7 @@ class Rig:
                 stale_timeout_s=STALE_S,
                 joint_state_timeout_s=TIMEOUT_S,
                 start_engaged=start_engaged,
+                chunk_min_lead_s=0.0,
                 supervisor=SUPERVISOR,
             ),
             yam,

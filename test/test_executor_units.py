@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from arm_rigs import ARM_NAMES, TOP_DOWN_R, load_rig
 from scipy.spatial.transform import Rotation
 
 from para_ros.execution.chunk import Chunk, ChunkChecks, ChunkRejected, trim_past_steps, validate_chunk
@@ -206,11 +207,14 @@ def test_validate_truncates_before_the_first_implausibly_fast_step_or_rejects():
 # ---- limits -----------------------------------------------------------------------------------------------------------
 
 
-def linear_limits(**kw):
+JOINT_COUNTS = (5, 6, 7)  # the filter is arm-generic: a 5-joint arm, the YAM's 6, a 7-joint arm
+
+
+def linear_limits(n=6, **kw):
     base = dict(
-        joint_lower_rad=[-1] * 6,
-        joint_upper_rad=[1] * 6,
-        max_joint_speed_rad_s=[1, 2, 1, 1, 1, 1],
+        joint_lower_rad=[-1] * n,
+        joint_upper_rad=[1] * n,
+        max_joint_speed_rad_s=[1, 2] + [1] * (n - 2),
         max_ee_speed_m_s=10.0,
         workspace_min_m=[-1, -1, -1],
         workspace_max_m=[1, 1, 0.5],
@@ -226,37 +230,46 @@ def fk_first3(q):  # a stand-in FK with easy numbers: the tool is at (q0, q1, q2
     return np.asarray(q, float)[:3].copy()
 
 
-def test_safety_filter_joint_speed_scaling_by_hand():
-    f = SafetyFilter(linear_limits(), fk_first3)
-    q, g, rep = f.apply(np.array([0.5, 0.05, 0, 0, 0, 0]), 0.5, np.zeros(6), 0.5, 0.01)
+def joints(n, *first):
+    """(n,) joints: ``first`` then zeros."""
+    return np.array(list(first) + [0.0] * (n - len(first)))
+
+
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_safety_filter_joint_speed_scaling_by_hand(n):
+    f = SafetyFilter(linear_limits(n), fk_first3)
+    q, g, rep = f.apply(joints(n, 0.5, 0.05), 0.5, np.zeros(n), 0.5, 0.01)
     # joint 0 wants 0.5 rad in 0.01 s at 1 rad/s max -> 0.01; the whole step is scaled by 0.02 (direction kept)
-    np.testing.assert_allclose(q, [0.01, 0.001, 0, 0, 0, 0], atol=1e-15)
+    np.testing.assert_allclose(q, joints(n, 0.01, 0.001), atol=1e-15)
     assert rep.joint_speed_limited and not rep.joint_clipped
 
 
-def test_safety_filter_joint_clip_workspace_and_gripper():
-    f = SafetyFilter(linear_limits(max_joint_speed_rad_s=100.0), fk_first3, bisection_steps=30)
-    q, _, rep = f.apply(np.array([2.0, 0, 0, 0, 0, 0]), 0.5, np.array([0.9, 0, 0, 0, 0, 0]), 0.5, 0.01)
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_safety_filter_joint_clip_workspace_and_gripper(n):
+    f = SafetyFilter(linear_limits(n, max_joint_speed_rad_s=100.0), fk_first3, bisection_steps=30)
+    q, _, rep = f.apply(joints(n, 2.0), 0.5, joints(n, 0.9), 0.5, 0.01)
     assert q[0] == 1.0 and rep.joint_clipped
     # tool z limited to 0.5 m: from z = 0.4 towards 0.9 stops at the box face
-    q, _, rep = f.apply(np.array([0, 0, 0.9, 0, 0, 0]), 0.5, np.array([0, 0, 0.4, 0, 0, 0]), 0.5, 0.01)
+    q, _, rep = f.apply(joints(n, 0, 0, 0.9), 0.5, joints(n, 0, 0, 0.4), 0.5, 0.01)
     assert rep.ee_limited and 0.5 - 1e-6 <= q[2] <= 0.5
-    _, g, rep = f.apply(np.zeros(6), 1.5, np.zeros(6), 0.5, 0.01)
+    _, g, rep = f.apply(np.zeros(n), 1.5, np.zeros(n), 0.5, 0.01)
     assert math.isclose(g, 0.52) and rep.gripper_limited  # 2 /s * 0.01 s
 
 
-def test_safety_filter_ee_speed_by_hand():
-    f = SafetyFilter(linear_limits(max_joint_speed_rad_s=100.0, max_ee_speed_m_s=0.5), fk_first3, bisection_steps=40)
-    q, _, rep = f.apply(np.array([0.03, 0.04, 0, 0, 0, 0]), 0.5, np.zeros(6), 0.5, 0.01)
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_safety_filter_ee_speed_by_hand(n):
+    f = SafetyFilter(linear_limits(n, max_joint_speed_rad_s=100.0, max_ee_speed_m_s=0.5), fk_first3, bisection_steps=40)
+    q, _, rep = f.apply(joints(n, 0.03, 0.04), 0.5, np.zeros(n), 0.5, 0.01)
     # 5 cm wanted, 0.5 m/s * 0.01 s = 5 mm allowed: 1/10 of the step
     np.testing.assert_allclose(q[:2], [0.003, 0.004], atol=1e-9)
     assert np.linalg.norm(q[:3]) <= 0.005
 
 
-def test_check_command_names_every_violation():
-    lim = linear_limits(max_ee_speed_m_s=0.5)
-    assert check_command(lim, np.zeros(6), 0.5, np.zeros(6), 0.5, 0.01, fk_first3) == []
-    problems = check_command(lim, np.array([1.5, 0, 0.8, 0, 0, 0]), 1.2, np.zeros(6), 0.5, 0.01, fk_first3)
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_check_command_names_every_violation(n):
+    lim = linear_limits(n, max_ee_speed_m_s=0.5)
+    assert check_command(lim, np.zeros(n), 0.5, np.zeros(n), 0.5, 0.01, fk_first3) == []
+    problems = check_command(lim, joints(n, 1.5, 0, 0.8), 1.2, np.zeros(n), 0.5, 0.01, fk_first3)
     text = " ".join(problems)
     for words in (
         "joint position",
@@ -267,7 +280,11 @@ def test_check_command_names_every_violation():
         "gripper speed",
     ):
         assert words in text
-    assert "non-finite" in check_command(lim, np.full(6, np.nan), 0.5, np.zeros(6), 0.5, 0.01, fk_first3)[0]
+    assert "non-finite" in check_command(lim, np.full(n, np.nan), 0.5, np.zeros(n), 0.5, 0.01, fk_first3)[0]
+    # a command of another arm's joint count is refused, not truncated or padded
+    assert "mis-shaped" in check_command(lim, np.zeros(n + 1), 0.5, np.zeros(n), 0.5, 0.01, fk_first3)[0]
+    with pytest.raises(ValueError, match=f"an arm of {n} joints"):
+        SafetyFilter(lim, fk_first3).apply(np.zeros(n - 1), 0.5, np.zeros(n), 0.5, 0.01)
 
 
 def test_yam_config_loads_and_validates(tmp_path):
@@ -317,20 +334,24 @@ def test_ik_round_trip_against_sdk_fk(kin):
     assert not kin.ik(far, q_seed).ok
 
 
-def test_ruckig_smoother_respects_jerk_and_converges():
+@pytest.mark.parametrize("n", JOINT_COUNTS)
+def test_ruckig_smoother_respects_jerk_and_converges(n):
     from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
 
     dt = 0.01
     lim = JerkLimits(1.0, 5.0, 50.0)
-    sm = JerkLimitedSmoother(lim, dt)
-    sm.reset(np.zeros(6))
-    target = np.array([0.3, -0.2, 0.1, 0, 0, 0.05])
+    sm = JerkLimitedSmoother(lim, dt, n_joints=n)
+    sm.reset(np.zeros(n))
+    target = np.array([0.3, -0.2, 0.1, 0, 0, 0.05, -0.1])[:n]
     xs = np.array([sm.step(target) for _ in range(300)])
     np.testing.assert_allclose(xs[-1], target, atol=1e-6)
     v = np.diff(xs, axis=0) / dt
     a = np.diff(v, axis=0) / dt
     j = np.diff(a, axis=0) / dt
     assert np.abs(v).max() <= 1.0 * 1.01 and np.abs(a).max() <= 5.0 * 1.01 and np.abs(j).max() <= 50.0 * 1.01
+    assert xs.shape == (300, n)
+    with pytest.raises(ValueError, match=f"JerkLimits.max_velocity has 2 values for an arm of {n} joints"):
+        JerkLimitedSmoother(JerkLimits([1.0, 1.0], 5.0, 50.0), dt, n_joints=n)
 
 
 def test_fixed_rate_loop_runs_ticks_and_survives_errors():
@@ -376,38 +397,43 @@ def test_fixed_rate_loop_ticks_on_the_period_grid_in_simulated_time():
     assert loop.ticks == 8 and loop.overruns == 2
 
 
-def _core(kin, **kw):
+OFFLINE = dict(start_engaged=True, joint_state_timeout_s=None, chunk_min_lead_s=0.0)  # measured once, ticked on
+
+
+@pytest.fixture(scope="module", params=ARM_NAMES)
+def rig(request):
+    """Each arm the core tests run on (test/arm_rigs.py): the YAM and a 5-joint arm."""
+    return load_rig(request.param)
+
+
+def _core(rig, **kw):
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
 
-    yam = load_yam_config()
-    checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
-    return ExecutorCore(ExecutorConfig(checks=checks, **kw), yam, kinematics=kin)
+    arm = rig.arm
+    checks = ChunkChecks(
+        tool_frames=(arm.model.tool_site,),
+        workspace_min_m=arm.limits.workspace_min_m,
+        workspace_max_m=arm.limits.workspace_max_m,
+    )
+    return ExecutorCore(ExecutorConfig(**{**OFFLINE, "checks": checks, **kw}), arm, kinematics=rig.kin)
 
 
-def _top_down_q(kin, p_m) -> np.ndarray:
-    """Joints (6,) that put the tool at ``p_m`` pointing straight down (IK from a bent-arm seed)."""
-    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
-    return kin.ik(
-        np.block([[R, np.reshape(p_m, (3, 1))], [np.zeros((1, 3)), np.ones((1, 1))]]),
-        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
-    ).q_rad
-
-
-def _top_down_chunk(kin, stamp, p_start, v, n=20, step=0.1):
-    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
+def _top_down_chunk(rig, stamp, p_start, v, n=20, step=0.1):
     t = np.arange(n) * step
     pos = np.asarray(p_start) + np.outer(t, v)
-    return make_chunk(stamp, t, pos, np.tile(Rotation.from_matrix(R).as_quat(), (n, 1)))
+    c = make_chunk(stamp, t, pos, np.tile(Rotation.from_matrix(TOP_DOWN_R).as_quat(), (n, 1)))
+    c.tool_frame_id = rig.arm.model.tool_site
+    return c
 
 
-def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
-    core = _core(kin, stale_timeout_s=0.3)
+def test_core_waits_for_state_tracks_stops_and_goes_stale(rig):
+    core = _core(rig, stale_timeout_s=0.3)
     assert core.tick(0.0) is None  # no joint state yet
-    q0 = _top_down_q(kin, [0.3, 0, 0.1])
+    q0 = rig.top_down_q([0.3, 0, 0.1])
     core.set_measured_joints(q0, 0.5)
     cmd = core.tick(0.0)
     np.testing.assert_array_equal(cmd.q_rad, q0)
-    ok, _ = core.add_chunk(_top_down_chunk(kin, 0.0, [0.3, 0, 0.1], [0.05, 0, 0]), 0.0)
+    ok, _ = core.add_chunk(_top_down_chunk(rig, 0.0, [0.3, 0, 0.1], [0.05, 0, 0]), 0.0)
     assert ok
     for k in range(1, 20):
         cmd = core.tick(k * 0.01)
@@ -417,9 +443,9 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     core.stop()
     held = core.tick(0.2)
     np.testing.assert_array_equal(held.q_rad, cmd.q_rad)
-    assert core.add_chunk(_top_down_chunk(kin, 0.2, [0.3, 0, 0.1], [0.05, 0, 0]), 0.2)[0] is False
+    assert core.add_chunk(_top_down_chunk(rig, 0.2, [0.3, 0, 0.1], [0.05, 0, 0]), 0.2)[0] is False
     core.resume()
-    core.add_chunk(_top_down_chunk(kin, 0.25, held.T_base_tool[:3, 3], [0, 0.05, 0]), 0.25)
+    core.add_chunk(_top_down_chunk(rig, 0.25, held.T_base_tool[:3, 3], [0, 0.05, 0]), 0.25)
     moving = core.tick(0.3)
     assert np.any(moving.q_rad != held.q_rad)
     # stale: last chunk accepted at 0.25 s, timeout 0.3 s -> from the first tick after 0.55 s, hold
@@ -433,12 +459,12 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(kin):
     assert core.status.state == "hold_stale"
 
 
-def test_core_first_command_from_a_measured_state_past_a_limit_is_inside_the_range(kin):
+def test_core_first_command_from_a_measured_state_past_a_limit_is_inside_the_range(rig):
     """The arm measured 1.2e-4 rad past joint 4's lower limit (a simulator under load let it drift there): the first
     command is the measured joints clamped into the range, not the measured joints."""
-    core = _core(kin)
+    core = _core(rig)
     lo = core.limits.joint_lower_rad
-    q = _top_down_q(kin, [0.3, 0, 0.1])
+    q = rig.top_down_q([0.3, 0, 0.1])
     q[3] = lo[3] - 1.2e-4
     core.set_measured_joints(q, 0.5)
     cmd = core.tick(0.0)
@@ -446,21 +472,21 @@ def test_core_first_command_from_a_measured_state_past_a_limit_is_inside_the_ran
     np.testing.assert_array_equal(np.delete(cmd.q_rad, 3), np.delete(q, 3))
 
 
-def test_core_chunk_min_lead_grows_the_lookahead_by_what_the_newest_chunk_came_early(kin):
+def test_core_chunk_min_lead_grows_the_lookahead_by_what_the_newest_chunk_came_early(rig):
     """A chunk moving +x at 0.05 m/s from (0.3, 0, 0.1), stamped 10.0 s, accepted at 10.05 s (latency 0.05 s),
     lookahead 0.05 s. Without a lead a tick at t targets the pose due at t + 0.05; with chunk_min_lead_s 0.25 at
     t + max(0.05, 0.25 - 0.05) = t + 0.20, at every tick while that chunk is the newest (time runs on, no stop-and-go).
     A chunk that came 0.3 s after its frame leaves the lookahead at 0.05. Catches a lead counted from the tick, from
     the oldest chunk, or pinned to stamp + lead."""
-    q0 = _top_down_q(kin, [0.3, 0, 0.1])
+    q0 = rig.top_down_q([0.3, 0, 0.1])
 
     def sample_times(lead, accepted_s):
-        core = _core(kin, chunk_min_lead_s=lead)
+        core = _core(rig, chunk_min_lead_s=lead)
         core.set_measured_joints(q0, 0.5)
         core.tick(9.0)
-        old = _top_down_chunk(kin, 8.5, [0.3, 0.05, 0.1], [0.0, 0.0, 0.0], n=40, step=0.2)  # older, came 0.5 s late
+        old = _top_down_chunk(rig, 8.5, [0.3, 0.05, 0.1], [0.0, 0.0, 0.0], n=40, step=0.2)  # older, came 0.5 s late
         assert core.add_chunk(old, 9.0)[0]
-        new = _top_down_chunk(kin, 10.0, [0.3, 0, 0.1], [0.05, 0, 0], n=20, step=0.2)
+        new = _top_down_chunk(rig, 10.0, [0.3, 0, 0.1], [0.05, 0, 0], n=20, step=0.2)
         assert core.add_chunk(new, accepted_s)[0]
         with core._lock:
             times = [core._sample_time_s(t) for t in (accepted_s, accepted_s + 0.05, 10.5)]
@@ -474,30 +500,26 @@ def test_core_chunk_min_lead_grows_the_lookahead_by_what_the_newest_chunk_came_e
     assert sample_times(0.25, 10.05) == pytest.approx([10.25, 10.30, 10.70])
     assert sample_times(0.25, 10.30) == pytest.approx([10.35, 10.40, 10.55])
     with pytest.raises(ValueError, match="chunk_min_lead_s"):
-        _core(kin, chunk_min_lead_s=-0.1)
+        _core(rig, chunk_min_lead_s=-0.1)
 
 
 @pytest.mark.parametrize(
     "mode, taken_while_following, taken_when_idle",
     [("truncate_when_idle", False, True), ("truncate", True, True), ("reject", False, False)],
 )
-def test_core_implausibly_fast_chunks_by_mode(kin, mode, taken_while_following, taken_when_idle):
-    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
-    q0 = kin.ik(
-        np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
-        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
-    ).q_rad
+def test_core_implausibly_fast_chunks_by_mode(rig, mode, taken_while_following, taken_when_idle):
+    q0 = rig.top_down_q([0.3, 0, 0.1])
 
     def jumping(stamp, p_start):  # 0.05 m/s in x over 1 s, but 0.25 m sideways in 0.1 s at steps 5 -> 6
-        c = _top_down_chunk(kin, stamp, p_start, [0.05, 0, 0], n=11)
+        c = _top_down_chunk(rig, stamp, p_start, [0.05, 0, 0], n=11)
         c.positions_m[6:, 1] += 0.25
         return c
 
-    core = _core(kin, stale_timeout_s=5.0)
+    core = _core(rig, stale_timeout_s=5.0)
     core.config.checks.implausible_speed = mode
     core.set_measured_joints(q0, 0.0)
     # While the arm follows a good chunk (0.3 -> 0.35 m in x over 1 s), a jumping chunk arrives.
-    assert core.add_chunk(_top_down_chunk(kin, 0.0, [0.3, 0, 0.1], [0.05, 0, 0], n=11), 0.0)[0]
+    assert core.add_chunk(_top_down_chunk(rig, 0.0, [0.3, 0, 0.1], [0.05, 0, 0], n=11), 0.0)[0]
     for k in range(30):
         core.tick(k * 0.01)
     ok, text = core.add_chunk(jumping(0.3, [0.325, 0, 0.1]), 0.3)  # 1 cm ahead of the good chunk's x(0.3)
@@ -520,11 +542,11 @@ def test_core_implausibly_fast_chunks_by_mode(kin, mode, taken_while_following, 
     assert core.status.chunks_rejected == 2 - core.status.chunks_truncated
 
 
-def test_core_a_stale_state_before_the_first_command_needs_no_new_chunk(kin):
+def test_core_a_stale_state_before_the_first_command_needs_no_new_chunk(rig):
     # use_sim_time start-up: the first joint state was measured before /clock arrived (t = 0), the first tick runs at
     # t = 1000 s. Nothing was ever commanded, so a fresh state alone restarts, holding at the measured joints.
-    q0 = np.array([0.0, 1.6, 1.3, -1.2, 0.0, 0.0])
-    core = _core(kin, joint_state_timeout_s=0.2)
+    q0 = rig.seed_q_rad.copy()
+    core = _core(rig, joint_state_timeout_s=0.2)
     core.set_measured_joints(q0, 0.5, measured_s=0.0)
     assert core.tick(1000.0) is None and core.status.joint_state_losses == 1
     q1 = q0 + 0.01
@@ -538,34 +560,26 @@ def test_core_a_stale_state_before_the_first_command_needs_no_new_chunk(kin):
     assert core.tick(1000.52) is None and core.status.state == "waiting_for_chunk"
 
 
-def test_core_unreachable_hold_vs_best_effort(kin):
-    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
-    q0 = kin.ik(
-        np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
-        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
-    ).q_rad
+def test_core_unreachable_hold_vs_best_effort(rig):
+    q0 = rig.top_down_q([0.3, 0, 0.1])
     for mode, moves in (("hold", False), ("best_effort", True)):
-        core = _core(kin, unreachable=mode)
+        core = _core(rig, unreachable=mode)
         core.set_measured_joints(q0, 0.5)
         core.tick(0.0)
-        core.add_chunk(_top_down_chunk(kin, 0.0, [0.59, 0.39, 0.02], [0, 0, 0]), 0.0)
+        core.add_chunk(_top_down_chunk(rig, 0.0, [0.59, 0.39, 0.02], [0, 0, 0]), 0.0)
         c = core.tick(0.01)
         assert core.status.ik_failures == 1
         assert bool(np.any(c.q_rad != q0)) is moves
 
 
-def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_fresh_state_and_a_new_chunk(kin):
+def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_fresh_state_and_a_new_chunk(rig):
     """Lost feedback on injected times: commands stop at the first tick more than joint_state_timeout_s after the
     last measurement, the timeline is dropped, chunks are ignored meanwhile; a fresh state alone sends nothing, a new
     chunk after it restarts from the freshly measured joints (not from the old target)."""
-    core = _core(kin, stale_timeout_s=5.0, joint_state_timeout_s=0.2)
-    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
-    q0 = kin.ik(
-        np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
-        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
-    ).q_rad
+    core = _core(rig, stale_timeout_s=5.0, joint_state_timeout_s=0.2)
+    q0 = rig.top_down_q([0.3, 0, 0.1])
     core.set_measured_joints(q0, 0.5, measured_s=0.0)
-    assert core.add_chunk(_top_down_chunk(kin, 0.0, [0.3, 0, 0.1], [0.05, 0, 0], n=40), 0.0)[0]
+    assert core.add_chunk(_top_down_chunk(rig, 0.0, [0.3, 0, 0.1], [0.05, 0, 0], n=40), 0.0)[0]
     sent = {}
     for k in range(0, 101):  # 0 .. 1.0 s; the arm reports its state until 0.5 s, then nothing
         t = round(k * 0.01, 10)
@@ -582,18 +596,18 @@ def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_
         "joint_state"
     ] and s.joint_state_age_s == pytest.approx(0.5)
     # A chunk while the state is stale is ignored (counted), not kept for later.
-    ok, why = core.add_chunk(_top_down_chunk(kin, 1.0, [0.35, 0, 0.1], [0.05, 0, 0]), 1.0)
+    ok, why = core.add_chunk(_top_down_chunk(rig, 1.0, [0.35, 0, 0.1], [0.05, 0, 0]), 1.0)
     assert not ok and "joint_state_timeout_s" in why and core.status.chunks_ignored_no_state == 1
     # Fresh state (the arm sagged meanwhile): still nothing, the problem is gone, waiting for a chunk.
-    q_sagged = last_before_loss + np.array([0.0, -0.02, 0.01, 0.0, 0.0, 0.0])
+    q_sagged = last_before_loss + (-0.02 * rig.unit(1) + 0.01 * rig.unit(2))
     core.set_measured_joints(q_sagged, 0.5, measured_s=1.1)
     assert core.tick(1.1) is None and core.status.state == "waiting_for_chunk" and core.status.problems == {}
     assert core.tick(1.2) is None  # ... for as long as no chunk comes (the state is still fresh: 0.1 s old)
     # A new chunk: the first command starts at the measured joints (one limited step from them), not at the target
     # the old timeline would have reached.
     core.set_measured_joints(q_sagged, 0.5, measured_s=1.25)
-    p_sagged = kin.fk(q_sagged)[:3, 3]
-    assert core.add_chunk(_top_down_chunk(kin, 1.25, p_sagged, [0.05, 0, 0]), 1.25)[0]
+    p_sagged = rig.kin.fk(q_sagged)[:3, 3]
+    assert core.add_chunk(_top_down_chunk(rig, 1.25, p_sagged, [0.05, 0, 0]), 1.25)[0]
     first = core.tick(1.26)
     assert first is not None and core.status.state == "tracking"
     step = np.abs(first.q_rad - q_sagged)
@@ -601,27 +615,23 @@ def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_
     assert np.linalg.norm(first.T_base_tool[:3, 3] - p_sagged) < 0.005
 
 
-def test_core_started_disengaged_sends_nothing_until_engaged_then_starts_at_the_measured_joints(kin):
-    core = _core(kin, start_engaged=False)
-    R = np.array([[-1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]]).T
-    q0 = kin.ik(
-        np.block([[R, np.array([[0.3], [0], [0.1]])], [np.zeros((1, 3)), np.ones((1, 1))]]),
-        np.array([0, 1.6, 1.3, -1.2, 0, 0]),
-    ).q_rad
+def test_core_started_disengaged_sends_nothing_until_engaged_then_starts_at_the_measured_joints(rig):
+    core = _core(rig, start_engaged=False)
+    q0 = rig.top_down_q([0.3, 0, 0.1])
     assert not core.engaged and core.tick(0.0) is None  # no state yet
     core.set_measured_joints(q0, 0.5)
     assert core.tick(0.01) is None and core.status.state == "disengaged"  # a state, still nothing: not ours
-    ok, why = core.add_chunk(_top_down_chunk(kin, 0.02, [0.3, 0, 0.1], [0.05, 0, 0]), 0.02)
+    ok, why = core.add_chunk(_top_down_chunk(rig, 0.02, [0.3, 0, 0.1], [0.05, 0, 0]), 0.02)
     assert not ok and "~/engage" in why and core.status.chunks_ignored_stopped == 1
-    q_moved = q0 + np.array([0.05, 0.0, 0.0, 0.0, 0.0, 0.0])  # moved by hand meanwhile
+    q_moved = q0 + 0.05 * rig.unit(0)  # moved by hand meanwhile
     core.set_measured_joints(q_moved, 0.6)
     core.engage()
     first = core.tick(0.03)
     assert core.engaged and core.status.state == "idle"
     np.testing.assert_array_equal(first.q_rad, q_moved)  # from the measured joints: no jump
     assert first.gripper == 0.6
-    p_moved = kin.fk(q_moved)[:3, 3]
-    assert core.add_chunk(_top_down_chunk(kin, 0.03, p_moved, [0.05, 0, 0]), 0.03)[0]
+    p_moved = rig.kin.fk(q_moved)[:3, 3]
+    assert core.add_chunk(_top_down_chunk(rig, 0.03, p_moved, [0.05, 0, 0]), 0.03)[0]
     for k in range(4, 20):
         cmd = core.tick(k * 0.01)
     assert core.status.state == "tracking" and np.any(cmd.q_rad != q_moved)
@@ -630,22 +640,22 @@ def test_core_started_disengaged_sends_nothing_until_engaged_then_starts_at_the_
     assert not core.engaged
     held = [core.tick(0.2 + k * 0.01) for k in range(5)]
     assert all(np.array_equal(h.q_rad, cmd.q_rad) for h in held) and core.status.state == "stopped"
-    assert not core.add_chunk(_top_down_chunk(kin, 0.25, p_moved, [0.05, 0, 0]), 0.25)[0]
+    assert not core.add_chunk(_top_down_chunk(rig, 0.25, p_moved, [0.05, 0, 0]), 0.25)[0]
     core.set_measured_joints(q0, 0.5)
     core.engage()  # engaged again: from the measured joints once more
     np.testing.assert_array_equal(core.tick(0.3).q_rad, q0)
 
 
-def test_core_feedback_lost_while_disengaged_then_engage_starts_at_the_fresh_measured_joints(kin):
+def test_core_feedback_lost_while_disengaged_then_engage_starts_at_the_fresh_measured_joints(rig):
     """The sequence CI met: a loaded machine delays the first joint states past the timeout while the executor waits
     disengaged; once the state is fresh, ~/engage alone (no chunk yet) must start commanding from the measured joints,
     while a stale state still blocks it."""
-    core = _core(kin, start_engaged=False, joint_state_timeout_s=0.2)
-    q0 = np.array([0, 1.6, 1.3, -1.2, 0, 0])
+    core = _core(rig, start_engaged=False, joint_state_timeout_s=0.2)
+    q0 = rig.seed_q_rad.copy()
     core.set_measured_joints(q0, 0.5, measured_s=0.0)
     assert core.tick(0.01) is None and core.status.state == "disengaged"
     assert core.tick(0.3) is None and core.status.state == "joint_state_lost"  # 0.3 s old: lost
-    q1 = q0 + np.array([0.01, 0, 0, 0, 0, 0])
+    q1 = q0 + 0.01 * rig.unit(0)
     core.set_measured_joints(q1, 0.5, measured_s=0.35)
     assert core.tick(0.36) is None and core.status.state == "disengaged"  # fresh again, still not ours
     core.engage()
@@ -662,18 +672,18 @@ def test_core_feedback_lost_while_disengaged_then_engage_starts_at_the_fresh_mea
     np.testing.assert_array_equal(core.tick(0.96).q_rad, q0)
 
 
-def test_core_watchdog_needs_measurement_times_and_a_positive_timeout(kin):
+def test_core_watchdog_needs_measurement_times_and_a_positive_timeout(rig):
     from para_ros.execution.executor_core import ExecutorConfig
 
-    core = _core(kin, joint_state_timeout_s=0.2)
+    core = _core(rig, joint_state_timeout_s=0.2)
     with pytest.raises(ValueError, match="measured_s"):
-        core.set_measured_joints(np.zeros(6), 0.5)
+        core.set_measured_joints(np.zeros(rig.n), 0.5)
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="joint_state_timeout_s"):
             ExecutorConfig(joint_state_timeout_s=bad)
     # Without a watchdog (None) a state measured once keeps commanding, as benches and offline tools expect.
-    free = _core(kin)
-    free.set_measured_joints(np.array([0, 1.6, 1.3, -1.2, 0, 0]), 0.5)
+    free = _core(rig)
+    free.set_measured_joints(rig.seed_q_rad, 0.5)
     assert free.tick(100.0) is not None
 
 

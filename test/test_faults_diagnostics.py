@@ -226,7 +226,13 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
 
     yam = load_yam_config()
     checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
-    core = ExecutorCore(ExecutorConfig(checks=checks, stale_timeout_s=0.3), yam, kinematics=kin)
+    core = ExecutorCore(
+        ExecutorConfig(
+            checks=checks, stale_timeout_s=0.3, start_engaged=True, joint_state_timeout_s=None, chunk_min_lead_s=0.0
+        ),
+        yam,
+        kinematics=kin,
+    )
     q0, R = _top_down(kin)
     seen = set()
 
@@ -256,7 +262,11 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     assert state_at(0.46) == "tracking" and recovered()  # ... until a reachable target
 
     # With the feedback watchdog: joint_state_lost (problem joint_state, ERROR) -> waiting_for_chunk -> tracking.
-    watched = ExecutorCore(ExecutorConfig(checks=checks, joint_state_timeout_s=0.2), yam, kinematics=kin)
+    watched = ExecutorCore(
+        ExecutorConfig(checks=checks, joint_state_timeout_s=0.2, start_engaged=True, chunk_min_lead_s=0.0),
+        yam,
+        kinematics=kin,
+    )
     watched.set_measured_joints(q0, 0.5, measured_s=0.0)
     assert watched.tick(0.1) is not None
     assert watched.tick(0.25) is None and watched.status.state == "joint_state_lost"
@@ -274,7 +284,11 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     assert diagnostic_summary(s, diagnostic_summary(s, None)[2])[0] == OK
 
     # Started disengaged (auto_engage false): disengaged -> ~/engage -> idle.
-    handed = ExecutorCore(ExecutorConfig(checks=checks, start_engaged=False), yam, kinematics=kin)
+    handed = ExecutorCore(
+        ExecutorConfig(checks=checks, start_engaged=False, joint_state_timeout_s=None, chunk_min_lead_s=0.0),
+        yam,
+        kinematics=kin,
+    )
     handed.set_measured_joints(q0, 0.5)
     assert handed.tick(0.0) is None and handed.status.state == "disengaged"
     seen.add(handed.status.state)
@@ -291,7 +305,13 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     unsure = SupervisorConfig(
         enabled=True, peak_mass_slow_below=0.2, peak_mass_hold_below=0.1, hold_after_s=0.0, resume_after_chunks=1
     )
-    judged = ExecutorCore(ExecutorConfig(checks=checks, supervisor=unsure), yam, kinematics=kin)
+    judged = ExecutorCore(
+        ExecutorConfig(
+            checks=checks, supervisor=unsure, start_engaged=True, joint_state_timeout_s=None, chunk_min_lead_s=0.0
+        ),
+        yam,
+        kinematics=kin,
+    )
     judged.set_measured_joints(q0, 0.5)
     assert judged.add_chunk(_chunk(0.0, [0.3, 0.0, 0.1], R), 0.0)[0]
     assert judged.tick(0.01) is not None and judged.status.state == "tracking"

@@ -84,7 +84,16 @@ def _core(core_parts, **config):
 
     yam, kin, checks = core_parts
     return ExecutorCore(
-        ExecutorConfig(checks=checks, stale_timeout_s=5.0, joint_state_timeout_s=0.2, **config), yam, kinematics=kin
+        ExecutorConfig(
+            checks=checks,
+            stale_timeout_s=5.0,
+            joint_state_timeout_s=0.2,
+            start_engaged=True,
+            chunk_min_lead_s=0.0,
+            **config,
+        ),
+        yam,
+        kinematics=kin,
     )
 
 

@@ -32,7 +32,7 @@ PATH_CHECKS = 25  # samples of the joint-space path checked against the workspac
 
 @dataclass
 class CapturePose:
-    """One pose to visit: arm joints (6,) rad, the flange pose (4, 4) in ``base`` and what produced it."""
+    """One pose to visit: arm joints (n_joints,) rad, the flange pose (4, 4) in ``base`` and what produced it."""
 
     index: int
     q_rad: np.ndarray
@@ -132,15 +132,16 @@ def plan_capture_poses(
 ) -> CapturePlan:
     """IK + limits of every candidate (see the module docstring).
 
-    :param centre_q_rad: (6,) joints of the centre pose (where the camera sees the board).
-    :param yam: :class:`para_ros.robot.yam.YamConfig` (its ``limits``).
-    :param kinematics: :class:`para_ros.robot.yam_ik.YamKinematics` of the tool site.
+    :param centre_q_rad: (n_joints,) joints of the centre pose (where the camera sees the board).
+    :param yam: the arm description (:class:`para_ros.robot.arm.ArmDescription`: its ``limits``, ``n_joints``).
+    :param kinematics: :class:`para_ros.robot.arm_kinematics.ArmKinematics` of the tool site.
     :param T_flange_tool: (4, 4) tool site in the flange (``gripper``) frame (the IK places the tool site).
     """
     lim = yam.limits
     lower = np.asarray(lim.joint_lower_rad) + JOINT_MARGIN_RAD
     upper = np.asarray(lim.joint_upper_rad) - JOINT_MARGIN_RAD
-    q_prev = np.asarray(centre_q_rad, dtype=np.float64)[:6]
+    n_joints = yam.n_joints
+    q_prev = np.asarray(centre_q_rad, dtype=np.float64)[:n_joints]
     T_tool_flange = np.linalg.inv(T_flange_tool)
     T_centre = kinematics.fk(q_prev) @ T_tool_flange
     plan = CapturePlan([])
@@ -149,7 +150,7 @@ def plan_capture_poses(
     ):
         res = kinematics.ik(T @ T_flange_tool, q_prev)
         if not res.ok:
-            res = kinematics.ik(T @ T_flange_tool, np.asarray(centre_q_rad, dtype=np.float64)[:6])
+            res = kinematics.ik(T @ T_flange_tool, np.asarray(centre_q_rad, dtype=np.float64)[:n_joints])
         if not res.ok:
             plan.rejected.append(
                 (

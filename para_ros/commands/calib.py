@@ -141,8 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--centre",
         default="",
         help="centre pose: current (the arm where it is; default on a real "
-        "arm), sim (the simulator's start pose; default with --backend sim), or 6 joints in rad, "
-        "comma-separated",
+        "arm), sim (the simulator's start pose; default with --backend sim), or one angle per arm joint "
+        "in rad (the YAM: 6), comma-separated",
     )
     c.add_argument(
         "--pivot-m",

@@ -122,15 +122,16 @@ def default_pivot_in_flange(camera: str, yam) -> np.ndarray:
 
 
 def sim_centre_q() -> np.ndarray:
-    """(6,) the simulator's start pose: its flange board faces the default scene camera, the wrist camera sees the
+    """(n,) the simulator's start pose (its arm joints): its flange board faces the default scene camera, the wrist camera sees the
     table board."""
     from para_ros.sim.yam_scene import DEFAULT_HOME_Q7  # mujoco: loaded on first use, not on import
 
-    return np.asarray(DEFAULT_HOME_Q7[:6], dtype=np.float64)
+    return np.asarray(DEFAULT_HOME_Q7[: load_yam_config().n_joints], dtype=np.float64)
 
 
 def parse_centre(text: str) -> np.ndarray | None:
-    """``--centre``: "" / "current" (None: the arm's measured joints), "sim", or 6 comma-separated joints (rad)."""
+    """``--centre``: "" / "current" (None: the arm's measured joints), "sim", or one comma-separated angle per arm
+    joint (rad; the YAM description's joint count)."""
     text = (text or "").strip()
     if text in ("", "current"):
         return None
@@ -140,8 +141,9 @@ def parse_centre(text: str) -> np.ndarray | None:
         q = np.array([float(v) for v in text.split(",")])
     except ValueError:
         q = np.zeros(0)
-    if q.shape != (6,) or not np.all(np.isfinite(q)):
-        raise ValueError(f"--centre {text!r}: give current, sim, or 6 comma-separated joint angles in radians")
+    n = load_yam_config().n_joints
+    if q.shape != (n,) or not np.all(np.isfinite(q)):
+        raise ValueError(f"--centre {text!r}: give current, sim, or {n} comma-separated joint angles in radians")
     return q
 
 
@@ -152,7 +154,9 @@ def make_plan(settings: CaptureSettings, centre_q: np.ndarray, yam=None, kinemat
     kinematics = kinematics or YamKinematics(m.arm_type, m.gripper_type, m.tool_site, max_iters=200)
     frames = YamFrames(yam.wrist_camera, m.arm_type, m.gripper_type, m.tool_site)
     T_flange_tool = next(
-        T for parent, child, T in frames.transforms(np.zeros(6)) if parent == "gripper" and child == m.tool_site
+        T
+        for parent, child, T in frames.transforms(np.zeros(yam.n_joints))
+        if parent == "gripper" and child == m.tool_site
     )
     pivot = (
         np.asarray(settings.pivot_m, dtype=np.float64)

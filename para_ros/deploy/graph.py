@@ -53,7 +53,6 @@ EXECUTOR_BACKEND = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joi
 TOPIC_EXECUTOR_OVERRIDES = {"gripper_joint_name": ""}
 # Launcher settings that only the topic backend takes -> chunk_executor parameter names.
 TOPIC_EXECUTOR_SETTINGS = ("joint_trajectory_topic", "arm_joint_names")
-N_ARM_JOINTS = 6
 
 # Executor parameters while the untrained random model runs (see the module docstring); limits stay untouched.
 UNTRAINED_EXECUTOR_OVERRIDES = {"max_implied_speed_m_s": 100.0, "unreachable": "best_effort"}
@@ -263,16 +262,15 @@ class DeploySettings:
             )
         if self.arm_joint_names:
             names = [n.strip() for n in self.arm_joint_names.split(",")]
-            if (
-                len(names) != N_ARM_JOINTS
-                or not all(names)
-                or len(set(names)) != N_ARM_JOINTS
-                or any(" " in n for n in names)
-            ):
+            from para_ros.robot.yam import load_yam_config  # the graph's arm: its joint count and order
+
+            yam_names = load_yam_config().joint_names
+            n = len(yam_names)
+            if len(names) != n or not all(names) or len(set(names)) != n or any(" " in name for name in names):
                 raise ValueError(
-                    f"arm_joint_names={self.arm_joint_names!r}: give the controller's {N_ARM_JOINTS} "
-                    "distinct arm joint names, comma-separated, in YAM order joint1..joint6, e.g. "
-                    "'joint1,joint2,joint3,joint4,joint5,joint6'"
+                    f"arm_joint_names={self.arm_joint_names!r}: give the controller's {n} "
+                    f"distinct arm joint names, comma-separated, in the order of config/yam.yaml's "
+                    f"model.joint_names, e.g. '{','.join(yam_names)}'"
                 )
             # normalised (no spaces) so both launchers pass exactly the same value
             object.__setattr__(self, "arm_joint_names", ",".join(names))

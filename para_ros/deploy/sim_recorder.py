@@ -150,7 +150,7 @@ def record_episodes(
     """
     from tqdm import tqdm  # tqdm: loaded on first use, not on import
 
-    from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
+    from para_ros.sim.yam_scene import N_ARM_JOINTS, SimConfig  # mujoco: loaded on first use, not on import
 
     out.mkdir(parents=True, exist_ok=True)
     graph_run = GraphRun(out / "logs", echo=echo)  # the expert node in this process joins its domain
@@ -158,7 +158,7 @@ def record_episodes(
     graph_run.start_plan([(spec, dict(sim_overrides or {}))])
     kin = YamKinematics()
     home = np.asarray(SimConfig().home_q7, dtype=np.float64)
-    start_xyz = kin.fk(home[:6])[:3, 3]
+    start_xyz = kin.fk(home[:N_ARM_JOINTS])[:3, 3]
     counts: dict[str, int] = {}
     expert = _ExpertNode()
     period = 1.0 / control_rate_hz
@@ -194,7 +194,7 @@ def record_episodes(
                 if t > plan.duration_s + 0.5:
                     break
                 T, g = plan.command_at(t + period)
-                q = np.concatenate([kin.ik(T, q[:6]).q_rad, [g]])
+                q = np.concatenate([kin.ik(T, q[:N_ARM_JOINTS]).q_rad, [g]])
                 expert.send(q, period)
                 time.sleep(max(0.0, t0 + (int(t / period) + 1) * period - time.monotonic()))
             time.sleep(0.3)

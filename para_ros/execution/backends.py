@@ -28,7 +28,7 @@ class CommandBackend(abc.ABC):
 
     @abc.abstractmethod
     def read_joints(self) -> tuple[np.ndarray, float] | None:
-        """Latest measured (6,) arm joints (rad) and gripper (0..1, NaN if not measured), or None while unknown."""
+        """Latest measured (n,) arm joints (rad, the arm description's order) and gripper (0..1, NaN if not measured), or None while unknown."""
 
     @abc.abstractmethod
     def send(self, command: JointCommand) -> None:
@@ -43,13 +43,15 @@ class CommandBackend(abc.ABC):
 
 
 class I2rtSdkBackend(CommandBackend):
-    """The I2RT SDK: ``get_yam_robot(channel=..., sim=...)``; 7-DoF commands (6 joints + gripper 0..1).
+    """The I2RT SDK: ``get_yam_robot(channel=..., sim=...)``; commands of the arm joints + the gripper (0..1) last
+    (the YAM: 7 = 6 joints + gripper).
 
     :param channel: CAN interface of the real arm (e.g. ``can0``); ignored with ``sim=True``.
     :param sim: use the SDK's MuJoCo ``SimRobot`` (no hardware; commands teleport the joints).
     :param zero_gravity_mode: passed to ``get_yam_robot``; False (default) makes the real arm hold its current pose
         with the PD gains from the start, which is what a position-commanding executor wants.
     :param robot: an already constructed SDK robot (tests); the other arguments are then ignored.
+    :param n_arm_joints: the arm description's joint count; the robot must have one more DoF (its gripper).
 
     ``get_yam_robot`` writes the combined MJCF to /tmp; this backend deletes that file (the robot's ``xml_path``)
     once the robot is built.
@@ -65,6 +67,7 @@ class I2rtSdkBackend(CommandBackend):
         robot=None,
         arm_type: str = "yam",
         gripper_type: str = "linear_4310",
+        n_arm_joints: int = 6,
     ):
         if robot is None:
             from i2rt.robots.get_robot import get_yam_robot  # i2rt: loaded on first use, not on import
@@ -85,23 +88,25 @@ class I2rtSdkBackend(CommandBackend):
                     pass
         self.robot = robot
         n = int(robot.num_dofs())
-        if n != 7:
+        self.n_arm_joints = int(n_arm_joints)
+        if n != self.n_arm_joints + 1:
             raise ValueError(
-                f"I2rtSdkBackend: robot has {n} DoF, expected 7 (6 joints + gripper); use a YAM with "
-                f"a gripper (gripper_type linear_4310)"
+                f"I2rtSdkBackend: robot has {n} DoF, expected {self.n_arm_joints + 1} ({self.n_arm_joints} joints of "
+                "the arm description + gripper); use an arm with a gripper (the YAM: gripper_type linear_4310)"
             )
 
     def read_joints(self) -> tuple[np.ndarray, float] | None:
-        q = np.asarray(self.robot.get_joint_pos(), dtype=float)  # (7,)
-        if q.shape != (7,) or not np.all(np.isfinite(q)):
+        n = self.n_arm_joints
+        q = np.asarray(self.robot.get_joint_pos(), dtype=float)  # (n + 1,)
+        if q.shape != (n + 1,) or not np.all(np.isfinite(q)):
             return None
-        return q[:6].copy(), float(q[6])
+        return q[:n].copy(), float(q[n])
 
     def send(self, command: JointCommand) -> None:
         gripper = command.gripper
         if not np.isfinite(gripper):  # never the case here (the SDK measures it), kept safe anyway
-            gripper = float(self.robot.get_joint_pos()[6])
-        self.robot.command_joint_pos(np.append(command.q_rad, gripper))  # (7,)
+            gripper = float(self.robot.get_joint_pos()[self.n_arm_joints])
+        self.robot.command_joint_pos(np.append(command.q_rad, gripper))  # (n + 1,)
 
     def describe(self) -> str:
         return f"I2RT SDK robot {type(self.robot).__name__}"

@@ -87,8 +87,8 @@ from para_ros.execution.executor_state import (
 from para_ros.execution.safety import FilterReport, SafetyFilter, check_command
 from para_ros.execution.smoothing import JerkLimitedSmoother, JerkLimits
 from para_ros.execution.timeline import BlendConfig, Timeline
-from para_ros.robot.yam import YamConfig
-from para_ros.robot.yam_ik import YamKinematics
+from para_ros.robot.arm import ArmDescription
+from para_ros.robot.arm_kinematics import ArmKinematics
 
 UNREACHABLE_MODES = ("hold", "best_effort")
 SMOOTHING_MODES = ("none", "ruckig")
@@ -120,7 +120,10 @@ RECENT_TRANSITIONS = 8  # how many of the latest state changes the status names
 
 @dataclass
 class ExecutorConfig:
-    """Behaviour of the executor (ROS parameters of the node; defaults in ``config/executor.yaml``).
+    """Behaviour of the executor (ROS parameters of the node). The defaults are the node's (``config/executor.yaml``):
+    a bare ``ExecutorConfig()`` starts disengaged with the joint-state watchdog on. Benches and offline tests that
+    measure once and tick on pass ``start_engaged=True, joint_state_timeout_s=None`` (and ``chunk_min_lead_s=0`` for
+    chunks checked against ``command_lookahead_s`` alone) explicitly.
 
     Args:
         control_rate_hz: commands per second.
@@ -131,8 +134,7 @@ class ExecutorConfig:
             the arm, and a position-controlled arm lags its command; followed from its first steps, every fresh chunk
             pulls the command back to where the arm was seen, and with chunks that arrive within tens of ms (a GPU)
             the arm slows to a stop. With the lead the command runs ahead of the observation by the same margin
-            whatever the inference latency. 0 (the default here, for benches and unit tests): off; the node's default
-            is 0.25 s.
+            whatever the inference latency. Default 0.25 s (the node's); 0: off.
         stale_timeout_s: hold when no chunk was accepted for this long.
         blend: how overlapping chunks combine (mode, ensemble_k, max_chunks).
         checks: what a chunk must satisfy (frames, ages, speeds, workspace policy).
@@ -140,19 +142,18 @@ class ExecutorConfig:
         smoothing: "none" or "ruckig".
         jerk_limits: limits of the ruckig smoother (used when smoothing == "ruckig").
         ik_position_tol_m, ik_rotation_tol_rad, ik_max_iters: IK success thresholds and effort cap.
-        start_engaged: True (the default here, for benches and offline tests): follow chunks from the start;
-            False (the node's default, ``auto_engage: false``): start disengaged, sending nothing, until
-            :meth:`ExecutorCore.engage` (module docstring).
+        start_engaged: False (the default, the node's ``auto_engage: false``): start disengaged, sending nothing,
+            until :meth:`ExecutorCore.engage` (module docstring); True: follow chunks from the start.
         supervisor: the confidence supervisor (:class:`SupervisorConfig`; off by default).
         joint_state_timeout_s: send nothing once the measured joint state is older than this (s; module docstring,
-            step 0). None (the default here): no watchdog, for callers that measure once and tick on (benches, offline
-            tests); the node always sets it (parameter ``joint_state_timeout_s``, default 0.2 s). With it set,
-            :meth:`ExecutorCore.set_measured_joints` needs the time of each measurement.
+            step 0). Default 0.2 s (the node's parameter ``joint_state_timeout_s``); with it set,
+            :meth:`ExecutorCore.set_measured_joints` needs the time of each measurement. None: no watchdog, for
+            callers that measure once and tick on (benches, offline tests).
     """
 
     control_rate_hz: float = 100.0
     command_lookahead_s: float = 0.05
-    chunk_min_lead_s: float = 0.0
+    chunk_min_lead_s: float = 0.25
     stale_timeout_s: float = 0.5
     blend: BlendConfig = field(default_factory=BlendConfig)
     checks: ChunkChecks = field(default_factory=ChunkChecks)
@@ -162,8 +163,8 @@ class ExecutorConfig:
     ik_position_tol_m: float = 5e-4
     ik_rotation_tol_rad: float = 5e-3
     ik_max_iters: int = 40
-    joint_state_timeout_s: float | None = None
-    start_engaged: bool = True
+    joint_state_timeout_s: float | None = 0.2
+    start_engaged: bool = False
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def __post_init__(self):
@@ -194,7 +195,7 @@ class ExecutorConfig:
 
 @dataclass
 class JointCommand:
-    """One command: joints (6,) rad, gripper 0..1 (NaN: no gripper command, its state is unknown and no chunk has
+    """One command: joints (n,) rad (the arm description's joint order), gripper 0..1 (NaN: no gripper command, its state is unknown and no chunk has
     set it yet), the tool pose FK gives for them, and its timing.
 
     ``stamp_s`` is the tick time; the command is the target for ``target_time_s = stamp_s + time_from_start_s``
@@ -293,36 +294,42 @@ class ExecutorCore:
     """Chunks in (:meth:`add_chunk`), one safe :class:`JointCommand` per :meth:`tick` out. Thread-safe.
 
     :param config: executor behaviour.
-    :param yam: the YAM model and limits (``config/yam.yaml``).
-    :param kinematics: a :class:`YamKinematics` (built from ``yam`` if None).
+    :param arm: the arm's description (:class:`ArmDescription`: joints, limits, model; ``config/yam.yaml`` for the
+        YAM). Every joint vector in and out has its ``n_joints`` values, in its ``joint_names`` order.
+    :param kinematics: FK / IK of the arm's tool site over its joints (an :class:`ArmKinematics`; built from
+        ``arm.model`` if None). Anything with ``fk``, ``fk_position``, ``ik``, ``joint_names``, ``joint_range_rad``,
+        ``bodies`` and ``sites`` will do.
+    :raises ValueError: the description does not fit its model (a joint, site or body it names is missing, or a
+        joint limit lies outside the model's range): the executor refuses to start rather than guess.
     """
 
-    def __init__(self, config: ExecutorConfig, yam: YamConfig, kinematics: YamKinematics | None = None):
+    def __init__(self, config: ExecutorConfig, arm: ArmDescription, kinematics: ArmKinematics | None = None):
+        if not isinstance(arm, ArmDescription):
+            raise ValueError(f"ExecutorCore arm={arm!r}: need an ArmDescription (para_ros.robot.arm)")
         self.config = config
-        self.yam = yam
-        self.limits = yam.limits
-        self.kin = kinematics or YamKinematics(
-            yam.model.arm_type,
-            yam.model.gripper_type,
-            yam.model.tool_site,
-            config.ik_position_tol_m,
-            config.ik_rotation_tol_rad,
-            config.ik_max_iters,
+        self.arm = arm
+        self.limits = arm.limits
+        self.n_joints = arm.n_joints
+        self.kin = kinematics or ArmKinematics(
+            arm.model, config.ik_position_tol_m, config.ik_rotation_tol_rad, config.ik_max_iters
         )
+        arm.check_against_model(self.kin.joint_names, self.kin.joint_range_rad, self.kin.bodies, self.kin.sites)
         self.timeline = Timeline(config.blend)
         self.safety = SafetyFilter(self.limits, self.kin.fk_position)
         self.slow_safety = self._slow_filter(config.supervisor)
         self.supervisor = ConfidenceSupervisor(config.supervisor)
         self.smoother = (
-            JerkLimitedSmoother(config.jerk_limits, config.period_s) if config.smoothing == "ruckig" else None
+            JerkLimitedSmoother(config.jerk_limits, config.period_s, self.n_joints)
+            if config.smoothing == "ruckig"
+            else None
         )
         self.status = ExecutorStatus()
         self._lock = threading.RLock()
-        # (6,) last command sent (or the measured joints before the first); None: not seeded (no measured state yet,
+        # (n,) last command sent (or the measured joints before the first); None: not seeded (no measured state yet,
         # or the clock jumped back): nothing is sent until a measured state seeds it
         self._q_cmd: np.ndarray | None = None
         self._g_cmd = float("nan")  # the gripper's last command (NaN: unknown, nothing sent for it)
-        self._q_seed: np.ndarray | None = None  # (6,) last IK solution
+        self._q_seed: np.ndarray | None = None  # (n,) last IK solution
         self._measured: tuple[np.ndarray, float] | None = None
         self._last_accept_s: float | None = None
         self._measured_s: float | None = None  # when self._measured was measured (caller's clock)
@@ -335,7 +342,7 @@ class ExecutorCore:
     RECONFIGURABLE = ("stale_timeout_s", "checks", "unreachable", "supervisor")
 
     def _slow_filter(self, supervisor: SupervisorConfig) -> SafetyFilter:
-        """The safety filter of ``FOLLOWING_SLOWLY``: the YAM's joint and tool speed limits scaled by
+        """The safety filter of ``FOLLOWING_SLOWLY``: the arm's joint and tool speed limits scaled by
         ``slow_speed_scale`` (tighter, so its commands pass the unscaled filter's check too)."""
         scale = supervisor.slow_speed_scale
         slow = dataclasses.replace(
@@ -365,7 +372,10 @@ class ExecutorCore:
     # ---- inputs ---------------------------------------------------------------------------------------------------
 
     def set_measured_joints(self, q_rad: np.ndarray, gripper: float, measured_s: float | None = None) -> None:
-        """Latest measured arm joints (6,) and gripper; the first one initialises the command.
+        """Latest measured arm joints (n,) and gripper; the first one initialises the command.
+
+        A state with another joint count than the arm's, or a non-finite value, is ignored (the arm's state stays
+        unknown or as it was: nothing is guessed from it).
 
         ``gripper`` NaN means "not measured" (an arm whose gripper is commanded on its own topic): the gripper
         command then stays unset (NaN, nothing sent for it) until a chunk gives a gripper target, which becomes the
@@ -381,8 +391,8 @@ class ExecutorCore:
                 "set_measured_joints: pass measured_s (when the state was measured) with "
                 "joint_state_timeout_s set; the watchdog needs the age of the state"
             )
-        q = np.asarray(q_rad, dtype=float).reshape(-1)[:6]
-        if q.shape != (6,) or not np.all(np.isfinite(q)) or np.isinf(gripper):
+        q = np.asarray(q_rad, dtype=float).reshape(-1)
+        if q.shape != (self.n_joints,) or not np.all(np.isfinite(q)) or np.isinf(gripper):
             return
         with self._lock:
             self._measured = (q.copy(), float(gripper))
@@ -397,7 +407,7 @@ class ExecutorCore:
         """Start commanding from the measured joints, clamped into the joint range: an arm that a simulator or its
         servos let drift past a limit (by 1e-4 rad, measured after a feedback loss under load) is never commanded to
         stay out there; the difference is far below one period's speed limit."""
-        q = np.clip(q, self.limits.joint_lower_rad, self.limits.joint_upper_rad)  # (6,)
+        q = np.clip(q, self.limits.joint_lower_rad, self.limits.joint_upper_rad)  # (n,)
         self._q_cmd = q.copy()
         self._g_cmd = gripper
         self._q_seed = q.copy()

@@ -1,6 +1,6 @@
-"""The YAM's safety limits and the filter that makes every command satisfy them.
+"""An arm's safety limits and the filter that makes every command satisfy them, for any joint count.
 
-Limits (loaded from ``config/yam.yaml``): joint position range, joint speed, tool (grasp_site) speed, a workspace
+Limits (the arm description's ``limits``: ``config/yam.yaml`` for the YAM): joint position range, joint speed, tool (grasp_site) speed, a workspace
 box for the tool, gripper range and gripper speed. :class:`SafetyFilter` turns a desired joint target into the
 nearest command that satisfies all of them *relative to the previous command*:
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from para_ros.robot.yam import N_ARM_JOINTS, WORKSPACE_TOL_M, YamLimits
+from para_ros.robot.arm import WORKSPACE_TOL_M, ArmLimits
 
 JOINT_TOL_RAD = 1e-9
 SPEED_TOL = 1e-6  # relative slack on speed limits (floating point only)
@@ -47,12 +47,12 @@ class FilterReport:
 class SafetyFilter:
     """Project a desired (joints, gripper) command onto the limits, relative to the previous command.
 
-    :param limits: the YAM's limits.
-    :param fk_position: maps (6,) joint angles to the (3,) tool-site position in the world frame.
+    :param limits: the arm's limits (n joints).
+    :param fk_position: maps (n,) joint angles to the (3,) tool-site position in the world frame.
     :param bisection_steps: iterations of the workspace/EE-speed bisection (resolution 2^-n of the step).
     """
 
-    def __init__(self, limits: YamLimits, fk_position: Callable[[np.ndarray], np.ndarray], bisection_steps: int = 12):
+    def __init__(self, limits: ArmLimits, fk_position: Callable[[np.ndarray], np.ndarray], bisection_steps: int = 12):
         self.limits = limits
         self.fk_position = fk_position
         self.bisection_steps = bisection_steps
@@ -70,22 +70,28 @@ class SafetyFilter:
     def apply(
         self, q_target: np.ndarray, gripper_target: float, q_prev: np.ndarray, gripper_prev: float, dt_s: float
     ) -> tuple[np.ndarray, float, FilterReport]:
-        """Return the safe (6,) joint command, gripper command and what was limited.
+        """Return the safe (n,) joint command, gripper command and what was limited.
 
-        :param q_target: (6,) desired joints (after IK and smoothing).
-        :param q_prev: (6,) previous command (assumed safe: it passed this filter).
+        :param q_target: (n,) desired joints (after IK and smoothing).
+        :param q_prev: (n,) previous command (assumed safe: it passed this filter).
         :param dt_s: time between the previous command and this one (one control period).
         """
         lim = self.limits
         report = FilterReport()
         q_target = np.asarray(q_target, dtype=float)
         q_prev = np.asarray(q_prev, dtype=float)
+        n = lim.n_joints
+        if q_target.shape != (n,) or q_prev.shape != (n,):
+            raise ValueError(
+                f"SafetyFilter: joints of shape {q_target.shape} (target) and {q_prev.shape} (previous) for an arm "
+                f"of {n} joints: pass ({n},) vectors"
+            )
         lower = np.minimum(lim.joint_lower_rad, q_prev)
         upper = np.maximum(lim.joint_upper_rad, q_prev)
-        q = np.clip(q_target, lower, upper)  # (6,)
+        q = np.clip(q_target, lower, upper)  # (n,)
         report.joint_clipped = bool(np.any(q != q_target))
-        dq = q - q_prev  # (6,)
-        max_step = lim.max_joint_speed_rad_s * dt_s  # (6,)
+        dq = q - q_prev  # (n,)
+        max_step = lim.max_joint_speed_rad_s * dt_s  # (n,)
         ratio = np.max(np.abs(dq) / max_step)
         if ratio > 1.0:
             dq = dq / ratio
@@ -111,7 +117,7 @@ class SafetyFilter:
 
 
 def check_command(
-    limits: YamLimits,
+    limits: ArmLimits,
     q: np.ndarray,
     gripper: float,
     q_prev: np.ndarray,
@@ -127,7 +133,7 @@ def check_command(
     problems = []
     q = np.asarray(q, dtype=float)
     q_prev = np.asarray(q_prev, dtype=float)
-    if q.shape != (N_ARM_JOINTS,) or not np.all(np.isfinite(q)) or not np.isfinite(gripper):
+    if q.shape != (limits.n_joints,) or not np.all(np.isfinite(q)) or not np.isfinite(gripper):
         return [f"non-finite or mis-shaped command q={q!r} gripper={gripper!r}"]
     lower = np.minimum(limits.joint_lower_rad, q_prev) - JOINT_TOL_RAD
     upper = np.maximum(limits.joint_upper_rad, q_prev) + JOINT_TOL_RAD

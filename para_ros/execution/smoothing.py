@@ -15,7 +15,7 @@ import numpy as np
 
 @dataclass
 class JerkLimits:
-    """Per-joint limits (6,) for the smoother: rad/s, rad/s^2, rad/s^3 (a scalar applies to every joint)."""
+    """Limits of the smoother: rad/s, rad/s^2, rad/s^3, each a scalar (every joint) or one value per joint."""
 
     max_velocity: np.ndarray
     max_acceleration: np.ndarray
@@ -23,56 +23,72 @@ class JerkLimits:
 
     def __post_init__(self):
         for name in ("max_velocity", "max_acceleration", "max_jerk"):
-            arr = np.broadcast_to(np.asarray(getattr(self, name), dtype=float), (6,)).copy()
-            if not np.all(np.isfinite(arr) & (arr > 0)):
+            arr = np.asarray(getattr(self, name), dtype=float).reshape(-1)
+            if arr.size == 0 or not np.all(np.isfinite(arr) & (arr > 0)):
                 raise ValueError(f"JerkLimits.{name}={getattr(self, name)!r}: need finite values > 0")
             setattr(self, name, arr)
 
+    def per_joint(self, n_joints: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(velocity, acceleration, jerk), each (n_joints,); :class:`ValueError` when a per-joint list has another
+        length."""
+        out = []
+        for name in ("max_velocity", "max_acceleration", "max_jerk"):
+            arr = getattr(self, name)
+            if arr.size not in (1, n_joints):
+                raise ValueError(f"JerkLimits.{name} has {arr.size} values for an arm of {n_joints} joints")
+            out.append(np.broadcast_to(arr, (n_joints,)).copy())
+        return out[0], out[1], out[2]
+
 
 class JerkLimitedSmoother:
-    """Online jerk-limited tracking of a stream of (6,) joint targets at a fixed period ``dt_s``."""
+    """Online jerk-limited tracking of a stream of (n,) joint targets at a fixed period ``dt_s``.
 
-    def __init__(self, limits: JerkLimits, dt_s: float):
+    :param n_joints: the arm's joint count (its description's).
+    """
+
+    def __init__(self, limits: JerkLimits, dt_s: float, n_joints: int):
         from ruckig import InputParameter, OutputParameter, Ruckig  # ruckig: loaded on first use, not on import
 
         if not dt_s > 0:
             raise ValueError(f"JerkLimitedSmoother dt_s={dt_s!r}: must be > 0")
         self.limits = limits
         self.dt_s = dt_s
-        self._otg = Ruckig(6, dt_s)
-        self._inp = InputParameter(6)
-        self._out = OutputParameter(6)
-        self._inp.max_velocity = limits.max_velocity.tolist()
-        self._inp.max_acceleration = limits.max_acceleration.tolist()
-        self._inp.max_jerk = limits.max_jerk.tolist()
+        self.n_joints = int(n_joints)
+        self._max_velocity, max_acceleration, max_jerk = limits.per_joint(self.n_joints)  # (n,) each
+        self._otg = Ruckig(self.n_joints, dt_s)
+        self._inp = InputParameter(self.n_joints)
+        self._out = OutputParameter(self.n_joints)
+        self._inp.max_velocity = self._max_velocity.tolist()
+        self._inp.max_acceleration = max_acceleration.tolist()
+        self._inp.max_jerk = max_jerk.tolist()
         self._last_target: np.ndarray | None = None
         self._initialised = False
 
     def reset(self, q_rad: np.ndarray) -> None:
-        """Start at rest at ``q_rad`` (6,) (after a hold, stop or the first joint state)."""
+        """Start at rest at ``q_rad`` (n,) (after a hold, stop or the first joint state)."""
         self._inp.current_position = np.asarray(q_rad, dtype=float).tolist()
-        self._inp.current_velocity = [0.0] * 6
-        self._inp.current_acceleration = [0.0] * 6
+        self._inp.current_velocity = [0.0] * self.n_joints
+        self._inp.current_acceleration = [0.0] * self.n_joints
         self._last_target = None
         self._initialised = True
 
     def step(self, q_target_rad: np.ndarray) -> np.ndarray:
-        """The next smoothed (6,) joint position towards ``q_target_rad``."""
+        """The next smoothed (n,) joint position towards ``q_target_rad``."""
         from ruckig import Result  # ruckig: loaded on first use, not on import
 
         if not self._initialised:
             self.reset(q_target_rad)
         target = np.asarray(q_target_rad, dtype=float)
-        vel = np.zeros(6) if self._last_target is None else (target - self._last_target) / self.dt_s
-        vel = np.clip(vel, -self.limits.max_velocity, self.limits.max_velocity)
+        vel = np.zeros(self.n_joints) if self._last_target is None else (target - self._last_target) / self.dt_s
+        vel = np.clip(vel, -self._max_velocity, self._max_velocity)
         self._last_target = target
         self._inp.target_position = target.tolist()
         self._inp.target_velocity = vel.tolist()
-        self._inp.target_acceleration = [0.0] * 6
+        self._inp.target_acceleration = [0.0] * self.n_joints
         result = self._otg.update(self._inp, self._out)
         if result not in (Result.Working, Result.Finished):
             # infeasible with a moving target: fall back to stopping at the target
-            self._inp.target_velocity = [0.0] * 6
+            self._inp.target_velocity = [0.0] * self.n_joints
             result = self._otg.update(self._inp, self._out)
             if result not in (Result.Working, Result.Finished):
                 return np.asarray(self._inp.current_position, dtype=float)

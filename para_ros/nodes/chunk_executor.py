@@ -1,4 +1,5 @@
-"""The chunk executor node: PARA action chunks in, safe joint (or tool pose) commands for the YAM out.
+"""The chunk executor node: PARA action chunks in, safe joint (or tool pose) commands for an arm out (the YAM by
+default; any arm description via ``yam_config``).
 
 Subscribes to ``para_msgs/ActionChunk`` (``chunk_topic``), runs :class:`para_ros.execution.executor_core.ExecutorCore`
 at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunks cannot starve it) on the ROS clock
@@ -411,8 +412,8 @@ PARAMETERS = ParameterTable(
         Param(
             "yam_config",
             "",
-            "Path of the YAM model + limits YAML; empty = the shipped config/yam.yaml (the safety "
-            "limits live there, not here).",
+            "Path of the arm description (model, joints, limits, wrist camera; para_ros.robot.arm); empty = the "
+            "shipped config/yam.yaml (the safety limits live there, not here).",
             section="model and limits",
         ),
         Param(
@@ -459,8 +460,9 @@ PARAMETERS = ParameterTable(
         Param(
             "arm_joint_names",
             "",
-            "Names of the 6 arm joints in JointTrajectory and JointState, comma-separated (a "
-            "string list is joined), in SDK order joint1..joint6; empty = config/yam.yaml's model.joint_names.",
+            "Names of the arm joints in JointTrajectory and JointState, comma-separated (a string list is joined), "
+            "one per joint of the arm description in its order; empty = its model.joint_names (the YAM: "
+            "joint1..joint6).",
         ),
         Param(
             "gripper_joint_name",
@@ -536,9 +538,10 @@ config/yam.yaml.""",
 
 
 def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
-    """``arm_joint_names`` as 6 names: a comma-separated string or a list; empty = ``default``.
+    """``arm_joint_names`` as one name per arm joint: a comma-separated string or a list; empty = ``default`` (the
+    arm description's ``model.joint_names``, whose length is the arm's joint count).
 
-    :raises ValueError: naming the value, unless there are exactly 6 distinct non-empty names.
+    :raises ValueError: naming the value, unless there are exactly ``len(default)`` distinct non-empty names.
     """
     if isinstance(value, str):
         names = tuple(n.strip() for n in value.split(",")) if value.strip() else ()
@@ -546,16 +549,18 @@ def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
         names = tuple(str(n).strip() for n in (value or ()))
     if not names:
         return tuple(default)
-    if len(names) != 6 or not all(names) or len(set(names)) != 6:
+    n = len(default)
+    if len(names) != n or not all(names) or len(set(names)) != n:
         raise ValueError(
-            f"parameter arm_joint_names={value!r}: give the 6 distinct arm joint names in order "
-            f"joint1..joint6, comma-separated, e.g. {','.join(default)}"
+            f"parameter arm_joint_names={value!r}: give the {n} distinct arm joint names in the order of the arm "
+            f"description's model.joint_names, comma-separated, e.g. {','.join(default)}"
         )
     return names
 
 
 def build_executor_config(p: dict, yam):
-    """ExecutorConfig from the node's parameter values and the YAM config (limits give the workspace box)."""
+    """ExecutorConfig from the node's parameter values and the arm description (frames; limits give the workspace
+    box)."""
 
     checks = ChunkChecks(
         world_frame=yam.model.world_frame,
@@ -731,17 +736,24 @@ class ChunkExecutorNode(Node):
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
         super().__init__(node_name, **kwargs)
         self.params = p = PARAMETERS.declare(self)
-        self.yam = load_yam_config(p["yam_config"] or None)
+        self.arm = load_yam_config(p["yam_config"] or None)  # any arm description; the YAM's by default
         if p["calibration_file"]:  # the calibrated wrist mount replaces the CAD one
             # OpenCV (the file's board): loaded only with a calibration_file
             from para_ros.calibration.consumers import wrist_mount
 
-            self.yam = dataclasses.replace(
-                self.yam, wrist_camera=wrist_mount(p["calibration_file"], self.yam.wrist_camera)
+            self.arm = dataclasses.replace(
+                self.arm, wrist_camera=wrist_mount(p["calibration_file"], self.arm.wrist_camera)
             )
-        self.arm_joint_names = parse_joint_names(p["arm_joint_names"], self.yam.model.joint_names)
-        self.core = ExecutorCore(build_executor_config(p, self.yam), self.yam)
-        self.world_frame = self.yam.model.world_frame
+        if p["backend"] == "i2rt_sdk" and not self.arm.model.arm_type:
+            raise ValueError(
+                f"backend i2rt_sdk drives an i2rt arm, but the arm description {self.arm.name!r} has no "
+                "model.arm_type: use a topic backend (joint_trajectory, pose) for this arm"
+            )
+        self.arm_joint_names = parse_joint_names(p["arm_joint_names"], self.arm.model.joint_names)
+        # checks the description against its model: a missing joint, site or body, or a limit outside the model's
+        # range, stops the node here (ValueError naming the field), before anything is sent
+        self.core = ExecutorCore(build_executor_config(p, self.arm), self.arm)
+        self.world_frame = self.arm.model.world_frame
         self.backend = self._make_backend(p)
         self.state_watch = None  # topic backends: when the joint state last arrived (the SDK read is dated here)
         if p["backend"] != "i2rt_sdk":
@@ -755,8 +767,8 @@ class ChunkExecutorNode(Node):
         if p["backend"] == "i2rt_sdk":  # the executor owns the arm: nobody else can publish its state
             frames = None
             if p["publish_tf"]:
-                m = self.yam.model
-                frames = YamFrames(self.yam.wrist_camera, m.arm_type, m.gripper_type, m.tool_site)
+                m = self.arm.model
+                frames = YamFrames(self.arm.wrist_camera, m.arm_type, m.gripper_type, m.tool_site)
             self.state_publisher = SdkStatePublisher(
                 self,
                 self.backend.read_joints,
@@ -771,7 +783,7 @@ class ChunkExecutorNode(Node):
         self.health = HealthReporter(
             self,
             f"{NODE_NAME}: {self.get_name()}",
-            hardware_id=f"yam ({self.backend.name})",
+            hardware_id=f"{self.arm.name} ({self.backend.name})",
             period_s=1.0 / p["diagnostics_rate_hz"],
             source=self._diagnostic_source,
         )
@@ -825,8 +837,9 @@ class ChunkExecutorNode(Node):
                 channel=p["sdk_channel"],
                 sim=p["sdk_sim"],
                 zero_gravity_mode=p["sdk_zero_gravity_mode"],
-                arm_type=self.yam.model.arm_type,
-                gripper_type=self.yam.model.gripper_type,
+                arm_type=self.arm.model.arm_type,
+                gripper_type=self.arm.model.gripper_type,
+                n_arm_joints=self.arm.n_joints,
             )
         if p["backend"] == "pose":
             return PoseBackend(
@@ -1018,7 +1031,7 @@ class ChunkExecutorNode(Node):
     def _apply_parameters(self, changes: dict) -> None:
         """On-set callback (after the table's checks): the dynamic parameters go to the core; ValueError refuses."""
         params = {**self.params, **changes}
-        self.core.reconfigure(build_executor_config(params, self.yam))
+        self.core.reconfigure(build_executor_config(params, self.arm))
         self.params = params
         self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 

@@ -74,7 +74,14 @@ from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected
 from para_ros.sim.lockstep import ACK_TOPIC, DEFAULT_REASK_S, DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
 from para_ros.sim.rig_randomisation import distractors_for_layout, place_distractors
-from para_ros.sim.yam_scene import COMMAND_JOINT_NAMES, GRASP_SITE, WRIST_CAM_BODY, SimConfig, YamSim
+from para_ros.sim.yam_scene import (
+    COMMAND_JOINT_NAMES,
+    GRASP_SITE,
+    GRIPPER_INDEX,
+    WRIST_CAM_BODY,
+    SimConfig,
+    YamSim,
+)
 from para_ros.stamps import ns_to_fields, stamp_to_ns, stamp_to_s
 
 NODE_NAME = "sim_node"
@@ -625,7 +632,7 @@ class SimNode(Node):
             "place_error_m": j.place_error_m,
             "cube_height_m": j.cube_height_m,
             "tool_xyz_m": self.sim.site_pose()[:3, 3].tolist(),
-            "gripper": float(self.sim.joint_positions()[6]),
+            "gripper": float(self.sim.joint_positions()[GRIPPER_INDEX]),
         }
         if self.lockstep is not None:
             state.update(self.lockstep.task_state_fields())

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from para_ros.robot.arm_kinematics import ArmKinematics
 from para_ros.robot.yam import load_yam_config
-from para_ros.robot.yam_ik import YamKinematics
 
 
 class JointStateHistory:
@@ -67,13 +67,14 @@ class JointStateHistory:
 
 
 class EeFromJoints:
-    """``T_base_tool`` at a stamp from a :class:`JointStateHistory` and the YAM's forward kinematics."""
+    """``T_base_tool`` at a stamp from a :class:`JointStateHistory` and the arm's forward kinematics (the arm
+    description at ``yam_config_path``; the YAM's by default)."""
 
     def __init__(self, yam_config_path: str | None = None, history_s: float = 10.0):
         yam = load_yam_config(yam_config_path)
         self.base_frame = yam.model.world_frame
         self.history = JointStateHistory(yam.model.joint_names, history_s)
-        self._kin = YamKinematics(yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site)
+        self._kin = ArmKinematics(yam.model)
         self._kin_lock = threading.Lock()  # the SDK kinematics is not thread-safe
 
     def pose_at(self, stamp_ns: int) -> np.ndarray | None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from para_ros.robot.yam import WristCameraMount
-from para_ros.robot.yam_ik import load_sdk_kinematics
+from para_ros.robot.yam_ik import YAM_JOINT_NAMES, load_sdk_kinematics
 
-N_ARM_JOINTS = 6
+N_ARM_JOINTS = len(YAM_JOINT_NAMES)
 ARM_LINK_CHAIN = ("base", "link1", "link2", "link3", "link4", "link5", "gripper")
 
 

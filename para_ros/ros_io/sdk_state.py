@@ -28,7 +28,7 @@ class SdkStatePublisher:
     """Publish the SDK arm's joint states (and its TF) at ``rate_hz`` from ``read_joints``.
 
     :param node: the executor node (its clock stamps the messages; its executor runs the timer).
-    :param read_joints: returns ((6,) rad, gripper 0..1) or None (as :meth:`CommandBackend.read_joints`).
+    :param read_joints: returns ((n,) rad, gripper 0..1) or None (as :meth:`CommandBackend.read_joints`).
     :param topic: JointState output topic.
     :param joint_names: the 6 arm joint names; ``gripper_joint_name`` ("" = no gripper entry).
     :param rate_hz: publish rate (> 0).
@@ -73,7 +73,7 @@ class SdkStatePublisher:
             if measured is None:
                 return False
             q, gripper = measured
-            q = np.asarray(q, dtype=float)  # (6,)
+            q = np.asarray(q, dtype=float)  # (n,) arm joints
             stamp_msg = stamp.to_msg()
             msg = JointState()
             msg.header.stamp = stamp_msg

@@ -17,7 +17,7 @@ import numpy as np
 from para_core.data.dataset import Episode
 from para_ros.sim.expert import ExpertConfig, plan_pick_place
 from para_ros.sim.pick_place import EpisodeMonitor, Layout, PickPlaceConfig, apply_layout, judge
-from para_ros.sim.yam_scene import CAMERA_NAMES, YamSim
+from para_ros.sim.yam_scene import CAMERA_NAMES, GRIPPER_INDEX, N_ARM_JOINTS, YamSim
 
 
 @dataclass
@@ -69,14 +69,16 @@ def run_expert(
         if record and t + 1e-9 >= next_frame:
             frames["stamps_ns"].append(epoch_ns + int(round(t * 1e9)))
             frames["T_world_ee"].append(sim.site_pose())
-            frames["gripper"].append(float(np.clip(sim.joint_positions()[6], 0.0, 1.0)))  # as para-bag extract
+            frames["gripper"].append(
+                float(np.clip(sim.joint_positions()[GRIPPER_INDEX], 0.0, 1.0))
+            )  # as para-bag extract
             for cam in CAMERA_NAMES:
                 frames[f"images.{cam}"].append(sim.render(cam, image_size, image_size))
                 frames[f"K.{cam}"].append(sim.intrinsics(cam, image_size, image_size))
                 frames[f"T_world_cam.{cam}"].append(sim.T_world_cam(cam))
             next_frame += frame_period
         T, g = plan.command_at(t + control_period_s)
-        res = kinematics.ik(T, q[:6])
+        res = kinematics.ik(T, q[:N_ARM_JOINTS])
         ik_failures += int(not res.ok)
         q = np.concatenate([res.q_rad, [g]])
         sim.set_joint_targets(q)

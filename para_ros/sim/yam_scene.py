@@ -54,7 +54,12 @@ from para_ros.sim.cameras import (
 )
 from para_ros.sim.pick_place import sample_layout
 
-ARM_JOINT_NAMES = ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6")
+# The YAM's arm description (config/yam.yaml): the arm joints the servos drive and the wrist-camera mount come from
+# it, the single source the executor uses too. The scene around them (gripper, cameras, table) is the YAM rig's.
+YAM = load_yam_config()
+ARM_JOINT_NAMES = YAM.joint_names  # joint1 .. joint6
+N_ARM_JOINTS = len(ARM_JOINT_NAMES)
+GRIPPER_INDEX = N_ARM_JOINTS  # the gripper's place in a command vector (after the arm joints)
 GRIPPER_NAME = "gripper"  # the command / JointState name of the gripper (0 closed .. 1 open)
 COMMAND_JOINT_NAMES = ARM_JOINT_NAMES + (GRIPPER_NAME,)
 GRIPPER_SLIDE_JOINT = "joint7"  # MuJoCo finger slide driven by the gripper command; joint8 mirrors it
@@ -84,7 +89,7 @@ def _wrist_mount_from_yam_yaml() -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The D405 wrist mount (flange ``gripper`` -> optical frame) from ``config/yam.yaml``'s ``wrist_camera``, the
     single source the executor's TF uses too: (xyz metres, quaternion (w, x, y, z) as MuJoCo wants it)."""
 
-    mount = load_yam_config().wrist_camera
+    mount = YAM.wrist_camera
     if mount.parent_frame != "gripper":
         raise ValueError(
             f"config/yam.yaml wrist_camera.parent_frame={mount.parent_frame!r}: the simulator mounts the "
@@ -141,7 +146,7 @@ class SimConfig:
         timestep_s: physics step, seconds.
         servo_kp: position servo stiffness of the arm joints (N m / rad); kv is chosen for critical damping.
         gripper_kp: position servo stiffness of the finger slide (N / m).
-        home_q7: initial command (6 joints in radians + gripper 0..1).
+        home_q7: initial command (the arm joints of config/yam.yaml in radians, 6 for the YAM, + gripper 0..1).
         max_render_size: largest image side the offscreen buffer allows, pixels.
         seed: seed of the initial object layout.
         calibration_board: a ChArUco board on the flange or the table
@@ -236,7 +241,7 @@ class SimConfig:
             raise ValueError(f"timestep_s={self.timestep_s} must be within [1e-4, 0.01] s")
         if float(self.servo_kp) <= 0 or float(self.gripper_kp) <= 0:
             raise ValueError(f"servo_kp={self.servo_kp} and gripper_kp={self.gripper_kp} must be positive")
-        self.home_q7 = _vec(self.home_q7, 7, "home_q7")
+        self.home_q7 = _vec(self.home_q7, N_ARM_JOINTS + 1, "home_q7")
         if not 64 <= int(self.max_render_size) <= 8192:
             raise ValueError(f"max_render_size={self.max_render_size} must be within 64..8192 pixels")
 
@@ -546,9 +551,9 @@ class YamSim:
         self._grip_lo, self._grip_hi = (float(v) for v in m.jnt_range[grip.id])
         self._mirror_qadr = int(m.jnt_qposadr[m.joint("joint8").id])
         self._act_ids = np.array([m.actuator(f"servo_{n}").id for n in ARM_JOINT_NAMES + (GRIPPER_SLIDE_JOINT,)])
-        arm_range = np.array([m.jnt_range[m.joint(n).id] for n in ARM_JOINT_NAMES])  # (6, 2)
-        self.q_lower = np.concatenate([arm_range[:, 0], [0.0]])  # (7,) command space
-        self.q_upper = np.concatenate([arm_range[:, 1], [1.0]])  # (7,)
+        arm_range = np.array([m.jnt_range[m.joint(n).id] for n in ARM_JOINT_NAMES])  # (n, 2)
+        self.q_lower = np.concatenate([arm_range[:, 0], [0.0]])  # (n + 1,) command space
+        self.q_upper = np.concatenate([arm_range[:, 1], [1.0]])  # (n + 1,)
         self._cube_qadr = [int(m.jnt_qposadr[m.joint(f"cube_{i}_free").id]) for i in range(self.config.n_cubes)]
         self._cube_dadr = [int(m.jnt_dofadr[m.joint(f"cube_{i}_free").id]) for i in range(self.config.n_cubes)]
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
@@ -566,8 +571,8 @@ class YamSim:
 
     def _write_qpos(self, q7: np.ndarray) -> None:
         q7 = np.clip(q7, self.q_lower, self.q_upper)
-        self.data.qpos[self._arm_qadr] = q7[:6]
-        slide = self._grip_lo + q7[6] * (self._grip_hi - self._grip_lo)
+        self.data.qpos[self._arm_qadr] = q7[:N_ARM_JOINTS]
+        slide = self._grip_lo + q7[GRIPPER_INDEX] * (self._grip_hi - self._grip_lo)
         self.data.qpos[self._grip_qadr] = slide
         self.data.qpos[self._mirror_qadr] = slide
         self.data.qvel[:] = 0.0
@@ -594,34 +599,34 @@ class YamSim:
     def set_joint_targets(self, q7) -> np.ndarray:
         """Servo targets: 6 joint angles (rad) + gripper (0 closed .. 1 open). Clipped to limits; returns them."""
         q7 = np.asarray(q7, dtype=np.float64).reshape(-1)
-        if q7.shape != (7,) or not np.all(np.isfinite(q7)):
+        if q7.shape != (N_ARM_JOINTS + 1,) or not np.all(np.isfinite(q7)):
             raise ValueError(
-                f"joint targets must be 7 finite numbers ({', '.join(COMMAND_JOINT_NAMES)}), got {q7.tolist()}"
+                f"joint targets must be {N_ARM_JOINTS + 1} finite numbers ({', '.join(COMMAND_JOINT_NAMES)}), got {q7.tolist()}"
             )
         q7 = np.clip(q7, self.q_lower, self.q_upper)
         ctrl = q7.copy()
-        ctrl[6] = self._grip_lo + q7[6] * (self._grip_hi - self._grip_lo)
+        ctrl[GRIPPER_INDEX] = self._grip_lo + q7[GRIPPER_INDEX] * (self._grip_hi - self._grip_lo)
         self.data.ctrl[self._act_ids] = ctrl
         return q7
 
     def joint_targets(self) -> np.ndarray:
-        """Current servo targets in command space (7,)."""
+        """Current servo targets in command space (n + 1,)."""
         ctrl = self.data.ctrl[self._act_ids].copy()
-        ctrl[6] = (ctrl[6] - self._grip_lo) / (self._grip_hi - self._grip_lo)
+        ctrl[GRIPPER_INDEX] = (ctrl[GRIPPER_INDEX] - self._grip_lo) / (self._grip_hi - self._grip_lo)
         return ctrl
 
     def joint_positions(self) -> np.ndarray:
-        """Measured positions (7,): joint1..joint6 in rad, gripper 0 closed .. 1 open."""
-        q = np.empty(7)
-        q[:6] = self.data.qpos[self._arm_qadr]
-        q[6] = (self.data.qpos[self._grip_qadr] - self._grip_lo) / (self._grip_hi - self._grip_lo)
+        """Measured positions (n + 1,): the arm joints (joint1..joint6) in rad, gripper 0 closed .. 1 open."""
+        q = np.empty(N_ARM_JOINTS + 1)
+        q[:N_ARM_JOINTS] = self.data.qpos[self._arm_qadr]
+        q[GRIPPER_INDEX] = (self.data.qpos[self._grip_qadr] - self._grip_lo) / (self._grip_hi - self._grip_lo)
         return q
 
     def joint_velocities(self) -> np.ndarray:
-        """Measured velocities (7,): rad/s, and gripper opening fraction per second."""
-        v = np.empty(7)
-        v[:6] = self.data.qvel[self._arm_dadr]
-        v[6] = self.data.qvel[self._grip_dadr] / (self._grip_hi - self._grip_lo)
+        """Measured velocities (n + 1,): rad/s, and gripper opening fraction per second."""
+        v = np.empty(N_ARM_JOINTS + 1)
+        v[:N_ARM_JOINTS] = self.data.qvel[self._arm_dadr]
+        v[GRIPPER_INDEX] = self.data.qvel[self._grip_dadr] / (self._grip_hi - self._grip_lo)
         return v
 
     def reset_objects(self, seed: int | None = None) -> np.ndarray:
