@@ -692,7 +692,13 @@ def test_the_executor_reports_a_hold_the_tick_it_begins_and_ends(kin):
 
     yam = load_yam_config()
     checks = ChunkChecks(workspace_min_m=yam.limits.workspace_min_m, workspace_max_m=yam.limits.workspace_max_m)
-    core = ExecutorCore(ExecutorConfig(checks=checks, stale_timeout_s=0.3), yam, kinematics=kin)
+    core = ExecutorCore(
+        ExecutorConfig(
+            checks=checks, stale_timeout_s=0.3, start_engaged=True, joint_state_timeout_s=None, chunk_min_lead_s=0.0
+        ),
+        yam,
+        kinematics=kin,
+    )
     q0, R = _top_down(kin)
     core.set_measured_joints(q0, 0.5)
     core.tick(0.0)
