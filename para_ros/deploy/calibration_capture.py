@@ -8,8 +8,8 @@ camera has delivered an image (and its CameraInfo) stamped after it. The bag is 
 pose (two when a camera delivers twice in the window), readable by ``para-calib solve`` and
 ``para_ros.bag.reader.BagReader``.
 
-Where the commands go: the chunk executor's backends (:mod:`para_ros.execution.backends`,
-:mod:`para_ros.ros_io.topic_backends`): ``sim`` (``JointTrajectory`` with the gripper to the simulated arm,
+Where the commands go: the robot's command backend, looked up in :mod:`para_ros.nodes.command_backends` as the
+deploy graph's executor gets it: ``sim`` (``JointTrajectory`` with the gripper to the simulated arm,
 ``sim_node``), ``topic`` (``JointTrajectory`` of the 6 arm joints to a ros2_control controller) or ``i2rt`` (the I2RT
 SDK on CAN; capture then owns the bus, so it also writes ``/joint_states`` and the arm's ``/tf`` into the bag from the
 joints it reads, like the executor would publish them).
@@ -43,6 +43,7 @@ from para_ros.calibration.capture_poses import plan_capture_poses
 from para_ros.dds_env import apply_loopback_dds_env
 from para_ros.execution.executor_core import JointCommand
 from para_ros.execution.safety import check_command
+from para_ros.nodes.command_backends import ROBOTS, BackendContext, command_backend, robot
 from para_ros.robot.yam import load_yam_config
 from para_ros.robot.yam_frames import YamFrames
 from para_ros.robot.yam_ik import YamKinematics
@@ -86,8 +87,8 @@ class CaptureSettings:
     def __post_init__(self):
         if self.camera not in CAMERAS:
             raise ValueError(f"--camera {self.camera!r}: use one of {', '.join(CAMERAS)}")
-        if self.backend not in ("sim", "topic", "i2rt"):
-            raise ValueError(f"--backend {self.backend!r}: use sim, topic or i2rt")
+        if self.backend not in ROBOTS:
+            raise ValueError(f"--backend {self.backend!r}: use one of {', '.join(ROBOTS)}")
         if not 0.0 < self.speed_fraction <= 1.0:
             raise ValueError(f"--speed-fraction {self.speed_fraction}: give a fraction in (0, 1] of the speed limits")
         if not 1.0 <= self.control_rate_hz <= 500.0:
@@ -232,7 +233,9 @@ class CaptureSession:
         # The arm's state is recorded all along once the bag is open (a sample's flange pose is interpolated at its
         # image stamp, and the reader checks the arm was still around it); images only in the sample windows.
         self.continuous = {"/tf", s.joint_states_topic}
-        self.own_state = s.backend == "i2rt"  # capture owns the arm: it writes /joint_states and /tf itself
+        self.backend_spec = command_backend(robot(s.backend).command_backend)
+        # a backend that reads the arm directly: capture owns the arm, it writes /joint_states and /tf itself
+        self.own_state = self.backend_spec.reads_arm_directly
         for topic, type_name in self.topics.items():
             if self.own_state and topic in ("/tf", s.joint_states_topic):
                 continue
@@ -248,23 +251,22 @@ class CaptureSession:
         self._thread.start()
 
     def _make_backend(self):
+        """The robot's command backend from the registry, told this capture's topics and CAN channel."""
         s = self.settings
-        if s.backend == "i2rt":
-            from para_ros.execution.backends import I2rtSdkBackend  # the i2rt SDK: loaded only for backend i2rt
-
-            yam = load_yam_config()
+        yam = load_yam_config()
+        if self.own_state:  # capture publishes the arm's TF itself
             self.frames = YamFrames(yam.wrist_camera, yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site)
-            return I2rtSdkBackend(channel=s.can_channel, zero_gravity_mode=s.zero_gravity)
-        from para_ros.ros_io.topic_backends import JointTrajectoryBackend  # rclpy: loaded on first use, not on import
-
-        gripper = "gripper" if s.backend == "sim" else ""
-        return JointTrajectoryBackend(
-            self.node,
-            s.joint_trajectory_topic,
-            s.joint_states_topic,
-            tuple(s.arm_joint_names),
-            gripper_joint_name=gripper,
-        )
+        given = {
+            **robot(s.backend).executor_parameters,
+            "joint_trajectory_topic": s.joint_trajectory_topic,
+            "sdk_channel": s.can_channel,
+            "sdk_zero_gravity_mode": s.zero_gravity,
+            "gripper_command_topic": "",  # capture moves the arm only; the gripper stays where it is
+        }
+        spec = self.backend_spec
+        params = spec.values({k: v for k, v in given.items() if k in {p.name for p in spec.parameters}})
+        context = BackendContext(self.node, yam, tuple(s.arm_joint_names), s.joint_states_topic, yam.model.world_frame)
+        return spec.build(context, params)
 
     def alive(self) -> bool:
         """The node still spins (topics are read); the SDK backend reads without it."""

@@ -39,20 +39,24 @@ from dataclasses import dataclass, field
 import yaml
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES
+from para_ros.nodes.command_backends import ROBOTS, robot
 from para_ros.paths import share_file
 from para_ros.sim.lockstep import ACK_TOPIC
 
 PACKAGE = "para_ros"
-BACKENDS = ("sim", "i2rt", "topic")
+# The robots and the executor's command backend for each: para_ros.nodes.command_backends (ROBOTS), one registry.
+BACKENDS = tuple(ROBOTS)
 RVIZ_CONFIG = "config/para.rviz"
 
-# Executor output backend (parameter ``backend`` of chunk_executor) per robot backend.
-EXECUTOR_BACKEND = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}
+# Executor command backend (parameter ``backend`` of chunk_executor) per robot.
+EXECUTOR_BACKEND = {name: r.command_backend for name, r in ROBOTS.items()}
 
-# Executor parameters of the topic backend (a real joint_trajectory_controller): gripper not in the trajectory.
-TOPIC_EXECUTOR_OVERRIDES = {"gripper_joint_name": ""}
-# Launcher settings that only the topic backend takes -> chunk_executor parameter names.
-TOPIC_EXECUTOR_SETTINGS = ("joint_trajectory_topic", "arm_joint_names")
+# Executor parameters of the topic robot (a real joint_trajectory_controller): gripper not in the trajectory.
+TOPIC_EXECUTOR_OVERRIDES = dict(ROBOTS["topic"].executor_parameters)
+# Launcher settings that only the topic robot takes -> chunk_executor parameter names.
+TOPIC_EXECUTOR_SETTINGS = ROBOTS["topic"].launcher_settings
+# Every launcher setting that some robot alone takes (each is refused with the other robots).
+LAUNCHER_SETTINGS = tuple(dict.fromkeys(name for r in ROBOTS.values() for name in r.launcher_settings))
 
 # Executor parameters while the untrained random model runs (see the module docstring); limits stay untouched.
 UNTRAINED_EXECUTOR_OVERRIDES = {"max_implied_speed_m_s": 100.0, "unreachable": "best_effort"}
@@ -246,12 +250,13 @@ class DeploySettings:
             topic = getattr(self, name)
             if topic and not topic.startswith("/"):
                 raise ValueError(f"{name}={topic!r}: give an absolute topic name, e.g. '/{topic}'")
-        for name in TOPIC_EXECUTOR_SETTINGS:
-            if getattr(self, name) and self.backend != "topic":
+        for name in LAUNCHER_SETTINGS:
+            takers = [r.name for r in ROBOTS.values() if name in r.launcher_settings]
+            if getattr(self, name) and self.backend not in takers:
                 raise ValueError(
-                    f"{name}={getattr(self, name)!r} applies to backend topic only (backend is "
+                    f"{name}={getattr(self, name)!r} applies to backend {' or '.join(takers)} only (backend is "
                     f"{self.backend!r}: its joint names and command path are fixed); drop it or use "
-                    "backend topic"
+                    f"backend {' or '.join(takers)}"
                 )
         topic = self.joint_trajectory_topic
         if topic and (not topic.startswith("/") or " " in topic):
@@ -297,17 +302,17 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
         if settings.fast_path:
             out["fast_path"] = settings.fast_path == "true"
     elif spec.name == "chunk_executor":
-        out["backend"] = EXECUTOR_BACKEND[settings.backend]
+        arm = robot(settings.backend)
+        out["backend"] = arm.command_backend
         if settings.calibration:
             out["calibration_file"] = settings.calibration
-        if settings.backend == "sim" or settings.engage:
+        if arm.simulated or settings.engage:
             out["auto_engage"] = True
-        if settings.backend == "topic":
-            out.update(TOPIC_EXECUTOR_OVERRIDES)
-            for name in TOPIC_EXECUTOR_SETTINGS:
-                value = getattr(settings, name)
-                if value:
-                    out[name] = value
+        out.update(arm.executor_parameters)
+        for name in arm.launcher_settings:
+            value = getattr(settings, name)
+            if value:
+                out[name] = value
         if uses_untrained_model(settings):
             out.update(UNTRAINED_EXECUTOR_OVERRIDES)
     elif settings.calibration:

@@ -3,7 +3,9 @@ default; any arm description via ``yam_config``).
 
 Subscribes to ``para_msgs/ActionChunk`` (``chunk_topic``), runs :class:`para_ros.execution.executor_core.ExecutorCore`
 at ``control_rate_hz`` in its own thread (a fixed-rate loop, so a flood of chunks cannot starve it) on the ROS clock
-(``use_sim_time`` honoured; ticks wait until the clock is non-zero), and sends each command through one backend:
+(``use_sim_time`` honoured; ticks wait until the clock is non-zero), and sends each command through one command
+backend (parameter ``backend``), looked up by name in :mod:`para_ros.nodes.command_backends`, where each backend
+registers its parameters and constructor; the shipped ones:
 
 * ``joint_trajectory``: ``trajectory_msgs/JointTrajectory`` on ``joint_trajectory_topic`` (ros2_control's joint
   trajectory controller, the project's simulated arm); joints read from ``joint_states_topic``. The gripper goes
@@ -87,7 +89,6 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from para_msgs.msg import ActionChunk
-from para_ros.execution.backends import I2rtSdkBackend
 from para_ros.execution.chunk import IMPLAUSIBLE_SPEED_MODES, OUT_OF_WORKSPACE_MODES, ChunkChecks
 from para_ros.execution.confidence_supervisor import SupervisorConfig
 from para_ros.execution.control_loop import FixedRateLoop, request_fifo
@@ -104,6 +105,12 @@ from para_ros.execution.executor_core import (
 from para_ros.execution.executor_state import HOLDS_UNCERTAIN, SLOWED, ExecutorState
 from para_ros.execution.smoothing import JerkLimits
 from para_ros.execution.timeline import BlendConfig
+from para_ros.nodes.command_backends import (
+    COMMAND_BACKENDS,
+    BackendContext,
+    backend_parameters,
+    command_backend,
+)
 from para_ros.nodes.health import ERROR, OK, WARN, HealthReporter
 from para_ros.nodes.lockstep_hooks import ExecutorLockstep
 from para_ros.nodes.parameters import Param, ParameterTable
@@ -112,12 +119,11 @@ from para_ros.robot.yam import load_yam_config
 from para_ros.robot.yam_frames import YamFrames
 from para_ros.ros_io.chunk_msg import chunk_from_msg
 from para_ros.ros_io.sdk_state import SdkStatePublisher
-from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, JointTrajectoryBackend, PoseBackend, pose_stamped
+from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, pose_stamped
 from para_ros.sim.lockstep import ACK_TOPIC, DEFAULT_LATENCY_S
 
 NODE_NAME = "chunk_executor"
 CONFIDENCE_STATES = SLOWED | HOLDS_UNCERTAIN  # the confidence supervisor's states: their changes are logged
-BACKENDS = ("joint_trajectory", "i2rt_sdk", "pose")
 
 # The confidence supervisor (para_ros.execution.confidence_supervisor, docs/confidence.md). The thresholds' defaults
 # are fitted for the default checkpoint by `scripts/confidence fit` (para-sim confidence-report --steps-checked 1
@@ -240,222 +246,275 @@ CONFIDENCE_PARAMETERS = (
     ),
 )
 
-PARAMETERS = ParameterTable(
-    NODE_NAME,
-    [
-        Param("control_rate_hz", 100.0, "Commands per second (Hz).", range=(1.0, 2000.0), section="timing"),
-        Param(
-            "command_lookahead_s",
-            0.05,
-            "The command sent at tick t targets the chunk pose due at t + this (s); a JointTrajectory carries it as "
-            "one point, stamp 0 (start on receipt), time_from_start = lookahead. 0.05 s (5 periods), not one period: "
-            "with 0.01 s each point is reached just as the next command is due, so any late command (DDS delivery, a "
-            "busy machine) parks the controller at the old point: stop-and-go motion; with 0.05 s up to ~40 ms of "
-            "jitter passes without a stop, at the price of smoothing a step in the chunk over ~50 ms. The i2rt_sdk "
-            "backend sends positions straight to the servos: there it is a lead over the servo lag (lower it, e.g. "
-            "0.01, if the real arm runs ahead of the chunks).",
-            range=(0.001, 1.0),
-        ),
-        Param(
-            "chunk_min_lead_s",
-            0.25,
-            "A chunk takes effect at least this far ahead of its camera frame (s): while the newest chunk came L s "
-            "after its frame, the lookahead (where on the chunk each command is taken, and when it is to be reached) "
-            "is max(command_lookahead_s, this - L). A chunk's step 0 is where the "
-            "camera saw the arm, and a position-controlled arm lags its command: followed from its first steps, every "
-            "fresh chunk pulls the command back to where the arm was seen, and with chunks that arrive within tens of "
-            "ms (a GPU) the arm slows to a stop above its goal. 0.25 s = the 0.2 s CPU inference latency plus the "
-            "0.05 s lookahead that checkpoints/pick_place was trained and evaluated with; at that latency it changes "
-            "nothing. 0: off.",
-            range=(0.0, 2.0),
-        ),
-        Param(
-            "control_thread_priority",
-            50,
-            "Linux real-time priority of the control thread: 1..99 asks for SCHED_FIFO at that priority (needs root, "
-            "CAP_SYS_NICE or an rtprio limit in /etc/security/limits.conf; the Python thread switch interval drops to 1 "
-            "ms, and the node's ROS thread, which the control thread waits for when it holds the GIL, gets SCHED_FIFO "
-            "one level lower), so a busy machine cannot delay the ticks; 0 = the normal scheduler. The default 50 is "
-            "ros2_control's controller manager's; where the OS refuses it the loop runs on the normal scheduler. What "
-            "they got is on /diagnostics (control_scheduler, ros_thread_scheduler).",
-            range=(0, 99),
-        ),
-        Param(
-            "stale_timeout_s",
-            0.5,
-            "Hold position when no chunk was accepted for this long (s).",
-            range=(0.001, 3600.0),
-            dynamic=True,
-        ),
-        Param(
-            "auto_engage",
-            False,
-            "Hand-over: false = start DISENGAGED (nothing published on the command topics, chunks ignored) until "
-            "~/engage (std_srvs/Trigger), which starts from the measured joints; ~/disengage holds at once. true = "
-            "follow chunks from the start. The launchers set true for the simulator, and for a real arm only with "
-            "--engage / engage:=true.",
-        ),
-        Param(
-            "joint_state_timeout_s",
-            0.2,
-            "Lost feedback: while the arm's state (the last complete JointState on joint_states_topic, or the last "
-            "SDK read) is older than this (s), the executor sends NO commands (the real YAM's motors time out after "
-            "400 ms), drops its chunks and reports joint_state on /diagnostics; it commands again only with a fresh "
-            "state and a new chunk (or ~/engage, ~/resume), from the measured joints.",
-            range=(0.001, 10.0),
-        ),
-        Param(
-            "blend_mode",
-            "latest",
-            "How overlapping chunks combine: 'latest' (the newest covering chunk wins) or "
-            "'ensemble' (ACT temporal ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",
-            choices=("latest", "ensemble"),
-            section="blending of overlapping chunks",
-        ),
-        Param(
-            "ensemble_k",
-            0.01,
-            "Decay of the ensembling weight per chunk (> 0 favours older chunks like ACT, < 0 newer).",
-            range=(-100.0, 100.0),
-        ),
-        Param(
-            "max_chunks",
-            32,
-            "Most chunks kept on the timeline at once; the oldest are dropped beyond it.",
-            range=(1, 100000),
-        ),
-        Param(
-            "max_chunk_age_s",
-            1.0,
-            "Reject chunks whose header.stamp is older than this (s).",
-            range=(0.0, 3600.0),
-            dynamic=True,
-            section="chunk acceptance (a failing chunk is rejected whole; see implausible_speed)",
-        ),
-        Param(
-            "max_chunk_future_s",
-            0.5,
-            "Reject chunks whose header.stamp is further in the future than this (s; a clock mismatch).",
-            range=(0.0, 3600.0),
-            dynamic=True,
-        ),
-        Param("max_chunk_steps", 1024, "Reject chunks with more steps than this.", range=(1, 1000000), dynamic=True),
-        Param(
-            "max_implied_speed_m_s",
-            1.0,
-            "The fastest tool motion two consecutive chunk steps may imply (m/s); see implausible_speed.",
-            range=(0.001, 100.0),
-            dynamic=True,
-        ),
-        Param(
-            "implausible_speed",
-            "truncate_when_idle",
-            "A chunk with a step faster than max_implied_speed_m_s: "
-            "'reject' it whole (the arm goes on with the chunk it follows; a policy that predicts the same jump from "
-            "the same state then holds the arm for ever), 'truncate' it before that step when at least two steps stay "
-            "(they passed every check), or 'truncate_when_idle': reject it while the arm still follows an accepted "
-            "chunk, truncate it when the arm would otherwise hold.",
-            choices=IMPLAUSIBLE_SPEED_MODES,
-            dynamic=True,
-        ),
-        Param(
-            "out_of_workspace",
-            "clamp",
-            "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or 'reject' the chunk.",
-            choices=OUT_OF_WORKSPACE_MODES,
-            dynamic=True,
-        ),
-        Param(
-            "unreachable",
-            "hold",
-            "When IK cannot reach the target: 'hold' the previous command or take the 'best_effort' solution.",
-            choices=("hold", "best_effort"),
-            dynamic=True,
-            section="IK",
-        ),
-        Param(
-            "ik_position_tol_m",
-            0.0005,
-            "IK success threshold on the position error (m), checked by FK.",
-            range=(1e-7, 0.1),
-        ),
-        Param(
-            "ik_rotation_tol_rad",
-            0.005,
-            "IK success threshold on the rotation error (rad), checked by FK.",
-            range=(1e-7, 1.0),
-        ),
-        Param(
-            "ik_max_iters",
-            40,
-            "IK iteration cap per tick (bounds the time spent on unreachable targets).",
-            range=(1, 10000),
-        ),
-        Param(
-            "smoothing",
-            "none",
-            "Joint-space smoothing of the IK targets: 'none' or 'ruckig' (jerk-limited).",
-            choices=("none", "ruckig"),
-            section="optional jerk-limited smoothing (ruckig), joint space",
-        ),
-        Param(
-            "smoothing_max_velocity_rad_s", 2.0, "ruckig smoothing: joint velocity limit (rad/s).", range=(1e-6, 1000.0)
-        ),
-        Param(
-            "smoothing_max_acceleration_rad_s2",
-            10.0,
-            "ruckig smoothing: joint acceleration limit (rad/s^2).",
-            range=(1e-6, 1e5),
-        ),
-        Param("smoothing_max_jerk_rad_s3", 100.0, "ruckig smoothing: joint jerk limit (rad/s^3).", range=(1e-6, 1e7)),
-        *CONFIDENCE_PARAMETERS,
-        Param(
-            "yam_config",
-            "",
-            "Path of the arm description (model, joints, limits, wrist camera; para_ros.robot.arm); empty = the "
-            "shipped config/yam.yaml (the safety limits live there, not here).",
-            section="model and limits",
-        ),
-        Param(
-            "calibration_file",
-            "",
-            "calibration.yaml (para-calib solve): its wrist_cam replaces yam_config's "
-            "wrist_camera mount in the TF this node publishes (backend i2rt_sdk); empty = the CAD mount.",
-        ),
-        Param("chunk_topic", "/para/action_chunk", "para_msgs/ActionChunk input topic.", section="topics"),
-        Param(
-            "joint_states_topic",
-            "/joint_states",
-            "sensor_msgs/JointState topic the arm's joints are read from "
-            "(topic backends), or published on (i2rt_sdk backend).",
-        ),
-        Param(
-            "commanded_pose_topic",
-            "~/commanded_pose",
-            "geometry_msgs/PoseStamped of every command's tool pose (FK), "
-            "for rviz; stamped with its target time (tick + the lookahead in force).",
-        ),
-        Param(
-            "diagnostics_rate_hz",
-            2.0,
-            "Rate of the /diagnostics status (Hz); problems are also reported at once.",
-            range=(0.01, 100.0),
-        ),
+COMMON_PARAMETERS = (  # the executor's own parameters, before the command backends'
+    Param("control_rate_hz", 100.0, "Commands per second (Hz).", range=(1.0, 2000.0), section="timing"),
+    Param(
+        "command_lookahead_s",
+        0.05,
+        "The command sent at tick t targets the chunk pose due at t + this (s); a JointTrajectory carries it as "
+        "one point, stamp 0 (start on receipt), time_from_start = lookahead. 0.05 s (5 periods), not one period: "
+        "with 0.01 s each point is reached just as the next command is due, so any late command (DDS delivery, a "
+        "busy machine) parks the controller at the old point: stop-and-go motion; with 0.05 s up to ~40 ms of "
+        "jitter passes without a stop, at the price of smoothing a step in the chunk over ~50 ms. The i2rt_sdk "
+        "backend sends positions straight to the servos: there it is a lead over the servo lag (lower it, e.g. "
+        "0.01, if the real arm runs ahead of the chunks).",
+        range=(0.001, 1.0),
+    ),
+    Param(
+        "chunk_min_lead_s",
+        0.25,
+        "A chunk takes effect at least this far ahead of its camera frame (s): while the newest chunk came L s "
+        "after its frame, the lookahead (where on the chunk each command is taken, and when it is to be reached) "
+        "is max(command_lookahead_s, this - L). A chunk's step 0 is where the "
+        "camera saw the arm, and a position-controlled arm lags its command: followed from its first steps, every "
+        "fresh chunk pulls the command back to where the arm was seen, and with chunks that arrive within tens of "
+        "ms (a GPU) the arm slows to a stop above its goal. 0.25 s = the 0.2 s CPU inference latency plus the "
+        "0.05 s lookahead that checkpoints/pick_place was trained and evaluated with; at that latency it changes "
+        "nothing. 0: off.",
+        range=(0.0, 2.0),
+    ),
+    Param(
+        "control_thread_priority",
+        50,
+        "Linux real-time priority of the control thread: 1..99 asks for SCHED_FIFO at that priority (needs root, "
+        "CAP_SYS_NICE or an rtprio limit in /etc/security/limits.conf; the Python thread switch interval drops to 1 "
+        "ms, and the node's ROS thread, which the control thread waits for when it holds the GIL, gets SCHED_FIFO "
+        "one level lower), so a busy machine cannot delay the ticks; 0 = the normal scheduler. The default 50 is "
+        "ros2_control's controller manager's; where the OS refuses it the loop runs on the normal scheduler. What "
+        "they got is on /diagnostics (control_scheduler, ros_thread_scheduler).",
+        range=(0, 99),
+    ),
+    Param(
+        "stale_timeout_s",
+        0.5,
+        "Hold position when no chunk was accepted for this long (s).",
+        range=(0.001, 3600.0),
+        dynamic=True,
+    ),
+    Param(
+        "auto_engage",
+        False,
+        "Hand-over: false = start DISENGAGED (nothing published on the command topics, chunks ignored) until "
+        "~/engage (std_srvs/Trigger), which starts from the measured joints; ~/disengage holds at once. true = "
+        "follow chunks from the start. The launchers set true for the simulator, and for a real arm only with "
+        "--engage / engage:=true.",
+    ),
+    Param(
+        "joint_state_timeout_s",
+        0.2,
+        "Lost feedback: while the arm's state (the last complete JointState on joint_states_topic, or the last "
+        "SDK read) is older than this (s), the executor sends NO commands (the real YAM's motors time out after "
+        "400 ms), drops its chunks and reports joint_state on /diagnostics; it commands again only with a fresh "
+        "state and a new chunk (or ~/engage, ~/resume), from the measured joints.",
+        range=(0.001, 10.0),
+    ),
+    Param(
+        "blend_mode",
+        "latest",
+        "How overlapping chunks combine: 'latest' (the newest covering chunk wins) or "
+        "'ensemble' (ACT temporal ensembling, weight exp(-ensemble_k * j), j = 0 the oldest chunk).",
+        choices=("latest", "ensemble"),
+        section="blending of overlapping chunks",
+    ),
+    Param(
+        "ensemble_k",
+        0.01,
+        "Decay of the ensembling weight per chunk (> 0 favours older chunks like ACT, < 0 newer).",
+        range=(-100.0, 100.0),
+    ),
+    Param(
+        "max_chunks",
+        32,
+        "Most chunks kept on the timeline at once; the oldest are dropped beyond it.",
+        range=(1, 100000),
+    ),
+    Param(
+        "max_chunk_age_s",
+        1.0,
+        "Reject chunks whose header.stamp is older than this (s).",
+        range=(0.0, 3600.0),
+        dynamic=True,
+        section="chunk acceptance (a failing chunk is rejected whole; see implausible_speed)",
+    ),
+    Param(
+        "max_chunk_future_s",
+        0.5,
+        "Reject chunks whose header.stamp is further in the future than this (s; a clock mismatch).",
+        range=(0.0, 3600.0),
+        dynamic=True,
+    ),
+    Param("max_chunk_steps", 1024, "Reject chunks with more steps than this.", range=(1, 1000000), dynamic=True),
+    Param(
+        "max_implied_speed_m_s",
+        1.0,
+        "The fastest tool motion two consecutive chunk steps may imply (m/s); see implausible_speed.",
+        range=(0.001, 100.0),
+        dynamic=True,
+    ),
+    Param(
+        "implausible_speed",
+        "truncate_when_idle",
+        "A chunk with a step faster than max_implied_speed_m_s: "
+        "'reject' it whole (the arm goes on with the chunk it follows; a policy that predicts the same jump from "
+        "the same state then holds the arm for ever), 'truncate' it before that step when at least two steps stay "
+        "(they passed every check), or 'truncate_when_idle': reject it while the arm still follows an accepted "
+        "chunk, truncate it when the arm would otherwise hold.",
+        choices=IMPLAUSIBLE_SPEED_MODES,
+        dynamic=True,
+    ),
+    Param(
+        "out_of_workspace",
+        "clamp",
+        "Chunk poses outside the workspace box of yam.yaml: 'clamp' them into it or 'reject' the chunk.",
+        choices=OUT_OF_WORKSPACE_MODES,
+        dynamic=True,
+    ),
+    Param(
+        "unreachable",
+        "hold",
+        "When IK cannot reach the target: 'hold' the previous command or take the 'best_effort' solution.",
+        choices=("hold", "best_effort"),
+        dynamic=True,
+        section="IK",
+    ),
+    Param(
+        "ik_position_tol_m",
+        0.0005,
+        "IK success threshold on the position error (m), checked by FK.",
+        range=(1e-7, 0.1),
+    ),
+    Param(
+        "ik_rotation_tol_rad",
+        0.005,
+        "IK success threshold on the rotation error (rad), checked by FK.",
+        range=(1e-7, 1.0),
+    ),
+    Param(
+        "ik_max_iters",
+        40,
+        "IK iteration cap per tick (bounds the time spent on unreachable targets).",
+        range=(1, 10000),
+    ),
+    Param(
+        "smoothing",
+        "none",
+        "Joint-space smoothing of the IK targets: 'none' or 'ruckig' (jerk-limited).",
+        choices=("none", "ruckig"),
+        section="optional jerk-limited smoothing (ruckig), joint space",
+    ),
+    Param("smoothing_max_velocity_rad_s", 2.0, "ruckig smoothing: joint velocity limit (rad/s).", range=(1e-6, 1000.0)),
+    Param(
+        "smoothing_max_acceleration_rad_s2",
+        10.0,
+        "ruckig smoothing: joint acceleration limit (rad/s^2).",
+        range=(1e-6, 1e5),
+    ),
+    Param("smoothing_max_jerk_rad_s3", 100.0, "ruckig smoothing: joint jerk limit (rad/s^3).", range=(1e-6, 1e7)),
+    *CONFIDENCE_PARAMETERS,
+    Param(
+        "yam_config",
+        "",
+        "Path of the arm description (model, joints, limits, wrist camera; para_ros.robot.arm); empty = the "
+        "shipped config/yam.yaml (the safety limits live there, not here).",
+        section="model and limits",
+    ),
+    Param(
+        "calibration_file",
+        "",
+        "calibration.yaml (para-calib solve): its wrist_cam replaces yam_config's "
+        "wrist_camera mount in the TF this node publishes (backend i2rt_sdk); empty = the CAD mount.",
+    ),
+    Param("chunk_topic", "/para/action_chunk", "para_msgs/ActionChunk input topic.", section="topics"),
+    Param(
+        "joint_states_topic",
+        "/joint_states",
+        "sensor_msgs/JointState topic the arm's joints are read from "
+        "(topic backends), or published on (i2rt_sdk backend).",
+    ),
+    Param(
+        "commanded_pose_topic",
+        "~/commanded_pose",
+        "geometry_msgs/PoseStamped of every command's tool pose (FK), "
+        "for rviz; stamped with its target time (tick + the lookahead in force).",
+    ),
+    Param(
+        "diagnostics_rate_hz",
+        2.0,
+        "Rate of the /diagnostics status (Hz); problems are also reported at once.",
+        range=(0.01, 100.0),
+    ),
+)
+
+# After the command backends' own parameters (para_ros.nodes.command_backends): the arm's state published by the
+# executor for a backend that reads the arm directly (i2rt_sdk), then lockstep evaluation.
+AFTER_BACKEND_PARAMETERS = (
+    Param(
+        "state_publish_rate_hz",
+        100.0,
+        "Backends that read the arm directly (i2rt_sdk): the executor owns the arm, so it publishes the "
+        "arm's state itself: /joint_states (and /tf) read from the backend at this rate (Hz).",
+        range=(0.1, 1000.0),
+        section="the arm's state, published by the executor (backends that read the arm directly: i2rt_sdk)",
+    ),
+    Param(
+        "publish_tf",
+        True,
+        "Backends that read the arm directly (i2rt_sdk): also broadcast the arm's /tf (base .. gripper, grasp_site, "
+        "the wrist camera optical frame of config/yam.yaml's wrist_camera) from the joints read.",
+    ),
+    Param(
+        "lockstep",
+        False,
+        "Lockstep evaluation against the simulator (para_ros.sim.lockstep; run with "
+        "use_sim_time): instead of the fixed-rate loop, one tick per joint state of a new simulated instant, on "
+        "exactly that state; each chunk takes effect at the first tick at or after its stamp + lockstep_latency_s; "
+        "every tick and chunk is acknowledged on lockstep_ack_topic so the simulator steps only once they are done.",
+        section="lockstep evaluation (para_ros/sim/lockstep.py)",
+    ),
+    Param(
+        "lockstep_latency_s",
+        DEFAULT_LATENCY_S,
+        "Lockstep: simulated seconds from a chunk's stamp (its camera "
+        "frame) until it takes effect. 0.05 s = a GPU-class inference time: the PARA v4 model on an H100-class "
+        "GPU predicts a chunk in tens of ms (about 20-30 ms), plus about 10 ms of camera readout, transfer and "
+        "pairing, rounded up to whole 10 ms control periods.",
+        range=(0.0, 10.0),
+    ),
+    Param(
+        "lockstep_ack_topic",
+        ACK_TOPIC,
+        "Lockstep: the acknowledgements to the simulator (std_msgs/Int64MultiArray).",
+    ),
+)
+
+HEADER = """Parameters of the chunk executor node (para_ros.nodes.chunk_executor); `ros2 param describe /chunk_executor
+<name>` says the same. Safety limits (joint range, speeds, workspace box, gripper range) are NOT here: they live in
+config/yam.yaml."""
+
+
+def parameter_table() -> ParameterTable:
+    """The node's parameter table with every command backend registered now (:mod:`para_ros.nodes.command_backends`):
+    ``backend`` takes their names, and each backend's parameters follow under its own section. The shipped
+    ``config/executor.yaml``, ``--help`` and ``docs/parameters.md`` are this table with the shipped backends."""
+    return ParameterTable(
+        NODE_NAME,
+        [*COMMON_PARAMETERS, *backend_choice(), *backend_parameters(), *AFTER_BACKEND_PARAMETERS],
+        header=HEADER,
+    )
+
+
+def backend_choice() -> tuple[Param, ...]:
+    """The ``backend`` parameter (its choices: the registered command backends) and the arm joints' wire names."""
+    names = tuple(COMMAND_BACKENDS)
+    return (
         Param(
             "backend",
             "joint_trajectory",
-            "Where commands go: 'joint_trajectory' (a ros2_control "
-            "joint_trajectory_controller, the simulated YAM), 'i2rt_sdk' (the arm over CAN) or 'pose' (PoseStamped "
-            "tool targets).",
-            choices=BACKENDS,
-            section="output backend",
-        ),
-        Param(
-            "joint_trajectory_topic",
-            "/joint_trajectory",
-            "trajectory_msgs/JointTrajectory output topic "
-            "(joint_trajectory backend), e.g. /<controller>/joint_trajectory for a ros2_control "
-            "joint_trajectory_controller; the simulated YAM listens on /joint_trajectory.",
+            "Command backend, where commands go: "
+            + "; ".join(f"'{name}': {COMMAND_BACKENDS[name].description.rstrip('.')}" for name in names)
+            + " (para_ros/nodes/command_backends.py; the launchers' robot picks one).",
+            choices=names,
+            section="command backend (where commands go)",
         ),
         Param(
             "arm_joint_names",
@@ -464,77 +523,10 @@ PARAMETERS = ParameterTable(
             "one per joint of the arm description in its order; empty = its model.joint_names (the YAM: "
             "joint1..joint6).",
         ),
-        Param(
-            "gripper_joint_name",
-            "gripper",
-            "Name of the gripper (0 closed .. 1 open) in JointTrajectory and "
-            "JointState; empty = the trajectory carries the arm joints only (a real joint_trajectory_controller "
-            "rejects a trajectory that names a joint it does not own) and the gripper goes out as std_msgs/Float64 "
-            "on gripper_command_topic.",
-        ),
-        Param(
-            "pose_command_topic",
-            "/ee_target_pose",
-            "geometry_msgs/PoseStamped tool target output topic (pose "
-            "backend); stamped with the time the pose is meant for (tick + the lookahead in force).",
-        ),
-        Param(
-            "gripper_command_topic",
-            "/gripper_command",
-            "std_msgs/Float64 gripper output topic, 0 closed .. 1 open "
-            "(pose backend; joint_trajectory backend when gripper_joint_name is empty); empty = none.",
-        ),
-        Param("sdk_channel", "can0", "CAN interface of the real arm (i2rt_sdk backend), e.g. can0."),
-        Param(
-            "sdk_sim", False, "i2rt_sdk backend: use the SDK's MuJoCo SimRobot (no hardware) instead of the real arm."
-        ),
-        Param(
-            "sdk_zero_gravity_mode",
-            False,
-            "i2rt_sdk backend: start the real arm in gravity compensation (true) or "
-            "holding its pose with PD gains (false).",
-        ),
-        Param(
-            "state_publish_rate_hz",
-            100.0,
-            "i2rt_sdk backend: the executor owns the CAN bus, so it publishes the "
-            "arm's state itself: /joint_states (and /tf) read from the SDK at this rate (Hz).",
-            range=(0.1, 1000.0),
-        ),
-        Param(
-            "publish_tf",
-            True,
-            "i2rt_sdk backend: also broadcast the arm's /tf (base .. gripper, grasp_site, the "
-            "wrist camera optical frame of config/yam.yaml's wrist_camera) from the joints read.",
-        ),
-        Param(
-            "lockstep",
-            False,
-            "Lockstep evaluation against the simulator (para_ros.sim.lockstep; run with "
-            "use_sim_time): instead of the fixed-rate loop, one tick per joint state of a new simulated instant, on "
-            "exactly that state; each chunk takes effect at the first tick at or after its stamp + lockstep_latency_s; "
-            "every tick and chunk is acknowledged on lockstep_ack_topic so the simulator steps only once they are done.",
-            section="lockstep evaluation (para_ros/sim/lockstep.py)",
-        ),
-        Param(
-            "lockstep_latency_s",
-            DEFAULT_LATENCY_S,
-            "Lockstep: simulated seconds from a chunk's stamp (its camera "
-            "frame) until it takes effect. 0.05 s = a GPU-class inference time: the PARA v4 model on an H100-class "
-            "GPU predicts a chunk in tens of ms (about 20-30 ms), plus about 10 ms of camera readout, transfer and "
-            "pairing, rounded up to whole 10 ms control periods.",
-            range=(0.0, 10.0),
-        ),
-        Param(
-            "lockstep_ack_topic",
-            ACK_TOPIC,
-            "Lockstep: the acknowledgements to the simulator (std_msgs/Int64MultiArray).",
-        ),
-    ],
-    header="""Parameters of the chunk executor node (para_ros.nodes.chunk_executor); `ros2 param describe /chunk_executor
-<name>` says the same. Safety limits (joint range, speeds, workspace box, gripper range) are NOT here: they live in
-config/yam.yaml.""",
-)
+    )
+
+
+PARAMETERS = parameter_table()  # the shipped backends' table (a backend registered later: parameter_table())
 
 
 def parse_joint_names(value, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -735,7 +727,9 @@ class ChunkExecutorNode(Node):
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
         super().__init__(node_name, **kwargs)
-        self.params = p = PARAMETERS.declare(self)
+        self.parameters = parameter_table()  # with every command backend registered now
+        self.params = p = self.parameters.declare(self)
+        self.backend_spec = command_backend(p["backend"])
         self.arm = load_yam_config(p["yam_config"] or None)  # any arm description; the YAM's by default
         if p["calibration_file"]:  # the calibrated wrist mount replaces the CAD one
             # OpenCV (the file's board): loaded only with a calibration_file
@@ -744,27 +738,27 @@ class ChunkExecutorNode(Node):
             self.arm = dataclasses.replace(
                 self.arm, wrist_camera=wrist_mount(p["calibration_file"], self.arm.wrist_camera)
             )
-        if p["backend"] == "i2rt_sdk" and not self.arm.model.arm_type:
-            raise ValueError(
-                f"backend i2rt_sdk drives an i2rt arm, but the arm description {self.arm.name!r} has no "
-                "model.arm_type: use a topic backend (joint_trajectory, pose) for this arm"
-            )
         self.arm_joint_names = parse_joint_names(p["arm_joint_names"], self.arm.model.joint_names)
         # checks the description against its model: a missing joint, site or body, or a limit outside the model's
         # range, stops the node here (ValueError naming the field), before anything is sent
         self.core = ExecutorCore(build_executor_config(p, self.arm), self.arm)
         self.world_frame = self.arm.model.world_frame
-        self.backend = self._make_backend(p)
-        self.state_watch = None  # topic backends: when the joint state last arrived (the SDK read is dated here)
-        if p["backend"] != "i2rt_sdk":
+        self.backend = self.backend_spec.build(
+            BackendContext(self, self.arm, self.arm_joint_names, p["joint_states_topic"], self.world_frame),
+            {param.name: p[param.name] for param in self.backend_spec.parameters},
+        )
+        self.state_watch = None  # topic backends: when the joint state last arrived (a direct read is dated here)
+        if not self.backend_spec.reads_arm_directly:
             gripper = (p["gripper_joint_name"],) if p["gripper_joint_name"] else ()
             self.state_watch = JointStateWatch(
                 self, p["joint_states_topic"], self.arm_joint_names + gripper, self.now_s
             )
-        self._state_source = f"{p['joint_states_topic']}" if self.state_watch is not None else "the I2RT SDK read"
+        self._state_source = (
+            f"{p['joint_states_topic']}" if self.state_watch is not None else f"the {self.backend.name} read"
+        )
         self._last_state = None  # executor state at the previous tick (feedback-loss log lines on changes)
         self.state_publisher = None
-        if p["backend"] == "i2rt_sdk":  # the executor owns the arm: nobody else can publish its state
+        if self.backend_spec.reads_arm_directly:  # the executor owns the arm: nobody else can publish its state
             frames = None
             if p["publish_tf"]:
                 m = self.arm.model
@@ -796,7 +790,7 @@ class ChunkExecutorNode(Node):
         self.resume_srv = self.create_service(Trigger, "~/resume", self._on_resume)
         self.engage_srv = self.create_service(Trigger, "~/engage", self._on_engage)
         self.disengage_srv = self.create_service(Trigger, "~/disengage", self._on_disengage)
-        PARAMETERS.on_set(self, self._apply_parameters)
+        self.parameters.on_set(self, self._apply_parameters)
         # A backward jump of the node's clock, and a change of time source (module docstring: Time jumps).
         self._jump_handle = self.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(seconds=-TIME_JUMP_BACK_MIN_S), on_clock_change=True),
@@ -828,36 +822,6 @@ class ChunkExecutorNode(Node):
                 if self.state_publisher
                 else ""
             )
-        )
-
-    def _make_backend(self, p):
-        names = self.arm_joint_names
-        if p["backend"] == "i2rt_sdk":
-            return I2rtSdkBackend(
-                channel=p["sdk_channel"],
-                sim=p["sdk_sim"],
-                zero_gravity_mode=p["sdk_zero_gravity_mode"],
-                arm_type=self.arm.model.arm_type,
-                gripper_type=self.arm.model.gripper_type,
-                n_arm_joints=self.arm.n_joints,
-            )
-        if p["backend"] == "pose":
-            return PoseBackend(
-                self,
-                p["pose_command_topic"],
-                p["gripper_command_topic"],
-                p["joint_states_topic"],
-                names,
-                p["gripper_joint_name"],
-                self.world_frame,
-            )
-        return JointTrajectoryBackend(
-            self,
-            p["joint_trajectory_topic"],
-            p["joint_states_topic"],
-            names,
-            p["gripper_joint_name"],
-            p["gripper_command_topic"],
         )
 
     def now_s(self) -> float:
@@ -1117,7 +1081,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0],
         default_params_file="executor.yaml",
         argv=argv,
-        epilog=PARAMETERS.help_text(),
+        epilog=parameter_table().help_text(),
     )
 
 
