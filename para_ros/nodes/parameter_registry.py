@@ -19,16 +19,17 @@ from para_ros.nodes.parameters import ParameterTable
 
 
 def tables() -> dict[str, tuple[ParameterTable, str]]:
-    """Every node's table and its shipped file name."""
+    """Every node's table and its shipped file name (the executor's with the command backends registered now:
+    :mod:`para_ros.nodes.command_backends`)."""
     # the nodes import rclpy, OpenCV and torch: loaded when a table is asked for, not by importing this registry
     from para_ros.nodes.calibration_monitor import PARAMETERS as calibration_monitor
     from para_ros.nodes.calibration_tf import PARAMETERS as calibration_tf
-    from para_ros.nodes.chunk_executor import PARAMETERS as executor
+    from para_ros.nodes.chunk_executor import parameter_table as executor_table
     from para_ros.nodes.inference_node import PARAMETERS as inference
     from para_ros.nodes.sim_node import PARAMETERS as sim
 
     return {
-        "chunk_executor": (executor, "executor.yaml"),
+        "chunk_executor": (executor_table(), "executor.yaml"),  # with every command backend registered now
         "inference_node": (inference, "inference.yaml"),
         "sim_node": (sim, "sim.yaml"),
         "calibration_tf": (calibration_tf, "calibration_tf.yaml"),
