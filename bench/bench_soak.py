@@ -318,7 +318,7 @@ def run(args) -> int:
         return 2
     try:
         node_params = check_node_params(graph.parse_node_params(args.node_param))
-        settings = graph.DeploySettings(backend="sim", checkpoint=args.checkpoint, device=args.device)
+        settings = graph.DeploySettings(robot="sim", checkpoint=args.checkpoint, device=args.device)
     except ValueError as exc:
         print(f"bench_soak: {exc}", file=sys.stderr)
         return 2

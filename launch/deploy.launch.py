@@ -1,10 +1,10 @@
-"""Run PARA on a robot: ``ros2 launch para_ros deploy.launch.py [checkpoint:=DIR] [backend:=sim|i2rt|topic] ...``.
+"""Run PARA on a robot: ``ros2 launch para_ros deploy.launch.py [checkpoint:=DIR] [robot:=sim|i2rt|topic] ...``.
 
-Starts the inference node and the chunk executor, plus the simulated YAM (``sim_node``) when ``backend:=sim``, and
+Starts the inference node and the chunk executor, plus the simulated YAM (``sim_node``) when ``robot:=sim``, and
 rviz2 with ``config/para.rviz`` when ``rviz:=true``. Which nodes run, their executables, parameter files and the
 parameters set from the arguments all come from :mod:`para_ros.deploy.graph`, the description ``para-deploy`` uses too.
 
-Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``backend``, ``device``, ``dtype``,
+Arguments (``ros2 launch para_ros deploy.launch.py --show-args``): ``checkpoint``, ``robot`` (``backend``: its deprecated name), ``device``, ``dtype``,
 ``fast_path``, ``compile_mode``, ``scene_image_topic``, ``scene_info_topic``, ``wrist_image_topic``,
 ``wrist_info_topic``, ``joint_trajectory_topic``, ``arm_joint_names``, ``engage``, ``calibration``, ``lockstep``,
 ``calibration_monitor``, ``rviz``, ``respawn``, ``respawn_executor``, ``respawn_delay``. An empty value keeps the
@@ -13,9 +13,9 @@ node's parameter file value (``config/*.yaml``). Respawn, as ``para-deploy --res
 ``respawn:=true`` gives inference_node and sim_node launch_ros' ``respawn=True`` with ``respawn_delay``
 (``respawn_delay`` seconds, default 2): a node that dies is started again. The executor commands the arm, so it comes
 back by itself only with ``respawn_executor:=true`` (default false: a person should look at why it died first).
-With ``backend:=topic`` (a ros2_control joint_trajectory_controller) the trajectory carries the arm joints only and
+With ``robot:=topic`` (a ros2_control joint_trajectory_controller) the trajectory carries the arm joints only and
 the gripper goes out as ``std_msgs/Float64`` 0..1 on the executor's ``gripper_command_topic`` (see
-:mod:`para_ros.deploy.graph`), e.g. ``backend:=topic joint_trajectory_topic:=/arm_controller/joint_trajectory``.
+:mod:`para_ros.deploy.graph`), e.g. ``robot:=topic joint_trajectory_topic:=/arm_controller/joint_trajectory``.
 """
 
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
@@ -30,15 +30,16 @@ from para_ros.paths import share_file
 
 ARGUMENTS = [
     (
-        "backend",
+        "robot",
         "sim",
-        "robot backend: sim (simulated YAM) | i2rt (real YAM on CAN via the I2RT SDK) | "
-        "topic (an arm behind a JointTrajectory topic, e.g. ros2_control)",
+        "the robot: sim (simulated YAM) | i2rt (real YAM on CAN via the I2RT SDK) | "
+        "topic (an arm behind a JointTrajectory topic, e.g. ros2_control); it picks the executor's command backend",
     ),
+    ("backend", "", "deprecated name of robot (still accepted, with a warning)"),
     (
         "checkpoint",
         "",
-        "policy checkpoint directory (model.safetensors + config.json); empty = backend sim: the "
+        "policy checkpoint directory (model.safetensors + config.json); empty = robot sim: the "
         "shipped robust pick-and-place checkpoint (checkpoints/pick_place_robust), a robot: config/inference.yaml "
         "(an UNTRAINED random model unless set there); none = the UNTRAINED random model",
     ),
@@ -58,19 +59,19 @@ ARGUMENTS = [
     (
         "joint_trajectory_topic",
         "",
-        "backend topic only: the joint_trajectory_controller's topic, e.g. "
+        "robot topic only: the joint_trajectory_controller's topic, e.g. "
         "/arm_controller/joint_trajectory; empty = config/executor.yaml (/joint_trajectory)",
     ),
     (
         "arm_joint_names",
         "",
-        "backend topic only: the controller's 6 arm joint names, comma-separated, YAM order "
+        "robot topic only: the controller's 6 arm joint names, comma-separated, YAM order "
         "joint1..joint6; empty = the YAM's joint1..joint6 (config/yam.yaml)",
     ),
     (
         "engage",
         "false",
-        "hand the arm to the policy at start: true | false (always true for backend sim; else the "
+        "hand the arm to the policy at start: true | false (always true for robot sim; else the "
         "executor waits for /chunk_executor/engage)",
     ),
     (
@@ -83,14 +84,14 @@ ARGUMENTS = [
     (
         "lockstep",
         "false",
-        "backend sim only: lockstep evaluation: every node on the simulator's /clock, the simulator "
+        "robot sim only: lockstep evaluation: every node on the simulator's /clock, the simulator "
         "stepping only once the graph has answered (para_ros.sim.lockstep): true | false",
     ),
     (
         "calibration_monitor",
         "false",
         "start calibration_monitor (the scene camera's told pose checked against an ArUco marker on the "
-        "gripper, on /diagnostics; backend sim: the simulator renders the marker): true | false",
+        "gripper, on /diagnostics; robot sim: the simulator renders the marker): true | false",
     ),
     ("rviz", "false", "start rviz2 with config/para.rviz: true | false"),
     ("respawn", "false", "restart inference_node and sim_node when they die (after respawn_delay): true | false"),

@@ -336,8 +336,8 @@ def test_sim_backend_defaults_to_the_shipped_checkpoint_and_a_robot_never_does()
         ),
         ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5"}, "6 distinct arm joint names"),
         ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5,j5"}, "6 distinct arm joint names"),
-        ({"backend": "sim", "joint_trajectory_topic": "/arm_controller/joint_trajectory"}, "backend topic only"),
-        ({"backend": "i2rt", "arm_joint_names": "a,b,c,d,e,f"}, "backend topic only"),
+        ({"backend": "sim", "joint_trajectory_topic": "/arm_controller/joint_trajectory"}, "robot topic only"),
+        ({"backend": "i2rt", "arm_joint_names": "a,b,c,d,e,f"}, "robot topic only"),
     ],
 )
 def test_bad_settings_name_the_value_and_the_fix(kwargs, fix):

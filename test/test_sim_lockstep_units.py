@@ -245,7 +245,7 @@ def test_lockstep_graph_puts_every_node_on_the_simulators_clock_and_only_for_the
     }
     plain = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x"))}
     assert "use_sim_time" not in plain["inference_node"] and "lockstep" not in plain["sim_node"]
-    with pytest.raises(ValueError, match="backend sim only"):
+    with pytest.raises(ValueError, match="robot sim only"):
         graph.DeploySettings(backend="i2rt", lockstep=True)
 
 

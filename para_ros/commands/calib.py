@@ -39,6 +39,7 @@ from para_ros.calibration.solve import describe, solve_camera, write_outputs
 from para_ros.deploy import graph
 from para_ros.deploy.calibration_capture import CaptureAborted, CaptureSettings, run_capture
 from para_ros.deploy.graph_run import GraphRun
+from para_ros.nodes.command_backends import ROBOTS
 from para_ros.nodes.parameter_registry import check_node_params
 from para_ros.sim.calibration_board import offset_T
 from para_ros.sim.calibration_marker import default_T_gripper_marker
@@ -128,11 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(board on the table)",
     )
     c.add_argument(
-        "--backend",
-        choices=("sim", "topic", "i2rt"),
+        "--robot",
+        choices=tuple(ROBOTS),
         default="sim",
-        help="sim: JointTrajectory to sim_node (gripper inside); topic: JointTrajectory of the 6 arm "
-        "joints to a ros2_control controller; i2rt: the I2RT SDK on CAN (default sim)",
+        help="the robot: sim: JointTrajectory to sim_node (gripper inside); topic: JointTrajectory of the 6 arm "
+        "joints to a ros2_control controller; i2rt: the I2RT SDK on CAN (default sim). Each picks its command "
+        "backend from para_ros/nodes/command_backends.py, as para-deploy's executor gets it",
+    )
+    c.add_argument(
+        "--backend",
+        choices=tuple(ROBOTS),
+        default="",
+        help="deprecated name of --robot (still accepted, with a warning)",
     )
     c.add_argument("--poses", type=int, default=12, help="number of candidate poses (default 12)")
     c.add_argument("--angle-deg", type=float, default=25.0, help="largest rotation about the pivot (default 25)")
@@ -141,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--centre",
         default="",
         help="centre pose: current (the arm where it is; default on a real "
-        "arm), sim (the simulator's start pose; default with --backend sim), or one angle per arm joint "
+        "arm), sim (the simulator's start pose; default with --robot sim), or one angle per arm joint "
         "in rad (the YAM: 6), comma-separated",
     )
     c.add_argument(
@@ -166,14 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--joint-trajectory-topic",
         default="/joint_trajectory",
-        help="backends sim/topic: the trajectory topic (e.g. /arm_controller/joint_trajectory)",
+        help="robots sim/topic: the trajectory topic (e.g. /arm_controller/joint_trajectory)",
     )
     c.add_argument(
         "--arm-joint-names",
         default="joint1,joint2,joint3,joint4,joint5,joint6",
-        help="backend topic: the controller's 6 arm joint names",
+        help="robot topic: the controller's 6 arm joint names",
     )
-    c.add_argument("--can-channel", default="can0", help="backend i2rt: CAN interface")
+    c.add_argument("--can-channel", default="can0", help="robot i2rt: CAN interface")
     c.add_argument("--dry-run", action="store_true", help="list the poses (and the rejected ones), move nothing")
     c.add_argument(
         "--manual",
@@ -273,10 +281,11 @@ def _capture_settings(args):
     names = tuple(n.strip() for n in args.arm_joint_names.split(","))
     if len(names) != 6:
         raise ValueError(f"--arm-joint-names {args.arm_joint_names!r}: give 6 names")
+    robot = graph.resolve_robot(args.robot, args.backend)  # --backend: its deprecated name (warns)
     return CaptureSettings(
         out=Path(args.out),
         camera=args.camera,
-        backend=args.backend,
+        robot=robot,
         poses=args.poses,
         angle_deg=args.angle_deg,
         offset_m=args.offset_m,
@@ -293,7 +302,7 @@ def _capture_settings(args):
         arm_joint_names=names,
         can_channel=args.can_channel,
         force=args.force,
-        zero_gravity=args.manual and args.backend == "i2rt",
+        zero_gravity=args.manual and robot == "i2rt",
         board=board_spec(args),
     )
 
@@ -318,8 +327,8 @@ def cmd_capture(args) -> int:
     group = None
     try:
         if args.start_sim:
-            if args.backend != "sim":
-                raise ValueError("--start-sim goes with --backend sim")
+            if settings.robot != "sim":
+                raise ValueError("--start-sim goes with --robot sim")
             if Path(args.out).exists() and not args.force and not args.dry_run:
                 raise ValueError(f"{args.out} exists: choose another --out or pass --force to replace it")
             log_dir = Path(str(args.out).rstrip("/") + "_logs")

@@ -48,52 +48,58 @@ def build_parser() -> argparse.ArgumentParser:
         "para_ros/deploy/graph.py). Empty values keep config/*.yaml.",
     )
     parser.add_argument(
-        "--backend",
+        "--robot",
         choices=graph.BACKENDS,
         default="sim",
-        help="robot: sim (simulated YAM, default) | i2rt (real YAM, I2RT SDK on CAN) | "
-        "topic (an arm behind a ros2_control joint_trajectory_controller: see "
-        "--joint-trajectory-topic)",
+        help="the robot: sim (simulated YAM, default) | i2rt (real YAM, I2RT SDK on CAN) | "
+        "topic (an arm behind a ros2_control joint_trajectory_controller: see --joint-trajectory-topic); it "
+        "picks the executor's command backend (para_ros/nodes/command_backends.py)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=graph.BACKENDS,
+        default="",
+        help="deprecated name of --robot (still accepted, with a warning)",
     )
     parser.add_argument(
         "--checkpoint",
         default="",
         help="policy checkpoint directory (model.safetensors + "
-        "config.json); default: backend sim: the shipped robust pick-and-place checkpoint "
+        "config.json); default: robot sim: the shipped robust pick-and-place checkpoint "
         "(checkpoints/pick_place_robust; checkpoints/pick_place is the fixed-camera one); a robot: config/inference.yaml's (an UNTRAINED random model "
         "unless set there); 'none': the UNTRAINED random model",
     )
     parser.add_argument(
         "--engage",
         action="store_true",
-        help="hand the arm to the policy at start (always so for backend sim); without it the "
+        help="hand the arm to the policy at start (always so for robot sim); without it the "
         "executor of a real arm waits, disengaged, for `ros2 service call /chunk_executor/engage "
         "std_srvs/srv/Trigger`",
     )
     parser.add_argument(
         "--lockstep",
         action="store_true",
-        help="backend sim: lockstep evaluation: the simulator runs on /clock and steps only once the "
+        help="robot sim: lockstep evaluation: the simulator runs on /clock and steps only once the "
         "graph has answered (each frame's chunk, each executor tick), so the episodes' outcomes "
         "depend on the seeds, not on the machine's load (para_ros.sim.lockstep)",
     )
     parser.add_argument(
         "--no-task",
         action="store_true",
-        help="backend sim: do not run pick-and-place episodes (by default the launcher resets the "
+        help="robot sim: do not run pick-and-place episodes (by default the launcher resets the "
         "task after each success or --episode-time-limit and counts attempts and successes)",
     )
     parser.add_argument(
         "--episode-time-limit",
         type=float,
         default=30.0,
-        help="backend sim: seconds per pick-and-place attempt (default 30)",
+        help="robot sim: seconds per pick-and-place attempt (default 30)",
     )
     parser.add_argument(
         "--task-seed",
         type=int,
         default=100000,
-        help="backend sim: layout seed of the first attempt (default 100000, held out from training)",
+        help="robot sim: layout seed of the first attempt (default 100000, held out from training)",
     )
     parser.add_argument("--device", default="", help="torch device: auto | cpu | cuda | cuda:N (default: file's)")
     parser.add_argument(
@@ -124,13 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--joint-trajectory-topic",
         default="",
-        help="backend topic only: the joint_trajectory_controller's topic, e.g. "
+        help="robot topic only: the joint_trajectory_controller's topic, e.g. "
         "/arm_controller/joint_trajectory (default: config/executor.yaml, /joint_trajectory)",
     )
     parser.add_argument(
         "--arm-joint-names",
         default="",
-        help="backend topic only: the controller's 6 arm joint names, comma-separated, YAM order "
+        help="robot topic only: the controller's 6 arm joint names, comma-separated, YAM order "
         "joint1..joint6 (default: the YAM's joint1..joint6). The gripper is not in the "
         "trajectory: it goes out as std_msgs/Float64 0..1 on /gripper_command",
     )
@@ -144,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--calibration-monitor",
         action="store_true",
         help="start calibration_monitor: the scene camera's told pose checked against an ArUco marker on the "
-        "gripper, on /diagnostics (backend sim: the simulator renders the marker); see docs/calibration.md",
+        "gripper, on /diagnostics (robot sim: the simulator renders the marker); see docs/calibration.md",
     )
     parser.add_argument(
         "--duration",
@@ -189,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args) -> graph.DeploySettings:
     return graph.DeploySettings(
+        robot=args.robot,
         backend=args.backend,
         checkpoint=args.checkpoint,
         device=args.device,
@@ -242,7 +249,7 @@ def _start_graph(args, settings, run: GraphRun, out: Path, topics):
         recorder = McapRecorder(out / "recording", {t: ros_type_name(c) for t, c in record_topics(topics).items()})
     monitor = DeployMonitor(recorder, image_period_s=args.record_image_period, topics=topics)
     monitor.data.graph_start_ns = graph_start_ns
-    if settings.backend == "sim" and not args.no_task:
+    if settings.robot == "sim" and not args.no_task:
         driver = TaskDriver(seed=args.task_seed, time_limit_s=args.episode_time_limit, lockstep=settings.lockstep)
         driver.start()
     return monitor, recorder, driver
@@ -351,7 +358,7 @@ def run(args) -> int:
     t_start = time.monotonic()
     status = 0
     try:
-        print(f"para-deploy: backend {settings.backend}, ROS_DOMAIN_ID {graph_run.domain_id}, output {out}", flush=True)
+        print(f"para-deploy: robot {settings.robot}, ROS_DOMAIN_ID {graph_run.domain_id}, output {out}", flush=True)
         try:
             monitor, recorder, driver = _start_graph(args, settings, graph_run, out, topics)
         except RuntimeError as exc:  # the domain is taken (para_ros.deploy.domain_check)

@@ -31,6 +31,7 @@ import struct
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,7 +64,7 @@ class CaptureSettings:
 
     out: Path
     camera: str = "scene_cam"
-    backend: str = "sim"
+    robot: str = "sim"  # para_ros.nodes.command_backends.ROBOTS: its command backend moves the arm
     poses: int = 12
     angle_deg: float = 25.0
     offset_m: float = 0.03
@@ -81,14 +82,20 @@ class CaptureSettings:
     arm_joint_names: tuple = ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6")
     can_channel: str = "can0"
     force: bool = False
-    zero_gravity: bool = False  # backend i2rt: let the arm be moved by hand (--manual)
+    zero_gravity: bool = False  # robot i2rt: let the arm be moved by hand (--manual)
     board: CharucoBoardSpec = field(default_factory=CharucoBoardSpec)  # the board each sample is checked for
+    backend: str = ""  # deprecated name of ``robot`` (--backend): accepted with a warning, empty once resolved
 
     def __post_init__(self):
         if self.camera not in CAMERAS:
             raise ValueError(f"--camera {self.camera!r}: use one of {', '.join(CAMERAS)}")
-        if self.backend not in ROBOTS:
-            raise ValueError(f"--backend {self.backend!r}: use one of {', '.join(ROBOTS)}")
+        if self.backend:
+            if self.robot not in ("sim", self.backend):
+                raise ValueError(f"--robot {self.robot} and --backend {self.backend}: give --robot only")
+            warnings.warn("--backend is deprecated for the robot: use --robot", FutureWarning, stacklevel=3)
+            self.robot, self.backend = self.backend, ""
+        if self.robot not in ROBOTS:
+            raise ValueError(f"--robot {self.robot!r}: use one of {', '.join(ROBOTS)}")
         if not 0.0 < self.speed_fraction <= 1.0:
             raise ValueError(f"--speed-fraction {self.speed_fraction}: give a fraction in (0, 1] of the speed limits")
         if not 1.0 <= self.control_rate_hz <= 500.0:
@@ -233,7 +240,7 @@ class CaptureSession:
         # The arm's state is recorded all along once the bag is open (a sample's flange pose is interpolated at its
         # image stamp, and the reader checks the arm was still around it); images only in the sample windows.
         self.continuous = {"/tf", s.joint_states_topic}
-        self.backend_spec = command_backend(robot(s.backend).command_backend)
+        self.backend_spec = command_backend(robot(s.robot).command_backend)
         # a backend that reads the arm directly: capture owns the arm, it writes /joint_states and /tf itself
         self.own_state = self.backend_spec.reads_arm_directly
         for topic, type_name in self.topics.items():
@@ -257,7 +264,7 @@ class CaptureSession:
         if self.own_state:  # capture publishes the arm's TF itself
             self.frames = YamFrames(yam.wrist_camera, yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site)
         given = {
-            **robot(s.backend).executor_parameters,
+            **robot(s.robot).executor_parameters,
             "joint_trajectory_topic": s.joint_trajectory_topic,
             "sdk_channel": s.can_channel,
             "sdk_zero_gravity_mode": s.zero_gravity,
@@ -584,9 +591,7 @@ def run_capture(
     out = Path(settings.out)
     yam = load_yam_config()
     kin = YamKinematics(yam.model.arm_type, yam.model.gripper_type, yam.model.tool_site, max_iters=200)
-    centre = (
-        parse_centre(settings.centre) if settings.centre else (sim_centre_q() if settings.backend == "sim" else None)
-    )
+    centre = parse_centre(settings.centre) if settings.centre else (sim_centre_q() if settings.robot == "sim" else None)
     if dry_run and not manual and centre is not None:
         plan = make_plan(settings, centre, yam, kin)
         log(
@@ -608,7 +613,7 @@ def run_capture(
         if manual:
             return _run_manual(session, mover, out, manual_samples, still_s, log)
         plan = make_plan(settings, centre, yam, kin)
-        log(f"para-calib capture ({settings.camera}, {settings.backend}): " + plan.describe())
+        log(f"para-calib capture ({settings.camera}, {settings.robot}): " + plan.describe())
         if dry_run:
             return len(plan.poses)
         require_enough_poses(plan)

@@ -324,7 +324,7 @@ def deploy_settings(settings: EvalSettings):
     inference path chosen."""
 
     return graph.DeploySettings(
-        backend="sim",
+        robot="sim",
         checkpoint=str(Path(settings.checkpoint).resolve()),
         device=settings.device,
         fast_path="true" if settings.fast_path else "false",

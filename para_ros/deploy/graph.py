@@ -1,10 +1,11 @@
-"""The deploy graph, described once: which nodes run for which robot backend, and what each one is told.
+"""The deploy graph, described once: which nodes run for which robot, and what each one is told.
 
 Both launchers read this module and nothing else for that: ``launch/deploy.launch.py`` (``ros2 launch`` on a robot
 PC) and ``para-deploy`` (:mod:`para_ros.commands.deploy`, the same graph as plain processes where ``ros2 launch`` is not
 installed). A test runs both against each other, so they cannot drift.
 
-Robot backends (``--backend`` / ``backend:=``):
+Robots (``--robot`` / ``robot:=``; ``--backend`` / ``backend:=`` are their deprecated names), each with the
+executor's command backend (its parameter ``backend``) from :mod:`para_ros.nodes.command_backends`:
 
 * ``sim``: the embedded simulated YAM (``sim_node``) + inference + executor sending ``JointTrajectory`` to the sim.
 * ``i2rt``: a real YAM on CAN through the I2RT SDK: inference + executor (``backend: i2rt_sdk``). The executor owns
@@ -17,7 +18,7 @@ Robot backends (``--backend`` / ``backend:=``):
   (``arm_joint_names``, on ``joint_trajectory_topic``, e.g. ``/arm_controller/joint_trajectory``) and the gripper goes
   out as ``std_msgs/Float64`` 0 closed .. 1 open on the executor's ``gripper_command_topic`` (``config/executor.yaml``,
   default ``/gripper_command``), for the gripper controller's adapter. Cameras, TF and joint states come from the
-  robot's drivers. ``joint_trajectory_topic`` and ``arm_joint_names`` apply to this backend only (the simulated arm
+  robot's drivers. ``joint_trajectory_topic`` and ``arm_joint_names`` apply to this robot only (the simulated arm
   and the SDK have fixed joint names and no trajectory topic to choose).
 
 Overrides: only what the user set on the command line is passed as ``-p name:=value`` after the node's parameter
@@ -34,6 +35,7 @@ range, joint speed, tool speed and workspace of ``config/yam.yaml`` (unchanged).
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import yaml
@@ -62,7 +64,7 @@ LAUNCHER_SETTINGS = tuple(dict.fromkeys(name for r in ROBOTS.values() for name i
 UNTRAINED_EXECUTOR_OVERRIDES = {"max_implied_speed_m_s": 100.0, "unreachable": "best_effort"}
 INFERENCE_PARAMS_FILE = "config/inference.yaml"
 
-# Lockstep evaluation (backend sim): the parameters that put each node on the simulator's clock. One more: the inference
+# Lockstep evaluation (robot sim): the parameters that put each node on the simulator's clock. One more: the inference
 # node's TF wait (wall time). The simulator publishes an instant's TF before its frames, so in lockstep the TF of a
 # frame always comes, but on a loaded machine sometimes later than the real-time 0.1 s; a frame given up for that would
 # never be answered (the simulator holds for it: a fault), while a longer wait costs no simulated time at all.
@@ -91,7 +93,7 @@ class NodeSpec:
         executable: console script of package ``para_ros`` (what ``ros2 run`` / launch_ros ``Node`` start).
         module: Python module with ``main()`` (what ``python -m`` starts, same code as ``executable``).
         params_file: the node's parameter file, relative to the package share directory (``config/...``).
-        backends: the robot backends whose graph includes this node.
+        backends: the robots whose graph includes this node.
     """
 
     name: str
@@ -105,7 +107,7 @@ NODES: tuple[NodeSpec, ...] = (
     NodeSpec("sim_node", "sim_node", "para_ros.nodes.sim_node", "config/sim.yaml", ("sim",)),
     NodeSpec("inference_node", "inference_node", "para_ros.nodes.inference_node", INFERENCE_PARAMS_FILE),
     NodeSpec("chunk_executor", "chunk_executor", "para_ros.nodes.chunk_executor", "config/executor.yaml"),
-    # Only with a calibration file (see plan): its scene camera (and, backend topic, wrist mount) on /tf_static.
+    # Only with a calibration file (see plan): its scene camera (and, robot topic, wrist mount) on /tf_static.
     NodeSpec(
         "calibration_tf",
         "calibration_tf",
@@ -123,11 +125,11 @@ NODES: tuple[NodeSpec, ...] = (
 )
 
 
-# The checkpoint the sim backend runs by default: the robust pick-and-place policy (trained on demonstrations with the
+# The checkpoint the sim robot runs by default: the robust pick-and-place policy (trained on demonstrations with the
 # scene camera, the wrist mount, the light and clutter drawn per episode and calibration errors told to it:
 # scripts/generalise robust), as good as the fixed-camera one at the nominal rig on the same layouts and better where
 # the rig differs (README, Results). checkpoints/pick_place (one camera pose, one exact rig) stays shipped as a named
-# alternative. The sim backend's default only: its images are the simulator's, never a real camera's.
+# alternative. The sim robot's default only: its images are the simulator's, never a real camera's.
 SIM_CHECKPOINT = "checkpoints/pick_place_robust"
 UNTRAINED = "none"
 
@@ -147,7 +149,7 @@ def effective_checkpoint(settings: DeploySettings) -> str:
         return ""
     if settings.checkpoint:
         return settings.checkpoint
-    return shipped_checkpoint() if settings.backend == "sim" else ""
+    return shipped_checkpoint() if settings.robot == "sim" else ""
 
 
 def _true_false(name: str, value, hint: str = "") -> str:
@@ -166,36 +168,38 @@ class DeploySettings:
     """What a user chooses when starting the graph (both launchers take exactly these).
 
     Args:
-        backend: robot backend, one of :data:`BACKENDS`.
-        checkpoint: policy checkpoint directory; "" = the default: for backend ``sim`` the shipped pick-and-place
+        robot: the robot the graph drives, one of :data:`BACKENDS` (:data:`para_ros.nodes.command_backends.ROBOTS`:
+            sim, i2rt, topic); it picks the executor's command backend.
+        checkpoint: policy checkpoint directory; "" = the default: for robot ``sim`` the shipped pick-and-place
             checkpoint (:data:`SIM_CHECKPOINT`, trained on this simulator), for a real robot
             ``config/inference.yaml``'s (untrained random model unless set there); :data:`UNTRAINED` ("none") =
-            the untrained random model on any backend.
+            the untrained random model on any robot.
         device: torch device (``auto``, ``cpu``, ``cuda``, ``cuda:N``); "" = keep the file's value.
         dtype: ``fp32`` | ``bf16`` | ``fp16``; "" = keep the file's value.
         fast_path: the inference node's fast path (``para_core.model.v4_fast``: the reference's argmax voxels, tested),
             "true" | "false"; "" = keep the file's value (false).
         compile_mode: ``torch.compile`` the backbone (``para_core.model.config.COMPILE_MODES``); "" = keep (off).
         scene_image_topic, scene_info_topic, wrist_image_topic, wrist_info_topic: camera topics; "" = keep.
-        joint_trajectory_topic: backend ``topic`` only: the controller's trajectory topic (absolute, e.g.
+        joint_trajectory_topic: robot ``topic`` only: the controller's trajectory topic (absolute, e.g.
             ``/arm_controller/joint_trajectory``); "" = keep ``config/executor.yaml`` (``/joint_trajectory``).
-        arm_joint_names: backend ``topic`` only: the controller's 6 arm joint names, comma-separated, in YAM order
+        arm_joint_names: robot ``topic`` only: the controller's 6 arm joint names, comma-separated, in YAM order
             joint1..joint6; "" = the YAM's (``config/yam.yaml``: joint1..joint6).
         calibration: a ``calibration.yaml`` (``para-calib solve``), made absolute; "" = none. The scene camera's static
             transform and the wrist mount then come from it: ``sim_node`` publishes them instead of its truth,
             the ``i2rt`` executor's TF takes the wrist mount, and on a real rig the ``calibration_tf`` node publishes
-            the scene camera (backend ``topic``: and the wrist mount).
+            the scene camera (robot ``topic``: and the wrist mount).
         engage: hand the arm to the policy at start (the executor's ``auto_engage``). The executor otherwise starts
-            disengaged (``config/executor.yaml``) until ``/chunk_executor/engage`` is called. Always on for backend
+            disengaged (``config/executor.yaml``) until ``/chunk_executor/engage`` is called. Always on for robot
             ``sim``; for a real arm only when asked (``--engage`` / ``engage:=true``). Takes a bool or "true"/"false".
+        backend: deprecated name of ``robot`` (``--backend``, ``backend:=``): still accepted, with a warning.
         calibration_monitor: start the ``calibration_monitor`` node (the scene camera's told pose checked against
-            an ArUco marker on the gripper, on ``/diagnostics``); with backend ``sim`` the simulator then renders
+            an ArUco marker on the gripper, on ``/diagnostics``); with robot ``sim`` the simulator then renders
             the marker (``calibration_marker: flange``). Takes a bool or "true"/"false".
-        lockstep: backend ``sim`` only: lockstep evaluation (:mod:`para_ros.sim.lockstep`): every node on the
+        lockstep: robot ``sim`` only: lockstep evaluation (:mod:`para_ros.sim.lockstep`): every node on the
             simulator's ``/clock`` (:data:`LOCKSTEP_OVERRIDES`), the simulator stepping only once the graph answered.
     """
 
-    backend: str = "sim"
+    robot: str = "sim"
     checkpoint: str = ""
     device: str = ""
     dtype: str = ""
@@ -211,16 +215,19 @@ class DeploySettings:
     calibration: str = ""
     lockstep: bool = False
     calibration_monitor: bool = False
+    backend: str = ""  # deprecated: the old name of ``robot`` (empty once resolved into ``robot``)
 
     def __post_init__(self):
+        object.__setattr__(self, "robot", resolve_robot(self.robot, self.backend))
+        object.__setattr__(self, "backend", "")  # resolved: the robot is in ``robot`` alone
         object.__setattr__(self, "engage", _true_false("engage", self.engage) == "true")
         object.__setattr__(
             self, "calibration_monitor", _true_false("calibration_monitor", self.calibration_monitor) == "true"
         )
         object.__setattr__(self, "lockstep", _true_false("lockstep", self.lockstep) == "true")
-        if self.lockstep and self.backend != "sim":
+        if self.lockstep and self.robot != "sim":
             raise ValueError(
-                f"lockstep applies to backend sim only (backend is {self.backend!r}): a real arm runs on the wall clock"
+                f"lockstep applies to robot sim only (robot is {self.robot!r}): a real arm runs on the wall clock"
             )
         if self.calibration:
             # OpenCV (the file's board): loaded only when a calibration file is given
@@ -232,8 +239,6 @@ class DeploySettings:
             except ValueError as exc:
                 raise ValueError(f"calibration={self.calibration!r}: {exc}") from None
             object.__setattr__(self, "calibration", path)
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend={self.backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
         if self.dtype not in ("", *INFERENCE_DTYPES):
             raise ValueError(
                 f"dtype={self.dtype!r}: use one of {', '.join(INFERENCE_DTYPES)} (or leave empty for the file's value)"
@@ -252,11 +257,11 @@ class DeploySettings:
                 raise ValueError(f"{name}={topic!r}: give an absolute topic name, e.g. '/{topic}'")
         for name in LAUNCHER_SETTINGS:
             takers = [r.name for r in ROBOTS.values() if name in r.launcher_settings]
-            if getattr(self, name) and self.backend not in takers:
+            if getattr(self, name) and self.robot not in takers:
                 raise ValueError(
-                    f"{name}={getattr(self, name)!r} applies to backend {' or '.join(takers)} only (backend is "
-                    f"{self.backend!r}: its joint names and command path are fixed); drop it or use "
-                    f"backend {' or '.join(takers)}"
+                    f"{name}={getattr(self, name)!r} applies to robot {' or '.join(takers)} only (robot is "
+                    f"{self.robot!r}: its joint names and command path are fixed); drop it or use "
+                    f"robot {' or '.join(takers)}"
                 )
         topic = self.joint_trajectory_topic
         if topic and (not topic.startswith("/") or " " in topic):
@@ -281,15 +286,34 @@ class DeploySettings:
             object.__setattr__(self, "arm_joint_names", ",".join(names))
 
 
-def nodes_for(backend: str) -> list[NodeSpec]:
-    """The nodes of the graph for ``backend``, in start order."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend={backend!r} is not a robot backend: use one of {', '.join(BACKENDS)}")
-    return [spec for spec in NODES if backend in spec.backends]
+def nodes_for(robot_name: str) -> list[NodeSpec]:
+    """The nodes of the graph for the robot ``robot_name``, in start order."""
+    robot(robot_name)  # ValueError listing the robots
+    return [spec for spec in NODES if robot_name in spec.backends]
+
+
+def resolve_robot(robot_name: str, backend: str = "") -> str:
+    """The robot chosen, from ``robot`` and its deprecated name ``backend`` (which warns, and wins over the default
+    ``robot`` "sim"). :raises ValueError: an unknown robot (listing them), or the two names set differently."""
+    if backend:
+        if robot_name not in ("", "sim", backend):
+            raise ValueError(
+                f"robot={robot_name!r} and backend={backend!r}: backend is the deprecated name of robot; give robot only"
+            )
+        warnings.warn(
+            f"backend={backend!r} (--backend, backend:=) is deprecated for the robot: use robot={backend!r} "
+            "(--robot, robot:=); the executor's own parameter `backend` is its command backend",
+            FutureWarning,
+            stacklevel=3,
+        )
+        robot_name = backend
+    if robot_name not in ROBOTS:
+        raise ValueError(f"robot={robot_name!r} is not a robot: use one of {', '.join(ROBOTS)}")
+    return robot_name
 
 
 def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object]:
-    """Parameters set on top of ``spec.params_file`` for ``settings`` (only what the user chose, plus the backend)."""
+    """Parameters set on top of ``spec.params_file`` for ``settings`` (only what the user chose, plus the robot's command backend)."""
     out: dict[str, object] = {}
     if spec.name == "inference_node":
         checkpoint = effective_checkpoint(settings)
@@ -302,7 +326,7 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
         if settings.fast_path:
             out["fast_path"] = settings.fast_path == "true"
     elif spec.name == "chunk_executor":
-        arm = robot(settings.backend)
+        arm = robot(settings.robot)
         out["backend"] = arm.command_backend
         if settings.calibration:
             out["calibration_file"] = settings.calibration
@@ -326,7 +350,7 @@ def node_overrides(spec: NodeSpec, settings: DeploySettings) -> dict[str, object
 
 def calibration_overrides(node: str, settings: DeploySettings) -> dict[str, object]:
     """Parameters of ``sim_node`` / ``calibration_tf`` for a calibration file: the sim publishes the file's cameras
-    instead of its truth; on a real rig ``calibration_tf`` publishes the scene camera (and, backend ``topic``, the
+    instead of its truth; on a real rig ``calibration_tf`` publishes the scene camera (and, robot ``topic``, the
     wrist mount, which the ``i2rt`` executor publishes itself)."""
     # OpenCV (the file's board): loaded only when a calibration file is given
     from para_ros.calibration.consumers import load
@@ -339,7 +363,7 @@ def calibration_overrides(node: str, settings: DeploySettings) -> dict[str, obje
                 out[f"{name}_tf"] = "calibration"
         return out
     if node == "calibration_tf":
-        return {"calibration_file": settings.calibration, "publish_wrist": settings.backend == "topic"}
+        return {"calibration_file": settings.calibration, "publish_wrist": settings.robot == "topic"}
     return {}
 
 
@@ -378,7 +402,7 @@ def plan(settings: DeploySettings) -> list[tuple[NodeSpec, dict[str, object]]]:
     """The graph for ``settings``: every node with its parameter overrides, in start order."""
     return [
         (spec, node_overrides(spec, settings))
-        for spec in nodes_for(settings.backend)
+        for spec in nodes_for(settings.robot)
         if (spec.name != "calibration_tf" or settings.calibration)
         and (spec.name != "calibration_monitor" or settings.calibration_monitor)
     ]
