@@ -79,10 +79,10 @@ def test_both_launchers_pass_the_calibration_the_same_way(launch_module, calibra
         d["name"]: d
         for d in (
             describe_launch_node(n)
-            for n in launch_nodes(launch_module, backend=backend, calibration=str(calibration_file))
+            for n in launch_nodes(launch_module, robot=backend, calibration=str(calibration_file))
         )
     }
-    deploy_side = _deploy_side(["--backend", backend, "--calibration", str(calibration_file)])
+    deploy_side = _deploy_side(["--robot", backend, "--calibration", str(calibration_file)])
     assert launch_side == deploy_side
     path = str(calibration_file.resolve())
     assert deploy_side["chunk_executor"]["overrides"]["calibration_file"] == path
@@ -98,7 +98,7 @@ def test_both_launchers_pass_the_calibration_the_same_way(launch_module, calibra
             "calibration_file": path,
             "publish_wrist": backend == "topic",
         }
-    without = _deploy_side(["--backend", backend])
+    without = _deploy_side(["--robot", backend])
     assert "calibration_tf" not in without
     assert "calibration_file" not in without["chunk_executor"]["overrides"]
 

@@ -282,7 +282,7 @@ def test_capture_with_the_sdk_writes_joint_states_and_tf_a_reader_understands(tm
     from para_ros.robot.yam import load_yam_config
     from para_ros.robot.yam_frames import YamFrames
 
-    settings = CaptureSettings(out=tmp_path / "bag", backend="i2rt")
+    settings = CaptureSettings(out=tmp_path / "bag", robot="i2rt")
     yam = load_yam_config()
     frames = YamFrames(yam.wrist_camera)
     fake = types.SimpleNamespace(

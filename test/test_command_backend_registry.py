@@ -203,10 +203,40 @@ def test_each_robot_names_a_registered_backend_and_the_graph_follows_it():
     assert {name: (r.command_backend, dict(r.executor_parameters)) for name, r in cb.ROBOTS.items()} == expected
     for name, (backend, params) in expected.items():
         assert cb.robot(name).command_backend in cb.COMMAND_BACKENDS
-        settings = graph.DeploySettings(backend=name, checkpoint="/some/ckpt")
+        settings = graph.DeploySettings(robot=name, checkpoint="/some/ckpt")
         spec = next(s for s in graph.nodes_for(name) if s.name == "chunk_executor")
         overrides = graph.node_overrides(spec, settings)
         assert overrides["backend"] == backend
         assert {k: overrides[k] for k in params} == params
     with pytest.raises(ValueError, match="use one of sim, i2rt, topic"):
         cb.robot("ur5")
+
+
+def test_the_robots_old_name_backend_still_works_and_warns(tmp_path):
+    """``--backend`` / ``backend:=`` / ``backend=`` (the robot's old name) give the same graph as ``--robot`` with a
+    FutureWarning; both names set differently are refused."""
+    from para_ros.commands import calib, deploy
+    from para_ros.deploy import graph
+    from para_ros.deploy.calibration_capture import CaptureSettings
+
+    for name in ("sim", "i2rt", "topic"):
+        new = deploy.graph_commands(deploy._settings(deploy.build_parser().parse_args(["--robot", name])))
+        with pytest.warns(FutureWarning, match="use robot="):
+            old = deploy.graph_commands(deploy._settings(deploy.build_parser().parse_args(["--backend", name])))
+        assert [c for _, c in old] == [c for _, c in new]
+        with pytest.warns(FutureWarning):
+            settings = graph.DeploySettings(backend=name, checkpoint="/x")
+        assert settings.robot == name and settings.backend == ""
+        assert settings == graph.DeploySettings(robot=name, checkpoint="/x")
+    with pytest.raises(ValueError, match="deprecated name of robot"):
+        graph.DeploySettings(robot="i2rt", backend="topic")
+    with pytest.raises(ValueError, match="use one of sim, i2rt, topic"):
+        graph.DeploySettings(robot="gazebo")
+
+    args = calib.build_parser().parse_args(["capture", "--out", str(tmp_path / "bag"), "--backend", "topic"])
+    with pytest.warns(FutureWarning):
+        assert calib._capture_settings(args).robot == "topic"
+    with pytest.warns(FutureWarning):
+        assert CaptureSettings(out=tmp_path / "bag", backend="i2rt").robot == "i2rt"
+    with pytest.raises(ValueError, match="--robot only"):
+        CaptureSettings(out=tmp_path / "bag", robot="topic", backend="i2rt")

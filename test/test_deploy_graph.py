@@ -174,11 +174,11 @@ def console_scripts() -> dict[str, str]:
 
 
 SETTINGS = [
-    {"backend": "sim"},
-    {"backend": "i2rt"},
-    {"backend": "topic"},
+    {"robot": "sim"},
+    {"robot": "i2rt"},
+    {"robot": "topic"},
     {
-        "backend": "sim",
+        "robot": "sim",
         "checkpoint": "/data/ckpt/para-v4",
         "device": "cuda:0",
         "dtype": "bf16",
@@ -187,17 +187,17 @@ SETTINGS = [
         "wrist_image_topic": "/cam_b/image",
         "wrist_info_topic": "/cam_b/info",
     },
-    {"backend": "i2rt", "checkpoint": "123", "device": "cpu"},  # a numeric-looking path must stay a string
-    {"backend": "sim", "fast_path": "true", "compile_mode": "reduce-overhead"},
-    {"backend": "i2rt", "fast_path": "false"},
-    {"backend": "sim", "fast_path": "true", "dtype": "auto"},  # the fastest precision of the device
+    {"robot": "i2rt", "checkpoint": "123", "device": "cpu"},  # a numeric-looking path must stay a string
+    {"robot": "sim", "fast_path": "true", "compile_mode": "reduce-overhead"},
+    {"robot": "i2rt", "fast_path": "false"},
+    {"robot": "sim", "fast_path": "true", "dtype": "auto"},  # the fastest precision of the device
     {
-        "backend": "topic",
+        "robot": "topic",
         "joint_trajectory_topic": "/arm_controller/joint_trajectory",
         "arm_joint_names": "shoulder_pan, shoulder_lift,elbow,wrist_1,wrist_2,wrist_3",
         "checkpoint": "/ckpt",
     },
-    {"backend": "topic", "arm_joint_names": "1,2,3,4,5,6"},  # numeric-looking names must stay one string
+    {"robot": "topic", "arm_joint_names": "1,2,3,4,5,6"},  # numeric-looking names must stay one string
 ]
 
 
@@ -219,7 +219,7 @@ def test_launch_file_and_para_deploy_start_the_same_graph(launch_module, chosen)
     assert launch_side == deploy_side
     names = {d["name"] for d in launch_side}
     assert {"inference_node", "chunk_executor"} <= names
-    assert ("sim_node" in names) == (chosen["backend"] == "sim")
+    assert ("sim_node" in names) == (chosen["robot"] == "sim")
     for d in deploy_side:
         for f in d["params_files"]:
             assert Path(f).is_file(), f
@@ -231,7 +231,7 @@ def test_launch_file_and_para_deploy_start_the_same_graph(launch_module, chosen)
         executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
         # relaxed only for the untrained model
         assert set(executor["overrides"]) - {"gripper_joint_name", *graph.TOPIC_EXECUTOR_SETTINGS} == (
-            {"backend", "auto_engage"} if chosen["backend"] == "sim" else {"backend"}
+            {"backend", "auto_engage"} if chosen["robot"] == "sim" else {"backend"}
         )  # the sim engages at once
     inference = next(d for d in deploy_side if d["name"] == "inference_node")
     if "fast_path" in chosen:  # a bool parameter, not the string typed
@@ -239,12 +239,12 @@ def test_launch_file_and_para_deploy_start_the_same_graph(launch_module, chosen)
     else:
         assert "fast_path" not in inference["overrides"]
     assert inference["overrides"].get("compile_mode") == chosen.get("compile_mode")
-    expected_backend = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}[chosen["backend"]]
+    expected_backend = {"sim": "joint_trajectory", "i2rt": "i2rt_sdk", "topic": "joint_trajectory"}[chosen["robot"]]
     executor = next(d for d in deploy_side if d["name"] == "chunk_executor")
     assert executor["overrides"]["backend"] == expected_backend
     # topic backend (a real joint_trajectory_controller): no gripper inside the trajectory, the user's topic and
     # arm joint names reach the executor (names without the spaces typed around the commas); other backends: none
-    if chosen["backend"] == "topic":
+    if chosen["robot"] == "topic":
         assert executor["overrides"]["gripper_joint_name"] == ""
         for name in graph.TOPIC_EXECUTOR_SETTINGS:
             if name in chosen:
@@ -277,7 +277,7 @@ def test_rviz_only_when_asked(launch_module):
 
 def test_bad_backend_is_refused_naming_the_choices(launch_module):
     with pytest.raises(ValueError, match="sim, i2rt, topic"):
-        launch_nodes(launch_module, backend="gazebo")
+        launch_nodes(launch_module, robot="gazebo")
 
 
 def test_every_executable_is_a_console_script_of_its_module():
@@ -301,10 +301,10 @@ def test_untrained_model_relaxes_only_chunk_plausibility_and_unreachable_mode():
     }
     assert trained["chunk_executor"] == {"backend": "joint_trajectory", "auto_engage": True}
     assert untrained["sim_node"] == {} and untrained["inference_node"] == {"checkpoint": ""}
-    topic = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="topic", checkpoint="/x")))
+    topic = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(robot="topic", checkpoint="/x")))
     assert topic["chunk_executor"] == {"backend": "joint_trajectory", "gripper_joint_name": ""}  # not engaged
     engaged = dict(
-        (s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="i2rt", checkpoint="/x", engage="true"))
+        (s.name, o) for s, o in graph.plan(graph.DeploySettings(robot="i2rt", checkpoint="/x", engage="true"))
     )
     assert engaged["chunk_executor"]["auto_engage"] is True
 
@@ -316,28 +316,28 @@ def test_sim_backend_defaults_to_the_shipped_checkpoint_and_a_robot_never_does()
         assert sim["inference_node"]["checkpoint"] == shipped
         assert not graph.uses_untrained_model(graph.DeploySettings())
         assert "max_implied_speed_m_s" not in sim["chunk_executor"]  # a trained model: nothing relaxed
-    robot = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(backend="i2rt")))
+    robot = dict((s.name, o) for s, o in graph.plan(graph.DeploySettings(robot="i2rt")))
     assert "checkpoint" not in robot["inference_node"]  # the sim-trained policy never reaches a real arm by default
-    assert graph.uses_untrained_model(graph.DeploySettings(backend="i2rt"))
+    assert graph.uses_untrained_model(graph.DeploySettings(robot="i2rt"))
     assert graph.uses_untrained_model(graph.DeploySettings(checkpoint=graph.UNTRAINED))
 
 
 @pytest.mark.parametrize(
     "kwargs, fix",
     [
-        ({"backend": "real"}, "sim, i2rt, topic"),
+        ({"robot": "real"}, "sim, i2rt, topic"),
         ({"dtype": "fp64"}, "fp32"),
         ({"fast_path": "yes"}, "true or false"),
         ({"compile_mode": "fastest"}, "off, default, reduce-overhead"),
         ({"scene_image_topic": "cam/image"}, "/cam/image"),
         (
-            {"backend": "topic", "joint_trajectory_topic": "arm_controller/joint_trajectory"},
+            {"robot": "topic", "joint_trajectory_topic": "arm_controller/joint_trajectory"},
             "'/arm_controller/joint_trajectory'",
         ),
-        ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5"}, "6 distinct arm joint names"),
-        ({"backend": "topic", "arm_joint_names": "j1,j2,j3,j4,j5,j5"}, "6 distinct arm joint names"),
-        ({"backend": "sim", "joint_trajectory_topic": "/arm_controller/joint_trajectory"}, "robot topic only"),
-        ({"backend": "i2rt", "arm_joint_names": "a,b,c,d,e,f"}, "robot topic only"),
+        ({"robot": "topic", "arm_joint_names": "j1,j2,j3,j4,j5"}, "6 distinct arm joint names"),
+        ({"robot": "topic", "arm_joint_names": "j1,j2,j3,j4,j5,j5"}, "6 distinct arm joint names"),
+        ({"robot": "sim", "joint_trajectory_topic": "/arm_controller/joint_trajectory"}, "robot topic only"),
+        ({"robot": "i2rt", "arm_joint_names": "a,b,c,d,e,f"}, "robot topic only"),
     ],
 )
 def test_bad_settings_name_the_value_and_the_fix(kwargs, fix):
@@ -349,9 +349,9 @@ def test_para_deploy_help_and_bad_argument():
     out = subprocess.run(
         [sys.executable, "-m", "para_ros.commands.deploy", "--help"], capture_output=True, text=True, timeout=60
     )
-    assert out.returncode == 0 and "--duration" in out.stdout and "--backend" in out.stdout
+    assert out.returncode == 0 and "--duration" in out.stdout and "--robot" in out.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "para_ros.commands.deploy", "--backend", "gazebo"],
+        [sys.executable, "-m", "para_ros.commands.deploy", "--robot", "gazebo"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -369,7 +369,7 @@ def test_monitor_watches_the_topics_the_nodes_will_use():
     from para_ros.deploy.monitor import graph_topics, record_topics
 
     settings = graph.DeploySettings(
-        backend="topic",
+        robot="topic",
         joint_trajectory_topic="/arm_controller/joint_trajectory",
         scene_image_topic="/cam_a/image_rect",
     )
@@ -378,7 +378,7 @@ def test_monitor_watches_the_topics_the_nodes_will_use():
     assert topics.scene_image == "/cam_a/image_rect" and topics.wrist_image == "/wrist_cam/image_raw"
     recorded = record_topics(topics)
     assert "/arm_controller/joint_trajectory" in recorded and "/joint_trajectory" not in recorded
-    assert graph_topics(graph.plan(graph.DeploySettings(backend="sim"))).joint_trajectory == "/joint_trajectory"
+    assert graph_topics(graph.plan(graph.DeploySettings(robot="sim"))).joint_trajectory == "/joint_trajectory"
 
 
 @pytest.mark.parametrize("backend", ["sim", "i2rt"])
@@ -397,12 +397,12 @@ def test_calibration_monitor_only_when_asked_and_the_same_from_both_launchers(la
     def launch_side(**chosen):
         return sorted((describe_launch_node(n) for n in launch_nodes(launch_module, **chosen)), key=lambda d: d["name"])
 
-    off = deploy_side(["--backend", backend])
-    on = deploy_side(["--backend", backend, "--calibration-monitor"])
+    off = deploy_side(["--robot", backend])
+    on = deploy_side(["--robot", backend, "--calibration-monitor"])
     assert "calibration_monitor" not in {d["name"] for d in off}
     assert {d["name"] for d in on} == {d["name"] for d in off} | {"calibration_monitor"}
-    assert on == launch_side(backend=backend, calibration_monitor="true")
-    assert off == launch_side(backend=backend)
+    assert on == launch_side(robot=backend, calibration_monitor="true")
+    assert off == launch_side(robot=backend)
     sim = [d for d in on if d["name"] == "sim_node"]
     assert [d["overrides"].get("calibration_marker") for d in sim] == (["flange"] if backend == "sim" else [])
     assert all("calibration_marker" not in d["overrides"] for d in off)

@@ -40,7 +40,7 @@ def _executor_command():
 
     args = deploy.build_parser().parse_args(
         [
-            "--backend",
+            "--robot",
             "topic",
             "--checkpoint",
             "/some/ckpt",

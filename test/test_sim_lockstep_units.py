@@ -227,9 +227,7 @@ def test_parse_compare_values_checked_by_the_node_table():
 def test_lockstep_graph_puts_every_node_on_the_simulators_clock_and_only_for_the_sim():
     from para_ros.deploy import graph
 
-    plan = {
-        spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x", lockstep="true"))
-    }
+    plan = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(robot="sim", checkpoint="/x", lockstep="true"))}
     assert plan["sim_node"] == {"publish_clock": True, "lockstep": True}
     assert plan["inference_node"] == {
         "checkpoint": "/x",
@@ -243,10 +241,10 @@ def test_lockstep_graph_puts_every_node_on_the_simulators_clock_and_only_for_the
         "use_sim_time": True,
         "lockstep": True,
     }
-    plain = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(backend="sim", checkpoint="/x"))}
+    plain = {spec.name: o for spec, o in graph.plan(graph.DeploySettings(robot="sim", checkpoint="/x"))}
     assert "use_sim_time" not in plain["inference_node"] and "lockstep" not in plain["sim_node"]
     with pytest.raises(ValueError, match="robot sim only"):
-        graph.DeploySettings(backend="i2rt", lockstep=True)
+        graph.DeploySettings(robot="i2rt", lockstep=True)
 
 
 def test_eval_and_deploy_take_lockstep_and_compare():
