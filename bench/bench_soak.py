@@ -1,11 +1,11 @@
 """Soak benchmark: the whole deploy graph against the simulator for a long time; every --report-every seconds each
 node's memory and CPU, the chunk rate and the camera -> chunk latency, and at the end how much each figure grew.
 
-Usage (an hour with 30 Hz cameras; the shipped pick-and-place checkpoint, as para-deploy's sim backend):
+Usage (an hour with 30 Hz cameras; the shipped pick-and-place checkpoint, as para-deploy's sim robot):
     MUJOCO_GL=egl python bench/bench_soak.py --duration 3600 --report-every 60 --camera-rate 30
 Short and light (what the slow test runs): --duration 120 --report-every 20 --checkpoint none --camera-rate 10
 
-The graph is para-deploy's: the nodes of :func:`para_ros.deploy.graph.plan` for backend sim, each its own process
+The graph is para-deploy's: the nodes of :func:`para_ros.deploy.graph.plan` for robot sim, each its own process
 through :class:`para_ros.deploy.graph_run.GraphRun` (as ``para-deploy`` and ``para-sim eval`` start it), logs in
 ``<out>/logs``, with the
 cameras at --camera-rate (sim_node's ``scene_cam_rate_hz`` / ``wrist_cam_rate_hz``). By default pick-and-place
@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--checkpoint",
         default="",
-        help="policy checkpoint (default: the sim backend's, the shipped "
+        help="policy checkpoint (default: the sim robot's, the shipped "
         "pick-and-place one); none = the untrained random model (light, for CPUs)",
     )
     parser.add_argument("--device", default="", help="torch device: auto | cpu | cuda | cuda:N (default: the file's)")

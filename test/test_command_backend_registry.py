@@ -50,6 +50,7 @@ class EchoBackend:
 
 @pytest.fixture
 def echo_backend():
+    import para_ros.nodes.chunk_executor  # noqa: F401 - imported first: the backend comes later, as a user's would
     from para_ros.nodes import command_backends as cb
     from para_ros.nodes.parameters import Param
 
@@ -240,3 +241,34 @@ def test_the_robots_old_name_backend_still_works_and_warns(tmp_path):
         assert CaptureSettings(out=tmp_path / "bag", backend="i2rt").robot == "i2rt"
     with pytest.raises(ValueError, match="--robot only"):
         CaptureSettings(out=tmp_path / "bag", robot="topic", backend="i2rt")
+
+
+@pytest.mark.parametrize(("robot_name", "gripper"), [("sim", "gripper"), ("topic", "")])
+def test_calibration_capture_builds_the_robots_backend_from_the_registry(tmp_path, robot_name, gripper):
+    """``para-calib capture`` moves the arm through the robot's registered command backend, told its own topics: the
+    simulated YAM takes the gripper inside the trajectory, a ros2_control controller the arm joints only."""
+    import rclpy
+
+    from para_ros.deploy.calibration_capture import CaptureSession, CaptureSettings
+    from para_ros.nodes.command_backends import command_backend, robot
+    from para_ros.ros_io.topic_backends import JointTrajectoryBackend
+
+    names = ("a1", "a2", "a3", "a4", "a5", "a6")
+    settings = CaptureSettings(
+        out=tmp_path / "bag", robot=robot_name, joint_trajectory_topic="/arm/jt", arm_joint_names=names
+    )
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node("capture_backend_test", context=ctx)
+    try:
+        session = CaptureSession.__new__(CaptureSession)  # only what _make_backend reads: no bag, no spinning
+        session.settings, session.node = settings, node
+        session.backend_spec = command_backend(robot(robot_name).command_backend)  # as CaptureSession does
+        session.own_state = False
+        backend = session._make_backend()
+        assert isinstance(backend, JointTrajectoryBackend)
+        assert backend.topic == "/arm/jt" and backend.joint_names == names
+        assert backend.gripper_joint_name == gripper and backend.gripper_pub is None  # the gripper is never sent
+    finally:
+        node.destroy_node()
+        ctx.try_shutdown()

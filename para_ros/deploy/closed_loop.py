@@ -1,7 +1,7 @@
 """Closed-loop evaluation of a checkpoint on the pick-and-place task through the real nodes (``para-sim eval``).
 
 The graph is the deploy graph of ``para_ros.deploy.graph`` (``sim_node``, ``inference_node`` with the checkpoint,
-``chunk_executor`` on the sim backend), each node its own process on the loopback DDS environment, plus a small
+``chunk_executor`` on the sim robot), each node its own process on the loopback DDS environment, plus a small
 evaluator node in this process. Per episode (seed ``S + k``):
 
 1. ``/chunk_executor/stop`` (the arm holds; chunks are dropped),
@@ -320,7 +320,7 @@ def write_report(out: Path, settings: EvalSettings, rows: list[EpisodeRow], extr
 
 
 def deploy_settings(settings: EvalSettings):
-    """The graph an evaluation runs (``graph.DeploySettings``): the simulator backend with the checkpoint, device and
+    """The graph an evaluation runs (``graph.DeploySettings``): the sim robot with the checkpoint, device and
     inference path chosen."""
 
     return graph.DeploySettings(

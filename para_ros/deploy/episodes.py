@@ -1,4 +1,4 @@
-"""One pick-and-place episode through the running graph, as ``para-sim eval`` and ``para-deploy --backend sim`` run
+"""One pick-and-place episode through the running graph, as ``para-sim eval`` and ``para-deploy --robot sim`` run
 it, and the bookkeeping of its outcomes.
 
 Per episode (seed ``S + k``): ``/chunk_executor/stop`` (the arm holds; chunks are dropped), ``task_seed`` set on
@@ -9,7 +9,7 @@ passes. ``~/task_state`` (what the simulator sees) is judged by :class:`para_ros
 which names the cause of a failure. :class:`TaskClient` is the ROS side (service clients and subscriptions, in its own
 rclpy context), :func:`run_episode` the procedure, :class:`TaskDriver` runs episodes back to back in a thread.
 
-Lockstep (``para-sim eval --lockstep``, ``para-deploy --backend sim --lockstep``; :func:`run_lockstep_episode`): the
+Lockstep (``para-sim eval --lockstep``, ``para-deploy --robot sim --lockstep``; :func:`run_lockstep_episode`): the
 same procedure on simulated time. Every moment that decides the outcome is a simulated instant, so the episode does
 not depend on how fast this machine answers:
 
@@ -538,7 +538,7 @@ def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, ti
 
 
 class TaskDriver(threading.Thread):
-    """Pick-and-place episodes back to back against a graph someone else started (``para-deploy --backend sim``):
+    """Pick-and-place episodes back to back against a graph someone else started (``para-deploy --robot sim``):
     the same episode procedure as ``para-sim eval``; ``rows`` holds the finished episodes."""
 
     def __init__(self, seed: int = 100000, time_limit_s: float = 30.0, settle_s: float = 1.5, lockstep: bool = False):
