@@ -111,7 +111,13 @@ def test_report_rates_intervals_and_paired_test_match_hand_figures(tmp_path):
     # rounds 0..4; A: S S S F S, B: F F S F void (round 4 unpaired)
     marks = {
         "A": [("success", ""), ("success", ""), ("success", ""), ("failure", "dropped"), ("success", "")],
-        "B": [("failure", "no grasp"), ("failure", "no grasp"), ("success", ""), ("failure", "dropped"), ("void", "bump")],
+        "B": [
+            ("failure", "no grasp"),
+            ("failure", "no grasp"),
+            ("success", ""),
+            ("failure", "dropped"),
+            ("void", "bump"),
+        ],
     }
     rows = []
     for r in range(5):

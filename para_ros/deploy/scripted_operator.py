@@ -8,9 +8,11 @@ the arm would, from what the simulator itself sees, so that the whole operator-j
 - prompt ``running``: follows ``/sim_node/task_state`` of that layout with the simulator's judgement
   (:class:`para_ros.sim.pick_place.EpisodeMonitor`) and marks ``success`` once the cube has rested released on the
   pad for ``success_hold_s``;
-- prompt ``judging`` (the time limit came, the arm is held): waits until the cube is at rest (up to ``rest_wait_s``;
-  a person too looks once things stopped moving), then marks ``success`` if it rests on the pad, else ``failure`` with
-  the simulator's cause (``no_grasp``, ``dropped``, ``misplaced``, ``fallen``, ``timeout``) as the reason.
+- prompt ``judging`` (the time limit came, the arm is held): waits until the scene has stopped changing (the
+  simulator's state of the cube the same for ``still_s``, and not ``moving``; at most ``rest_wait_s``), as a person
+  looks once things stopped moving: a gripper that was opening at the limit still lets the cube go onto the pad.
+  Then marks ``success`` if the cube rests on the pad, else ``failure`` with the simulator's cause (``no_grasp``,
+  ``dropped``, ``misplaced``, ``fallen``, ``timeout``) as the reason.
 
 It never reads the evaluation's report: the report's outcomes are checked against the simulator by the tests.
 """
@@ -30,7 +32,14 @@ EVAL_NODE = "/para_eval_robot"
 class ScriptedOperator:
     """The operator's node (own rclpy context, spun in a thread); :meth:`close` ends it."""
 
-    def __init__(self, seed: int, success_hold_s: float = 0.5, rest_wait_s: float = 3.0, domain_id: int | None = None):
+    def __init__(
+        self,
+        seed: int,
+        success_hold_s: float = 0.5,
+        still_s: float = 1.0,
+        rest_wait_s: float = 5.0,
+        domain_id: int | None = None,
+    ):
         import rclpy  # rclpy: loaded on first use, not on import
         from rcl_interfaces.srv import SetParameters
         from rclpy.executors import MultiThreadedExecutor
@@ -40,11 +49,12 @@ class ScriptedOperator:
         from std_srvs.srv import Trigger
 
         check_seed(seed)
-        if not (0 < success_hold_s <= 10 and 0 <= rest_wait_s <= 30):
+        if not (0 < success_hold_s <= 10 and 0 <= still_s <= rest_wait_s <= 30):
             raise ValueError(
-                f"success_hold_s={success_hold_s} must be in (0, 10], rest_wait_s={rest_wait_s} in [0, 30]"
+                f"success_hold_s={success_hold_s} must be in (0, 10] s, still_s={still_s} and rest_wait_s="
+                f"{rest_wait_s} within [0, 30] s with still_s <= rest_wait_s"
             )
-        self.seed, self.success_hold_s, self.rest_wait_s = seed, success_hold_s, rest_wait_s
+        self.seed, self.success_hold_s, self.still_s, self.rest_wait_s = seed, success_hold_s, still_s, rest_wait_s
         self.String = String
         self.context = rclpy.Context()
         rclpy.init(
@@ -111,6 +121,7 @@ class ScriptedOperator:
         success_since = None
         judging_since = None
         last: Judgement | None = None
+        state_since = 0.0  # when the cube's judged state last changed
         while not stop.is_set():
             time.sleep(0.02)
             prompts, states = self._take()
@@ -129,13 +140,18 @@ class ScriptedOperator:
             for st in states:
                 if st.get("seed") != layout_seed or phase not in ("running", "judging"):
                     continue
+                before = last.state if last is not None else None
                 last = monitor.update(Judgement(st["state"], st["place_error_m"], st["cube_height_m"], st["held"]))
+                state_since = now if last.state != before else state_since
                 success_since = (success_since or now) if last.success else None
             if episode in self.marks or last is None:
                 continue
             if phase == "running" and success_since is not None and now - success_since >= self.success_hold_s:
                 self._mark(episode, "success", "")
-            elif phase == "judging" and (last.state != "moving" or now - judging_since >= self.rest_wait_s):
+            elif phase == "judging" and (
+                (last.state != "moving" and now - max(state_since, judging_since) >= self.still_s)
+                or now - judging_since >= self.rest_wait_s
+            ):
                 outcome = monitor.outcome()
                 self._mark(
                     episode, "success" if outcome == "success" else "failure", "" if outcome == "success" else outcome
@@ -153,13 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=100000, help="layout seed of episode 0 (episode k: seed + k)")
     parser.add_argument("--success-hold", type=float, default=0.5, help="seconds the cube must rest on the pad")
     parser.add_argument(
-        "--rest-wait", type=float, default=3.0, help="seconds to wait for the cube to rest at a time limit"
+        "--still", type=float, default=1.0, help="at a time limit: seconds the cube's state must stay the same"
     )
+    parser.add_argument("--rest-wait", type=float, default=5.0, help="at a time limit: seconds to wait at most")
     args = parser.parse_args(argv)
     from para_ros.deploy.graph_run import SignalStop
 
     signals = SignalStop("stopped by a signal")
-    op = ScriptedOperator(args.seed, args.success_hold, args.rest_wait)
+    op = ScriptedOperator(args.seed, args.success_hold, args.still, args.rest_wait)
     try:
         op.run(signals.event)
     finally:
