@@ -7,18 +7,19 @@ The graph is the deploy graph of :mod:`para_ros.deploy.graph` in two process gro
 with a variant's checkpoint and parameters and **restarted when the next episode is another variant's**. A restart
 needs nothing from the node beyond its ordinary start, works for every parameter (some, like the checkpoint, are
 read once at start), and leaves no state of one policy in the other (the fused decoding's memory, the end-effector
-history). Its cost, the node's start until its first chunk, is measured and printed at every switch and kept in
-the report (``switch_s``): on this 2-core CPU with a shipped checkpoint about 10-20 s, while the operator resets
-the scene anyway (the switch happens before the reset prompt). The balanced ``abba`` order switches at every other
-episode only.
+history). Its cost, the node's start until its first chunk, is printed at every switch and kept in the report
+(``switch_s``). Measured on this 2-core CPU with the shipped checkpoints: 8.5 and 10.2 s on a lightly loaded
+machine, 17-33 s beside other jobs (load average 12-14), most of it importing torch and building the model. The
+node therefore starts when the reset prompt goes out, so the operator's reset (tens of seconds by hand) hides it;
+the hand-over waits for its first chunk. The balanced ``abba`` order switches at every other episode only.
 
 Per episode ``k`` (variant ``V``):
 
-1. ``/chunk_executor/stop``: the arm holds where it is; the inference node restarted if the last episode ran
-   another variant, and its first chunk waited for;
+1. ``/chunk_executor/stop``: the arm holds where it is; the inference node restarted (not waited for) if the last
+   episode ran another variant;
 2. ``~/prompt`` phase ``reset``: the operator resets the scene and answers ``start`` (keyboard, or ``k`` on
    ``~/start``); with backend ``sim`` the scene is reset through ``/sim_node/reset_task`` (the scripted operator,
-   :mod:`para_ros.deploy.scripted_operator`, does so);
+   :mod:`para_ros.deploy.scripted_operator`, does so); a restarted inference node's first chunk is waited for;
 3. the episode's recording opens, ``settle_s`` passes, ``/chunk_executor/resume``: the policy has the arm;
    ``~/prompt`` phase ``running``;
 4. a mark ends it (``/chunk_executor/stop`` at once), or the time limit does: the arm is held and ``~/prompt``
@@ -196,20 +197,20 @@ class EpisodeRecordings:
             bag.close()
 
 
-def _wait_first_chunk(link: OperatorLink, run: GraphRun, since: int, stop: threading.Event) -> float:
-    """Seconds until a chunk beyond ``since`` arrives (the inference node is up); RuntimeError when the node died or
-    :data:`FIRST_CHUNK_TIMEOUT_S` passed. Returns early (NaN) when ``stop`` is set."""
-    t0 = time.monotonic()
+def _wait_first_chunk(link: OperatorLink, run: GraphRun, since: int, stop: threading.Event, started: float) -> float:
+    """Seconds from ``started`` (monotonic) until a chunk beyond the ``since``-th arrives (the inference node is up);
+    RuntimeError when the node died or :data:`FIRST_CHUNK_TIMEOUT_S` passed. Returns early (NaN) when ``stop`` is
+    set."""
     while link.chunks <= since:
         if stop.is_set():
             return float("nan")
         dead = run.first_dead()
         if dead is not None:
             raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n{run.log_tail(dead)}")
-        if time.monotonic() - t0 > FIRST_CHUNK_TIMEOUT_S:
+        if time.monotonic() - started > FIRST_CHUNK_TIMEOUT_S:
             raise RuntimeError(f"no action chunk within {FIRST_CHUNK_TIMEOUT_S:.0f} s of starting the inference node")
         time.sleep(0.05)
-    return time.monotonic() - t0
+    return time.monotonic() - started
 
 
 def _robot_dead(robot: GraphRun) -> None:
@@ -238,7 +239,9 @@ def run_robot_eval(settings: RobotEvalSettings, engage: bool = False, echo: bool
     done = {r.episode for r in rows}
     todo = [k for k in range(settings.episodes) if k not in done]
     out.mkdir(parents=True, exist_ok=True)
-    extra: dict = {"interrupted": False, "switch_s": []}
+    # the inference node's start until its first chunk, every start of this evaluation (a continued one: also before)
+    earlier = json.loads((out / "report.json").read_text()).get("switch_s", []) if rows else []
+    extra: dict = {"interrupted": False, "switch_s": list(earlier)}
     if rows:
         print(
             f"para-eval-robot: --continue: {len(rows)} episode(s) kept from {out / 'report.json'}, {len(todo)} to run"
@@ -283,24 +286,28 @@ def run_robot_eval(settings: RobotEvalSettings, engage: bool = False, echo: bool
             variant = settings.variants[order[k]]
             wall0 = time.monotonic()
             _robot_dead(robot)
-            if running_variant != order[k]:
+            switched_at = None
+            if running_variant != order[k]:  # the variant's inference node starts while the scene is reset
+                link.call("stop")
                 if running_variant is not None:
-                    link.call("stop")
                     inference.stop(timeout_s=5.0)
+                since = link.chunks
+                if running_variant is not None:
                     inference.start_again(inference_plan, _inference_params(settings, variant))
                 else:
                     inference.start_plan(inference_plan, _inference_params(settings, variant))
-                running_variant = order[k]
-                switch_s = _wait_first_chunk(link, inference, link.chunks, stop)
-                if stop.is_set():
-                    break
-                extra["switch_s"].append(round(switch_s, 2))
-                print(f"  inference node started with {variant.label}: first chunk after {switch_s:.1f} s", flush=True)
+                running_variant, switched_at = order[k], time.monotonic()
             link.call("stop")  # the arm holds while the operator resets the scene
             link.prompt("reset", k, variant_index=order[k], time_limit_s=settings.time_limit_s)
             print(f"  episode {k}: reset the scene, then start (Enter, or {k} on /{NODE_NAME}/start)", flush=True)
             if desk.wait(None, stop) is None:
                 break
+            if switched_at is not None:
+                switch_s = _wait_first_chunk(link, inference, since, stop, switched_at)
+                if stop.is_set():
+                    break
+                extra["switch_s"].append(round(switch_s, 2))
+                print(f"  inference node started with {variant.label}: first chunk after {switch_s:.1f} s", flush=True)
             recording = ""
             if recordings is not None:
                 path = out / "episodes" / f"{k:03d}"
