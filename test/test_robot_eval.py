@@ -166,6 +166,8 @@ def test_continue_keeps_the_rows_and_refuses_other_settings(tmp_path):
     assert kept == rows
     with pytest.raises(ValueError, match="time_limit_s: 30.0 there, 45.0 now"):
         check_new_or_continued(tmp_path, _settings(tmp_path, episodes=6, time_limit_s=45.0, resume=True))
+    with pytest.raises(ValueError, match="give --episodes 2 or more"):  # a report never loses rows
+        check_new_or_continued(tmp_path, _settings(tmp_path, episodes=1, time_limit_s=30.0, resume=True))
     with pytest.raises(ValueError, match="does not exist: nothing to continue"):
         check_new_or_continued(tmp_path / "other", _settings(tmp_path / "other", resume=True))
 
@@ -187,6 +189,8 @@ def test_variant_parameters_are_checked_against_the_inference_node():
         parse_variant(f"F={A},chunk_executor:blend_mode:=latest")
     with pytest.raises(ValueError, match="decoding"):
         parse_variant(f"F={A},inference_node:decoding:=median")
+    with pytest.raises(ValueError, match="--calibration 'nowhere.yaml': no such file"):
+        RobotEvalSettings(variants=[Variant("A", A)], out="x", calibration="nowhere.yaml")
     with pytest.raises(ValueError, match="labels repeat"):
         RobotEvalSettings(variants=[Variant("A", A), Variant("A", B)], out="x")
 

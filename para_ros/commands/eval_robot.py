@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NODE:NAME:=VALUE",
         help="a node parameter for every variant (repeatable)",
     )
+    parser.add_argument(
+        "--calibration", default="", help="calibration.yaml of the rig's cameras (para-calib solve), as para-deploy"
+    )
+    parser.add_argument("--device", default="", help="the inference node's torch device (default: config's)")
     parser.add_argument("--no-record", action="store_true", help="no per-episode rosbag2 recording")
     parser.add_argument("--out", required=True, help="the evaluation's folder (report.json, report.md, episodes/)")
     parser.add_argument(
@@ -102,6 +106,8 @@ def settings_from_args(args):
         settle_s=args.settle,
         backend=args.backend,
         node_params=parse_node_params(args.node_param),
+        calibration=args.calibration,
+        device=args.device,
         record=not args.no_record,
         out=args.out,
         resume=args.resume,

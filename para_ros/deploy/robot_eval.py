@@ -30,7 +30,7 @@ import random
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -136,6 +136,9 @@ class RobotEvalSettings:
             history then holds only the new scene).
         backend: the robot (``sim``, ``i2rt``, ``topic``: ``para-deploy --backend``).
         node_params: parameters of any node for every variant ({node: {name: value}}).
+        calibration: a ``calibration.yaml`` (``para-calib solve``) for the rig's cameras, as ``para-deploy
+            --calibration``; "" = none.
+        device: the inference node's torch device (``auto``, ``cpu``, ``cuda``, ``cuda:N``); "" = config's.
         record: write one rosbag2 recording per episode (``OUT/episodes/NNN``).
         out: the evaluation's folder.
         resume: ``--continue``: keep the episodes of the report in ``out`` and run the rest.
@@ -149,6 +152,8 @@ class RobotEvalSettings:
     settle_s: float = 1.0
     backend: str = "sim"
     node_params: dict = field(default_factory=dict)
+    calibration: str = ""
+    device: str = ""
     record: bool = True
     out: str = ""
     resume: bool = False
@@ -176,6 +181,10 @@ class RobotEvalSettings:
         self.node_params = check_node_params(self.node_params)
         if "checkpoint" in self.node_params.get("inference_node", {}):
             raise ValueError("--node-param inference_node:checkpoint: the checkpoints are the variants' (--variant)")
+        if self.calibration:
+            if not Path(self.calibration).is_file():
+                raise ValueError(f"--calibration {self.calibration!r}: no such file (para-calib solve writes one)")
+            self.calibration = str(Path(self.calibration).resolve())
         if not self.out:
             raise ValueError("--out is needed: the folder of the report (and of --continue)")
 
@@ -338,8 +347,13 @@ def check_new_or_continued(out: Path, settings: RobotEvalSettings) -> list[MarkR
     if not path.is_file():
         raise ValueError(f"--continue: {path} does not exist: nothing to continue (drop --continue to start)")
     report = json.loads(path.read_text())
-    before = report.get("settings") or {}
     now = settings.to_json()
+    defaults = {  # a setting the report lacks (written before it existed) had its default
+        f.name: f.default if f.default is not MISSING else f.default_factory()
+        for f in fields(RobotEvalSettings)
+        if f.default is not MISSING or f.default_factory is not MISSING
+    }
+    before = {**json.loads(json.dumps(defaults)), **(report.get("settings") or {})}
     differ = [k for k in now if k not in CONTINUE_MAY_CHANGE and before.get(k) != now[k]]
     if differ:
         raise ValueError(
@@ -349,7 +363,13 @@ def check_new_or_continued(out: Path, settings: RobotEvalSettings) -> list[MarkR
             + "); use the same settings or another --out"
         )
     rows = [MarkRow(**r) for r in report.get("episodes") or []]
-    return [r for r in rows if r.episode < settings.episodes]
+    beyond = [r.episode for r in rows if r.episode >= settings.episodes]
+    if beyond:
+        raise ValueError(
+            f"--continue --episodes {settings.episodes}: the report in {out} holds episode(s) up to {max(beyond)}; "
+            f"give --episodes {max(beyond) + 1} or more (nothing is dropped from a report)"
+        )
+    return rows
 
 
 # ------------------------------------------------------------------------------------------- operator commands

@@ -250,7 +250,13 @@ def run_robot_eval(settings: RobotEvalSettings, engage: bool = False, echo: bool
         write_report(out, settings, rows, extra)
         return 0
     full = graph.plan(
-        graph.DeploySettings(backend=settings.backend, checkpoint=settings.variants[0].checkpoint, engage=engage)
+        graph.DeploySettings(
+            backend=settings.backend,
+            checkpoint=settings.variants[0].checkpoint,
+            device=settings.device,
+            calibration=settings.calibration,
+            engage=engage,
+        )
     )
     robot_plan = [(s, o) for s, o in full if s.name != "inference_node"]
     inference_plan = [(s, o) for s, o in full if s.name == "inference_node"]
@@ -320,6 +326,11 @@ def run_robot_eval(settings: RobotEvalSettings, engage: bool = False, echo: bool
             started_at = datetime.now(UTC).isoformat(timespec="seconds")
             t0 = time.monotonic()
             link.prompt("running", k, time_limit_s=settings.time_limit_s)
+            print(
+                f"  episode {k}: the policy has the arm for up to {settings.time_limit_s:g} s; mark it "
+                "(s / f REASON / v REASON)",
+                flush=True,
+            )
             cmd = desk.wait(settings.time_limit_s, stop)
             duration_s = time.monotonic() - t0
             link.call("stop")
