@@ -181,14 +181,24 @@ class EpisodeRecordings:
             if self._bag is not None:
                 self._bag.write(topic, stamp_ns, data)
 
-    def open(self, path: Path) -> None:
+    def open(self, path: Path) -> Path | None:
+        """Start writing ``path``. A recording already there (an episode stopped before its mark, run again by
+        ``--continue``) is kept under ``NAME.stopped-N``, whose path is returned (None: nothing was there)."""
         from para_ros.bag.recording import McapRecorder  # rosbags: loaded on first use, not on import
 
+        kept = None
+        if path.exists():
+            i = 1
+            while path.with_name(f"{path.name}.stopped-{i}").exists():
+                i += 1
+            kept = path.with_name(f"{path.name}.stopped-{i}")
+            path.rename(kept)
         bag = McapRecorder(path, self.topics)
         with self._lock:
             for stamp_ns, data in self._static.values():
                 bag.write("/tf_static", stamp_ns, data)
             self._bag = bag
+        return kept
 
     def close(self) -> None:
         with self._lock:
@@ -260,9 +270,10 @@ def run_robot_eval(settings: RobotEvalSettings, engage: bool = False, echo: bool
     )
     robot_plan = [(s, o) for s, o in full if s.name != "inference_node"]
     inference_plan = [(s, o) for s, o in full if s.name == "inference_node"]
-    robot = GraphRun(out / "logs", echo=echo)
+    logs = out / "logs" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")  # a continued run keeps the earlier logs
+    robot = GraphRun(logs, echo=echo)
     domain = int(robot.domain_id)
-    inference = GraphRun(out / "logs" / "inference", echo=echo, domain_id=domain)
+    inference = GraphRun(logs / "inference", echo=echo, domain_id=domain)
     signals = SignalStop("stopped by a signal")
     stop = signals.event
     desk = OperatorDesk()
@@ -317,7 +328,9 @@ def run_robot_eval(settings: RobotEvalSettings, engage: bool = False, echo: bool
             recording = ""
             if recordings is not None:
                 path = out / "episodes" / f"{k:03d}"
-                recordings.open(path)
+                kept = recordings.open(path)
+                if kept is not None:
+                    print(f"  episode {k}: the recording of its stopped run is kept as {kept.name}", flush=True)
                 recording = str(path.relative_to(out))
             if stop.wait(settings.settle_s):
                 break
