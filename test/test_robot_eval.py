@@ -201,3 +201,35 @@ def test_help_names_the_operator_commands():
     ).stdout
     for words in ("--variant", "--continue", "--time-limit", "/para_eval_robot/mark", "--order"):
         assert words in out
+
+
+def test_episode_recordings_start_each_bag_with_tf_static_and_keep_a_stopped_episodes_bag(tmp_path):
+    from geometry_msgs.msg import TransformStamped
+    from rclpy.serialization import serialize_message
+    from rosbags.highlevel import AnyReader
+    from tf2_msgs.msg import TFMessage
+
+    from para_ros.deploy.robot_eval_run import EpisodeRecordings
+
+    static = TFMessage(transforms=[TransformStamped()])
+    static.transforms[0].child_frame_id = "scene_cam_optical_frame"
+    rec = EpisodeRecordings({"/tf_static": "tf2_msgs/msg/TFMessage", "/tf": "tf2_msgs/msg/TFMessage"})
+    rec.write("/tf_static", 1, serialize_message(static))  # sent once, before any episode
+    rec.write("/tf", 2, serialize_message(TFMessage()))  # between episodes: written nowhere
+    path = tmp_path / "episodes" / "003"
+    path.parent.mkdir()
+    assert rec.open(path) is None
+    rec.write("/tf", 3, serialize_message(TFMessage()))
+    rec.close()
+    assert rec.open(path) == path.with_name("003.stopped-1")  # the stopped run's bag kept, not overwritten
+    rec.close()
+    for bag in (path, path.with_name("003.stopped-1")):
+        with AnyReader([bag]) as reader:
+            topics = [c.topic for c, _, _ in reader.messages()]
+            frames = [
+                reader.deserialize(raw, c.msgtype).transforms[0].child_frame_id
+                for c, _, raw in reader.messages()
+                if c.topic == "/tf_static"
+            ]
+        assert frames == ["scene_cam_optical_frame"]
+        assert topics.count("/tf") == (1 if bag.name == "003.stopped-1" else 0)
