@@ -223,6 +223,18 @@ def _wait_first_chunk(link: OperatorLink, run: GraphRun, since: int, stop: threa
     return time.monotonic() - started
 
 
+def _wait_operator(desk: OperatorDesk, timeout_s: float | None, stop: threading.Event, robot: GraphRun):
+    """:meth:`OperatorDesk.wait` in slices of a second, raising RuntimeError as soon as a node of the robot side
+    (the executor, the simulator) has died: an evaluation never waits for a mark on an arm nobody holds."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+        cmd = desk.wait(max(0.0, left), stop)
+        if cmd is not None or stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            return cmd
+        _robot_dead(robot)
+
+
 def _robot_dead(robot: GraphRun) -> None:
     dead = robot.first_dead()
     if dead is not None:
@@ -317,7 +329,7 @@ def run_robot_eval(settings: RobotEvalSettings, engage: bool = False, echo: bool
             link.call("stop")  # the arm holds while the operator resets the scene
             link.prompt("reset", k, variant_index=order[k], time_limit_s=settings.time_limit_s)
             print(f"  episode {k}: reset the scene, then start (Enter, or {k} on /{NODE_NAME}/start)", flush=True)
-            if desk.wait(None, stop) is None:
+            if _wait_operator(desk, None, stop, robot) is None:
                 break
             if switched_at is not None:
                 switch_s = _wait_first_chunk(link, inference, since, stop, switched_at)
@@ -344,14 +356,14 @@ def run_robot_eval(settings: RobotEvalSettings, engage: bool = False, echo: bool
                 "(s / f REASON / v REASON)",
                 flush=True,
             )
-            cmd = desk.wait(settings.time_limit_s, stop)
+            cmd = _wait_operator(desk, settings.time_limit_s, stop, robot)
             duration_s = time.monotonic() - t0
             link.call("stop")
             limit_hit = cmd is None
             if limit_hit and not stop.is_set():
                 link.prompt("judging", k)
                 print(f"  episode {k}: time limit: the arm is held; mark it (s / f REASON / v REASON)", flush=True)
-                cmd = desk.wait(None, stop)
+                cmd = _wait_operator(desk, None, stop, robot)
             if recordings is not None:
                 recordings.close()
             if cmd is None:  # stopped before the mark: not judged, no row
