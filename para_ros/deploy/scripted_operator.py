@@ -27,6 +27,7 @@ import time
 from para_ros.sim.pick_place import EpisodeMonitor, Judgement, check_seed
 
 EVAL_NODE = "/para_eval_robot"
+RESET_TRIES = 6  # the simulator's reset is asked for up to this many times (each waits 10 s for the answer)
 
 
 class ScriptedOperator:
@@ -130,7 +131,10 @@ class ScriptedOperator:
                     run, episode, phase = p.get("run"), p["episode"], "reset"
                     self.marks.pop(episode, None)  # a continued evaluation runs an unmarked episode again
                     layout_seed = self.seed + episode
-                    reset_task(self.params, self.reset, layout_seed)
+                    try:
+                        self._reset(reset_task, layout_seed, stop)
+                    except RuntimeError:  # that evaluation is gone (or not there yet): wait for the next prompt
+                        continue
                     monitor, success_since, last = EpisodeMonitor(), None, None
                     self._send(self.start_pub, str(episode))
                 elif p["phase"] in ("running", "judging") and (p.get("run"), p["episode"]) == (run, episode):
@@ -156,6 +160,19 @@ class ScriptedOperator:
                 self._mark(
                     episode, "success" if outcome == "success" else "failure", "" if outcome == "success" else outcome
                 )
+
+    def _reset(self, reset_task, layout_seed: int, stop: threading.Event) -> None:
+        """Reset the scene to ``layout_seed``, trying again while the simulator does not answer (a simulator that
+        has just started, beside the endpoints of the one before it that DDS still announces), as a person would
+        press the button again; RuntimeError after :data:`RESET_TRIES` tries (or when ``stop`` is set)."""
+        for attempt in range(1, RESET_TRIES + 1):
+            try:
+                reset_task(self.params, self.reset, layout_seed)
+                return
+            except RuntimeError as exc:
+                print(f"scripted operator: reset to layout {layout_seed}, try {attempt}: {exc}", flush=True)
+                if attempt == RESET_TRIES or stop.wait(1.0):
+                    raise
 
     def _mark(self, episode: int, outcome: str, reason: str) -> None:
         self.marks[episode] = (outcome, reason)
