@@ -233,3 +233,23 @@ def test_episode_recordings_start_each_bag_with_tf_static_and_keep_a_stopped_epi
             ]
         assert frames == ["scene_cam_optical_frame"]
         assert topics.count("/tf") == (1 if bag.name == "003.stopped-1" else 0)
+
+
+def test_keyboard_lines_reach_the_desk_and_every_answer_is_said():
+    import io
+
+    from para_ros.deploy.robot_eval_run import keyboard_reader
+
+    said: list[str] = []
+
+    class Terminal:
+        def feedback(self, message: str) -> None:
+            said.append(message)
+
+    desk = OperatorDesk()
+    desk.open("running", 2)
+    keyboard_reader(desk, Terminal(), io.StringIO("f\nf dropped it\ns\n")).join(timeout=5)
+    assert said[0].startswith("refused: 'f': a failure needs a reason")
+    assert said[1:] == ["episode 2 marked failure (dropped it)", "refused: episode 2 has its mark already"]
+    taken = desk.wait(0.0, threading.Event())
+    assert (taken.outcome, taken.reason, taken.source) == ("failure", "dropped it", "keyboard")

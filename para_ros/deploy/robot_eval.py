@@ -392,7 +392,8 @@ def parse_operator_text(text: str, source: str = "keyboard", topic: str = "") ->
     """One operator line -> an :class:`OperatorCommand` (module docstring for the forms). ``source`` ``keyboard``
     implies the running episode; ``topic`` (``start`` or ``mark``) needs the episode number first. ValueError
     saying the accepted forms."""
-    words = text.strip().split()
+    text = text.strip()
+    words = text.split()
     if source == "topic":
         if not words or not words[0].isdigit():
             form = "EPISODE" if topic == "start" else "EPISODE success|failure|void [REASON]"
