@@ -483,6 +483,7 @@ def round_of(episode: int, n_variants: int) -> int:
 
 
 def fmt_rate(summary: dict) -> str:
+    """``k/n (rate %, Wilson interval %)`` of a :func:`summarise_marks` summary, for the progress lines."""
     lo, hi = summary["wilson95"]
     return f"{summary['successes']}/{summary['episodes']}" + (
         f" ({100 * summary['success_rate']:.0f} %, {100 * lo:.0f}..{100 * hi:.0f} %)"
