@@ -703,7 +703,8 @@ class Trainer:
 
         The loss terms come from the model run with the targets, so the v4 gripper/rotation CEs (``gripper_ce``,
         ``rotation_ce``) are those of the head at the voxel it trains at (a GT voxel). Models with a voxel
-        distribution (outputs with ``volume_logits``) also report ``gripper_ce_at_argmax`` / ``rotation_ce_at_argmax``:
+        distribution (``has_voxel_volume``, ``para_core.model.interface``) also report ``gripper_ce_at_argmax`` /
+        ``rotation_ce_at_argmax``:
         the same CEs from the model run without targets, i.e. at the argmax voxel that inference reads (one more
         forward per batch); the gap between the two pairs is what mislocalised steps cost the gripper and rotation.
         Models without voxels (coordinate regression) report neither.
@@ -722,7 +723,7 @@ class Trainer:
             inputs, targets = make_batch(batch, self.config, self.device)
             with self._autocast():
                 out = self.model(inputs, targets)
-                at_argmax = self.model(inputs) if hasattr(out, "volume_logits") else None  # what inference reads
+                at_argmax = self.model(inputs) if self.model.has_voxel_volume else None  # what inference reads
             B = inputs.images.shape[0]
             for k, v in out.losses.items():
                 sums[k] = sums.get(k, 0.0) + float(v) * B
