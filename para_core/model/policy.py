@@ -28,6 +28,7 @@ from para_core.model.checkpoint import load_checkpoint
 from para_core.model.confidence import ChunkInForce, step_confidence
 from para_core.model.config import COMPILE_MODES, V4Config, torch_dtype
 from para_core.model.decoding import ChunkFusion, DecodingConfig, decode_chunk
+from para_core.model.interface import check_model_interface
 from para_core.model.model_io import V4Inputs
 from para_core.model.registry import build_model
 from para_core.model.rotations import check_rigid
@@ -198,6 +199,7 @@ class Policy:
         need one (not the coordinate-regression baseline). ``fused`` keeps the earlier chunks in ``self.fusion``
         unless ``predict`` is given a ``ChunkFusion`` of its own."""
 
+        check_model_interface(model)  # TypeError naming what a model that is not a ParaModel lacks
         self.decoding = decoding if isinstance(decoding, DecodingConfig) else DecodingConfig(mode=decoding)
         if self.decoding.mode != "argmax" and not model.has_voxel_volume:
             raise ValueError(
