@@ -1,6 +1,8 @@
 """The model interface (``para_core.model.interface``): every registered kind implements it, and a kind written
 here, registered from the test, runs through ``Policy.predict`` and the method figure with no change to either."""
 
+from types import SimpleNamespace
+
 import cv2
 import numpy as np
 import pytest
@@ -91,6 +93,21 @@ def test_every_registered_kind_predicts_through_the_policy(kind):
         assert out.entropy.shape == (0,)
         with pytest.raises(ValueError, match="no voxel"):
             Policy(build_model(cfg), cfg, torch.device("cpu"), decoding="joint")
+
+
+@pytest.mark.parametrize("kind", sorted(k for k in MODEL_REGISTRY if PRESETS[k]().model_kind != "coord_regression"))
+def test_the_bag_response_volume_figure_reads_any_volume_kind(kind, tmp_path):
+    from para_ros.commands import bag as bag_tools
+
+    cfg = PRESETS[kind]()
+    policy = Policy(build_model(cfg), cfg, torch.device("cpu"))
+    cams, state = _observation(cfg)
+    policy.predict(cams, state)
+    feats = policy.model.feature_maps(policy.preprocess(cams, state))
+    assert feats.shape == (1, cfg.n_views, feats.shape[2], cfg.pred_size, cfg.pred_size)
+    path = tmp_path / "rv.png"
+    bag_tools._response_volume_figure(policy, SimpleNamespace(cameras=cams), state, path, step=-1)
+    assert path.is_file() and path.stat().st_size > 0
 
 
 # ------------------------------------------------------------------------------------------ a new model kind
