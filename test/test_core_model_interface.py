@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as Fn
+from core_fixtures import make_inputs, make_trajectory
 from torch import nn
 
 from para_core.data import synthetic as syn
 from para_core.eval.method_figure import figure_numbers, method_figure_data, write_method_figure
-from para_core.model.actions import decode_volume, top_voxels
+from para_core.model.actions import decode_volume, encode_targets, top_voxels
 from para_core.model.backbones import build_backbone
 from para_core.model.config import V4Config
 from para_core.model.interface import (
@@ -71,6 +72,27 @@ def test_every_registered_kind_implements_the_interface(kind):
 
 
 @pytest.mark.parametrize("kind", sorted(MODEL_REGISTRY))
+def test_every_registered_kind_reports_the_loss_terms_the_trainer_reads(kind):
+    cfg = PRESETS[kind]()
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    inputs = make_inputs(cfg, batch=2)
+    grid = build_voxel_grid(cfg, inputs.K_img, inputs.T_world_cam)
+    targets = encode_targets(cfg, grid, *make_trajectory(cfg, batch=2))
+    out = model(inputs, targets)
+    T, G, R = cfg.n_window, cfg.n_gripper_bins, cfg.n_rotation_bins
+    assert out.gripper_logits.shape == (2, T, G) and out.rotation_logits.shape == (2, T, 3, R)
+    terms = {"loss", "gripper_ce", "rotation_ce", model.position_loss_term}
+    assert terms <= set(out.losses) and all(out.losses[k].ndim == 0 for k in terms)
+    # the gripper term is the mean cross-entropy of the gripper logits against the bins (by hand: log-softmax)
+    logp = torch.log_softmax(out.gripper_logits.float(), -1)  # (2, T, G)
+    want = -logp.gather(-1, targets.gripper_bin.unsqueeze(-1)).mean()
+    assert torch.allclose(out.losses["gripper_ce"], want, atol=1e-5)
+    out.losses["loss"].backward()  # a training objective: gradients reach the backbone
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.backbone.parameters())
+
+
+@pytest.mark.parametrize("kind", sorted(MODEL_REGISTRY))
 def test_every_registered_kind_predicts_through_the_policy(kind):
     cfg = PRESETS[kind]()
     torch.manual_seed(0)
@@ -119,6 +141,7 @@ class LookupVolumeModel(nn.Module):
     has_voxel_volume = True
     has_fast_path = False
     fast_inference = False
+    position_loss_term = "voxel_ce"
 
     def __init__(self, config: V4Config):
         super().__init__()
@@ -234,6 +257,7 @@ class ForwardOnlyModel(nn.Module):
     kind = "test_forward_only"
     has_fast_path = False
     fast_inference = False
+    position_loss_term = "loss"
 
     def __init__(self, config: V4Config, has_voxel_volume: bool = True):
         super().__init__()

@@ -51,6 +51,7 @@ class ParaDinoKVModel(nn.Module):
     has_voxel_volume = True
     has_fast_path = False
     fast_inference = False
+    position_loss_term = "voxel_ce"
 
     def __init__(self, config: V4Config):
         super().__init__()

@@ -54,6 +54,8 @@ class ParaModel(Protocol):
         has_fast_path: True when setting ``fast_inference`` selects a faster inference path with the same
             predictions (``Policy(fast=True)``); ``fast_inference`` is then False until ``Policy`` sets it.
         fast_inference: the fast path is on (always False when ``has_fast_path`` is False).
+        position_loss_term: the key of the position term in ``forward``'s ``losses`` (the trainer's progress lines
+            and validation summary show it beside ``loss``, ``gripper_ce`` and ``rotation_ce``).
     """
 
     kind: str
@@ -62,14 +64,15 @@ class ParaModel(Protocol):
     has_voxel_volume: bool
     has_fast_path: bool
     fast_inference: bool
+    position_loss_term: str
 
     def forward(self, inputs: V4Inputs, targets: V4Targets | None = None) -> Any:
         """``inputs`` (``V4Inputs``: images (B, N, 3, S, S), K_img (B, N, 3, 3), T_world_cam (B, N, 4, 4),
         T_world_ee (B, 4, 4), gripper (B,), past_positions_world (B, mv_past_n, 3)) -> the kind's output record.
 
-        Every output has ``gripper_logits`` (B, T, G), ``rotation_logits`` (B, T, 3, R) and ``losses`` (a dict of
-        scalars with ``"loss"``, the training objective, filled only when ``targets`` is given); a voxel-volume
-        kind returns a ``V4Output``."""
+        Every output has ``gripper_logits`` (B, T, G), ``rotation_logits`` (B, T, 3, R) and ``losses``, filled only
+        when ``targets`` is given: a dict of scalars with ``"loss"`` (the training objective), ``"gripper_ce"``,
+        ``"rotation_ce"`` and the ``position_loss_term``. A voxel-volume kind returns a ``V4Output``."""
         ...
 
     def decode(self, out: Any, refine: bool = False) -> list[DecodedChunk]:

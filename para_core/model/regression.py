@@ -51,6 +51,7 @@ class CoordRegressionModel(nn.Module):
     has_voxel_volume = False
     has_fast_path = False
     fast_inference = False
+    position_loss_term = "position_l1_cm"
 
     def __init__(self, config: V4Config):
         super().__init__()

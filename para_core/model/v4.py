@@ -66,6 +66,7 @@ class ParaV4Model(nn.Module):
     kind = "para_v4"  # implements para_core.model.interface.VoxelVolumeModel
     has_voxel_volume = True
     has_fast_path = True
+    position_loss_term = "voxel_ce"
 
     def __init__(self, config: V4Config):
         super().__init__()

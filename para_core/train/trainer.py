@@ -81,13 +81,15 @@ STAGING_DIR = ".saving"  # a save in progress: checkpoint/ + train_state/ of one
 COMMIT_FILE = "complete.json"
 
 
-# The position term of each model kind's loss (v4: voxel cross-entropy; coordinate regression: smooth-L1 in cm).
+# The position terms of the shipped model kinds' losses (v4, dino_kv: voxel cross-entropy; coordinate regression:
+# smooth-L1 in cm), for readers of metrics.jsonl that have no model; a model names its own (position_loss_term).
 MAIN_LOSS_TERMS = ("voxel_ce", "position_l1_cm")
 
 
 def main_loss_term(losses: dict) -> str:
-    """The name of the position term in a model's loss dict (for progress lines and plots)."""
-    return next(k for k in MAIN_LOSS_TERMS if k in losses)
+    """The name of the position term in a loss dict read back without its model (plots, the command's summary):
+    a shipped kind's, else ``loss``."""
+    return next((k for k in MAIN_LOSS_TERMS if k in losses), "loss")
 
 
 def _fail(name: str, value: Any, fix: str) -> None:
@@ -823,7 +825,7 @@ class Trainer:
                     for k, v in stats.items():
                         window.setdefault(k, []).append(v)
                     bar.update(1)
-                    term = main_loss_term(stats)
+                    term = self.model.position_loss_term
                     bar.set_postfix(
                         loss=f"{stats['loss']:.3f}",
                         **{term: f"{stats[term]:.3f}"},
@@ -849,7 +851,7 @@ class Trainer:
                         final_val = self.evaluate()
                         if final_val:
                             self._log({"split": "val", "iter": it, **final_val})
-                            key = main_loss_term(final_val)
+                            key = self.model.position_loss_term
                             bar.write(
                                 f"[val @ {it}] {key} {final_val[key]:.3f}  pos_err "
                                 f"{final_val['pos_err_m'] * 100:.1f} cm  (last step "
