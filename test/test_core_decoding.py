@@ -14,6 +14,7 @@ from para_core.model.actions import decode_outputs
 from para_core.model.config import V4Config
 from para_core.model.decoding import ChunkFusion, DecodingConfig, best_path, check_distributions, decode_chunk
 from para_core.model.policy import CameraObservation, Policy, RobotState
+from para_core.model.registry import build_model
 
 torch.set_num_threads(1)
 
@@ -146,9 +147,8 @@ def test_decoding_config_refuses_bad_values_naming_the_field():
     with pytest.raises(ValueError, match="motion_cost_per_m"):
         DecodingConfig(motion_cost_per_m=float("nan"))
     with pytest.raises(ValueError, match="decoding='joint'"):
-        Policy(
-            torch.nn.Linear(1, 1), V4Config.tiny(model_kind="coord_regression"), torch.device("cpu"), decoding="joint"
-        )
+        regression = V4Config.tiny(model_kind="coord_regression")
+        Policy(build_model(regression), regression, torch.device("cpu"), decoding="joint")
 
 
 def _obs(cfg, seed=0):

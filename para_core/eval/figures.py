@@ -228,7 +228,7 @@ def response_volume_data(
     Voxel index layout (``para_core.model.voxels``): ``v = view * Z * P^2 + bin * P^2 + row * P + col``.
 
     :param view: which view to show; None: the view that holds the step's argmax voxel.
-    :param feature_maps: optional (B, N, F, P, P) per-pixel features (``model.image_features``) for the PCA panel.
+    :param feature_maps: optional (B, N, F, P, P) per-pixel features (``model.feature_maps``) for the PCA panel.
     """
     import torch  # torch: loaded on first use, not on import
 

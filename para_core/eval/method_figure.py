@@ -1,11 +1,12 @@
-"""The PARA v4 design's method figure (figure script 000) from a REAL inference step, for the v4 and the dino_kv heads.
+"""The PARA v4 design's method figure (figure script 000) from a REAL inference step, for any voxel-volume model kind.
 
 Six panels, each a PNG, composed into one SVG with the panels embedded (base64) and the numbers written as text:
 
 (a) the RGB input of the view that holds the step's argmax voxel, with the predicted pixel (and the ground-truth one
     when the frame has ground truth), (b) PCA of the raw backbone patch tokens, (c) PCA of the per-pixel features
-    F (P x P), (d) the feature vector at the chosen pixel, (e) the key / query at the chosen step and height (dino_kv:
-    t_emb[t], h_emb[z] and the key; v4: the step's query and the fused voxel feature it is dotted with), (f) the
+    F (P x P), (d) the feature vector at the chosen pixel, (e) what scored the chosen voxel at the chosen step (the
+    model's ``explain_score``; dino_kv: t_emb[t], h_emb[z] and the key; v4: the step's query and the fused voxel
+    feature it is dotted with), (f) the
     response volume of the step as height slices with the argmax voxel and its 3-D point.
 
 Numbers (also in ``figure.npz`` with every array the panels are drawn from; no pickled objects): chosen step, bin
@@ -23,21 +24,25 @@ import numpy as np
 import torch
 
 from para_core.eval.figures import _pyplot, pca_rgb
-from para_core.model.layers import sincos_height_encoding
 
 
 @torch.no_grad()
 def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz=None) -> dict:
     """Everything the figure shows, as numpy arrays and numbers (``np.savez``-able).
 
-    :param model: a ``para_v4`` or ``para_dino_kv`` model (eval mode); ``inputs``: its ``V4Inputs`` (batch 1).
+    :param model: a ``para_core.model.interface.VoxelVolumeModel`` (any kind with ``has_voxel_volume``: its
+        ``feature_maps`` give panel (c), its ``explain_score`` panel (e) and the headline); ``inputs``: its
+        ``V4Inputs`` (batch 1).
     :param image_rgb_per_view: the raw RGB images (H, W, 3) uint8, one per view, for panel (a).
     :param step: chunk step to show (-1: the last); ``gt_xyz``: optional (3,) ground-truth point of that step.
     """
-    from para_core.model.dino_kv import ParaDinoKVModel, step_embedding  # scipy: loaded on first use, not on import
-
     model.eval()
-    fast = getattr(model, "fast_inference", False)
+    if not model.has_voxel_volume:
+        raise ValueError(
+            f"model kind {model.kind!r} has no voxel volume to draw; the method figure needs a model with "
+            "has_voxel_volume (para_core.model.interface.VoxelVolumeModel)"
+        )
+    fast = model.fast_inference
     if fast:  # the figure reads the fused features of a voxel, which the fast path does not keep: the reference path
         model.fast_inference = False
     try:
@@ -60,22 +65,8 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
         tokens = views.patch_grid[view].float().cpu().numpy()  # (C, h, w)
     else:
         tokens = model.backbone(images[view : view + 1]).patch_grid[0].float().cpu().numpy()  # (C, h, w)
-    if isinstance(model, ParaDinoKVModel):
-        feats, _ = model.pixel_features(inputs.images)  # (1, F, P, P)
-        feat = feats[0].float().cpu().numpy()
-        heights = out.grid.z_bin_centres[0, 0].float()  # (Z,)
-        t_emb = step_embedding(T, cfg.feat_dim)[t].numpy()
-        h_emb = sincos_height_encoding(heights[zbin : zbin + 1], cfg.z_lo_m, cfg.z_hi_m, cfg.feat_dim)[0].numpy()
-        key = model.keys(heights[None])[0, t, zbin].float().numpy()
-        vec_e = np.stack([t_emb, h_emb, key])  # (3, F)
-        vec_e_labels = f"t_emb[t={t}]|h_emb[z={zbin}]|key = unit(t_emb + h_emb)"
-    else:
-        maps, _ = model.image_features(inputs.images, inputs.K_img, inputs.T_world_cam)  # (1, N, F, P, P)
-        feat = maps[0, view].float().cpu().numpy()
-        q = out.query[0, t].float().cpu().numpy()
-        vf = out.voxel_feat[0, best].float().cpu().numpy()
-        vec_e = np.stack([q, vf])  # (2, F)
-        vec_e_labels = f"query q[t={t}]|fused voxel feature at the argmax"
+    feat = model.feature_maps(inputs)[0, view].float().cpu().numpy()  # (F, P, P)
+    explained = model.explain_score(inputs, out, t, best)  # what scored the argmax voxel: panel (e), the headline
     heights_m = out.grid.z_bin_centres[0, view].double().cpu().numpy()  # (Z,)
     sl = probs[view * Z * P * P : (view + 1) * Z * P * P].reshape(Z, P, P).cpu().numpy()
     K_img = inputs.K_img[0, view].double().cpu().numpy()
@@ -96,7 +87,7 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
         "tokens_pca": pca_rgb(tokens),
         "features_pca": pca_rgb(feat),
         "feature_vec": feat[:, row, col],
-        "vec_e": vec_e,
+        "vec_e": explained.vectors,
         "volume": sl,
         "heights_m": heights_m,
         "argmax": np.array([view, zbin, row, col]),
@@ -108,7 +99,7 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
         "bin_height_m": np.float64(heights_m[zbin]),
         "bin_spacing_m": np.float64(spacing),
         "top1_prob": np.float64(probs[best]),
-        "logit_scale": np.float64(float(model.logit_log_scale.exp())),
+        "logit_scale": np.float64(explained.logit_scale),
         "meta": json.dumps(
             {
                 "model_kind": cfg.model_kind,
@@ -116,7 +107,8 @@ def method_figure_data(model, inputs, image_rgb_per_view, step: int = -1, gt_xyz
                 "pred_size": P,
                 "n_height_bins": Z,
                 "feat_dim": cfg.feat_dim,
-                "vec_e_labels": vec_e_labels,
+                "vec_e_labels": "|".join(explained.labels),
+                "score_formula": explained.formula,
             }
         ),
     }
@@ -213,11 +205,7 @@ def _compose_svg(data: dict, meta: dict, paths: dict, path: Path) -> Path:
 
     n = figure_numbers(data)
     v, zb, r, c = (int(x) for x in data["argmax"])
-    head = (
-        "volume_logits[t,z,u,v] = exp(logit_scale) F(u,v) . key(t,z)"
-        if meta["model_kind"] == "para_dino_kv"
-        else "volume_logits[t,v] = scale q[t] . voxel_feat[v] (v4: fused per-voxel features)"
-    )
+    head = meta["score_formula"]
 
     def text(x, y, s, size=13, weight="normal"):
         s = s.replace("&", "&amp;").replace("<", "&lt;")

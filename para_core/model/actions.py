@@ -230,6 +230,36 @@ def ball_log_mass_per_view(config: V4Config, out: V4Output, positions: torch.Ten
     return log_mass - step_log_normaliser(out).unsqueeze(-1)  # (B, T, N)
 
 
+def decode_volume(config: V4Config, out: V4Output, refine: bool = False) -> list[DecodedChunk]:
+    """``ParaModel.decode`` of a voxel-volume head: ``decode_outputs`` after checking that every observation has a
+    valid voxel. Raises ValueError when one has none (no camera ray meets the workspace box)."""
+    if not bool(out.voxel_valid.any(dim=-1).all()):
+        raise ValueError(
+            "no valid voxel for this observation: no camera ray meets the workspace box in front of "
+            "its camera; check T_world_cam (OpenCV optical frame -> world) and the workspace box"
+        )
+    return decode_outputs(config, out, refine=refine)
+
+
+def top_voxels(out: V4Output, top_k: int, fast: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``ParaModel.visualisation`` of a voxel-volume head: (top-k most probable voxels (k, 3), their max-over-steps
+    probability (k,), bounds of the valid voxels (2, 3)) of batch element 0, numpy float64. ``fast``: the same top-k
+    from ``log p = logit - logsumexp`` (``max_step_log_prob``) without the (T, V) softmax."""
+    k = min(top_k, int(out.voxel_valid[0].sum()))
+    if fast:
+        top_logp, top_i = torch.topk(max_step_log_prob(out)[0], k)  # (k,), (k,)
+        top_p = top_logp.exp()
+    else:
+        probs = torch.softmax(out.volume_logits[0].float(), dim=-1).amax(0)  # (V,) max over steps
+        top_p, top_i = torch.topk(probs, k)  # (k,), (k,)
+    bounds = out.grid.bounds(0)  # (2, 3): min, max corner of the valid voxels
+    return (
+        out.voxel_xyz[0, top_i].double().cpu().numpy(),
+        top_p.double().cpu().numpy(),
+        bounds.double().cpu().numpy(),
+    )
+
+
 def decode_outputs(config: V4Config, out: V4Output, refine: bool = False) -> list[DecodedChunk]:
     """Model outputs -> one ``DecodedChunk`` per batch element (argmax voxel, optional sub-voxel refinement)."""
     argmax = out.argmax_voxel if out.argmax_voxel is not None else out.volume_logits.float().argmax(-1)  # (B, T)

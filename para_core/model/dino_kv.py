@@ -26,11 +26,13 @@ import torch
 import torch.nn.functional as Fn
 from torch import nn
 
+from para_core.model.actions import decode_volume, top_voxels
 from para_core.model.backbones import build_backbone
 from para_core.model.config import V4Config
+from para_core.model.interface import ScoreExplanation
 from para_core.model.layers import backbone_and_head_groups, mlp, sincos_height_encoding
 from para_core.model.model_io import V4Inputs, V4Output, V4Targets
-from para_core.model.v4 import ParaV4Model, compute_losses
+from para_core.model.v4 import compute_losses
 from para_core.model.voxels import build_voxel_grid
 
 
@@ -45,7 +47,11 @@ def step_embedding(n_steps: int, dim: int, device=None) -> torch.Tensor:
 class ParaDinoKVModel(nn.Module):
     """Single-view pixel-feature x (step, height)-key head (see the module docstring)."""
 
-    kind = "para_dino_kv"
+    kind = "para_dino_kv"  # implements para_core.model.interface.VoxelVolumeModel
+    has_voxel_volume = True
+    has_fast_path = False
+    fast_inference = False
+    position_loss_term = "voxel_ce"
 
     def __init__(self, config: V4Config):
         super().__init__()
@@ -116,10 +122,33 @@ class ParaDinoKVModel(nn.Module):
         return out
 
     def decode(self, out: V4Output, refine: bool = False) -> list:
-        return ParaV4Model.decode(self, out, refine)
+        """``ParaModel.decode``: the argmax voxel of each step, refined by the local soft-argmax with ``refine``."""
+        return decode_volume(self.config, out, refine=refine)
 
     def visualisation(self, out: V4Output, top_k: int):
-        return ParaV4Model.visualisation(self, out, top_k)
+        """``ParaModel.visualisation``: the most probable voxels (``para_core.model.actions.top_voxels``)."""
+        return top_voxels(out, top_k)
+
+    def feature_maps(self, inputs: V4Inputs) -> torch.Tensor:
+        """``VoxelVolumeModel.feature_maps``: the unit pixel features F(u, v) of the one view, (B, 1, F, P, P)."""
+        return self.pixel_features(inputs.images)[0].unsqueeze(1)
+
+    def explain_score(self, inputs: V4Inputs, out: V4Output, step: int, voxel: int) -> ScoreExplanation:
+        """``VoxelVolumeModel.explain_score``: the key of the voxel's (step, height): t_emb[t], h_emb[z] and
+        unit(t_emb + h_emb), which is dotted with F(u, v)."""
+        cfg = self.config
+        P = cfg.pred_size
+        zbin = (voxel % (cfg.n_height_bins * P * P)) // (P * P)  # one view: the bin of the flat voxel index
+        heights = out.grid.z_bin_centres[0, 0].float()  # (Z,) metres
+        t_emb = step_embedding(cfg.n_window, cfg.feat_dim, heights.device)[step]  # (F,)
+        h_emb = sincos_height_encoding(heights[zbin : zbin + 1], cfg.z_lo_m, cfg.z_hi_m, cfg.feat_dim)[0]  # (F,)
+        key = self.keys(heights[None])[0, step, zbin]  # (F,)
+        return ScoreExplanation(
+            vectors=torch.stack([t_emb, h_emb, key]).float().cpu().numpy(),  # (3, F)
+            labels=(f"t_emb[t={step}]", f"h_emb[z={zbin}]", "key = unit(t_emb + h_emb)"),
+            formula="volume_logits[t,z,u,v] = exp(logit_scale) F(u,v) . key(t,z)",
+            logit_scale=float(self.logit_log_scale.exp()),
+        )
 
     def param_groups(self) -> list[dict]:
         return backbone_and_head_groups(self, self.config)

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -27,7 +28,8 @@ from para_core.model.checkpoint import load_checkpoint
 from para_core.model.confidence import ChunkInForce, step_confidence
 from para_core.model.config import COMPILE_MODES, V4Config, torch_dtype
 from para_core.model.decoding import ChunkFusion, DecodingConfig, decode_chunk
-from para_core.model.model_io import V4Inputs, V4Output
+from para_core.model.interface import check_model_interface
+from para_core.model.model_io import V4Inputs
 from para_core.model.registry import build_model
 from para_core.model.rotations import check_rigid
 
@@ -147,7 +149,11 @@ def _check_rigid(name: str, T: np.ndarray) -> np.ndarray:
 
 
 class Policy:
-    """Inference wrapper around a v4 model: preprocessing, forward, decoding. See docs/contracts.md."""
+    """Inference wrapper around any model kind: preprocessing, forward, decoding. See docs/contracts.md.
+
+    The model is used through ``para_core.model.interface.ParaModel`` only (``forward``, ``decode``,
+    ``visualisation``, ``backbone``, ``has_voxel_volume``, ``has_fast_path``), so a new registered kind needs no change
+    here."""
 
     def __init__(
         self,
@@ -193,8 +199,9 @@ class Policy:
         need one (not the coordinate-regression baseline). ``fused`` keeps the earlier chunks in ``self.fusion``
         unless ``predict`` is given a ``ChunkFusion`` of its own."""
 
+        check_model_interface(model)  # TypeError naming what a model that is not a ParaModel lacks
         self.decoding = decoding if isinstance(decoding, DecodingConfig) else DecodingConfig(mode=decoding)
-        if self.decoding.mode != "argmax" and config.model_kind == "coord_regression":
+        if self.decoding.mode != "argmax" and not model.has_voxel_volume:
             raise ValueError(
                 f"decoding={self.decoding.mode!r}: model kind {config.model_kind!r} predicts no voxel "
                 f"distribution to decode; use decoding='argmax'"
@@ -209,12 +216,11 @@ class Policy:
         self.device = device
         self.dtype = dtype
         self.model = model.to(device).eval()
-        self.fast = bool(fast) and hasattr(self.model, "fast_inference")
+        self.fast = bool(fast) and self.model.has_fast_path
         if self.fast:
             self.model.fast_inference = True
             self.model.backbone.set_attention(cpu_attention.fast_path_attention(device.type, dtype))
-        backbone = getattr(self.model, "backbone", None)
-        self.attention = backbone.attention if backbone is not None else "n/a"  # what the backbone's layers call
+        self.attention = self.model.backbone.attention  # what the backbone's layers call
         self.compile_mode = compile_mode
         self.device_preprocess = (
             (self.fast and device.type != "cpu") if device_preprocess is None else bool(device_preprocess)
@@ -228,7 +234,7 @@ class Policy:
         d = self.decoding
         self.fusion = ChunkFusion(d.fusion_tau_s, d.fusion_radius_m, d.fusion_store_k, d.fusion_max_chunks)
         self.chunk_in_force = ChunkInForce()  # the last chunk predicted: what the chunk agreement is measured against
-        self.last_output: V4Output | None = None
+        self.last_output: Any = None  # the last forward's output record (a V4Output for a voxel-volume kind)
         self.last_timing_s: dict[str, float] = {}
         self._warned_low_scene_camera = False
         self._mean = torch.tensor(IMAGENET_MEAN, device=device).view(3, 1, 1)
@@ -408,7 +414,7 @@ class Policy:
             out = self.model(inputs)
         t_model = time.perf_counter()  # on CUDA the kernels may still run: their wait lands in "decode"
         if self.decoding.mode == "argmax":
-            chunk = self.model.decode(out, refine=self.refine)[0]  # model-specific (v4: argmax voxel)
+            chunk = self.model.decode(out, refine=self.refine)[0]  # the kind's own decoding (ParaModel.decode)
         else:
             chunk = decode_chunk(
                 self.config,
@@ -421,7 +427,7 @@ class Policy:
             )
         top_xyz, top_p, bounds = self.model.visualisation(out, self.config.viz_top_k)
         measures = None
-        if isinstance(out, V4Output):  # a voxel distribution to measure (not the coordinate regression)
+        if self.model.has_voxel_volume:  # a voxel distribution to measure
             measures = step_confidence(
                 self.config, out, chunk.positions_world, chunk.confidence, self.chunk_in_force, stamp_s
             )

@@ -47,7 +47,11 @@ class RegressionOutput:
 class CoordRegressionModel(nn.Module):
     """Backbone + global MLP regressing the T future EE positions (see the module docstring)."""
 
-    kind = "coord_regression"
+    kind = "coord_regression"  # implements para_core.model.interface.ParaModel (no voxel volume)
+    has_voxel_volume = False
+    has_fast_path = False
+    fast_inference = False
+    position_loss_term = "position_l1_cm"
 
     def __init__(self, config: V4Config):
         super().__init__()

@@ -43,15 +43,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as Fn
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from para_core.model.actions import decode_outputs, max_step_log_prob
+from para_core.model.actions import decode_volume, top_voxels
 from para_core.model.backbones import build_backbone
 from para_core.model.config import V4Config
 from para_core.model.geometry import project, uv_to_grid_sample
+from para_core.model.interface import ScoreExplanation
 from para_core.model.layers import backbone_and_head_groups, ee_state_features, mlp, sincos_height_encoding
 from para_core.model.model_io import V4Inputs, V4Output, V4Targets
 from para_core.model.v4_fast import voxel_features_fast
@@ -61,7 +63,10 @@ from para_core.model.voxels import StaticViewCache, VoxelGrid, build_voxel_grid
 class ParaV4Model(nn.Module):
     """PARA v4: DINOv3 features -> adaptive per-view voxel grids -> cross-view MLP fusion -> query dot product."""
 
-    kind = "para_v4"
+    kind = "para_v4"  # implements para_core.model.interface.VoxelVolumeModel
+    has_voxel_volume = True
+    has_fast_path = True
+    position_loss_term = "voxel_ce"
 
     def __init__(self, config: V4Config):
         super().__init__()
@@ -277,31 +282,29 @@ class ParaV4Model(nn.Module):
         return out
 
     def decode(self, out: V4Output, refine: bool = False) -> list:
-        """Outputs -> one ``para_core.model.actions.DecodedChunk`` per batch element (argmax voxel, optional refinement).
-        Raises ValueError when an observation has no valid voxel (no camera ray meets the workspace box)."""
-        if not bool(out.voxel_valid.any(dim=-1).all()):
-            raise ValueError(
-                "no valid voxel for this observation: no camera ray meets the workspace box in front of "
-                "its camera; check T_world_cam (OpenCV optical frame -> world) and the workspace box"
-            )
-        return decode_outputs(self.config, out, refine=refine)
+        """``ParaModel.decode``: the argmax voxel of each step, refined by the local soft-argmax with ``refine``."""
+        return decode_volume(self.config, out, refine=refine)
 
     def visualisation(self, out: V4Output, top_k: int):
-        """(top-k most probable voxels (k, 3), their max-over-steps probability (k,), bounds of the valid voxels
-        (2, 3)) of batch element 0, numpy float64."""
-        logits = out.volume_logits[0].float()  # (T, V)
-        k = min(top_k, int(out.voxel_valid[0].sum()))
-        if getattr(self, "fast_inference", False):  # the same top-k without the (T, V) softmax: log p = l - lse
-            top_logp, top_i = torch.topk(max_step_log_prob(out)[0], k)
-            top_p = top_logp.exp()
-        else:
-            probs = torch.softmax(logits, dim=-1).amax(0)  # (V,) max over steps
-            top_p, top_i = torch.topk(probs, k)
-        bounds = out.grid.bounds(0)  # (2, 3): min, max corner of the valid voxels
-        return (
-            out.voxel_xyz[0, top_i].double().cpu().numpy(),
-            top_p.double().cpu().numpy(),
-            bounds.double().cpu().numpy(),
+        """``ParaModel.visualisation``: the most probable voxels (``para_core.model.actions.top_voxels``)."""
+        return top_voxels(out, top_k, fast=self.fast_inference)
+
+    def feature_maps(self, inputs: V4Inputs) -> torch.Tensor:
+        """``VoxelVolumeModel.feature_maps``: (B, N, F, P, P) per-view features before the voxel fusion."""
+        return self.image_features(inputs.images, inputs.K_img, inputs.T_world_cam)[0]
+
+    def explain_score(self, inputs: V4Inputs, out: V4Output, step: int, voxel: int) -> ScoreExplanation:
+        """``VoxelVolumeModel.explain_score``: the step's query and the fused feature of the voxel (reference path
+        only: the fast path keeps no per-voxel features)."""
+        if out.voxel_feat is None:
+            raise ValueError("explain_score needs the reference path's voxel features: run with fast_inference off")
+        q = out.query[0, step].float().cpu().numpy()  # (F,)
+        vf = out.voxel_feat[0, voxel].float().cpu().numpy()  # (F,)
+        return ScoreExplanation(
+            vectors=np.stack([q, vf]),  # (2, F)
+            labels=(f"query q[t={step}]", "fused voxel feature at the argmax"),
+            formula="volume_logits[t,v] = scale q[t] . voxel_feat[v] (v4: fused per-voxel features)",
+            logit_scale=float(self.logit_log_scale.exp()),
         )
 
     def param_groups(self) -> list[dict]:

@@ -81,13 +81,15 @@ STAGING_DIR = ".saving"  # a save in progress: checkpoint/ + train_state/ of one
 COMMIT_FILE = "complete.json"
 
 
-# The position term of each model kind's loss (v4: voxel cross-entropy; coordinate regression: smooth-L1 in cm).
+# The position terms of the shipped model kinds' losses (v4, dino_kv: voxel cross-entropy; coordinate regression:
+# smooth-L1 in cm), for readers of metrics.jsonl that have no model; a model names its own (position_loss_term).
 MAIN_LOSS_TERMS = ("voxel_ce", "position_l1_cm")
 
 
 def main_loss_term(losses: dict) -> str:
-    """The name of the position term in a model's loss dict (for progress lines and plots)."""
-    return next(k for k in MAIN_LOSS_TERMS if k in losses)
+    """The name of the position term in a loss dict read back without its model (plots, the command's summary):
+    a shipped kind's, else ``loss``."""
+    return next((k for k in MAIN_LOSS_TERMS if k in losses), "loss")
 
 
 def _fail(name: str, value: Any, fix: str) -> None:
@@ -703,7 +705,8 @@ class Trainer:
 
         The loss terms come from the model run with the targets, so the v4 gripper/rotation CEs (``gripper_ce``,
         ``rotation_ce``) are those of the head at the voxel it trains at (a GT voxel). Models with a voxel
-        distribution (outputs with ``volume_logits``) also report ``gripper_ce_at_argmax`` / ``rotation_ce_at_argmax``:
+        distribution (``has_voxel_volume``, ``para_core.model.interface``) also report ``gripper_ce_at_argmax`` /
+        ``rotation_ce_at_argmax``:
         the same CEs from the model run without targets, i.e. at the argmax voxel that inference reads (one more
         forward per batch); the gap between the two pairs is what mislocalised steps cost the gripper and rotation.
         Models without voxels (coordinate regression) report neither.
@@ -722,7 +725,7 @@ class Trainer:
             inputs, targets = make_batch(batch, self.config, self.device)
             with self._autocast():
                 out = self.model(inputs, targets)
-                at_argmax = self.model(inputs) if hasattr(out, "volume_logits") else None  # what inference reads
+                at_argmax = self.model(inputs) if self.model.has_voxel_volume else None  # what inference reads
             B = inputs.images.shape[0]
             for k, v in out.losses.items():
                 sums[k] = sums.get(k, 0.0) + float(v) * B
@@ -822,7 +825,7 @@ class Trainer:
                     for k, v in stats.items():
                         window.setdefault(k, []).append(v)
                     bar.update(1)
-                    term = main_loss_term(stats)
+                    term = self.model.position_loss_term
                     bar.set_postfix(
                         loss=f"{stats['loss']:.3f}",
                         **{term: f"{stats[term]:.3f}"},
@@ -848,7 +851,7 @@ class Trainer:
                         final_val = self.evaluate()
                         if final_val:
                             self._log({"split": "val", "iter": it, **final_val})
-                            key = main_loss_term(final_val)
+                            key = self.model.position_loss_term
                             bar.write(
                                 f"[val @ {it}] {key} {final_val[key]:.3f}  pos_err "
                                 f"{final_val['pos_err_m'] * 100:.1f} cm  (last step "

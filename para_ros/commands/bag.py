@@ -114,10 +114,10 @@ def figure(args) -> int:
     """The paper's method figure from one real inference step on frame ``--frame`` of a recording."""
 
     policy = load_policy(args)
-    if not hasattr(policy.model, "logit_log_scale"):
+    if not policy.model.has_voxel_volume:
         raise ValueError(
             f"model kind {policy.config.model_kind!r} has no voxel volume to draw; the figure is for "
-            "para_v4 and para_dino_kv checkpoints"
+            "checkpoints of a voxel-volume kind (para_v4, para_dino_kv)"
         )
     cfg = policy.config
     with BagReader(args.bag, topic_config(args, policy.view_names)) as bag:
@@ -578,10 +578,10 @@ def _fmt(v, scale=1.0) -> str:
 
 def _response_volume_figure(policy, obs, state, path: Path, step: int) -> None:
     out = policy.last_output
-    if out is None or not hasattr(out, "volume_logits"):  # e.g. the coordinate-regression baseline: no volume
+    if out is None or not policy.model.has_voxel_volume:  # e.g. the coordinate-regression baseline: no volume
         return
     with torch.inference_mode():
-        feats, _ = policy.model.image_features(policy.preprocess(obs.cameras, state).images)  # (1, N, F, P, P)
+        feats = policy.model.feature_maps(policy.preprocess(obs.cameras, state))  # (1, N, F, P, P)
     T = out.volume_logits.shape[1]
     data = figures.response_volume_data(out, step=min(max(step, 0), T - 1) if step >= 0 else T - 1, feature_maps=feats)
     figures.plot_response_volume(obs.cameras[data.view].image_rgb, data, path, view_name=policy.view_names[data.view])

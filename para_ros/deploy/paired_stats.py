@@ -2,7 +2,8 @@
 table of two variants, and how far two runs of the same configuration agree episode by episode.
 
 A row is anything with ``seed`` and ``outcome`` (an :class:`~para_ros.deploy.episodes.EpisodeRow`, or a report's
-episode read back by :mod:`para_ros.deploy.report_agreement`).
+episode read back by :mod:`para_ros.deploy.report_agreement`); :func:`paired_outcomes` pairs on another field when
+told (``key``): an operator-judged evaluation on a robot pairs the episodes of one round, having no seeds.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
-def paired_outcomes(rows_a, rows_b) -> dict:
+def paired_outcomes(rows_a, rows_b, key: str = "seed") -> dict:
     """The paired table of two variants over the seeds both finished: both succeeded, A only, B only, neither; the
-    exact McNemar p-value and the difference of success rates (A - B) on those seeds."""
-    a = {r.seed: r.outcome == "success" for r in rows_a}
-    b = {r.seed: r.outcome == "success" for r in rows_b}
+    exact McNemar p-value and the difference of success rates (A - B) on those seeds. ``key``: the row field that
+    pairs two episodes (``seed``; ``round`` for :mod:`para_ros.deploy.robot_eval`)."""
+    a = {getattr(r, key): r.outcome == "success" for r in rows_a}
+    b = {getattr(r, key): r.outcome == "success" for r in rows_b}
     seeds = sorted(set(a) & set(b))
     both = sum(a[s] and b[s] for s in seeds)
     a_only = sum(a[s] and not b[s] for s in seeds)
