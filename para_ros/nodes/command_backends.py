@@ -7,7 +7,7 @@ Two words, two choices:
 * a **command backend** (the executor's parameter ``backend``: ``joint_trajectory`` | ``i2rt_sdk`` | ``pose``) is
   how commands leave the executor and how it reads the arm's joints: a :class:`para_ros.execution.backends.CommandBackend`;
 * a **robot** (the launchers' ``--robot`` / ``robot:=``: ``sim`` | ``i2rt`` | ``topic``) is the arm the graph drives:
-  which command backend the executor gets and with which parameters, whether the simulator runs.
+  which command backend the executor gets and with which parameters.
 
 Each :class:`CommandBackendSpec` carries its name, a one-line description, the node parameters it reads (the
 :class:`Param` entries, which the executor's parameter table, ``config/executor.yaml``, ``--help`` and
@@ -96,7 +96,8 @@ class RobotSpec:
         description: one line: the arm and who publishes its state.
         command_backend: the registered command backend the executor uses for it.
         executor_parameters: executor parameters set for this robot on top of ``config/executor.yaml``.
-        simulated: the graph runs ``sim_node`` (the simulated YAM) for it.
+        simulated: the arm is the embedded simulated YAM (``sim_node``, which the graph starts for it): the executor
+            follows chunks from the start (``auto_engage``).
         launcher_settings: launcher settings only this robot takes (their names are executor parameters).
     """
 
