@@ -168,7 +168,7 @@ def test_one_implementation_everywhere():
     call them; the rig's MuJoCo (w, x, y, z) quaternion is this module's (x, y, z, w) reordered."""
     from para_ros.adapters import transforms
     from para_ros.execution import executor_core, interpolation, timeline
-    from para_ros.robot import yam_ik
+    from para_ros.robot import arm_kinematics
     from para_ros.sim import cameras
 
     assert transforms.quaternion_to_matrix is rot.quaternion_to_matrix
@@ -181,7 +181,7 @@ def test_one_implementation_everywhere():
     assert interpolation.quaternion_slerp_many is rot.quaternion_slerp_many
     assert timeline.quaternion_weighted_mean is rot.quaternion_weighted_mean
     assert executor_core.make_matrix is rot.make_matrix
-    assert yam_ik.rotation_angle_between is rot.rotation_angle_between
+    assert arm_kinematics.rotation_angle_between is rot.rotation_angle_between
     for r in hard_and_random_rotations(20, seed=9):
         x, y, z, w = rot.matrix_to_quaternion(r.as_matrix())
         np.testing.assert_array_equal(cameras.rotation_matrix_to_quat_wxyz(r.as_matrix()), [w, x, y, z])
