@@ -132,7 +132,7 @@ class OperatorLink:
         """Call ``/chunk_executor/<name>`` (Trigger); RuntimeError when it is not there or refuses."""
         from para_ros.ros_io.task_services import call_service  # rclpy helpers: loaded on first use
 
-        answer = call_service(self.clients[name], None, timeout_s)
+        answer = call_service(self.clients[name], None, timeout_s, resend_after_s=5.0)  # stop / resume: idempotent
         if not answer.success:
             raise RuntimeError(f"/chunk_executor/{name} refused: {answer.message}")
 

@@ -8,17 +8,29 @@ import json
 import time
 
 
-def call_service(client, request=None, timeout_s: float = 10.0):
-    """Call ``client`` and wait for the answer (the node is spun by another thread); RuntimeError on a timeout."""
+def call_service(client, request=None, timeout_s: float = 10.0, resend_after_s: float | None = None):
+    """Call ``client`` and wait for the answer (the node is spun by another thread); RuntimeError on a timeout.
+
+    ``resend_after_s``: for an idempotent request (a Trigger such as the executor's ``~/stop``), send it again when no
+    answer came within this long. A request sent just as the server appears can lose its answer (the server's reply
+    writer not yet matched with this client's reader); a second request gets one."""
     if not client.wait_for_service(timeout_sec=timeout_s):
         raise RuntimeError(f"{client.srv_name} is not available after {timeout_s} s (did sim_node start?)")
-    future = client.call_async(request if request is not None else client.srv_type.Request())
-    deadline = time.monotonic() + timeout_s
-    while not future.done():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{client.srv_name} did not answer within {timeout_s} s")
+    request = request if request is not None else client.srv_type.Request()
+    futures = [client.call_async(request)]
+    start = time.monotonic()
+    deadline, sent = start + timeout_s, start
+    while True:
+        done = [f for f in futures if f.done()]
+        if done:
+            return done[0].result()
+        now = time.monotonic()
+        if now > deadline:
+            raise RuntimeError(f"{client.srv_name} did not answer within {timeout_s} s ({len(futures)} request(s))")
+        if resend_after_s is not None and now - sent >= resend_after_s:
+            futures.append(client.call_async(request))
+            sent = now
         time.sleep(0.01)
-    return future.result()
 
 
 def reset_task(params_client, reset_client, seed: int) -> dict:
