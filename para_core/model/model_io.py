@@ -53,6 +53,7 @@ class V4Output:
     rotation_logits: torch.Tensor  # (B, T, 3, R)
     grid: VoxelGrid
     cls: torch.Tensor  # (B, N, C)
+    patch_features: torch.Tensor | None = None  # (B, N, F, h, w) projected patch grid (para_core.model.familiarity)
     losses: dict[str, torch.Tensor] = field(default_factory=dict)
     volume_lse: torch.Tensor | None = None  # (B, T) logsumexp of each step's logits, filled on first use
     argmax_voxel: torch.Tensor | None = None  # (B, T) long: each step's most probable voxel (None: take the argmax)

@@ -28,6 +28,7 @@ from para_core.model.checkpoint import load_checkpoint
 from para_core.model.confidence import ChunkInForce, step_confidence
 from para_core.model.config import COMPILE_MODES, V4Config, torch_dtype
 from para_core.model.decoding import ChunkFusion, DecodingConfig, decode_chunk
+from para_core.model.familiarity import Familiarity, has_familiarity
 from para_core.model.interface import check_model_interface
 from para_core.model.model_io import V4Inputs
 from para_core.model.registry import build_model
@@ -66,6 +67,9 @@ class PolicyOutput:
     entropy: np.ndarray = field(default_factory=lambda: np.zeros(0))
     chunk_agreement: np.ndarray = field(default_factory=lambda: np.zeros(0))
     view_agreement: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # (N,) per view, in view_names order: how novel the view's image features are against the training data's, as a
+    # ratio to the familiar limit (above 1: unfamiliar; para_core.model.familiarity); empty without a memory
+    novelty_ratio: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -234,6 +238,7 @@ class Policy:
         d = self.decoding
         self.fusion = ChunkFusion(d.fusion_tau_s, d.fusion_radius_m, d.fusion_store_k, d.fusion_max_chunks)
         self.chunk_in_force = ChunkInForce()  # the last chunk predicted: what the chunk agreement is measured against
+        self.familiarity: Familiarity | None = None  # the training features' memory (set_familiarity)
         self.last_output: Any = None  # the last forward's output record (a V4Output for a voxel-volume kind)
         self.last_timing_s: dict[str, float] = {}
         self._warned_low_scene_camera = False
@@ -257,7 +262,7 @@ class Policy:
 
         model, config, meta = load_checkpoint(path)
         model_id = meta.get("model_id") or f"{config.model_kind}:{Path(path).name}"
-        return cls(
+        policy = cls(
             model,
             config,
             resolve_device(device),
@@ -269,6 +274,24 @@ class Policy:
             keep_freed_memory=keep_freed_memory,
             decoding=decoding,
         )
+        if has_familiarity(path):  # the checkpoint ships the memory of its training features
+            policy.set_familiarity(Familiarity.load(path))
+        return policy
+
+    def set_familiarity(self, familiarity: Familiarity | None) -> None:
+        """Measure each observation's novelty against ``familiarity`` (``PolicyOutput.novelty_ratio``); None: stop.
+        ValueError when it was built for other views or another checkpoint's weights."""
+        if familiarity is not None:
+            if tuple(familiarity.view_names) != self.view_names:
+                raise ValueError(
+                    f"familiarity: built for views {list(familiarity.view_names)}, the policy has {list(self.view_names)}"
+                )
+            if familiarity.model_id and familiarity.model_id != self.model_id:
+                raise ValueError(
+                    f"familiarity: built for checkpoint {familiarity.model_id!r}, this policy is {self.model_id!r}: "
+                    f"its features are another model's (rebuild it with `para-train familiarity`)"
+                )
+        self.familiarity = familiarity
 
     @classmethod
     def random_init(
@@ -431,6 +454,10 @@ class Policy:
             measures = step_confidence(
                 self.config, out, chunk.positions_world, chunk.confidence, self.chunk_in_force, stamp_s
             )
+        novelty_ratio = np.zeros(0)
+        patch_features = getattr(out, "patch_features", None)
+        if self.familiarity is not None and patch_features is not None:
+            novelty_ratio = self.familiarity.ratios(self.familiarity.novelty(patch_features[0]))
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
@@ -445,6 +472,7 @@ class Policy:
             top_voxels_world=top_xyz,
             top_voxels_prob=top_p,
             voxel_bounds_world=bounds,
+            novelty_ratio=novelty_ratio,
             **(
                 {}
                 if measures is None

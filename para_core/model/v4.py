@@ -105,6 +105,22 @@ class ParaV4Model(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, N, 3, S, S) -> per-view feature maps (B, N, F, P, P) and CLS tokens (B, N, C). A multi-view backbone
         (DA3) also reads the intrinsics (B, N, 3, 3) and poses (B, N, 4, 4) of the views; the others ignore them."""
+        patches, cls = self.patch_features(images, K_img, T_world_cam)
+        return self.interpolate_to_prediction_grid(patches), cls
+
+    def interpolate_to_prediction_grid(self, patches: torch.Tensor) -> torch.Tensor:
+        """(B, N, F, h, w) patch features -> (B, N, F, P, P) the feature maps the voxels are scored from."""
+        B, N = patches.shape[:2]
+        P = self.config.pred_size
+        feat = Fn.interpolate(patches.flatten(0, 1), size=(P, P), mode="bilinear", align_corners=False)
+        return feat.reshape(B, N, *feat.shape[1:])  # (B, N, F, P, P)
+
+    def patch_features(
+        self, images: torch.Tensor, K_img: torch.Tensor | None = None, T_world_cam: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, N, 3, S, S) -> the projected patch grid of every view (B, N, F, h, w), before its interpolation to
+        the prediction grid (what ``para_core.model.familiarity`` compares with the training data), and the CLS
+        tokens (B, N, C)."""
         B, N = images.shape[:2]
         if self.backbone.multi_view:
             if K_img is None or T_world_cam is None:
@@ -116,8 +132,6 @@ class ParaV4Model(nn.Module):
         else:
             out = self.backbone(images.flatten(0, 1))  # patch grid (B*N, C, h, w), cls (B*N, C)
         feat = self.proj(out.patch_grid)  # (B*N, F, h, w)
-        P = self.config.pred_size
-        feat = Fn.interpolate(feat, size=(P, P), mode="bilinear", align_corners=False)  # (B*N, F, P, P)
         return feat.reshape(B, N, *feat.shape[1:]), out.cls.reshape(B, N, -1)
 
     def height_encoding(self, voxel_xyz: torch.Tensor, voxel_ids: torch.Tensor) -> torch.Tensor:
@@ -246,7 +260,8 @@ class ParaV4Model(nn.Module):
             grid = build_voxel_grid(
                 cfg, inputs.K_img.float(), inputs.T_world_cam.float(), cache=self.grid_cache if use_cache else None
             )
-        feat_maps, cls = self.image_features(inputs.images, inputs.K_img, inputs.T_world_cam)  # (B,N,F,P,P), (B,N,C)
+        patches, cls = self.patch_features(inputs.images, inputs.K_img, inputs.T_world_cam)  # (B,N,F,h,w), (B,N,C)
+        feat_maps = self.interpolate_to_prediction_grid(patches)  # (B, N, F, P, P)
         q = self.queries(cls, inputs)  # (B, T, F)
         if self.fast_inference and targets is None and not self.training:
             voxel_feat, at, logits, lse, argmax = voxel_features_fast(self, feat_maps, grid, q)  # the same, less work
@@ -274,6 +289,7 @@ class ParaV4Model(nn.Module):
             rotation_logits=head[..., self.n_grip :].reshape(*head.shape[:2], 3, self.n_rot),
             grid=grid,
             cls=cls,
+            patch_features=patches.detach(),
             volume_lse=lse,
             argmax_voxel=argmax,
         )

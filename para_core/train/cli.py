@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="para-train",
         description=__doc__.split("\n\n")[0],
         epilog="Output: RUN/checkpoint (deployable), RUN/metrics.jsonl, RUN/loss_curve.png, RUN/train_state "
-        "(resume). See para_core.train.trainer for the schedule and the run directory layout.",
+        "(resume). See para_core.train.trainer for the schedule and the run directory layout. "
+        "`para-train familiarity --help`: a trained checkpoint's memory of its training features (docs/confidence.md).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -360,6 +361,11 @@ def resolve_configs(args: argparse.Namespace):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["familiarity"]:  # the one sub-command: a trained checkpoint's memory of its training features
+        from para_core.train.familiarity_cli import main as familiarity_main
+
+        return familiarity_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:  # first: OMP_WAIT_POLICY takes effect only when set before torch loads (resolve_configs imports it)

@@ -13,6 +13,9 @@ it publishes what comes back. Everything else is here, testable without DDS:
 * the cameras' images checked (``para_ros.observation.camera_check``): an observation with a covered or frozen
   camera is refused (``camera.<view>``, ``dropped.camera``) and its stamp kept for :meth:`InferencePipeline.take_refused`
   (a lockstep simulator waits for an answer to every frame);
+* the scene's familiarity (``para_ros.inference.familiarity_check``): while a view's novelty against the policy's
+  training features stays above its limit, the chunks are withheld (``familiarity``, ``dropped.unfamiliar``) and
+  their stamps kept for :meth:`InferencePipeline.take_refused` like a refused camera's;
 * the prediction (``para_core.model.policy.Policy``, its chunk decoding included) with the observation stamp as the
   chunk's time base; for ``fused`` decoding the pipeline holds the memory of the earlier chunks
   (``para_core.model.decoding.ChunkFusion``);
@@ -35,6 +38,7 @@ from typing import Protocol
 import numpy as np
 
 from para_core.model.policy import CameraObservation, Policy, PolicyOutput, RobotState
+from para_ros.inference.familiarity_check import FamiliarityCheck, FamiliarityCheckSettings
 from para_ros.observation.builder import (
     GripperHistory,
     ObservationProblem,
@@ -112,10 +116,13 @@ class InferencePipeline:
         gripper_source: str = "the joint states",
         ee_from_joints=None,
         camera_check: CameraCheckSettings | None = None,
+        familiarity_check: FamiliarityCheckSettings | None = None,
     ):
         """:param info_sources: each view's CameraInfo topic (named in problems); ``gripper_source``: the joint-state
         topic; ``ee_from_joints``: the joint-state history behind an ``ee_source: joint_states`` node (its history is
-        forgotten at a clock jump); ``camera_check``: how the images are checked (default: on, the defaults)."""
+        forgotten at a clock jump); ``camera_check``: how the images are checked (default: on, the defaults);
+        ``familiarity_check``: how the policy's novelty ratios are judged (default: on where the policy has a
+        familiarity memory)."""
         self.policy = policy
         self.views = tuple(policy.view_names)
         self.observation_settings = observation_settings
@@ -135,7 +142,11 @@ class InferencePipeline:
         self.latencies_s: deque[float] = deque(maxlen=LATENCY_HISTORY)
         self.last_observation_timing_s: dict[str, float] = {}
         self.camera_check = CameraCheck(camera_check)
-        self._refused_ns: list[int] = []  # observation stamps refused for a camera's images, not yet taken
+        memory = policy.familiarity
+        self.familiarity_check = FamiliarityCheck(
+            familiarity_check, memory.settings.window_frames if memory is not None else 5
+        )
+        self._refused_ns: list[int] = []  # observation stamps refused (a camera's images, an unfamiliar scene)
 
     # ------------------------------------------------------------------------------------------------ inputs
     def _new_pairer(self) -> ObservationPairer:
@@ -195,6 +206,7 @@ class InferencePipeline:
                 self.ee_from_joints.history = type(old)(old.joint_names, old.history_ns / 1e9)
             self.fusion.clear()
             self.camera_check.reset()
+            self.familiarity_check.reset()
             self._refused_ns.clear()
 
     # ------------------------------------------------------------------------------------------ inference
@@ -263,7 +275,8 @@ class InferencePipeline:
         return False
 
     def take_refused(self) -> list[int]:
-        """The observation stamps refused for a camera's images since the last call (and forget them)."""
+        """The observation stamps refused (a camera's images, an unfamiliar scene) since the last call (and forget
+        them): a lockstep simulator is told that they get no chunk."""
         with self._lock:
             refused, self._refused_ns = self._refused_ns, []
         return refused
@@ -347,6 +360,8 @@ class InferencePipeline:
             self.report.fault("policy", "policy output is not finite: chunk dropped")
             return None
         self.report.clear("policy")
+        if not self.scene_familiar(stamp_ns, out):
+            return None
         return Prediction(
             stamp_ns,
             out,
@@ -356,6 +371,24 @@ class InferencePipeline:
             dict(stages_ms or {}),
             t_predicted,
         )
+
+    def scene_familiar(self, stamp_ns: int, out: PolicyOutput) -> bool:
+        """Whether the observation looks familiar to the policy (``para_ros.inference.familiarity_check``); an
+        unfamiliar one is reported (``familiarity``, ``dropped.unfamiliar``) and its stamp kept for
+        :meth:`take_refused`. The windowed ratios go to ``novelty_ratio.<view>``."""
+        with self._lock:
+            problem = self.familiarity_check.check(self.views, out.novelty_ratio)
+            medians = self.familiarity_check.last_medians
+        for view, value in zip(self.views, medians):
+            self.report.set_value(f"novelty_ratio.{view}", round(float(value), 3))
+        if problem is None:
+            self.report.clear("familiarity")
+            return True
+        self.report.count("dropped.unfamiliar")
+        self.report.problem("familiarity", problem)
+        with self._lock:
+            self._refused_ns.append(stamp_ns)
+        return False
 
     def is_current(self, prediction: Prediction) -> bool:
         """False (counted ``dropped.time_jump``) when the clock jumped back while the model ran: the observation is

@@ -82,6 +82,7 @@ from para_core.model.policy import Policy
 from para_msgs.msg import ActionChunk
 from para_ros.adapters.tf import Buffer, TransformException, TransformListener
 from para_ros.execution.chunk import ChunkChecks
+from para_ros.inference.familiarity_check import FamiliarityCheckSettings
 from para_ros.inference.pipeline import InferencePipeline, PairingSettings
 from para_ros.nodes.health import HealthReporter
 from para_ros.nodes.lockstep_hooks import ACK_QOS
@@ -291,10 +292,29 @@ PARAMETERS = ParameterTable(
             dynamic=True,
         ),
         Param(
+            "familiarity_check",
+            True,
+            "Withhold the chunks while a camera sees what the policy never saw (an unseen object, a hand in the "
+            "workspace): a view's novelty against the checkpoint's memory of its training features "
+            "(familiarity.safetensors, built by `para-train familiarity`) above its limit, as the median of the last "
+            "familiarity_window_frames observations; the view and how far on /diagnostics (familiarity). Does nothing "
+            "for a checkpoint without a memory; false = chunks whatever the scene.",
+            dynamic=True,
+            section="familiarity check (docs/confidence.md)",
+        ),
+        Param(
+            "familiarity_window_frames",
+            0,
+            "Observations whose median novelty is judged; 0 = the memory's own window (what its limits were fitted "
+            "for).",
+            range=(0, 100),
+            dynamic=True,
+        ),
+        Param(
             "lockstep_ack_topic",
             "",
             "Lockstep evaluation only (para-sim eval --lockstep sets it): where to say that a frame gets no chunk "
-            "(a refused camera), so the simulator does not wait for one; empty = off.",
+            "(a refused camera, an unfamiliar scene), so the simulator does not wait for one; empty = off.",
         ),
         Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState input topic.", section="inputs"),
         *(
@@ -359,6 +379,7 @@ class InferenceNode(Node):
             gripper_source=p["joint_states_topic"],
             ee_from_joints=self.ee_from_joints,
             camera_check=self._camera_check_settings(p),
+            familiarity_check=self._familiarity_check_settings(p),
         )
         # Before the TF buffer, so this runs first (an upstream tf2_ros Buffer registers a jump callback of its own,
         # and rcl calls no callback registered after one that raised).
@@ -457,6 +478,12 @@ class InferenceNode(Node):
             frozen_tool_motion_m=float(p["camera_frozen_tool_motion_m"]),
         )
 
+    @staticmethod
+    def _familiarity_check_settings(p) -> FamiliarityCheckSettings:
+        return FamiliarityCheckSettings(
+            enabled=bool(p["familiarity_check"]), window_frames=int(p["familiarity_window_frames"])
+        )
+
     def _apply_parameters(self, changes: dict) -> None:
         """On-set callback (after the table's checks): the dynamic parameters take effect from the next frame."""
         self.params = {**self.params, **changes}
@@ -464,6 +491,9 @@ class InferenceNode(Node):
             self.pipeline.set_pairing(self._pairing_settings(self.params))  # pairing starts afresh
         if any(name.startswith("camera_") for name in changes):
             self.pipeline.camera_check.settings = self._camera_check_settings(self.params)
+        if any(name.startswith("familiarity_") for name in changes):
+            self.pipeline.familiarity_check.settings = self._familiarity_check_settings(self.params)
+            self.pipeline.familiarity_check.reset()
         self._wake.set()  # the inference loop re-reads max_rate_hz
         self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 
