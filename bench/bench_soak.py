@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from para_ros.ros_io.spin import spin_until
 from para_ros.stamps import stamp_to_ns
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -97,11 +98,7 @@ class GraphWatch:
         self._thread.start()
 
     def _spin(self) -> None:
-        while self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.1)
-            except Exception:  # noqa: BLE001 - the context went away under us
-                break
+        spin_until(self.executor, lambda: not self.context.ok(), period_s=0.1, on_error="stop")
 
     def _on_chunk(self, msg) -> None:
         received_ns = time.time_ns()

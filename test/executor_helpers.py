@@ -23,6 +23,8 @@ import yaml
 from ros_helpers import start_python, stop_process, wait_for
 from scipy.spatial.transform import Rotation, Slerp
 
+from para_ros.ros_io.spin import spin_until
+
 REPO = Path(__file__).resolve().parent.parent
 TOP_DOWN_R = np.array([[-1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]]).T  # columns: tool x, y, z in base
 
@@ -125,11 +127,7 @@ class ExecutorDriver:
         self.log_path = None
 
     def _spin(self):
-        while self.ctx.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.05)
-            except Exception:  # context shut down
-                break
+        spin_until(self.executor, lambda: not self.ctx.ok(), on_error="stop")
 
     def _on_command(self, msg):
         with self.lock:

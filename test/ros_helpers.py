@@ -10,6 +10,7 @@ import threading
 from collections.abc import Sequence
 
 from para_ros.dds_env import loopback_dds_env
+from para_ros.ros_io.spin import spin_until
 from para_ros.ros_io.synthetic_rig import wait_for  # noqa: F401 (re-exported for the tests)
 
 # Every child process the tests start, so the test run can make sure none outlives it (see conftest.py).
@@ -34,14 +35,9 @@ def start_python(
 def spinner_thread(executor, context) -> threading.Thread:
     """A daemon thread (not started) that spins ``executor`` until ``context`` is shut down."""
 
-    def spin_until_shutdown():
-        while context.ok():
-            try:
-                executor.spin_once(timeout_sec=0.05)
-            except Exception:  # noqa: BLE001 - the context was shut down under us
-                break
-
-    return threading.Thread(target=spin_until_shutdown, daemon=True)
+    return threading.Thread(
+        target=spin_until, args=(executor, lambda: not context.ok()), kwargs={"on_error": "stop"}, daemon=True
+    )
 
 
 def kill_leftovers() -> list[str]:

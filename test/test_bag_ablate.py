@@ -59,6 +59,8 @@ def test_v2_preset_is_the_seed_parity_column():
     assert v2.n_voxels == 2 * 32 * 128 * 128
     v4 = V4Config.paper()
     same = {
-        k for k in v4.to_dict() if k not in ("name", "height_encoding", "z_range_mode", "n_height_bins", "pred_size")
+        k
+        for k in v4.to_flat_dict()
+        if k not in ("name", "height_encoding", "z_range_mode", "n_height_bins", "pred_size")
     }
-    assert all(v2.to_dict()[k] == v4.to_dict()[k] for k in same)
+    assert all(v2.to_flat_dict()[k] == v4.to_flat_dict()[k] for k in same)

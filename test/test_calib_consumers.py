@@ -8,8 +8,6 @@ or ignores the file fails.
 
 from __future__ import annotations
 
-import time
-
 import cv2
 import numpy as np
 import pytest
@@ -22,6 +20,7 @@ from test_deploy_graph import (  # noqa: F401
 
 from para_ros.commands import deploy
 from para_ros.deploy import graph
+from para_ros.ros_io.spin import spin_until
 
 SCENE_T = np.eye(4)
 SCENE_T[:3, :3] = cv2.Rodrigues(np.array([-2.2, 0.05, 0.1]))[0]
@@ -147,15 +146,17 @@ def test_calibration_tf_node_publishes_the_file_on_tf_static(calibration_file):
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.add_node(listener_node)
-        deadline = time.monotonic() + 10.0
         got = {}
-        while time.monotonic() < deadline and len(got) < 2:
-            executor.spin_once(timeout_sec=0.05)
+
+        def both_frames_seen() -> bool:
             for parent, child in (("base", "scene_cam_optical_frame"), ("gripper", "wrist_cam_optical_frame")):
                 try:
                     got[child] = buffer.lookup_matrix(parent, child, rclpy.time.Time())
                 except Exception:  # noqa: BLE001 - not there yet
                     pass
+            return len(got) == 2
+
+        spin_until(executor, both_frames_seen, 10.0)
         assert np.allclose(got["scene_cam_optical_frame"], SCENE_T, atol=1e-6)
         assert np.allclose(got["wrist_cam_optical_frame"], WRIST_T, atol=1e-6)
         node.destroy_node()

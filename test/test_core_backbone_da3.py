@@ -52,7 +52,8 @@ def test_registered_and_presets():
     assert (cfg.backbone_kind, cfg.patch_size, cfg.img_size, cfg.backbone_config) == ("da3", 14, 56, DA3_TINY)
     paper, da3 = V4Config.paper(), V4Config.paper_da3()
     assert (da3.backbone_kind, da3.patch_size, da3.img_size, da3.patch_grid) == ("da3", 14, 504, 36)
-    differ = {f.name for f in dataclasses.fields(V4Config) if getattr(paper, f.name) != getattr(da3, f.name)}
+    a, b = paper.to_flat_dict(), da3.to_flat_dict()
+    differ = {k for k in a if a[k] != b[k]}
     assert differ == {"name", "backbone_kind", "backbone_config", "patch_size", "img_size"}  # the head is v4's
     assert V4Config.from_json(da3.to_json()) == da3
     assert V4Config.preset("paper_da3") == da3
@@ -240,7 +241,7 @@ def test_checkpoint_roundtrip_identical_outputs(tmp_path):
     cfg = _tiny()
     model = build_model(cfg).eval()
     path = save_checkpoint(tmp_path / "ckpt", model)
-    assert json.loads((path / "config.json").read_text())["config"]["backbone_kind"] == "da3"
+    assert json.loads((path / "config.json").read_text())["config"]["backbone"]["backbone_kind"] == "da3"
     loaded, cfg2, _ = load_checkpoint(path, expected_kind="para_v4")
     assert cfg2 == cfg and isinstance(loaded.backbone, DA3Backbone)
     inp = make_inputs(cfg, batch=2)
@@ -284,7 +285,7 @@ def test_pretrained_release_dir_and_self_contained_checkpoint(tmp_path, da3_smal
     a, b = net.state_dict(), model.backbone.net.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     ckpt = save_checkpoint(tmp_path / "ckpt", model)
-    meta = json.loads((ckpt / "config.json").read_text())["config"]
+    meta = json.loads((ckpt / "config.json").read_text())["config"]["backbone"]
     assert meta["backbone_pretrained_dir"] == "" and meta["backbone_config"] == DA3_SMALL
     loaded, _, _ = load_checkpoint(ckpt, expected_kind="para_v4")
     c = loaded.backbone.net.state_dict()

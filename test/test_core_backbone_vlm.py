@@ -4,7 +4,6 @@ projector, language model), the prompt reaching them, the language model frozen 
 optimiser state, unchanged) while the vision tokens learn through it, the parameter count by hand, checkpoints, a
 local pretrained directory, and the refusals. Also: the head's tensors across the three paper presets."""
 
-import dataclasses
 import importlib.util
 import json
 
@@ -43,7 +42,8 @@ def test_registered_and_presets():
     assert (cfg.backbone_kind, cfg.patch_size, cfg.img_size) == ("internvl", 14, 112)
     paper, vlm = V4Config.paper(), V4Config.paper_vlm()
     assert (vlm.backbone_kind, vlm.patch_size, vlm.img_size) == ("internvl", 14, 448)
-    differ = {f.name for f in dataclasses.fields(V4Config) if getattr(paper, f.name) != getattr(vlm, f.name)}
+    a, b = paper.to_flat_dict(), vlm.to_flat_dict()
+    differ = {k for k in a if a[k] != b[k]}
     assert differ == {"name", "backbone_kind", "backbone_config", "patch_size", "img_size"}  # the head is v4's
     assert V4Config.from_json(vlm.to_json()) == vlm and V4Config.preset("paper_vlm") == vlm
     assert V4Config.paper_internvl().backbone_kind == "internvl_vision"  # the tower-only variant stays
@@ -181,7 +181,7 @@ def test_checkpoint_roundtrip_identical_outputs(tmp_path):
     cfg = _tiny()
     model = build_model(cfg).eval()
     path = save_checkpoint(tmp_path / "ckpt", model)
-    saved = json.loads((path / "config.json").read_text())["config"]
+    saved = json.loads((path / "config.json").read_text())["config"]["backbone"]
     assert (saved["backbone_kind"], saved["backbone_config"]["prompt"]) == ("internvl", "pick up the cube")
     loaded, cfg2, _ = load_checkpoint(path, expected_kind="para_v4")
     assert cfg2 == cfg and isinstance(loaded.backbone, InternVLLanguageBackbone)
@@ -208,7 +208,7 @@ def test_pretrained_dir_and_refusals(tmp_path):
     a, b = ref.state_dict(), model.backbone.vlm.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     ckpt = save_checkpoint(tmp_path / "ckpt", model)  # self-contained: the architecture and the prompt's ids
-    meta = json.loads((ckpt / "config.json").read_text())["config"]
+    meta = json.loads((ckpt / "config.json").read_text())["config"]["backbone"]
     assert meta["backbone_pretrained_dir"] == "" and meta["backbone_config"]["prompt_token_ids"] == list(
         b"pick up the cube"
     )

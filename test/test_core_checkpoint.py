@@ -58,7 +58,7 @@ def test_wrong_kind(saved):
 
 def test_mismatched_shapes(saved):
     _, _, path = saved
-    _edit_config(path, lambda m: m["config"].update(feat_dim=8))
+    _edit_config(path, lambda m: m["config"]["head"].update(feat_dim=8))
     with pytest.raises(
         CheckpointError,
         match=r"shape mismatch.*proj\.weight: checkpoint \(16, 64, 1, 1\) vs model "
@@ -105,7 +105,7 @@ def test_missing_files_and_bad_json(saved, tmp_path):
 
 def test_invalid_config_in_checkpoint(saved):
     _, _, path = saved
-    _edit_config(path, lambda m: m["config"].update(img_size=60))
+    _edit_config(path, lambda m: m["config"]["backbone"].update(img_size=60))
     with pytest.raises(CheckpointError, match=r"config is invalid: V4Config.img_size = 60"):
         load_checkpoint(path)
 

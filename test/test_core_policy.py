@@ -195,12 +195,11 @@ def test_scene_camera_below_the_height_range_is_warned_once():
     ],
 )
 def test_scene_camera_warning_fires_exactly_when_the_range_is_clipped(mode, margins_above_z_hi, clipped):
-    import dataclasses
     import warnings
 
     from para_core.model.geometry import adaptive_z_range
 
-    cfg = dataclasses.replace(V4Config.tiny(), z_range_mode=mode, cam_margin_m=0.05)
+    cfg = V4Config.tiny().replace(z_range_mode=mode, cam_margin_m=0.05)
     cam_z = cfg.z_hi_m + margins_above_z_hi * cfg.cam_margin_m
     z_hi_k, _ = adaptive_z_range(
         torch.tensor([cam_z], dtype=torch.float64),

@@ -413,7 +413,7 @@ def test_cli_trains_resumes_and_prints_how_to_deploy(tmp_path, episodes, capsys)
     ]
     assert cli_main(args + ["--print-config"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["model"]["feat_dim"] == 8 and printed["model"]["max_iters"] == 2
+    assert printed["model"]["head"]["feat_dim"] == 8 and printed["model"]["training"]["max_iters"] == 2
     assert printed["train"]["num_workers"] == 0 and len(printed["episodes"]) == 4
     assert cli_main(args) == 0
     text = capsys.readouterr().out

@@ -23,6 +23,7 @@ from executor_helpers import ReferenceKinematics, load_limits
 from test_deploy_launcher import pid_gone
 
 from para_ros.dds_env import loopback_dds_env
+from para_ros.ros_io.spin import spin_until
 
 REPO = Path(__file__).resolve().parent.parent
 ARM_JOINTS = [f"joint{i}" for i in range(1, 7)]
@@ -86,11 +87,7 @@ class CommandListener:
             self.first_chunk_stamp_ns = t_ns
 
     def _spin(self) -> None:
-        while self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.05)
-            except Exception:  # noqa: BLE001 - shutting down
-                break
+        spin_until(self.executor, lambda: not self.context.ok(), on_error="stop")
 
     def close(self) -> None:
         self.context.try_shutdown()

@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 from ros_helpers import start_python, stop_process
 
+from para_ros.ros_io.spin import spin_until
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,11 +69,7 @@ class SimWitness:
         self.thread.start()
 
     def _spin(self):
-        while self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.05)
-            except Exception:  # noqa: BLE001 - shutting down
-                return
+        spin_until(self.executor, lambda: not self.context.ok(), on_error="stop")
 
     def _on_prompt(self, msg):
         with self.lock:

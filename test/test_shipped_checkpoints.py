@@ -63,3 +63,39 @@ def test_shipped_checkpoint_loads_reproduces_and_predicts(ck):
     margin = 0.05
     assert np.all(xyz[:, 0] >= cfg.workspace_x_m[0] - margin) and np.all(xyz[:, 0] <= cfg.workspace_x_m[1] + margin)
     assert np.all(xyz[:, 1] >= cfg.workspace_y_m[0] - margin) and np.all(xyz[:, 1] <= cfg.workspace_y_m[1] + margin)
+
+
+PREDICTIONS = json.loads((REPO / "test" / "fixtures" / "shipped_checkpoint_predictions.json").read_text())
+
+
+def test_every_shipped_checkpoint_has_recorded_predictions():
+    assert sorted(PREDICTIONS["checkpoints"]) == [p.name for p in SHIPPED], f"re-record with: {PREDICTIONS['made_by']}"
+
+
+@pytest.mark.parametrize("ck", SHIPPED, ids=lambda p: p.name)
+def test_shipped_checkpoint_predicts_what_it_predicted_when_recorded(ck):
+    """The chunk on a fixed observation equals the one recorded by the code of ``code_commit`` (the fixture's
+    command): loading the shipped config.json (flat, as written then) changes nothing the model computes."""
+    from shipped_predictions import predict
+
+    expected = PREDICTIONS["checkpoints"][ck.name]
+    got = predict(ck)
+    for key, values in expected.items():
+        np.testing.assert_allclose(got[key], values, atol=1e-5, rtol=0, err_msg=f"{ck.name}: {key}")
+
+
+@pytest.mark.parametrize("ck", SHIPPED, ids=lambda p: p.name)
+def test_shipped_flat_config_loads_every_field_and_is_written_back_grouped(ck, tmp_path):
+    from para_core.model.checkpoint import save_checkpoint
+    from para_core.model.config import CONFIG_GROUPS
+
+    flat = json.loads((ck / "config.json").read_text())["config"]
+    assert "backbone" not in flat  # the flat layout: one key per field
+    model, cfg, _ = load_checkpoint(ck)
+    assert cfg.to_flat_dict() == flat  # every field read as written, none dropped or defaulted
+    path = save_checkpoint(tmp_path / ck.name, model, cfg)
+    written = json.loads((path / "config.json").read_text())["config"]
+    assert set(written) == {"model_kind", "name", *CONFIG_GROUPS}
+    model2, cfg2, _ = load_checkpoint(path)
+    assert cfg2 == cfg
+    assert all(torch.equal(v, model2.state_dict()[k]) for k, v in model.state_dict().items())

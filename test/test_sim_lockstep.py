@@ -31,6 +31,7 @@ from sensor_msgs.msg import Image  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from para_msgs.msg import ActionChunk  # noqa: E402
+from para_ros.ros_io.spin import spin_until  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -153,11 +154,7 @@ def rig():
 
 
 def _spin(executor, context):
-    while context.ok():
-        try:
-            executor.spin_once(timeout_sec=0.05)
-        except Exception:  # noqa: BLE001 - shutting down
-            break
+    spin_until(executor, lambda: not context.ok(), on_error="stop")
 
 
 def reset(node) -> None:
@@ -272,16 +269,12 @@ def test_a_node_busy_through_a_reset_still_sees_the_clock_jump_back(rig):
     busy_executor = SingleThreadedExecutor(context=busy_context)
     busy_executor.add_node(busy)
     try:
-        deadline = time.monotonic() + 30.0
-        while not (seen and seen[-1] == EPOCH_NS) and time.monotonic() < deadline:
-            busy_executor.spin_once(timeout_sec=0.05)
+        spin_until(busy_executor, lambda: bool(seen) and seen[-1] == EPOCH_NS, 30.0)
         assert seen and seen[-1] == EPOCH_NS, "the busy node never read the first instant"
         seen.clear()
         reset(node)
         time.sleep(0.2 * HOP_HOLD_S)  # busy: reads nothing meanwhile (its queue keeps the newest /clock only)
-        deadline = time.monotonic() + 3.0 * HOP_HOLD_S
-        while time.monotonic() < deadline:
-            busy_executor.spin_once(timeout_sec=0.05)
+        spin_until(busy_executor, lambda: False, 3.0 * HOP_HOLD_S)  # spin for that long: read what comes
     finally:
         busy_executor.shutdown()
         busy.destroy_node()

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from para_core.model import cpu_attention
+from para_core.model.backbone_configs import INTERNVL_VISION_CONFIG_KEYS
 
 
 @dataclass
@@ -75,28 +76,9 @@ def check_pretrained_dir(path: Path, what: str) -> None:
         )
 
 
-# InternVLVisionConfig fields recorded in checkpoints (the architecture and its dropouts, not the init scale).
-_INTERNVL_ARCH_KEYS = (
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "hidden_act",
-    "attention_bias",
-    "use_qk_norm",
-    "norm_type",
-    "layer_norm_eps",
-    "image_size",
-    "patch_size",
-    "num_channels",
-    "use_mask_token",
-    "use_absolute_position_embeddings",
-    "layer_scale_init_value",
-    "use_mean_pooling",
-    "hidden_dropout_prob",
-    "attention_dropout",
-    "projection_dropout",
-)
+# InternVLVisionConfig fields recorded in checkpoints: every keyword the config takes except the init scale (the
+# architecture and its dropouts).
+_INTERNVL_ARCH_KEYS = tuple(sorted(INTERNVL_VISION_CONFIG_KEYS - {"initializer_range"}))
 
 
 def internvl_tower_arch(hf) -> dict:

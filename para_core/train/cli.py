@@ -47,7 +47,14 @@ import yaml
 from para_core.data.augmentation import field_names as augmentation_field_names
 from para_core.data.dataset import find_episode_dirs
 from para_core.data.lerobot_dataset import LeRobotImportOptions, convert_for_training
-from para_core.model.config import DTYPES, PRESET_NAMES, V4Config
+from para_core.model.config import (
+    CONFIG_GROUPS,
+    DTYPES,
+    FLAT_FIELD_GROUP,
+    PRESET_NAMES,
+    TOP_LEVEL_FIELDS,
+    V4Config,
+)
 from para_core.model.hardware import WAIT_POLICIES, configure_cpu_threads
 from para_core.train.calibration_record import episode_calibrations, write_recipe_calibrations
 
@@ -281,14 +288,14 @@ def resolve_configs(args: argparse.Namespace):
             if not isinstance(train_over, dict):
                 raise ValueError(f"--config {args.config}: 'train' must be a mapping of TrainConfig fields")
             model_over = data
-        base = V4Config.preset(args.preset).to_dict()
-        unknown = sorted(set(model_over) - set(base))
+        base = V4Config.preset(args.preset)
+        unknown = sorted(set(model_over) - set(TOP_LEVEL_FIELDS) - set(CONFIG_GROUPS) - set(FLAT_FIELD_GROUP))
         if unknown:
             raise ValueError(
                 f"--config {args.config}: unknown V4Config field(s) {unknown}; check the spelling "
                 f"(put TrainConfig fields under 'train:')"
             )
-        model = V4Config.from_dict({**base, **model_over})
+        model = base.replace(**model_over)
         train = TrainConfig.from_dict(train_over)
         camera_keys = parse_camera_keys(args.camera_key)
         unknown_views = sorted(set(camera_keys) - set(model.view_names))

@@ -47,7 +47,7 @@ def check_compatible(saved: V4Config, config: V4Config, checkpoint: str | Path) 
             f"{where} was trained on cameras {list(saved.view_names)}, this run's data has "
             f"{list(config.view_names)}: fine-tune on episodes with the checkpoint's camera set"
         )
-    a, b = saved.to_dict(), config.to_dict()
+    a, b = saved.to_flat_dict(), config.to_flat_dict()
     ignore = set(SCHEDULE_FIELDS)
     if config.backbone_pretrained_dir:  # the weights come from the checkpoint: its saved backbone architecture wins
         ignore |= set(_BACKBONE_SOURCE)

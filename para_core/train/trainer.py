@@ -63,7 +63,7 @@ from torch.utils.data import default_collate
 from para_core.data import augmentation
 from para_core.data.dataset import EpisodeDataset, make_batch
 from para_core.model.checkpoint import read_checkpoint_meta, save_checkpoint
-from para_core.model.config import DTYPES, SCHEDULE_FIELDS, V4Config, torch_dtype
+from para_core.model.config import DTYPES, SCHEDULE_FIELDS, V4Config, flat_config_dict, torch_dtype
 from para_core.model.hardware import describe_precision, keep_freed_memory_for
 from para_core.model.registry import build_model
 from para_core.train import init_from
@@ -473,7 +473,9 @@ class Trainer:
         if resume:
             run = read_run(self.run_dir)
             _check_same_architecture(run["model_config"], model_config)
-            self._saved_batch_size = int(run["model_config"].get("batch_size", model_config.batch_size))
+            self._saved_batch_size = int(
+                flat_config_dict(run["model_config"]).get("batch_size", model_config.batch_size)
+            )
             train_dirs = [Path(p) for p in run["train_episodes"]]
             val_dirs = [Path(p) for p in run["val_episodes"]]
         else:
@@ -943,7 +945,7 @@ def _seed_worker(worker_id: int) -> None:
 
 
 def _check_same_architecture(saved: dict[str, Any], config: V4Config) -> None:
-    now = config.to_dict()
+    saved, now = flat_config_dict(saved, "the saved run's model_config"), config.to_flat_dict()
     diff = sorted(k for k in set(saved) | set(now) if k not in SCHEDULE_FIELDS and saved.get(k) != now.get(k))
     if diff:
         raise ValueError(

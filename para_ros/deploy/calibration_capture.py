@@ -48,6 +48,7 @@ from para_ros.nodes.command_backends import ROBOTS, BackendContext, command_back
 from para_ros.robot.yam import load_yam_config
 from para_ros.robot.yam_frames import YamFrames
 from para_ros.robot.yam_ik import YamKinematics
+from para_ros.ros_io.spin import spin_until
 from para_ros.sim.calibration_board import FLANGE_BOARD_CENTRE_M
 from para_ros.stamps import ns_to_fields
 
@@ -280,12 +281,7 @@ class CaptureSession:
         return self.own_state or (self._running and self._thread.is_alive() and self.rclpy.ok())
 
     def _spin(self):
-        while self._running:
-            try:
-                self.executor.spin_once(timeout_sec=0.02)
-            except Exception:  # noqa: BLE001 - the node is being destroyed
-                if not self._running:
-                    return
+        spin_until(self.executor, lambda: not self._running, period_s=0.02, on_error="continue")
 
     def _on_raw(self, topic: str, data: bytes) -> None:
         with self.lock:

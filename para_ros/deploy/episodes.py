@@ -52,6 +52,7 @@ from para_ros.execution.chunk import MEASURE_FIELDS
 from para_ros.execution.executor_core import HOLD_STALE
 from para_ros.execution.executor_state import ExecutorState
 from para_ros.observation.camera_model import intrinsics_from_camera_info
+from para_ros.ros_io.spin import spin_until
 from para_ros.ros_io.task_services import call_service, reset_task
 from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import OUTCOMES, EpisodeMonitor, Judgement, check_seed, wilson_interval
@@ -190,12 +191,7 @@ class TaskClient:
         self._spin.start()
 
     def _spin_forever(self):
-        while self._running:
-            try:
-                self.executor.spin_once(timeout_sec=0.05)
-            except Exception:  # shutting down
-                if not self._running:
-                    return
+        spin_until(self.executor, lambda: not self._running, period_s=0.05, on_error="continue")
 
     def close(self):
         self._running = False

@@ -20,6 +20,7 @@ import numpy as np
 from para_ros.deploy.graph_run import effective_params
 from para_ros.deploy.summary import RunRecord
 from para_ros.observation.camera_model import intrinsics_from_camera_info
+from para_ros.ros_io.spin import spin_until
 from para_ros.stamps import stamp_to_ns
 
 NODE_NAME = "para_deploy_monitor"
@@ -173,8 +174,7 @@ class DeployMonitor:
         from rclpy.executors import ExternalShutdownException  # rclpy: loaded on first use, not on import
 
         try:
-            while self.context.ok():
-                self.executor.spin_once(timeout_sec=0.1)
+            spin_until(self.executor, lambda: not self.context.ok(), period_s=0.1)
         except (ExternalShutdownException, KeyboardInterrupt):
             pass
         except Exception as exc:  # noqa: BLE001  (a monitor problem must not take the launcher down)

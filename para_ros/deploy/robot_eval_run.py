@@ -52,6 +52,7 @@ from para_ros.deploy.robot_eval import (
     round_of,
     write_report,
 )
+from para_ros.ros_io.spin import spin_until
 
 NODE_NAME = "para_eval_robot"
 FIRST_CHUNK_TIMEOUT_S = 300.0  # a restarted inference node loads torch and the model: minutes on a busy small CPU
@@ -99,12 +100,7 @@ class OperatorLink:
         self._thread.start()
 
     def _spin(self) -> None:
-        while self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.1)
-            except Exception:  # noqa: BLE001  (shutting down)
-                if not self.context.ok():
-                    return
+        spin_until(self.executor, lambda: not self.context.ok(), period_s=0.1, on_error="continue")
 
     def _on_chunk(self, _msg) -> None:
         self.chunks += 1

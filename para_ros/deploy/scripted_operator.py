@@ -24,6 +24,7 @@ import json
 import threading
 import time
 
+from para_ros.ros_io.spin import spin_until
 from para_ros.sim.pick_place import EpisodeMonitor, Judgement, check_seed
 
 EVAL_NODE = "/para_eval_robot"
@@ -85,12 +86,7 @@ class ScriptedOperator:
         self.marks: dict[int, tuple[str, str]] = {}  # episode -> (outcome, reason) it sent
 
     def _spin_forever(self) -> None:
-        while self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.1)
-            except Exception:  # noqa: BLE001  (shutting down)
-                if not self.context.ok():
-                    return
+        spin_until(self.executor, lambda: not self.context.ok(), period_s=0.1, on_error="continue")
 
     def _on_prompt(self, msg) -> None:
         with self._lock:

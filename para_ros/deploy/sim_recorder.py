@@ -28,6 +28,7 @@ from para_ros.bag.recording import McapRecorder
 from para_ros.deploy import graph
 from para_ros.deploy.graph_run import GraphRun
 from para_ros.robot.yam_ik import YamKinematics
+from para_ros.ros_io.spin import spin_until
 from para_ros.ros_io.task_services import reset_task
 from para_ros.sim.expert import plan_pick_place
 from para_ros.sim.pick_place import Layout
@@ -85,12 +86,7 @@ class _ExpertNode:
         self._thread.start()
 
     def _spin(self):
-        while self._running:
-            try:
-                self.executor.spin_once(timeout_sec=0.02)
-            except Exception:
-                if not self._running:
-                    return
+        spin_until(self.executor, lambda: not self._running, period_s=0.02, on_error="continue")
 
     def _on_raw(self, topic: str, data: bytes) -> None:
         with self.lock:

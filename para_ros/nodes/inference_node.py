@@ -1,8 +1,10 @@
 """``inference_node``: scene + wrist camera images and TF in, ``para_msgs/ActionChunk`` and rviz markers out.
 
 A thin node over :class:`para_ros.inference.pipeline.InferencePipeline` (pairing, the observation, the policy and its
-chunk decoding, clock jumps, latency stages and diagnostics, free of ROS): the node subscribes, looks poses up in TF,
-runs the pipeline in its inference thread and publishes what comes back.
+chunk decoding, clock jumps, latency stages and diagnostics, free of ROS), the policy choice
+(:mod:`para_ros.inference.policy_choice`) and the world poses (:mod:`para_ros.observation.world_poses`): the node
+declares its parameters, subscribes, answers pose look-ups from its TF buffer, runs the pipeline in its inference
+thread and publishes what comes back.
 
 Timing rules (what belongs together):
 
@@ -61,7 +63,6 @@ time base is the observation stamp, step i at ``stamp + i * frame_stride / datas
 
 from __future__ import annotations
 
-import array
 import threading
 import time
 
@@ -75,25 +76,26 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState, Poin
 from std_msgs.msg import Int64MultiArray
 from visualization_msgs.msg import MarkerArray
 
-from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES, V4Config
+from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES
 from para_core.model.decoding import DECODING_MODES, DecodingConfig
 from para_core.model.hardware import configure_cpu_threads, describe_precision
-from para_core.model.policy import Policy
 from para_msgs.msg import ActionChunk
 from para_ros.adapters.tf import Buffer, TransformException, TransformListener
 from para_ros.execution.chunk import ChunkChecks
 from para_ros.inference.familiarity_check import FamiliarityCheckSettings
 from para_ros.inference.pipeline import InferencePipeline, PairingSettings
+from para_ros.inference.policy_choice import PolicyChoice
 from para_ros.nodes.health import HealthReporter
 from para_ros.nodes.lockstep_hooks import ACK_QOS
 from para_ros.nodes.parameters import Param, ParameterTable
 from para_ros.nodes.runtime import run_node, time_jump_text
-from para_ros.observation.builder import ObservationProblem, ObservationSettings, matrix_is_finite
+from para_ros.observation.builder import ObservationSettings
 from para_ros.observation.camera_check import CameraCheckSettings
 from para_ros.observation.ee_from_joints import EeFromJoints
+from para_ros.observation.world_poses import PoseLookupError, WorldPoses
 from para_ros.ros_io.chunk_msg import action_chunk_msg
 from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
-from para_ros.ros_io.rviz import chunk_markers, voxel_cloud
+from para_ros.ros_io.rviz import chunk_markers, rgb_image, voxel_cloud
 from para_ros.sim.lockstep import no_chunk_ack
 from para_ros.stamps import stamp_to_ns
 
@@ -354,7 +356,7 @@ class InferenceNode(Node):
         if p["ee_source"] == "joint_states":
             self.ee_from_joints = EeFromJoints(p["yam_config"] or None)
         self.cpu_threads = configure_cpu_threads(p["threads"] or "auto")  # before the policy's first forward
-        self.policy = self._load_policy(p)
+        self.policy = PolicyChoice.from_parameters(p).load(warn=self.get_logger().warning)
         self.views = tuple(self.policy.view_names)
         extra = view_topic_params(self.views)
         p.update(PARAMETERS.declare(self, extra))
@@ -390,6 +392,15 @@ class InferenceNode(Node):
         )
         self.tf_buffer = Buffer(cache_time=Duration(seconds=30.0), node=self)
         self.tf_listener = TransformListener(self.tf_buffer, self)
+        self.poses = WorldPoses(
+            self._tf_lookup,
+            p["world_frame"],
+            p["ee_frame"],
+            p["tf_timeout_s"],
+            ee_from_joints=self.ee_from_joints,
+            joint_states_topic=p["joint_states_topic"],
+            rejections=lambda: getattr(self.tf_buffer, "rejections_by_child", {}),
+        )
 
         quiet_sub, quiet_pub = subscription_without_default_events(), publisher_without_default_events()
         # Every frame wakes the executor: endpoints without per-wake event polling. CameraInfo and joint states first:
@@ -489,6 +500,8 @@ class InferenceNode(Node):
         self.params = {**self.params, **changes}
         if "pair_slop_s" in changes or "max_observation_age_s" in changes:
             self.pipeline.set_pairing(self._pairing_settings(self.params))  # pairing starts afresh
+        if "tf_timeout_s" in changes:
+            self.poses.tf_timeout_s = float(changes["tf_timeout_s"])
         if any(name.startswith("camera_") for name in changes):
             self.pipeline.camera_check.settings = self._camera_check_settings(self.params)
         if any(name.startswith("familiarity_") for name in changes):
@@ -496,42 +509,6 @@ class InferenceNode(Node):
             self.pipeline.familiarity_check.reset()
         self._wake.set()  # the inference loop re-reads max_rate_hz
         self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
-
-    def _load_policy(self, p):
-        device = None if p["device"] == "auto" else p["device"]
-        keep = p["keep_freed_memory"]  # on a CPU device only
-        decoding = DecodingConfig(
-            mode=p["decoding"],
-            top_k=int(p["decoding_top_k"]),
-            max_speed_m_s=float(p["decoding_max_speed_m_s"]),
-            motion_cost_per_m=float(p["decoding_motion_cost_per_m"]),
-            fusion_tau_s=float(p["fusion_tau_s"]),
-        )
-        if p["checkpoint"]:
-            return Policy.from_checkpoint(
-                p["checkpoint"],
-                device=device,
-                dtype=p["dtype"],
-                fast=p["fast_path"],
-                compile_mode=p["compile_mode"],
-                keep_freed_memory=keep,
-                decoding=decoding,
-            )
-        self.get_logger().warning(
-            "no checkpoint given: using an UNTRAINED policy with random weights "
-            f"(preset {p['random_preset']}, seed {p['random_seed']}); its actions mean "
-            "nothing. Pass checkpoint:=<dir> for a trained one."
-        )
-        return Policy.random_init(
-            V4Config.preset(p["random_preset"]),
-            device=device,
-            dtype=p["dtype"],
-            seed=int(p["random_seed"]),
-            fast=p["fast_path"],
-            compile_mode=p["compile_mode"],
-            keep_freed_memory=keep,
-            decoding=decoding,
-        )
 
     # --------------------------------------------------------------------------------------------- callbacks
     def _before_time_jump(self) -> None:
@@ -592,7 +569,9 @@ class InferenceNode(Node):
     def try_infer(self) -> None:
         """Infer on the newest unused pair and publish its chunk, or report why there is none. Never raises."""
         try:
-            prediction = self.pipeline.step(self.get_clock().now().nanoseconds, self._lookup, self._ee_pose)
+            prediction = self.pipeline.step(
+                self.get_clock().now().nanoseconds, self.poses.frame_pose, self.poses.ee_pose
+            )
             if prediction is not None:
                 self._publish(prediction)
             for stamp_ns in self.pipeline.take_refused():
@@ -604,7 +583,7 @@ class InferenceNode(Node):
     def _build_observation(self, pair, infos):
         """(cameras, state) of ``pair`` (the pipeline's builder with this node's TF look-ups); raises
         ``ObservationProblem``."""
-        return self.pipeline.build_observation(pair, infos, self._lookup, self._ee_pose)
+        return self.pipeline.build_observation(pair, infos, self.poses.frame_pose, self.poses.ee_pose)
 
     def _publish(self, prediction) -> None:
         """The chunk, then its markers, voxels and overlay (they never delay the chunk)."""
@@ -637,57 +616,18 @@ class InferenceNode(Node):
         if self.params["publish_pointcloud"]:
             self.cloud_pub.publish(voxel_cloud(header, viz.top_voxels_world, viz.top_voxels_prob))
         if self.overlay_pub is not None:
-            self._publish_overlay(header, self.pipeline.overlay_rgb(prediction))
+            frame_id = self.pipeline.camera_frames.get(self.views[0], "")
+            self.overlay_pub.publish(rgb_image(header.stamp, frame_id, self.pipeline.overlay_rgb(prediction)))
         self.pipeline.finish(prediction, latency_s, t_chunk_published)
 
-    def _publish_overlay(self, header, rgb) -> None:
-        """The first view with the tool frame and the predicted path, as an rgb8 Image."""
-        img = Image()
-        img.header.stamp = header.stamp
-        img.header.frame_id = self.pipeline.camera_frames.get(self.views[0], "")
-        img.height, img.width = rgb.shape[:2]
-        img.encoding, img.is_bigendian, img.step = "rgb8", 0, 3 * rgb.shape[1]
-        img.data = array.array("B", np.ascontiguousarray(rgb).tobytes())
-        self.overlay_pub.publish(img)
-
-    def _lookup(self, frame: str, stamp_ns: int, wait: bool = True, what: str | None = None) -> np.ndarray:
-        """(4, 4) ``T_world_frame`` at ``stamp_ns`` from TF, waiting up to ``tf_timeout_s`` when ``wait``; raises
-        ``ObservationProblem`` (``tf``), its message prefixed with ``what`` when given."""
-        world = self.params["world_frame"]
-        prefix = f"{what}: " if what else ""
+    def _tf_lookup(self, target: str, source: str, stamp_ns: int, timeout_ns: int) -> np.ndarray:
+        """(4, 4) ``T_target_source`` from the TF buffer (the look-up of ``WorldPoses``)."""
         try:
-            timeout_ns = int(self.params["tf_timeout_s"] * 1e9) if wait else 0
-            T_world_frame = self.tf_buffer.lookup_matrix(
-                world, frame, Time(nanoseconds=stamp_ns), Duration(nanoseconds=timeout_ns)
-            )  # (4, 4)
-        except TransformException as exc:
-            refused = getattr(self.tf_buffer, "rejections_by_child", {})
-            detail = "; ".join(f"refused {child}: {why}" for child, why in refused.items())
-            raise ObservationProblem(
-                "tf",
-                f"{prefix}no TF {world} <- {frame} at t={stamp_ns / 1e9:.3f} s "
-                f"({type(exc).__name__}: {exc}){'; ' + detail if detail else ''}",
-            ) from None
-        return matrix_is_finite(T_world_frame, f"{prefix}TF {world} <- {frame}")
-
-    def _ee_pose(self, stamp_ns: int, wait: bool = True) -> np.ndarray:
-        """(4, 4) ``T_world_ee`` at ``stamp_ns`` from the configured ``ee_source``; raises ``ObservationProblem``."""
-        if self.ee_from_joints is None:
-            return self._lookup(self.params["ee_frame"], stamp_ns, wait, what="end-effector pose")
-        T_base_ee = self.ee_from_joints.pose_at(stamp_ns)
-        if T_base_ee is None:
-            span = self.ee_from_joints.history.span_s()
-            have = f"joint states cover {span[0]:.3f} .. {span[1]:.3f} s" if span else "no joint states yet"
-            raise ObservationProblem(
-                "joint_states",
-                f"end-effector pose: no {self.params['joint_states_topic']} "
-                f"brackets t={stamp_ns / 1e9:.3f} s ({have}; arm joints "
-                f"{list(self.ee_from_joints.history.joint_names)})",
+            return self.tf_buffer.lookup_matrix(
+                target, source, Time(nanoseconds=stamp_ns), Duration(nanoseconds=timeout_ns)
             )
-        base = self.ee_from_joints.base_frame
-        if base == self.params["world_frame"]:
-            return T_base_ee
-        return self._lookup(base, stamp_ns, wait, what="arm base pose") @ T_base_ee
+        except TransformException as exc:
+            raise PoseLookupError(f"{type(exc).__name__}: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

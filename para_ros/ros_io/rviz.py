@@ -1,14 +1,17 @@
-"""rviz messages for a predicted chunk: markers (argmax voxel per step, predicted path, current EE) and a voxel cloud.
+"""rviz messages for a predicted chunk: markers (argmax voxel per step, predicted path, current EE), a voxel cloud and
+an overlay image.
 
 Message construction only; the numbers come from ``para_core.model.policy.PolicyOutput``.
 """
 
 from __future__ import annotations
 
+import array
+
 import numpy as np
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point
-from sensor_msgs.msg import PointCloud2, PointField
+from sensor_msgs.msg import Image, PointCloud2, PointField
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -93,6 +96,17 @@ def voxel_cloud(header: Header, points_world: np.ndarray, probability: np.ndarra
         data=data.tobytes(),
         is_dense=True,
     )
+
+
+def rgb_image(stamp, frame_id: str, rgb: np.ndarray) -> Image:
+    """An rgb8 ``sensor_msgs/Image`` of ``rgb`` ((H, W, 3) uint8) stamped ``stamp`` in ``frame_id``."""
+    img = Image()
+    img.header.stamp = stamp
+    img.header.frame_id = frame_id
+    img.height, img.width = rgb.shape[:2]
+    img.encoding, img.is_bigendian, img.step = "rgb8", 0, 3 * rgb.shape[1]
+    img.data = array.array("B", np.ascontiguousarray(rgb).tobytes())
+    return img
 
 
 def cloud_to_array(msg: PointCloud2) -> np.ndarray:
