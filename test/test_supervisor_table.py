@@ -17,7 +17,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
 from para_ros.commands.sim_confidence import parse_pairs
 from para_ros.deploy import supervisor_table as st
-from para_ros.deploy.episodes import TaskClient, clock_offset
+from para_ros.deploy.episodes import TaskClient, clock_offset, withheld_chunks_problem
 
 REPO = Path(__file__).resolve().parents[1]
 NAN = float("nan")
@@ -167,6 +167,22 @@ def test_a_hold_for_want_of_chunks_counts_once_the_inference_node_names_a_refuse
         ev._on_diag(second)
         held, reason = ev.first_hold(offset, since_s=1.5)
         assert held == pytest.approx(4.5) and reason == "camera: the scene camera froze"
+
+
+def test_an_unfamiliar_scene_names_the_hold_for_want_of_chunks_and_a_camera_comes_first():
+    """The inference node's ``problem.familiarity`` makes a stale hold a hold with a reason, like a refused camera;
+    with both reported, the camera (the plainer cause) names it."""
+    ev = _client()
+    ev._on_diag(_diag(1004.0, "waiting_for_chunk", state="hold_stale"))
+    diag = _inference_diag(1004.5)
+    diag.status[0].values.append(KeyValue(key="problem.familiarity", value="the wrist camera sees what ..."))
+    ev._on_diag(diag)
+    assert ev.first_hold(1000.0, since_s=1.5) == (pytest.approx(4.5), "familiarity: the wrist camera sees what ...")
+    assert (
+        withheld_chunks_problem({"problem.familiarity": "f", "problem.camera.wrist": "w", "problem.camera.scene": "s"})
+        == "camera: s"
+    )
+    assert withheld_chunks_problem({"problem.tf": "x"}) == ""
 
 
 def test_the_evaluator_keeps_the_first_hold_after_the_hand_over_in_episode_time():

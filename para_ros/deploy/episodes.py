@@ -218,7 +218,7 @@ class TaskClient:
 
     def _on_diag(self, msg):
         """/diagnostics: the executor's counts and its holds with a named reason: the confidence supervisor's, or a
-        hold for want of chunks while the inference node refuses a camera (``problem.camera.<view>``), recorded at
+        hold for want of chunks while the inference node withholds them (:func:`withheld_chunks_problem`), recorded at
         the later of the two reports (each node reports a new problem or hold at once, and again once a second)."""
         stamp_s = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         for st in msg.status:
@@ -226,8 +226,7 @@ class TaskClient:
             with self.lock:
                 reason = ""
                 if "inference_node" in st.name:
-                    problems = sorted(v for k, v in values.items() if k.startswith("problem.camera."))
-                    self.camera_problem = f"camera: {problems[0]}" if problems else ""
+                    self.camera_problem = withheld_chunks_problem(values)
                     if self.camera_problem and self.executor_activity == HOLD_STALE:
                         reason = self.camera_problem
                 elif "chunk_executor" in st.name:
@@ -578,3 +577,13 @@ class TaskDriver(threading.Thread):
         if self.error:
             text += f"; task driver stopped: {self.error}"
         return text
+
+
+def withheld_chunks_problem(values: dict[str, str]) -> str:
+    """The inference node's reason to withhold chunks in its /diagnostics values, named for a hold: a refused camera
+    (``problem.camera.<view>``, the first by name) or an unfamiliar scene (``problem.familiarity``); "" when none."""
+    cameras = sorted(v for k, v in values.items() if k.startswith("problem.camera."))
+    if cameras:
+        return f"camera: {cameras[0]}"
+    familiarity = values.get("problem.familiarity", "")
+    return f"familiarity: {familiarity}" if familiarity else ""
