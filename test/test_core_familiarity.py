@@ -165,3 +165,44 @@ def test_the_policy_measures_novelty_with_its_own_patch_features_and_an_unseen_p
         policy.set_familiarity(Familiarity(policy.view_names, memory, {"scene": 1.0, "wrist": 1.0}, settings, "other"))
     with pytest.raises(ValueError, match="views"):
         policy.set_familiarity(Familiarity(("wrist", "scene"), memory, {"scene": 1.0, "wrist": 1.0}, settings))
+
+
+def test_para_train_familiarity_builds_the_memory_the_policy_then_loads_and_refuses_to_overwrite(tmp_path, capsys):
+    """``para-train familiarity`` on six synthetic episodes of a tiny checkpoint: the memory holds the training
+    frames' patches (the held-out two fit the limits), ``Policy.from_checkpoint`` loads it and measures a training
+    frame as familiar; run again it refuses to overwrite, with --force it rebuilds; a folder without episodes and an
+    out-of-range fraction are refused by name."""
+    from core_fixtures import tiny_checkpoint
+
+    from para_core.data.synthetic import synthetic_episode
+    from para_core.model.familiarity import FAMILIARITY_WEIGHTS
+    from para_core.train.cli import main
+
+    ckpt = tiny_checkpoint(tmp_path / "ckpt")
+    cfg = V4Config.tiny(view_names=("scene", "wrist"))
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        synthetic_episode(cfg, rng, n_frames=8).save(tmp_path / "eps" / f"episode_{i:06d}")
+    args = ["familiarity", "--checkpoint", str(ckpt), "--data", str(tmp_path / "eps"), "--heldout-fraction", "0.34"]
+    args += ["--memory-size", "64", "--candidates", "256", "--threads", "1", "--no-progress"]
+    assert main(args) == 0
+    assert "32 frames in the memory, 2 held-out episodes (16 frames)" in capsys.readouterr().out
+    policy = Policy.from_checkpoint(ckpt, device="cpu")
+    fam = policy.familiarity
+    assert fam is not None and fam.source["memory_frames"] == 4 * 8 and fam.source["heldout_episodes"] == 2
+    assert all(fam.memory[v].shape == (64, cfg.feat_dim) for v in policy.view_names)
+    with pytest.raises(SystemExit):
+        main(args)
+    assert "already holds a familiarity memory" in capsys.readouterr().err
+    mtime = (ckpt / FAMILIARITY_WEIGHTS).stat().st_mtime_ns
+    assert main([*args, "--force"]) == 0 and (ckpt / FAMILIARITY_WEIGHTS).stat().st_mtime_ns >= mtime
+    with pytest.raises(SystemExit):
+        main(["familiarity", "--checkpoint", str(ckpt), "--data", str(tmp_path / "nothing"), "--force"])
+    assert "nothing does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit):
+        main(["familiarity", "--checkpoint", str(ckpt), "--data", str(tmp_path / "empty"), "--force"])
+    assert "episode" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*args, "--force", "--heldout-fraction", "1.5"])
+    assert "--heldout-fraction 1.5" in capsys.readouterr().err

@@ -81,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or args.checkpoint)
     if has_familiarity(out) and not args.force:
         parser.error(f"{out} already holds a familiarity memory; --force replaces it")
-    episodes = find_episode_dirs(args.data)
+    try:
+        episodes = find_episode_dirs(args.data)
+    except (FileNotFoundError, ValueError) as exc:
+        parser.error(str(exc))
     n_heldout = int(round(len(episodes) * args.heldout_fraction))
     if len(episodes) < 2 or n_heldout < 1 or n_heldout >= len(episodes):
         parser.error(
