@@ -461,7 +461,7 @@ class InferenceNode(Node):
             f"({describe_precision(p['dtype'], self.policy.device)[1]}, "
             f"attention {self.policy.attention}, allocator: {self.policy.allocator}, decoding "
             f"{self.policy.decoding.mode}), views {self.views}, world frame '{p['world_frame']}'; "
-            f"{self.cpu_threads.describe()}"
+            f"familiarity check: {self._familiarity_summary(p)}; {self.cpu_threads.describe()}"
         )
 
     # -------------------------------------------------------------------------------- the pipeline's state
@@ -488,6 +488,16 @@ class InferenceNode(Node):
             frozen_after_s=float(p["camera_frozen_after_s"]),
             frozen_tool_motion_m=float(p["camera_frozen_tool_motion_m"]),
         )
+
+    def _familiarity_summary(self, p) -> str:
+        """What the familiarity check will do, for the ready line."""
+        memory = self.policy.familiarity
+        if memory is None:
+            return "off (the checkpoint has no familiarity memory; para-train familiarity builds one)"
+        if not p["familiarity_check"]:
+            return "off (familiarity_check false)"
+        limits = ", ".join(f"{v} {memory.limits[v]:.2f}" for v in memory.view_names)
+        return f"on (limits {limits}, window {self.pipeline.familiarity_check.window_frames} frames)"
 
     @staticmethod
     def _familiarity_check_settings(p) -> FamiliarityCheckSettings:
