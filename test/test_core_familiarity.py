@@ -206,3 +206,12 @@ def test_para_train_familiarity_builds_the_memory_the_policy_then_loads_and_refu
     with pytest.raises(SystemExit):
         main([*args, "--force", "--heldout-fraction", "1.5"])
     assert "--heldout-fraction 1.5" in capsys.readouterr().err
+    # limits from other episodes (a rig's own recordings): all of --data in the memory
+    for i in range(2):
+        synthetic_episode(cfg, rng, n_frames=8).save(tmp_path / "rig" / f"episode_{i:06d}")
+    assert main([*args, "--force", "--heldout", str(tmp_path / "rig")]) == 0
+    back = Familiarity.load(ckpt)
+    assert back.source["memory_frames"] == 6 * 8 and back.source["heldout_frames"] == 2 * 8
+    with pytest.raises(SystemExit):
+        main([*args, "--force", "--heldout", str(tmp_path / "eps" / "episode_000001")])
+    assert "also in --data" in capsys.readouterr().err

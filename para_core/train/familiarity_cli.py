@@ -7,7 +7,9 @@ Examples::
     para-train familiarity --checkpoint runs/pick_v1/checkpoint --data episodes/ --heldout-fraction 0.25 --force
 
 The episodes should be the checkpoint's training data (or more of the same kind). The last ``--heldout-fraction`` of
-them (in name order) are left out of the memory and fit the limits. Writes ``familiarity.safetensors`` and
+them (in name order) are left out of the memory and fit the limits, or ``--heldout EPISODES`` fit them (recordings of
+your own rig in normal operation: tighter limits, which also stop at what the training data varied and your rig
+does not). Writes ``familiarity.safetensors`` and
 ``familiarity.json`` into the checkpoint directory (or ``--out``); ``Policy.from_checkpoint`` then loads them and the
 inference node checks every observation against them (its ``familiarity_check`` parameter).
 """
@@ -37,6 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.2,
         help="share of the episodes (the last in name order) kept out of the memory to fit the limits (default 0.2)",
+    )
+    p.add_argument(
+        "--heldout",
+        nargs="+",
+        default=None,
+        help="fit the limits on these episodes instead (all of --data then goes into the memory): recordings of your "
+        "own rig in normal operation give tighter limits than held-out training episodes drawn over a wider range "
+        "(docs/confidence.md, 'Familiarity')",
     )
     p.add_argument("--frame-stride", type=int, default=1, help="use every n-th frame of each episode (default 1)")
     p.add_argument("--out", default=None, help="where to write the two files (default: the checkpoint directory)")
@@ -85,19 +95,32 @@ def main(argv: list[str] | None = None) -> int:
         episodes = find_episode_dirs(args.data)
     except (FileNotFoundError, ValueError) as exc:
         parser.error(str(exc))
-    n_heldout = int(round(len(episodes) * args.heldout_fraction))
-    if len(episodes) < 2 or n_heldout < 1 or n_heldout >= len(episodes):
-        parser.error(
-            f"found {len(episodes)} episode(s) in {args.data}: need at least 2, with --heldout-fraction leaving "
-            f"some for the memory and some held out"
-        )
+    if args.heldout:
+        try:
+            heldout = find_episode_dirs(args.heldout)
+        except (FileNotFoundError, ValueError) as exc:
+            parser.error(f"--heldout: {exc}")
+        overlap = sorted({str(p) for p in heldout} & {str(p) for p in episodes})
+        if overlap:
+            parser.error(f"--heldout episodes are also in --data (their novelty would be 0): {overlap[:3]}")
+        if not episodes or not heldout:
+            parser.error(f"found {len(episodes)} episode(s) in --data and {len(heldout)} in --heldout: need both")
+        memory = episodes
+    else:
+        n_heldout = int(round(len(episodes) * args.heldout_fraction))
+        if len(episodes) < 2 or n_heldout < 1 or n_heldout >= len(episodes):
+            parser.error(
+                f"found {len(episodes)} episode(s) in {args.data}: need at least 2, with --heldout-fraction leaving "
+                f"some for the memory and some held out"
+            )
+        memory, heldout = episodes[: len(episodes) - n_heldout], episodes[len(episodes) - n_heldout :]
     from para_core.train.familiarity_build import build_from_episodes  # torch: loaded on first use
 
     try:
         familiarity = build_from_episodes(
             Path(args.checkpoint),
-            episodes[: len(episodes) - n_heldout],
-            episodes[len(episodes) - n_heldout :],
+            memory,
+            heldout,
             settings,
             frame_stride=args.frame_stride,
             progress=not args.no_progress,
