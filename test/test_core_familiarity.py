@@ -215,3 +215,30 @@ def test_para_train_familiarity_builds_the_memory_the_policy_then_loads_and_refu
     with pytest.raises(SystemExit):
         main([*args, "--force", "--heldout", str(tmp_path / "eps" / "episode_000001")])
     assert "also in --data" in capsys.readouterr().err
+
+
+def test_the_inference_nodes_policy_choice_takes_a_memory_from_elsewhere_and_refuses_a_foreign_one(tmp_path):
+    """``familiarity_memory``: a memory in its own folder is used (the checkpoint has none); one built for another
+    checkpoint, a missing one, and one without a checkpoint are refused by name."""
+    from core_fixtures import tiny_checkpoint
+
+    from para_ros.inference.policy_choice import PolicyChoice
+    from para_ros.nodes.inference_node import PARAMETERS
+
+    ckpt = tiny_checkpoint(tmp_path / "ckpt")
+    p = {param.name: param.default for param in PARAMETERS.params}
+    plain = PolicyChoice.from_parameters({**p, "checkpoint": str(ckpt), "device": "cpu"}).load(warn=print)
+    assert plain.familiarity is None
+    memory = {v: torch.zeros(4, plain.config.feat_dim) for v in plain.view_names}
+    settings = FamiliaritySettings(memory_size=16, candidates=16)
+    Familiarity(plain.view_names, memory, {"scene": 1.0, "wrist": 2.0}, settings, plain.model_id).save(tmp_path / "m")
+    Familiarity(plain.view_names, memory, {"scene": 1.0, "wrist": 2.0}, settings, "other:x").save(tmp_path / "o")
+    choice = {**p, "checkpoint": str(ckpt), "device": "cpu"}
+    policy = PolicyChoice.from_parameters({**choice, "familiarity_memory": str(tmp_path / "m")}).load(warn=print)
+    assert policy.familiarity is not None and policy.familiarity.limits["wrist"] == 2.0
+    with pytest.raises(ValueError, match="built for checkpoint 'other:x'"):
+        PolicyChoice.from_parameters({**choice, "familiarity_memory": str(tmp_path / "o")}).load(warn=print)
+    with pytest.raises(ValueError, match="is missing"):
+        PolicyChoice.from_parameters({**choice, "familiarity_memory": str(tmp_path / "none")}).load(warn=print)
+    with pytest.raises(ValueError, match="needs a checkpoint"):
+        PolicyChoice.from_parameters({**p, "device": "cpu", "familiarity_memory": str(tmp_path / "m")}).load(warn=print)

@@ -44,6 +44,7 @@ def build_from_episodes(
     settings: FamiliaritySettings,
     frame_stride: int = 1,
     progress: bool = True,
+    command: str = "",
 ) -> Familiarity:
     """Load the checkpoint, remember the features of ``memory_episodes``, fit the limits on ``heldout_episodes``."""
     policy = Policy.from_checkpoint(checkpoint, device="cpu")
@@ -76,5 +77,6 @@ def build_from_episodes(
             "checkpoint": str(checkpoint),
             "memory_episodes": len(memory_episodes),
             "frame_stride": int(frame_stride),
+            "command": command,
         },
     )

@@ -17,6 +17,7 @@ inference node checks every observation against them (its ``familiarity_check`` 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             settings,
             frame_stride=args.frame_stride,
             progress=not args.no_progress,
+            command=shlex.join(["para-train", "familiarity", *(sys.argv[2:] if argv is None else argv)]),
         )
     except ValueError as exc:
         print(f"para-train familiarity: {exc}", file=sys.stderr)

@@ -11,6 +11,7 @@ from typing import Any
 
 from para_core.model.config import V4Config
 from para_core.model.decoding import DecodingConfig
+from para_core.model.familiarity import Familiarity
 from para_core.model.policy import Policy
 
 
@@ -20,6 +21,8 @@ class PolicyChoice:
 
     :param checkpoint: checkpoint directory; empty: an untrained model of ``random_preset`` seeded ``random_seed``.
     :param device: torch device; None = cuda if available, else cpu.
+    :param familiarity_memory: a directory holding a familiarity memory (``para_core.model.familiarity``) to use
+        instead of the checkpoint's own; empty: the checkpoint's, if it has one.
     """
 
     checkpoint: str = ""
@@ -31,6 +34,7 @@ class PolicyChoice:
     compile_mode: str = "off"
     keep_freed_memory: bool = True
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
+    familiarity_memory: str = ""
 
     @classmethod
     def from_parameters(cls, p: Mapping[str, Any]) -> PolicyChoice:
@@ -51,6 +55,7 @@ class PolicyChoice:
                 motion_cost_per_m=float(p["decoding_motion_cost_per_m"]),
                 fusion_tau_s=float(p["fusion_tau_s"]),
             ),
+            familiarity_memory=p.get("familiarity_memory", ""),
         )
 
     def load(self, warn: Callable[[str], None]) -> Policy:
@@ -64,7 +69,15 @@ class PolicyChoice:
             decoding=self.decoding,
         )
         if self.checkpoint:
-            return Policy.from_checkpoint(self.checkpoint, **options)
+            policy = Policy.from_checkpoint(self.checkpoint, **options)
+            if self.familiarity_memory:  # ValueError: missing files, or a memory of another checkpoint or views
+                policy.set_familiarity(Familiarity.load(self.familiarity_memory))
+            return policy
+        if self.familiarity_memory:
+            raise ValueError(
+                f"familiarity_memory {self.familiarity_memory!r} needs a checkpoint: a memory is of one checkpoint's "
+                f"features, and an untrained random model has none"
+            )
         warn(
             "no checkpoint given: using an UNTRAINED policy with random weights "
             f"(preset {self.random_preset}, seed {self.random_seed}); its actions mean "

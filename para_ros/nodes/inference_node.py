@@ -305,6 +305,13 @@ PARAMETERS = ParameterTable(
             section="familiarity check (docs/confidence.md)",
         ),
         Param(
+            "familiarity_memory",
+            "",
+            "A directory holding a familiarity memory of the checkpoint (familiarity.safetensors + .json) to use "
+            "instead of the checkpoint's own, e.g. checkpoints/pick_place_robust/familiarity; empty = the "
+            "checkpoint's, if it has one. A memory built for another checkpoint or other views is refused at start.",
+        ),
+        Param(
             "familiarity_window_frames",
             0,
             "Observations whose median novelty is judged; 0 = the memory's own window (what its limits were fitted "
