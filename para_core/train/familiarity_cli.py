@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             settings,
             frame_stride=args.frame_stride,
             progress=not args.no_progress,
-            command=shlex.join(["para-train", "familiarity", *(sys.argv[2:] if argv is None else argv)]),
+            command=shlex.join(["para-train", "familiarity", *(sys.argv[1:] if argv is None else argv)]),
         )
     except ValueError as exc:
         print(f"para-train familiarity: {exc}", file=sys.stderr)
