@@ -209,7 +209,7 @@ def write_episode(out: Path, bag: Path, meta: dict, calibration: str) -> None:
 
 
 def discard_episode(out: Path, bag: Path, episode: int, task: str) -> None:
-    """Delete the recording ``bag`` of this session's running episode (never an older one) and note it."""
+    """Delete the recording ``bag`` of the episode that was recording (no other recording is touched) and note it."""
     shutil.rmtree(bag, ignore_errors=True)
     with open(out / INDEX, "a") as index:
         index.write(json.dumps({"episode": episode, "task": task, "mark": "discarded"}) + "\n")
