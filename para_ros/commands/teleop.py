@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="robot sim: the scripted expert leads (layout seed SEED + k for episode k) and marks each episode",
     )
     parser.add_argument("--rate", type=float, default=50.0, help="leader poses sent to the executor per second (50)")
-    parser.add_argument("--leader-timeout", type=float, default=0.2, help="s without a leader state: hold (0.2)")
+    parser.add_argument("--leader-timeout", type=float, default=0.5, help="s without a leader state: hold (0.5)")
     parser.add_argument(
         "--sync-tolerance", type=float, default=0.15, help="rad: the leader takes the follower within this (0.15)"
     )

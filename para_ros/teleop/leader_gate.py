@@ -68,15 +68,18 @@ class LeaderConfig:
     """How the gate judges the leader (units: rad, s).
 
     Args:
-        timeout_s: a leader state older than this is a lost leader (the follower holds). 0.2 s: the executor's
-            joint-state timeout, well above a leader's period (a GELLO or the teaching handle at 50..1000 Hz).
+        timeout_s: a leader state older than this is a lost leader: chunks stop and the leader must agree with the
+            follower again. Until then each chunk holds the last leader pose (never an extrapolation), so a longer
+            timeout moves the follower no further; 0.5 s rides over the gaps a loaded machine puts into a 50 Hz
+            leader stream (0.2 s lost the leader several times an episode on 2 busy cores, and a lagging follower
+            then held until the leader came back to it).
         sync_tolerance_rad: the leader takes the follower only when every joint agrees within this (at the start, and
             after a loss or a jump).
         jump_rad: a joint change between two consecutive leader states larger than this is a jump (0.5 rad in one
             leader period, i.e. 25 rad/s at 50 Hz: no hand moves a leader that fast).
     """
 
-    timeout_s: float = 0.2
+    timeout_s: float = 0.5
     sync_tolerance_rad: float = 0.15
     jump_rad: float = 0.5
 

@@ -85,7 +85,7 @@ class TeleopSettings:
     node_params: dict = field(default_factory=dict)
     scripted_leader_seed: int | None = None
     rate_hz: float = 50.0
-    leader_timeout_s: float = 0.2
+    leader_timeout_s: float = 0.5
     sync_tolerance_rad: float = 0.15
     jump_rad: float = 0.5
 
