@@ -203,3 +203,18 @@ def test_the_command_refuses_bad_input_before_anything_starts(tmp_path, capsys):
         assert teleop.main(argv) == 2, argv
         assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("robot", ["sim", "i2rt", "topic"])
+def test_the_session_runs_the_deploy_graphs_robot_side_with_one_executor_parameter_changed(robot):
+    from para_ros.deploy import graph
+    from para_ros.teleop.session import TeleopSettings, plan_robot_side
+
+    plan, _ = plan_robot_side(TeleopSettings(robot=robot, task="pick", out="unused"))
+    deploy = {spec.name: overrides for spec, overrides in graph.plan(graph.DeploySettings(robot=robot))}
+    names = [spec.name for spec, _ in plan]
+    assert "inference_node" not in names and names == [n for n in deploy if n != "inference_node"]
+    executor = next(o for s, o in plan if s.name == "chunk_executor")
+    expected = {k: v for k, v in deploy["chunk_executor"].items() if k not in graph.UNTRAINED_EXECUTOR_OVERRIDES}
+    assert executor == {**expected, "chunk_min_lead_s": 0.0}  # never the untrained model's relaxed checks
+    assert executor.get("auto_engage", False) == (robot == "sim")  # a real arm starts disengaged

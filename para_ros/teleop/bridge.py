@@ -43,6 +43,8 @@ class TeleopNode:
     :param rate_hz: bridge ticks (and chunks) per second.
     :param chunk_horizon_s: how long each chunk holds the leader's pose (s).
     :param domain_id: the ROS domain of the session.
+    :param follower_gripper_name: the follower's gripper in ``/joint_states`` ("": not there, as on a robot whose
+        gripper has its own controller).
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class TeleopNode:
         rate_hz: float = 50.0,
         chunk_horizon_s: float = 0.1,
         domain_id: int | None = None,
+        follower_gripper_name: str = "gripper",
     ):
         import uuid
 
@@ -100,7 +103,7 @@ class TeleopNode:
         self.state_pub = n.create_publisher(String, "~/leader_state", QoSProfile(depth=10))
         self.chunk_pub = n.create_publisher(ActionChunk, "/para/action_chunk", QoSProfile(depth=10))
         n.create_subscription(String, "~/command", lambda m: self.on_text(m.data, "topic"), QoSProfile(depth=10))
-        self.follower = JointStateReader(n, "/joint_states", tuple(arm.model.joint_names), "gripper")
+        self.follower = JointStateReader(n, "/joint_states", tuple(arm.model.joint_names), follower_gripper_name)
         self._lock = threading.Lock()
         self._reading: LeaderReading | None = None
         self.leader_problem = ""  # a leader that does not fit (wrong joints): said on feedback, every 2 s at most

@@ -141,6 +141,15 @@ def plan_robot_side(settings: TeleopSettings):
     return plan, topics
 
 
+def _follower_gripper(plan) -> str:
+    """The gripper's name in the follower's ``/joint_states``: the executor's ``gripper_joint_name`` as it runs
+    ("" for robot ``topic``: the gripper has its own controller)."""
+    from para_ros.deploy.graph_run import effective_params
+
+    spec, overrides = next((s, o) for s, o in plan if s.name == "chunk_executor")
+    return str(effective_params(spec.params_file, spec.name, overrides).get("gripper_joint_name", "gripper"))
+
+
 def _keyboard(node, stream) -> threading.Thread:
     """A daemon thread feeding the lines typed on ``stream`` to the session; it ends at end of input."""
 
@@ -216,6 +225,7 @@ def run_teleop(settings: TeleopSettings, echo: bool = False, keyboard=None) -> i
             LeaderConfig(settings.leader_timeout_s, settings.sync_tolerance_rad, settings.jump_rad),
             settings.rate_hz,
             domain_id=int(run.domain_id),
+            follower_gripper_name=_follower_gripper(plan),
         )
         recordings = EpisodeRecordings({t: ros_type_name(c) for t, c in record_topics(topics).items()})
         monitor = DeployMonitor(recordings, image_period_s=0.0, topics=topics)
