@@ -74,7 +74,9 @@ def test_no_ros_imports_outside_the_node_and_ros_io_packages():
         for line, mod in imported_modules(p.read_text())
         if is_ros_module(mod)
     ]
-    assert not offenders, "ROS imports outside nodes/ros_io/adapters/bag/deploy/teleop/commands:\n" + "\n".join(offenders)
+    assert not offenders, "ROS imports outside nodes/ros_io/adapters/bag/deploy/teleop/commands:\n" + "\n".join(
+        offenders
+    )
 
 
 def test_para_core_never_imports_para_ros():
