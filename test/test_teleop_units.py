@@ -218,3 +218,40 @@ def test_the_session_runs_the_deploy_graphs_robot_side_with_one_executor_paramet
     expected = {k: v for k, v in deploy["chunk_executor"].items() if k not in graph.UNTRAINED_EXECUTOR_OVERRIDES}
     assert executor == {**expected, "chunk_min_lead_s": 0.0}  # never the untrained model's relaxed checks
     assert executor.get("auto_engage", False) == (robot == "sim")  # a real arm starts disengaged
+
+
+def test_a_kept_episode_carries_its_calibration_and_a_discarded_one_leaves_nothing(tmp_path):
+    import hashlib
+
+    from para_ros.teleop.episodes import discard_episode, episode_metadata, write_episode
+
+    calibration = tmp_path / "rig.yaml"
+    calibration.write_text(
+        "para_calibration: 1\ndate: '2026-12-03T04:00:00Z'\n"
+        "board: {squares_x: 5, squares_y: 7, square_m: 0.03, marker_m: 0.022, dictionary: DICT_5X5_100}\n"
+        "cameras:\n  scene_cam:\n    method: eye_to_hand\n    parent_frame: base\n"
+        "    frame_id: scene_cam_optical_frame\n    xyz_m: [0.35, -0.47, 0.61]\n    quat_xyzw: [1.0, 0.0, 0.0, 0.0]\n"
+        "    board_on: gripper\n    board_xyz_m: [0.1, 0.0, 0.05]\n    board_quat_xyzw: [0.0, 0.0, 0.0, 1.0]\n"
+    )
+    out = tmp_path / "rec"
+    kept, dropped, older = out / "episode_000001", out / "episode_000002", out / "episode_000000"
+    for d in (kept, dropped, older):
+        d.mkdir(parents=True)
+        (d / "metadata.yaml").write_text("bag")
+    cmd = parse_command("f dropped the cube")
+    meta = episode_metadata(1, "pick", cmd, "i2rt", "topic", str(calibration), "t", 3.21, {"/tf": 3}, {})
+    write_episode(out, kept, meta, str(calibration))
+    saved = json.loads((kept / "teleop.json").read_text())
+    assert (saved["task"], saved["mark"], saved["reason"], saved["marked_by"]) == (
+        "pick",
+        "failure",
+        "dropped the cube",
+        "keyboard",
+    )
+    assert saved["calibration"]["sha256"] == hashlib.sha256(calibration.read_bytes()).hexdigest()
+    assert (kept / "calibration.yaml").read_bytes() == calibration.read_bytes()  # para-bag extract takes it from there
+    discard_episode(out, dropped, 2, "pick")
+    assert not dropped.exists() and (older / "metadata.yaml").is_file() and (kept / "metadata.yaml").is_file()
+    index = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [(r["episode"], r["mark"]) for r in index] == [(1, "failure"), (2, "discarded")]
+    assert episode_metadata(3, "pick", None, "sim", "topic", "", "t", 1.0, {}, {})["mark"] == "unmarked"
