@@ -228,6 +228,13 @@ def test_a_teleoperated_episode_is_recorded_and_extracts_to_the_simulators_truth
     try:
         out, witness, _ = _scripted_session(tmp_path, episodes=1, seed=0)
         _check_episodes(out, witness, 0, 1, tmp_path)
+        # export-lerobot takes the recording as it is, its task from teleop.json
+        ds = tmp_path / "ds"
+        assert bag_tools.main(["export-lerobot", str(out / "episode_000000"), "--out", str(ds), "--quiet"]) == 0
+        import pyarrow.parquet as pq
+
+        tasks = pq.read_table(ds / "meta" / "tasks.parquet").to_pylist()  # LeRobot v3: the task is the index
+        assert [t["task_index"] for t in tasks] == [0] and TASK in tasks[0].values()
         assert [json.loads(line)["mark"] for line in (out / "episodes.jsonl").read_text().splitlines()] == [
             json.loads((out / "episode_000000" / "teleop.json").read_text())["mark"]
         ]

@@ -255,3 +255,17 @@ def test_a_kept_episode_carries_its_calibration_and_a_discarded_one_leaves_nothi
     index = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert [(r["episode"], r["mark"]) for r in index] == [(1, "failure"), (2, "discarded")]
     assert episode_metadata(3, "pick", None, "sim", "topic", "", "t", 1.0, {}, {})["mark"] == "unmarked"
+
+
+def test_export_lerobot_takes_the_task_from_teleop_json_only_when_it_is_one(tmp_path):
+    from para_ros.commands.bag_lerobot_export import recorded_task
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, task in ((a, "pick"), (b, "place")):
+        d.mkdir()
+        (d / "teleop.json").write_text(json.dumps({"task": task}))
+    assert recorded_task([a]) == "pick"
+    with pytest.raises(ValueError, match=r"--task is needed: .*\['pick', 'place'\]"):
+        recorded_task([a, b])
+    with pytest.raises(ValueError, match="has no teleop.json"):
+        recorded_task([tmp_path])
