@@ -58,7 +58,7 @@ class Witness:
         latched = QoSProfile(
             depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
         )
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.prompt: dict | None = None
         self.feedback: list[str] = []
         self.leader_state: dict = {}
@@ -283,9 +283,24 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
                 witness.lead(leader["q"], leader["names"])
             time.sleep(0.02)
 
-    def commands_since(t0):
+    # Phases are cut by the commands' own stamps (the executor's clock is this machine's wall clock: tick time + the
+    # 0.05 s lookahead), never by when this busy process got round to a message: deliveries can lag by seconds.
+    def stamped():  # (stamp, q) of every command heard with its stamp, in the executor's order
         with witness.lock:
-            return np.array([q for _, t, q in witness.commands if t >= t0])
+            return [
+                (witness.command_stamps[s], q)
+                for s, _, q in sorted(witness.commands, key=lambda c: c[0])
+                if s in witness.command_stamps
+            ]
+
+    def latest():
+        with witness.lock:
+            cmds = stamped()
+            return cmds[-1][1] if cmds else None
+
+    def commands_between(t0, t1):
+        witness.wait(lambda: bool(stamped()) and stamped()[-1][0] >= t1, 30.0)  # every command up to t1 heard
+        return np.array([q for t, q in stamped() if t0 <= t < t1])
 
     def move(start, end, seconds):
         t0 = time.monotonic()
@@ -303,15 +318,16 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
         # positive control: a slow leader is followed (waits: DDS discovery and a loaded machine take their time)
         target = q0 + [0.3, 0, 0, 0, 0, 0]
         move(q0, target, 1.5)
-        witness.wait(lambda: bool(witness.commands) and abs(witness.commands[-1][2][0] - target[0]) < 0.01, 30.0)
+        witness.wait(lambda: latest() is not None and abs(latest()[0] - target[0]) < 0.01, 30.0)
         time.sleep(0.5)
         # a 1 rad jump: held
-        before = witness.commands[-1][2].copy()
-        t_jump = time.monotonic()
+        t_jump = time.time()
         leader["q"] = target + [1.0, 0, 0, 0, 0, 0]
         time.sleep(1.5)
         assert witness.leader_state["state"] == "syncing" and witness.leader_state["jumps"] >= 1
-        after_jump = commands_since(t_jump)
+        before = commands_between(t_jump - 0.3, t_jump)[-1]
+        after_jump = commands_between(t_jump, time.time())
+        assert abs(before[0] - target[0]) < 0.01
         assert len(after_jump) > 50 and np.abs(after_jump - before).max() < 0.01, "moved towards the jump"
         # back to the follower: followed again; then the leader stops: held
         leader["q"] = witness.follower.copy()
@@ -319,20 +335,20 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
         time.sleep(0.5)
         leader["on"] = False
         witness.wait(lambda: witness.leader_state.get("state") == "no_leader", 5.0)
-        t_lost = time.monotonic()
+        t_lost = time.time()
         time.sleep(1.5)
-        held = commands_since(t_lost + 0.3)  # the last chunk's 0.1 s are over: the executor holds
+        held = commands_between(t_lost + 0.3, time.time())  # the last chunk's 0.1 s are over: the executor holds
         assert len(held) > 50 and np.abs(held - held[0]).max() < 1e-4, "the follower moved without a leader"
         # back, then joint2 driven 0.4 rad below its lower limit: at most at the limit
         leader["q"] = witness.follower.copy()
         leader["on"] = True
         witness.wait(lambda: witness.leader_state.get("state") == "following", 10.0)
-        t_low = time.monotonic()
+        t_low = time.time()
         below = leader["q"].copy()
         below[1] = lower[1] - 0.4
         move(leader["q"].copy(), below, 2.0)
         time.sleep(1.0)
-        low = commands_since(t_low)
+        low = commands_between(t_low, time.time())
         assert len(low) > 100 and low[:, 1].min() >= lower[1] - 1e-6
         assert witness.leader_state["clamped_ticks"] > 0
         # a leader of another joint count: refused, named, and the follower holds
