@@ -7,7 +7,7 @@
    own judgement (``/sim_node/task_state``, heard by this test). A mark for an episode that is not running is
    refused on ``~/feedback``. Slow: 5 episodes, and a tiny policy trained from them.
 2. Faults with this test as the leader (its own node publishing ``/leader/joint_states``): a leader jump of 1 rad, a
-   leader that stops, a leader driven below a joint limit, a leader with 7 joints. The follower follows a slow leader
+   leader that stops, a leader driven beyond a joint limit, a leader with 7 joints. The follower follows a slow leader
    (the positive control), holds on the jump and the loss, and every command the executor sent (heard with its
    publication sequence numbers) is inside ``config/yam.yaml``'s joint range and workspace box, with per-tick joint
    and tool steps within the speed limits over the ticks the sequence numbers say passed.
@@ -64,6 +64,8 @@ class Witness:
         self.leader_state: dict = {}
         self.task_states: list[dict] = []
         self.follower: np.ndarray | None = None
+        self.follower_stamp = 0.0  # header stamp of ``follower`` (the simulator's clock: this machine's wall clock)
+        self.follower_history: list[tuple[float, np.ndarray]] = []  # (stamp, q) of every follower state heard
         self.commands: list[tuple[int, float, np.ndarray]] = []  # (sequence number, receipt time, q (6,))
         self.command_stamps: dict[int, float] = {}  # sequence number -> the command's target time (s)
         n.create_subscription(String, "/para_teleop/prompt", self._on_prompt, latched)
@@ -110,6 +112,8 @@ class Witness:
         if all(j in d for j in ARM):
             with self.lock:
                 self.follower = np.array([d[j] for j in ARM])
+                self.follower_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+                self.follower_history.append((self.follower_stamp, self.follower))
 
     def _on_command(self, msg, info):
         q = np.array(msg.points[0].positions[:6])
@@ -299,8 +303,17 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
             return cmds[-1][1] if cmds else None
 
     def commands_between(t0, t1):
-        witness.wait(lambda: bool(stamped()) and stamped()[-1][0] >= t1, 30.0)  # every command up to t1 heard
-        return np.array([q for t, q in stamped() if t0 <= t < t1])
+        """The commands stamped in [t0, t1), once this process has heard the follower's state of t1 (and so,
+        delivered in order, the commands before it). The executor may have sent none for a while: after a lost
+        joint state it is silent until the next chunk (the arm's controller keeps the last point)."""
+        witness.wait(lambda: witness.follower_stamp >= t1, 30.0)
+        time.sleep(0.2)
+        return np.array([q for t, q in stamped() if t0 <= t < t1]).reshape(-1, 6)
+
+    def follower_at(t):
+        """The follower's measured joints of the first state stamped at or after t."""
+        witness.wait(lambda: witness.follower_stamp >= t, 30.0)
+        return witness.follower.copy()
 
     def move(start, end, seconds):
         t0 = time.monotonic()
@@ -325,10 +338,12 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
         leader["q"] = target + [1.0, 0, 0, 0, 0, 0]
         time.sleep(1.5)
         assert witness.leader_state["state"] == "syncing" and witness.leader_state["jumps"] >= 1
+        t_end = time.time()
         before = commands_between(t_jump - 0.3, t_jump)[-1]
-        after_jump = commands_between(t_jump, time.time())
+        after_jump = commands_between(t_jump, t_end)
         assert abs(before[0] - target[0]) < 0.01
-        assert len(after_jump) > 50 and np.abs(after_jump - before).max() < 0.01, "moved towards the jump"
+        assert np.abs(after_jump - before).max(initial=0.0) < 0.01, "commanded towards the jump"
+        assert np.abs(follower_at(t_end) - before).max() < 0.02, "the follower moved towards the jump"
         # back to the follower: followed again; then the leader stops: held
         leader["q"] = witness.follower.copy()
         witness.wait(lambda: witness.leader_state.get("state") == "following", 30.0)
@@ -336,27 +351,31 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
         leader["on"] = False
         witness.wait(lambda: witness.leader_state.get("state") == "no_leader", 30.0)
         t_lost = time.time()
+        at_loss = follower_at(t_lost + 0.3)  # the last chunk's 0.1 s are over: the executor holds
         time.sleep(1.5)
-        held = commands_between(t_lost + 0.3, time.time())  # the last chunk's 0.1 s are over: the executor holds
-        assert len(held) > 50 and np.abs(held - held[0]).max() < 1e-4, "the follower moved without a leader"
-        # back, then joint2 driven 0.4 rad below its lower limit: at most at the limit
+        t_end = time.time()
+        held = commands_between(t_lost + 0.3, t_end)
+        assert np.abs(held - held[:1]).max(initial=0.0) < 1e-4, "commanded a move without a leader"
+        assert np.abs(follower_at(t_end) - at_loss).max() < 1e-3, "the follower moved without a leader"
+        # back, then joint6 (the tool's roll: the tool stays where it is, inside the workspace box) driven 0.4 rad
+        # beyond its upper limit: the follower goes to the limit and no further
         leader["q"] = witness.follower.copy()
         leader["on"] = True
         witness.wait(lambda: witness.leader_state.get("state") == "following", 30.0)
-        t_low = time.time()
-        below = leader["q"].copy()
-        below[1] = lower[1] - 0.4
-        move(leader["q"].copy(), below, 2.0)
-        time.sleep(1.0)
-        low = commands_between(t_low, time.time())
-        assert len(low) > 100 and low[:, 1].min() >= lower[1] - 1e-6
+        t_beyond = time.time()
+        beyond = leader["q"].copy()
+        beyond[5] = upper[5] + 0.4
+        move(leader["q"].copy(), beyond, 2.0)
+        time.sleep(1.5)
+        at_limit = commands_between(t_beyond, time.time())
+        assert len(at_limit) > 50 and at_limit[:, 5].max() <= upper[5] + 1e-6
+        assert at_limit[:, 5].max() > upper[5] - 0.01, "the follower did not reach the limit"
         assert witness.leader_state["clamped_ticks"] > 0
         # a leader of another joint count: refused, named, and the follower holds
         leader["names"] = [*ARM, "joint7"]
         leader["q"] = np.append(witness.follower, 0.0)
         witness.wait(lambda: any("leader refused: the leader has 7 arm joints" in f for f in witness.feedback), 30.0)
-        time.sleep(0.5)
-        assert witness.leader_state["state"] == "no_leader"
+        witness.wait(lambda: witness.leader_state.get("state") == "no_leader", 30.0)
         proc.send_signal(signal.SIGINT)
         text, _ = proc.communicate(timeout=60)
     except BaseException:
@@ -371,7 +390,15 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
     kin = ReferenceKinematics()
     heard = [c for c in sorted(witness.commands, key=lambda c: c[0]) if c[0] in witness.command_stamps]
     assert len(heard) > 500 and len(heard) > 0.9 * len(witness.commands)
-    prev = None
+    history = list(witness.follower_history)
+
+    def reseeded(q, t0, t1) -> bool:
+        """``q`` is where the follower was measured around the silent spell (t0, t1): the executor's restart after a
+        lost joint state (its first command is the measured joints, clamped into the joint range). Within 0.02 rad
+        of a state this process heard (it may have missed the very one the executor read)."""
+        return any(t0 - 0.5 <= ts <= t1 and np.abs(np.clip(m, lower, upper) - q).max() < 0.02 for ts, m in history)
+
+    prev, reseeds = None, 0
     for seq, _, q in heard:
         assert np.all(q >= lower - 1e-6) and np.all(q <= upper + 1e-6), f"joint limit broken at #{seq}: {q}"
         p = kin.fk(q)[:3, 3]
@@ -383,6 +410,9 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
             ticks = max(seq - prev[0], round((t - prev[3]) / period_s))
             dt = period_s * ticks
             assert seq > prev[0]
-            assert np.all(np.abs(q - prev[1]) <= speed * dt + 1e-6), f"joint speed limit broken at #{seq}"
-            assert np.linalg.norm(p - prev[2]) <= limits["max_ee_speed_m_s"] * dt + 1e-4, f"tool too fast at #{seq}"
+            if ticks > seq - prev[0] and reseeded(q, prev[3], t):
+                reseeds += 1  # after a silent spell the executor restarts from the measured joints (no motion)
+            else:
+                assert np.all(np.abs(q - prev[1]) <= speed * dt + 1e-6), f"joint speed limit broken at #{seq}"
+                assert np.linalg.norm(p - prev[2]) <= limits["max_ee_speed_m_s"] * dt + 1e-4, f"tool too fast at #{seq}"
         prev = (seq, q, p, t)
