@@ -322,6 +322,19 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
             time.sleep(0.02)
         leader["q"] = end.copy()
 
+    def drive(end, seconds, tries=3):
+        """Move the leader from the follower to ``end``. On a loaded machine this process's leader stream can stall
+        past the leader timeout: the gate then holds the follower, as it should, and the move starts again from
+        where the follower stopped (at most ``tries`` times)."""
+        for _ in range(tries):
+            leader["q"] = witness.follower.copy()
+            witness.wait(lambda: witness.leader_state.get("state") == "following", 30.0)
+            move(leader["q"].copy(), end, seconds)
+            time.sleep(1.0)
+            if witness.leader_state.get("state") == "following":
+                return
+        raise AssertionError(f"the leader lost the follower {tries} times: {witness.leader_state}")
+
     thread = threading.Thread(target=lead, daemon=True)
     thread.start()
     try:
@@ -330,7 +343,7 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
         witness.wait(lambda: witness.leader_state.get("state") == "following", 30.0)
         # positive control: a slow leader is followed (waits: DDS discovery and a loaded machine take their time)
         target = q0 + [0.3, 0, 0, 0, 0, 0]
-        move(q0, target, 1.5)
+        drive(target, 1.5)
         witness.wait(lambda: latest() is not None and abs(latest()[0] - target[0]) < 0.01, 30.0)
         time.sleep(0.5)
         # a 1 rad jump: held
@@ -339,7 +352,7 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
         time.sleep(1.5)
         assert witness.leader_state["state"] == "syncing" and witness.leader_state["jumps"] >= 1
         t_end = time.time()
-        before = commands_between(t_jump - 0.3, t_jump)[-1]
+        before = commands_between(0.0, t_jump)[-1]  # the last command before the jump
         after_jump = commands_between(t_jump, t_end)
         assert abs(before[0] - target[0]) < 0.01
         assert np.abs(after_jump - before).max(initial=0.0) < 0.01, "commanded towards the jump"
@@ -365,8 +378,8 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
         t_beyond = time.time()
         beyond = leader["q"].copy()
         beyond[5] = upper[5] + 0.4
-        move(leader["q"].copy(), beyond, 2.0)
-        time.sleep(1.5)
+        drive(beyond, 2.0)
+        time.sleep(0.5)
         at_limit = commands_between(t_beyond, time.time())
         assert len(at_limit) > 50 and at_limit[:, 5].max() <= upper[5] + 1e-6
         assert at_limit[:, 5].max() > upper[5] - 0.01, "the follower did not reach the limit"
@@ -394,9 +407,16 @@ def test_the_follower_holds_or_stays_within_every_limit_whatever_the_leader_does
 
     def reseeded(q, t0, t1) -> bool:
         """``q`` is where the follower was measured around the silent spell (t0, t1): the executor's restart after a
-        lost joint state (its first command is the measured joints, clamped into the joint range). Within 0.02 rad
-        of a state this process heard (it may have missed the very one the executor read)."""
-        return any(t0 - 0.5 <= ts <= t1 and np.abs(np.clip(m, lower, upper) - q).max() < 0.02 for ts, m in history)
+        lost joint state (its first command is the measured joints, clamped into the joint range). Within 0.01 rad
+        of the follower's measured path (the segments between the states this process heard: it may have missed the
+        very one the executor read)."""
+        path = [np.clip(m, lower, upper) for ts, m in history if t0 - 0.5 <= ts <= t1]
+        for a, b in zip(path, path[1:] or path):
+            d = b - a
+            u = 0.0 if not d.any() else float(np.clip(np.dot(q - a, d) / np.dot(d, d), 0.0, 1.0))
+            if np.abs(a + u * d - q).max() < 0.01:
+                return True
+        return False
 
     prev, reseeds = None, 0
     for seq, _, q in heard:
