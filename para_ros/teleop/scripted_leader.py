@@ -71,7 +71,9 @@ class ScriptedLeader:
         self._lock = threading.Lock()
         self.prompt: dict | None = None
         self.states: list[dict] = []
+        self.gate_state = ""
         n.create_subscription(String, f"{TELEOP_NODE}/prompt", self._on_prompt, latched)
+        n.create_subscription(String, f"{TELEOP_NODE}/leader_state", self._on_gate, QoSProfile(depth=10))
         n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=200))
         self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
         self.executor.add_node(n)
@@ -91,6 +93,10 @@ class ScriptedLeader:
     def _on_prompt(self, msg) -> None:
         with self._lock:
             self.prompt = json.loads(msg.data)
+
+    def _on_gate(self, msg) -> None:
+        with self._lock:
+            self.gate_state = json.loads(msg.data).get("state", "")
 
     def _on_state(self, msg) -> None:
         with self._lock:
@@ -137,16 +143,28 @@ class ScriptedLeader:
         from para_ros.sim.yam_scene import SimConfig
 
         layout_seed = self.seed + k
-        self._call("stop")
+        self._call("stop")  # the executor holds its last command while the scene is reset
         lay = reset_task(self.params, self.reset, layout_seed)
-        time.sleep(0.6)  # the simulator's reset hold-off (0.5 s)
-        measured = self.follower.read()
-        while measured is None and not stop.is_set():
-            time.sleep(0.05)
+        # Hand the arm back as soon as it is measured home, within the simulator's reset hold-off (0.5 s): the
+        # executor re-seeds there; later, the held command would pull the arm back to where the episode before ended.
+        home = np.asarray(SimConfig().home_q7[: len(self.names)])
+        deadline = time.monotonic() + 5.0
+        while not stop.is_set() and time.monotonic() < deadline:
             measured = self.follower.read()
-        self.q, self.gripper = measured[0].copy(), 1.0
-        self._hold(0.3, stop)  # the leader jumped home with the follower: the gate syncs on it
+            if measured is not None and np.abs(measured[0] - home).max() < 0.02:
+                break
+            time.sleep(0.01)
         self._call("resume")
+        with self._lock:
+            self.gate_state = ""  # a state heard from now on is about the leader at the follower
+        # bring the leader to the follower until the gate lets it lead, as a person would
+        for _ in range(20):
+            measured = self.follower.read()
+            self.q, self.gripper = measured[0].copy(), 1.0
+            self._hold(0.5, stop)
+            with self._lock:
+                if self.gate_state == "following":
+                    break
         self._hold(self.settle_s, stop)
         self.command_pub.publish(self.String(data="start"))
         if self._wait_prompt("recording", k, stop) is None:
