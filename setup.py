@@ -32,6 +32,7 @@ setup(
             "para-env = para_ros.dds_env:main",
             "para-deploy = para_ros.commands.deploy:main",
             "para-eval-robot = para_ros.commands.eval_robot:main",
+            "para-teleop = para_ros.commands.teleop:main",
             "inference_node = para_ros.nodes.inference_node:main",
             "chunk_executor = para_ros.nodes.chunk_executor:main",
             "sim_node = para_ros.nodes.sim_node:main",

@@ -241,6 +241,7 @@ FOLDER_ORDER = (
     "para_ros.sim",
     "para_ros.nodes",
     "para_ros.deploy",
+    "para_ros.teleop",
     "para_ros.commands",
 )
 

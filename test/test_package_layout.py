@@ -1,5 +1,5 @@
 """The package layout's one rule (docs/contracts.md): only ``nodes/``, ``ros_io/``, ``adapters/``, ``bag/``,
-``deploy/`` and ``commands/`` import rclpy or a ROS message package; ``para_core`` never imports ``para_ros``. Imports
+``deploy/``, ``teleop/`` and ``commands/`` import rclpy or a ROS message package; ``para_core`` never imports ``para_ros``. Imports
 inside functions count too (an AST walk, not a grep of the top of the file)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ROS_AWARE = ("nodes", "ros_io", "adapters", "bag", "deploy", "commands")
+ROS_AWARE = ("nodes", "ros_io", "adapters", "bag", "deploy", "teleop", "commands")
 ROS_PACKAGES = (
     "rclpy",
     "rcl_interfaces",
@@ -74,7 +74,9 @@ def test_no_ros_imports_outside_the_node_and_ros_io_packages():
         for line, mod in imported_modules(p.read_text())
         if is_ros_module(mod)
     ]
-    assert not offenders, "ROS imports outside nodes/ros_io/adapters/bag/deploy/commands:\n" + "\n".join(offenders)
+    assert not offenders, "ROS imports outside nodes/ros_io/adapters/bag/deploy/teleop/commands:\n" + "\n".join(
+        offenders
+    )
 
 
 def test_para_core_never_imports_para_ros():

@@ -1,12 +1,13 @@
 """``para-bag export-lerobot``: recordings / episodes -> LeRobotDataset v3 (``import-lerobot``: ``lerobot_import``).
 
-``para-bag export-lerobot INPUT... --out DIR --task "pick up the cube" [--calibration calibration.yaml] [--force]``
+``para-bag export-lerobot INPUT... --out DIR [--task "pick up the cube"] [--calibration calibration.yaml] [--force]``
     Each INPUT is a recording (rosbag2 directory: extracted first, exactly as ``para-bag extract`` does, with the
     same ``--fps`` / topic options) or an episode directory / a folder of them. Writes one LeRobotDataset v3 with
     LeRobot's own writer (layout: ``para_core.data.lerobot_dataset``): a video per camera, tool pose + gripper as
     ``observation.state``, the next frame's as ``action``, per-frame intrinsics and camera poses in base, exact tool
     poses and stamps, the calibration file's content in ``meta/info.json``. Refuses an existing ``--out`` without
-    ``--force``.
+    ``--force``. Without ``--task``, the task of the recordings' ``teleop.json`` (``para-teleop``), when they
+    all have the same one.
 
 ``para-bag import-lerobot``: see ``para_ros.commands.bag_lerobot_import``.
 """
@@ -50,10 +51,27 @@ def _episodes_from_inputs(args) -> list:
     return episodes
 
 
+def recorded_task(inputs) -> str:
+    """The one task of the recordings' ``teleop.json`` files (``para-teleop`` writes one into each recording).
+
+    :raises ValueError: an input without one, or recordings of different tasks (the fix: ``--task``)."""
+    tasks = {}
+    for item in inputs:
+        meta = Path(item) / "teleop.json"
+        if not meta.is_file():
+            raise ValueError(f"--task is needed: {item} has no teleop.json to take the task from")
+        tasks[str(item)] = json.loads(meta.read_text()).get("task", "")
+    if len(set(tasks.values())) != 1 or not next(iter(tasks.values())).strip():
+        raise ValueError(f"--task is needed: the recordings' teleop.json name tasks {sorted(set(tasks.values()))}")
+    return next(iter(tasks.values()))
+
+
 def export_lerobot(args) -> int:
     out = Path(args.out)
     if out.exists() and not args.force:  # before the (long) extraction
         raise FileExistsError(f"{out} exists; pass --force to replace it (nothing was written)")
+    if not args.task:
+        args.task = recorded_task(args.inputs)
     calibration_file = load_calibration(args.calibration) if args.calibration else None
     calibration = calibration_file.to_dict() if calibration_file is not None else None
     episodes = _episodes_from_inputs(args)
@@ -87,7 +105,11 @@ def add_parsers(sub) -> None:
     ex = sub.add_parser("export-lerobot", help="recordings or episodes -> a LeRobotDataset v3 directory")
     ex.add_argument("inputs", nargs="+", help="rosbag2 directories and/or episode directories (or folders of them)")
     ex.add_argument("--out", required=True, help="dataset directory to write")
-    ex.add_argument("--task", required=True, help="the task in words, stored with every frame")
+    ex.add_argument(
+        "--task",
+        default="",
+        help="the task in words, stored with every frame (default: the recordings' teleop.json task, para-teleop)",
+    )
     ex.add_argument("--calibration", default=None, metavar="FILE", help="calibration.yaml to store in the metadata")
     ex.add_argument("--repo-id", default="local/para_export", help="LeRobot repo id (name only; nothing is uploaded)")
     ex.add_argument("--vcodec", default="libsvtav1", help="video codec (LeRobot's default libsvtav1; h264)")

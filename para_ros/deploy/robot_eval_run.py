@@ -196,11 +196,14 @@ class EpisodeRecordings:
             self._bag = bag
         return kept
 
-    def close(self) -> None:
+    def close(self) -> dict:
+        """End the open recording; the number of messages it holds per topic ({} when none was open)."""
         with self._lock:
             bag, self._bag = self._bag, None
-        if bag is not None:
-            bag.close()
+        if bag is None:
+            return {}
+        bag.close()
+        return dict(bag.counts)
 
 
 def _wait_first_chunk(link: OperatorLink, run: GraphRun, since: int, stop: threading.Event, started: float) -> float:
