@@ -105,6 +105,7 @@ class SimLockstep:
         self._resend_after_hop = False  # the hop belongs to a resend (else to a reset)
         node.create_subscription(Int64MultiArray, p["lockstep_ack_topic"], self._on_ack, ACK_QOS)
         self.horizon_pub = None
+        self._batched = False  # a batch was stepped through (logged once)
         if self.settings.batch:
             self.horizon_pub = node.create_publisher(Int64MultiArray, p["lockstep_horizon_topic"], ACK_QOS)
             node.create_subscription(JointTrajectory, p["lockstep_batch_topic"], self._on_batch, ACK_QOS)
@@ -217,6 +218,12 @@ class SimLockstep:
             node._publish_task_state(node.now_ns())
             return
         if commands:
+            if not self._batched:
+                self._batched = True
+                node.get_logger().info(
+                    f"lockstep: ticking in batches (para_ros.sim.lockstep rule 7), the first of {len(commands) + 1} "
+                    f"ticks from t={gate.t_ns / 1e9:.3f} s"
+                )
             node.health.count("lockstep_batches")
         self._published([], wall)
 
