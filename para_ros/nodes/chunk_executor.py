@@ -823,6 +823,7 @@ class ChunkExecutorNode(Node):
         self.lockstep = None
         if p["lockstep"]:  # ticks come from the simulator's instants, not from the loop
             self.lockstep = ExecutorLockstep(self, p)
+            self.health.stamp_ns = self.lockstep.tick_time_ns  # a hold reported at once: at the tick's instant
         else:
             self.loop.start()  # before the ROS thread's own change: a new thread inherits its creator's scheduler
             self.loop.scheduler_applied.wait(5.0)

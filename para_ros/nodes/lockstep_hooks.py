@@ -208,6 +208,8 @@ class SimLockstep:
                 node._publish_task_state(node.now_ns())
             return
         commands = gate.batch_points or []
+        if commands and self._batch_passes_limit(len(commands)):
+            return  # lockstep_run_until_s was lowered since the horizon: a batch is stepped whole, once it is raised
         try:
             node.step_lockstep_batch(commands, self.settings.step_s, wall)
         except RuntimeError as exc:  # the horizon let a frame or the limit fall inside the batch: never expected
@@ -226,6 +228,14 @@ class SimLockstep:
                 )
             node.health.count("lockstep_batches")
         self._published([], wall)
+
+    def _batch_passes_limit(self, n_ticks: int) -> bool:
+        """Whether the last of a batch's ``n_ticks`` ticks after the current instant falls where
+        ``lockstep_run_until_s`` holds the simulator (the goal times added up as the simulator adds them)."""
+        goal, step = self.node._sim_goal_s, self.settings.step_s
+        for _ in range(n_ticks):
+            goal += step
+        return goal + 0.5 * step > self.node.params["lockstep_run_until_s"]
 
     def _published(self, frame_stamps_ns: list[int], wall: float) -> None:
         self._last_send_s = wall
@@ -341,6 +351,12 @@ class ExecutorLockstep:
         self._kept_ns.clear()
         self._horizon = None
 
+    def tick_time_ns(self) -> int | None:
+        """The instant of the tick running or last run (None before the first): the stamp of the executor's
+        diagnostics in lockstep, so that a report made at once within a tick (a hold of the confidence supervisor) is
+        dated by that tick in batches as per tick."""
+        return self._last_tick_ns
+
     def _on_joint_state(self, msg) -> None:
         node = self.node
         t_ns = stamp_to_ns(msg.header.stamp)
@@ -410,8 +426,8 @@ class ExecutorLockstep:
         commands = []
         u_ns = t_ns + step_ns
         while u_ns < until_ns and self._batchable():
+            self._last_tick_ns = u_ns
             command = self._tick(u_ns, measured=False)
             commands.append(None if command is None else self.node.backend.make_msg(command))
-            self._last_tick_ns = u_ns
             u_ns += step_ns
         self.batch_pub.publish(batch_msg(t_ns, commands))
