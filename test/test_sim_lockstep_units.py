@@ -130,8 +130,8 @@ def test_with_a_chunk_latency_the_gate_steps_on_until_the_chunk_is_needed():
 
 
 def test_a_batch_is_waited_for_and_holds_for_a_chunk_needed_by_its_end():
-    """Rule 7: with a horizon out, the gate waits for the batch too; a batch of n ticks steps to t + (n + 1) steps at
-    once, so a frame's chunk needed by then holds it, one needed later does not."""
+    """Rule 7: with a horizon out, the gate waits for the batch too; the simulator steps into the batch while the
+    chunks it holds allow, and a frame's chunk needed by a step inside it holds it there."""
     g = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0, chunk_latency_s=0.1))
     g.published(T0 - STEP, [], wall_s=0.0)  # the first instant after the reset: none of the frames below
     g.published(T0, [], wall_s=0.0, frames_pending=True)
@@ -144,8 +144,11 @@ def test_a_batch_is_waited_for_and_holds_for_a_chunk_needed_by_its_end():
     assert g.batch_points is None
     with pytest.raises(ValueError, match="the horizon allowed 9"):
         g.on_batch(T0, [None] * 10)
-    g.on_batch(T0, [None] * 9)  # steps to T0 + 0.1 s: the frame's chunk is needed
-    assert not g.ready() and g.blocking() == [T0]
+    g.on_batch(T0, [None] * 9)  # its ticks T0 + 0.01 .. 0.09 s, then the state of T0 + 0.1 s
+    for k in range(9):  # into the batch while the model computes: the chunk is not needed yet
+        assert g.ready(), f"held {k} steps into the batch"
+        g.batch_step_taken()
+    assert not g.ready() and g.blocking() == [T0]  # the step to T0 + 0.1 s needs it
     g.on_ack(chunk_ack(T0))
     assert g.ready()
     short = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0, chunk_latency_s=0.1))

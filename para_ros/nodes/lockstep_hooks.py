@@ -106,6 +106,7 @@ class SimLockstep:
         node.create_subscription(Int64MultiArray, p["lockstep_ack_topic"], self._on_ack, ACK_QOS)
         self.horizon_pub = None
         self._batched = False  # a batch was stepped through (logged once)
+        self._batch_tf: list = []  # /tf of the instants stepped into the current batch, to go out with its end
         if self.settings.batch:
             self.horizon_pub = node.create_publisher(Int64MultiArray, p["lockstep_horizon_topic"], ACK_QOS)
             node.create_subscription(JointTrajectory, p["lockstep_batch_topic"], self._on_batch, ACK_QOS)
@@ -142,6 +143,7 @@ class SimLockstep:
         if self.gate.t_ns is not None and self.gate.t_ns < LOCKSTEP_EPOCH_NS + RESET_HOP_NS:
             self._hop(self.hop_hold_s, resend=False)
         self.gate.reset()
+        self._batch_tf = []
         self._held_reported_ns = None
 
     def task_state_fields(self) -> dict:
@@ -208,17 +210,23 @@ class SimLockstep:
                 node._publish_task_state(node.now_ns())
             return
         commands = gate.batch_points or []
-        if commands and self._batch_passes_limit(len(commands)):
-            return  # lockstep_run_until_s was lowered since the horizon: a batch is stepped whole, once it is raised
-        try:
-            node.step_lockstep_batch(commands, self.settings.step_s, wall)
-        except RuntimeError as exc:  # the horizon let a frame or the limit fall inside the batch: never expected
-            gate.fault = str(exc)
-            node.get_logger().error(gate.fault + "; holding until ~/reset_task")
-            node.health.count("lockstep_faults")
-            node.health.problem("lockstep", gate.fault)
-            node._publish_task_state(node.now_ns())
-            return
+        if gate.batch_steps == 0 and commands and self._batch_passes_limit(len(commands)):
+            return  # lockstep_run_until_s was lowered since the horizon: the batch waits until it is raised
+        # Rule 7: into the batch one step at a time, as far as the chunks held allow (physics goes on while the model
+        # computes, rule 4), then the step to the instant after its last tick, whose state goes out.
+        while gate.batch_steps < len(commands):
+            try:
+                self._batch_tf += node.step_into_batch(commands[gate.batch_steps], self.settings.step_s)
+            except RuntimeError as exc:  # the horizon let a frame or the limit fall inside the batch: never expected
+                gate.fault = str(exc)
+                node.get_logger().error(gate.fault + "; holding until ~/reset_task")
+                node.health.count("lockstep_faults")
+                node.health.problem("lockstep", gate.fault)
+                node._publish_task_state(node.now_ns())
+                return
+            gate.batch_step_taken()
+            if not gate.ready():
+                return  # a chunk is needed by the next step: on when it comes
         if commands:
             if not self._batched:
                 self._batched = True
@@ -227,7 +235,9 @@ class SimLockstep:
                     f"ticks from t={gate.t_ns / 1e9:.3f} s"
                 )
             node.health.count("lockstep_batches")
-        self._published([], wall)
+        node._sim_goal_s += self.settings.step_s
+        tf, self._batch_tf = self._batch_tf, []
+        self._published(node.step_and_publish(wall, frames=False, tf_before=tf), wall)
 
     def _batch_passes_limit(self, n_ticks: int) -> bool:
         """Whether the last of a batch's ``n_ticks`` ticks after the current instant falls where

@@ -480,30 +480,25 @@ class SimNode(Node):
         """The cameras whose frame is due at the current instant (:meth:`publish_due_frames` publishes them)."""
         return [cam for cam, c in self.cameras.items() if self.sim.time_s + 1e-9 >= c["next_due_s"]]
 
-    def step_lockstep_batch(self, commands: list, step_s: float, wall: float) -> None:
-        """Lockstep rule 7 (:mod:`para_ros.sim.lockstep`): from the current instant ``t``, whose tick's command is
-        followed already, step ``len(commands) + 1`` times; at each instant passed, follow that tick's command
-        (``commands[i]``, a one-point ``JointTrajectory``, or None: the tick sent nothing) exactly as if it had
-        arrived then, publish the task state when due and keep the instant's ``/tf``; then publish the state of the
-        instant after the last tick (``/clock``, ``/joint_states``, ``/tf`` with every instant passed).
-        RuntimeError when a camera frame or ``lockstep_run_until_s`` falls inside the batch (the horizon is computed
-        to end before either: :class:`para_ros.nodes.lockstep_hooks.SimLockstep`)."""
-        tf = []
-        for command in commands:
-            self._sim_goal_s += step_s
-            self._advance(None)
-            stamp_ns = self._stamp_for(self.sim.time_s, None)
-            if self.frames_due_now() or self.sim.time_s + 0.5 * step_s > self.params["lockstep_run_until_s"]:
-                raise RuntimeError(
-                    f"lockstep batch: a camera frame or lockstep_run_until_s falls at t={self.sim.time_s:.3f} s, "
-                    "inside the batch"
-                )
-            tf += self._link_transform_msgs(to_time_msg(stamp_ns))
-            self._publish_task_state_if_due(stamp_ns)
-            if command is not None:
-                self._on_trajectory(command)
+    def step_into_batch(self, command, step_s: float) -> list[TransformStamped]:
+        """Lockstep rule 7 (:mod:`para_ros.sim.lockstep`): one step to an instant inside a batch, whose state is not
+        published: follow that instant's tick's command (a one-point ``JointTrajectory``, or None: the tick sent
+        nothing) exactly as if it had arrived then, publish the task state when due; the instant's ``/tf``, to go out
+        with the next published state. RuntimeError when a camera frame or ``lockstep_run_until_s`` falls at that
+        instant (the horizon ends before either: :class:`para_ros.nodes.lockstep_hooks.SimLockstep`)."""
         self._sim_goal_s += step_s
-        self.step_and_publish(wall, frames=False, tf_before=tf)
+        self._advance(None)
+        stamp_ns = self._stamp_for(self.sim.time_s, None)
+        if self.frames_due_now() or self.sim.time_s + 0.5 * step_s > self.params["lockstep_run_until_s"]:
+            raise RuntimeError(
+                f"lockstep batch: a camera frame or lockstep_run_until_s falls at t={self.sim.time_s:.3f} s, "
+                "inside the batch"
+            )
+        tf = self._link_transform_msgs(to_time_msg(stamp_ns))
+        self._publish_task_state_if_due(stamp_ns)
+        if command is not None:
+            self._on_trajectory(command)
+        return tf
 
     def publish_due_frames(self, stamp_ns: int, wall: float, tick_now_ns: int | None = None) -> list[int]:
         """Render and publish the camera frames due at the current instant (stamped ``stamp_ns``); their stamps."""

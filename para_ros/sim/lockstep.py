@@ -188,6 +188,7 @@ class LockstepGate:
         self.reask_waited_s = 0.0  # how long the last ask had waited for the chunk (for the log)
         self.batch_until_ns: int | None = None  # rule 7: the horizon sent with the current instant (None: none)
         self.batch_points: list | None = None  # the commands of the batch's ticks after t_ns, once they came
+        self.batch_steps = 0  # the steps taken into the batch (to instants whose state is not published)
 
     @property
     def needs_publish(self) -> bool:
@@ -202,17 +203,18 @@ class LockstepGate:
         self.waiting_since_s = wall_s
         self.tick_acked = self.command_sent = self.command_arrived = False
         self.batch_until_ns = self.batch_points = None
+        self.batch_steps = 0
         self.frames_pending = bool(frames_pending)
         self.chunks_held = {s for s in self.chunks_held if s <= self.t_ns}
         self.frames_waiting = (self.frames_waiting | {int(s) for s in frame_stamps_ns}) - self.chunks_held
         self.asked_s, self.reask_after_s = wall_s, self.settings.reask_s
 
     def blocking(self) -> list[int]:
-        """The frames waited for whose chunk is needed before the next step (rule 4), oldest first; with a batch in
-        (rule 7), before the step to the batch's end."""
+        """The frames waited for whose chunk is needed before the next step (rule 4; in a batch, rule 7, the next
+        step into it), oldest first."""
         step_ns = int(round(self.settings.step_s * 1e9))
         latency_ns = int(round(self.settings.chunk_latency_s * 1e9))
-        next_ns = (self.t_ns or 0) + step_ns * (1 + len(self.batch_points or ()))  # a batch steps to its end at once
+        next_ns = (self.t_ns or 0) + step_ns * (1 + self.batch_steps)  # the step to take next (rule 7: in a batch)
         return sorted(
             s
             for s in self.frames_waiting
@@ -232,6 +234,10 @@ class LockstepGate:
             k = max(1, -(-need_ns // step_ns))  # the first k with k * step >= need (ceil)
             best = k if best is None else min(best, k)
         return best
+
+    def batch_step_taken(self) -> None:
+        """One step into the batch was taken (to an instant whose state is not published)."""
+        self.batch_steps += 1
 
     def expect_batch(self, until_ns: int) -> None:
         """A horizon ``until_ns`` went out with the current instant: the executor's batch is waited for too."""
