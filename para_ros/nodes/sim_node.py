@@ -55,6 +55,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from para_core.model.rotations import matrix_to_quaternion
 from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
 from para_ros.adapters.transforms import matrix_to_transform
 from para_ros.nodes.health import ERROR, HealthReporter
@@ -586,11 +587,22 @@ class SimNode(Node):
         self.tf_broadcaster.sendTransform(list(tf_before or []) + self._link_transform_msgs(stamp))
 
     def _link_transform_msgs(self, stamp) -> list[TransformStamped]:
-        """The arm's moving frames at the current state, stamped ``stamp``."""
-        return [
-            self._transform(parent, child, self.told.T_gripper_wrist_cam if child == WRIST_CAM_BODY else T, stamp)
-            for parent, child, T in self.sim.link_transforms()
-        ]
+        """The arm's moving frames at the current state, stamped ``stamp``: what :meth:`_transform` gives, without
+        its rigidity check (the simulator's poses are rigid by construction; the check was a third of the cost of
+        publishing the state, which lockstep's batches do for every instant)."""
+        out = []
+        for parent, child, T in self.sim.link_transforms():
+            if child == WRIST_CAM_BODY:
+                T = self.told.T_gripper_wrist_cam
+            msg = TransformStamped()
+            msg.header.stamp = stamp
+            msg.header.frame_id = self.frame_of_link.get(parent, parent)
+            msg.child_frame_id = self.frame_of_link.get(child, child)
+            t, r = msg.transform.translation, msg.transform.rotation
+            t.x, t.y, t.z = (float(v) for v in T[:3, 3])
+            r.x, r.y, r.z, r.w = (float(v) for v in matrix_to_quaternion(T[:3, :3]))
+            out.append(msg)
+        return out
 
     def _publish_static(self) -> None:
         if self.told.T_base_scene_cam is None:
