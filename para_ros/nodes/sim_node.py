@@ -31,7 +31,9 @@ consumers with ``use_sim_time``); otherwise the node clock's now at the tick (wh
 real time; use ``publish_clock`` with a ``real_time_factor`` other than 1. Everything (physics, rendering, which
 creates the EGL context, callbacks) runs on the executor's one thread. With ``lockstep`` the timer no longer steps by
 the wall clock: physics advances by ``lockstep_step_s`` once the graph has answered for the current instant
-(:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`).
+(:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`); with ``lockstep_batch`` (the
+default) the executor answers the instants up to the next camera frame or chunk at once (rule 7), and ``/clock`` and
+``/joint_states`` go out only at the instant after each such batch, ``/tf`` of every instant with them.
 
 The world frame of everything published is ``base``: the SDK model puts the arm's base at the MuJoCo origin.
 """

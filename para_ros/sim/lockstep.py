@@ -7,7 +7,8 @@ everything it would have done in real time on an infinitely fast machine; the pe
 seeds alone. The rules:
 
 1. The simulator advances in steps of ``step_s`` (the executor's control period). After each step it publishes the
-   state (``/clock``, ``/joint_states``, ``/tf``) stamped with the new simulated time ``t``.
+   state (``/clock``, ``/joint_states``, ``/tf``) stamped with the new simulated time ``t`` (in batches, rule 7, only
+   at the instant after each batch).
 2. The executor (``lockstep: true``) ticks once per simulated instant, triggered by the joint state stamped ``t`` (it
    reads exactly that state, not whatever arrived last), and then acknowledges the tick (:func:`tick_ack`), saying
    whether it sent a command. The simulator steps again only after that acknowledgement and, when a command was sent,
