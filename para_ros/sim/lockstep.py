@@ -50,8 +50,9 @@ seeds alone. The rules:
    (``ExecutorCore.needs_measured_joints``: before the first state, after lost feedback or a clock jump, whose restart
    re-seeds from them); every other tick computes its command from the chunks, its previous command and the tick time
    alone, and the state's only other use, the watchdog's age, is the instant's own time, as each state is stamped
-   with its instant. The simulator then steps through those ticks, following each tick's command from its instant on
-   exactly as it follows a command that arrived then (rule 2 holds for every step), and publishes the next state
+   with its instant. The simulator then steps through those ticks (while the model computes, as far as rule 4's chunks
+   allow), following each tick's command from its instant on exactly as it follows a command that arrived then (rule
+   2 holds for every step), and publishes the next state
    (``/clock``, ``/joint_states``) only at the instant after the last tick: the round trip per 10 ms becomes one per
    batch (one per camera frame with the default latencies). ``/tf`` keeps every instant (the instants passed are sent
    with the next state, in one message): the inference node looks the end effector up at past times (the policy's
