@@ -3,7 +3,8 @@ processes, and, in this process, a stand-in for the inference node that answers 
 stamped like the inference node stamps them (the frame's stamp), when the test lets it.
 
 - A late answer holds the simulator: while the chunk of a frame is missing, ``/clock`` never passes the frame's time;
-  once it comes, the simulator steps again, one executor period (0.01 s) at a time.
+  once it comes, the simulator steps again, ``/clock`` on the executor's 0.01 s grid and at every camera frame (in
+  batches, rule 7, it goes out only at the instant after each batch).
 - A node busy through a reset right after the start (rclpy keeps only the newest ``/clock``) still sees the clock hop
   forward and come back, i.e. a jump back it clears its frames at.
 - A frame lost on its way (the stand-in drops its first delivery): the simulator publishes it again after
@@ -190,8 +191,14 @@ def test_a_late_chunk_holds_the_simulator_at_its_frame_until_it_comes(rig):
     with node.lock:
         after = [c for c in node.clocks if c > frame_ns]
     assert sim.poll() is None
-    assert after[0] == frame_ns + STEP_NS, "the first step after the chunk is one executor period"
-    assert all(b - a == STEP_NS for a, b in zip(after[:-1], after[1:])), "steps of exactly one period"
+    # In batches (the default, para_ros.sim.lockstep rule 7) /clock goes out at the instant after each batch: on the
+    # executor's period grid, increasing, and never past the next camera frame (0.1 s on) without stopping there.
+    assert all((c - frame_ns) % STEP_NS == 0 for c in after), "instants off the executor's period grid"
+    assert all(b > a for a, b in zip(after[:-1], after[1:])), "the clock went back or repeated an instant"
+    assert after[0] <= frame_ns + 10 * STEP_NS, "the first batch after the chunk passed the next camera frame"
+    assert all(
+        (a - EPOCH_NS) // (10 * STEP_NS) == (b - EPOCH_NS - 1) // (10 * STEP_NS) for a, b in zip(after[:-1], after[1:])
+    ), "a batch passed a camera frame (every 0.1 s) without publishing its instant"
 
 
 def test_a_lost_frame_is_asked_for_again_and_the_episode_goes_on(rig):

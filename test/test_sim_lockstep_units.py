@@ -10,7 +10,16 @@ import pytest
 from para_ros.deploy.ab_compare import interleaved_order, parse_compare
 from para_ros.deploy.episodes import EpisodeRow
 from para_ros.deploy.paired_stats import mcnemar_exact, paired_outcomes
-from para_ros.sim.lockstep import ChunkRelease, LockstepGate, LockstepSettings, chunk_ack, parse_ack, tick_ack
+from para_ros.sim.lockstep import (
+    ChunkRelease,
+    LockstepGate,
+    LockstepSettings,
+    chunk_ack,
+    horizon_msg,
+    parse_ack,
+    parse_horizon,
+    tick_ack,
+)
 
 T0 = 1_000_000_000_000  # an instant, ns
 STEP = 10_000_000  # one 0.01 s step, ns
@@ -118,6 +127,54 @@ def test_with_a_chunk_latency_the_gate_steps_on_until_the_chunk_is_needed():
     assert not first.ready() and first.blocking() == [T0]
     with pytest.raises(ValueError, match="lockstep_chunk_latency_s"):
         LockstepSettings(chunk_latency_s=-0.1)
+
+
+def test_a_batch_is_waited_for_and_holds_for_a_chunk_needed_by_its_end():
+    """Rule 7: with a horizon out, the gate waits for the batch too; the simulator steps into the batch while the
+    chunks it holds allow, and a frame's chunk needed by a step inside it holds it there."""
+    g = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0, chunk_latency_s=0.1))
+    g.published(T0 - STEP, [], wall_s=0.0)  # the first instant after the reset: none of the frames below
+    g.published(T0, [], wall_s=0.0, frames_pending=True)
+    assert g.steps_until_blocked([T0]) == 10  # the frame going out at T0 is needed by T0 + 0.1 s
+    g.expect_batch(T0 + 10 * STEP)
+    g.on_ack(tick_ack(T0, False))
+    g.frames_published([T0], wall_s=0.0)
+    assert not g.ready() and "batch of the ticks after t=1000.000 s" in g.missing()[0]
+    g.on_batch(T0 - STEP, [None] * 3)  # another instant's (before a reset): ignored
+    assert g.batch_points is None
+    with pytest.raises(ValueError, match="the horizon allowed 9"):
+        g.on_batch(T0, [None] * 10)
+    g.on_batch(T0, [None] * 9)  # its ticks T0 + 0.01 .. 0.09 s, then the state of T0 + 0.1 s
+    for k in range(9):  # into the batch while the model computes: the chunk is not needed yet
+        assert g.ready(), f"held {k} steps into the batch"
+        g.batch_step_taken()
+    assert not g.ready() and g.blocking() == [T0]  # the step to T0 + 0.1 s needs it
+    g.on_ack(chunk_ack(T0))
+    assert g.ready()
+    short = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0, chunk_latency_s=0.1))
+    short.published(T0 - STEP, [], wall_s=0.0)
+    short.published(T0, [T0], wall_s=0.0)
+    short.expect_batch(T0 + 10 * STEP)
+    short.on_ack(tick_ack(T0, False))
+    short.on_batch(T0, [None] * 8)  # stopped early (a tick needed its state): to T0 + 0.09 s, the chunk not yet
+    assert short.ready()
+    assert short.steps_until_blocked() == 10
+    first = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0, chunk_latency_s=0.1))
+    first.published(T0, [], wall_s=0.0, frames_pending=True)
+    assert first.steps_until_blocked([T0]) == 1  # the first instant's frames hold at once: no batch there
+    assert parse_horizon(horizon_msg(T0, T0 + 10 * STEP, STEP)) == (T0, T0 + 10 * STEP, STEP)
+    for bad in ([T0, T0], [T0, T0, STEP], [T0, T0 + STEP, 0]):
+        with pytest.raises(ValueError, match="lockstep horizon"):
+            parse_horizon(bad)
+
+
+def test_episode_chunks_counts_the_frames_strictly_inside_the_episode():
+    from para_ros.deploy.episodes import episode_chunks
+
+    offset_s = 1000.0  # graph clock minus episode time
+    stamps = [int(round((offset_s + t) * 1e9)) for t in (1.4, 1.5, 1.6, 3.0, 5.4, 5.5)]
+    assert episode_chunks(stamps, offset_s, 1.5, 5.5) == 3  # 1.6, 3.0, 5.4: not the hand-over's, not the end's
+    assert episode_chunks(stamps, offset_s, 1.5, 3.0) == 1
 
 
 def test_a_lockstep_graph_gives_the_simulator_the_executors_latency():

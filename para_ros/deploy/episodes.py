@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import cv2
@@ -56,6 +57,7 @@ from para_ros.ros_io.spin import spin_until
 from para_ros.ros_io.task_services import call_service, reset_task
 from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
 from para_ros.sim.pick_place import OUTCOMES, EpisodeMonitor, Judgement, check_seed, wilson_interval
+from para_ros.stamps import stamp_to_ns
 
 # Lockstep episodes (run_lockstep_episode):
 HALF_STEP_S = 0.005  # simulated instants are compared with half the simulator's 0.01 s step of slack
@@ -165,6 +167,7 @@ class TaskClient:
         self.lock = threading.Lock()
         self.states: list[dict] = []
         self.chunks = 0
+        self.chunk_stamps_ns: deque[int] = deque(maxlen=MAX_CONFIDENCE_RECORDS)  # each chunk's stamp (its frame's)
         self.last_path_world: np.ndarray | None = None
         # every chunk's confidence measures (confidence_record), and where the running episode's chunks start
         self.chunk_confidence: list[dict] = []
@@ -209,6 +212,7 @@ class TaskClient:
         record = confidence_record(msg)
         with self.lock:
             self.chunks += 1
+            self.chunk_stamps_ns.append(stamp_to_ns(msg.header.stamp))
             self.last_path_world = path
             self.chunk_confidence.append(record)
             if len(self.chunk_confidence) > MAX_CONFIDENCE_RECORDS:  # nobody takes them (a long deploy run)
@@ -336,6 +340,16 @@ def wait_for_first_chunk(ev: TaskClient, graph_run, stop: threading.Event, timeo
         time.sleep(0.1)
 
 
+def episode_chunks(stamps_ns, offset_s: float, start_s: float, end_s: float) -> int:
+    """Lockstep: how many of the chunks stamped ``stamps_ns`` (their frames' stamps, on the graph's clock; those that
+    came after the hand-over) were predicted from the frames strictly between episode times ``start_s`` (the
+    hand-over) and ``end_s`` (``offset_s``: graph clock minus episode time, :func:`clock_offset`). Counted by stamp,
+    the figure is the simulated episode's alone: the chunks of the hand-over frame and of the frame at the end reach
+    the evaluator before or after it counts, as the machine goes; every other one has come by then (the simulator
+    passes a frame's chunk latency only with the chunk at the executor)."""
+    return sum(start_s + HALF_STEP_S < s * 1e-9 - offset_s < end_s - HALF_STEP_S for s in stamps_ns)
+
+
 def clock_offset(state: dict) -> float | None:
     """The graph's clock minus the episode time (s) read off one ``~/task_state`` (None when it lacks either)."""
     if "stamp_ns" not in state or "sim_time_s" not in state:
@@ -459,6 +473,7 @@ def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, ti
             fault = f"lockstep: the simulator published no task state for {silent_s:.0f} s of wall time"
     with ev.lock:
         chunks0, rejected0, truncated0 = ev.chunks, ev.rejected, ev.truncated
+        ev.chunk_stamps_ns.clear()
         ev.episode_chunks_from = len(ev.chunk_confidence)  # the episode's chunks: from the hand-over on
     ev.frames = []
     ev.record_frames = record
@@ -512,6 +527,8 @@ def run_lockstep_episode(ev, settings, k: int, seed: int, stop, record: bool, ti
         pass
     with ev.lock:
         chunks, rejected, truncated = ev.chunks - chunks0, ev.rejected - rejected0, ev.truncated - truncated0
+        if offset_s is not None:  # by stamp: which chunks had come by the time the count was taken is the machine's
+            chunks = episode_chunks(ev.chunk_stamps_ns, offset_s, start_s, sim_now)
     last = monitor.last
     held_at_s, hold_reason = ev.first_hold(offset_s, start_s)
     return EpisodeRow(

@@ -403,6 +403,22 @@ class ExecutorCore:
                 self._reseed(q, float(gripper) if np.isfinite(gripper) else self._g_cmd)
                 self.status.state = self._not_following_state() or IDLE
 
+    def needs_measured_joints(self) -> bool:
+        """Whether the next tick reads the measured joints' values, not only when they were measured: before the
+        first state (it seeds the command) and while feedback is lost or after a clock jump (the restart re-seeds
+        from them). Otherwise a tick computes its command from the timeline, its previous command and the tick time
+        alone: lockstep's batches (:mod:`para_ros.sim.lockstep`, rule 7) tick on without each instant's state."""
+        with self._lock:
+            return self._q_cmd is None or self._state in FEEDBACK_LOST
+
+    def state_measured_at(self, measured_s: float) -> None:
+        """A state was measured at ``measured_s`` whose values this executor does not read (only while
+        :meth:`needs_measured_joints` is False): the watchdog's time alone, as :meth:`set_measured_joints` sets it."""
+        with self._lock:
+            if self._measured_s is None or measured_s > self._measured_s:
+                self._measured_s = float(measured_s)
+                self.status.last_joint_state_s = float(measured_s)
+
     def _reseed(self, q: np.ndarray, gripper: float) -> None:
         """Start commanding from the measured joints, clamped into the joint range: an arm that a simulator or its
         servos let drift past a limit (by 1e-4 rad, measured after a feedback loss under load) is never commanded to

@@ -137,6 +137,12 @@ class InferencePipeline:
         self.camera_info: dict[str, object] = {}
         self.camera_frames: dict[str, str] = {}  # view -> the TF frame of its camera (the overlay's frame id)
         self.gripper_history = GripperHistory(on_time_back="clear", max_len=GRIPPER_HISTORY)  # openings by stamp
+        self._gripper_came = threading.Condition(self._lock)  # a gripper opening was added
+        # Wall seconds an observation waits for the gripper opening of its stamp while the history holds only older
+        # ones (0: never). Lockstep sets it: the simulator publishes each frame's joint state before the frame, but
+        # this node's ROS thread may take the frame first, and the opening of an earlier instant would change the
+        # chunk with the machine's timing.
+        self.gripper_wait_s = 0.0
         self._received_ns: dict[tuple[str, int], int] = {}  # (view, image stamp) -> receipt time, the newest few
         self.generation = 0  # +1 at every backward clock jump: observations from before it are void
         self.latencies_s: deque[float] = deque(maxlen=LATENCY_HISTORY)
@@ -174,6 +180,7 @@ class InferencePipeline:
         if value is not None:
             with self._lock:  # a stamp older than the newest: time went back (a replay loop, a sim reset): cleared
                 self.gripper_history.add(stamp_ns, value)
+                self._gripper_came.notify_all()
 
     def add_image(self, view: str, stamp_ns: int, message, now_ns: int) -> bool:
         """A camera frame; True when it was taken (the inference step has something new), False when its stamp was
@@ -312,6 +319,11 @@ class InferencePipeline:
         """(cameras, state) of ``pair`` by the shared builder (para_ros.observation.builder), its notes as
         diagnostics; raises ``ObservationProblem``."""
         with self._lock:  # the opening at the image stamp, by the bag tools' rule (sample and hold)
+            if self.gripper_wait_s > 0 and len(self.gripper_history):
+                history = self.gripper_history
+                self._gripper_came.wait_for(
+                    lambda: not len(history) or history.stamps_ns[-1] >= pair.stamp_ns, timeout=self.gripper_wait_s
+                )
             gripper = self.gripper_history.at(pair.stamp_ns)
         obs = build_observation(
             self.observation_settings,

@@ -68,7 +68,8 @@ still checks its own times too, for a jump nobody announced, e.g. from a caller 
 
 Lockstep (``lockstep: true``, against the simulator's lockstep mode, :mod:`para_ros.sim.lockstep`): no fixed-rate
 loop; one tick per joint state of a new simulated instant, chunks held for ``lockstep_latency_s`` of simulated time,
-ticks and chunks acknowledged to the simulator (:class:`para_ros.nodes.lockstep_hooks.ExecutorLockstep`).
+ticks and chunks acknowledged to the simulator (:class:`para_ros.nodes.lockstep_hooks.ExecutorLockstep`); with the
+simulator's horizons (rule 7), the ticks up to each horizon in one batch.
 
 Run: ``python -m para_ros.nodes.chunk_executor --ros-args --params-file config/executor.yaml -p backend:=i2rt_sdk``.
 """
@@ -120,7 +121,7 @@ from para_ros.robot.yam_frames import YamFrames
 from para_ros.ros_io.chunk_msg import chunk_from_msg
 from para_ros.ros_io.sdk_state import SdkStatePublisher
 from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, pose_stamped
-from para_ros.sim.lockstep import ACK_TOPIC, DEFAULT_LATENCY_S
+from para_ros.sim.lockstep import ACK_TOPIC, BATCH_TOPIC, DEFAULT_LATENCY_S, HORIZON_TOPIC
 
 NODE_NAME = "chunk_executor"
 CONFIDENCE_STATES = SLOWED | HOLDS_UNCERTAIN  # the confidence supervisor's states: their changes are logged
@@ -485,6 +486,19 @@ AFTER_BACKEND_PARAMETERS = (
         ACK_TOPIC,
         "Lockstep: the acknowledgements to the simulator (std_msgs/Int64MultiArray).",
     ),
+    Param(
+        "lockstep_horizon_topic",
+        HORIZON_TOPIC,
+        "Lockstep batches (para_ros.sim.lockstep rule 7): the simulator's horizons (std_msgs/Int64MultiArray "
+        "[t_ns, until_ns, step_ns]); after the tick at t the executor ticks every instant before until without its "
+        "joint state, as long as no tick needs the measured joints' values, and sends those commands in one batch.",
+    ),
+    Param(
+        "lockstep_batch_topic",
+        BATCH_TOPIC,
+        "Lockstep batches: the commands of a batch's ticks to the simulator (trajectory_msgs/JointTrajectory, one "
+        "point a tick, an empty point for a tick that sent nothing).",
+    ),
 )
 
 HEADER = """Parameters of the chunk executor node (para_ros.nodes.chunk_executor); `ros2 param describe /chunk_executor
@@ -809,6 +823,7 @@ class ChunkExecutorNode(Node):
         self.lockstep = None
         if p["lockstep"]:  # ticks come from the simulator's instants, not from the loop
             self.lockstep = ExecutorLockstep(self, p)
+            self.health.stamp_ns = self.lockstep.tick_time_ns  # a hold reported at once: at the tick's instant
         else:
             self.loop.start()  # before the ROS thread's own change: a new thread inherits its creator's scheduler
             self.loop.scheduler_applied.wait(5.0)
@@ -929,19 +944,33 @@ class ChunkExecutorNode(Node):
 
     def _tick(self, now: float | None = None) -> bool:
         """One control tick at ``now`` (default: the node's clock); True when a command was sent."""
-        now = self.now_s() if now is None else now
-        if now <= 0.0:  # use_sim_time and no /clock yet
-            return False
-        measured, measured_s = self._read_state(now)
-        if measured is not None and measured_s is not None:
-            self.core.set_measured_joints(*measured, measured_s=measured_s)
-        command = self.core.tick(now)
-        self._report_feedback()
+        command = self.command_at(self.now_s() if now is None else now)
         if command is None:
             return False
         self.backend.send(command)
-        self.pose_pub.publish(pose_stamped(command, self.world_frame))
+        self.publish_commanded_pose(command)
         return True
+
+    def publish_commanded_pose(self, command) -> None:
+        """The tool pose of ``command`` on ``commanded_pose_topic`` (rviz), stamped with the time it is meant for."""
+        self.pose_pub.publish(pose_stamped(command, self.world_frame))
+
+    def command_at(self, now: float, read_state: bool = True):
+        """The core's command of the tick at ``now`` (None: nothing to send), the arm's state read first.
+        ``read_state`` False (lockstep batches, :mod:`para_ros.sim.lockstep` rule 7): a state of this instant exists
+        but is not read; only its time goes to the watchdog (call it only while
+        :meth:`ExecutorCore.needs_measured_joints` is False)."""
+        if now <= 0.0:  # use_sim_time and no /clock yet
+            return None
+        if read_state:
+            measured, measured_s = self._read_state(now)
+            if measured is not None and measured_s is not None:
+                self.core.set_measured_joints(*measured, measured_s=measured_s)
+        else:
+            self.core.state_measured_at(now)
+        command = self.core.tick(now)
+        self._report_feedback()
+        return command
 
     def _read_state(self, now: float):
         """(measured joints or None, when they were measured or None) from the backend (see module docstring)."""

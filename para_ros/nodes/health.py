@@ -77,6 +77,9 @@ class HealthReporter:
         self._medians = RollingMedians(window=median_window)  # add_sample: reported as each key's median
         self._rate_base: tuple[float, dict[str, int]] = (time.monotonic(), {})
         self._rates_hz: dict[str, float] = {}
+        # The stamp of each report (ns); None: the node's clock now. A lockstep executor stamps with the instant it
+        # ticks, which its clock (the simulator's /clock) may not have reached yet.
+        self.stamp_ns: Callable[[], int | None] | None = None
         self.last_error = ""
         self._pub = node.create_publisher(
             DiagnosticArray,
@@ -178,6 +181,10 @@ class HealthReporter:
     def publish(self) -> None:
         with self._publish_lock:
             msg = DiagnosticArray()
-            msg.header.stamp = self._node.get_clock().now().to_msg()
+            stamp_ns = self.stamp_ns() if self.stamp_ns is not None else None
+            if stamp_ns is None:
+                msg.header.stamp = self._node.get_clock().now().to_msg()
+            else:
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
             msg.status = [self.status()]
             self._pub.publish(msg)

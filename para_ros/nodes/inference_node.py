@@ -447,6 +447,8 @@ class InferenceNode(Node):
             if p["lockstep_ack_topic"]
             else None
         )
+        if self.ack_pub is not None:  # lockstep: each frame's gripper opening is the one of its own instant
+            self.pipeline.gripper_wait_s = float(p["tf_timeout_s"])
         self._chunk_msg = ActionChunk()  # refilled for every chunk (inference thread only): no T pose constructors
         self.marker_pub = self.create_publisher(MarkerArray, p["markers_topic"], QoSProfile(depth=10), **quiet_pub)
         self.cloud_pub = self.create_publisher(PointCloud2, p["pointcloud_topic"], QoSProfile(depth=2), **quiet_pub)

@@ -11,8 +11,17 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Int64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from para_ros.sim.lockstep import ChunkRelease, LockstepGate, LockstepSettings, chunk_ack, tick_ack
+from para_ros.sim.lockstep import (
+    ChunkRelease,
+    LockstepGate,
+    LockstepSettings,
+    chunk_ack,
+    horizon_msg,
+    parse_horizon,
+    tick_ack,
+)
 from para_ros.stamps import set_stamp, stamp_to_ns
 
 ACK_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -27,9 +36,45 @@ RESET_HOP_NS = 1_000_000_000
 TIME_BACK_NS = 500_000_000  # the executor's tick time going back this far: a reset (as the nodes' TIME_JUMP_BACK_MIN_S)
 
 
+MAX_BATCH_STEPS = 100  # most steps one horizon allows (rule 7; one camera period at the default rates is 10)
+
+
 def _time_msg(t_ns: int) -> TimeMsg:
     """A ``builtin_interfaces/Time`` of ``t_ns`` (for /clock and stamps)."""
     return set_stamp(TimeMsg(), t_ns)
+
+
+def batch_msg(t_ns: int, commands: list) -> JointTrajectory:
+    """The executor's batch answering the horizon of ``t_ns`` (rule 7): ``commands`` are the ticks after ``t_ns`` in
+    order, each the one-point ``JointTrajectory`` the tick would have sent (header stamp 0: start on receipt) or None
+    (it sent nothing). One point a tick; a tick that sent nothing has an empty point."""
+    msg = JointTrajectory()
+    msg.header.stamp = _time_msg(t_ns)
+    for command in commands:
+        if command is None:
+            msg.points.append(JointTrajectoryPoint())
+            continue
+        if stamp_to_ns(command.header.stamp) != 0 or len(command.points) != 1 or not command.points[0].positions:
+            raise ValueError("a lockstep batch carries one-point trajectories stamped 0 (start on receipt)")
+        if msg.joint_names and list(command.joint_names) != list(msg.joint_names):
+            raise ValueError("the commands of a lockstep batch name different joints")
+        msg.joint_names = list(command.joint_names)
+        msg.points.append(command.points[0])
+    return msg
+
+
+def batch_commands(msg) -> tuple[int, list]:
+    """(t ns, the ticks' commands) of a batch: each command the one-point trajectory the tick sent, or None."""
+    commands = []
+    for point in msg.points:
+        if len(point.positions) == 0:
+            commands.append(None)
+            continue
+        command = JointTrajectory()
+        command.joint_names = list(msg.joint_names)
+        command.points = [point]
+        commands.append(command)
+    return stamp_to_ns(msg.header.stamp), commands
 
 
 class SimLockstep:
@@ -48,6 +93,7 @@ class SimLockstep:
             timeout_s=p["lockstep_timeout_s"],
             reask_s=p["lockstep_reask_s"],
             chunk_latency_s=min(float(p["lockstep_chunk_latency_s"]), frame_period_s),
+            batch=bool(p["lockstep_batch"]),
         )
         self.resend_s = float(p["lockstep_resend_s"])
         self._resend_after_s = self.resend_s
@@ -58,8 +104,22 @@ class SimLockstep:
         self._hop_until_s: float | None = None  # wall time the /clock hop is held until (None: no hop)
         self._resend_after_hop = False  # the hop belongs to a resend (else to a reset)
         node.create_subscription(Int64MultiArray, p["lockstep_ack_topic"], self._on_ack, ACK_QOS)
+        self.horizon_pub = None
+        self._batched = False  # a batch was stepped through (logged once)
+        self._batch_tf: list = []  # /tf of the instants stepped into the current batch, to go out with its end
+        if self.settings.batch:
+            self.horizon_pub = node.create_publisher(Int64MultiArray, p["lockstep_horizon_topic"], ACK_QOS)
+            node.create_subscription(JointTrajectory, p["lockstep_batch_topic"], self._on_batch, ACK_QOS)
 
     # ---- answers
+    def _on_batch(self, msg) -> None:
+        try:
+            self.gate.on_batch(*batch_commands(msg))
+        except ValueError as exc:
+            self.node.get_logger().warning(str(exc), throttle_duration_sec=1.0)
+            return
+        self.poll()
+
     def _on_ack(self, msg) -> None:
         try:
             self.gate.on_ack(msg.data)
@@ -83,12 +143,18 @@ class SimLockstep:
         if self.gate.t_ns is not None and self.gate.t_ns < LOCKSTEP_EPOCH_NS + RESET_HOP_NS:
             self._hop(self.hop_hold_s, resend=False)
         self.gate.reset()
+        self._batch_tf = []
         self._held_reported_ns = None
 
     def task_state_fields(self) -> dict:
         """Extra ``~/task_state`` fields: the fault that ended the episode (or ""), and whether the simulator is held
         at ``lockstep_run_until_s`` with every answer for the current instant in."""
-        held = self.gate.ready() and not self.gate.frames_waiting and self._held_by_limit()
+        held = (
+            self.gate.t_ns == self.node.now_ns()  # the gate is on this instant (not the one before: a state going out)
+            and self.gate.ready()
+            and not self.gate.frames_waiting
+            and self._held_by_limit()
+        )
         return {"lockstep_fault": self.gate.fault, "lockstep_held": bool(held)}
 
     # ---- stepping
@@ -143,14 +209,85 @@ class SimLockstep:
                 self._held_reported_ns = gate.t_ns
                 node._publish_task_state(node.now_ns())
             return
+        commands = gate.batch_points or []
+        if gate.batch_steps == 0 and commands and self._batch_passes_limit(len(commands)):
+            return  # lockstep_run_until_s was lowered since the horizon: the batch waits until it is raised
+        # Rule 7: into the batch one step at a time, as far as the chunks held allow (physics goes on while the model
+        # computes, rule 4), then the step to the instant after its last tick, whose state goes out.
+        while gate.batch_steps < len(commands):
+            try:
+                self._batch_tf += node.step_into_batch(commands[gate.batch_steps], self.settings.step_s)
+            except RuntimeError as exc:  # the horizon let a frame or the limit fall inside the batch: never expected
+                gate.fault = str(exc)
+                node.get_logger().error(gate.fault + "; holding until ~/reset_task")
+                node.health.count("lockstep_faults")
+                node.health.problem("lockstep", gate.fault)
+                node._publish_task_state(node.now_ns())
+                return
+            gate.batch_step_taken()
+            if not gate.ready():
+                return  # a chunk is needed by the next step: on when it comes
+        if commands:
+            if not self._batched:
+                self._batched = True
+                node.get_logger().info(
+                    f"lockstep: ticking in batches (para_ros.sim.lockstep rule 7), the first of {len(commands) + 1} "
+                    f"ticks from t={gate.t_ns / 1e9:.3f} s"
+                )
+            node.health.count("lockstep_batches")
         node._sim_goal_s += self.settings.step_s
-        self._published(node.step_and_publish(wall, frames=False), wall)
+        tf, self._batch_tf = self._batch_tf, []
+        self._published(node.step_and_publish(wall, frames=False, tf_before=tf), wall)
+
+    def _batch_passes_limit(self, n_ticks: int) -> bool:
+        """Whether the last of a batch's ``n_ticks`` ticks after the current instant falls where
+        ``lockstep_run_until_s`` holds the simulator (the goal times added up as the simulator adds them)."""
+        goal, step = self.node._sim_goal_s, self.settings.step_s
+        for _ in range(n_ticks):
+            goal += step
+        return goal + 0.5 * step > self.node.params["lockstep_run_until_s"]
 
     def _published(self, frame_stamps_ns: list[int], wall: float) -> None:
         self._last_send_s = wall
         self._resend_after_s = self.resend_s
         self.gate.published(self.node.now_ns(), frame_stamps_ns, wall, frames_pending=True)
         self.node.health.clear("lockstep")
+        if self.horizon_pub is not None and not self._held_by_limit():
+            steps = self._horizon_steps()
+            if steps > 1:  # one step: nothing to batch, the tick of rule 2 is all
+                step_ns = int(round(self.settings.step_s * 1e9))
+                until_ns = self.gate.t_ns + steps * step_ns
+                self.gate.expect_batch(until_ns)
+                self.horizon_pub.publish(Int64MultiArray(data=horizon_msg(self.gate.t_ns, until_ns, step_ns)))
+
+    def _horizon_steps(self) -> int:
+        """Rule 7: how many steps the simulator may take from the current instant before anything can reach the
+        executor: the first instant at which a camera frame is due, a chunk the simulator does not hold yet is needed
+        (:meth:`LockstepGate.steps_until_blocked`, the frames due now included), or ``lockstep_run_until_s`` holds
+        the simulator. Frame times and the limit are compared with a margin far above the float error of the
+        simulated time (an instant near one of them ends the batch there: a batch ended early costs a round trip,
+        one ended late would change the outcome)."""
+        node, step = self.node, self.settings.step_s
+        due_now = set(node.frames_due_now())
+        next_due = []
+        for cam, c in node.cameras.items():
+            due = c["next_due_s"]
+            if cam in due_now:  # publish_due_frames' bookkeeping of the frame going out now
+                due += c["period_s"]
+                if due < node.sim.time_s:
+                    due = node.sim.time_s + c["period_s"]
+            next_due.append(due)
+        frame_due = min(next_due) if next_due else float("inf")
+        limit = node.params["lockstep_run_until_s"]
+        blocked = self.gate.steps_until_blocked([self.gate.t_ns] if due_now else [])
+        most = min(MAX_BATCH_STEPS, blocked) if blocked is not None else MAX_BATCH_STEPS
+        goal = node._sim_goal_s
+        margin = 1e-7
+        for k in range(1, most):
+            goal += step  # as the simulator's goal time will add up
+            if goal + 1e-9 + margin >= frame_due or goal + 0.5 * step + margin > limit:
+                return k
+        return most
 
     def _hop(self, hold_s: float, resend: bool) -> None:
         """``/clock`` to epoch + :data:`RESET_HOP_NS`, held there ``hold_s`` wall seconds, published again at every
@@ -186,13 +323,17 @@ class SimLockstep:
 
 class ExecutorLockstep:
     """``chunk_executor``'s lockstep: one tick per joint state of a simulated instant, on exactly that state; each
-    chunk kept until ``stamp + lockstep_latency_s``; every tick and every chunk acknowledged to the simulator."""
+    chunk kept until ``stamp + lockstep_latency_s``; every tick and every chunk acknowledged to the simulator. With a
+    horizon from the simulator (rule 7), the ticks after that instant up to the horizon too, without their states,
+    their commands sent in one batch."""
 
     def __init__(self, node, p: dict):
         self.node = node
         self.release = ChunkRelease(p["lockstep_latency_s"])
         self.pub = node.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], ACK_QOS)
+        self.batch_pub = node.create_publisher(JointTrajectory, p["lockstep_batch_topic"], ACK_QOS)
         self._last_tick_ns: int | None = None
+        self._horizon: tuple[int, int, int] | None = None  # the newest horizon not yet answered
         self._kept_ns: deque[int] = deque(maxlen=64)  # stamps of the chunks kept since the last reset
         node.create_subscription(
             JointState,
@@ -200,6 +341,7 @@ class ExecutorLockstep:
             self._on_joint_state,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE),
         )
+        node.create_subscription(Int64MultiArray, p["lockstep_horizon_topic"], self._on_horizon, ACK_QOS)
 
     def on_chunk(self, msg) -> None:
         stamp_ns = stamp_to_ns(msg.header.stamp)
@@ -217,6 +359,13 @@ class ExecutorLockstep:
     def clear(self) -> None:
         self.release.clear()
         self._kept_ns.clear()
+        self._horizon = None
+
+    def tick_time_ns(self) -> int | None:
+        """The instant of the tick running or last run (None before the first): the stamp of the executor's
+        diagnostics in lockstep, so that a report made at once within a tick (a hold of the confidence supervisor) is
+        dated by that tick in batches as per tick."""
+        return self._last_tick_ns
 
     def _on_joint_state(self, msg) -> None:
         node = self.node
@@ -233,12 +382,62 @@ class ExecutorLockstep:
             reader._on_joint_state(msg)
         if node.state_watch is not None:
             node.state_watch._on_joint_state(msg)
+        command = self._tick(t_ns, measured=True)
+        sent = False
+        if command is not None:
+            try:
+                node.backend.send(command)
+                sent = True
+            except Exception as err:  # noqa: BLE001 - acknowledge anyway: a failed send sent nothing
+                node._on_tick_error(err)
+        self.pub.publish(Int64MultiArray(data=tick_ack(t_ns, sent)))
+        self._answer_horizon()
+
+    def _tick(self, t_ns: int, measured: bool):
+        """The tick at ``t_ns``: the chunks due handed to the core, then its command (None: nothing to send; the
+        commanded pose is published). ``measured``: the state of this instant was read (else, rule 7, only its
+        time: the tick does not read the joints' values)."""
+        node = self.node
         now_s = t_ns * 1e-9
         for chunk in self.release.due(now_s):
             node.take_chunk(chunk, now_s)
-        sent = False
         try:
-            sent = bool(node._tick(now_s))
-        except Exception as err:  # noqa: BLE001 - acknowledge anyway: a failed tick sends nothing
+            command = node.command_at(now_s, read_state=measured)
+        except Exception as err:  # noqa: BLE001 - a failed tick sends nothing
             node._on_tick_error(err)
-        self.pub.publish(Int64MultiArray(data=tick_ack(t_ns, sent)))
+            return None
+        if command is not None:
+            node.publish_commanded_pose(command)
+        return command
+
+    def _on_horizon(self, msg) -> None:
+        try:
+            self._horizon = parse_horizon(msg.data)
+        except ValueError as exc:
+            self.node.get_logger().warning(str(exc), throttle_duration_sec=1.0)
+            return
+        self._answer_horizon()
+
+    def _batchable(self) -> bool:
+        """Whether the next tick can run without the state of its instant (rule 7): the core does not read the
+        measured joints' values at it, and the backend's commands fit a batch (one-point trajectories)."""
+        backend = self.node.backend
+        if not hasattr(backend, "make_msg") or getattr(backend, "gripper_pub", None) is not None:
+            return False
+        return not self.node.core.needs_measured_joints()
+
+    def _answer_horizon(self) -> None:
+        """Rule 7: once the tick at the horizon's instant is done, tick on up to the horizon (stopping at the first
+        tick that needs its state) and send those ticks' commands in one batch."""
+        if self._horizon is None or self._last_tick_ns != self._horizon[0]:
+            return  # the state of the horizon's instant has not come yet (or the horizon is of an older instant)
+        t_ns, until_ns, step_ns = self._horizon
+        self._horizon = None
+        commands = []
+        u_ns = t_ns + step_ns
+        while u_ns < until_ns and self._batchable():
+            self._last_tick_ns = u_ns
+            command = self._tick(u_ns, measured=False)
+            commands.append(None if command is None else self.node.backend.make_msg(command))
+            u_ns += step_ns
+        self.batch_pub.publish(batch_msg(t_ns, commands))

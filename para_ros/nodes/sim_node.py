@@ -31,7 +31,9 @@ consumers with ``use_sim_time``); otherwise the node clock's now at the tick (wh
 real time; use ``publish_clock`` with a ``real_time_factor`` other than 1. Everything (physics, rendering, which
 creates the EGL context, callbacks) runs on the executor's one thread. With ``lockstep`` the timer no longer steps by
 the wall clock: physics advances by ``lockstep_step_s`` once the graph has answered for the current instant
-(:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`).
+(:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`); with ``lockstep_batch`` (the
+default) the executor answers the instants up to the next camera frame or chunk at once (rule 7), and ``/clock`` and
+``/joint_states`` go out only at the instant after each such batch, ``/tf`` of every instant with them.
 
 The world frame of everything published is ``base``: the SDK model puts the arm's base at the MuJoCo origin.
 """
@@ -55,6 +57,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from para_core.model.rotations import matrix_to_quaternion
 from para_ros.adapters.tf import StaticTransformBroadcaster, TransformBroadcaster
 from para_ros.adapters.transforms import matrix_to_transform
 from para_ros.nodes.health import ERROR, HealthReporter
@@ -71,7 +74,7 @@ from para_ros.nodes.sim_disturbance_params import (
 from para_ros.observation.camera_model import camera_info_fields
 from para_ros.sim.disturbances import Disturbances
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
-from para_ros.sim.lockstep import ACK_TOPIC, DEFAULT_REASK_S, DEFAULT_TIMEOUT_S
+from para_ros.sim.lockstep import ACK_TOPIC, BATCH_TOPIC, DEFAULT_REASK_S, DEFAULT_TIMEOUT_S, HORIZON_TOPIC
 from para_ros.sim.pick_place import apply_layout, check_seed, judge, sample_layout
 from para_ros.sim.rig_randomisation import distractors_for_layout, place_distractors
 from para_ros.sim.yam_scene import (
@@ -159,6 +162,25 @@ LOCKSTEP_PARAMS = [
         "lockstep_ack_topic",
         ACK_TOPIC,
         "The executor's acknowledgements (std_msgs/Int64MultiArray, para_ros.sim.lockstep).",
+    ),
+    Param(
+        "lockstep_batch",
+        True,
+        "Lockstep in batches (para_ros.sim.lockstep rule 7): with each state a horizon goes out, the executor ticks "
+        "every instant up to it (the next camera frame, the next chunk it does not hold yet, lockstep_run_until_s) "
+        "and sends those ticks' commands in one message; /clock and /joint_states go out only at the instants after "
+        "a batch, /tf of every instant with them. The same outcome as false (one round trip per step), in a "
+        "fraction of the wall time. false also for an inference node with ee_source: joint_states.",
+    ),
+    Param(
+        "lockstep_horizon_topic",
+        HORIZON_TOPIC,
+        "Lockstep batches: the horizons to the executor (std_msgs/Int64MultiArray [t_ns, until_ns]).",
+    ),
+    Param(
+        "lockstep_batch_topic",
+        BATCH_TOPIC,
+        "Lockstep batches: the executor's commands of a batch (trajectory_msgs/JointTrajectory, one point a tick).",
     ),
 ]
 
@@ -429,10 +451,21 @@ class SimNode(Node):
         self._sim_goal_s += min(dt_wall * self.params["real_time_factor"], MAX_TICK_SIM_S)
         self.step_and_publish(wall)
 
-    def step_and_publish(self, wall: float, frames: bool = True) -> list[int]:
+    def step_and_publish(self, wall: float, frames: bool = True, tf_before: list | None = None) -> list[int]:
         """Step physics up to the goal time, publish the state (and, with ``frames``, the frames due); the frames'
-        stamps (ns)."""
+        stamps (ns). ``tf_before``: transforms of earlier instants to send in the same ``/tf`` message."""
         tick_now_ns = None if self.clock_pub is not None else self.get_clock().now().nanoseconds
+        self._advance(tick_now_ns)
+        stamp_ns = self._stamp_for(self.sim.time_s, tick_now_ns)
+        stamp = to_time_msg(stamp_ns)
+        if self.clock_pub is not None:
+            self.clock_pub.publish(ClockMsg(clock=stamp))
+        self._publish_state(stamp, tf_before)
+        self._publish_task_state_if_due(stamp_ns)
+        return self.publish_due_frames(stamp_ns, wall, tick_now_ns) if frames else []
+
+    def _advance(self, tick_now_ns: int | None) -> None:
+        """Step physics up to the goal time, the servo setpoints refreshed from the trajectory every substep."""
         ts = self.sim.model.opt.timestep
         while self.sim.time_s + 0.5 * ts < self._sim_goal_s:
             chunk = min(SUBSTEP_S, self._sim_goal_s - self.sim.time_s)
@@ -440,15 +473,35 @@ class SimNode(Node):
             self.sim.set_joint_targets(self.follower.setpoint_at(t_ns))
             if self.sim.step(chunk) == 0:
                 break
-        stamp_ns = self._stamp_for(self.sim.time_s, tick_now_ns)
-        stamp = to_time_msg(stamp_ns)
-        if self.clock_pub is not None:
-            self.clock_pub.publish(ClockMsg(clock=stamp))
-        self._publish_state(stamp)
+
+    def _publish_task_state_if_due(self, stamp_ns: int) -> None:
         if self._task_state_period_s is not None and self.sim.time_s + 1e-9 >= self._next_task_state_s:
             self._publish_task_state(stamp_ns)
             self._next_task_state_s = max(self._next_task_state_s + self._task_state_period_s, self.sim.time_s)
-        return self.publish_due_frames(stamp_ns, wall, tick_now_ns) if frames else []
+
+    def frames_due_now(self) -> list[str]:
+        """The cameras whose frame is due at the current instant (:meth:`publish_due_frames` publishes them)."""
+        return [cam for cam, c in self.cameras.items() if self.sim.time_s + 1e-9 >= c["next_due_s"]]
+
+    def step_into_batch(self, command, step_s: float) -> list[TransformStamped]:
+        """Lockstep rule 7 (:mod:`para_ros.sim.lockstep`): one step to an instant inside a batch, whose state is not
+        published: follow that instant's tick's command (a one-point ``JointTrajectory``, or None: the tick sent
+        nothing) exactly as if it had arrived then, publish the task state when due; the instant's ``/tf``, to go out
+        with the next published state. RuntimeError when a camera frame or ``lockstep_run_until_s`` falls at that
+        instant (the horizon ends before either: :class:`para_ros.nodes.lockstep_hooks.SimLockstep`)."""
+        self._sim_goal_s += step_s
+        self._advance(None)
+        stamp_ns = self._stamp_for(self.sim.time_s, None)
+        if self.frames_due_now() or self.sim.time_s + 0.5 * step_s > self.params["lockstep_run_until_s"]:
+            raise RuntimeError(
+                f"lockstep batch: a camera frame or lockstep_run_until_s falls at t={self.sim.time_s:.3f} s, "
+                "inside the batch"
+            )
+        tf = self._link_transform_msgs(to_time_msg(stamp_ns))
+        self._publish_task_state_if_due(stamp_ns)
+        if command is not None:
+            self._on_trajectory(command)
+        return tf
 
     def publish_due_frames(self, stamp_ns: int, wall: float, tick_now_ns: int | None = None) -> list[int]:
         """Render and publish the camera frames due at the current instant (stamped ``stamp_ns``); their stamps."""
@@ -526,19 +579,32 @@ class SimNode(Node):
         msg.transform = matrix_to_transform(T)
         return msg
 
-    def _publish_state(self, stamp) -> None:
+    def _publish_state(self, stamp, tf_before: list | None = None) -> None:
         js = JointState()
         js.header.stamp = stamp
         js.name = list(COMMAND_JOINT_NAMES)
         js.position = [float(v) for v in self.sim.joint_positions()]
         js.velocity = [float(v) for v in self.sim.joint_velocities()]
         self.joint_state_pub.publish(js)
-        self.tf_broadcaster.sendTransform(
-            [
-                self._transform(parent, child, self.told.T_gripper_wrist_cam if child == WRIST_CAM_BODY else T, stamp)
-                for parent, child, T in self.sim.link_transforms()
-            ]
-        )
+        self.tf_broadcaster.sendTransform(list(tf_before or []) + self._link_transform_msgs(stamp))
+
+    def _link_transform_msgs(self, stamp) -> list[TransformStamped]:
+        """The arm's moving frames at the current state, stamped ``stamp``: what :meth:`_transform` gives, without
+        its rigidity check (the simulator's poses are rigid by construction; the check was a third of the cost of
+        publishing the state, which lockstep's batches do for every instant)."""
+        out = []
+        for parent, child, T in self.sim.link_transforms():
+            if child == WRIST_CAM_BODY:
+                T = self.told.T_gripper_wrist_cam
+            msg = TransformStamped()
+            msg.header.stamp = stamp
+            msg.header.frame_id = self.frame_of_link.get(parent, parent)
+            msg.child_frame_id = self.frame_of_link.get(child, child)
+            t, r = msg.transform.translation, msg.transform.rotation
+            t.x, t.y, t.z = (float(v) for v in T[:3, 3])
+            r.x, r.y, r.z, r.w = (float(v) for v in matrix_to_quaternion(T[:3, :3]))
+            out.append(msg)
+        return out
 
     def _publish_static(self) -> None:
         if self.told.T_base_scene_cam is None:

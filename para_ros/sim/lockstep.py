@@ -7,7 +7,8 @@ everything it would have done in real time on an infinitely fast machine; the pe
 seeds alone. The rules:
 
 1. The simulator advances in steps of ``step_s`` (the executor's control period). After each step it publishes the
-   state (``/clock``, ``/joint_states``, ``/tf``) stamped with the new simulated time ``t``.
+   state (``/clock``, ``/joint_states``, ``/tf``) stamped with the new simulated time ``t`` (in batches, rule 7, only
+   at the instant after each batch).
 2. The executor (``lockstep: true``) ticks once per simulated instant, triggered by the joint state stamped ``t`` (it
    reads exactly that state, not whatever arrived last), and then acknowledges the tick (:func:`tick_ack`), saying
    whether it sent a command. The simulator steps again only after that acknowledgement and, when a command was sent,
@@ -39,8 +40,30 @@ seeds alone. The rules:
    fault is the machine's, not the policy's: evaluations leave it out of the success rate and ``--continue`` runs
    that layout again.
 
-The acknowledgements travel as ``std_msgs/Int64MultiArray`` (``data = [kind, time_ns, value]``), standard messages
-so that no interface package changes.
+7. Batches (``batch``, the default): the executor's ticks between two instants at which anything can reach it need no
+   round trip each. With the state at ``t`` the simulator publishes a horizon (:func:`horizon_msg`: ``[t, until]``):
+   no camera frame is due, no chunk the executor does not hold yet takes effect, and ``lockstep_run_until_s`` is not
+   reached before ``until``. The executor ticks on the state of ``t`` as in rule 2 (command and acknowledgement as
+   always), then on the instants ``t + step .. until - step`` without their states, and sends those ticks' commands
+   in one message (:func:`batch_points`: one ``JointTrajectory`` point per tick, an empty point where it sent
+   nothing). It stops early at the first tick whose command would read the measured joints' values
+   (``ExecutorCore.needs_measured_joints``: before the first state, after lost feedback or a clock jump, whose restart
+   re-seeds from them); every other tick computes its command from the chunks, its previous command and the tick time
+   alone, and the state's only other use, the watchdog's age, is the instant's own time, as each state is stamped
+   with its instant. The simulator then steps through those ticks (while the model computes, as far as rule 4's chunks
+   allow), following each tick's command from its instant on exactly as it follows a command that arrived then (rule
+   2 holds for every step), and publishes the next state
+   (``/clock``, ``/joint_states``) only at the instant after the last tick: the round trip per 10 ms becomes one per
+   batch (one per camera frame with the default latencies). ``/tf`` keeps every instant (the instants passed are sent
+   with the next state, in one message): the inference node looks the end effector up at past times (the policy's
+   history) that need not fall on a published state. The inference node reads the joint state only at its frames'
+   stamps (the gripper opening), and frames fall on published states. The outcome is that of rule 2, to the digit;
+   ``batch: false`` is the per-tick protocol of rules 1-6 (for comparison, and for an inference node with
+   ``ee_source: joint_states``, whose history needs the joint state of every instant).
+
+The acknowledgements and the horizon travel as ``std_msgs/Int64MultiArray`` (``data = [kind, time_ns, value]``;
+the horizon ``[t_ns, until_ns, step_ns]``), a batch's commands as a ``trajectory_msgs/JointTrajectory``: standard messages, so
+that no interface package changes.
 """
 
 from __future__ import annotations
@@ -51,6 +74,8 @@ ACK_TICK = 0  # data = [ACK_TICK, tick time ns, 1 if a command was sent else 0]
 ACK_CHUNK = 1  # data = [ACK_CHUNK, chunk header stamp ns, 0]
 ACK_NO_CHUNK = 2  # data = [ACK_NO_CHUNK, frame stamp ns, 0]: the inference node refused that frame
 ACK_TOPIC = "/chunk_executor/lockstep_ack"  # where the answers go (the nodes' lockstep_ack_topic default)
+HORIZON_TOPIC = "/sim_node/lockstep_horizon"  # rule 7: the simulator's horizons (lockstep_horizon_topic)
+BATCH_TOPIC = "/chunk_executor/lockstep_batch"  # rule 7: the executor's commands of a batch (lockstep_batch_topic)
 
 # Default simulated latency between a frame's exposure and its chunk taking effect (s). Why 0.05: the PARA v4 model
 # on an H100-class GPU predicts a chunk from two 256 px views in tens of ms (about 20-30 ms forward), plus about 10 ms
@@ -79,6 +104,22 @@ def no_chunk_ack(stamp_ns: int) -> list[int]:
     return [ACK_NO_CHUNK, int(stamp_ns), 0]
 
 
+def horizon_msg(t_ns: int, until_ns: int, step_ns: int) -> list[int]:
+    """The ``data`` of the simulator's horizon (rule 7): the state stamped ``t_ns`` is out, and the executor may tick
+    every instant ``t_ns + k * step_ns`` before ``until_ns`` without its state."""
+    return [int(t_ns), int(until_ns), int(step_ns)]
+
+
+def parse_horizon(data) -> tuple[int, int, int]:
+    """(t ns, until ns, step ns) of a horizon; ValueError for anything else."""
+    values = [int(v) for v in data]
+    if len(values) != 3 or values[2] <= 0 or values[1] <= values[0]:
+        raise ValueError(
+            f"lockstep horizon {values!r}: expected [t_ns, until_ns, step_ns] with until_ns > t_ns and step_ns > 0"
+        )
+    return values[0], values[1], values[2]
+
+
 def parse_ack(data) -> tuple[int, int, int]:
     """(kind, time ns, value) of an acknowledgement; ValueError for anything else."""
     values = [int(v) for v in data]
@@ -98,12 +139,15 @@ class LockstepSettings:
             each time, up to :data:`MAX_REASK_S`).
         chunk_latency_s: simulated seconds after a frame by which its chunk must be held (rule 4); 0: at once.
             Never more than the executor's ``lockstep_latency_s`` (the chunk would come too late).
+        batch: the executor ticks in batches between the instants at which anything can reach it (rule 7); False:
+            one round trip per step (rules 1-6 alone).
     """
 
     step_s: float = 0.01
     timeout_s: float = DEFAULT_TIMEOUT_S
     reask_s: float = DEFAULT_REASK_S
     chunk_latency_s: float = 0.0
+    batch: bool = True
 
     def __post_init__(self):
         if not 1e-4 <= float(self.step_s) <= 0.1:
@@ -144,6 +188,9 @@ class LockstepGate:
         self.asked_s = 0.0  # wall time the frames waited for were last published (or asked for again)
         self.reask_after_s = self.settings.reask_s
         self.reask_waited_s = 0.0  # how long the last ask had waited for the chunk (for the log)
+        self.batch_until_ns: int | None = None  # rule 7: the horizon sent with the current instant (None: none)
+        self.batch_points: list | None = None  # the commands of the batch's ticks after t_ns, once they came
+        self.batch_steps = 0  # the steps taken into the batch (to instants whose state is not published)
 
     @property
     def needs_publish(self) -> bool:
@@ -157,21 +204,60 @@ class LockstepGate:
             self.first_ns = self.t_ns
         self.waiting_since_s = wall_s
         self.tick_acked = self.command_sent = self.command_arrived = False
+        self.batch_until_ns = self.batch_points = None
+        self.batch_steps = 0
         self.frames_pending = bool(frames_pending)
         self.chunks_held = {s for s in self.chunks_held if s <= self.t_ns}
         self.frames_waiting = (self.frames_waiting | {int(s) for s in frame_stamps_ns}) - self.chunks_held
         self.asked_s, self.reask_after_s = wall_s, self.settings.reask_s
 
     def blocking(self) -> list[int]:
-        """The frames waited for whose chunk is needed before the next step (rule 4), oldest first."""
+        """The frames waited for whose chunk is needed before the next step (rule 4; in a batch, rule 7, the next
+        step into it), oldest first."""
         step_ns = int(round(self.settings.step_s * 1e9))
         latency_ns = int(round(self.settings.chunk_latency_s * 1e9))
-        next_ns = (self.t_ns or 0) + step_ns
+        next_ns = (self.t_ns or 0) + step_ns * (1 + self.batch_steps)  # the step to take next (rule 7: in a batch)
         return sorted(
             s
             for s in self.frames_waiting
             if next_ns >= s + (0 if s == self.first_ns else latency_ns) - step_ns // 2  # the first instant: at once
         )
+
+    def steps_until_blocked(self, pending_frames_ns=()) -> int | None:
+        """Rule 7: how many steps from the current instant the simulator may take before a chunk it does not hold
+        yet is needed (the first ``k >= 1`` such that stepping to ``t + k * step`` waits for one, by the rule of
+        :meth:`blocking`), counting the frames due now that go out after the tick (``pending_frames_ns``); None when no
+        frame is waited for."""
+        step_ns = int(round(self.settings.step_s * 1e9))
+        latency_ns = int(round(self.settings.chunk_latency_s * 1e9))
+        best = None
+        for s in self.frames_waiting | {int(f) for f in pending_frames_ns}:
+            need_ns = s + (0 if s == self.first_ns else latency_ns) - step_ns // 2 - self.t_ns
+            k = max(1, -(-need_ns // step_ns))  # the first k with k * step >= need (ceil)
+            best = k if best is None else min(best, k)
+        return best
+
+    def batch_step_taken(self) -> None:
+        """One step into the batch was taken (to an instant whose state is not published)."""
+        self.batch_steps += 1
+
+    def expect_batch(self, until_ns: int) -> None:
+        """A horizon ``until_ns`` went out with the current instant: the executor's batch is waited for too."""
+        self.batch_until_ns = int(until_ns)
+
+    def on_batch(self, t_ns: int, points: list) -> None:
+        """The executor's batch answering the horizon of ``t_ns``: the commands of its ticks after ``t_ns``, one entry
+        per tick (None: that tick sent nothing). One for another instant (before a reset) is ignored; ValueError for
+        more ticks than the horizon allowed."""
+        if self.batch_until_ns is None or t_ns != self.t_ns:
+            return
+        step_ns = int(round(self.settings.step_s * 1e9))
+        allowed = (self.batch_until_ns - self.t_ns) // step_ns - 1
+        if len(points) > allowed:
+            raise ValueError(
+                f"lockstep batch of t={t_ns / 1e9:.3f} s: {len(points)} ticks, the horizon allowed {allowed}"
+            )
+        self.batch_points = list(points)
 
     def frames_published(self, frame_stamps_ns, wall_s: float | None = None) -> None:
         self.frames_pending = False
@@ -223,6 +309,8 @@ class LockstepGate:
             out.append(f"the executor's tick at t={t} s")
         elif self.command_sent and not self.command_arrived:
             out.append(f"the executor's command of the tick at t={t} s")
+        if self.batch_until_ns is not None and self.batch_points is None:
+            out.append(f"the executor's batch of the ticks after t={t} s (rule 7)")
         out += [f"the chunk predicted from the camera frame of t={s / 1e9:.3f} s" for s in self.blocking()]
         if self.frames_pending and not out:
             out.append(f"the camera frames of t={t} s to go out")

@@ -558,6 +558,7 @@ class YamSim:
         self._cube_dadr = [int(m.jnt_dofadr[m.joint(f"cube_{i}_free").id]) for i in range(self.config.n_cubes)]
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         self._render_thread: int | None = None
+        self._link_ids: list | None = None  # link_transforms' frames, looked up at its first call
         self.reset(seed=self.config.seed)
 
     # ---- state ----------------------------------------------------------------------------------------------
@@ -751,11 +752,32 @@ class YamSim:
         Frame names are the model's body names (``base`` .. ``gripper``), ``grasp_site`` and
         ``wrist_cam_optical`` (the wrist camera's OpenCV optical frame) under ``gripper``.
         """
+        if self._link_ids is None:  # looked up once: name look-ups (and the KeyErrors of _has) were half its time
+            pairs = list(zip(ARM_LINK_CHAIN[:-1], ARM_LINK_CHAIN[1:]))
+            pairs += [("gripper", GRASP_SITE), ("gripper", WRIST_CAM_BODY)]
+            self._link_ids = [
+                (
+                    parent,
+                    child,
+                    self._named(self.model.body, parent, "body").id,
+                    self._has(self.model.site, child),
+                    (self.model.site(child) if self._has(self.model.site, child) else self.model.body(child)).id,
+                )
+                for parent, child in pairs
+            ]
         out = []
-        for parent, child in zip(ARM_LINK_CHAIN[:-1], ARM_LINK_CHAIN[1:]):
-            out.append((parent, child, self.T_parent_child(parent, child)))
-        out.append(("gripper", GRASP_SITE, self.T_parent_child("gripper", GRASP_SITE)))
-        out.append(("gripper", WRIST_CAM_BODY, self.T_parent_child("gripper", WRIST_CAM_BODY)))
+        for parent, child, parent_id, child_is_site, child_id in self._link_ids:
+            T_w_p = np.eye(4)
+            T_w_p[:3, :3] = self.data.xmat[parent_id].reshape(3, 3)
+            T_w_p[:3, 3] = self.data.xpos[parent_id]
+            T_w_c = np.eye(4)
+            if child_is_site:
+                T_w_c[:3, :3] = self.data.site_xmat[child_id].reshape(3, 3)
+                T_w_c[:3, 3] = self.data.site_xpos[child_id]
+            else:
+                T_w_c[:3, :3] = self.data.xmat[child_id].reshape(3, 3)
+                T_w_c[:3, 3] = self.data.xpos[child_id]
+            out.append((parent, child, np.linalg.inv(T_w_p) @ T_w_c))  # as T_parent_child computes it
         return out
 
     def set_scene_camera_pose(self, T_world_cam, fovy_deg: float | None = None) -> None:
