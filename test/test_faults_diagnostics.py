@@ -568,6 +568,28 @@ def test_a_covered_camera_then_clean_input_is_ok_again(inference):
     _assert_recovers(inference, "camera.scene")
 
 
+@exercises("familiarity")
+def test_an_unfamiliar_scene_then_a_familiar_one_is_ok_again(inference):
+    """A familiarity memory by whose limit every view is novel: the observation gets no chunk and ``familiarity``
+    names the camera; with the memory gone (every view familiar) the next clean pair clears it."""
+    import torch
+
+    from para_core.model.familiarity import Familiarity, FamiliaritySettings
+
+    policy = inference.n.policy
+    memory = {v: torch.zeros(4, policy.config.feat_dim) for v in policy.view_names}
+    settings = FamiliaritySettings(memory_size=16, candidates=16, window_frames=1)
+    policy.set_familiarity(Familiarity(policy.view_names, memory, dict.fromkeys(policy.view_names, 1e-9), settings))
+    try:
+        _, _, before = inference.status()
+        inference.observe()
+        _, keys, after = inference.status()
+        assert "familiarity" in keys and after == before  # no chunk from the unfamiliar observation
+    finally:
+        policy.set_familiarity(None)
+    _assert_recovers(inference, "familiarity")
+
+
 @exercises("tf")
 def test_missing_tf_then_clean_input_is_ok_again(inference):
     inference.observe(inference.now_ns() + 100_000_000, tf=False)  # no TF that new yet
