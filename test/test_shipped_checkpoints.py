@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from para_core.data import synthetic as syn
 from para_core.model.checkpoint import load_checkpoint
-from para_core.model.policy import CameraObservation, Policy, RobotState
+from para_core.model.policy import Policy
 from para_core.train.init_from import check_compatible
 from para_ros.deploy.closed_loop import check_checkpoint_matches_sim
 
@@ -43,21 +42,10 @@ def test_shipped_checkpoint_loads_reproduces_and_predicts(ck):
         ]  # fine-tuning changed the weights
         assert len(moved) > len(model.state_dict()) // 2, f"{ck.name}: {len(moved)} tensors differ from {source}"
 
+    from shipped_predictions import fixed_observation
+
     policy = Policy(model, cfg, torch.device("cpu"))
-    rng = np.random.default_rng(0)
-    ee = np.array([0.3, 0.0, 0.1])
-    cams = [
-        CameraObservation(
-            syn.random_image(rng, 256, 256), syn.intrinsics_from_fovy(256, 256, 38.0), syn.scene_camera_pose()
-        ),
-        CameraObservation(
-            syn.random_image(rng, 256, 256), syn.intrinsics_from_fovy(256, 256, 58.0), syn.wrist_camera_pose(ee)
-        ),
-    ]
-    T = np.eye(4)
-    T[:3, :3] = syn.top_down_rotation()
-    T[:3, 3] = ee
-    out = policy.predict(cams, RobotState(T, 1.0, np.tile(ee, (cfg.mv_past_n, 1))))
+    out = policy.predict(*fixed_observation(cfg.mv_past_n))
     xyz = out.positions_world  # (T, 3)
     assert xyz.shape == (cfg.n_window, 3) and np.isfinite(xyz).all()
     margin = 0.05
