@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from para_ros.ros_io.spin import spin_until
 from para_ros.teleop.episodes import EpisodeDesk, parse_command
 from para_ros.teleop.leader_gate import GateDecision, LeaderConfig, LeaderGate, LeaderReading, LeaderState
 from para_ros.teleop.leaders import LEADER_TOPIC, LeaderMismatch, leader_joints
@@ -123,12 +124,7 @@ class TeleopNode:
 
     # ---- threads ----------------------------------------------------------------------------------------------
     def _spin_forever(self) -> None:
-        while self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.1)
-            except Exception:  # noqa: BLE001  (shutting down)
-                if not self.context.ok():
-                    return
+        spin_until(self.executor, lambda: not self.context.ok(), period_s=0.1, on_error="continue")
 
     def _on_tick_error(self, err: BaseException) -> None:
         self.say_once(f"bridge tick failed: {type(err).__name__}: {err}")

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from para_ros.ros_io.spin import spin_until
 from para_ros.sim.pick_place import EpisodeMonitor, Judgement, check_seed
 from para_ros.teleop.leaders import LEADER_TOPIC
 
@@ -83,12 +84,7 @@ class ScriptedLeader:
         self.gripper = 1.0
 
     def _spin_forever(self) -> None:
-        while self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.1)
-            except Exception:  # noqa: BLE001  (shutting down)
-                if not self.context.ok():
-                    return
+        spin_until(self.executor, lambda: not self.context.ok(), period_s=0.1, on_error="continue")
 
     def _on_prompt(self, msg) -> None:
         with self._lock:
