@@ -59,11 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         flagged_eps, frames, withheld, first_s, medians = 0, 0, 0, [], []
         for d in dirs:
             ep = Episode.load(d)
-            check = FamiliarityCheck(default_window_frames=memory.settings.window_frames)
+            check = FamiliarityCheck()
             t0 = ep.stamps_ns[0]
             first = None
             for t, feats in enumerate(episode_patch_features(policy, ep)):
-                problem = check.check(views, memory.ratios(memory.novelty(feats)))
+                problem = check.check(views, memory.ratios(memory.novelty(feats)), memory.settings.window_frames)
                 medians.append(check.last_medians.copy())
                 frames += 1
                 if problem is not None:

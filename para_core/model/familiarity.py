@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +116,10 @@ class Familiarity:
                     f"familiarity: the limit of view {v!r} must be a positive number, got {self.limits[v]}"
                 )
 
+    def to(self, device: torch.device | str) -> Familiarity:
+        """The same memory with its features on ``device`` (where the policy's features are computed)."""
+        return replace(self, memory={v: m.to(device) for v, m in self.memory.items()})
+
     @property
     def feature_width(self) -> int:
         return int(self.memory[self.view_names[0]].shape[-1])
@@ -136,8 +140,7 @@ class Familiarity:
         out = np.zeros(len(self.view_names))
         for i, view in enumerate(self.view_names):
             patches = patch_features[i].flatten(1).T.float()  # (h*w, F)
-            memory = self.memory[view].to(patches.device)
-            d = nearest_distances(patches, memory)  # (h*w,)
+            d = nearest_distances(patches, self.memory[view].to(patches.device))  # (h*w,); a no-op after to()
             k = min(int(self.settings.top_patches), d.numel())
             out[i] = float(d.topk(k).values.mean())
         return out

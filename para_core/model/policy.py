@@ -291,7 +291,7 @@ class Policy:
                     f"familiarity: built for checkpoint {familiarity.model_id!r}, this policy is {self.model_id!r}: "
                     f"its features are another model's (rebuild it with `para-train familiarity`)"
                 )
-        self.familiarity = familiarity
+        self.familiarity = None if familiarity is None else familiarity.to(self.device)  # moved once, not per call
 
     @classmethod
     def random_init(

@@ -18,6 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from para_core.model.familiarity import FamiliaritySettings
+
+DEFAULT_WINDOW_FRAMES = FamiliaritySettings.window_frames  # the memory's default window
+
 
 @dataclass
 class FamiliarityCheckSettings:
@@ -35,30 +39,34 @@ class FamiliarityCheckSettings:
 class FamiliarityCheck:
     """The windowed novelty ratios of each view and the verdict; :meth:`reset` at a clock jump."""
 
-    def __init__(self, settings: FamiliarityCheckSettings | None = None, default_window_frames: int = 5):
+    def __init__(self, settings: FamiliarityCheckSettings | None = None):
         self.settings = settings or FamiliarityCheckSettings()
-        self.default_window_frames = int(default_window_frames)
-        self._history: deque[np.ndarray] = deque(maxlen=self.window_frames)
+        self._history: deque[np.ndarray] = deque()
         self.last_medians: np.ndarray = np.zeros(0)
 
-    @property
-    def window_frames(self) -> int:
-        return int(self.settings.window_frames) or self.default_window_frames
+    def window_frames(self, memory_window_frames: int | None = None) -> int:
+        """Observations judged together: the setting, else the memory's own window (what its limits were fitted
+        for), else the memory's default."""
+        return int(self.settings.window_frames) or int(memory_window_frames or DEFAULT_WINDOW_FRAMES)
 
     def reset(self) -> None:
-        self._history = deque(maxlen=self.window_frames)
+        self._history = deque()
         self.last_medians = np.zeros(0)
 
-    def check(self, views: Sequence[str], novelty_ratio: np.ndarray) -> str | None:
+    def check(
+        self, views: Sequence[str], novelty_ratio: np.ndarray, memory_window_frames: int | None = None
+    ) -> str | None:
         """One observation's (N,) novelty ratios (views in ``views`` order; empty: the policy has no memory) -> why
-        it is unfamiliar, or None. Never raises on the ratios: a NaN ratio counts as unfamiliar."""
+        it is unfamiliar, or None. ``memory_window_frames``: the window of the memory the ratios come from. Never
+        raises on the ratios: a NaN ratio counts as unfamiliar."""
         ratio = np.asarray(novelty_ratio, dtype=np.float64).reshape(-1)
         if not self.settings.enabled or ratio.size == 0:
             return None
         if ratio.size != len(views):
             return f"the policy gave {ratio.size} novelty ratios for {len(views)} views: chunk withheld"
-        if self._history.maxlen != self.window_frames or (self._history and self._history[-1].size != ratio.size):
-            self.reset()
+        window = self.window_frames(memory_window_frames)
+        if self._history.maxlen != window or (self._history and self._history[-1].size != ratio.size):
+            self._history = deque(maxlen=window)
         self._history.append(np.where(np.isfinite(ratio), ratio, np.inf))
         medians = np.median(np.stack(self._history), axis=0)  # (N,)
         self.last_medians = medians

@@ -148,10 +148,7 @@ class InferencePipeline:
         self.latencies_s: deque[float] = deque(maxlen=LATENCY_HISTORY)
         self.last_observation_timing_s: dict[str, float] = {}
         self.camera_check = CameraCheck(camera_check)
-        memory = policy.familiarity
-        self.familiarity_check = FamiliarityCheck(
-            familiarity_check, memory.settings.window_frames if memory is not None else 5
-        )
+        self.familiarity_check = FamiliarityCheck(familiarity_check)
         self._refused_ns: list[int] = []  # observation stamps refused (a camera's images, an unfamiliar scene)
 
     # ------------------------------------------------------------------------------------------------ inputs
@@ -389,7 +386,9 @@ class InferencePipeline:
         unfamiliar one is reported (``familiarity``, ``dropped.unfamiliar``) and its stamp kept for
         :meth:`take_refused`. The windowed ratios go to ``novelty_ratio.<view>``."""
         with self._lock:
-            problem = self.familiarity_check.check(self.views, out.novelty_ratio)
+            memory = self.policy.familiarity
+            window = memory.settings.window_frames if memory is not None else None
+            problem = self.familiarity_check.check(self.views, out.novelty_ratio, window)
             medians = self.familiarity_check.last_medians
         for view, value in zip(self.views, medians):
             self.report.set_value(f"novelty_ratio.{view}", round(float(value), 3))

@@ -506,7 +506,8 @@ class InferenceNode(Node):
         if not p["familiarity_check"]:
             return "off (familiarity_check false)"
         limits = ", ".join(f"{v} {memory.limits[v]:.2f}" for v in memory.view_names)
-        return f"on (limits {limits}, window {self.pipeline.familiarity_check.window_frames} frames)"
+        window = self.pipeline.familiarity_check.window_frames(memory.settings.window_frames)
+        return f"on (limits {limits}, window {window} frames)"
 
     @staticmethod
     def _familiarity_check_settings(p) -> FamiliarityCheckSettings:
