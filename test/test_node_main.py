@@ -98,3 +98,87 @@ def test_an_exception_out_of_spin_is_a_clean_stop_only_after_a_stop_signal():
         assert runtime.stopped_by_signal(disguised)
     finally:
         runtime._stop_signals.clear()
+
+
+SWALLOWING_PROBE = """
+import sys, time, rclpy.node
+from para_ros.nodes.runtime import run_node
+class Probe:
+    def __init__(self):
+        self.node = rclpy.node.Node("swallowing_probe")
+        self.node.create_timer(0.05, self.tick)
+    def tick(self):  # a callback that blocks and swallows whatever interrupts it (an over-broad except)
+        print("IN_CALLBACK", flush=True)
+        try:
+            while True:
+                time.sleep(0.01)
+        except BaseException:
+            pass
+    def shutdown(self):
+        print("SHUTDOWN_RAN", flush=True)
+        if HANG:
+            time.sleep(600)  # a clean-up that never ends
+sys.exit(run_node(Probe, prog="probe", description="probe", default_params_file="inference.yaml", argv=[],
+                  stop_grace_s=2.0))
+"""
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("hang", [False, True])
+def test_a_stop_signal_ends_the_node_even_when_a_callback_swallows_it_or_the_clean_up_hangs(hang):
+    """SIGTERM (what a node gets when its parent dies) lands inside a callback that swallows it: the spin still
+    stops and the clean-up runs (status 0); when the clean-up then hangs, the process exits by itself after its stop
+    grace (status 128 + SIGTERM), saying so, instead of living on with its name in the domain."""
+    import signal
+    import time
+
+    from ros_helpers import start_python, stop_process
+
+    proc = start_python(f"HANG = {hang}\n" + SWALLOWING_PROBE)
+    seen = []
+    for line in proc.stdout:  # wait until the callback blocks
+        seen.append(line)
+        if line.startswith("IN_CALLBACK"):
+            break
+    else:
+        pytest.fail("".join(seen))
+    t0 = time.monotonic()
+    rc, out = stop_process(proc, timeout_s=30, stop_signal=signal.SIGTERM)
+    took_s = time.monotonic() - t0
+    assert "SHUTDOWN_RAN" in out, out
+    if hang:
+        assert rc == 128 + signal.SIGTERM and "exiting without a clean shutdown" in out, (rc, out)
+        assert 1.5 < took_s < 20, took_s
+    else:
+        assert rc == 0, (rc, out)
+
+
+def test_the_guard_finds_a_process_orphaned_by_its_parent_and_only_that_one():
+    """A child of this run starts a grandchild and exits: the grandchild (reparented, carrying the run's mark) is an
+    orphan and is killed; a child still ours is not one."""
+    import time
+
+    from process_guard import kill_orphans, orphans_of_this_run
+    from ros_helpers import start_python, stop_process
+
+    ours = start_python("import time; time.sleep(60)")
+    parent = start_python(
+        "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "print(p.pid, flush=True)"
+    )
+    grandchild = int(parent.stdout.readline())
+    parent.wait(timeout=30)
+    try:
+        deadline = time.monotonic() + 10
+        while grandchild not in orphans_of_this_run():
+            assert time.monotonic() < deadline, "the orphaned grandchild was not found"
+            time.sleep(0.1)
+        assert ours.pid not in orphans_of_this_run()
+        said = kill_orphans()
+        assert any(s.startswith(f"pid {grandchild}:") and "time.sleep(60)" in s for s in said), said
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{grandchild}") and "Z" not in open(f"/proc/{grandchild}/stat").read().split()[2]:
+            assert time.monotonic() < deadline, "the orphan is still running"
+            time.sleep(0.1)
+    finally:
+        stop_process(ours)

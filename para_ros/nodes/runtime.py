@@ -8,17 +8,24 @@
   ``-p name:=value`` the caller adds after ``--ros-args`` overrides it. ``--params-file none`` loads no file.
 * SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread (rclpy's own signal handler is off), so the node's
   ``shutdown()`` hook runs BEFORE the context goes away: a control thread stops before its publishers become invalid.
+* A stop signal always ends the process: the spin loop also stops on the signal's record (an interrupt swallowed on
+  its way out of a callback cannot keep it spinning), and a process still alive ``stop_grace_s`` after the first
+  signal exits without its clean-up, saying so. A node whose parent died gets SIGTERM (``para-deploy`` asks the
+  kernel for it); without the grace such a node, hung in its clean-up, would keep its name in the domain for good.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from para_ros.dds_env import apply_loopback_dds_env
 from para_ros.paths import config_file
+from para_ros.ros_io.spin import spin_until
 
 
 def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -31,9 +38,25 @@ def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 _stop_signals: list[int] = []  # the SIGINT / SIGTERM received by this process, in order
+STOP_GRACE_S = 10.0  # seconds a node may take to stop after its first stop signal before it exits without clean-up
+_stop_grace_s: list[float] = [STOP_GRACE_S]  # this process's grace (run_node's argument)
+
+
+def _exit_after_grace(prog: str, signum: int, grace_s: float) -> None:
+    print(
+        f"{prog}: still running {grace_s:g} s after {signal.Signals(signum).name}: exiting without a clean shutdown",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(128 + signum)
 
 
 def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
+    if not _stop_signals:
+        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "node"
+        timer = threading.Timer(_stop_grace_s[0], _exit_after_grace, args=(prog, signum, _stop_grace_s[0]))
+        timer.daemon = True
+        timer.start()
     _stop_signals.append(signum)
     raise KeyboardInterrupt
 
@@ -55,6 +78,7 @@ def run_node(
     argv: Sequence[str] | None = None,
     epilog: str | None = None,
     before_init: Callable[[argparse.Namespace], None] | None = None,
+    stop_grace_s: float = STOP_GRACE_S,
 ) -> int:
     """Parse arguments, start rclpy, build the node with ``build_node()`` and spin it until SIGINT/SIGTERM.
 
@@ -62,6 +86,7 @@ def run_node(
         ``shutdown()`` method on either runs before the node is destroyed.
     :param default_params_file: file name in ``config/`` loaded before the caller's ROS arguments.
     :param epilog: the ``--help`` text after the options: the node's parameter table (``ParameterTable.help_text``).
+    :param stop_grace_s: seconds after the first stop signal after which the process exits without clean-up.
     :returns: the process exit status (0, or 2 for a configuration error the node raised as ``ValueError``).
     """
     apply_loopback_dds_env(pick_domain=False)
@@ -88,6 +113,7 @@ def run_node(
     node_args = ["--ros-args", "--params-file", params_file] if params_file.lower() != "none" else []
     node_args += ros_args
     _stop_signals.clear()
+    _stop_grace_s[0] = stop_grace_s
     signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     rclpy.init(args=[prog, *node_args], signal_handler_options=SignalHandlerOptions.NO)
@@ -97,7 +123,7 @@ def run_node(
         node = getattr(built, "node", built)
         executor = SingleThreadedExecutor()  # nodes run long work in their own threads, never in callbacks
         executor.add_node(node)
-        executor.spin()
+        spin_until(executor, lambda: bool(_stop_signals), period_s=0.1)
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is the stop signal in disguise
