@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("para_core", "para_ros")
 
@@ -318,6 +320,27 @@ def test_the_simulator_imports_without_ros(tmp_path):
             importlib.import_module(m)
         assert not [m for m in sys.modules if m.split(".")[0] in BLOCKED], "a ROS module was imported"
         print("ok", len({modules!r}))
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "module", ["para_ros.nodes.chunk_executor", "para_ros.nodes.sim_node", "para_ros.commands.deploy"]
+)
+def test_the_processes_that_need_no_model_import_no_torch(module):
+    """The executor, the simulator node and the launcher start beside the inference node on the same cores: torch
+    (1.5-2 s of one core to import) is for the inference node alone. Imported in a fresh interpreter whose import
+    system refuses torch and transformers."""
+    code = textwrap.dedent(f"""
+        import importlib, importlib.abc, sys
+        class Refuse(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("torch", "transformers"):
+                    raise ImportError(f"{{name}} imported")
+        sys.meta_path.insert(0, Refuse())
+        importlib.import_module({module!r})
+        print("ok")
     """)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]

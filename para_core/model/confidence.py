@@ -29,18 +29,25 @@ import numpy as np
 import torch
 
 from para_core.model.actions import ball_log_mass_per_view, step_log_normaliser
+from para_core.model.confidence_measures import HIGH_IS_BAD, MEASURE_TITLES, MEASURES, WorstStep, worst_step
 from para_core.model.config import V4Config
 from para_core.model.model_io import V4Output
 
+__all__ = [
+    "HIGH_IS_BAD",
+    "MEASURES",
+    "MEASURE_TITLES",
+    "ChunkInForce",
+    "StepConfidence",
+    "WorstStep",
+    "chunk_agreement",
+    "normalised_entropy",
+    "step_confidence",
+    "view_agreement",
+    "worst_step",
+]
+
 ENTROPY_BLOCK = 1 << 22  # logits per block of steps in normalised_entropy
-MEASURES = ("peak_mass", "entropy", "chunk_agreement", "view_agreement")
-HIGH_IS_BAD = frozenset({"entropy"})  # the measures for which a larger value means less sure
-MEASURE_TITLES = {  # how the docs and /diagnostics name them
-    "peak_mass": "peak mass",
-    "entropy": "entropy",
-    "chunk_agreement": "chunk agreement",
-    "view_agreement": "view agreement",
-}
 
 
 @dataclass
@@ -172,26 +179,3 @@ def step_confidence(
     if in_force is not None and stamp_s is not None:
         in_force.remember(stamp_s, config.step_dt_s, positions_world)
     return measures
-
-
-@dataclass
-class WorstStep:
-    """The least confident step of a chunk for one measure: its value and index."""
-
-    measure: str
-    value: float
-    step: int
-
-
-def worst_step(measure: str, values: np.ndarray, steps: int | None = None) -> WorstStep | None:
-    """The worst of the first ``steps`` values (all when None) of ``measure``: the smallest, or the largest for
-    :data:`HIGH_IS_BAD` measures; None for an empty array (the producer did not measure it)."""
-    if measure not in MEASURES:
-        raise ValueError(f"measure {measure!r} is unknown: use one of {MEASURES}")
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
-    if steps is not None:
-        values = values[: max(int(steps), 1)]
-    if values.size == 0:
-        return None
-    i = int(np.argmax(values) if measure in HIGH_IS_BAD else np.argmin(values))
-    return WorstStep(measure, float(values[i]), i)

@@ -34,7 +34,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from para_core.model.confidence import HIGH_IS_BAD, MEASURE_TITLES, MEASURES, worst_step
+from para_core.model.confidence_measures import HIGH_IS_BAD, MEASURE_TITLES, MEASURES, worst_step
 from para_ros.execution.chunk import Chunk
 from para_ros.execution.executor_state import ExecutorEvent
 
