@@ -739,3 +739,34 @@ def test_the_executor_reports_a_hold_the_tick_it_begins_and_ends(kin):
     )
     assert reported_at_once("tracking", "hold_uncertain") and reported_at_once("hold_unreachable", "tracking")
     assert not reported_at_once("idle", "tracking") and not reported_at_once("tracking", "idle")
+
+
+def test_the_executor_headline_names_the_state_then_its_activity_and_feedback_changes_are_logged_once():
+    """``/diagnostics``' message starts with the state and its activity (the state alone where the activity repeats
+    it); the end of a feedback loss is logged once, at the change, with where the state comes from."""
+    from para_ros.execution.executor_core import ExecutorStatus
+    from para_ros.execution.executor_diagnostics import ActivityChanges, headline, status_values
+    from para_ros.execution.executor_state import ExecutorState, TickActivity
+
+    held = ExecutorStatus(state=ExecutorState.FOLLOWING, activity=TickActivity.HOLD_STALE)
+    assert headline(held, []) == "following (hold_stale)"
+    assert headline(held, ["chunk rejected: old"]) == "following (hold_stale); chunk rejected: old"
+    stopped = ExecutorStatus(state=ExecutorState.STOPPED, activity=TickActivity.STOPPED)
+    assert headline(stopped, []) == "stopped"
+    from para_ros.execution.executor_core import ExecutorConfig
+
+    values = status_values(stopped, ExecutorConfig())
+    assert (values["state"], values["activity"], values["engaged"]) == ("stopped", "stopped", False)
+    assert "mode" not in values
+
+    changes = ActivityChanges("/joint_states")
+    lines = [
+        changes.update(TickActivity(a))
+        for a in ("tracking", "joint_state_lost", "joint_state_lost", "waiting_for_chunk", "tracking", "tracking")
+    ]
+    assert [at_once for _, at_once in lines] == [False, True, False, True, True, False]
+    notes = [note for note, _ in lines if note]
+    assert notes == [
+        "joint state from /joint_states is fresh again: sending nothing until a new chunk is accepted",
+        "new chunk after the joint state loss: commanding again (tracking) from the measured joints",
+    ]

@@ -526,6 +526,12 @@ class ExecutorCore:
                 self.status.last_warning = "; ".join(warnings)
             return True, "; ".join(warnings)
 
+    def reject_unreadable_chunk(self, why: str) -> None:
+        """A chunk message the caller could not turn into a :class:`Chunk` (``why``): counted as rejected."""
+        with self._lock:
+            self.status.chunks_rejected += 1
+            self.status.last_rejection = why
+
     def _refused(self, why: str) -> tuple[bool, str]:
         """Under the lock: a chunk the checks refused (``why``); the supervisor counts it, and holds the arm when most
         of the latest chunks were refused (:meth:`ConfidenceSupervisor.judge_refused`)."""

@@ -241,8 +241,7 @@ class ChunkExecutorNode(Node):
             accepted, text = self.core.add_chunk(chunk, now_s)
         except Exception as err:  # noqa: BLE001 - a bad message must never take the node down
             accepted, text = False, f"chunk could not be read: {type(err).__name__}: {err}"
-            self.core.status.chunks_rejected += 1
-            self.core.status.last_rejection = text
+            self.core.reject_unreadable_chunk(text)
         after = self.core.state
         if after is not before and CONFIDENCE_STATES & {before, after}:  # the supervisor slowed, held or let go
             problem, transition = self.core.status.confidence_problem, self.core.status.last_transition
