@@ -1,5 +1,7 @@
 """The chunk executor node: PARA action chunks in, safe joint (or tool pose) commands for an arm out (the YAM by
-default; any arm description via ``yam_config``). ROS I/O only: the executor's logic is
+default; any arm description via ``yam_config``).
+
+ROS I/O only (subscriptions, publishers, services, parameters, TF, messages): the executor's logic is
 :class:`para_ros.execution.executor_core.ExecutorCore`, what it reports :mod:`para_ros.execution.executor_diagnostics`,
 its parameters :mod:`para_ros.nodes.executor_parameters` (read by :mod:`para_ros.execution.config_from_parameters`).
 
