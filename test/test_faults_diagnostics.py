@@ -770,3 +770,20 @@ def test_the_executor_headline_names_the_state_then_its_activity_and_feedback_ch
         "joint state from /joint_states is fresh again: sending nothing until a new chunk is accepted",
         "new chunk after the joint state loss: commanding again (tracking) from the measured joints",
     ]
+
+
+def test_an_unreadable_chunk_message_is_a_rejected_chunk_on_diagnostics(kin):
+    """The node hands the core a chunk message it could not read; the core counts it as rejected, and the next report
+    names it at WARN."""
+    from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
+    from para_ros.execution.executor_diagnostics import WARN, diagnostic_summary
+    from para_ros.robot.yam import load_yam_config
+
+    core = ExecutorCore(ExecutorConfig(start_engaged=True, joint_state_timeout_s=None), load_yam_config(), kin)
+    core.set_measured_joints(_top_down(kin)[0], 0.5)
+    core.tick(0.0)
+    counters = diagnostic_summary(core.status_snapshot(), None)[2]
+    core.reject_unreadable_chunk("chunk could not be read: ValueError: bad")
+    level, problems, _ = diagnostic_summary(core.status_snapshot(), counters)
+    assert core.status.chunks_rejected == 1 and level == WARN
+    assert problems == ["chunk rejected: chunk could not be read: ValueError: bad"]
