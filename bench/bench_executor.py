@@ -124,7 +124,7 @@ def run_rate(
     stats["ik_failures"] = core.status.ik_failures
     stats["limit_events"] = core.status.limit_events
     stats["check_failures"] = core.status.check_failures
-    stats["state"] = core.status.state
+    stats["state"], stats["activity"] = core.status.state.value, str(core.status.activity)
     return stats
 
 

@@ -198,10 +198,10 @@ def test_a_bare_executor_sends_nothing_until_engaged_and_stops_on_a_silent_arm()
     with pytest.raises(ValueError, match="measured_s"):  # the watchdog needs measurement times
         core.set_measured_joints(q0, 0.5)
     core.set_measured_joints(q0, 0.5, measured_s=0.0)
-    assert core.tick(0.01) is None and core.status.state == "disengaged"
+    assert core.tick(0.01) is None and core.status.activity == "disengaged"
     core.engage()
     np.testing.assert_array_equal(core.tick(0.02).q_rad, q0)
-    assert core.tick(0.21) is None and core.status.state == "joint_state_lost"
+    assert core.tick(0.21) is None and core.status.activity == "joint_state_lost"
 
 
 def test_an_unlimited_model_joint_takes_any_limits(tmp_path):

@@ -234,7 +234,7 @@ def test_a_very_uncertain_policy_holds_says_why_and_comes_back_after_confident_c
     held = arm.last.q_rad.copy()
     _, commands = arm.run(0.3)
     assert all(np.array_equal(c.q_rad, held) for c in commands)  # holds where it is: the last command, repeated
-    assert arm.core.status.state == "hold_uncertain"
+    assert arm.core.status.activity == "hold_uncertain"
     for _i in range(2):  # confident, but too few in a row: still holding, the chunks not followed
         before, ok, _ = arm.send(1.0)
         assert not ok and arm.core.state is S.HOLDING_UNCERTAIN
@@ -346,8 +346,7 @@ def test_unmeasured_measures_may_be_empty_and_are_truncated_with_the_chunk():
 
 
 def test_diagnostics_name_the_confidence_problem_at_warn(kin):
-    from para_ros.nodes.chunk_executor import diagnostic_summary
-    from para_ros.nodes.health import WARN
+    from para_ros.execution.executor_diagnostics import WARN, diagnostic_summary
 
     arm = Arm(kin, SupervisorConfig(**{**SUPERVISOR.__dict__, "hold_after_s": 0.0}))
     arm.send(0.03)

@@ -73,7 +73,7 @@ def test_very_uncertain_chunks_hold_with_the_reason_on_diagnostics_and_resume_en
     after = p[t_pose > t_held]
     assert len(after) > 10 and np.all(after == after[0]), "the arm moved while holding"
     values = _latest_diag(drv)
-    assert values["mode"] == "holding_uncertain"
+    assert values["state"] == "holding_uncertain"
     assert values["confidence_problem"].startswith("policy uncertain: peak mass 0.05 at step 0")
     assert "confidence: policy uncertain" in values["_message"] and values["_level"] >= 1  # at least WARN
     assert int(values["chunks_held_uncertain"]) > 0
@@ -86,5 +86,5 @@ def test_very_uncertain_chunks_hold_with_the_reason_on_diagnostics_and_resume_en
     assert np.any(np.diff(p[t_pose > t_resume], axis=0) != 0), "no motion after ~/resume and confident chunks"
     time.sleep(0.4)
     values = _latest_diag(drv)
-    assert values["mode"] == "following" and values["confidence_problem"] == ""
+    assert values["state"] == "following" and values["confidence_problem"] == ""
     assert drv.proc.poll() is None

@@ -78,7 +78,7 @@ def test_random_chunks_never_break_the_limits(name):
         if k == 460:
             core.resume()
         command = core.tick(now)
-        assert command is not None, core.status.state
+        assert command is not None, core.status.activity
         assert command.q_rad.shape == (rig.n,)
         commands.append((command.q_rad.copy(), command.gripper))
         q, g = command.q_rad.copy(), command.gripper

@@ -243,7 +243,7 @@ def test_started_disengaged_publishes_nothing_until_engage_then_starts_at_the_ar
         assert not commands and not poses, "commands from a disengaged executor"
         last = diag_values(own(diags)[-1])
         assert last["engaged"] == "False" and int(last["chunks_ignored_stopped"]) > 0 and last["commands"] == "0"
-        assert last["mode"] == "disengaged"  # the safety state, named
+        assert last["state"] == "disengaged"  # the safety state, named
 
         resp = drv.call_trigger(node, "engage")
         assert resp.success and "engaged" in resp.message
@@ -267,7 +267,7 @@ def test_started_disengaged_publishes_nothing_until_engage_then_starts_at_the_ar
         assert len(after) > 10 and np.all(p[after] == p[before[-1]]) and np.all(q[after] == q[before[-1]])
         assert diag_values(own(diags)[-1])["engaged"] == "False" and own(diags)[-1].message.startswith("stopped")
         values = diag_values(own(diags)[-1])  # every change of the safety state is named on /diagnostics
-        assert values["mode"] == "stopped" and values["last_transition"] == "following --disengage--> stopped"
+        assert values["state"] == "stopped" and values["last_transition"] == "following --disengage--> stopped"
         assert "--engage--> following" in values["recent_transitions"], values["recent_transitions"]
         assert drv.proc.poll() is None
     finally:

@@ -166,14 +166,14 @@ class Rig:
         before, had_chunk = self.core.state, self.core._last_accept_s is not None
         self.sent = self.core.tick(self.t)
         if before in (S.FOLLOWING, S.FOLLOWING_SLOWLY) and had_chunk:
-            assert self.core.status.state == "hold_stale" and self.sent is not None
+            assert self.core.status.activity == "hold_stale" and self.sent is not None
         return E.FEEDBACK_FRESH
 
     def clock_jump(self):
         self.t -= 50.0
         self.core.clock_jumped_back("test jump")
         assert self.core.last_command is None, "the command must wait for a state measured after the jump"
-        assert self.core.tick(self.t) is None and self.core.status.state == "waiting_for_joint_state"
+        assert self.core.tick(self.t) is None and self.core.status.activity == "waiting_for_joint_state"
         return E.CLOCK_JUMPED_BACK
 
 
@@ -218,7 +218,7 @@ def replay(kin, start_engaged: bool, path: tuple[str, ...], covered: set) -> Rig
         if event is not None:
             covered.add((before, event))
         status = rig.core.status_snapshot()
-        assert status.mode == after.value
+        assert status.state is after
         if after is not before:
             assert status.transitions == count + 1
             assert status.last_transition == transition_text(before, event, after)

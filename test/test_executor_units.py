@@ -437,7 +437,7 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(rig):
     assert ok
     for k in range(1, 20):
         cmd = core.tick(k * 0.01)
-    assert core.status.state == "tracking"
+    assert core.status.activity == "tracking"
     p_ref = np.array([0.3, 0, 0.1]) + (19 * 0.01 + core.config.command_lookahead_s) * np.array([0.05, 0, 0])
     assert np.linalg.norm(cmd.T_base_tool[:3, 3] - p_ref) < 1e-3
     core.stop()
@@ -456,7 +456,7 @@ def test_core_waits_for_state_tracks_stops_and_goes_stale(rig):
             if last is None:
                 last = c.q_rad
             np.testing.assert_array_equal(c.q_rad, last)
-    assert core.status.state == "hold_stale"
+    assert core.status.activity == "hold_stale"
 
 
 def test_core_first_command_from_a_measured_state_past_a_limit_is_inside_the_range(rig):
@@ -557,7 +557,7 @@ def test_core_a_stale_state_before_the_first_command_needs_no_new_chunk(rig):
     # Once commands went out, a loss still needs a fresh state AND a new chunk (never resume an old plan).
     assert core.tick(1000.5) is None
     core.set_measured_joints(q1, 0.5, measured_s=1000.51)
-    assert core.tick(1000.52) is None and core.status.state == "waiting_for_chunk"
+    assert core.tick(1000.52) is None and core.status.activity == "waiting_for_chunk"
 
 
 def test_core_unreachable_hold_vs_best_effort(rig):
@@ -591,7 +591,7 @@ def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_
     last_before_loss = sent[0.7].q_rad
     assert np.any(last_before_loss != q0), "the arm was not moving before the loss"
     s = core.status_snapshot()
-    assert s.state == "joint_state_lost" and s.joint_state_losses == 1 and len(core.timeline) == 0
+    assert s.activity == "joint_state_lost" and s.joint_state_losses == 1 and len(core.timeline) == 0
     assert "no fresh joint state within joint_state_timeout_s 0.2 s (the last one measured at t=0.500 s)" in s.problems[
         "joint_state"
     ] and s.joint_state_age_s == pytest.approx(0.5)
@@ -601,7 +601,7 @@ def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_
     # Fresh state (the arm sagged meanwhile): still nothing, the problem is gone, waiting for a chunk.
     q_sagged = last_before_loss + (-0.02 * rig.unit(1) + 0.01 * rig.unit(2))
     core.set_measured_joints(q_sagged, 0.5, measured_s=1.1)
-    assert core.tick(1.1) is None and core.status.state == "waiting_for_chunk" and core.status.problems == {}
+    assert core.tick(1.1) is None and core.status.activity == "waiting_for_chunk" and core.status.problems == {}
     assert core.tick(1.2) is None  # ... for as long as no chunk comes (the state is still fresh: 0.1 s old)
     # A new chunk: the first command starts at the measured joints (one limited step from them), not at the target
     # the old timeline would have reached.
@@ -609,7 +609,7 @@ def test_core_sends_nothing_once_the_joint_state_is_stale_and_resumes_only_with_
     p_sagged = rig.kin.fk(q_sagged)[:3, 3]
     assert core.add_chunk(_top_down_chunk(rig, 1.25, p_sagged, [0.05, 0, 0]), 1.25)[0]
     first = core.tick(1.26)
-    assert first is not None and core.status.state == "tracking"
+    assert first is not None and core.status.activity == "tracking"
     step = np.abs(first.q_rad - q_sagged)
     assert np.all(step <= np.asarray(core.limits.max_joint_speed_rad_s) * core.config.period_s + 1e-9)
     assert np.linalg.norm(first.T_base_tool[:3, 3] - p_sagged) < 0.005
@@ -620,26 +620,26 @@ def test_core_started_disengaged_sends_nothing_until_engaged_then_starts_at_the_
     q0 = rig.top_down_q([0.3, 0, 0.1])
     assert not core.engaged and core.tick(0.0) is None  # no state yet
     core.set_measured_joints(q0, 0.5)
-    assert core.tick(0.01) is None and core.status.state == "disengaged"  # a state, still nothing: not ours
+    assert core.tick(0.01) is None and core.status.activity == "disengaged"  # a state, still nothing: not ours
     ok, why = core.add_chunk(_top_down_chunk(rig, 0.02, [0.3, 0, 0.1], [0.05, 0, 0]), 0.02)
     assert not ok and "~/engage" in why and core.status.chunks_ignored_stopped == 1
     q_moved = q0 + 0.05 * rig.unit(0)  # moved by hand meanwhile
     core.set_measured_joints(q_moved, 0.6)
     core.engage()
     first = core.tick(0.03)
-    assert core.engaged and core.status.state == "idle"
+    assert core.engaged and core.status.activity == "idle"
     np.testing.assert_array_equal(first.q_rad, q_moved)  # from the measured joints: no jump
     assert first.gripper == 0.6
     p_moved = rig.kin.fk(q_moved)[:3, 3]
     assert core.add_chunk(_top_down_chunk(rig, 0.03, p_moved, [0.05, 0, 0]), 0.03)[0]
     for k in range(4, 20):
         cmd = core.tick(k * 0.01)
-    assert core.status.state == "tracking" and np.any(cmd.q_rad != q_moved)
+    assert core.status.activity == "tracking" and np.any(cmd.q_rad != q_moved)
     # Disengage holds at once: the next tick repeats the last command; chunks are ignored.
     core.disengage()
     assert not core.engaged
     held = [core.tick(0.2 + k * 0.01) for k in range(5)]
-    assert all(np.array_equal(h.q_rad, cmd.q_rad) for h in held) and core.status.state == "stopped"
+    assert all(np.array_equal(h.q_rad, cmd.q_rad) for h in held) and core.status.activity == "stopped"
     assert not core.add_chunk(_top_down_chunk(rig, 0.25, p_moved, [0.05, 0, 0]), 0.25)[0]
     core.set_measured_joints(q0, 0.5)
     core.engage()  # engaged again: from the measured joints once more
@@ -653,11 +653,11 @@ def test_core_feedback_lost_while_disengaged_then_engage_starts_at_the_fresh_mea
     core = _core(rig, start_engaged=False, joint_state_timeout_s=0.2)
     q0 = rig.seed_q_rad.copy()
     core.set_measured_joints(q0, 0.5, measured_s=0.0)
-    assert core.tick(0.01) is None and core.status.state == "disengaged"
-    assert core.tick(0.3) is None and core.status.state == "joint_state_lost"  # 0.3 s old: lost
+    assert core.tick(0.01) is None and core.status.activity == "disengaged"
+    assert core.tick(0.3) is None and core.status.activity == "joint_state_lost"  # 0.3 s old: lost
     q1 = q0 + 0.01 * rig.unit(0)
     core.set_measured_joints(q1, 0.5, measured_s=0.35)
-    assert core.tick(0.36) is None and core.status.state == "disengaged"  # fresh again, still not ours
+    assert core.tick(0.36) is None and core.status.activity == "disengaged"  # fresh again, still not ours
     core.engage()
     first = core.tick(0.37)
     assert first is not None, "engage after a feedback loss must start commanding once the state is fresh"
@@ -665,9 +665,9 @@ def test_core_feedback_lost_while_disengaged_then_engage_starts_at_the_fresh_mea
     assert core.tick(0.38) is not None and core.status.problems == {}
     # A stale state at engage time still blocks: the watchdog comes first.
     core.disengage()
-    assert core.tick(0.9) is None and core.status.state == "joint_state_lost"
+    assert core.tick(0.9) is None and core.status.activity == "joint_state_lost"
     core.engage()
-    assert core.tick(0.91) is None and core.status.state == "joint_state_lost"
+    assert core.tick(0.91) is None and core.status.activity == "joint_state_lost"
     core.set_measured_joints(q0, 0.5, measured_s=0.95)
     np.testing.assert_array_equal(core.tick(0.96).q_rad, q0)
 
@@ -692,25 +692,21 @@ def test_joint_state_watch_dates_the_oldest_needed_joint():
     as old as its least recently heard joint; NaN and malformed messages do not count."""
     from sensor_msgs.msg import JointState
 
-    from para_ros.nodes.chunk_executor import JointStateWatch
-
-    class FakeNode:
-        def create_subscription(self, *_a):
-            return None
+    from para_ros.execution.joint_state_watch import JointStateWatch
 
     clock = {"t": 0.0}
-    watch = JointStateWatch(FakeNode(), "/joint_states", ("j1", "j2", "gripper"), lambda: clock["t"])
+    watch = JointStateWatch(("j1", "j2", "gripper"), lambda: clock["t"])
     assert watch.last_complete_s() is None
-    watch._on_joint_state(JointState(name=["j1", "j2"], position=[0.0, 0.1]))
+    watch.on_joint_state(JointState(name=["j1", "j2"], position=[0.0, 0.1]))
     assert watch.last_complete_s() is None  # the gripper was never heard
     clock["t"] = 1.0
-    watch._on_joint_state(JointState(name=["gripper"], position=[0.5]))
+    watch.on_joint_state(JointState(name=["gripper"], position=[0.5]))
     assert watch.last_complete_s() == 0.0
     clock["t"] = 2.0
-    watch._on_joint_state(JointState(name=["j1", "j2", "other"], position=[0.0, float("nan"), 1.0]))
-    watch._on_joint_state(JointState(name=["j2"], position=[]))  # malformed: ignored
+    watch.on_joint_state(JointState(name=["j1", "j2", "other"], position=[0.0, float("nan"), 1.0]))
+    watch.on_joint_state(JointState(name=["j2"], position=[]))  # malformed: ignored
     assert watch.last_complete_s() == 0.0  # j2 only ever came finite at 0.0
-    watch._on_joint_state(JointState(name=["j2"], position=[0.2]))
+    watch.on_joint_state(JointState(name=["j2"], position=[0.2]))
     assert watch.last_complete_s() == 1.0  # now the gripper (1.0) is the oldest
 
 
@@ -718,7 +714,8 @@ def test_joint_state_watch_dates_the_oldest_needed_joint():
 
 
 def test_executor_defaults_build_a_valid_config_and_bad_values_are_refused():
-    from para_ros.nodes.chunk_executor import PARAMETERS, build_executor_config
+    from para_ros.execution.config_from_parameters import build_executor_config
+    from para_ros.nodes.executor_parameters import PARAMETERS
 
     defaults = PARAMETERS.defaults()
     cfg = build_executor_config(defaults, load_yam_config())
@@ -760,7 +757,7 @@ def test_ros_thread_priority_is_one_below_the_control_thread_or_reported():
     import os
     import threading
 
-    from para_ros.nodes.chunk_executor import raise_ros_thread_priority
+    from para_ros.execution.control_loop import raise_ros_thread_priority
 
     seen = {}
 

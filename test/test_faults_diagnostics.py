@@ -165,10 +165,9 @@ def test_health_reporter_logs_warn_and_error_problems_and_clears_them():
 
 def test_executor_event_problems_are_gone_from_the_next_report():
     from para_ros.execution.executor_core import ExecutorStatus
-    from para_ros.nodes.chunk_executor import EVENT_PROBLEMS, diagnostic_summary
-    from para_ros.nodes.health import ERROR, OK, WARN
+    from para_ros.execution.executor_diagnostics import ERROR, EVENT_PROBLEMS, OK, WARN, diagnostic_summary
 
-    s = ExecutorStatus(state="tracking")
+    s = ExecutorStatus(activity="tracking")
     level, problems, prev = diagnostic_summary(s, None)
     assert (level, problems) == (OK, [])
     for name, is_error, _ in EVENT_PROBLEMS:
@@ -178,7 +177,7 @@ def test_executor_event_problems_are_gone_from_the_next_report():
         level, problems, prev = diagnostic_summary(s, prev)  # nothing new happened: gone
         assert (level, problems) == (OK, []), (name, problems)
     # The first report counts everything that happened before it.
-    first = ExecutorStatus(state="idle", chunks_rejected=3, last_rejection="r")
+    first = ExecutorStatus(activity="idle", chunks_rejected=3, last_rejection="r")
     assert diagnostic_summary(first, None)[1] == ["chunk rejected: r"]
 
 
@@ -220,8 +219,7 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     """Drive the ROS-free core into each state that makes /diagnostics WARN and out of it again."""
     from para_ros.execution.chunk import ChunkChecks
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
-    from para_ros.nodes.chunk_executor import WARN_STATES, diagnostic_summary
-    from para_ros.nodes.health import OK
+    from para_ros.execution.executor_diagnostics import OK, WARN_ACTIVITIES, diagnostic_summary
     from para_ros.robot.yam import load_yam_config
 
     yam = load_yam_config()
@@ -238,7 +236,7 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
 
     def state_at(t):
         core.tick(t)
-        return core.status.state
+        return core.status.activity
 
     def recovered():  # the level of a report with no new events: the state alone
         s = core.status_snapshot()
@@ -269,17 +267,17 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     )
     watched.set_measured_joints(q0, 0.5, measured_s=0.0)
     assert watched.tick(0.1) is not None
-    assert watched.tick(0.25) is None and watched.status.state == "joint_state_lost"
-    seen.add(watched.status.state)
+    assert watched.tick(0.25) is None and watched.status.activity == "joint_state_lost"
+    seen.add(watched.status.activity)
     level, problems, _ = diagnostic_summary(watched.status_snapshot(), None)
     assert "joint_state" in watched.status.problems and problems[0].startswith("joint_state: no fresh joint state")
     watched.set_measured_joints(q0, 0.5, measured_s=0.3)
-    assert watched.tick(0.3) is None and watched.status.state == "waiting_for_chunk"  # fresh, but no chunk yet
-    seen.add(watched.status.state)
+    assert watched.tick(0.3) is None and watched.status.activity == "waiting_for_chunk"  # fresh, but no chunk yet
+    seen.add(watched.status.activity)
     assert watched.status.problems == {}  # the problem clears with the fresh state ...
     assert watched.add_chunk(_chunk(0.31, [0.3, 0.0, 0.1], R), 0.31)[0]
     watched.set_measured_joints(q0, 0.5, measured_s=0.32)
-    assert watched.tick(0.32) is not None and watched.status.state == "tracking"  # ... the state with a new chunk
+    assert watched.tick(0.32) is not None and watched.status.activity == "tracking"  # ... the state with a new chunk
     s = watched.status_snapshot()
     assert diagnostic_summary(s, diagnostic_summary(s, None)[2])[0] == OK
 
@@ -290,10 +288,10 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
         kinematics=kin,
     )
     handed.set_measured_joints(q0, 0.5)
-    assert handed.tick(0.0) is None and handed.status.state == "disengaged"
-    seen.add(handed.status.state)
+    assert handed.tick(0.0) is None and handed.status.activity == "disengaged"
+    seen.add(handed.status.activity)
     handed.engage()
-    assert handed.tick(0.01) is not None and handed.status.state == "idle"
+    assert handed.tick(0.01) is not None and handed.status.activity == "idle"
     s = handed.status_snapshot()
     assert diagnostic_summary(s, diagnostic_summary(s, None)[2])[0] == OK
 
@@ -314,15 +312,15 @@ def test_every_executor_warn_state_is_left_once_its_condition_is_gone(kin):
     )
     judged.set_measured_joints(q0, 0.5)
     assert judged.add_chunk(_chunk(0.0, [0.3, 0.0, 0.1], R), 0.0)[0]
-    assert judged.tick(0.01) is not None and judged.status.state == "tracking"
+    assert judged.tick(0.01) is not None and judged.status.activity == "tracking"
     doubtful = _chunk(0.02, [0.3, 0.0, 0.1], R)
     judged.add_chunk(replace(doubtful, confidence=np.full(len(doubtful.confidence), 0.03)), 0.02)
     judged.tick(0.03)
-    assert judged.status.state == "hold_uncertain"
-    seen.add(judged.status.state)
+    assert judged.status.activity == "hold_uncertain"
+    seen.add(judged.status.activity)
     assert judged.add_chunk(_chunk(0.04, [0.3, 0.0, 0.1], R), 0.04)[0]
-    assert judged.tick(0.05) is not None and judged.status.state == "tracking"
-    assert seen == set(WARN_STATES), f"WARN states not exercised here: {set(WARN_STATES) - seen}"
+    assert judged.tick(0.05) is not None and judged.status.activity == "tracking"
+    assert seen == set(WARN_ACTIVITIES), f"WARN activities not exercised here: {set(WARN_ACTIVITIES) - seen}"
 
 
 def _module_constants(tree) -> dict[str, str]:
@@ -709,7 +707,7 @@ def test_the_executor_reports_a_hold_the_tick_it_begins_and_ends(kin):
     evaluator times holds from /diagnostics: a periodic report would add up to a period to every hold time)."""
     from para_ros.execution.chunk import ChunkChecks
     from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
-    from para_ros.nodes.chunk_executor import reported_at_once
+    from para_ros.execution.executor_diagnostics import reported_at_once
     from para_ros.robot.yam import load_yam_config
 
     yam = load_yam_config()
@@ -728,10 +726,10 @@ def test_the_executor_reports_a_hold_the_tick_it_begins_and_ends(kin):
     activities = []
     for t in (0.02, 0.2, 0.4, 0.5):  # tracking, tracking, then no chunk for > 0.3 s: hold_stale, hold_stale
         core.tick(t)
-        activities.append(core.status.state)
+        activities.append(core.status.activity)
     assert core.add_chunk(_chunk(0.51, [0.3, 0.0, 0.1], R), 0.51)[0]
     core.tick(0.52)
-    activities.append(core.status.state)  # a fresh chunk: tracking again
+    activities.append(core.status.activity)  # a fresh chunk: tracking again
     assert activities == ["tracking", "tracking", "hold_stale", "hold_stale", "tracking"]
     at_once = [reported_at_once(a, b) for a, b in zip(activities, activities[1:])]
     assert at_once == [False, True, False, True]
@@ -741,3 +739,51 @@ def test_the_executor_reports_a_hold_the_tick_it_begins_and_ends(kin):
     )
     assert reported_at_once("tracking", "hold_uncertain") and reported_at_once("hold_unreachable", "tracking")
     assert not reported_at_once("idle", "tracking") and not reported_at_once("tracking", "idle")
+
+
+def test_the_executor_headline_names_the_state_then_its_activity_and_feedback_changes_are_logged_once():
+    """``/diagnostics``' message starts with the state and its activity (the state alone where the activity repeats
+    it); the end of a feedback loss is logged once, at the change, with where the state comes from."""
+    from para_ros.execution.executor_core import ExecutorStatus
+    from para_ros.execution.executor_diagnostics import ActivityChanges, headline, status_values
+    from para_ros.execution.executor_state import ExecutorState, TickActivity
+
+    held = ExecutorStatus(state=ExecutorState.FOLLOWING, activity=TickActivity.HOLD_STALE)
+    assert headline(held, []) == "following (hold_stale)"
+    assert headline(held, ["chunk rejected: old"]) == "following (hold_stale); chunk rejected: old"
+    stopped = ExecutorStatus(state=ExecutorState.STOPPED, activity=TickActivity.STOPPED)
+    assert headline(stopped, []) == "stopped"
+    from para_ros.execution.executor_core import ExecutorConfig
+
+    values = status_values(stopped, ExecutorConfig())
+    assert (values["state"], values["activity"], values["engaged"]) == ("stopped", "stopped", False)
+    assert "mode" not in values
+
+    changes = ActivityChanges("/joint_states")
+    lines = [
+        changes.update(TickActivity(a))
+        for a in ("tracking", "joint_state_lost", "joint_state_lost", "waiting_for_chunk", "tracking", "tracking")
+    ]
+    assert [at_once for _, at_once in lines] == [False, True, False, True, True, False]
+    notes = [note for note, _ in lines if note]
+    assert notes == [
+        "joint state from /joint_states is fresh again: sending nothing until a new chunk is accepted",
+        "new chunk after the joint state loss: commanding again (tracking) from the measured joints",
+    ]
+
+
+def test_an_unreadable_chunk_message_is_a_rejected_chunk_on_diagnostics(kin):
+    """The node hands the core a chunk message it could not read; the core counts it as rejected, and the next report
+    names it at WARN."""
+    from para_ros.execution.executor_core import ExecutorConfig, ExecutorCore
+    from para_ros.execution.executor_diagnostics import WARN, diagnostic_summary
+    from para_ros.robot.yam import load_yam_config
+
+    core = ExecutorCore(ExecutorConfig(start_engaged=True, joint_state_timeout_s=None), load_yam_config(), kin)
+    core.set_measured_joints(_top_down(kin)[0], 0.5)
+    core.tick(0.0)
+    counters = diagnostic_summary(core.status_snapshot(), None)[2]
+    core.reject_unreadable_chunk("chunk could not be read: ValueError: bad")
+    level, problems, _ = diagnostic_summary(core.status_snapshot(), counters)
+    assert core.status.chunks_rejected == 1 and level == WARN
+    assert problems == ["chunk rejected: chunk could not be read: ValueError: bad"]

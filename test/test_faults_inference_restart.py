@@ -124,7 +124,7 @@ def assert_holds_after_last_chunk(drv, t_from_s: float, label: str) -> float:
     )
     held = ticks[ticks > last_accept_s + STALE_S + 1.5 / RATE_HZ]
     assert held.size > 0.5 * RATE_HZ, f"{label}: the executor stopped commanding instead of holding"
-    assert values["state"] == "hold_stale", f"{label}: {status.message}"
+    assert values["activity"] == "hold_stale", f"{label}: {status.message}"
     return last_accept_s
 
 

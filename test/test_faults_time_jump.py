@@ -134,13 +134,13 @@ def test_core_after_a_jump_back_sends_nothing_until_a_new_state_then_holds_there
         t += 0.01
         command = core.tick(t)
         core.set_measured_joints(command.q_rad, command.gripper, measured_s=t)
-    assert core.status.state == "tracking" and np.ptp([command.q_rad, q0], axis=0).max() > 1e-3
+    assert core.status.activity == "tracking" and np.ptp([command.q_rad, q0], axis=0).max() > 1e-3
     q_before = command.q_rad
 
     new_t = t - JUMP_S
     if announced:
         core.clock_jumped_back("test jump")
-    assert core.tick(new_t) is None and core.status.state == "waiting_for_joint_state"  # nothing sent
+    assert core.tick(new_t) is None and core.status.activity == "waiting_for_joint_state"  # nothing sent
     assert core.status.time_jumps_back == 1 and len(core.timeline) == 0
     assert ("test jump" if announced else "after a tick at") in core.status.last_time_jump
     assert core.tick(new_t + 0.01) is None  # still no state measured after the jump
@@ -149,7 +149,7 @@ def test_core_after_a_jump_back_sends_nothing_until_a_new_state_then_holds_there
     for k in range(100):
         core.set_measured_joints(q_reset, 0.5, measured_s=new_t + 0.015 + 0.01 * k)
         held.append(core.tick(new_t + 0.02 + 0.01 * k))
-    assert all(c is not None for c in held) and core.status.state == "idle"
+    assert all(c is not None for c in held) and core.status.activity == "idle"
     for c in held:  # held where the arm is now: neither the old chunk nor the old command
         np.testing.assert_array_equal(c.q_rad, q_reset)
     assert np.abs(q_reset - q_before).max() > 1e-3
@@ -165,7 +165,7 @@ def test_core_a_small_step_back_is_jitter_not_a_jump(core_parts):
     core.set_measured_joints(q, 0.5, measured_s=T0_S)
     assert core.add_chunk(_moving_chunk(T0_S, [0.3, 0.0, 0.1]), T0_S)[0]
     core.set_measured_joints(q, 0.5, measured_s=T0_S + 0.5)
-    assert core.tick(T0_S + 0.5) is not None and core.status.state == "tracking"
+    assert core.tick(T0_S + 0.5) is not None and core.status.activity == "tracking"
     t_back = T0_S + 0.5 - 0.9 * TIME_JUMP_BACK_MIN_S
     core.set_measured_joints(q, 0.5, measured_s=t_back)
     assert core.tick(t_back) is not None  # still commanding (its past steps were pruned: it may sample nothing)
@@ -180,12 +180,12 @@ def test_core_watchdog_works_on_the_new_clock_after_a_jump_back(core_parts):
     core.clock_jumped_back()
     # a state the node read on the old clock just before the jump reaches the core after it: not fresh
     core.set_measured_joints(q0, 0.5, measured_s=T0_S + 0.02)
-    assert core.tick(T0_S - JUMP_S) is None and core.status.state == "waiting_for_joint_state"
+    assert core.tick(T0_S - JUMP_S) is None and core.status.activity == "waiting_for_joint_state"
     core.set_measured_joints(q0, 0.5, measured_s=T0_S - JUMP_S + 0.01)
     assert core.tick(T0_S - JUMP_S + 0.02) is not None
     # the arm's state stops: within one joint_state_timeout_s on the NEW clock the executor sends nothing
     assert core.tick(T0_S - JUMP_S + 0.2) is not None
-    assert core.tick(T0_S - JUMP_S + 0.25) is None and core.status.state == "joint_state_lost"
+    assert core.tick(T0_S - JUMP_S + 0.25) is None and core.status.activity == "joint_state_lost"
 
 
 @pytest.mark.ros
@@ -236,7 +236,7 @@ def test_executor_drops_the_old_chunk_and_holds_at_the_measured_joints_after_a_c
         values = diag_values(own()[-1])
         assert int(values["time_jumps_back"]) >= 1, values
         assert jump_size_s(values["last_time_jump"]) == pytest.approx(JUMP_S, abs=0.1), values["last_time_jump"]
-        assert values["state"] == "idle" and int(values["chunks_in_force"]) == 0, values
+        assert values["activity"] == "idle" and int(values["chunks_in_force"]) == 0, values
         assert int(values["chunks_rejected"]) >= 1 and "future" in values["last_rejection"], values
         log = drv.executor_log()
         assert "clock jumped back by" in log and "[WARN]" in log

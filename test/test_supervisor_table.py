@@ -116,13 +116,22 @@ def test_the_command_writes_the_table_and_refuses_bad_input(tmp_path):
 
 
 def _diag(
-    stamp_s: float, mode: str, problem: str = "", name: str = "chunk_executor: status", state: str = "follow"
+    stamp_s: float,
+    state: str,
+    problem: str = "",
+    name: str = "chunk_executor: status",
+    activity: str = "tracking",
+    recorded_before_activity_key: bool = False,
 ) -> DiagnosticArray:
+    """A chunk executor's report; ``recorded_before_activity_key``: with the keys of a recording made before the
+    activity had its own key (``mode`` the state, ``state`` the activity)."""
     msg = DiagnosticArray()
     msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp_s), int(round((stamp_s % 1) * 1e9))
-    values = [
-        KeyValue(key="mode", value=mode),
-        KeyValue(key="state", value=state),
+    if recorded_before_activity_key:
+        values = [KeyValue(key="mode", value=state), KeyValue(key="state", value=activity)]
+    else:
+        values = [KeyValue(key="state", value=state), KeyValue(key="activity", value=activity)]
+    values += [
         KeyValue(key="confidence_problem", value=problem),
         KeyValue(key="chunks_rejected", value="4"),
     ]
@@ -157,9 +166,9 @@ def test_a_hold_for_want_of_chunks_counts_once_the_inference_node_names_a_refuse
         ev._on_diag(_diag(1002.0, "following"))
         ev._on_diag(_inference_diag(1002.5))
         first, second = (
-            (_inference_diag(1004.0, "the scene camera froze"), _diag(1004.5, "waiting_for_chunk", state="hold_stale"))
+            (_inference_diag(1004.0, "the scene camera froze"), _diag(1004.5, "following", activity="hold_stale"))
             if camera_first
-            else (_diag(1004.0, "waiting_for_chunk", state="hold_stale"), _inference_diag(1004.5, "the scene camera froze"))
+            else (_diag(1004.0, "following", activity="hold_stale"), _inference_diag(1004.5, "the scene camera froze"))
         )  # fmt: skip
         ev._on_diag(first)
         if not camera_first:  # holding for want of chunks, no camera named (yet): no hold with a reason
@@ -173,7 +182,7 @@ def test_an_unfamiliar_scene_names_the_hold_for_want_of_chunks_and_a_camera_come
     """The inference node's ``problem.familiarity`` makes a stale hold a hold with a reason, like a refused camera;
     with both reported, the camera (the plainer cause) names it."""
     ev = _client()
-    ev._on_diag(_diag(1004.0, "waiting_for_chunk", state="hold_stale"))
+    ev._on_diag(_diag(1004.0, "following", activity="hold_stale"))
     diag = _inference_diag(1004.5)
     diag.status[0].values.append(KeyValue(key="problem.familiarity", value="the wrist camera sees what ..."))
     ev._on_diag(diag)
@@ -185,16 +194,22 @@ def test_an_unfamiliar_scene_names_the_hold_for_want_of_chunks_and_a_camera_come
     assert withheld_chunks_problem({"problem.tf": "x"}) == ""
 
 
-def test_the_evaluator_keeps_the_first_hold_after_the_hand_over_in_episode_time():
+@pytest.mark.parametrize("recorded_before_activity_key", [False, True])
+def test_the_evaluator_keeps_the_first_hold_after_the_hand_over_in_episode_time(recorded_before_activity_key):
+    """Also from a recording whose reports carry the older keys (``mode`` the state, ``state`` the activity)."""
     ev = _client()
     offset = clock_offset({"stamp_ns": 1_000_000_000_000 + 2_000_000_000, "sim_time_s": 2.0})
     assert offset == pytest.approx(1000.0)
     assert clock_offset({"sim_time_s": 1.0}) is None
-    ev._on_diag(_diag(1001.2, "holding_uncertain", "late news of the last episode"))  # before the hand-over at 1.5
-    ev._on_diag(_diag(1003.0, "following"))
-    ev._on_diag(_diag(1004.25, "holding_uncertain", "policy uncertain: peak mass 0.03"))
-    ev._on_diag(_diag(1004.75, "holding_uncertain", "policy uncertain: peak mass 0.02"))
-    ev._on_diag(_diag(1003.5, "holding_uncertain", "other node", name="inference_node: status"))
+
+    def diag(stamp_s, state, problem="", **kw):
+        return _diag(stamp_s, state, problem, recorded_before_activity_key=recorded_before_activity_key, **kw)
+
+    ev._on_diag(diag(1001.2, "holding_uncertain", "late news of the last episode"))  # before the hand-over at 1.5
+    ev._on_diag(diag(1003.0, "following"))
+    ev._on_diag(diag(1004.25, "holding_uncertain", "policy uncertain: peak mass 0.03", activity="hold_uncertain"))
+    ev._on_diag(diag(1004.75, "holding_uncertain", "policy uncertain: peak mass 0.02", activity="hold_uncertain"))
+    ev._on_diag(diag(1003.5, "holding_uncertain", "other node", name="inference_node: status"))
     assert ev.rejected == 4
     held, reason = ev.first_hold(offset, since_s=1.5)
     assert held == pytest.approx(4.25) and reason == "policy uncertain: peak mass 0.03"
@@ -202,6 +217,17 @@ def test_the_evaluator_keeps_the_first_hold_after_the_hand_over_in_episode_time(
     ev.forget_holds()
     held, reason = ev.first_hold(offset, 1.5)
     assert held is None and reason == ""
+
+
+def test_a_recorded_report_gives_its_state_and_activity_under_either_keys():
+    """The executor's reports name the state ``state`` and its activity ``activity``; a recording made before the
+    activity had its own key named them ``mode`` and ``state``: both read the same."""
+    from para_ros.execution.executor_diagnostics import state_and_activity
+
+    now = {"state": "following", "activity": "hold_stale"}
+    before = {"mode": "following", "state": "hold_stale"}
+    assert state_and_activity(now) == state_and_activity(before) == ("following", "hold_stale")
+    assert state_and_activity({}) == ("", "")
 
 
 def test_every_command_of_the_confidence_experiment_parses(tmp_path):

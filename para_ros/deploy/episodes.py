@@ -50,8 +50,8 @@ from std_srvs.srv import Trigger
 from para_msgs.msg import ActionChunk
 from para_ros.deploy.supervisor_table import held_at_s
 from para_ros.execution.chunk import MEASURE_FIELDS
-from para_ros.execution.executor_core import HOLD_STALE
-from para_ros.execution.executor_state import ExecutorState
+from para_ros.execution.executor_diagnostics import state_and_activity
+from para_ros.execution.executor_state import ExecutorState, TickActivity
 from para_ros.observation.camera_model import intrinsics_from_camera_info
 from para_ros.ros_io.spin import spin_until
 from para_ros.ros_io.task_services import call_service, reset_task
@@ -177,7 +177,7 @@ class TaskClient:
         # (stamp s on the graph's clock, reason) of every executor diagnostics report while it held for uncertainty
         self.holds: list[tuple[float, str]] = []
         self.camera_problem = ""  # the inference node's latest refused camera ("" while every camera is fine)
-        self.executor_activity = ""  # the executor's latest reported activity (``state`` on /diagnostics)
+        self.executor_activity = ""  # the executor's latest reported activity (``activity`` on /diagnostics)
         self.record_frames = False
         self.frames: list[np.ndarray] = []
         self.K: np.ndarray | None = None
@@ -231,13 +231,13 @@ class TaskClient:
                 reason = ""
                 if "inference_node" in st.name:
                     self.camera_problem = withheld_chunks_problem(values)
-                    if self.camera_problem and self.executor_activity == HOLD_STALE:
+                    if self.camera_problem and self.executor_activity == TickActivity.HOLD_STALE:
                         reason = self.camera_problem
                 elif "chunk_executor" in st.name:
-                    self.executor_activity = values.get("state", "")
-                    if values.get("mode") == ExecutorState.HOLDING_UNCERTAIN.value:
+                    state, self.executor_activity = state_and_activity(values)  # also a recording's older keys
+                    if state == ExecutorState.HOLDING_UNCERTAIN.value:
                         reason = values.get("confidence_problem", "")
-                    elif self.executor_activity == HOLD_STALE and self.camera_problem:
+                    elif self.executor_activity == TickActivity.HOLD_STALE and self.camera_problem:
                         reason = self.camera_problem
                 if reason:
                     self.holds.append((stamp_s, reason))

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from para_ros.execution.executor_diagnostics import state_and_activity
+
 
 @dataclass
 class RunRecord:
@@ -134,7 +136,8 @@ def summary_dict(record: RunRecord) -> dict:
         "commands_limited": as_int(executor, "limit_events"),
         "ik_failures": as_int(executor, "ik_failures"),
         "commands_failed_check": as_int(executor, "check_failures"),
-        "executor_state": executor.get("state", ""),
+        "executor_state": state_and_activity(executor)[0],
+        "executor_activity": state_and_activity(executor)[1],
         "last_clamp": executor.get("last_warning", ""),
         "last_rejection": executor.get("last_rejection", ""),
         "last_limit_event": executor.get("last_limit_event", ""),
@@ -189,7 +192,7 @@ def format_summary(record: RunRecord, extra_lines: list[str] | None = None) -> s
         "  of which the camera's  " + _camera_delay_text(s["sim_publish_delay_median_ms"]),
         f"  executor              {s['commands_seen']} commands seen, achieved {_fmt(s['control_rate_hz'], ' Hz')} "
         f"(set {_fmt(s['control_rate_set_hz'], ' Hz', 0)}); node counted {node(s['commands_node'])}; "
-        f"state {s['executor_state'] or 'n/a'}",
+        f"state {s['executor_state'] or 'n/a'}" + (f" ({s['executor_activity']})" if s["executor_activity"] else ""),
         f"  chunks                accepted {node(s['chunks_accepted'])}, rejected {node(s['chunks_rejected'])}; "
         f"of those accepted, modified {node(s['chunks_modified'])} (clamped into the workspace or truncated before "
         f"an implausibly fast step: {node(s['chunks_truncated'])} truncated)",

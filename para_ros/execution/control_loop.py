@@ -28,6 +28,24 @@ def request_fifo(priority: int) -> str:
     return f"SCHED_FIFO {priority}"
 
 
+def raise_ros_thread_priority(control_priority: int, control_scheduler: str) -> str:
+    """In the thread that will spin the node: SCHED_FIFO one level below the control thread, or why not.
+
+    The control thread needs the GIL, and the thread most likely to hold it is this one (callbacks: joint states at
+    the arm's rate, chunks). At normal priority the OS may preempt it for the simulator or the model while it holds
+    the GIL, and the real-time control thread then waits behind it (priority inversion); one level below, it runs
+    its callbacks to the end, and rclpy's wait releases the GIL between them. Only when the control thread did get
+    ``SCHED_FIFO control_priority`` (``control_scheduler``, what :class:`FixedRateLoop` reports) and there is a level
+    below it (priority >= 2). Threads this thread starts later inherit the level (Linux)."""
+    if control_priority <= 0:
+        return "normal"
+    if control_scheduler != f"SCHED_FIFO {control_priority}":
+        return "normal (the control thread is not real-time)"
+    if control_priority < 2:
+        return "normal (control_thread_priority 1 has no real-time level below it)"
+    return request_fifo(int(control_priority) - 1)
+
+
 class FixedRateLoop:
     """Call ``tick()`` at ``rate_hz`` in a daemon thread until :meth:`stop`.
 

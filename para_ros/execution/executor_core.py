@@ -41,14 +41,14 @@ same way. A smaller step back is a clock publisher's jitter, not a jump (see the
 
 Who has the arm is the executor's safety state, one :class:`~para_ros.execution.executor_state.ExecutorState` moved by
 the events of ONE table (``para_ros.execution.executor_state.TRANSITIONS``: engage, disengage, a chunk accepted, the
-watchdog's loss and fresh state, a clock jump); each change is counted and named in the status (``mode``,
-``last_transition``, ``recent_transitions``) and so on ``/diagnostics``. Within a state the tick reports its activity
-(``status.state``: the strings below).
+watchdog's loss and fresh state, a clock jump); each change is counted and named in the status (``state``,
+``last_transition``, ``recent_transitions``) and so on ``/diagnostics``. Within a state the tick reports its activity,
+the state's detail (``status.activity``: a :class:`~para_ros.execution.executor_state.TickActivity`).
 
 The policy's own confidence (``config.supervisor``, off by default: :mod:`para_ros.execution.confidence_supervisor`)
 judges each validated chunk into one of the table's chunk events: an uncertain chunk is followed with the safety
 filter's speed limits scaled by ``slow_speed_scale`` (``FOLLOWING_SLOWLY``), a very uncertain one is not followed and
-the arm holds its last command (``HOLDING_UNCERTAIN``, tick activity ``hold_uncertain``) until confident chunks come
+the arm holds its last command (``HOLDING_UNCERTAIN``, activity ``hold_uncertain``) until confident chunks come
 back or ``resume`` is called; the reason is the status's ``confidence_problem`` (and so on ``/diagnostics``). Every
 command still passes the unscaled filter's final check: the supervisor only ever makes the arm slower or still.
 
@@ -81,6 +81,7 @@ from para_ros.execution.executor_state import (
     SLOWED,
     ExecutorEvent,
     ExecutorState,
+    TickActivity,
     next_state,
     transition_text,
 )
@@ -92,18 +93,6 @@ from para_ros.robot.arm_kinematics import ArmKinematics
 
 UNREACHABLE_MODES = ("hold", "best_effort")
 SMOOTHING_MODES = ("none", "ruckig")
-
-# What a tick did or waits for (``ExecutorStatus.state``, reported in diagnostics next to the safety state ``mode``)
-WAITING_FOR_STATE = "waiting_for_joint_state"
-IDLE = "idle"
-TRACKING = "tracking"
-HOLD_STALE = "hold_stale"
-HOLD_UNREACHABLE = "hold_unreachable"
-HOLD_UNCERTAIN = "hold_uncertain"  # the confidence supervisor holds: the policy is unsure of itself
-STOPPED = "stopped"
-DISENGAGED = "disengaged"  # started with start_engaged False and not engaged yet: nothing is sent
-JOINT_STATE_LOST = "joint_state_lost"  # no fresh measured state: nothing is sent
-WAITING_FOR_CHUNK = "waiting_for_chunk"  # fresh state after a loss, no chunk since: nothing is sent
 
 # A step back of the clock at least this large is a jump (a simulator reset, a bag loop); a smaller one is a clock
 # publisher's jitter and is ignored: para-bag play's /clock steps back by up to milliseconds between its 100 Hz timer
@@ -232,9 +221,10 @@ class ExecutorStatus:
     without a watchdog), ``last_joint_state_s`` when it was measured. ``time_jumps_back`` counts the backward jumps of
     the clock (module docstring), ``last_time_jump`` says what the latest one was.
 
-    ``mode`` is the safety state (:class:`ExecutorState`'s value), ``transitions`` counts its changes,
-    ``last_transition`` names the latest (``following --feedback_lost--> waiting_for_chunk``) and
-    ``recent_transitions`` the latest :data:`RECENT_TRANSITIONS`, oldest first.
+    ``state`` is the executor's state (:class:`ExecutorState`), ``activity`` its detail: what the latest tick did
+    (:class:`TickActivity`). ``transitions`` counts the state's changes, ``last_transition`` names the latest
+    (``following --feedback_lost--> waiting_for_chunk``) and ``recent_transitions`` the latest
+    :data:`RECENT_TRANSITIONS`, oldest first.
 
     The confidence supervisor: ``confidence`` summarises the latest judged chunk (its worst value of each measure and
     the step); ``confidence_problem`` says why the arm is slowed or held (empty otherwise); ``chunks_uncertain`` and
@@ -242,7 +232,8 @@ class ExecutorStatus:
     ``speed_scale`` is the fraction of the speed limits in force (1, or ``slow_speed_scale`` while slowed).
     """
 
-    state: str = WAITING_FOR_STATE
+    state: ExecutorState = ExecutorState.FOLLOWING
+    activity: TickActivity = TickActivity.WAITING_FOR_JOINT_STATE
     chunks_received: int = 0
     chunks_accepted: int = 0
     chunks_rejected: int = 0
@@ -270,7 +261,6 @@ class ExecutorStatus:
     problems: dict = field(default_factory=dict)
     time_jumps_back: int = 0
     last_time_jump: str = ""
-    mode: str = ExecutorState.FOLLOWING.value
     transitions: int = 0
     last_transition: str = ""
     recent_transitions: list = field(default_factory=list)
@@ -335,7 +325,7 @@ class ExecutorCore:
         self._measured_s: float | None = None  # when self._measured was measured (caller's clock)
         self._last_tick_s: float | None = None  # the previous tick's time (a tick earlier than it: time went back)
         self._state = ExecutorState.FOLLOWING if config.start_engaged else ExecutorState.DISENGAGED
-        self.status.mode = self._state.value
+        self.status.state = self._state
 
     # Fields of ExecutorConfig that can change while the executor runs (a new value takes effect at the next chunk or
     # tick); the others shape objects built once (timeline, smoother, IK, control loop) and are fixed at start.
@@ -401,7 +391,7 @@ class ExecutorCore:
                 self.status.last_joint_state_s = float(measured_s)
             if self._q_cmd is None:  # the first state, or the first after a backward clock jump: start where the arm is
                 self._reseed(q, float(gripper) if np.isfinite(gripper) else self._g_cmd)
-                self.status.state = self._not_following_state() or IDLE
+                self.status.activity = self._not_following_activity() or TickActivity.IDLE
 
     def needs_measured_joints(self) -> bool:
         """Whether the next tick reads the measured joints' values, not only when they were measured: before the
@@ -441,7 +431,7 @@ class ExecutorCore:
             self.status.confidence_problem = ""
         self.status.speed_scale = self.config.supervisor.slow_speed_scale if after in SLOWED else 1.0
         text = transition_text(before, event, after)
-        self.status.mode = after.value
+        self.status.state = after
         self.status.transitions += 1
         self.status.last_transition = text
         self.status.recent_transitions = (self.status.recent_transitions + [text])[-RECENT_TRANSITIONS:]
@@ -536,6 +526,12 @@ class ExecutorCore:
                 self.status.last_warning = "; ".join(warnings)
             return True, "; ".join(warnings)
 
+    def reject_unreadable_chunk(self, why: str) -> None:
+        """A chunk message the caller could not turn into a :class:`Chunk` (``why``): counted as rejected."""
+        with self._lock:
+            self.status.chunks_rejected += 1
+            self.status.last_rejection = why
+
     def _refused(self, why: str) -> tuple[bool, str]:
         """Under the lock: a chunk the checks refused (``why``); the supervisor counts it, and holds the arm when most
         of the latest chunks were refused (:meth:`ConfidenceSupervisor.judge_refused`)."""
@@ -587,9 +583,11 @@ class ExecutorCore:
             return False
         return self._last_accept_s is not None and now_s - self._last_accept_s <= self.config.stale_timeout_s
 
-    def _not_following_state(self) -> str | None:
-        """DISENGAGED / STOPPED while chunks are not followed (under the lock), else None."""
-        return DISENGAGED if self._state in NOT_ENGAGED_YET else STOPPED if self._state in IGNORES_CHUNKS else None
+    def _not_following_activity(self) -> TickActivity | None:
+        """The activity while chunks are not followed (under the lock): DISENGAGED / STOPPED, else None."""
+        if self._state in NOT_ENGAGED_YET:
+            return TickActivity.DISENGAGED
+        return TickActivity.STOPPED if self._state in IGNORES_CHUNKS else None
 
     def _ignored_reason(self) -> str:
         if self._state in NOT_ENGAGED_YET:
@@ -614,7 +612,7 @@ class ExecutorCore:
             self._apply(ExecutorEvent.DISENGAGE)  # after a feedback loss: only ~/resume restarts
             self.supervisor.reset()
             self.timeline.clear()
-            self.status.state = STOPPED
+            self.status.activity = TickActivity.STOPPED
 
     def resume(self) -> None:
         """Accept chunks again, re-seeded from the latest measured joints (no jump if the arm was moved)."""
@@ -626,7 +624,9 @@ class ExecutorCore:
                 q, g = self._measured
                 self._reseed(q, g if np.isfinite(g) else self._g_cmd)  # unmeasured gripper: keep its last command
             self._last_accept_s = None
-            self.status.state = IDLE if self._q_cmd is not None else WAITING_FOR_STATE
+            self.status.activity = (
+                TickActivity.IDLE if self._q_cmd is not None else TickActivity.WAITING_FOR_JOINT_STATE
+            )
 
     def clock_jumped_back(self, what: str = "the clock jumped back") -> None:
         """The caller's clock went back (module docstring): drop the timeline and every time held on the old clock;
@@ -658,7 +658,7 @@ class ExecutorCore:
         if self._q_cmd is not None:  # re-seeded by the first state measured after the jump (set_measured_joints)
             self._q_cmd = None
             self._measured = None
-            self.status.state = WAITING_FOR_STATE
+            self.status.activity = TickActivity.WAITING_FOR_JOINT_STATE
 
     def status_snapshot(self) -> ExecutorStatus:
         """A copy of :attr:`status` taken between ticks (its counters and times belong together)."""
@@ -698,14 +698,14 @@ class ExecutorCore:
                     f"last one measured at t={self._measured_s:.3f} s): sending no commands, chunks dropped; commands "
                     "resume with a fresh state and a new chunk"
                 )
-            self.status.state = JOINT_STATE_LOST
+            self.status.activity = TickActivity.JOINT_STATE_LOST
             return False
         self.status.problems.pop(JOINT_STATE_PROBLEM, None)  # fresh state: the loss is over
         if self._state not in FEEDBACK_LOST:
             return True
         if self._state not in RESTART_GRANTED:  # fresh, but no chunk or ~/resume since the loss: the table keeps it
             self._apply(ExecutorEvent.FEEDBACK_FRESH)
-            self.status.state = self._not_following_state() or WAITING_FOR_CHUNK
+            self.status.activity = self._not_following_activity() or TickActivity.WAITING_FOR_CHUNK
             return False
         q, g = self._measured  # fresh state and a chunk accepted after it: start from where the arm is
         self._reseed(q, g if np.isfinite(g) else self._g_cmd)
@@ -721,18 +721,18 @@ class ExecutorCore:
             self.status.ticks += 1
             self._notice_time_jump(now_s)
             if self._q_cmd is None:  # not seeded: no measured state yet, or none since the clock jumped back
-                self.status.state = WAITING_FOR_STATE
+                self.status.activity = TickActivity.WAITING_FOR_JOINT_STATE
                 return None
             if self.config.joint_state_timeout_s is not None and not self._feedback_ok(now_s):
                 self.status.last_tick_compute_s = time.perf_counter() - t_start
                 return None
             if self._state in NOT_ENGAGED_YET:  # disengaged since the start: the arm is not ours, send nothing
-                self.status.state = DISENGAGED
+                self.status.activity = TickActivity.DISENGAGED
                 self.status.last_tick_compute_s = time.perf_counter() - t_start
                 return None
             q_prev, g_prev = self._q_cmd, self._g_cmd
-            q_des, g_des, state = self._target(now_s, q_prev, g_prev)
-            holding = state != TRACKING
+            q_des, g_des, activity = self._target(now_s, q_prev, g_prev)
+            holding = activity is not TickActivity.TRACKING
             if self.smoother is not None:
                 if holding:
                     self.smoother.reset(q_prev)
@@ -740,9 +740,9 @@ class ExecutorCore:
                 else:
                     q_des = self.smoother.step(q_des)
             q_new, g_new, g_prev, gripper_known = self._limited(
-                q_des, g_des, q_prev, g_prev, hold=holding and state != HOLD_UNREACHABLE
+                q_des, g_des, q_prev, g_prev, hold=holding and activity is not TickActivity.HOLD_UNREACHABLE
             )
-            command = self._emit(now_s, q_new, g_new, q_prev, g_prev, gripper_known, state)
+            command = self._emit(now_s, q_new, g_new, q_prev, g_prev, gripper_known, activity)
             self.status.last_tick_compute_s = time.perf_counter() - t_start
             return command
 
@@ -760,31 +760,31 @@ class ExecutorCore:
             self._forget_time(f"joint state measured at t={self._measured_s:.3f} s, after the tick at t={now_s:.3f} s")
         self._last_tick_s = now_s
 
-    def _target(self, now_s: float, q_prev: np.ndarray, g_prev: float) -> tuple[np.ndarray, float, str]:
-        """Under the lock: the desired (joints, gripper) and state of this tick: the timeline's pose due at
+    def _target(self, now_s: float, q_prev: np.ndarray, g_prev: float) -> tuple[np.ndarray, float, TickActivity]:
+        """Under the lock: the desired (joints, gripper) and activity of this tick: the timeline's pose due at
         ``now + lookahead`` through IK, or a hold (stopped, stale, nothing due, unreachable)."""
         cfg = self.config
         if self._state in IGNORES_CHUNKS:
-            return q_prev, g_prev, STOPPED
+            return q_prev, g_prev, TickActivity.STOPPED
         if self._state in HOLDS_UNCERTAIN:
-            return q_prev, g_prev, HOLD_UNCERTAIN
-        state = self.status.state
+            return q_prev, g_prev, TickActivity.HOLD_UNCERTAIN
+        stale = self.status.activity is TickActivity.HOLD_STALE
         if self._last_accept_s is not None and now_s - self._last_accept_s > cfg.stale_timeout_s:
             if len(self.timeline):
                 self.timeline.clear()
-            state = HOLD_STALE
+            stale = True
         self.timeline.prune(now_s)
         sampled = self.timeline.sample(self._sample_time_s(now_s))
         self.status.chunks_in_force = len(self.timeline)
         if sampled is None:
-            return q_prev, g_prev, state if state == HOLD_STALE else IDLE
+            return q_prev, g_prev, TickActivity.HOLD_STALE if stale else TickActivity.IDLE
         target, _ = sampled
         ik = self.kin.ik(
             make_matrix(target.position_m, target.quat_xyzw), self._q_seed if self._q_seed is not None else q_prev
         )
         if ik.ok:
             self._q_seed = ik.q_rad
-            return ik.q_rad, target.gripper, TRACKING
+            return ik.q_rad, target.gripper, TickActivity.TRACKING
         self.status.ik_failures += 1
         self.status.last_ik_error = (
             f"target {np.round(target.position_m, 4).tolist()} unreachable: IK error "
@@ -792,8 +792,8 @@ class ExecutorCore:
         )
         if cfg.unreachable == "best_effort":
             self._q_seed = ik.q_rad
-            return ik.q_rad, target.gripper, TRACKING
-        return q_prev, target.gripper, HOLD_UNREACHABLE
+            return ik.q_rad, target.gripper, TickActivity.TRACKING
+        return q_prev, target.gripper, TickActivity.HOLD_UNREACHABLE
 
     def _limited(
         self, q_des: np.ndarray, g_des: float, q_prev: np.ndarray, g_prev: float, hold: bool
@@ -836,14 +836,14 @@ class ExecutorCore:
         q_prev: np.ndarray,
         g_prev: float,
         gripper_known: bool,
-        state: str,
+        activity: TickActivity,
     ) -> JointCommand:
         """Under the lock: record the command as sent and build it (NaN gripper while the gripper is unknown)."""
         moving = bool(np.any(q_new != q_prev) or g_new != g_prev)
         if not gripper_known:
             g_new = float("nan")
         self._q_cmd, self._g_cmd = q_new, g_new
-        self.status.state = state
+        self.status.activity = activity
         self.status.commands += 1
         self.status.last_command_stamp_s = now_s
         return JointCommand(now_s, self._lookahead_s(), q_new.copy(), float(g_new), self.kin.fk(q_new), moving)

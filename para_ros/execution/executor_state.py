@@ -1,10 +1,12 @@
 """The chunk executor's safety state: one enum, the events that move it, and ONE table of its transitions.
 
-The state says who has the arm and whether the executor may command it; what a tick does within a state (track a
-chunk, hold because chunks went stale or a target is unreachable) is the tick's activity, reported next to it
-(``ExecutorStatus.state``: ``tracking``, ``idle``, ``hold_stale``, ...). ``ExecutorCore`` (module docstring there)
-performs each event's actions (clear the timeline, re-seed from the measured joints) and looks the next state up in
-:data:`TRANSITIONS`; every change is counted and named on ``/diagnostics`` (``ExecutorStatus.last_transition``).
+The state (:class:`ExecutorState`) is THE executor's state: who has the arm and whether the executor may command it
+(``ExecutorStatus.state``, ``state`` on ``/diagnostics``). What a tick does within it (track a chunk, hold because chunks
+went stale or a target is unreachable, send nothing for want of a joint state) is the state's detail, the tick's
+activity (:class:`TickActivity`; ``ExecutorStatus.activity``, ``activity`` on ``/diagnostics``). ``ExecutorCore``
+(module docstring there) performs each event's actions (clear the timeline, re-seed from the measured joints) and looks
+the next state up in :data:`TRANSITIONS`; every change is counted and named on ``/diagnostics``
+(``ExecutorStatus.last_transition``).
 
 States, by who has the arm:
 
@@ -38,7 +40,7 @@ granted (the first fresh state ends the loss; ``~/engage`` then starts from the 
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 
 
 class ExecutorState(Enum):
@@ -54,6 +56,27 @@ class ExecutorState(Enum):
     STOPPED = "stopped"
     STOPPED_FEEDBACK_LOST = "stopped_feedback_lost"
     STOPPED_RESUMING = "stopped_resuming"
+
+
+class TickActivity(StrEnum):
+    """What the latest tick did within the state, or waits for: the state's detail (module docstring).
+
+    A ``StrEnum``: readers of ``/diagnostics`` compare its text (``activity``) with these members directly. Three
+    activities repeat the name of the state they belong to (``stopped``, ``disengaged``, ``waiting_for_chunk``): there
+    the state says it all, and the tick holds (stopped) or sends nothing (the other two)."""
+
+    WAITING_FOR_JOINT_STATE = (
+        "waiting_for_joint_state"  # no measured state yet (or none since a clock jump): nothing sent
+    )
+    IDLE = "idle"  # holds: no chunk gives a target now
+    TRACKING = "tracking"  # follows the timeline's target
+    HOLD_STALE = "hold_stale"  # holds: no chunk accepted for stale_timeout_s
+    HOLD_UNREACHABLE = "hold_unreachable"  # holds: IK cannot reach the target (unreachable: hold)
+    HOLD_UNCERTAIN = "hold_uncertain"  # holds: the confidence supervisor (state HOLDING_UNCERTAIN)
+    STOPPED = "stopped"  # a stopped state: holds the last command (nothing sent while a feedback loss is not over)
+    DISENGAGED = "disengaged"  # not engaged yet (auto_engage false): nothing sent
+    JOINT_STATE_LOST = "joint_state_lost"  # the measured state is older than joint_state_timeout_s: nothing sent
+    WAITING_FOR_CHUNK = "waiting_for_chunk"  # fresh state after a loss, no chunk since: nothing sent
 
 
 class ExecutorEvent(Enum):

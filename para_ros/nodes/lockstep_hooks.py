@@ -381,7 +381,7 @@ class ExecutorLockstep:
         if reader is not None:
             reader._on_joint_state(msg)
         if node.state_watch is not None:
-            node.state_watch._on_joint_state(msg)
+            node.state_watch.on_joint_state(msg)
         command = self._tick(t_ns, measured=True)
         sent = False
         if command is not None:
