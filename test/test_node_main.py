@@ -182,3 +182,20 @@ def test_the_guard_finds_a_process_orphaned_by_its_parent_and_only_that_one():
             time.sleep(0.1)
     finally:
         stop_process(ours)
+
+
+def test_the_stop_handler_arms_no_exit_timer_outside_run_node():
+    """Only a running node exits after its grace: the handler called elsewhere (this test process) starts no timer."""
+    import signal
+    import threading
+
+    from para_ros.nodes import runtime
+
+    before = threading.active_count()
+    runtime._stop_signals.clear()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runtime._raise_keyboard_interrupt(signal.SIGTERM, None)
+        assert threading.active_count() == before
+    finally:
+        runtime._stop_signals.clear()

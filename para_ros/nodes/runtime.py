@@ -39,7 +39,7 @@ def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 _stop_signals: list[int] = []  # the SIGINT / SIGTERM received by this process, in order
 STOP_GRACE_S = 10.0  # seconds a node may take to stop after its first stop signal before it exits without clean-up
-_stop_grace_s: list[float] = [STOP_GRACE_S]  # this process's grace (run_node's argument)
+_stop_grace_s: list[float | None] = [None]  # run_node's grace while it runs (None outside it: the handler arms nothing)
 
 
 def _exit_after_grace(prog: str, signum: int, grace_s: float) -> None:
@@ -52,9 +52,10 @@ def _exit_after_grace(prog: str, signum: int, grace_s: float) -> None:
 
 
 def _raise_keyboard_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
-    if not _stop_signals:
+    grace_s = _stop_grace_s[0]
+    if not _stop_signals and grace_s is not None:
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "node"
-        timer = threading.Timer(_stop_grace_s[0], _exit_after_grace, args=(prog, signum, _stop_grace_s[0]))
+        timer = threading.Timer(grace_s, _exit_after_grace, args=(prog, signum, grace_s))
         timer.daemon = True
         timer.start()
     _stop_signals.append(signum)
@@ -143,7 +144,14 @@ def run_node(
                     break
             getattr(built, "node", built).destroy_node()
         rclpy.try_shutdown()
+        _disarm_grace()
     return 0
+
+
+def _disarm_grace() -> None:
+    """``run_node`` is over: a later call of the handler arms nothing. A timer a stop signal armed keeps running: the
+    process is on its way out, and the interpreter's own exit (joining threads) can hang as well."""
+    _stop_grace_s[0] = None
 
 
 def time_jump_text(jump, now_s: float) -> str:
