@@ -44,7 +44,7 @@ def main(argv=None) -> int:
 
     from para_msgs.msg import ActionChunk
     from para_ros.adapters.tf import Buffer, TransformListener
-    from para_ros.nodes.inference_node import VIEW_TOPIC_DEFAULTS
+    from para_ros.nodes.inference_params import VIEW_TOPIC_DEFAULTS
     from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
     from para_ros.stamps import set_stamp, stamp_to_ns
 

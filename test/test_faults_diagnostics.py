@@ -640,15 +640,15 @@ def test_latency_stages_on_diagnostics_are_measured_and_add_up(inference):
     stamp -> publish latency (``other`` is the remainder, small)."""
     n = inference.n
     n.health.clear_samples()
-    before = len(n.latencies_s)
+    before = len(n.pipeline.latencies_s)
     # The stamp below must be newer than every frame an earlier test of this module sent (some are stamped up to
     # 100 ms ahead): the pairer rightly drops a frame older than its camera's newest.
-    newest = max(n.pairer.newest_stamp_ns(v) or 0 for v in n.views)
+    newest = max(n.pipeline.pairer.newest_stamp_ns(v) or 0 for v in n.views)
     deadline = time.monotonic() + 5.0
     while inference.now_ns() - 80_000_000 <= newest + 1_000_000 and time.monotonic() < deadline:
         time.sleep(0.01)
     inference.observe(inference.now_ns() - 80_000_000)
-    assert len(n.latencies_s) == before + 1, "no chunk"
+    assert len(n.pipeline.latencies_s) == before + 1, "no chunk"
     values = {kv.key: kv.value for kv in n.health.status().values}
     stages = {k[len("stage_median_ms.") :]: float(v) for k, v in values.items() if k.startswith("stage_median_ms.")}
     assert set(stages) == {
@@ -666,8 +666,8 @@ def test_latency_stages_on_diagnostics_are_measured_and_add_up(inference):
     assert stages["model"] == pytest.approx(1e3 * n.policy.last_timing_s["model"], abs=1e-3)
     assert all(v >= 0.0 for k, v in stages.items() if k != "other")
     # the stages add up to the latency (each reported with 3 decimals: 9 roundings of at most 0.5 us)
-    assert sum(stages.values()) == pytest.approx(1e3 * n.latencies_s[-1], abs=9 * 0.0005 + 1e-6)
-    assert abs(stages["other"]) < 0.5 * 1e3 * n.latencies_s[-1]
+    assert sum(stages.values()) == pytest.approx(1e3 * n.pipeline.latencies_s[-1], abs=9 * 0.0005 + 1e-6)
+    assert abs(stages["other"]) < 0.5 * 1e3 * n.pipeline.latencies_s[-1]
     # the rviz outputs go out after the chunk: timed on their own, outside the camera -> chunk latency
     assert float(values["viz_publish_median_ms"]) >= 0.0
 

@@ -308,3 +308,88 @@ def test_a_covered_camera_is_refused_named_and_its_stamp_kept_for_lockstep():
     prediction = pipe.step(later + 50_000_000, lookup, ee_pose)
     assert prediction is not None and prediction.stamp_ns == later and "camera.wrist" not in report.problems
     assert pipe.take_refused() == []
+
+
+class RecordingOutputs:
+    """The node's publishers, recorded: what was called, in order, with what."""
+
+    def __init__(self, fail_on=None):
+        self.calls, self.fail_on = [], fail_on
+
+    def _call(self, name, *args):
+        self.calls.append((name, *args))
+        if name == self.fail_on:
+            raise RuntimeError(f"{name} broke")
+
+    def chunk_message(self, prediction):
+        message = {"stamp_ns": prediction.stamp_ns}
+        self._call("chunk_message", prediction.stamp_ns)
+        return message
+
+    def send_chunk(self, message):
+        self._call("send_chunk", message["stamp_ns"])
+
+    def send_visualisation(self, message, visualisation):
+        self._call("send_visualisation", message["stamp_ns"], visualisation)
+
+    def send_no_chunk(self, stamp_ns):
+        self._call("send_no_chunk", stamp_ns)
+
+
+def test_one_call_publishes_the_chunk_then_its_visualisation_then_answers_the_refused():
+    """``infer_newest`` owns the order: the chunk's message built and sent before its visualisation, the latency
+    figures after both (chunks_out), refused stamps answered last; nothing new: no output at all."""
+    pipe, report = make()
+    pipe.draw_overlay = True
+    stamp = 7 * S
+    feed(pipe, stamp)
+    clock = iter([stamp + 10_000_000, stamp + 40_000_000])  # the step's time, then the chunk's publication
+    out = RecordingOutputs()
+    pipe.infer_newest(lambda: next(clock), lookup, ee_pose, out)
+    assert [c[0] for c in out.calls] == ["chunk_message", "send_chunk", "send_visualisation"]
+    assert out.calls[1][1] == stamp and report.counts["chunks_out"] == 1
+    assert list(pipe.latencies_s) == [pytest.approx(0.04)]  # stamp -> published, on the same clock
+    viz = out.calls[2][2]
+    np.testing.assert_array_equal(viz.ee_xyz, EE)  # the tool of the observation, not of another instant
+    assert viz.overlay_rgb.shape == (IMG, IMG, 3) and viz.overlay_frame == "scene_cam_optical_frame"
+    out.calls.clear()
+    pipe.infer_newest(lambda: stamp + 50_000_000, lookup, ee_pose, out)
+    assert out.calls == []  # the pair was used
+    # a covered wrist camera: no chunk, the simulator told so
+    later = stamp + 100_000_000
+    pipe.add_joint_states(later, ["gripper"], [0.8])
+    pipe.add_image("scene", later, image("scene", later), later)
+    black = image("wrist", later)
+    black.data = bytes(len(black.data))
+    pipe.add_image("wrist", later, black, later)
+    pipe.infer_newest(lambda: later + 10_000_000, lookup, ee_pose, out)
+    assert out.calls == [("send_no_chunk", later)] and report.counts["chunks_out"] == 1
+
+
+def test_a_clock_jump_while_the_model_runs_sends_no_chunk_and_an_error_in_an_output_is_reported():
+    pipe, report = make()
+    stamp = 9 * S
+    feed(pipe, stamp)
+
+    class JumpWhileBuilding(RecordingOutputs):
+        def chunk_message(self, prediction):
+            pipe.clock_jumped_back()  # the executor thread's pre-jump callback, while this thread publishes
+            return super().chunk_message(prediction)
+
+    out = JumpWhileBuilding()
+    pipe.infer_newest(lambda: stamp + 10_000_000, lookup, ee_pose, out)
+    assert [c[0] for c in out.calls] == ["chunk_message"] and report.counts["dropped.time_jump"] == 1
+    assert "chunks_out" not in report.counts
+    pipe.report_clock_jump("clock jumped back by 3.000 s to t=6.000 s")
+    assert report.counts["time_jumps_back"] == 1 and report.values["last_time_jump"].startswith("clock jumped back")
+    feed(pipe, 1 * S)  # the new clock's frames; the marker publisher fails
+    broken = RecordingOutputs(fail_on="send_visualisation")
+    pipe.infer_newest(lambda: 1 * S + 10_000_000, lookup, ee_pose, broken)  # never raises
+    assert [c[0] for c in broken.calls] == ["chunk_message", "send_chunk", "send_visualisation"]
+    assert (
+        report.counts["dropped.internal_error"] == 1
+        and "send_visualisation broke" in report.problems["internal_error"][0]
+    )
+    feed(pipe, 1 * S + 100_000_000)
+    pipe.infer_newest(lambda: 1 * S + 110_000_000, lookup, ee_pose, RecordingOutputs())
+    assert "internal_error" not in report.problems and report.counts["chunks_out"] == 1  # a whole chunk: gone

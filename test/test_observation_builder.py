@@ -78,7 +78,8 @@ def test_node_and_bag_reader_build_identical_observations_from_the_same_messages
     infos = dict(node.pipeline.camera_info)
     for obs in recorded:
         frames = tuple(Frame(s, images[(view, s)]) for view, s in zip(obs.view_names, obs.image_stamps_ns))
-        cameras, state = node._build_observation(PairResult(frames=frames), infos)
+        pair = PairResult(frames=frames)
+        cameras, state = node.pipeline.build_observation(pair, infos, node.poses.frame_pose, node.poses.ee_pose)
         for live, rec in zip(cameras, obs.cameras):
             np.testing.assert_array_equal(live.image_rgb, rec.image_rgb)
             np.testing.assert_array_equal(live.K, rec.K)

@@ -1,29 +1,56 @@
 """The inference node's logic, free of ROS: camera frames, CameraInfo and joint states in; chunks, visualisation data
-and latency stages out.
+and latency stages out, in the pipeline's order.
 
 The node (``para_ros.nodes.inference_node``) only moves messages: its callbacks hand each message to the pipeline,
-its inference thread calls :meth:`InferencePipeline.step` with the clock's time and two look-up functions (TF), and
-it publishes what comes back. Everything else is here, testable without DDS:
+its inference thread calls :meth:`InferencePipeline.infer_newest` (one call per observation) with its clock, two
+pose look-ups (TF) and its publishers (:class:`Outputs`), and its clock-jump callbacks call
+:meth:`InferencePipeline.clock_jumped_back` and :meth:`InferencePipeline.report_clock_jump`. Everything else is here,
+testable without DDS:
 
-* pairing (``para_ros.observation.pairing``): the newest unused pair of nearest frames within ``pair_slop_s``
-  (its time difference on /diagnostics as ``pair_gap_median_ms``), a pair older than
-  ``max_observation_age_s`` stale, a silent camera named (:meth:`InferencePipeline.silent_camera`);
-* the observation (``para_ros.observation.builder``): images, intrinsics, poses at the image stamps, the gripper
-  opening sampled and held at the observation time;
+* pairing (``para_ros.observation.pairing``): images are paired by stamp within ``pair_slop_s``, each with the other
+  camera's nearest frame (the pair's time difference on /diagnostics as ``pair_gap_median_ms``); only the newest
+  pair is used (frames are never queued), a pair older than ``max_observation_age_s`` is stale and skipped, a silent
+  camera named (:meth:`InferencePipeline.silent_camera`);
+* the observation (``para_ros.observation.builder``): images, intrinsics, each camera's pose at THAT image's stamp
+  (a moving wrist camera is placed where it was when the frame was taken); the observation time is the newer stamp
+  of the pair, and the chunk is stamped with it; the end-effector pose at that time and the past ``mv_past_n`` EE
+  positions at ``stamp - k * frame_stride / dataset_fps`` (where the look-up no longer, or not yet, holds them, the
+  oldest available position is repeated); the gripper opening (``gripper_joint`` / ``gripper_open_position``)
+  sampled and held at the observation time;
 * the cameras' images checked (``para_ros.observation.camera_check``): an observation with a covered or frozen
   camera is refused (``camera.<view>``, ``dropped.camera``) and its stamp kept for :meth:`InferencePipeline.take_refused`
   (a lockstep simulator waits for an answer to every frame);
 * the scene's familiarity (``para_ros.inference.familiarity_check``): while a view's novelty against the policy's
   training features stays above its limit, the chunks are withheld (``familiarity``, ``dropped.unfamiliar``) and
   their stamps kept for :meth:`InferencePipeline.take_refused` like a refused camera's;
-* the prediction (``para_core.model.policy.Policy``, its chunk decoding included) with the observation stamp as the
-  chunk's time base; for ``fused`` decoding the pipeline holds the memory of the earlier chunks
-  (``para_core.model.decoding.ChunkFusion``);
-* clock jumps: :meth:`InferencePipeline.clock_jumped_back` voids every observation in flight (its chunk is dropped,
-  ``dropped.time_jump``) and forgets the frames, the gripper and joint-state histories and the chunks kept for fusion;
-* latency stages (``stage_median_ms.<stage>``, see the node's docstring) and the latency figures;
-* every diagnostic the node reports, through a :class:`Report` (the node's ``HealthReporter``): counters, problems
-  (each cleared once its condition is gone) and figures.
+* the prediction (``para_core.model.policy.Policy``) with the observation stamp as the chunk's time base (step i at
+  ``stamp + i * frame_stride / dataset_fps``) and its chunk decoding (``decoding``, ``para_core.model.decoding``):
+  ``argmax`` (each step's most probable voxel, the reference), ``joint`` (the chunk's voxels chosen together within
+  ``decoding_max_speed_m_s``, which should match the executor's ``max_implied_speed_m_s``) or ``fused`` (``joint``
+  over the product of the new chunk's distributions with those of the earlier chunks still in force at the same
+  times, weighted by ``exp(-age / fusion_tau_s)``; the pipeline holds that memory,
+  ``para_core.model.decoding.ChunkFusion``);
+* the outputs' order: the chunk, then its markers, voxel cloud and overlay (``para_ros.viz.chunk_visualisation``;
+  they never delay the chunk, their time is ``viz_publish_median_ms``), then the stamps of refused observations;
+* clock jumps (a backward jump of :data:`TIME_JUMP_BACK_MIN_S` or more, or a switch of time source):
+  :meth:`InferencePipeline.clock_jumped_back` voids every observation in flight (its chunk is dropped, never
+  published: ``dropped.time_jump``) and forgets the frames and the last pair used, the gripper and joint-state
+  histories and the chunks kept for fusion; without this the new, earlier stamps would be refused as out of order and
+  old frames could still pair. :meth:`InferencePipeline.report_clock_jump` counts it (``time_jumps_back``) and names
+  it (``last_time_jump``);
+* latency stages: for every chunk, the medians of where its time went (``stage_median_ms.<stage>``): ``receive``
+  (image stamp -> the newest frame of the pair received), ``wait`` (received -> the inference thread took the pair),
+  ``observation_decode`` and ``observation_tf`` (the observation builder: images decoded; pose look-ups, EE history
+  and intrinsics), ``preprocess``, ``model`` and ``decode`` (the policy), ``publish`` (the chunk) and ``other`` (the
+  rest of the stamp -> chunk latency); ``bench/bench_inference_node.py`` prints them;
+* every diagnostic the node reports, through a :class:`Report` (the node's ``HealthReporter``). Bad input never
+  raises and never yields a chunk: every problem (unsupported encoding, size mismatch with CameraInfo, bad K, a
+  missing, extrapolated or refused pose, a silent camera, out-of-order frames, missing CameraInfo, a policy error) is
+  reported and that observation dropped, and every problem clears once its condition is gone: a bad image stamp
+  (``image_stamp.<view>``) at that camera's next frame with a valid stamp, the pairing problem at the next pair, the
+  observation problems (``image``, ``camera_info``, ``tf``, ``joint_states``) and ``distortion.<view>`` at the next
+  observation built without them, ``policy`` and ``internal_error`` at the next chunk published
+  (``test/test_faults_diagnostics.py`` checks that every key set has such a path).
 """
 
 from __future__ import annotations
@@ -48,7 +75,13 @@ from para_ros.observation.builder import (
 )
 from para_ros.observation.camera_check import CameraCheck, CameraCheckSettings
 from para_ros.observation.pairing import ObservationPairer, PairResult
+from para_ros.viz.chunk_visualisation import Visualisation, chunk_visualisation, overlay_rgb
 
+# The clock stepping back at least this far is a jump (a simulator reset, a bag loop) that voids the observations in
+# flight and clears the histories; less is a clock publisher's jitter (``para-bag play`` steps back by milliseconds;
+# clearing on each dropped the TF history of the past EE positions). The executor's value
+# (para_ros.execution.executor_core.TIME_JUMP_BACK_MIN_S, reasons there).
+TIME_JUMP_BACK_MIN_S = 0.5
 GRIPPER_HISTORY = 500  # joint-state samples kept for the gripper at an image stamp (10 s at 50 Hz)
 LATENCY_HISTORY = 500  # camera -> chunk latencies kept for the median and p99
 
@@ -66,6 +99,7 @@ class Report(Protocol):
 
 LookupFn = Callable[..., np.ndarray]  # (frame, stamp_ns, wait=True, what=None) -> (4, 4) T_world_frame
 EePoseFn = Callable[..., np.ndarray]  # (stamp_ns, wait=True) -> (4, 4) T_world_ee
+ClockFn = Callable[[], int]  # the node's clock now (ns)
 
 
 @dataclass
@@ -90,16 +124,19 @@ class Prediction:
     pair_gap_ns: int = 0  # the camera pair's time difference (newest minus oldest image stamp), nanoseconds
 
 
-@dataclass
-class Visualisation:
-    """What rviz shows of a chunk (numpy, metres)."""
+class Outputs(Protocol):
+    """Where one observation's results go (the node's publishers), called by :meth:`InferencePipeline.infer_newest`
+    in this order: the chunk's message built, sent; its visualisation; the stamps refused."""
 
-    positions_world: np.ndarray  # (T, 3) the chunk's path
-    confidence: np.ndarray  # (T,)
-    ee_xyz: np.ndarray  # (3,) the tool at the observation time
-    voxel_size_m: float  # marker size: the voxel pitch, clipped to 4 mm .. 5 cm
-    top_voxels_world: np.ndarray  # (K, 3) the most probable voxels
-    top_voxels_prob: np.ndarray  # (K,)
+    def chunk_message(self, prediction: Prediction) -> object:
+        """The chunk's message, built (not sent yet)."""
+
+    def send_chunk(self, message) -> None: ...
+    def send_visualisation(self, message, visualisation: Visualisation) -> None:
+        """Markers, voxels and overlay of the chunk whose ``message`` went out."""
+
+    def send_no_chunk(self, stamp_ns: int) -> None:
+        """The observation at ``stamp_ns`` gets no chunk (a lockstep simulator waits for an answer to every frame)."""
 
 
 class InferencePipeline:
@@ -117,12 +154,14 @@ class InferencePipeline:
         ee_from_joints=None,
         camera_check: CameraCheckSettings | None = None,
         familiarity_check: FamiliarityCheckSettings | None = None,
+        draw_overlay: bool = False,
     ):
         """:param info_sources: each view's CameraInfo topic (named in problems); ``gripper_source``: the joint-state
         topic; ``ee_from_joints``: the joint-state history behind an ``ee_source: joint_states`` node (its history is
         forgotten at a clock jump); ``camera_check``: how the images are checked (default: on, the defaults);
         ``familiarity_check``: how the policy's novelty ratios are judged (default: on where the policy has a
-        familiarity memory)."""
+        familiarity memory); ``draw_overlay``: each chunk's visualisation holds the first view's image with the tool
+        frame and the path drawn."""
         self.policy = policy
         self.views = tuple(policy.view_names)
         self.observation_settings = observation_settings
@@ -150,6 +189,7 @@ class InferencePipeline:
         self.camera_check = CameraCheck(camera_check)
         self.familiarity_check = FamiliarityCheck(familiarity_check)
         self._refused_ns: list[int] = []  # observation stamps refused (a camera's images, an unfamiliar scene)
+        self.draw_overlay = draw_overlay
 
     # ------------------------------------------------------------------------------------------------ inputs
     def _new_pairer(self) -> ObservationPairer:
@@ -213,7 +253,39 @@ class InferencePipeline:
             self.familiarity_check.reset()
             self._refused_ns.clear()
 
+    def report_clock_jump(self, what: str) -> None:
+        """After a jump (``what``: what happened, e.g. "clock jumped back by 3.000 s to t=1.000 s"): counted
+        (``time_jumps_back``) and named (``last_time_jump``)."""
+        self.report.count("time_jumps_back")
+        self.report.set_value("last_time_jump", what)
+
     # ------------------------------------------------------------------------------------------ inference
+    def infer_newest(self, clock_ns: ClockFn, lookup: LookupFn, ee_pose: EePoseFn, outputs: Outputs) -> None:
+        """One call of the inference thread: the newest unused pair's chunk (:meth:`step`) to ``outputs``, then the
+        observations refused since the last call answered with "no chunk". Never raises: an unexpected error (CUDA
+        OOM, a driver bug) is reported (``internal_error``) and the observation dropped."""
+        try:
+            prediction = self.step(clock_ns(), lookup, ee_pose)
+            if prediction is not None:
+                self.publish(prediction, clock_ns, outputs)
+            for stamp_ns in self.take_refused():
+                outputs.send_no_chunk(stamp_ns)
+        except Exception as exc:  # noqa: BLE001 - an unexpected error must not end the inference thread
+            self.internal_error(exc)
+
+    def publish(self, prediction: Prediction, clock_ns: ClockFn, outputs: Outputs) -> None:
+        """The chunk's message built, dropped if the clock jumped back while the model ran (:meth:`is_current`),
+        else sent; camera -> chunk ends there. Then its visualisation (after the chunk, so it never delays the
+        executor) and the latency figures (:meth:`finish`)."""
+        message = outputs.chunk_message(prediction)
+        if not self.is_current(prediction):
+            return
+        outputs.send_chunk(message)
+        latency_s = (clock_ns() - prediction.stamp_ns) / 1e9
+        t_chunk_published = time.perf_counter()
+        outputs.send_visualisation(message, self.visualisation(prediction))
+        self.finish(prediction, latency_s, t_chunk_published)
+
     def step(self, now_ns: int, lookup: LookupFn, ee_pose: EePoseFn) -> Prediction | None:
         """The newest unused pair -> its chunk, or None (nothing new, or a problem, reported). ``now_ns``: the node's
         clock; ``lookup`` / ``ee_pose``: poses at a stamp, raising ``ObservationProblem``."""
@@ -411,27 +483,21 @@ class InferencePipeline:
 
     # -------------------------------------------------------------------------------------------- outputs
     def visualisation(self, prediction: Prediction) -> Visualisation:
-        out = prediction.output
-        span = out.voxel_bounds_world[1] - out.voxel_bounds_world[0]
-        voxel_size_m = float(np.clip(np.max(span) / max(self.policy.config.pred_size, 1), 0.004, 0.05))
-        return Visualisation(
-            out.positions_world,
-            out.confidence,
-            prediction.state.T_world_ee[:3, 3],
-            voxel_size_m,
-            out.top_voxels_world,
-            out.top_voxels_prob,
+        """What rviz shows of ``prediction``'s chunk (``para_ros.viz.chunk_visualisation``), its overlay image when
+        ``draw_overlay``."""
+        camera = prediction.cameras[0] if self.draw_overlay else None
+        return chunk_visualisation(
+            prediction.output,
+            prediction.state.T_world_ee,
+            self.policy.config.pred_size,
+            overlay_camera=camera,
+            overlay_frame=self.camera_frames.get(self.views[0], ""),
         )
 
     def overlay_rgb(self, prediction: Prediction) -> np.ndarray:
-        """(H, W, 3) uint8: the first view with the tool frame and the predicted path
-        (``para_core.eval.calibration.overlay_image``)."""
-        from para_core.eval.calibration import overlay_image  # OpenCV drawing, only when the overlay is on
-
-        camera, state = prediction.cameras[0], prediction.state
-        return overlay_image(
-            camera.image_rgb, camera.K, camera.T_world_cam, state.T_world_ee, prediction.output.positions_world
-        )
+        """(H, W, 3) uint8: the first view with the tool frame and the predicted path."""
+        camera = prediction.cameras[0]
+        return overlay_rgb(camera, prediction.state.T_world_ee, prediction.output.positions_world)
 
     def finish(self, prediction: Prediction, latency_s: float, t_chunk_published: float) -> None:
         """The chunk went out ``latency_s`` after its observation stamp (its visualisation after it): the latency

@@ -25,7 +25,7 @@ def tables() -> dict[str, tuple[ParameterTable, str]]:
     from para_ros.nodes.calibration_monitor import PARAMETERS as calibration_monitor
     from para_ros.nodes.calibration_tf import PARAMETERS as calibration_tf
     from para_ros.nodes.executor_parameters import parameter_table as executor_table
-    from para_ros.nodes.inference_node import PARAMETERS as inference
+    from para_ros.nodes.inference_params import PARAMETERS as inference
     from para_ros.nodes.sim_node import PARAMETERS as sim
 
     return {

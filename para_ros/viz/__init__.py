@@ -1,1 +1,1 @@
-"""Views of PARA outside ROS (rerun recordings)."""
+"""Views of PARA, free of ROS: rerun recordings, and what rviz shows of a chunk (as numpy; the nodes make the messages)."""
