@@ -278,3 +278,32 @@ def test_a_report_that_is_not_an_evaluation_is_named(tmp_path, capsys):
     (bad / "report.json").write_text("{not json")
     assert generalisation_report.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 2
     assert f"{bad / 'report.json'}: not a JSON report" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_one_view_checkpoints_run_a_lockstep_evaluation_through_the_real_nodes(tmp_path, capsys):
+    """A one-view PARA and a one-view regression checkpoint (tiny, random weights) each drive one short lockstep
+    episode through sim_node, the inference node and the executor (the wrist camera published and unused): the
+    episode ends with a policy outcome, not a lockstep fault, and the report's table reads both cells."""
+    from para_core.model.checkpoint import save_checkpoint
+    from para_core.model.registry import build_model
+    from para_ros.commands import sim as sim_cli
+
+    runs = tmp_path / "runs"
+    labels = []
+    for key in ("para_scene", "regression_scene"):
+        name = gt.POLICIES[key][1]
+        kind = "coord_regression" if key.startswith("regression") else "para_v4"
+        cfg = V4Config.tiny(view_names=("scene",), model_kind=kind)
+        save_checkpoint(tmp_path / name, build_model(cfg), cfg)
+        labels.append(f"{name}={tmp_path / name}")
+    argv = ["sweep", "--checkpoint", ",".join(labels), "--orbit-deg", "0", "--height-m", "0", "--fovy-deg", "38"]
+    argv += ["--episodes", "1", "--time-limit", "3", "--settle", "0.5", "--lockstep"]
+    assert sim_cli.main(argv + ["--out", str(runs / "oneview_sweep")]) == 0
+    capsys.readouterr()
+    table, _ = gt.write_report(runs, tmp_path / "out")
+    nominal = table["rows"][0]["cells"]
+    for key in ("para_scene", "regression_scene"):
+        assert nominal[key]["episodes"] == 1 and nominal[key]["faults_left_out"] == 0, nominal[key]
+    assert table["rows"][0]["paired"]["scene"]["seeds"] == 1
