@@ -138,8 +138,9 @@ def test_oneview_trains_the_four_policies_on_the_same_demos_at_the_shipped_budge
 
 
 def test_oneview_sweep_runs_30_episodes_within_25_deg_and_10_cm_and_fewer_beyond(tmp_path):
-    commands = dry_run("oneview-sweep", "--root", str(tmp_path), "--outer-episodes", "12")
+    commands = dry_run("oneview-sweep", "--root", str(tmp_path), "--outer-episodes", "12", "--jobs", "3")
     parsed = [sim_parser().parse_args(words[3:]) for words in commands]
+    assert [p.jobs for p in parsed] == [3, 3, 1]  # the table needs no graph
     assert all(p.command == "sweep" and p.lockstep and p.seed == 100000 for p in parsed)
     assert {p.out for p in parsed} == {str(tmp_path / "runs" / "generalise" / "oneview_sweep")}
     episodes = {}
@@ -307,3 +308,31 @@ def test_one_view_checkpoints_run_a_lockstep_evaluation_through_the_real_nodes(t
     for key in ("para_scene", "regression_scene"):
         assert nominal[key]["episodes"] == 1 and nominal[key]["faults_left_out"] == 0, nominal[key]
     assert table["rows"][0]["paired"]["scene"]["seeds"] == 1
+
+
+def test_the_gpu_script_runs_every_step_under_one_folder_and_skips_what_needs_a_failed_step(tmp_path):
+    script = REPO / "bench" / "gpu_generalise.sh"
+    env = {"PATH": "/usr/bin:/bin", "DRY": "1", "OUT": str(tmp_path / "out")}
+    res = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
+    steps = ["oneview", "oneview-sweep", "extrapolation", "fewshot", "report"]
+    assert [line.split(":")[0] for line in summary] == steps and all("exit status 0" in s for s in summary)
+    for step in steps:
+        commands = [shlex.split(line[2:]) for line in (tmp_path / "out" / f"{step}.log").read_text().splitlines()
+                    if line.startswith("+ ")]  # fmt: skip
+        assert commands, step
+        for words in commands:  # everything under OUT, on the GPU
+            outs = [words[i + 1] for i, w in enumerate(words) if w in ("--out", "--root")]
+            assert outs and all(o.startswith(str(tmp_path / "out")) for o in outs), words
+            if words[:4] == ["python", "-m", "para_core.train.cli", "--data"] or words[0].endswith("train_pick_place"):
+                assert words[-2:] == ["--device", "cuda"], words
+    # a bad option fails every step that runs, and the steps that need oneview are skipped, not run on nothing
+    env.update(STEPS="oneview oneview-sweep fewshot report", EPISODES="0")
+    res = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120, env=env)
+    summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
+    assert res.returncode != 0
+    assert len(summary) == 4
+    assert summary[1:3] == ["oneview-sweep: skipped (oneview failed)", "fewshot: skipped (oneview failed)"]
+    assert summary[0].startswith("oneview: exit status 2") and summary[3].startswith("report: exit status 2")
+    assert "--episodes '0' is not a positive integer" in (tmp_path / "out" / "oneview.log").read_text()
