@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# PARA against coordinate regression in the PARA paper's own setting (issue 35), all of it on one GPU machine, every
-# checkpoint, demonstration, evaluation and the report under one output folder (scripts/generalise --root OUT):
+# PARA against coordinate regression in the PARA paper's own setting (scene camera only), all of it on one GPU
+# machine, every checkpoint, demonstration, evaluation and the report under one output folder
+# (scripts/generalise --root OUT):
 #   1. oneview        PARA and regression, scene camera only and both cameras, the shipped recipe (5000 it.) each on
 #                     the same 222 demonstrations from the fixed camera;
 #   2. oneview-sweep  the four in lockstep at orbits -40..40 deg and heights -15..15 cm (EPISODES at the points within
@@ -20,8 +21,8 @@
 # EGL, torch with CUDA). Options (environment): DEVICE (cuda), EPISODES (30), OUTER (10), JOBS (4: graphs evaluating
 # side by side, each about 2-3 cores; in lockstep the outcomes do not depend on it), STEPS, DRY.
 #
-# Expected time per step on one H100 / H200 with 16 cores: ESTIMATES, not measured (no GPU was lent when this was
-# written). They assume a 5000-iteration pick_place training takes 3-8 min on the GPU (the batch-8 step is small;
+# Expected time per step on one H100 / H200 with 16 cores: ESTIMATES, not measured (this script has not run on a GPU
+# yet). They assume a 5000-iteration pick_place training takes 3-8 min on the GPU (the batch-8 step is small;
 # the one loader worker of the recipe may bound it), expert demonstrations 2-4 s each, and a lockstep episode
 # 10-20 s of wall time when it succeeds and 30-60 s when it runs to the 30 s limit, JOBS at a time:
 #   oneview        demos 8-15 min + 4 trainings 15-30 min                        -> 25-45 min

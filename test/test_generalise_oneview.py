@@ -1,5 +1,5 @@
-"""PARA against coordinate regression with the scene camera only (issue 35): the one-view recipes train and deploy,
-``scripts/generalise`` names the issue's budgets, views, seeds and evaluation points, and the report's table joins
+"""PARA against coordinate regression with the scene camera only: the one-view recipes train and deploy,
+``scripts/generalise`` names the comparison's budgets, views, seeds and evaluation points, and the report's table joins
 made-up evaluations into the figures computed here by hand."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from para_ros.deploy.sweep import sweep_points
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "generalise"
 CONFIG = REPO / "config"
-SHIPPED_BUDGET = 5000  # the shipped recipe's iterations (issue 35: "the full budget")
+SHIPPED_BUDGET = 5000  # the shipped recipe's iterations: "the full budget"
 
 
 def dry_run(experiment: str, *options: str) -> list[list[str]]:
@@ -100,6 +100,8 @@ def test_a_one_view_model_trains_from_its_recipe_and_predicts_from_the_scene_cam
     assert out.positions_world.shape == (policy.config.n_window, 3) and np.isfinite(out.positions_world).all()
     with pytest.raises(ValueError, match=r"predict got 2 cameras; this policy needs 1"):
         policy.predict(cams, state)
+    fast = Policy.from_checkpoint(ck, device="cpu", fast=True).predict(cams[:1], state)  # the inference node's option
+    assert fast.positions_world.shape == out.positions_world.shape and np.isfinite(fast.positions_world).all()
     finetune = CONFIG / "train_pick_place_scene_finetune.yaml"
     assert quick_train(two_view_episodes, preset, finetune, tmp_path / "ft", "--init-from", str(ck)) == 0
     capsys.readouterr()
