@@ -24,7 +24,16 @@ def dry_run(experiment: str, *options: str) -> list[list[str]]:
 
 @pytest.mark.parametrize(
     "experiment, options",
-    [("randomised", ()), ("randomised", ("--from-scratch",)), ("sweep", ()), ("extrapolation", ()), ("fewshot", ())],
+    [
+        ("randomised", ()),
+        ("randomised", ("--from-scratch",)),
+        ("sweep", ()),
+        ("oneview", ()),
+        ("oneview-sweep", ()),
+        ("extrapolation", ()),
+        ("fewshot", ()),
+        ("report", ()),
+    ],
 )
 def test_every_command_of_an_experiment_parses(experiment, options):
     commands = dry_run(experiment, *options, "--episodes", "7")
@@ -40,9 +49,14 @@ def test_every_command_of_an_experiment_parses(experiment, options):
                 parsed = parser.parse_args(args)
             except SystemExit:
                 raise AssertionError(f"'{' '.join(words)}' does not parse with {module}'s parser") from None
-            if module == "para_ros.commands.sim" and parsed.command in ("eval", "sweep"):
+            if (
+                module == "para_ros.commands.sim"
+                and parsed.command in ("eval", "sweep")
+                and not getattr(parsed, "report_only", False)
+            ):
                 assert parsed.lockstep, f"an evaluation outside lockstep: {' '.join(words)}"
-                assert parsed.episodes == (50 if experiment == "randomised" else 7)
+                want = {"randomised": (50,), "oneview-sweep": (7, 10)}.get(experiment, (7,))  # 10: the outer points
+                assert parsed.episodes in want
         else:  # scripts/train_pick_place: its options are the ones it documents
             assert words[0].endswith("scripts/train_pick_place"), words
             usage = (REPO / "scripts" / "train_pick_place").read_text()

@@ -57,7 +57,8 @@ class SweepPoint:
         return 0.0
 
 
-def _label(orbit: float, height: float, fovy: float | None) -> str:
+def point_label(orbit: float, height: float, fovy: float | None = None) -> str:
+    """A sweep point's folder name, e.g. ``orbit+25_height+0cm`` (``_fovy30`` added for another field of view)."""
     text = f"orbit{orbit:+g}_height{100 * height:+g}cm"
     return text + (f"_fovy{fovy:g}" if fovy is not None else "")
 
@@ -71,12 +72,12 @@ def sweep_points(orbits_deg, heights_m, fovys_deg, nominal: NominalCamera, produ
             for h in heights_m or [0.0]:
                 for f in fovys:
                     axis = "nominal" if (o == 0 and h == 0 and f is None) else "grid"
-                    out.append(SweepPoint(axis, CameraMove(orbit_deg=o, height_m=h, fovy_deg=f), _label(o, h, f)))
+                    out.append(SweepPoint(axis, CameraMove(orbit_deg=o, height_m=h, fovy_deg=f), point_label(o, h, f)))
         return out
-    out = [SweepPoint("nominal", CameraMove(), _label(0.0, 0.0, None))]
-    out += [SweepPoint("orbit", CameraMove(orbit_deg=o), _label(o, 0.0, None)) for o in orbits_deg if o != 0]
-    out += [SweepPoint("height", CameraMove(height_m=h), _label(0.0, h, None)) for h in heights_m if h != 0]
-    out += [SweepPoint("fovy", CameraMove(fovy_deg=f), _label(0.0, 0.0, f)) for f in fovys if f is not None]
+    out = [SweepPoint("nominal", CameraMove(), point_label(0.0, 0.0, None))]
+    out += [SweepPoint("orbit", CameraMove(orbit_deg=o), point_label(o, 0.0, None)) for o in orbits_deg if o != 0]
+    out += [SweepPoint("height", CameraMove(height_m=h), point_label(0.0, h, None)) for h in heights_m if h != 0]
+    out += [SweepPoint("fovy", CameraMove(fovy_deg=f), point_label(0.0, 0.0, f)) for f in fovys if f is not None]
     return out
 
 
