@@ -83,7 +83,10 @@ class SimLockstep:
     hands the arm over; nothing waited for times out meanwhile). Stepping is driven by the answers themselves (each
     acknowledgement or command tries a step at once) and by the node's timer (timeouts, resends, a raised limit)."""
 
-    def __init__(self, node, p: dict):
+    def __init__(self, node, p: dict, quiet_pub: dict | None = None, quiet_sub: dict | None = None):
+        """``quiet_pub`` / ``quiet_sub``: keyword arguments for the lockstep topics' publishers and subscriptions
+        (the node's choice of QoS event handlers, :mod:`para_ros.ros_io.event_handlers`)."""
+        quiet_pub, quiet_sub = quiet_pub or {}, quiet_sub or {}
         self.node = node
         # A frame's chunk is needed by the executor's latency, but before the next frame at the latest: the inference
         # node answers the newest pair, so a second frame out before the first is answered would never be answered.
@@ -103,13 +106,13 @@ class SimLockstep:
         self._held_reported_ns: int | None = None
         self._hop_until_s: float | None = None  # wall time the /clock hop is held until (None: no hop)
         self._resend_after_hop = False  # the hop belongs to a resend (else to a reset)
-        node.create_subscription(Int64MultiArray, p["lockstep_ack_topic"], self._on_ack, ACK_QOS)
+        node.create_subscription(Int64MultiArray, p["lockstep_ack_topic"], self._on_ack, ACK_QOS, **quiet_sub)
         self.horizon_pub = None
         self._batched = False  # a batch was stepped through (logged once)
         self._batch_tf: list = []  # /tf of the instants stepped into the current batch, to go out with its end
         if self.settings.batch:
-            self.horizon_pub = node.create_publisher(Int64MultiArray, p["lockstep_horizon_topic"], ACK_QOS)
-            node.create_subscription(JointTrajectory, p["lockstep_batch_topic"], self._on_batch, ACK_QOS)
+            self.horizon_pub = node.create_publisher(Int64MultiArray, p["lockstep_horizon_topic"], ACK_QOS, **quiet_pub)
+            node.create_subscription(JointTrajectory, p["lockstep_batch_topic"], self._on_batch, ACK_QOS, **quiet_sub)
 
     # ---- answers
     def _on_batch(self, msg) -> None:

@@ -72,6 +72,7 @@ from para_ros.nodes.sim_disturbance_params import (
     marker_mount_from_params,
 )
 from para_ros.observation.camera_model import camera_info_fields
+from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
 from para_ros.sim.disturbances import Disturbances
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
 from para_ros.sim.lockstep import ACK_TOPIC, BATCH_TOPIC, DEFAULT_REASK_S, DEFAULT_TIMEOUT_S, HORIZON_TOPIC
@@ -90,6 +91,10 @@ from para_ros.stamps import ns_to_fields, stamp_to_ns, stamp_to_s
 NODE_NAME = "sim_node"
 MAX_TICK_SIM_S = 0.1  # most simulated time one tick may advance (after a stall the sim falls behind, not races)
 SUBSTEP_S = 0.005  # servo setpoints are refreshed from the trajectory every this many simulated seconds
+# Lockstep: the timer's rate at most (Hz). Every step is driven by an answer; the timer only notices the wall-time
+# waits (resends after 2 s, asks again after 5 s, /clock hops of 0.3 s, faults after minutes), for which 0.1 s is
+# prompt, and each of its wake-ups costs the simulator a pass over rclpy's wait set (1-2 ms of Python).
+LOCKSTEP_POLL_HZ = 10.0
 
 LOCKSTEP_PARAMS = [
     Param(
@@ -357,6 +362,11 @@ class SimNode(Node):
             "base": p["base_frame_id"],
         }
 
+        # In lockstep the node wakes for every answer of the graph (several per camera frame), and rclpy polls every
+        # QoS event handler of the node at each wake: its own endpoints go without the default ones there
+        # (para_ros.ros_io.event_handlers says why nothing is lost). In real time they keep them.
+        quiet_pub = publisher_without_default_events() if p["lockstep"] else {}
+        self._quiet_sub = quiet_sub = subscription_without_default_events() if p["lockstep"] else {}
         # Publishers. Cameras publish RELIABLE (depth 5): that matches both reliable and best-effort
         # (sensor-data) subscribers, like a camera driver's default, while a best-effort publisher would not.
         camera_qos = QoSProfile(depth=5)
@@ -367,29 +377,36 @@ class SimNode(Node):
         ):
             ns = p[ns_key].rstrip("/")
             self.cameras[cam] = {
-                "image_pub": self.create_publisher(Image, f"{ns}/image_raw", camera_qos),
-                "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", camera_qos),
+                "image_pub": self.create_publisher(Image, f"{ns}/image_raw", camera_qos, **quiet_pub),
+                "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", camera_qos, **quiet_pub),
                 "period_s": 1.0 / p[rate_key],
                 "next_due_s": 0.0,
                 "frame_id": p[frame_key],
                 "info": self._camera_info(cam, p[frame_key]),
             }
-        self.joint_state_pub = self.create_publisher(JointState, p["joint_states_topic"], QoSProfile(depth=10))
+        self.joint_state_pub = self.create_publisher(
+            JointState, p["joint_states_topic"], QoSProfile(depth=10), **quiet_pub
+        )
         self.tf_broadcaster = TransformBroadcaster(self)
         self.static_broadcaster = StaticTransformBroadcaster(self)
-        self.clock_pub = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10)) if p["publish_clock"] else None
+        self.clock_pub = (
+            self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10), **quiet_pub) if p["publish_clock"] else None
+        )
         self.lockstep = None
+        self._poll_soon = None  # lockstep: a guard condition that polls at once (below)
         if p["lockstep"]:
             if not p["publish_clock"]:
                 raise ValueError("sim_node lockstep:=true needs publish_clock:=true (the graph runs on /clock)")
-            self.lockstep = SimLockstep(self, p)
+            self.lockstep = SimLockstep(self, p, quiet_pub=quiet_pub, quiet_sub=quiet_sub)
         on_trajectory = (
             self._on_trajectory if self.lockstep is None else self.lockstep.wrap_command(self._on_trajectory)
         )
-        self.create_subscription(JointTrajectory, p["joint_trajectory_topic"], on_trajectory, QoSProfile(depth=10))
+        self.create_subscription(
+            JointTrajectory, p["joint_trajectory_topic"], on_trajectory, QoSProfile(depth=10), **quiet_sub
+        )
         self.create_service(Trigger, "~/reset_objects", self._on_reset_objects)
         self.create_service(Trigger, "~/reset_task", self._on_reset_task)
-        self.task_state_pub = self.create_publisher(String, "~/task_state", QoSProfile(depth=10))
+        self.task_state_pub = self.create_publisher(String, "~/task_state", QoSProfile(depth=10), **quiet_pub)
         self._task_seed: int | None = None
         self._hold_off_until_s = -1.0
         self._task_state_period_s = 1.0 / p["task_state_rate_hz"] if p["task_state_rate_hz"] > 0 else None
@@ -403,9 +420,12 @@ class SimNode(Node):
         self._sim_goal_s = self.sim.time_s
         self._last_wall = time.monotonic()
         self._publish_static()
-        self._timer = self.create_timer(
-            1.0 / p["state_rate_hz"], self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME)
-        )
+        # In lockstep every step is driven by the graph's answers (SimLockstep.poll runs on each); the timer only
+        # watches wall-time waits (resends, asks again, faults), so it runs at LOCKSTEP_POLL_HZ at most, and a
+        # reset or a change of lockstep_run_until_s polls at once through a guard condition.
+        tick_hz = p["state_rate_hz"] if self.lockstep is None else min(p["state_rate_hz"], LOCKSTEP_POLL_HZ)
+        self._timer = self.create_timer(1.0 / tick_hz, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._poll_soon = None if self.lockstep is None else self.create_guard_condition(self._tick)
         self.get_logger().info(
             f"simulated YAM up: cameras {self.width}x{self.height} at {p['scene_cam_rate_hz']}/"
             f"{p['wrist_cam_rate_hz']} Hz, physics tick {p['state_rate_hz']} Hz, real_time_factor "
@@ -424,6 +444,8 @@ class SimNode(Node):
         """On-set callback (after the table's checks): task_seed and reset_hold_off_s apply at the next reset."""
         self.params = {**self.params, **changes}
         self.get_logger().info("parameters changed: " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
+        if self._poll_soon is not None and "lockstep_run_until_s" in changes:
+            self._poll_soon.trigger()  # lockstep: step on (or hold) after this callback, not at the next timer tick
 
     # ---- time -------------------------------------------------------------------------------------------
     def now_ns(self) -> int:
@@ -674,6 +696,7 @@ class SimNode(Node):
         self._task_seed = seed
         if self.lockstep is not None:
             self.lockstep.reset()
+            self._poll_soon.trigger()  # the new first instant goes out after this callback
         self.health.count("task_resets")
         self.health.set_value("task_seed", seed)
         response.success = True
