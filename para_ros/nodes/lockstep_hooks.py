@@ -13,6 +13,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Int64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
 from para_ros.sim.lockstep import (
     ChunkRelease,
     LockstepGate,
@@ -83,10 +84,9 @@ class SimLockstep:
     hands the arm over; nothing waited for times out meanwhile). Stepping is driven by the answers themselves (each
     acknowledgement or command tries a step at once) and by the node's timer (timeouts, resends, a raised limit)."""
 
-    def __init__(self, node, p: dict, quiet_pub: dict | None = None, quiet_sub: dict | None = None):
-        """``quiet_pub`` / ``quiet_sub``: keyword arguments for the lockstep topics' publishers and subscriptions
-        (the node's choice of QoS event handlers, :mod:`para_ros.ros_io.event_handlers`)."""
-        quiet_pub, quiet_sub = quiet_pub or {}, quiet_sub or {}
+    def __init__(self, node, p: dict):
+        # Lockstep's own endpoints: no default QoS event handlers (as ExecutorLockstep's).
+        quiet_pub, quiet_sub = publisher_without_default_events(), subscription_without_default_events()
         self.node = node
         # A frame's chunk is needed by the executor's latency, but before the next frame at the latest: the inference
         # node answers the newest pair, so a second frame out before the first is answered would never be answered.
@@ -333,8 +333,11 @@ class ExecutorLockstep:
     def __init__(self, node, p: dict):
         self.node = node
         self.release = ChunkRelease(p["lockstep_latency_s"])
-        self.pub = node.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], ACK_QOS)
-        self.batch_pub = node.create_publisher(JointTrajectory, p["lockstep_batch_topic"], ACK_QOS)
+        # Lockstep's own endpoints wake the node at every batch: no default QoS event handlers to poll at each wake
+        # (para_ros.ros_io.event_handlers); a mismatched endpoint shows as the simulator's fault naming the answer.
+        quiet_pub, quiet_sub = publisher_without_default_events(), subscription_without_default_events()
+        self.pub = node.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], ACK_QOS, **quiet_pub)
+        self.batch_pub = node.create_publisher(JointTrajectory, p["lockstep_batch_topic"], ACK_QOS, **quiet_pub)
         self._last_tick_ns: int | None = None
         self._horizon: tuple[int, int, int] | None = None  # the newest horizon not yet answered
         self._kept_ns: deque[int] = deque(maxlen=64)  # stamps of the chunks kept since the last reset
@@ -343,8 +346,9 @@ class ExecutorLockstep:
             p["joint_states_topic"],
             self._on_joint_state,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE),
+            **quiet_sub,
         )
-        node.create_subscription(Int64MultiArray, p["lockstep_horizon_topic"], self._on_horizon, ACK_QOS)
+        node.create_subscription(Int64MultiArray, p["lockstep_horizon_topic"], self._on_horizon, ACK_QOS, **quiet_sub)
 
     def on_chunk(self, msg) -> None:
         stamp_ns = stamp_to_ns(msg.header.stamp)

@@ -397,7 +397,7 @@ class SimNode(Node):
         if p["lockstep"]:
             if not p["publish_clock"]:
                 raise ValueError("sim_node lockstep:=true needs publish_clock:=true (the graph runs on /clock)")
-            self.lockstep = SimLockstep(self, p, quiet_pub=quiet_pub, quiet_sub=quiet_sub)
+            self.lockstep = SimLockstep(self, p)
         on_trajectory = (
             self._on_trajectory if self.lockstep is None else self.lockstep.wrap_command(self._on_trajectory)
         )
