@@ -1,5 +1,15 @@
 """The ROS side of lockstep evaluation (:mod:`para_ros.sim.lockstep` holds the rules): one helper for ``sim_node``,
-one for ``chunk_executor``, each created by its node when the node's parameter ``lockstep`` is true."""
+one for ``chunk_executor``, each created by its node when the node's parameter ``lockstep`` is true.
+
+Wake-ups: in lockstep the simulator and the executor wake several times per camera frame (state, horizon, tick
+acknowledgement, batch, chunk, its acknowledgement), and rclpy's Python executor rebuilds its wait set and polls every
+waitable of the node at each wake. So in lockstep their own endpoints (these helpers', and the nodes' cameras, joint
+states, clock, task state, commands and chunks) go without rclpy's default QoS event handlers, which only log a
+mismatch (:mod:`para_ros.ros_io.event_handlers`; a mismatched lockstep endpoint shows anyway, as the simulator's
+fault naming the answer that never came), and the simulator's timer runs at ``LOCKSTEP_POLL_HZ`` (every step is
+driven by an answer; the timer only watches the wall-time waits), a reset and a change of ``lockstep_run_until_s``
+polling at once through a guard condition. In real time the nodes keep the default handlers and the timer's rate.
+What is published, and when in simulated time, is unchanged (docs/benchmarks.md, "Lockstep evaluation")."""
 
 from __future__ import annotations
 
@@ -82,7 +92,8 @@ class SimLockstep:
     """``sim_node``'s lockstep: steps physics by ``lockstep_step_s`` only when :class:`LockstepGate` allows it, and
     not beyond the dynamic parameter ``lockstep_run_until_s`` (an evaluator holds the simulator there while it
     hands the arm over; nothing waited for times out meanwhile). Stepping is driven by the answers themselves (each
-    acknowledgement or command tries a step at once) and by the node's timer (timeouts, resends, a raised limit)."""
+    acknowledgement or command tries a step at once), by the node's guard condition (a reset, a changed limit) and
+    by its timer (timeouts, resends, asks again, the /clock hop's hold)."""
 
     def __init__(self, node, p: dict):
         # Lockstep's own endpoints: no default QoS event handlers (as ExecutorLockstep's).

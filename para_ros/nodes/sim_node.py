@@ -31,7 +31,8 @@ consumers with ``use_sim_time``); otherwise the node clock's now at the tick (wh
 real time; use ``publish_clock`` with a ``real_time_factor`` other than 1. Everything (physics, rendering, which
 creates the EGL context, callbacks) runs on the executor's one thread. With ``lockstep`` the timer no longer steps by
 the wall clock: physics advances by ``lockstep_step_s`` once the graph has answered for the current instant
-(:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`); with ``lockstep_batch`` (the
+(:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`; the timer then runs at 10 Hz at
+most, and only watches the wall-time waits); with ``lockstep_batch`` (the
 default) the executor answers the instants up to the next camera frame or chunk at once (rule 7), and ``/clock`` and
 ``/joint_states`` go out only at the instant after each such batch, ``/tf`` of every instant with them.
 
@@ -615,16 +616,19 @@ class SimNode(Node):
         its rigidity check (the simulator's poses are rigid by construction; the check was a third of the cost of
         publishing the state, which lockstep's batches do for every instant)."""
         out = []
+        frame_of_link = self.frame_of_link
         for parent, child, T in self.sim.link_transforms():
             if child == WRIST_CAM_BODY:
                 T = self.told.T_gripper_wrist_cam
             msg = TransformStamped()
-            msg.header.stamp = stamp
-            msg.header.frame_id = self.frame_of_link.get(parent, parent)
-            msg.child_frame_id = self.frame_of_link.get(child, child)
-            t, r = msg.transform.translation, msg.transform.rotation
-            t.x, t.y, t.z = (float(v) for v in T[:3, 3])
-            r.x, r.y, r.z, r.w = (float(v) for v in matrix_to_quaternion(T[:3, :3]))
+            header = msg.header
+            header.stamp = stamp
+            header.frame_id = frame_of_link.get(parent, parent)
+            msg.child_frame_id = frame_of_link.get(child, child)
+            transform = msg.transform
+            t, r = transform.translation, transform.rotation
+            t.x, t.y, t.z = T[:3, 3].tolist()  # Python floats, as float(v) of each
+            r.x, r.y, r.z, r.w = matrix_to_quaternion(T[:3, :3]).tolist()
             out.append(msg)
         return out
 
