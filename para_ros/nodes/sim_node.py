@@ -32,9 +32,9 @@ real time; use ``publish_clock`` with a ``real_time_factor`` other than 1. Every
 creates the EGL context, callbacks) runs on the executor's one thread. With ``lockstep`` the timer no longer steps by
 the wall clock: physics advances by ``lockstep_step_s`` once the graph has answered for the current instant
 (:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`; the timer then runs at 10 Hz at
-most, and only watches the wall-time waits); with ``lockstep_batch`` (the
-default) the executor answers the instants up to the next camera frame or chunk at once (rule 7), and ``/clock`` and
-``/joint_states`` go out only at the instant after each such batch, ``/tf`` of every instant with them.
+most, and only watches the wall-time waits); with ``lockstep_batch`` (the default) the executor answers the instants
+up to the next camera frame or chunk at once (rule 7), and ``/clock`` and ``/joint_states`` go out only at the instant
+after each such batch, ``/tf`` of every instant with them.
 
 The world frame of everything published is ``base``: the SDK model puts the arm's base at the MuJoCo origin.
 """
@@ -367,7 +367,7 @@ class SimNode(Node):
         # QoS event handler of the node at each wake: its own endpoints go without the default ones there
         # (para_ros.ros_io.event_handlers says why nothing is lost). In real time they keep them.
         quiet_pub = publisher_without_default_events() if p["lockstep"] else {}
-        self._quiet_sub = quiet_sub = subscription_without_default_events() if p["lockstep"] else {}
+        quiet_sub = subscription_without_default_events() if p["lockstep"] else {}
         # Publishers. Cameras publish RELIABLE (depth 5): that matches both reliable and best-effort
         # (sensor-data) subscribers, like a camera driver's default, while a best-effort publisher would not.
         camera_qos = QoSProfile(depth=5)
