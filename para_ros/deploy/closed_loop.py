@@ -425,7 +425,7 @@ def run_eval(settings: EvalSettings) -> int:
     extra: dict = {"interrupted": False}
     try:
         plan = start_graph(graph_run, ds, sim_over, settings.node_params)
-        ev = TaskClient(T_cam)
+        ev = TaskClient(T_cam, videos=settings.videos)
         if settings.rerun:  # record what a rerun view needs (the deploy monitor's recorder), convert at the end
             topics = graph_topics(plan)
             recorder = McapRecorder(out / "recording", {t: ros_type_name(c) for t, c in record_topics(topics).items()})

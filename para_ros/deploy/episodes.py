@@ -144,10 +144,11 @@ MAX_CONFIDENCE_RECORDS = 20000  # chunks' confidence records kept between two ta
 class TaskClient:
     """The episode procedure's ROS side: service clients, task-state, chunk, image and diagnostics subscriptions."""
 
-    def __init__(self, scene_T_world_cam: np.ndarray, domain_id: int | None = None):
+    def __init__(self, scene_T_world_cam: np.ndarray, domain_id: int | None = None, videos: bool = True):
         # Its own context, no signal handlers: the command that owns this evaluator owns Ctrl-C (para-deploy runs
         # one next to its monitor, which has its own context too). ``domain_id``: the graph's DDS domain when it is
-        # not this process's (``para-sim eval --compare`` runs one graph per domain).
+        # not this process's (``para-sim eval --compare`` runs one graph per domain). ``videos``: False leaves the
+        # scene camera unsubscribed (no frames can be recorded; each image costs this process a deserialisation).
         self.context = rclpy.Context()
         rclpy.init(
             args=[],  # the command's own argv (e.g. --node-param NODE:NAME:=VALUE) is not ROS arguments
@@ -156,7 +157,8 @@ class TaskClient:
             **({} if domain_id is None else {"domain_id": int(domain_id)}),
         )
         self.rclpy = rclpy
-        self.node = Node("para_sim_eval", context=self.context)
+        # No parameter services: nobody sets this client's parameters, and rclpy polls each service at every wake.
+        self.node = Node("para_sim_eval", context=self.context, start_parameter_services=False)
         n = self.node
         self.clients = {
             "stop": n.create_client(Trigger, "/chunk_executor/stop"),
@@ -185,8 +187,9 @@ class TaskClient:
         n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=500))
         n.create_subscription(ActionChunk, "/para/action_chunk", self._on_chunk, QoSProfile(depth=10))
         n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, QoSProfile(depth=20))
-        n.create_subscription(Image, "/scene_cam/image_raw", self._on_image, QoSProfile(depth=2))
-        n.create_subscription(CameraInfo, "/scene_cam/camera_info", self._on_info, QoSProfile(depth=2))
+        if videos:
+            n.create_subscription(Image, "/scene_cam/image_raw", self._on_image, QoSProfile(depth=2))
+            n.create_subscription(CameraInfo, "/scene_cam/camera_info", self._on_info, QoSProfile(depth=2))
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(n)
         self._spin = threading.Thread(target=self._spin_forever, daemon=True)

@@ -114,6 +114,7 @@ from para_ros.nodes.runtime import run_node, time_jump_text
 from para_ros.robot.yam import load_yam_config
 from para_ros.robot.yam_frames import YamFrames
 from para_ros.ros_io.chunk_msg import chunk_from_msg
+from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
 from para_ros.ros_io.sdk_state import SdkStatePublisher
 from para_ros.ros_io.topic_backends import JOINT_STATE_QOS, pose_stamped
 
@@ -150,7 +151,11 @@ class ChunkExecutorNode(Node):
             gripper = (p["gripper_joint_name"],) if p["gripper_joint_name"] else ()
             self.state_watch = JointStateWatch(self.arm_joint_names + gripper, self.now_s)
             self.state_watch_sub = self.create_subscription(
-                JointState, p["joint_states_topic"], self.state_watch.on_joint_state, JOINT_STATE_QOS
+                JointState,
+                p["joint_states_topic"],
+                self.state_watch.on_joint_state,
+                JOINT_STATE_QOS,
+                **(subscription_without_default_events() if p["lockstep"] else {}),
             )
         self._state_source = (
             f"{p['joint_states_topic']}" if self.state_watch is not None else f"the {self.backend.name} read"
@@ -181,9 +186,15 @@ class ChunkExecutorNode(Node):
             source=self._diagnostic_source,
         )
         # Depth 100 (1 s at 100 Hz): a recorder or a briefly busy subscriber still gets every command.
-        self.pose_pub = self.create_publisher(PoseStamped, p["commanded_pose_topic"], 100)
+        # Lockstep: the node wakes for every batch, and rclpy polls each default QoS event handler at every wake.
+        quiet_pub = publisher_without_default_events() if p["lockstep"] else {}
+        self.pose_pub = self.create_publisher(PoseStamped, p["commanded_pose_topic"], 100, **quiet_pub)
         self.chunk_sub = self.create_subscription(
-            ActionChunk, p["chunk_topic"], self._on_chunk, QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+            ActionChunk,
+            p["chunk_topic"],
+            self._on_chunk,
+            QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE),
+            **(subscription_without_default_events() if p["lockstep"] else {}),
         )
         self.stop_srv = self.create_service(Trigger, "~/stop", self._on_stop)
         self.resume_srv = self.create_service(Trigger, "~/resume", self._on_resume)

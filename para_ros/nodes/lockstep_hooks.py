@@ -1,5 +1,13 @@
 """The ROS side of lockstep evaluation (:mod:`para_ros.sim.lockstep` holds the rules): one helper for ``sim_node``,
-one for ``chunk_executor``, each created by its node when the node's parameter ``lockstep`` is true."""
+one for ``chunk_executor``, each created by its node when the node's parameter ``lockstep`` is true.
+
+Wake-ups: in lockstep the simulator and the executor wake several times per camera frame (state, horizon, tick
+acknowledgement, batch, chunk, its acknowledgement), and rclpy's Python executor rebuilds its wait set and polls every
+waitable of the node at each wake. So in lockstep their own endpoints (these helpers', and the nodes' cameras, joint
+states, clock, task state, commands and chunks) go without rclpy's default QoS event handlers, which only log a
+mismatch (:mod:`para_ros.ros_io.event_handlers`; a mismatched lockstep endpoint shows anyway, as the simulator's
+fault naming the answer that never came). In real time the nodes keep the default handlers.
+What is published, and when in simulated time, is unchanged (docs/benchmarks.md, "Lockstep evaluation")."""
 
 from __future__ import annotations
 
@@ -13,6 +21,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Int64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
 from para_ros.sim.lockstep import (
     ChunkRelease,
     LockstepGate,
@@ -81,9 +90,12 @@ class SimLockstep:
     """``sim_node``'s lockstep: steps physics by ``lockstep_step_s`` only when :class:`LockstepGate` allows it, and
     not beyond the dynamic parameter ``lockstep_run_until_s`` (an evaluator holds the simulator there while it
     hands the arm over; nothing waited for times out meanwhile). Stepping is driven by the answers themselves (each
-    acknowledgement or command tries a step at once) and by the node's timer (timeouts, resends, a raised limit)."""
+    acknowledgement or command tries a step at once), by the node's guard condition (a reset, a changed limit) and
+    by its timer (timeouts, resends, asks again, the /clock hop's hold)."""
 
     def __init__(self, node, p: dict):
+        # Lockstep's own endpoints: no default QoS event handlers (as ExecutorLockstep's).
+        quiet_pub, quiet_sub = publisher_without_default_events(), subscription_without_default_events()
         self.node = node
         # A frame's chunk is needed by the executor's latency, but before the next frame at the latest: the inference
         # node answers the newest pair, so a second frame out before the first is answered would never be answered.
@@ -103,13 +115,13 @@ class SimLockstep:
         self._held_reported_ns: int | None = None
         self._hop_until_s: float | None = None  # wall time the /clock hop is held until (None: no hop)
         self._resend_after_hop = False  # the hop belongs to a resend (else to a reset)
-        node.create_subscription(Int64MultiArray, p["lockstep_ack_topic"], self._on_ack, ACK_QOS)
+        node.create_subscription(Int64MultiArray, p["lockstep_ack_topic"], self._on_ack, ACK_QOS, **quiet_sub)
         self.horizon_pub = None
         self._batched = False  # a batch was stepped through (logged once)
         self._batch_tf: list = []  # /tf of the instants stepped into the current batch, to go out with its end
         if self.settings.batch:
-            self.horizon_pub = node.create_publisher(Int64MultiArray, p["lockstep_horizon_topic"], ACK_QOS)
-            node.create_subscription(JointTrajectory, p["lockstep_batch_topic"], self._on_batch, ACK_QOS)
+            self.horizon_pub = node.create_publisher(Int64MultiArray, p["lockstep_horizon_topic"], ACK_QOS, **quiet_pub)
+            node.create_subscription(JointTrajectory, p["lockstep_batch_topic"], self._on_batch, ACK_QOS, **quiet_sub)
 
     # ---- answers
     def _on_batch(self, msg) -> None:
@@ -330,8 +342,11 @@ class ExecutorLockstep:
     def __init__(self, node, p: dict):
         self.node = node
         self.release = ChunkRelease(p["lockstep_latency_s"])
-        self.pub = node.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], ACK_QOS)
-        self.batch_pub = node.create_publisher(JointTrajectory, p["lockstep_batch_topic"], ACK_QOS)
+        # Lockstep's own endpoints wake the node at every batch: no default QoS event handlers to poll at each wake
+        # (para_ros.ros_io.event_handlers); a mismatched endpoint shows as the simulator's fault naming the answer.
+        quiet_pub, quiet_sub = publisher_without_default_events(), subscription_without_default_events()
+        self.pub = node.create_publisher(Int64MultiArray, p["lockstep_ack_topic"], ACK_QOS, **quiet_pub)
+        self.batch_pub = node.create_publisher(JointTrajectory, p["lockstep_batch_topic"], ACK_QOS, **quiet_pub)
         self._last_tick_ns: int | None = None
         self._horizon: tuple[int, int, int] | None = None  # the newest horizon not yet answered
         self._kept_ns: deque[int] = deque(maxlen=64)  # stamps of the chunks kept since the last reset
@@ -340,8 +355,9 @@ class ExecutorLockstep:
             p["joint_states_topic"],
             self._on_joint_state,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE),
+            **quiet_sub,
         )
-        node.create_subscription(Int64MultiArray, p["lockstep_horizon_topic"], self._on_horizon, ACK_QOS)
+        node.create_subscription(Int64MultiArray, p["lockstep_horizon_topic"], self._on_horizon, ACK_QOS, **quiet_sub)
 
     def on_chunk(self, msg) -> None:
         stamp_ns = stamp_to_ns(msg.header.stamp)

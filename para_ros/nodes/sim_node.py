@@ -31,9 +31,9 @@ consumers with ``use_sim_time``); otherwise the node clock's now at the tick (wh
 real time; use ``publish_clock`` with a ``real_time_factor`` other than 1. Everything (physics, rendering, which
 creates the EGL context, callbacks) runs on the executor's one thread. With ``lockstep`` the timer no longer steps by
 the wall clock: physics advances by ``lockstep_step_s`` once the graph has answered for the current instant
-(:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`); with ``lockstep_batch`` (the
-default) the executor answers the instants up to the next camera frame or chunk at once (rule 7), and ``/clock`` and
-``/joint_states`` go out only at the instant after each such batch, ``/tf`` of every instant with them.
+(:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`); with ``lockstep_batch`` (the default) the executor answers the instants
+up to the next camera frame or chunk at once (rule 7), and ``/clock`` and ``/joint_states`` go out only at the instant
+after each such batch, ``/tf`` of every instant with them.
 
 The world frame of everything published is ``base``: the SDK model puts the arm's base at the MuJoCo origin.
 """
@@ -72,6 +72,7 @@ from para_ros.nodes.sim_disturbance_params import (
     marker_mount_from_params,
 )
 from para_ros.observation.camera_model import camera_info_fields
+from para_ros.ros_io.event_handlers import publisher_without_default_events, subscription_without_default_events
 from para_ros.sim.disturbances import Disturbances
 from para_ros.sim.joint_trajectory import TrajectoryFollower, TrajectoryRejected, plan_trajectory
 from para_ros.sim.lockstep import ACK_TOPIC, BATCH_TOPIC, DEFAULT_REASK_S, DEFAULT_TIMEOUT_S, HORIZON_TOPIC
@@ -357,6 +358,11 @@ class SimNode(Node):
             "base": p["base_frame_id"],
         }
 
+        # In lockstep the node wakes for every answer of the graph (several per camera frame), and rclpy polls every
+        # QoS event handler of the node at each wake: its own endpoints go without the default ones there
+        # (para_ros.ros_io.event_handlers says why nothing is lost). In real time they keep them.
+        quiet_pub = publisher_without_default_events() if p["lockstep"] else {}
+        quiet_sub = subscription_without_default_events() if p["lockstep"] else {}
         # Publishers. Cameras publish RELIABLE (depth 5): that matches both reliable and best-effort
         # (sensor-data) subscribers, like a camera driver's default, while a best-effort publisher would not.
         camera_qos = QoSProfile(depth=5)
@@ -367,17 +373,21 @@ class SimNode(Node):
         ):
             ns = p[ns_key].rstrip("/")
             self.cameras[cam] = {
-                "image_pub": self.create_publisher(Image, f"{ns}/image_raw", camera_qos),
-                "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", camera_qos),
+                "image_pub": self.create_publisher(Image, f"{ns}/image_raw", camera_qos, **quiet_pub),
+                "info_pub": self.create_publisher(CameraInfo, f"{ns}/camera_info", camera_qos, **quiet_pub),
                 "period_s": 1.0 / p[rate_key],
                 "next_due_s": 0.0,
                 "frame_id": p[frame_key],
                 "info": self._camera_info(cam, p[frame_key]),
             }
-        self.joint_state_pub = self.create_publisher(JointState, p["joint_states_topic"], QoSProfile(depth=10))
+        self.joint_state_pub = self.create_publisher(
+            JointState, p["joint_states_topic"], QoSProfile(depth=10), **quiet_pub
+        )
         self.tf_broadcaster = TransformBroadcaster(self)
         self.static_broadcaster = StaticTransformBroadcaster(self)
-        self.clock_pub = self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10)) if p["publish_clock"] else None
+        self.clock_pub = (
+            self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10), **quiet_pub) if p["publish_clock"] else None
+        )
         self.lockstep = None
         if p["lockstep"]:
             if not p["publish_clock"]:
@@ -386,10 +396,12 @@ class SimNode(Node):
         on_trajectory = (
             self._on_trajectory if self.lockstep is None else self.lockstep.wrap_command(self._on_trajectory)
         )
-        self.create_subscription(JointTrajectory, p["joint_trajectory_topic"], on_trajectory, QoSProfile(depth=10))
+        self.create_subscription(
+            JointTrajectory, p["joint_trajectory_topic"], on_trajectory, QoSProfile(depth=10), **quiet_sub
+        )
         self.create_service(Trigger, "~/reset_objects", self._on_reset_objects)
         self.create_service(Trigger, "~/reset_task", self._on_reset_task)
-        self.task_state_pub = self.create_publisher(String, "~/task_state", QoSProfile(depth=10))
+        self.task_state_pub = self.create_publisher(String, "~/task_state", QoSProfile(depth=10), **quiet_pub)
         self._task_seed: int | None = None
         self._hold_off_until_s = -1.0
         self._task_state_period_s = 1.0 / p["task_state_rate_hz"] if p["task_state_rate_hz"] > 0 else None
@@ -593,16 +605,19 @@ class SimNode(Node):
         its rigidity check (the simulator's poses are rigid by construction; the check was a third of the cost of
         publishing the state, which lockstep's batches do for every instant)."""
         out = []
+        frame_of_link = self.frame_of_link
         for parent, child, T in self.sim.link_transforms():
             if child == WRIST_CAM_BODY:
                 T = self.told.T_gripper_wrist_cam
             msg = TransformStamped()
-            msg.header.stamp = stamp
-            msg.header.frame_id = self.frame_of_link.get(parent, parent)
-            msg.child_frame_id = self.frame_of_link.get(child, child)
-            t, r = msg.transform.translation, msg.transform.rotation
-            t.x, t.y, t.z = (float(v) for v in T[:3, 3])
-            r.x, r.y, r.z, r.w = (float(v) for v in matrix_to_quaternion(T[:3, :3]))
+            header = msg.header
+            header.stamp = stamp
+            header.frame_id = frame_of_link.get(parent, parent)
+            msg.child_frame_id = frame_of_link.get(child, child)
+            transform = msg.transform
+            t, r = transform.translation, transform.rotation
+            t.x, t.y, t.z = T[:3, 3].tolist()  # Python floats, as float(v) of each
+            r.x, r.y, r.z, r.w = matrix_to_quaternion(T[:3, :3]).tolist()
             out.append(msg)
         return out
 

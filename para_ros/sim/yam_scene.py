@@ -765,19 +765,31 @@ class YamSim:
                 )
                 for parent, child in pairs
             ]
+        # Each body's world pose built once and each parent's inverse taken once (a body is the child of one pair and
+        # the parent of the next; the gripper parents three): the same operations on the same numbers as building
+        # them per pair, so the same bits, in less of the simulator's time (it runs for every lockstep instant).
+        xmat, xpos = self.data.xmat, self.data.xpos
+        T_world_body: dict[int, np.ndarray] = {}
+        inv_T_world_parent: dict[int, np.ndarray] = {}
         out = []
         for parent, child, parent_id, child_is_site, child_id in self._link_ids:
-            T_w_p = np.eye(4)
-            T_w_p[:3, :3] = self.data.xmat[parent_id].reshape(3, 3)
-            T_w_p[:3, 3] = self.data.xpos[parent_id]
+            T_p_w = inv_T_world_parent.get(parent_id)
+            if T_p_w is None:
+                T_w_p = T_world_body.get(parent_id)
+                if T_w_p is None:
+                    T_w_p = np.eye(4)
+                    T_w_p[:3, :3] = xmat[parent_id].reshape(3, 3)
+                    T_w_p[:3, 3] = xpos[parent_id]
+                T_p_w = inv_T_world_parent[parent_id] = np.linalg.inv(T_w_p)
             T_w_c = np.eye(4)
             if child_is_site:
                 T_w_c[:3, :3] = self.data.site_xmat[child_id].reshape(3, 3)
                 T_w_c[:3, 3] = self.data.site_xpos[child_id]
             else:
-                T_w_c[:3, :3] = self.data.xmat[child_id].reshape(3, 3)
-                T_w_c[:3, 3] = self.data.xpos[child_id]
-            out.append((parent, child, np.linalg.inv(T_w_p) @ T_w_c))  # as T_parent_child computes it
+                T_w_c[:3, :3] = xmat[child_id].reshape(3, 3)
+                T_w_c[:3, 3] = xpos[child_id]
+                T_world_body[child_id] = T_w_c
+            out.append((parent, child, T_p_w @ T_w_c))  # as T_parent_child computes it
         return out
 
     def set_scene_camera_pose(self, T_world_cam, fovy_deg: float | None = None) -> None:
