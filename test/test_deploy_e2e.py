@@ -66,7 +66,8 @@ class CommandListener:
 
         from para_msgs.msg import ActionChunk
 
-        self.commands: list[tuple[int, object]] = []  # (publication sequence number, message)
+        # (publication sequence number, message, its source timestamp: the publisher's system clock, ns)
+        self.commands: list[tuple[int, object, int]] = []
         self.first_chunk_stamp_ns: int | None = None
         self.context = rclpy.Context()
         rclpy.init(args=[], context=self.context)
@@ -79,7 +80,7 @@ class CommandListener:
         self.thread.start()
 
     def _on_command(self, msg, info) -> None:
-        self.commands.append((info["publication_sequence_number"], msg))
+        self.commands.append((info["publication_sequence_number"], msg, info["source_timestamp"]))
 
     def _on_chunk(self, msg) -> None:
         t_ns = stamp_ns(msg.header)
@@ -172,10 +173,23 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
             assert limits["gripper_min"] - 1e-9 <= g <= limits["gripper_max"] + 1e-9
     # Speeds between commands, one control period per published command (the executor publishes one command a tick,
     # each limited against the one before): n periods between two commands whose sequence numbers differ by n.
+    # One exception, the executor's restart after lost feedback (the joint state older than joint_state_timeout_s, as a
+    # loaded machine can make it): it stops commanding and starts again from the arm's MEASURED joints, so that
+    # command is one period's step from a joint state the arm reported just before it (same clock: the simulator
+    # stamps its states with the system time, DDS the command's publication), not from the last command.
+    measured_ns = np.array([stamp_ns(m.header) for _, m in states])
+    measured_q = np.array([[dict(zip(m.name, m.position))[j] for j in ARM_JOINTS] for _, m in states])
+
+    def restarted_from_measured(q: np.ndarray, published_ns: int) -> bool:
+        recent = (measured_ns <= published_ns) & (measured_ns >= published_ns - 1_000_000_000)
+        step = max_speed * period_s + TOL_RAD
+        return bool(np.any(np.all(np.abs(measured_q[recent] - q) <= step, axis=1)))
+
     heard = sorted(listener.commands, key=lambda c: c[0])
     assert len(heard) >= 100 and heard[0][0] is not None, "the listener heard too few commands, or no sequence numbers"
     prev = None
-    for seq, msg in heard:
+    restarts = 0
+    for seq, msg, published_ns in heard:
         names = list(msg.joint_names)
         q = np.array(msg.points[0].positions[:6])
         p = kin.fk(q)[:3, 3]
@@ -183,11 +197,19 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
         if prev is not None:
             assert seq > prev[0], f"sequence number {seq} twice"
             dt = period_s * (seq - prev[0])
-            assert np.all(np.abs(q - prev[1]) <= max_speed * dt + TOL_RAD), f"joint speed limit broken at #{seq}"
-            assert np.linalg.norm(p - prev[2]) <= limits["max_ee_speed_m_s"] * dt + TOL_M, f"tool too fast at #{seq}"
-            if g is not None and prev[3] is not None:
-                assert abs(g - prev[3]) <= limits["max_gripper_speed_per_s"] * dt + 1e-6
+            if not np.all(np.abs(q - prev[1]) <= max_speed * dt + TOL_RAD):
+                assert restarted_from_measured(q, published_ns), f"joint speed limit broken at #{seq}"
+                restarts += 1
+            else:
+                assert np.linalg.norm(p - prev[2]) <= limits["max_ee_speed_m_s"] * dt + TOL_M, (
+                    f"tool too fast at #{seq}"
+                )
+                if g is not None and prev[3] is not None:
+                    assert abs(g - prev[3]) <= limits["max_gripper_speed_per_s"] * dt + 1e-6
         prev = (seq, q, p, g)
+    assert restarts <= 5, (
+        f"{restarts} restarts from the measured joints in one minute: feedback was lost again and again"
+    )
 
     # --- the arm stands still until the first chunk, then moves. Judged on the publishers' stamps (the state's time,
     # the chunk's observation: a chunk exists only after its observation), not on when a loaded subscriber ran its
