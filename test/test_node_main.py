@@ -126,9 +126,9 @@ sys.exit(run_node(Probe, prog="probe", description="probe", default_params_file=
 @pytest.mark.ros
 @pytest.mark.parametrize("hang", [False, True])
 def test_a_stop_signal_ends_the_node_even_when_a_callback_swallows_it_or_the_clean_up_hangs(hang):
-    """SIGTERM (what a node gets when its parent dies) lands inside a callback that swallows it: the spin still
-    stops and the clean-up runs (status 0); when the clean-up then hangs, the process exits by itself after its stop
-    grace (status 128 + SIGTERM), saying so, instead of living on with its name in the domain."""
+    """SIGTERM (what a node gets when its parent dies) lands inside a callback that swallows it, so the spin goes on;
+    or the clean-up then hangs: either way the process exits by itself after its stop grace (status 128 + SIGTERM),
+    saying so, instead of living on with its name in the domain."""
     import signal
     import time
 
@@ -145,12 +145,8 @@ def test_a_stop_signal_ends_the_node_even_when_a_callback_swallows_it_or_the_cle
     t0 = time.monotonic()
     rc, out = stop_process(proc, timeout_s=30, stop_signal=signal.SIGTERM)
     took_s = time.monotonic() - t0
-    assert "SHUTDOWN_RAN" in out, out
-    if hang:
-        assert rc == 128 + signal.SIGTERM and "exiting without a clean shutdown" in out, (rc, out)
-        assert 1.5 < took_s < 20, took_s
-    else:
-        assert rc == 0, (rc, out)
+    assert rc == 128 + signal.SIGTERM and "exiting without a clean shutdown" in out, (rc, out)
+    assert 1.5 < took_s < 20, took_s
 
 
 def test_the_guard_finds_a_process_orphaned_by_its_parent_and_only_that_one():

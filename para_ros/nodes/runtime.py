@@ -8,9 +8,10 @@
   ``-p name:=value`` the caller adds after ``--ros-args`` overrides it. ``--params-file none`` loads no file.
 * SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread (rclpy's own signal handler is off), so the node's
   ``shutdown()`` hook runs BEFORE the context goes away: a control thread stops before its publishers become invalid.
-* A stop signal always ends the process: the spin loop also stops on the signal's record (an interrupt swallowed on
-  its way out of a callback cannot keep it spinning), and a process still alive ``stop_grace_s`` after the first
-  signal exits without its clean-up, saying so. A node whose parent died gets SIGTERM (``para-deploy`` asks the
+* A stop signal always ends the process: one still alive ``stop_grace_s`` after the first signal (an interrupt
+  swallowed on its way out of a callback, a clean-up that hangs) exits without its clean-up, saying so. The spin is
+  rclpy's own ``executor.spin()`` (a loop of ``spin_once(timeout)`` would create an rcl timer at every wake). A node
+  whose parent died gets SIGTERM (``para-deploy`` asks the
   kernel for it); without the grace such a node, hung in its clean-up, would keep its name in the domain for good.
 """
 
@@ -25,7 +26,6 @@ from collections.abc import Callable, Sequence
 
 from para_ros.dds_env import apply_loopback_dds_env
 from para_ros.paths import config_file
-from para_ros.ros_io.spin import spin_until
 
 
 def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -124,7 +124,7 @@ def run_node(
         node = getattr(built, "node", built)
         executor = SingleThreadedExecutor()  # nodes run long work in their own threads, never in callbacks
         executor.add_node(node)
-        spin_until(executor, lambda: bool(_stop_signals), period_s=0.1)
+        executor.spin()
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is the stop signal in disguise
