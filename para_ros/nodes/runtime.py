@@ -11,8 +11,8 @@
 * A stop signal always ends the process: one still alive ``stop_grace_s`` after the first signal (an interrupt
   swallowed on its way out of a callback, a clean-up that hangs) exits without its clean-up, saying so. The spin is
   rclpy's own ``executor.spin()`` (a loop of ``spin_once(timeout)`` would create an rcl timer at every wake). A node
-  whose parent died gets SIGTERM (``para-deploy`` asks the
-  kernel for it); without the grace such a node, hung in its clean-up, would keep its name in the domain for good.
+  whose parent died gets SIGTERM (``para-deploy`` asks the kernel for it); without the grace such a node, hung in its
+  clean-up, would keep its name in the domain for good.
 """
 
 from __future__ import annotations
