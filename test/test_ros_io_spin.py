@@ -154,3 +154,62 @@ def test_bad_arguments_are_refused(ros):
         spin_until(executor, lambda: True, on_error="ignore")
     with pytest.raises(ValueError, match="period_s"):
         spin_until(executor, lambda: True, period_s=0.0)
+
+
+def _spins_in(executor, seconds: float, timeout_s: float = 0.1) -> int:
+    """How many times ``executor.spin_once(timeout_s)`` returned within ``seconds``."""
+    spins, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            executor.spin_once(timeout_sec=timeout_s)
+        except Exception:  # noqa: BLE001 - a handler's error is not what is counted here
+            pass
+        spins += 1
+    return spins
+
+
+def test_a_multithreaded_executor_is_refused_because_a_busy_thread_pool_makes_it_spin_hot(ros):
+    """The reason for the refusal, on real rclpy: once its thread pool is busy (here two callbacks that block; on a
+    loaded machine, pool threads that are not scheduled), a MultiThreadedExecutor's ``spin_once`` hands the task
+    queued behind them out again at every call without waiting, so it returns hundreds of times a second instead of
+    about once per message (and its list of handlers grows with every return); a single-threaded executor waits in
+    the blocking callback. (If an rclpy release stops doing this, the first assertion fails and the refusal can be
+    reconsidered.)"""
+    import rclpy
+    from rclpy.callback_groups import ReentrantCallbackGroup
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+    from std_msgs.msg import String
+
+    context, _, _, talking = ros
+    node = rclpy.create_node("spin_until_busy_pool", context=context)
+    release = threading.Event()
+    node.create_subscription(  # every message's callback blocks until released: the pool of two fills at once
+        String, "/spin_until_test", lambda _msg: release.wait(5.0), 10, callback_group=ReentrantCallbackGroup()
+    )
+    multi = MultiThreadedExecutor(num_threads=2, context=context)
+    multi.add_node(node)
+    try:
+        talking.set()
+        wakes = _spins_in(multi, 1.0)
+    finally:
+        talking.clear()
+        release.set()
+        multi.shutdown(timeout_sec=5.0)
+    assert wakes > 100, f"{wakes} spins in 1 s: the multithreaded executor no longer re-queues a busy group's entities"
+
+    with pytest.raises(TypeError, match="single-threaded executors only"):
+        spin_until(MultiThreadedExecutor(num_threads=2, context=context), lambda: False, 0.1)
+
+    single = SingleThreadedExecutor(context=context)
+    single.add_node(node)
+    release.clear()
+    try:
+        talking.set()
+        threading.Timer(1.0, release.set).start()  # the blocking callback ends after 1 s
+        wakes_single = _spins_in(single, 1.0)
+    finally:
+        talking.clear()
+        release.set()
+        single.shutdown(timeout_sec=5.0)
+        node.destroy_node()
+    assert wakes_single <= 30, f"{wakes_single} spins in 1 s of a single-threaded executor"

@@ -45,7 +45,7 @@ class Witness:
     def __init__(self):
         import rclpy
         from geometry_msgs.msg import PoseStamped
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
         from sensor_msgs.msg import JointState
         from std_msgs.msg import String
@@ -79,7 +79,7 @@ class Witness:
         n.create_subscription(PoseStamped, "/chunk_executor/commanded_pose", self._on_pose, QoSProfile(depth=1000))
         self.command_pub = n.create_publisher(String, "/para_teleop/command", QoSProfile(depth=10))
         self.leader_pub = n.create_publisher(JointState, "/leader/joint_states", qos_profile_sensor_data)
-        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(n)
         self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()

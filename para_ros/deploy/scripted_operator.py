@@ -44,7 +44,7 @@ class ScriptedOperator:
     ):
         import rclpy  # rclpy: loaded on first use, not on import
         from rcl_interfaces.srv import SetParameters
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
         from std_msgs.msg import String
@@ -79,7 +79,7 @@ class ScriptedOperator:
         self._states: list[dict] = []
         n.create_subscription(String, f"{EVAL_NODE}/prompt", self._on_prompt, latched)
         n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=200))
-        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(n)
         self._spin = threading.Thread(target=self._spin_forever, daemon=True)
         self._spin.start()

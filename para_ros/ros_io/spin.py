@@ -3,6 +3,13 @@
 The one loop behind every place that spins in its own thread (the monitor, the recorders, the evaluation clients,
 calibration capture) or waits for a message: callbacks run on the spinning thread, so ``condition`` sees their
 effects between two ``spin_once`` calls.
+
+Single-threaded executors only. rclpy's ``MultiThreadedExecutor`` hands a ready entity whose callback group is busy
+to its thread pool again at every wake, and each of those handlers triggers the next wake at once; every
+``spin_once`` also copies and scans the list of handlers not yet done. Once one callback is slow (a loaded machine
+is enough) the list grows by thousands a second and the spinning thread takes a whole core, starving the graph it
+watches (a simulator that stopped publishing, an evaluation that timed out). Every spinner here runs cheap callbacks
+and makes its blocking calls (services) from another thread, so one thread is all it needs.
 """
 
 from __future__ import annotations
@@ -40,9 +47,16 @@ def spin_until(
         raise ValueError(f"on_error must be 'raise', 'continue' or 'stop', not {on_error!r}")
     if period_s <= 0.0:
         raise ValueError(f"period_s must be > 0 s, got {period_s}")
+    from rclpy.executors import MultiThreadedExecutor  # rclpy: loaded by whoever built the spinner
+
+    if isinstance(spinner, MultiThreadedExecutor):
+        raise TypeError(
+            "spin_until spins single-threaded executors only: rclpy's MultiThreadedExecutor spun this way re-queues "
+            "the entities of a busy callback group at every wake and can take a whole core (module docstring)"
+        )
     if hasattr(spinner, "spin_once"):
         return _spin_executor_until(spinner, condition, timeout_s, period_s, on_error)
-    from rclpy.executors import SingleThreadedExecutor  # rclpy: loaded on first use, not on import
+    from rclpy.executors import SingleThreadedExecutor
 
     executor = SingleThreadedExecutor(context=spinner.context)
     executor.add_node(spinner)

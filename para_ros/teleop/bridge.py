@@ -64,7 +64,7 @@ class TeleopNode:
         import uuid
 
         import rclpy  # rclpy: loaded on first use, not on import
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
         from sensor_msgs.msg import JointState
@@ -113,7 +113,7 @@ class TeleopNode:
         self.leader_messages = 0
         if leader == "topic":
             n.create_subscription(JointState, leader_topic, self._on_leader, JOINT_STATE_QOS)
-        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(n)
         self._spin = threading.Thread(target=self._spin_forever, name=NODE_NAME, daemon=True)
         self._spin.start()

@@ -41,7 +41,7 @@ class ScriptedLeader:
     def __init__(self, seed: int, rate_hz: float = 50.0, settle_s: float = 0.5):
         import rclpy  # rclpy: loaded on first use, not on import
         from rcl_interfaces.srv import SetParameters
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
         from sensor_msgs.msg import JointState
@@ -76,7 +76,7 @@ class ScriptedLeader:
         n.create_subscription(String, f"{TELEOP_NODE}/prompt", self._on_prompt, latched)
         n.create_subscription(String, f"{TELEOP_NODE}/leader_state", self._on_gate, QoSProfile(depth=10))
         n.create_subscription(String, "/sim_node/task_state", self._on_state, QoSProfile(depth=200))
-        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(n)
         self._spin = threading.Thread(target=self._spin_forever, daemon=True)
         self._spin.start()
