@@ -71,6 +71,18 @@ def stop_process(
     return proc.returncode, out or ""
 
 
+def private_domain_id() -> int:
+    """A ROS domain other than the run's, for a node built in the test process under one of the graph's names
+    (``sim_node``, ``chunk_executor``): the run's domain must not list it for the evaluations of later tests, nor
+    its ghost in another participant's graph cache."""
+    from para_ros.dds_env import fresh_domain_id
+
+    domain = fresh_domain_id()
+    while domain == int(os.environ["ROS_DOMAIN_ID"]):
+        domain = fresh_domain_id()
+    return domain
+
+
 def in_process_inference_node(name: str, **params):
     """An ``InferenceNode`` in this process with its inference thread stopped (the test runs the steps itself):
     a generator for a pytest fixture (yields the node, destroys it and rclpy's default context after)."""

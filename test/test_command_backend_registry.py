@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 from executor_helpers import REPO  # noqa: E402
+from ros_helpers import private_domain_id  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -121,7 +122,7 @@ def test_the_node_constructs_a_registered_backend_by_name(echo_backend):
     from para_ros.nodes.chunk_executor import ChunkExecutorNode
 
     ctx = rclpy.Context()
-    rclpy.init(context=ctx)
+    rclpy.init(context=ctx, domain_id=private_domain_id())  # the executor's name: not in the run's domain
     node = None
     try:
         node = ChunkExecutorNode(
@@ -163,7 +164,7 @@ def test_an_unknown_backend_is_refused_listing_the_registered_ones(echo_backend)
     for name in ("joint_trajectory", "pose", "i2rt_sdk", NAME):
         assert name in str(err.value)
     ctx = rclpy.Context()
-    rclpy.init(context=ctx)
+    rclpy.init(context=ctx, domain_id=private_domain_id())  # the executor's name: not in the run's domain
     try:
         with pytest.raises(ValueError) as err:
             ChunkExecutorNode(context=ctx, parameter_overrides=[Parameter("backend", value="ros2_control_hw")])
@@ -258,7 +259,7 @@ def test_calibration_capture_builds_the_robots_backend_from_the_registry(tmp_pat
         out=tmp_path / "bag", robot=robot_name, joint_trajectory_topic="/arm/jt", arm_joint_names=names
     )
     ctx = rclpy.Context()
-    rclpy.init(context=ctx)
+    rclpy.init(context=ctx, domain_id=private_domain_id())  # the executor's name: not in the run's domain
     node = rclpy.create_node("capture_backend_test", context=ctx)
     try:
         session = CaptureSession.__new__(CaptureSession)  # only what _make_backend reads: no bag, no spinning

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.ros
 
 
 def test_a_live_node_of_the_graphs_name_is_refused_and_its_absence_is_not():
+    """Real rclpy: the refusal goes through the fresh participant's check too, so a live node is still refused."""
     context = rclpy.Context()
     rclpy.init(args=[], context=context)
     node = rclpy.create_node("sim_node", namespace="/other_run", context=context)
@@ -39,7 +40,7 @@ def test_a_live_node_of_the_graphs_name_is_refused_and_its_absence_is_not():
 def test_a_name_that_goes_away_within_the_wait_lets_the_start_go_on():
     calls = []
 
-    def probe(names, domain_id, wait_s=0.0):  # seen at first, gone within the wait (a lease ran out)
+    def probe(names, domain_id, wait_s=0.0, fresh=False):  # seen at first, gone within the wait (a lease ran out)
         calls.append(wait_s)
         return ["/sim_node"] if len(calls) == 1 else []
 
@@ -53,7 +54,7 @@ def test_nodes_this_process_just_stopped_are_not_waited_for():
     moment ago; they are not another run."""
     said: list[str] = []
 
-    def probe(names, domain_id, wait_s=0.0):
+    def probe(names, domain_id, wait_s=0.0, fresh=False):  # live: a fresh participant sees them too
         return ["/sim_node", "/chunk_executor"]
 
     stopped_here(41, ["sim_node"])
@@ -64,3 +65,19 @@ def test_nodes_this_process_just_stopped_are_not_waited_for():
     check_domain_free(["sim_node", "chunk_executor"], 41, wait_s=0.0, say=said.append, probe=probe)
     with pytest.raises(RuntimeError):  # another domain: not ours
         check_domain_free(["sim_node"], 42, wait_s=0.0, say=said.append, probe=probe)
+
+
+def test_a_name_only_this_processs_graph_cache_still_holds_is_not_a_run():
+    """The probe kept for the process's life still lists a node long after the wait, but a fresh participant does
+    not discover it: a stale cache entry (no process behind it), so the start goes on, saying so, instead of refusing
+    every later graph of the process."""
+    calls = []
+
+    def probe(names, domain_id, wait_s=0.0, fresh=False):
+        calls.append((wait_s, fresh))
+        return [] if fresh else ["/sim_node"]
+
+    said: list[str] = []
+    check_domain_free(["sim_node", "chunk_executor"], "43", wait_s=25.0, say=said.append, probe=probe)
+    assert calls == [(0.0, False), (25.0, False), (0.0, True)]
+    assert "stale entry" in said[-1] and "/sim_node" in said[-1]

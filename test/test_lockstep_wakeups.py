@@ -17,8 +17,11 @@ KEEP_THEIRS = {"/tf", "/tf_static", "/parameter_events", "/rosout"}  # endpoints
 
 @pytest.fixture
 def context():
+    """The simulator and executor built here carry the graph's node names: in a domain of their own."""
+    from ros_helpers import private_domain_id
+
     ctx = rclpy.Context()
-    rclpy.init(context=ctx)
+    rclpy.init(context=ctx, domain_id=private_domain_id())
     yield ctx
     rclpy.try_shutdown(context=ctx)
 

@@ -4,7 +4,11 @@ Two simulators, or two executors, in one domain answer each other's messages: a 
 used moments before can receive the old run's trajectories and never its own acknowledgements, and on a robot two
 executors would command one arm. A process that died without shutting down stays announced by DDS until its lease
 runs out (Fast DDS: 20 s), so a name still seen is waited for up to ``wait_s`` (a stale participant goes away by
-itself); one still there then is a live run, and the start is refused naming the nodes and the domain.
+itself). A name still there then is asked once more of a fresh participant: this process's long-lived probe can keep
+a node that is gone (rmw_fastrtps's graph cache, when a dying participant's last node announcement is handled after
+its removal, seen on a loaded machine: a ``/sim_node`` with no process behind it refused every later graph of a test
+run). Only a node the fresh participant also discovers is a live run, and the start is refused naming the nodes and
+the domain.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Callable, Iterable
 
 DISCOVERY_S = 0.8  # loopback discovery of a live participant takes well under this
 STALE_WAIT_S = 25.0  # a participant that died unannounced is forgotten after its lease (Fast DDS default 20 s)
+FRESH_DISCOVERY_S = 8.0  # a participant created after another was deleted discovered the live ones within 3 s
 
 
 _PROBES: dict = {}  # domain id -> (rclpy context, node) kept for the process: its graph cache stays current
@@ -36,6 +41,14 @@ def _not_ours(domain_id: int, seen: list[str]) -> list[str]:
     return [s for s in seen if now - _STOPPED.get((domain_id, s.rsplit("/", 1)[-1]), -1e9) >= STALE_WAIT_S]
 
 
+def _drop_probe(domain_id: int) -> None:
+    """Forget this process's probe in ``domain_id`` (and its graph cache); the next :func:`_probe_node` makes one."""
+    context, node = _PROBES.pop(domain_id, (None, None))
+    if node is not None:
+        node.destroy_node()
+        context.try_shutdown()
+
+
 def _probe_node(domain_id: int, discovery_s: float):
     """This process's probe node in ``domain_id``, created (and given ``discovery_s`` to discover) on first use. One
     per domain for the process's life: a participant created again right after one was deleted is not told about
@@ -52,15 +65,28 @@ def _probe_node(domain_id: int, discovery_s: float):
 
 
 def nodes_in_domain(
-    names: Iterable[str], domain_id: int, discovery_s: float = DISCOVERY_S, wait_s: float = 0.0
+    names: Iterable[str], domain_id: int, discovery_s: float = DISCOVERY_S, wait_s: float = 0.0, fresh: bool = False
 ) -> list[str]:
     """Which of ``names`` (node base names) ROS domain ``domain_id`` has, as ``namespace/name``; asked again each
-    second while any is seen, for at most ``wait_s``; the names still seen at the end."""
+    second while any is seen, for at most ``wait_s``; the names still seen at the end. ``fresh``: ask a new
+    participant instead of this process's probe (which it then replaces), and return what it discovers of ``names``
+    within :data:`FRESH_DISCOVERY_S`, as soon as it sees any."""
     wanted = {str(n).strip("/") for n in names}
+
+    def seen_by(node) -> list[str]:
+        return sorted(f"{ns.rstrip('/')}/{name}" for name, ns in node.get_node_names_and_namespaces() if name in wanted)
+
+    if fresh:
+        _drop_probe(int(domain_id))
+        node = _probe_node(int(domain_id), 0.0)
+        deadline = time.monotonic() + FRESH_DISCOVERY_S
+        while not (seen := seen_by(node)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return seen
     node = _probe_node(int(domain_id), discovery_s)
     deadline = time.monotonic() + wait_s
     while True:
-        seen = sorted(f"{ns.rstrip('/')}/{name}" for name, ns in node.get_node_names_and_namespaces() if name in wanted)
+        seen = seen_by(node)
         if not seen or time.monotonic() >= deadline:
             return seen
         time.sleep(1.0)
@@ -84,6 +110,15 @@ def check_domain_free(
     )
     t0 = time.monotonic()
     seen = _not_ours(int(domain_id), probe([s.rsplit("/", 1)[-1] for s in seen], domain_id, wait_s=wait_s))
+    if seen:
+        stale = seen
+        seen = _not_ours(int(domain_id), probe([s.rsplit("/", 1)[-1] for s in stale], domain_id, fresh=True))
+        if not seen:
+            say(
+                f"ROS_DOMAIN_ID {domain_id}: {', '.join(stale)} not seen by a fresh participant: a stale entry of this "
+                "process's DDS graph cache, not a run"
+            )
+            return
     if seen:
         raise RuntimeError(
             f"ROS_DOMAIN_ID {domain_id} already has {', '.join(seen)} (another run in this domain): their messages "
