@@ -225,3 +225,24 @@ def test_policy_joint_and_fused_end_to_end():
         assert len(pol.fusion.chunks) == (2 if mode == "fused" else 0)
     with pytest.raises(ValueError, match="stamp_s"):
         Policy.random_init(cfg, device="cpu", decoding="fused").predict(cams, state)
+
+
+def test_auto_decoding_is_fused_for_a_voxel_model_and_argmax_for_the_regression_baseline():
+    """``auto`` (the inference node's default) resolves by the model kind, keeping the other fields; a fused ``auto``
+    policy decodes exactly as an explicitly fused one; the regression baseline under ``auto`` decodes its own way,
+    while asking it for ``fused`` explicitly is still refused."""
+    cfg = V4Config.tiny()
+    cams, state = _obs(cfg, seed=3)
+    auto = Policy.random_init(cfg, device="cpu", seed=7, decoding=DecodingConfig(mode="auto", top_k=5))
+    assert (auto.decoding.mode, auto.decoding.top_k) == ("fused", 5)
+    fused = Policy.random_init(cfg, device="cpu", seed=7, decoding=DecodingConfig(mode="fused", top_k=5))
+    for stamp_s in (10.0, 10.0 + cfg.step_dt_s):
+        a, f = auto.predict(cams, state, stamp_s=stamp_s), fused.predict(cams, state, stamp_s=stamp_s)
+        np.testing.assert_array_equal(a.positions_world, f.positions_world)
+    regression = V4Config.tiny(model_kind="coord_regression")
+    baseline = Policy(build_model(regression), regression, torch.device("cpu"), decoding="auto")
+    assert baseline.decoding.mode == "argmax"
+    with pytest.raises(ValueError, match="decoding='fused'"):
+        Policy(build_model(regression), regression, torch.device("cpu"), decoding="fused")
+    with pytest.raises(ValueError, match="auto"):  # the refusal names the choices, auto among them
+        DecodingConfig(mode="best")

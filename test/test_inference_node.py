@@ -53,11 +53,15 @@ def Rig() -> SyntheticRig:  # noqa: N802 - the rig of this module's poses and se
 @contextmanager
 def running_inference_node(*params: str, rig_factory=None, output: list | None = None):
     """An inference_node process with ``-p`` ``params`` and a rig (this process's ROS context) talking to it.
+    It decodes with ``argmax`` unless ``params`` say otherwise: the chunks are compared with ``Policy``'s reference
+    (``expected_output``), and the node's default (``auto``: fused) depends on the chunks before.
 
     ``output``: a list that receives the node's stdout/stderr once it stopped."""
     import rclpy
 
     args = ["para_ros.nodes.inference_node", "--ros-args"]
+    if not any(p.startswith("decoding:=") for p in params):
+        params = (*params, "decoding:=argmax")
     for p in params:
         args += ["-p", p]
     proc = start_python(args, module=True)

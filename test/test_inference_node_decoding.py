@@ -26,8 +26,8 @@ def test_decoding_parameters_reach_the_policy_and_the_pipeline_holds_its_fusion_
         assert len(node.pipeline.fusion.chunks) == 0 and node.pipeline.generation == 1
 
 
-def test_the_table_refuses_bad_decoding_values_and_defaults_to_the_reference():
-    assert PARAMETERS.coerce_all({})["decoding"] == "argmax"
+def test_the_table_refuses_bad_decoding_values_and_defaults_to_auto():
+    assert PARAMETERS.coerce_all({})["decoding"] == "auto"  # fused for PARA, argmax for the regression baseline
     with pytest.raises(ValueError, match="decoding"):
         PARAMETERS.coerce_all({"decoding": "viterbi"})
     with pytest.raises(ValueError, match="decoding_top_k"):

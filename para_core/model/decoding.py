@@ -17,6 +17,10 @@ PARA predicts, for every step of a chunk, a distribution over the voxels of the 
   (:class:`ChunkFusion`: a product of distributions, each earlier one weighted by ``exp(-age / fusion_tau_s)``),
   then decoded jointly as ``joint``: temporal ensembling in the space the model predicts in.
 
+``auto`` (``DECODING_CHOICES``) is not a way of its own: ``Policy`` resolves it to ``fused`` for a model that predicts a
+voxel distribution (it won on held-out layouts, docs/evaluation.md) and to ``argmax`` for one that does not (the
+coordinate-regression baseline), so one default serves every model kind.
+
 Every mode keeps the sub-voxel refinement (local soft-argmax around the chosen voxel,
 ``actions.refine_positions``) and the confidence (probability mass near the decoded point, ``actions.ball_confidence``)
 of the new chunk's own distribution. The gripper and rotation come from the model's head, which read its features at
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -40,6 +44,8 @@ from para_core.model.config import V4Config
 from para_core.model.model_io import V4Output
 
 DECODING_MODES = ("argmax", "joint", "fused")
+AUTO_DECODING = "auto"
+DECODING_CHOICES = (AUTO_DECODING, *DECODING_MODES)  # what a user may ask for (``auto``: module docstring)
 EXCESS_TIE_M = 1e-9  # two paths whose excess distances differ by less are equally fast: their scores decide
 
 
@@ -48,7 +54,8 @@ class DecodingConfig:
     """How ``Policy`` decodes a chunk (module docstring).
 
     Args:
-        mode: one of ``DECODING_MODES``; ``argmax`` is the reference.
+        mode: one of ``DECODING_CHOICES``; ``argmax`` is the reference; ``auto`` is resolved by the model kind
+            (:meth:`resolved_for`).
         top_k: candidate voxels per step for ``joint`` / ``fused`` (the DP costs T * top_k^2).
         max_speed_m_s: the fastest tool motion two consecutive steps may imply (m/s); match the executor's
             ``max_implied_speed_m_s`` so that a jointly decoded chunk is never truncated for speed.
@@ -70,8 +77,8 @@ class DecodingConfig:
     fusion_max_chunks: int = 8
 
     def __post_init__(self):
-        if self.mode not in DECODING_MODES:
-            raise ValueError(f"DecodingConfig.mode = {self.mode!r} is invalid: use one of {DECODING_MODES}")
+        if self.mode not in DECODING_CHOICES:
+            raise ValueError(f"DecodingConfig.mode = {self.mode!r} is invalid: use one of {DECODING_CHOICES}")
         for name in ("top_k", "fusion_store_k", "fusion_max_chunks"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -83,6 +90,13 @@ class DecodingConfig:
         value = self.motion_cost_per_m
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ValueError(f"DecodingConfig.motion_cost_per_m = {value!r} is invalid: pass a finite number >= 0")
+
+    def resolved_for(self, has_voxel_volume: bool) -> DecodingConfig:
+        """This config with ``auto`` made concrete for a model that does (``fused``) or does not (``argmax``) predict
+        a voxel distribution; any other mode unchanged."""
+        if self.mode != AUTO_DECODING:
+            return self
+        return replace(self, mode="fused" if has_voxel_volume else "argmax")
 
 
 @dataclass

@@ -200,11 +200,14 @@ class Policy:
 
         ``decoding``: a ``DecodingConfig`` or its mode name (``para_core.model.decoding.DECODING_MODES``): how the
         chunk's voxels are chosen; ``argmax`` (the reference) needs no voxel distribution, ``joint`` and ``fused``
-        need one (not the coordinate-regression baseline). ``fused`` keeps the earlier chunks in ``self.fusion``
+        need one (not the coordinate-regression baseline); ``auto`` is ``fused`` where the model has one, else
+        ``argmax``. ``fused`` keeps the earlier chunks in ``self.fusion``
         unless ``predict`` is given a ``ChunkFusion`` of its own."""
 
         check_model_interface(model)  # TypeError naming what a model that is not a ParaModel lacks
-        self.decoding = decoding if isinstance(decoding, DecodingConfig) else DecodingConfig(mode=decoding)
+        self.decoding = (
+            decoding if isinstance(decoding, DecodingConfig) else DecodingConfig(mode=decoding)
+        ).resolved_for(model.has_voxel_volume)
         if self.decoding.mode != "argmax" and not model.has_voxel_volume:
             raise ValueError(
                 f"decoding={self.decoding.mode!r}: model kind {config.model_kind!r} predicts no voxel "

@@ -9,7 +9,7 @@ node.
 from __future__ import annotations
 
 from para_core.model.config import COMPILE_MODES, INFERENCE_DTYPES, PRESET_NAMES
-from para_core.model.decoding import DECODING_MODES, DecodingConfig
+from para_core.model.decoding import AUTO_DECODING, DECODING_CHOICES, DecodingConfig
 from para_ros.execution.chunk import ChunkChecks
 from para_ros.nodes.parameters import Param, ParameterTable
 
@@ -71,12 +71,13 @@ PARAMETERS = ParameterTable(
         ),
         Param(
             "decoding",
-            "argmax",
-            "How the chunk's voxels are chosen: argmax (each step's most probable voxel, the "
+            AUTO_DECODING,
+            "How the chunk's voxels are chosen: auto (fused for a model that predicts a voxel distribution, argmax "
+            "for one that does not: the regression baseline) | argmax (each step's most probable voxel, the "
             "reference) | joint (the best path through each step's decoding_top_k most probable voxels within "
             "decoding_max_speed_m_s) | fused (joint over the product with the earlier chunks' distributions at the same "
             "times, weighted exp(-age / fusion_tau_s)).",
-            choices=DECODING_MODES,
+            choices=DECODING_CHOICES,
         ),
         Param(
             "decoding_top_k",
