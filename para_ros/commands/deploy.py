@@ -364,6 +364,7 @@ def run(args) -> int:
         except RuntimeError as exc:  # the domain is taken (para_ros.deploy.domain_check)
             print(f"para-deploy: {exc}", file=sys.stderr)
             return 2
+        t_start = time.monotonic()  # the duration counts from the graph's start, not from the domain check's wait
         limit = f"for {args.duration:.0f} s" if args.duration > 0 else "until Ctrl-C"
         print(f"para-deploy: running {limit} (logs in {out / 'logs'})", flush=True)
         status = _watch(args, graph_run, monitor, stop, t_start)
