@@ -61,6 +61,23 @@ def fresh_domain_id(rng: random.Random | None = None) -> int:
     return rng.randint(*DOMAIN_ID_RANGE)
 
 
+def other_domain_ids(n: int, environ: Mapping[str, str] | None = None, rng: random.Random | None = None) -> list[int]:
+    """``n`` distinct fresh domain ids, none of them this run's ``ROS_DOMAIN_ID``: for graphs run beside this one
+    (parallel evaluation shards) or a node built under a graph's name that this run's domain must not list."""
+    span = DOMAIN_ID_RANGE[1] - DOMAIN_ID_RANGE[0] + 1
+    if not 0 <= n < span:
+        raise ValueError(f"other_domain_ids: n must be in [0, {span - 1}] (the domains besides this run's), got {n}")
+    environ = os.environ if environ is None else environ
+    taken = {int(environ.get("ROS_DOMAIN_ID", "0") or 0)}
+    out: list[int] = []
+    while len(out) < n:
+        domain = fresh_domain_id(rng)
+        if domain not in taken:
+            taken.add(domain)
+            out.append(domain)
+    return out
+
+
 def loopback_dds_env(
     base: Mapping[str, str] | None = None, domain_id: int | None = None, pick_domain: bool = True
 ) -> dict[str, str]:

@@ -75,12 +75,9 @@ def private_domain_id() -> int:
     """A ROS domain other than the run's, for a node built in the test process under one of the graph's names
     (``sim_node``, ``chunk_executor``): the run's domain must not list it for the evaluations of later tests, nor
     its ghost in another participant's graph cache."""
-    from para_ros.dds_env import fresh_domain_id
+    from para_ros.dds_env import other_domain_ids
 
-    domain = fresh_domain_id()
-    while domain == int(os.environ["ROS_DOMAIN_ID"]):
-        domain = fresh_domain_id()
-    return domain
+    return other_domain_ids(1)[0]
 
 
 def in_process_inference_node(name: str, **params):

@@ -259,7 +259,9 @@ def test_calibration_capture_builds_the_robots_backend_from_the_registry(tmp_pat
         out=tmp_path / "bag", robot=robot_name, joint_trajectory_topic="/arm/jt", arm_joint_names=names
     )
     ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=private_domain_id())  # the executor's name: not in the run's domain
+    rclpy.init(
+        context=ctx, domain_id=private_domain_id()
+    )  # its backend publishes arm commands: kept out of the run's domain
     node = rclpy.create_node("capture_backend_test", context=ctx)
     try:
         session = CaptureSession.__new__(CaptureSession)  # only what _make_backend reads: no bag, no spinning

@@ -119,3 +119,20 @@ def test_multi_host_opt_out_leaves_the_users_dds_alone_and_launch_env_lists_only
     changes = dds_env.dds_env_vars()
     assert changes["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST" and "ROS_DOMAIN_ID" not in changes
     assert changes[dds_env.PROFILE_ENV_VAR].endswith("fastdds_loopback.xml")
+
+
+def test_other_domain_ids_are_distinct_in_range_and_never_the_runs():
+    import random
+
+    span = dds_env.DOMAIN_ID_RANGE[1] - dds_env.DOMAIN_ID_RANGE[0] + 1
+    run_domain = dds_env.DOMAIN_ID_RANGE[0] + 7
+    # every other domain of the range: a generator that repeats or returns the run's own would loop or fail here
+    ids = dds_env.other_domain_ids(span - 1, {"ROS_DOMAIN_ID": str(run_domain)}, random.Random(3))
+    assert len(set(ids)) == span - 1
+    assert run_domain not in ids
+    assert all(dds_env.DOMAIN_ID_RANGE[0] <= d <= dds_env.DOMAIN_ID_RANGE[1] for d in ids)
+    assert dds_env.other_domain_ids(2, {"ROS_DOMAIN_ID": "5"}, random.Random(9)) == dds_env.other_domain_ids(
+        2, {"ROS_DOMAIN_ID": "5"}, random.Random(9)
+    )
+    with pytest.raises(ValueError, match="other_domain_ids: n must be in"):
+        dds_env.other_domain_ids(span, {"ROS_DOMAIN_ID": str(run_domain)})

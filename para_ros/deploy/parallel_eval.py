@@ -112,25 +112,12 @@ def shard_commands(settings, seeds: list[int], jobs: int, out: Path) -> list[lis
     ]
 
 
-def _distinct_domains(n: int) -> list[int]:
-    from para_ros.dds_env import DOMAIN_ID_RANGE, fresh_domain_id
-
-    taken = {int(os.environ.get("ROS_DOMAIN_ID", "0") or 0)}
-    out = []
-    while len(out) < n:
-        d = fresh_domain_id()
-        if d not in taken and DOMAIN_ID_RANGE[0] <= d <= DOMAIN_ID_RANGE[1]:
-            taken.add(d)
-            out.append(d)
-    return out
-
-
 def run_commands(commands: list[list[str]], jobs: int) -> list[int]:
     """Run ``para-sim eval`` commands, at most ``jobs`` at a time, each in its own fresh ROS domain (loopback) with
     its output in ``OUT.log`` beside its ``--out``; their exit statuses, in order."""
-    from para_ros.dds_env import loopback_dds_env
+    from para_ros.dds_env import loopback_dds_env, other_domain_ids
 
-    domains = _distinct_domains(min(len(commands), max(1, jobs)))
+    domains = other_domain_ids(min(len(commands), max(1, jobs)))
     statuses: list[int | None] = [None] * len(commands)
     running: dict[int, tuple] = {}  # index -> (process, log, domain)
     todo = list(range(len(commands)))
