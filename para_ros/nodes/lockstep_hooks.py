@@ -53,6 +53,17 @@ def _time_msg(t_ns: int) -> TimeMsg:
     return set_stamp(TimeMsg(), t_ns)
 
 
+def warn_if_unmatched(publisher, node, reader: str) -> None:
+    """Say so (throttled) when ``publisher`` has no matched subscription: a reliable writer drops what it sends before
+    it has matched the reader, so the message goes nowhere (DDS discovery not finished) and the simulator asks again."""
+    if publisher.get_subscription_count() == 0:
+        node.get_logger().warning(
+            f"lockstep: {publisher.topic_name} sent before {reader}'s subscription was matched (DDS discovery not "
+            "finished): it is lost, and asked for again",
+            throttle_duration_sec=5.0,
+        )
+
+
 def batch_msg(t_ns: int, commands: list) -> JointTrajectory:
     """The executor's batch answering the horizon of ``t_ns`` (rule 7): ``commands`` are the ticks after ``t_ns`` in
     order, each the one-point ``JointTrajectory`` the tick would have sent (header stamp 0: start on receipt) or None
@@ -203,6 +214,12 @@ class SimLockstep:
                     f"lockstep: no chunk yet for the camera frame of t={reask[0] / 1e9:.3f} s after "
                     f"{gate.reask_waited_s:.0f} s: published it again"
                 )
+            if not fault and gate.due_horizon_reask(wall):  # rule 5 for the batch: its horizon, once more
+                self._publish_horizon()
+                node.health.count("lockstep_horizon_reasks")
+                node.get_logger().info(
+                    f"lockstep: no batch yet for the ticks after t={gate.t_ns / 1e9:.3f} s: published its horizon again"
+                )
             if fault:
                 node.get_logger().error(fault + "; holding until ~/reset_task")
                 node.health.count("lockstep_faults")
@@ -268,9 +285,14 @@ class SimLockstep:
             steps = self._horizon_steps()
             if steps > 1:  # one step: nothing to batch, the tick of rule 2 is all
                 step_ns = int(round(self.settings.step_s * 1e9))
-                until_ns = self.gate.t_ns + steps * step_ns
-                self.gate.expect_batch(until_ns)
-                self.horizon_pub.publish(Int64MultiArray(data=horizon_msg(self.gate.t_ns, until_ns, step_ns)))
+                self.gate.expect_batch(self.gate.t_ns + steps * step_ns, wall)
+                self._publish_horizon()
+
+    def _publish_horizon(self) -> None:
+        """The current instant's horizon (rule 7), the one the gate waits for the batch of."""
+        step_ns = int(round(self.settings.step_s * 1e9))
+        warn_if_unmatched(self.horizon_pub, self.node, "the executor")
+        self.horizon_pub.publish(Int64MultiArray(data=horizon_msg(self.gate.t_ns, self.gate.batch_until_ns, step_ns)))
 
     def _horizon_steps(self) -> int:
         """Rule 7: how many steps the simulator may take from the current instant before anything can reach the
@@ -349,6 +371,7 @@ class ExecutorLockstep:
         self.batch_pub = node.create_publisher(JointTrajectory, p["lockstep_batch_topic"], ACK_QOS, **quiet_pub)
         self._last_tick_ns: int | None = None
         self._horizon: tuple[int, int, int] | None = None  # the newest horizon not yet answered
+        self._batch_sent: tuple[int, JointTrajectory] | None = None  # (instant, batch) of the last horizon answered
         self._kept_ns: deque[int] = deque(maxlen=64)  # stamps of the chunks kept since the last reset
         node.create_subscription(
             JointState,
@@ -376,6 +399,7 @@ class ExecutorLockstep:
         self.release.clear()
         self._kept_ns.clear()
         self._horizon = None
+        self._batch_sent = None  # instants restart after a reset: an old batch must not answer a new horizon
 
     def tick_time_ns(self) -> int | None:
         """The instant of the tick running or last run (None before the first): the stamp of the executor's
@@ -428,10 +452,17 @@ class ExecutorLockstep:
 
     def _on_horizon(self, msg) -> None:
         try:
-            self._horizon = parse_horizon(msg.data)
+            horizon = parse_horizon(msg.data)
         except ValueError as exc:
             self.node.get_logger().warning(str(exc), throttle_duration_sec=1.0)
             return
+        if self._batch_sent is not None and self._batch_sent[0] == horizon[0]:
+            # Asked again (its batch was lost on the way): the same batch once more, its ticks not run again.
+            self.node.get_logger().info(f"lockstep: the horizon of t={horizon[0] / 1e9:.3f} s again: its batch again")
+            warn_if_unmatched(self.batch_pub, self.node, "the simulator")
+            self.batch_pub.publish(self._batch_sent[1])
+            return
+        self._horizon = horizon
         self._answer_horizon()
 
     def _batchable(self) -> bool:
@@ -456,4 +487,7 @@ class ExecutorLockstep:
             command = self._tick(u_ns, measured=False)
             commands.append(None if command is None else self.node.backend.make_msg(command))
             u_ns += step_ns
-        self.batch_pub.publish(batch_msg(t_ns, commands))
+        batch = batch_msg(t_ns, commands)
+        self._batch_sent = (t_ns, batch)
+        warn_if_unmatched(self.batch_pub, self.node, "the simulator")
+        self.batch_pub.publish(batch)

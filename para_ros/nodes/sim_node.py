@@ -129,9 +129,10 @@ LOCKSTEP_PARAMS = [
     Param(
         "lockstep_reask_s",
         DEFAULT_REASK_S,
-        "Wall seconds after which the camera frames whose chunk has not come are published again (the same images "
-        "and stamps; then twice as long each time, up to 60 s): a frame lost by a busy or briefly stopped process is "
-        "asked for again instead of ending the episode as a fault.",
+        "Wall seconds after which the camera frames whose chunk has not come, or the horizon whose batch has not "
+        "come, are published again (the same images, stamps and horizon; then twice as long each time, up to 60 s): "
+        "a message lost by a busy or briefly stopped process is asked for again instead of ending the episode as a "
+        "fault.",
         range=(0.05, 60.0),
     ),
     Param(

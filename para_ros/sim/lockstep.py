@@ -31,7 +31,9 @@ seeds alone. The rules:
    reset (``para_ros.nodes.lockstep_hooks.SimLockstep``), which only works while the simulator is still there.
 5. A frame whose chunk has not come after ``reask_s`` of wall time is asked for again: the simulator publishes the
    same frames (same images, same stamps) once more, then after twice as long, up to :data:`MAX_REASK_S` between
-   asks (:meth:`LockstepGate.due_reask`). Sensor data travels best effort, and a busy or briefly stopped process
+   asks (:meth:`LockstepGate.due_reask`); likewise a horizon whose batch has not come (rule 7,
+   :meth:`LockstepGate.due_horizon_reask`: the executor sends the batch it sent for that instant again, or the one
+   it never sent, computed as it would have been). Sensor data travels best effort, and a busy or briefly stopped process
    loses frames; a frame that did arrive is refused by the inference node's pairing as not newer, so an ask costs
    nothing when the model is only slow. Nothing of the simulated state changes meanwhile, so the outcome is the one
    of a machine that never lost anything.
@@ -191,6 +193,8 @@ class LockstepGate:
         self.batch_until_ns: int | None = None  # rule 7: the horizon sent with the current instant (None: none)
         self.batch_points: list | None = None  # the commands of the batch's ticks after t_ns, once they came
         self.batch_steps = 0  # the steps taken into the batch (to instants whose state is not published)
+        self.horizon_asked_s = 0.0  # wall time the horizon was last published (or asked again)
+        self.horizon_reask_after_s = self.settings.reask_s
 
     @property
     def needs_publish(self) -> bool:
@@ -241,9 +245,24 @@ class LockstepGate:
         """One step into the batch was taken (to an instant whose state is not published)."""
         self.batch_steps += 1
 
-    def expect_batch(self, until_ns: int) -> None:
-        """A horizon ``until_ns`` went out with the current instant: the executor's batch is waited for too."""
+    def expect_batch(self, until_ns: int, wall_s: float = 0.0) -> None:
+        """A horizon ``until_ns`` went out with the current instant at ``wall_s``: the executor's batch is waited
+        for too."""
         self.batch_until_ns = int(until_ns)
+        self.horizon_asked_s, self.horizon_reask_after_s = wall_s, self.settings.reask_s
+
+    def due_horizon_reask(self, wall_s: float) -> bool:
+        """Whether to publish the current instant's horizon again now (rule 5 for the batch): its batch has not come
+        ``reask_s`` after the executor answered the tick, then twice as long each time. A horizon or a batch lost on
+        its way (a reliable writer drops what it sends before it has matched the reader: the first batch of a graph
+        just started on a loaded machine) would otherwise hold the simulator until its timeout."""
+        if self.fault or self.batch_until_ns is None or self.batch_points is not None or not self.tick_answered():
+            return False
+        if wall_s - self.horizon_asked_s <= self.horizon_reask_after_s:
+            return False
+        self.horizon_asked_s = wall_s
+        self.horizon_reask_after_s = min(2.0 * self.horizon_reask_after_s, MAX_REASK_S)
+        return True
 
     def on_batch(self, t_ns: int, points: list) -> None:
         """The executor's batch answering the horizon of ``t_ns``: the commands of its ticks after ``t_ns``, one entry
