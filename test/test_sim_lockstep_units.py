@@ -98,6 +98,22 @@ def test_gate_asks_again_for_a_frame_whose_chunk_has_not_come_at_doubling_interv
         LockstepSettings(reask_s=0.0)
 
 
+def test_held_at_the_run_limit_the_gate_asks_again_for_a_chunk_the_next_step_does_not_need_yet():
+    """At ``lockstep_run_until_s`` the simulator waits for every chunk still on its way before it says it is held
+    (the evaluator hands the arm over then): a frame lost there must be asked for again too, though no step needs its
+    chunk yet (with a latency it is needed only 0.1 s on)."""
+    g = LockstepGate(LockstepSettings(step_s=0.01, timeout_s=600.0, reask_s=2.0, chunk_latency_s=0.1))
+    g.published(T0 - STEP, [], wall_s=0.0)  # the first instant after the reset
+    g.on_ack(tick_ack(T0 - STEP, False))
+    g.published(T0, [], wall_s=100.0, frames_pending=True)
+    g.on_ack(tick_ack(T0, False))
+    g.frames_published([T0], wall_s=100.0)
+    assert g.ready() and g.blocking() == [] and g.frames_waiting == {T0}
+    assert g.due_reask(103.0) == [], "the next step does not need the chunk: no ask without every_waiting"
+    assert g.due_reask(103.0, every_waiting=True) == [T0]
+    assert g.due_reask(105.0, every_waiting=True) == [] and g.due_reask(107.1, every_waiting=True) == [T0]
+
+
 def test_with_a_chunk_latency_the_gate_steps_on_until_the_chunk_is_needed():
     """chunk_latency_s 0.05: a frame at T0 holds only the step to T0 + 0.05 s (the executor's tick that releases its
     chunk); the chunk coming earlier lets it through; with 0 the frame holds at once."""

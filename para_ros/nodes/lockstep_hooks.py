@@ -206,14 +206,8 @@ class SimLockstep:
             gate.frames_published(node.publish_due_frames(gate.t_ns, wall), wall)
         if not gate.ready():
             fault = gate.check_timeout(wall) if not self._held_by_limit() else ""
-            reask = gate.due_reask(wall) if not fault else []
-            if reask:  # rule 5: the frames whose chunk has not come, once more
-                node.republish_frames(reask)
-                node.health.count("lockstep_reasks")
-                node.get_logger().info(
-                    f"lockstep: no chunk yet for the camera frame of t={reask[0] / 1e9:.3f} s after "
-                    f"{gate.reask_waited_s:.0f} s: published it again"
-                )
+            if not fault:
+                self._reask_frames(gate.due_reask(wall))
             if not fault and gate.due_horizon_reask(wall):  # rule 5 for the batch: its horizon, once more
                 self._publish_horizon()
                 node.health.count("lockstep_horizon_reasks")
@@ -232,8 +226,9 @@ class SimLockstep:
                 self._hop(self.hop_hold_s * self._resend_after_s / self.resend_s, resend=True)
             return
         if self._held_by_limit():
-            if gate.frames_waiting:
-                return  # a chunk still on its way: the episode is not over before it is with the executor
+            if gate.frames_waiting:  # a chunk still on its way: the episode is not over before it is with the executor
+                self._reask_frames(gate.due_reask(wall, every_waiting=True))
+                return
             if self._held_reported_ns != gate.t_ns:  # say once that everything for this instant is in
                 self._held_reported_ns = gate.t_ns
                 node._publish_task_state(node.now_ns())
@@ -267,6 +262,18 @@ class SimLockstep:
         node._sim_goal_s += self.settings.step_s
         tf, self._batch_tf = self._batch_tf, []
         self._published(node.step_and_publish(wall, frames=False, tf_before=tf), wall)
+
+    def _reask_frames(self, stamps_ns: list[int]) -> None:
+        """Rule 5: the frames whose chunk has not come, once more (nothing when ``stamps_ns`` is empty)."""
+        if not stamps_ns:
+            return
+        node = self.node
+        node.republish_frames(stamps_ns)
+        node.health.count("lockstep_reasks")
+        node.get_logger().info(
+            f"lockstep: no chunk yet for the camera frame of t={stamps_ns[0] / 1e9:.3f} s after "
+            f"{self.gate.reask_waited_s:.0f} s: published it again"
+        )
 
     def _batch_passes_limit(self, n_ticks: int) -> bool:
         """Whether the last of a batch's ``n_ticks`` ticks after the current instant falls where

@@ -29,7 +29,8 @@ seeds alone. The rules:
    then share the machine's cores instead of taking turns. The frames of the first instant after a reset hold at
    once: until they are answered, that instant may be sent again after a ``/clock`` hop for a node that missed the
    reset (``para_ros.nodes.lockstep_hooks.SimLockstep``), which only works while the simulator is still there.
-5. A frame whose chunk has not come after ``reask_s`` of wall time is asked for again: the simulator publishes the
+5. A frame whose chunk has not come after ``reask_s`` of wall time is asked for again (also while the simulator is
+   held at ``lockstep_run_until_s``, where it waits for every chunk on its way): the simulator publishes the
    same frames (same images, same stamps) once more, then after twice as long, up to :data:`MAX_REASK_S` between
    asks (:meth:`LockstepGate.due_reask`); likewise a horizon whose batch has not come (rule 7,
    :meth:`LockstepGate.due_horizon_reask`: the executor sends the batch it sent for that instant again, or the one
@@ -284,12 +285,14 @@ class LockstepGate:
         if wall_s is not None:
             self.asked_s, self.reask_after_s = wall_s, self.settings.reask_s
 
-    def due_reask(self, wall_s: float) -> list[int]:
+    def due_reask(self, wall_s: float, every_waiting: bool = False) -> list[int]:
         """The stamps of the frames to publish again now (rule 5 of the module docstring), oldest first; empty while
-        their chunks may still be on their way. Each call that returns stamps doubles the interval to the next."""
+        their chunks may still be on their way. Each call that returns stamps doubles the interval to the next.
+        ``every_waiting``: every frame whose chunk has not come, not only those the next step needs (the simulator
+        held at ``lockstep_run_until_s`` waits for all of them before it says it is held)."""
         if self.fault or self.frames_pending or not self.tick_answered():
             return []
-        blocking = self.blocking()
+        blocking = sorted(self.frames_waiting) if every_waiting else self.blocking()
         if not blocking or wall_s - self.asked_s <= self.reask_after_s:
             return []
         self.reask_waited_s = wall_s - self.asked_s
