@@ -275,3 +275,59 @@ def test_measures_that_stop_the_same_episode_spend_the_hold_budget_once(tmp_path
         assert (fitted["peak_mass"]["hold"], fitted["chunk_agreement"]["hold"]) == (0.9, 0.2)
         assert _held(episodes, config) == 1
         assert rates(episodes, config)["failing"]["held"] == 3
+
+
+def test_given_thresholds_are_judged_as_fitted_ones_and_a_gzipped_run_reads_as_the_plain_one(tmp_path):
+    """``para-sim confidence-report --thresholds``: the thresholds a fit wrote, given back, replay to the fit's own
+    rates on the same runs (the docs keep runs as confidence.jsonl.gz: the same episodes)."""
+    import gzip
+
+    from para_ros.commands import sim as sim_cli
+
+    run = synthetic_run(tmp_path / "run", seed=3)
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    (packed / (CONFIDENCE_FILE + ".gz")).write_bytes(gzip.compress((run / CONFIDENCE_FILE).read_bytes()))
+    rule = FitRule(hold_rate=0.05, steps_checked=2)
+    fitted = write_report([run], rule, tmp_path / "fit")
+    assert sim_cli.main(["confidence-report", str(packed), "--out", str(tmp_path / "judged"),
+                         "--thresholds", str(tmp_path / "fit" / "confidence_thresholds.yaml")]) == 0  # fmt: skip
+    judged = json.loads((tmp_path / "judged" / "confidence_report.json").read_text())
+    assert judged["thresholds_given"] and not fitted["thresholds_given"]
+    assert json.dumps(judged["rates"]) == json.dumps(fitted["rates"])
+    assert judged["rule"]["steps_checked"] == 2 and set(judged["rule"]["measures"]) == set(fitted["thresholds"])
+    for m, t in fitted["thresholds"].items():
+        assert (judged["thresholds"][m]["slow"], judged["thresholds"][m]["hold"]) == (t["slow"], t["hold"])
+    assert "Thresholds given (not fitted)" in (tmp_path / "judged" / "confidence_report.md").read_text()
+
+
+def test_given_thresholds_that_cannot_be_read_or_judge_nothing_are_refused(tmp_path, capsys):
+    from para_ros.commands import sim as sim_cli
+
+    run = synthetic_run(tmp_path / "run", seed=4, n_success=5, n_fail=2)
+    not_params = tmp_path / "not_params.yaml"
+    not_params.write_text("sim_node:\n  ros__parameters: {}\n")
+    all_off = tmp_path / "off.yaml"
+    all_off.write_text(
+        "chunk_executor:\n  ros__parameters:\n"
+        + "".join(
+            f"    confidence_{m}_{k}_below: 0.0\n"
+            for m in ("peak_mass", "chunk_agreement", "view_agreement")
+            for k in ("slow", "hold")
+        )  # fmt: skip
+    )
+    bad_pair = tmp_path / "bad_pair.yaml"
+    bad_pair.write_text(
+        "chunk_executor:\n  ros__parameters:\n    confidence_peak_mass_slow_below: 0.2\n"
+        "    confidence_peak_mass_hold_below: 0.5\n"
+    )
+    for path, why in [
+        (tmp_path / "missing.yaml", "No such file"),
+        (not_params, "not a chunk_executor parameters file"),
+        (all_off, "switch every measure off"),
+        (bad_pair, "less strict"),
+    ]:
+        out = tmp_path / ("out_" + path.stem)
+        assert sim_cli.main(["confidence-report", str(run), "--out", str(out), "--thresholds", str(path)]) == 2
+        assert why in capsys.readouterr().err
+        assert not out.exists(), "a refused report wrote files"

@@ -26,6 +26,14 @@ def add_confidence_report_arguments(p) -> None:
     p.add_argument(
         "--measures", default=",".join(rule.measures), help=f"comma-separated, of {','.join(MEASURES)} (default all)"
     )
+    p.add_argument(
+        "--thresholds",
+        metavar="PARAMS_YAML",
+        default=None,
+        help="judge these thresholds instead of fitting: a chunk_executor parameters file (config/executor.yaml for "
+        "the shipped ones, or a confidence_thresholds.yaml this command wrote), over the shipped values; the "
+        "supervisor counts as on; the fitting options are then unused",
+    )
 
 
 def cmd_confidence_report(args) -> int:
@@ -38,13 +46,38 @@ def cmd_confidence_report(args) -> int:
             resume_after_chunks=args.resume_after,
             measures=tuple(m.strip() for m in args.measures.split(",") if m.strip()),
         )
-        report = write_report(args.runs, rule, Path(args.out))
+        given = given_supervisor(args.thresholds) if args.thresholds else None
+        report = write_report(args.runs, rule, Path(args.out), given)
     except ValueError as exc:
         print(f"para-sim confidence-report: {exc}", file=sys.stderr)
         return 2
     print(format_report(report))
     print(f"para-sim confidence-report: wrote {Path(args.out) / 'confidence_report.md'}")
     return 0
+
+
+def given_supervisor(path: str):
+    """The supervisor set by the ``chunk_executor`` parameters in the YAML file at ``path``, over the shipped
+    ``config/executor.yaml`` (ValueError naming the file or the parameter)."""
+    import yaml
+
+    from para_ros.execution.config_from_parameters import supervisor_config
+    from para_ros.paths import shipped_node_params
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+        ours = doc["chunk_executor"]["ros__parameters"]
+    except OSError as exc:
+        raise ValueError(f"--thresholds {path}: {exc.strerror}") from None
+    except (yaml.YAMLError, KeyError, TypeError):
+        raise ValueError(
+            f"--thresholds {path}: not a chunk_executor parameters file (chunk_executor: ros__parameters:)"
+        ) from None
+    params = {**shipped_node_params("config/executor.yaml", "chunk_executor"), **ours, "confidence_supervisor": True}
+    try:
+        return supervisor_config(params)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"--thresholds {path}: {exc}") from None
 
 
 # -------------------------------------------------------------------------------------------- supervisor-table

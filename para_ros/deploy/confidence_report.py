@@ -35,10 +35,11 @@ thresholds), and ``confidence_thresholds.yaml`` (the executor's ``confidence_*``
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -69,17 +70,29 @@ class EpisodeConfidence:
 
 
 def load_confidence(paths) -> list[EpisodeConfidence]:
-    """The episodes of the runs at ``paths`` (folders holding ``confidence.jsonl``, or the files); the last line of a
-    seed wins (a continued evaluation appends). ValueError naming the file when it is missing or malformed."""
+    """The episodes of the runs at ``paths`` (folders holding ``confidence.jsonl`` or ``confidence.jsonl.gz``, as
+    the reports in docs/ keep them, or the files); the last line of a seed wins (a continued evaluation appends).
+    ValueError naming the file when it is missing or malformed."""
     episodes: list[EpisodeConfidence] = []
     for path in paths:
         p = Path(path)
         if p.is_dir():
-            p = p / CONFIDENCE_FILE
+            plain = p / CONFIDENCE_FILE
+            p = (
+                plain
+                if plain.is_file() or not (p / (CONFIDENCE_FILE + ".gz")).is_file()
+                else p / (CONFIDENCE_FILE + ".gz")
+            )
         if not p.is_file():
             raise ValueError(f"{p}: no such file (para-sim eval writes OUT/{CONFIDENCE_FILE})")
+        try:
+            text = gzip.decompress(p.read_bytes()).decode() if p.suffix == ".gz" else p.read_text()
+        except (OSError, UnicodeDecodeError, EOFError) as exc:
+            raise ValueError(
+                f"{p}: not readable as {'gzip-compressed ' if p.suffix == '.gz' else ''}text ({exc})"
+            ) from None
         by_seed: dict[int, EpisodeConfidence] = {}
-        for n, line in enumerate(p.read_text().splitlines(), 1):
+        for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
@@ -373,11 +386,39 @@ def episode_minimum(episode: EpisodeConfidence, measure: str, steps_checked: int
     return float(v.max() if measure in HIGH_IS_BAD else v.min())
 
 
-def confidence_report(paths, rule: FitRule) -> dict:
-    """Everything the report shows, as one dict (``confidence_report.json``)."""
+def given_thresholds(config: SupervisorConfig) -> dict[str, dict]:
+    """Per measure ``config`` judges (its thresholds not off): its ``slow`` and ``hold`` thresholds, as
+    :func:`fit_thresholds` gives them."""
+    out = {}
+    for m, (slow_name, hold_name) in THRESHOLD_FIELDS.items():
+        slow, hold = getattr(config, slow_name), getattr(config, hold_name)
+        off = 1.0 if m in HIGH_IS_BAD else 0.0
+        if slow != off or hold != off:
+            out[m] = {"slow": slow, "hold": hold, "given": True}
+    if not out:
+        raise ValueError("the thresholds given switch every measure off: nothing to judge")
+    return out
+
+
+def confidence_report(paths, rule: FitRule, given: SupervisorConfig | None = None) -> dict:
+    """Everything the report shows, as one dict (``confidence_report.json``). ``given``: judge these thresholds
+    (the supervisor's settings, e.g. the shipped ones) instead of fitting; ``rule`` then takes their steps checked,
+    hold time and measures."""
     episodes = load_confidence(paths)
-    fitted = fit_thresholds(episodes, rule)
-    config = supervisor_config(fitted, rule)
+    if given is None:
+        fitted = fit_thresholds(episodes, rule)
+        config = supervisor_config(fitted, rule)
+    else:
+        fitted = given_thresholds(given)
+        config = replace(given, enabled=True)
+        rule = replace(
+            rule,
+            steps_checked=given.steps_checked,
+            hold_after_s=given.hold_after_s,
+            resume_after_chunks=given.resume_after_chunks,
+            slow_speed_scale=given.slow_speed_scale,
+            measures=tuple(fitted),
+        )
     separation = {}
     for m in rule.measures:
         per_ep = {
@@ -396,6 +437,7 @@ def confidence_report(paths, rule: FitRule) -> dict:
         per_measure[m] = rates(episodes, alone)
     return {
         "runs": [str(p) for p in paths],
+        "thresholds_given": given is not None,
         "rule": asdict(rule),
         "episodes": len(episodes),
         "successes": sum(e.success for e in episodes),
@@ -440,9 +482,14 @@ def format_report(report: dict) -> str:
         "",
         f"Runs: {', '.join(report['runs'])}; {report['episodes']} episodes ({report['successes']} successful; "
         f"outcomes {report['outcomes']}).",
-        f"Rule: hold at most {rule['hold_rate']:.0%} of the successful episodes (all measures together, by replay), "
-        f"slow at most {rule['slow_rate']:.0%} of their chunks (the budget split equally over the measures); "
-        f"steps checked "
+        (
+            "Thresholds given (not fitted), judged on these runs; "
+            if report.get("thresholds_given")
+            else f"Rule: hold at most {rule['hold_rate']:.0%} of the successful episodes (all measures together, by "
+            f"replay), slow at most {rule['slow_rate']:.0%} of their chunks (the budget split equally over the "
+            "measures); "
+        )
+        + "steps checked "
         f"{rule['steps_checked'] or 'all'}, "
         f"hold after {rule['hold_after_s']:g} s, resume after {rule['resume_after_chunks']} confident chunks.",
         "",
@@ -460,7 +507,8 @@ def format_report(report: dict) -> str:
     s, f = r["successful"], r["failing"]
     lines += [
         "",
-        "All fitted measures together (the supervisor replayed on every episode's chunks):",
+        f"All {'judged' if report.get('thresholds_given') else 'fitted'} measures together (the supervisor replayed "
+        "on every episode's chunks):",
         "",
         f"- successful episodes held (false holds): {s['held']}/{s['episodes']} ({_pct(s['held_rate'])}); their "
         f"chunks slowed or held: {_pct(s['chunks_slowed_or_held_rate'])}",
@@ -524,9 +572,11 @@ def plot_report(paths, rule: FitRule, report: dict, out_png: Path) -> Path:
     return out_png
 
 
-def write_report(paths, rule: FitRule, out: Path) -> dict:
-    """Fit, replay and write ``confidence_report.{json,md,png}`` and ``confidence_thresholds.yaml`` into ``out``."""
-    report = confidence_report(paths, rule)
+def write_report(paths, rule: FitRule, out: Path, given: SupervisorConfig | None = None) -> dict:
+    """Fit (or take ``given``), replay and write ``confidence_report.{json,md,png}`` and
+    ``confidence_thresholds.yaml`` into ``out``."""
+    report = confidence_report(paths, rule, given)
+    rule = FitRule(**{**report["rule"], "measures": tuple(report["rule"]["measures"])})  # the thresholds' own
     out.mkdir(parents=True, exist_ok=True)
     (out / "confidence_report.json").write_text(json.dumps(report, indent=2))
     (out / "confidence_report.md").write_text(format_report(report))
