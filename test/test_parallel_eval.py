@@ -157,3 +157,36 @@ def test_a_sweep_prints_one_eval_command_a_cell_that_says_the_cells_settings(tmp
     moved = [a for a in parsed if Path(a.out).name.startswith("orbit+10")]
     assert all(any(a.camera_rotate_deg) for a in moved)
     assert not (tmp_path / "s" / "a").exists()
+
+
+def test_a_suite_prints_one_eval_command_a_condition_not_done_and_refuses_a_bad_jobs(tmp_path, capsys):
+    """``para-sim suite --print-commands`` / ``--jobs``: one ``para-sim eval`` a (checkpoint, condition) whose report
+    is not complete, each saying its condition (the suite's own settings for it) and continuing its folder."""
+    import shlex
+
+    from para_ros.deploy.robustness_suite import CONDITIONS
+
+    out = tmp_path / "s"
+    done = out / "a" / "told_extrinsics_10mm" / "report.json"
+    done.parent.mkdir(parents=True)
+    done.write_text(json.dumps({"summary": {"episodes": 3, "outcomes": {"success": 3}}, "episodes": [],
+                                "interrupted": False}))  # fmt: skip
+    argv = ["suite", "--checkpoint", "a=checkpoints/pick_place,b=checkpoints/pick_place_robust", "--conditions",
+            "nominal", "told_extrinsics_10mm", "--episodes", "3", "--out", str(out), "--print-commands"]  # fmt: skip
+    assert sim_cli.main(argv) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if " eval " in x and not x.startswith("#")]
+    parsed = [sim_cli.build_parser().parse_args(shlex.split(x)[3:]) for x in lines]
+    assert sorted((Path(a.out).parent.name, Path(a.out).name) for a in parsed) == [
+        ("a", "nominal"), ("b", "nominal"), ("b", "told_extrinsics_10mm")
+    ]  # fmt: skip
+    assert all(a.lockstep and a.resume and a.episodes == 3 and a.seed == 100000 for a in parsed)
+    told = next(a for a in parsed if Path(a.out).name == "told_extrinsics_10mm")
+    params = dict(x.split(":=", 1) for x in told.node_param)
+    for name, value in CONDITIONS["told_extrinsics_10mm"].sim_params.items():
+        assert json.loads(params[f"sim_node:{name}"]) == value
+    assert json.loads(params["chunk_executor:lockstep_latency_s"]) == 0.2
+    assert not (out / "a" / "nominal").exists() and not (out / "b").exists()
+    assert sim_cli.main([*argv[:-1], "--jobs", "0"]) == 2
+    assert "--jobs 0: use 1.." in capsys.readouterr().err
+    assert sim_cli.main([*argv[:-1], "--jobs", "2", "--no-lockstep"]) == 2
+    assert "needs --lockstep" in capsys.readouterr().err

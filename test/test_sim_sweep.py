@@ -67,7 +67,7 @@ def test_table_cells_are_the_wilson_intervals(tmp_path):
 
 
 def test_a_point_counts_as_done_with_enough_episodes_and_no_fault(tmp_path):
-    from para_ros.deploy.sweep import _finished_summary
+    from para_ros.deploy.closed_loop import finished_summary
 
     def report(episodes, faults=0, interrupted=False):
         outcomes = {"success": episodes - faults, "fault": faults}
@@ -76,13 +76,13 @@ def test_a_point_counts_as_done_with_enough_episodes_and_no_fault(tmp_path):
         path.write_text(json.dumps({"summary": summary, "interrupted": interrupted}))
         return path
 
-    assert _finished_summary(report(10), 10)["episodes"] == 10
-    assert _finished_summary(report(12), 10) is not None  # run with more episodes before
-    assert _finished_summary(report(8), 10) is None  # continued: two more layouts
-    assert _finished_summary(report(10, faults=1), 10) is None  # continued: the faulted layout again
-    assert _finished_summary(report(10, interrupted=True), 10) is None
-    assert _finished_summary(report(10, faults=1), None) is not None  # --report-only shows whatever there is
-    assert _finished_summary(tmp_path / "missing.json", 10) is None
+    assert finished_summary(report(10), 10)["episodes"] == 10
+    assert finished_summary(report(12), 10) is not None  # run with more episodes before
+    assert finished_summary(report(8), 10) is None  # continued: two more layouts
+    assert finished_summary(report(10, faults=1), 10) is None  # continued: the faulted layout again
+    assert finished_summary(report(10, interrupted=True), 10) is None
+    assert finished_summary(report(10, faults=1), None) is not None  # --report-only shows whatever there is
+    assert finished_summary(tmp_path / "missing.json", 10) is None
 
 
 def test_checkpoint_labels():

@@ -36,6 +36,19 @@ def add_suite_arguments(p) -> None:
     )
     p.add_argument("--device", default="", help="inference device (default: config/inference.yaml's)")
     p.add_argument("--no-lockstep", action="store_false", dest="lockstep", help="real time instead of lockstep")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="run N evaluations (checkpoint x condition) side by side, each a para-sim eval in its own ROS domain "
+        "(1..the machine's cores, lockstep only: the same results as one after another)",
+    )
+    p.add_argument(
+        "--print-commands",
+        action="store_true",
+        help="print the para-sim eval command of every evaluation not done yet (for a cluster's job scheduler) and "
+        "run nothing; --report-only then joins their reports",
+    )
     p.add_argument("--report-only", action="store_true", help="only join the reports already in --out")
     p.add_argument("--dry-run", action="store_true", help="print the conditions and exit")
 
@@ -56,6 +69,8 @@ def suite_settings(args) -> SuiteSettings:
         lockstep=args.lockstep,
         report_only=args.report_only,
         dry_run=args.dry_run,
+        jobs=args.jobs,
+        print_commands=args.print_commands,
     )
 
 

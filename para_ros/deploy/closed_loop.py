@@ -386,6 +386,21 @@ def start_graph(graph_run: GraphRun, ds, sim_over: dict, node_params: dict) -> l
     return plan
 
 
+def finished_summary(report_path: Path, episodes: int | None) -> dict | None:
+    """The summary of a finished ``para-sim eval`` report of at least ``episodes`` episodes (None: of any number),
+    else None: a run with more episodes before counts as done; one with a lockstep fault does not (it is continued,
+    which runs the faulted layouts again). What a sweep's cell or a suite's condition has left to run."""
+    if not report_path.is_file():
+        return None
+    report = json.loads(report_path.read_text())
+    s = report.get("summary") or {}
+    if episodes is not None and (s.get("episodes", 0) < episodes or (s.get("outcomes") or {}).get("fault", 0)):
+        return None
+    if not report.get("interrupted") and "error" not in report and s.get("episodes"):
+        return s
+    return None
+
+
 def eval_seeds(settings: EvalSettings) -> list[int]:
     """The layout seeds an evaluation runs, in order (``--cube-region`` keeps only the layouts inside it)."""
     region = CubeRegion.parse(settings.cube_region) if settings.cube_region else None

@@ -149,6 +149,33 @@ def run_commands(commands: list[list[str]], jobs: int) -> list[int]:
     return [-1 if s is None else s for s in statuses]
 
 
+def run_evaluations(runs: list, jobs: int, print_commands: bool, lockstep: bool, command: str, out: Path) -> int:
+    """``--jobs N`` / ``--print-commands`` of a command made of whole evaluations (a sweep's cells, a suite's
+    conditions; ``runs``: their ``EvalSettings``, the ones still to do): each its own ``para-sim eval``, printed for a
+    job scheduler or run ``jobs`` at a time. The exit status: 0; 1 when one did not finish (named on stderr, its log
+    beside its folder); 2 for a ``--jobs`` this machine or mode cannot take, said before anything runs."""
+    import shlex
+
+    try:
+        check_jobs(jobs, lockstep, here=not print_commands)
+        commands = [eval_command(run) for run in runs]
+    except ValueError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    if print_commands:
+        for cmd in commands:
+            print(shlex.join(cmd))
+        print(f"# then: {command} ... --out {out} --report-only  (the same options)")
+        return 0
+    print(f"{command}: {len(commands)} evaluation(s) to run, {jobs} at a time", flush=True)
+    statuses = run_commands(commands, jobs)
+    failed = [str(Path(c[c.index("--out") + 1])) for c, rc in zip(commands, statuses) if rc != 0]
+    if failed:
+        print(f"{command}: these evaluations did not finish (see OUT.log beside each): {failed}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def join_shards(out: Path, settings, seeds: list[int]) -> dict:
     """Join ``OUT/shards/*/report.json`` (and their ``confidence.jsonl``) into ``OUT``'s report of ``settings``: rows
     in the order of ``seeds`` with the serial run's episode numbers. ValueError when a shard report is missing or was

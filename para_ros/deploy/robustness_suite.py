@@ -202,13 +202,15 @@ class SuiteSettings:
     lockstep: bool = True
     report_only: bool = False
     dry_run: bool = False
+    jobs: int = 1
+    print_commands: bool = False
 
 
 def run_suite(settings: SuiteSettings) -> int:
     """Check the settings before anything runs (2, said on stderr, for a bad one), then evaluate every checkpoint
     under every condition (continuing the reports already in ``out``) and write ``suite.json``, ``suite.md`` and
     ``suite.png``. The exit status: 0, the first failing evaluation's, ``INTERRUPTED_RC`` when stopped by a signal."""
-    from para_ros.deploy.closed_loop import EvalSettings, check_checkpoint_matches_sim, run_eval
+    from para_ros.deploy.closed_loop import EvalSettings, check_checkpoint_matches_sim, finished_summary, run_eval
     from para_ros.deploy.graph_run import INTERRUPTED_RC
 
     checkpoints = list(settings.checkpoints)
@@ -223,6 +225,10 @@ def run_suite(settings: SuiteSettings) -> int:
                 check_checkpoint_matches_sim(path)
         if not 0.0 <= settings.latency_s <= 2.0:
             raise ValueError(f"--latency-s {settings.latency_s} must be within 0..2 s")
+        if not settings.report_only:
+            from para_ros.deploy.parallel_eval import check_jobs
+
+            check_jobs(settings.jobs, settings.lockstep, here=not settings.print_commands)
         node_params = {node: dict(params) for node, params in settings.node_params.items()}
         if settings.lockstep:
             executor = node_params.setdefault("chunk_executor", {})
@@ -256,7 +262,19 @@ def run_suite(settings: SuiteSettings) -> int:
         "checkpoints": dict(checkpoints),
     }
     rc = 0
-    if not settings.report_only:
+    if not settings.report_only and (settings.jobs > 1 or settings.print_commands):
+        from para_ros.deploy.parallel_eval import run_evaluations
+
+        runs = [
+            replace(plans[name], checkpoint=path, out=str(out / label / name), resume=True)
+            for label, path in checkpoints
+            for name in names
+            if finished_summary(out / label / name / "report.json", settings.episodes) is None
+        ]
+        rc = run_evaluations(runs, settings.jobs, settings.print_commands, settings.lockstep, "para-sim suite", out)
+        if rc == 2 or settings.print_commands:
+            return rc
+    elif not settings.report_only:
         for label, path in checkpoints:
             for name in names:
                 run = replace(plans[name], checkpoint=path, out=str(out / label / name), resume=True)

@@ -201,21 +201,6 @@ def plot_sweep(data: dict, path: Path) -> Path | None:
     return path
 
 
-def _finished_summary(report_path: Path, episodes: int | None) -> dict | None:
-    """The summary of a finished point report of at least ``episodes`` episodes (None: of any number), else None:
-    a point run with more episodes before counts as done; one with a lockstep fault does not (it is continued, which
-    runs the faulted layouts again)."""
-    if not report_path.is_file():
-        return None
-    report = json.loads(report_path.read_text())
-    s = report.get("summary") or {}
-    if episodes is not None and (s.get("episodes", 0) < episodes or (s.get("outcomes") or {}).get("fault", 0)):
-        return None
-    if not report.get("interrupted") and "error" not in report and s.get("episodes"):
-        return s
-    return None
-
-
 @dataclass(frozen=True)
 class SweepSettings:
     """One sweep: the checkpoints as (label, directory) pairs with distinct labels, the camera grid (``grid``:
@@ -252,7 +237,7 @@ def run_sweep(settings: SweepSettings) -> int:
     print or join the cells as ``settings`` asks and write ``sweep.json``, ``sweep.md`` and ``sweep.png``. The exit
     status: 0, the first failing cell's, ``INTERRUPTED_RC`` when stopped by a signal (finished cells are kept)."""
     # rclpy, OpenCV: the evaluation is loaded for the sweep only (importing this module stays ROS-free)
-    from para_ros.deploy.closed_loop import EvalSettings, check_checkpoint_matches_sim, run_eval
+    from para_ros.deploy.closed_loop import EvalSettings, check_checkpoint_matches_sim, finished_summary, run_eval
     from para_ros.deploy.graph_run import INTERRUPTED_RC
 
     def refuse(msg: str) -> int:
@@ -340,7 +325,7 @@ def run_sweep(settings: SweepSettings) -> int:
         settings_record["episodes"] = "as in each cell"
         for label, _path in checkpoints:
             for pt, *_ in plans:
-                results[(label, pt.label)] = _finished_summary(out / label / pt.label / "report.json", None)
+                results[(label, pt.label)] = finished_summary(out / label / pt.label / "report.json", None)
         write_outputs()
         print((out / "sweep.md").read_text())
         return 0
@@ -352,7 +337,7 @@ def run_sweep(settings: SweepSettings) -> int:
         for pt, shift, rot, params in plans:
             done += 1
             point_dir = out / label / pt.label
-            summary = _finished_summary(point_dir / "report.json", settings.episodes)
+            summary = finished_summary(point_dir / "report.json", settings.episodes)
             if summary is None:
                 print(f"[{done}/{n_runs}] {label} at {pt.move.describe()}", flush=True)
                 code = run_eval(_cell_settings(base, path, point_dir, shift, rot, params))
@@ -391,35 +376,21 @@ def _cell_settings(base, path: str, point_dir: Path, shift, rot, params):
 def _sweep_in_parallel(settings: SweepSettings, out: Path, checkpoints, plans, base, results, write_outputs) -> int:
     """``--jobs N`` / ``--print-commands``: every cell not done yet as its own ``para-sim eval`` command, printed or
     run N at a time (para_ros.deploy.parallel_eval), then the table from their reports."""
-    import shlex
+    from para_ros.deploy.closed_loop import finished_summary
+    from para_ros.deploy.parallel_eval import run_evaluations
 
-    from para_ros.deploy import parallel_eval as par
-
-    try:
-        par.check_jobs(settings.jobs, base.lockstep, here=not settings.print_commands)
-        commands = [
-            par.eval_command(_cell_settings(base, path, out / label / pt.label, shift, rot, params))
-            for label, path in checkpoints
-            for pt, shift, rot, params in plans
-            if _finished_summary(out / label / pt.label / "report.json", settings.episodes) is None
-        ]
-    except ValueError as exc:
-        print(f"para-sim sweep: {exc}", file=sys.stderr)
-        return 2
-    if settings.print_commands:
-        for cmd in commands:
-            print(shlex.join(cmd))
-        print(f"# then: para-sim sweep ... --out {out} --report-only  (the same options)")
-        return 0
-    print(f"para-sim sweep: {len(commands)} cell(s) to run, {settings.jobs} at a time", flush=True)
-    statuses = par.run_commands(commands, settings.jobs)
+    runs = [
+        _cell_settings(base, path, out / label / pt.label, shift, rot, params)
+        for label, path in checkpoints
+        for pt, shift, rot, params in plans
+        if finished_summary(out / label / pt.label / "report.json", settings.episodes) is None
+    ]
+    rc = run_evaluations(runs, settings.jobs, settings.print_commands, base.lockstep, "para-sim sweep", out)
+    if rc == 2 or settings.print_commands:
+        return rc
     for label, _path in checkpoints:
         for pt, *_ in plans:
-            results[(label, pt.label)] = _finished_summary(out / label / pt.label / "report.json", None)
+            results[(label, pt.label)] = finished_summary(out / label / pt.label / "report.json", None)
     write_outputs()
     print((out / "sweep.md").read_text())
-    failed = [str(Path(c[c.index("--out") + 1])) for c, rc in zip(commands, statuses) if rc != 0]
-    if failed:
-        print(f"para-sim sweep: these cells did not finish (see OUT.log beside each): {failed}", file=sys.stderr)
-        return 1
-    return 0
+    return rc
