@@ -249,6 +249,7 @@ def test_every_command_of_the_confidence_experiment_parses(tmp_path):
             assert args.lockstep and args.episodes in (7, 10, 20)
             supervisor = [p for p in args.node_param if "confidence_supervisor" in p]
             assert len(supervisor) == 1 and ("/on/" in args.out) == supervisor[0].endswith("true")
+            assert "inference_node:decoding:=argmax" in args.node_param  # the documented figures' decoding
             seeds = set(range(args.seed, args.seed + args.episodes))
             (fit_seeds if "/fit_data/" in args.out else evaluated_seeds).update(seeds)
     assert seen == {"eval", "confidence-report", "supervisor-table"}
@@ -257,3 +258,30 @@ def test_every_command_of_the_confidence_experiment_parses(tmp_path):
         ["bash", str(REPO / "scripts" / "confidence"), "off", "--bogus"], capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "unknown option" in bad.stderr
+
+
+@pytest.mark.parametrize("decoding", ["fused", "auto"])
+def test_the_confidence_experiment_takes_the_decoding_asked(decoding):
+    res = subprocess.run(
+        ["bash", str(REPO / "scripts" / "confidence"), "on", "--dry-run", "--decoding", decoding],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    evals = [line for line in res.stdout.splitlines() if line.startswith("+ ") and " eval " in line]
+    assert res.returncode == 0 and len(evals) == 6  # the nominal rig and the five conditions
+    assert all(f"inference_node:decoding:={decoding}" in line and "argmax" not in line for line in evals)
+
+
+@pytest.mark.parametrize(
+    "argv, why",
+    [(["--decoding"], "--decoding needs a value"), (["--decoding", "best"], "use argmax, fused, joint or auto")],
+)
+def test_the_confidence_experiment_refuses_a_missing_or_unknown_decoding(argv, why):
+    res = subprocess.run(
+        ["bash", str(REPO / "scripts" / "confidence"), "on", *argv, "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and why in res.stderr and "+ " not in res.stdout
