@@ -77,12 +77,8 @@ def load_confidence(paths) -> list[EpisodeConfidence]:
     for path in paths:
         p = Path(path)
         if p.is_dir():
-            plain = p / CONFIDENCE_FILE
-            p = (
-                plain
-                if plain.is_file() or not (p / (CONFIDENCE_FILE + ".gz")).is_file()
-                else p / (CONFIDENCE_FILE + ".gz")
-            )
+            packed = p / (CONFIDENCE_FILE + ".gz")
+            p = packed if packed.is_file() and not (p / CONFIDENCE_FILE).is_file() else p / CONFIDENCE_FILE
         if not p.is_file():
             raise ValueError(f"{p}: no such file (para-sim eval writes OUT/{CONFIDENCE_FILE})")
         try:
@@ -400,25 +396,31 @@ def given_thresholds(config: SupervisorConfig) -> dict[str, dict]:
     return out
 
 
+def judged_rule(rule: FitRule, given: SupervisorConfig | None) -> FitRule:
+    """``rule``, or with ``given`` thresholds their own steps checked, hold time and measures."""
+    if given is None:
+        return rule
+    return replace(
+        rule,
+        steps_checked=given.steps_checked,
+        hold_after_s=given.hold_after_s,
+        resume_after_chunks=given.resume_after_chunks,
+        slow_speed_scale=given.slow_speed_scale,
+        measures=tuple(given_thresholds(given)),
+    )
+
+
 def confidence_report(paths, rule: FitRule, given: SupervisorConfig | None = None) -> dict:
     """Everything the report shows, as one dict (``confidence_report.json``). ``given``: judge these thresholds
-    (the supervisor's settings, e.g. the shipped ones) instead of fitting; ``rule`` then takes their steps checked,
-    hold time and measures."""
+    (the supervisor's settings, e.g. the shipped ones) instead of fitting, under :func:`judged_rule`."""
     episodes = load_confidence(paths)
+    rule = judged_rule(rule, given)
     if given is None:
         fitted = fit_thresholds(episodes, rule)
         config = supervisor_config(fitted, rule)
     else:
         fitted = given_thresholds(given)
         config = replace(given, enabled=True)
-        rule = replace(
-            rule,
-            steps_checked=given.steps_checked,
-            hold_after_s=given.hold_after_s,
-            resume_after_chunks=given.resume_after_chunks,
-            slow_speed_scale=given.slow_speed_scale,
-            measures=tuple(fitted),
-        )
     separation = {}
     for m in rule.measures:
         per_ep = {
@@ -576,7 +578,7 @@ def write_report(paths, rule: FitRule, out: Path, given: SupervisorConfig | None
     """Fit (or take ``given``), replay and write ``confidence_report.{json,md,png}`` and
     ``confidence_thresholds.yaml`` into ``out``."""
     report = confidence_report(paths, rule, given)
-    rule = FitRule(**{**report["rule"], "measures": tuple(report["rule"]["measures"])})  # the thresholds' own
+    rule = judged_rule(rule, given)  # the plot judges as the report did
     out.mkdir(parents=True, exist_ok=True)
     (out / "confidence_report.json").write_text(json.dumps(report, indent=2))
     (out / "confidence_report.md").write_text(format_report(report))

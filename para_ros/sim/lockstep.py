@@ -165,6 +165,32 @@ class LockstepSettings:
             raise ValueError(f"lockstep_chunk_latency_s={self.chunk_latency_s}: use 0..10 s of simulated time")
 
 
+@dataclass
+class AskAgain:
+    """When to ask again for an answer that has not come (rule 5): ``first_s`` of wall time after it was asked, then
+    twice as long each time, up to :data:`MAX_REASK_S`."""
+
+    first_s: float
+    asked_s: float = 0.0  # wall time it was last asked (published, or asked again)
+    after_s: float = 0.0  # the interval to the next ask
+    waited_s: float = 0.0  # how long the last ask had waited (for the log)
+
+    def __post_init__(self):
+        self.after_s = self.first_s
+
+    def asked(self, wall_s: float) -> None:
+        """It was asked (published) at ``wall_s``: the next ask after ``first_s``."""
+        self.asked_s, self.after_s = wall_s, self.first_s
+
+    def due(self, wall_s: float) -> bool:
+        """Whether to ask again now; each True doubles the interval to the next."""
+        if wall_s - self.asked_s <= self.after_s:
+            return False
+        self.waited_s, self.asked_s = wall_s - self.asked_s, wall_s
+        self.after_s = min(2.0 * self.after_s, MAX_REASK_S)
+        return True
+
+
 class LockstepGate:
     """Whether the simulator may take its next step: what it still waits for since it published time ``t``.
 
@@ -188,14 +214,11 @@ class LockstepGate:
         self.chunks_held: set[int] = set()  # chunk stamps the executor acknowledged (<= t)
         self.fault = ""
         self.first_ns: int | None = None  # the first instant published since the reset
-        self.asked_s = 0.0  # wall time the frames waited for were last published (or asked for again)
-        self.reask_after_s = self.settings.reask_s
-        self.reask_waited_s = 0.0  # how long the last ask had waited for the chunk (for the log)
+        self.frame_ask = AskAgain(self.settings.reask_s)  # the frames waited for (rule 5)
         self.batch_until_ns: int | None = None  # rule 7: the horizon sent with the current instant (None: none)
         self.batch_points: list | None = None  # the commands of the batch's ticks after t_ns, once they came
         self.batch_steps = 0  # the steps taken into the batch (to instants whose state is not published)
-        self.horizon_asked_s = 0.0  # wall time the horizon was last published (or asked again)
-        self.horizon_reask_after_s = self.settings.reask_s
+        self.horizon_ask = AskAgain(self.settings.reask_s)  # the horizon whose batch is waited for (rule 5, rule 7)
 
     @property
     def needs_publish(self) -> bool:
@@ -214,7 +237,12 @@ class LockstepGate:
         self.frames_pending = bool(frames_pending)
         self.chunks_held = {s for s in self.chunks_held if s <= self.t_ns}
         self.frames_waiting = (self.frames_waiting | {int(s) for s in frame_stamps_ns}) - self.chunks_held
-        self.asked_s, self.reask_after_s = wall_s, self.settings.reask_s
+        self.frame_ask.asked(wall_s)
+
+    @property
+    def reask_waited_s(self) -> float:
+        """How long the last ask for frames had waited for their chunk (for the log)."""
+        return self.frame_ask.waited_s
 
     def blocking(self) -> list[int]:
         """The frames waited for whose chunk is needed before the next step (rule 4; in a batch, rule 7, the next
@@ -250,7 +278,7 @@ class LockstepGate:
         """A horizon ``until_ns`` went out with the current instant at ``wall_s``: the executor's batch is waited
         for too."""
         self.batch_until_ns = int(until_ns)
-        self.horizon_asked_s, self.horizon_reask_after_s = wall_s, self.settings.reask_s
+        self.horizon_ask.asked(wall_s)
 
     def due_horizon_reask(self, wall_s: float) -> bool:
         """Whether to publish the current instant's horizon again now (rule 5 for the batch): its batch has not come
@@ -259,11 +287,7 @@ class LockstepGate:
         just started on a loaded machine) would otherwise hold the simulator until its timeout."""
         if self.fault or self.batch_until_ns is None or self.batch_points is not None or not self.tick_answered():
             return False
-        if wall_s - self.horizon_asked_s <= self.horizon_reask_after_s:
-            return False
-        self.horizon_asked_s = wall_s
-        self.horizon_reask_after_s = min(2.0 * self.horizon_reask_after_s, MAX_REASK_S)
-        return True
+        return self.horizon_ask.due(wall_s)
 
     def on_batch(self, t_ns: int, points: list) -> None:
         """The executor's batch answering the horizon of ``t_ns``: the commands of its ticks after ``t_ns``, one entry
@@ -283,7 +307,7 @@ class LockstepGate:
         self.frames_pending = False
         self.frames_waiting |= {int(s) for s in frame_stamps_ns} - self.chunks_held
         if wall_s is not None:
-            self.asked_s, self.reask_after_s = wall_s, self.settings.reask_s
+            self.frame_ask.asked(wall_s)
 
     def due_reask(self, wall_s: float, every_waiting: bool = False) -> list[int]:
         """The stamps of the frames to publish again now (rule 5 of the module docstring), oldest first; empty while
@@ -293,11 +317,8 @@ class LockstepGate:
         if self.fault or self.frames_pending or not self.tick_answered():
             return []
         blocking = sorted(self.frames_waiting) if every_waiting else self.blocking()
-        if not blocking or wall_s - self.asked_s <= self.reask_after_s:
+        if not blocking or not self.frame_ask.due(wall_s):
             return []
-        self.reask_waited_s = wall_s - self.asked_s
-        self.asked_s = wall_s
-        self.reask_after_s = min(2.0 * self.reask_after_s, MAX_REASK_S)
         return blocking
 
     def tick_answered(self) -> bool:
