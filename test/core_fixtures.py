@@ -43,11 +43,12 @@ def make_trajectory(cfg: V4Config, batch: int = 1, seed: int = 0):
     return pos, rot, grip
 
 
-def tiny_checkpoint(path):
-    """A tiny two-view checkpoint (random weights) at ``path``, for graph tests that need a policy, not a good one."""
+def tiny_checkpoint(path, **overrides):
+    """A tiny two-view checkpoint (random weights) at ``path``, for graph tests that need a policy, not a good one
+    (``overrides``: :meth:`V4Config.tiny`'s)."""
     from para_core.model.checkpoint import save_checkpoint
     from para_core.model.registry import build_model
 
-    cfg = V4Config.tiny(view_names=("scene", "wrist"))
+    cfg = V4Config.tiny(**{"view_names": ("scene", "wrist"), **overrides})
     save_checkpoint(path, build_model(cfg), cfg)
     return path

@@ -213,6 +213,64 @@ def test_a_lockstep_graph_gives_the_simulator_the_executors_latency():
     assert "lockstep_chunk_latency_s" not in tied(lockstep=False)
 
 
+def test_the_tf_grid_holds_every_frame_and_every_policy_step_against_a_brute_force_search():
+    from para_ros.sim.lockstep import tf_grid_steps
+
+    step_s = 0.01
+
+    def brute(periods_s):
+        """The largest n such that every multiple of every period is a multiple of n steps (over 2 s of instants)."""
+        instants = {round(k * p / step_s, 6) for p in periods_s for k in range(int(2.0 / p) + 1)}
+        if any(abs(i - round(i)) > 1e-6 for i in instants):
+            return 1
+        return max(n for n in range(1, 201) if all(round(i) % n == 0 for i in instants))
+
+    for periods in ([0.1, 0.1, 0.2], [0.1, 0.1, 0.05], [0.1, 0.15], [0.3, 0.2], [0.1, 4 / 30], [1 / 30, 0.1], [0.07]):
+        assert tf_grid_steps(step_s, periods) == brute(periods), periods
+    for bad in ([0.0], [float("nan")], [-0.1]):
+        with pytest.raises(ValueError, match="positive"):
+            tf_grid_steps(step_s, bad)
+
+
+def test_lockstep_settings_take_a_tf_period_of_whole_steps_only():
+    assert LockstepSettings(tf_period_s=0.1).tf_period_steps == 10
+    assert LockstepSettings(tf_period_s=0.07).tf_period_steps == 7
+    assert LockstepSettings().tf_period_steps == 1  # 0: every instant
+    for bad in (0.015, -0.1, 0.105, 11.0):
+        with pytest.raises(ValueError, match="lockstep_tf_period_s"):
+            LockstepSettings(tf_period_s=bad)
+
+
+def test_a_lockstep_graph_gives_the_simulator_the_tf_grid_of_its_cameras_and_its_policy(tmp_path):
+    import json
+    import shutil
+
+    from para_ros.deploy import graph
+    from para_ros.deploy.closed_loop import EvalSettings, deploy_settings
+
+    def tied(checkpoint="checkpoints/pick_place", sim_extra=None, lockstep=True):
+        plan = graph.plan(deploy_settings(EvalSettings(checkpoint=checkpoint, lockstep=lockstep)))
+        merged = [(spec, {**o, **({"sim_node": sim_extra or {}}).get(spec.name, {})}) for spec, o in plan]
+        graph.tie_lockstep(merged)
+        return dict((spec.name, o) for spec, o in merged)["sim_node"]
+
+    # the shipped policy steps 0.2 s (frame_stride 2 at 10 Hz), the cameras run at 10 Hz: every 0.1 s
+    assert tied()["lockstep_tf_period_s"] == pytest.approx(0.1)
+    assert tied(sim_extra={"wrist_cam_rate_hz": 20.0})["lockstep_tf_period_s"] == pytest.approx(0.05)
+    assert tied(sim_extra={"lockstep_tf_period_s": 0.0})["lockstep_tf_period_s"] == 0.0  # the user's wins
+    assert tied(sim_extra={"lockstep_batch": False}).get("lockstep_tf_period_s") is None  # per tick: every instant
+    assert "lockstep_tf_period_s" not in tied(lockstep=False)
+    # a policy stepping 4/30 s: its past steps fall between the 10 ms instants' grid of 0.1 s -> every instant
+    odd = tmp_path / "odd"
+    shutil.copytree("checkpoints/pick_place", odd)
+    meta = json.loads((odd / "config.json").read_text())
+    meta["config"].update(frame_stride=4, dataset_fps=30.0)
+    (odd / "config.json").write_text(json.dumps(meta))
+    assert tied(str(odd))["lockstep_tf_period_s"] == pytest.approx(0.01)
+    (odd / "config.json").write_text("{")  # unreadable: left to the inference node, which says why
+    assert "lockstep_tf_period_s" not in tied(str(odd))
+
+
 def test_parse_ack_refuses_other_layouts():
     assert parse_ack([0, 5, 1]) == (0, 5, 1)
     with pytest.raises(ValueError, match="expected"):

@@ -23,18 +23,18 @@ import torch
 from torch import nn
 
 from para_core import __version__
+from para_core.model.checkpoint_files import (  # noqa: F401 (re-exported: the checkpoint format's names)
+    CONFIG_FILE,
+    FORMAT,
+    FORMAT_VERSION,
+    WEIGHTS_FILE,
+    CheckpointError,
+    read_checkpoint_config,
+    read_checkpoint_meta,
+)
 from para_core.model.config import V4Config
 from para_core.model.file_modes import normal_file_mode
 from para_core.model.registry import MODEL_REGISTRY, build_model
-
-FORMAT = "para_checkpoint"
-FORMAT_VERSION = 1
-WEIGHTS_FILE = "model.safetensors"
-CONFIG_FILE = "config.json"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint directory that cannot be loaded; the message names the problem and the fix."""
 
 
 def _versions() -> dict[str, str]:
@@ -81,38 +81,6 @@ def save_checkpoint(
     return path
 
 
-def read_checkpoint_meta(path: str | Path) -> dict[str, Any]:
-    """Parse and check ``config.json`` of a checkpoint directory."""
-    path = Path(path)
-    if not path.is_dir():
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} is not a directory; pass the directory that holds "
-            f"{WEIGHTS_FILE} and {CONFIG_FILE}"
-        )
-    cfg_file = path / CONFIG_FILE
-    if not cfg_file.is_file():
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} has no {CONFIG_FILE}; it was not written by "
-            f"para_core.model.checkpoint.save_checkpoint"
-        )
-    try:
-        meta = json.loads(cfg_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(
-            f"{cfg_file} is not valid JSON ({exc}); the file is damaged, re-export the checkpoint"
-        ) from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(
-            f"{cfg_file} is not a PARA checkpoint config (format={meta.get('format')!r} if a dict, expected {FORMAT!r})"
-        )
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(
-            f"{cfg_file}: format_version {meta.get('format_version')!r} is not supported "
-            f"(this para_core reads {FORMAT_VERSION}); upgrade para_core or re-export"
-        )
-    return meta
-
-
 def load_checkpoint(
     path: str | Path, expected_kind: str | None = None, map_location: str = "cpu"
 ) -> tuple[nn.Module, V4Config, dict[str, Any]]:
@@ -136,10 +104,7 @@ def load_checkpoint(
             f"checkpoint {str(path)!r} has model_kind {kind!r}, which this para_core does not "
             f"know (registered: {sorted(MODEL_REGISTRY)})"
         )
-    try:
-        config = V4Config.from_dict(meta.get("config", {}))
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"checkpoint {str(path)!r}: its config is invalid: {exc}") from None
+    config = read_checkpoint_config(path, meta)
     if config.model_kind != kind:
         raise CheckpointError(
             f"checkpoint {str(path)!r}: config.model_kind {config.model_kind!r} disagrees with "

@@ -398,6 +398,44 @@ def tie_lockstep_latency(plan_params: list[tuple[NodeSpec, dict[str, object]]]) 
     sim["lockstep_chunk_latency_s"] = float(latency)
 
 
+def tie_lockstep(plan_params: list[tuple[NodeSpec, dict[str, object]]]) -> None:
+    """A lockstep graph's parameters that follow from other nodes' (:func:`tie_lockstep_latency`,
+    :func:`tie_lockstep_tf_period`), in place; nothing outside lockstep."""
+    tie_lockstep_latency(plan_params)
+    tie_lockstep_tf_period(plan_params)
+
+
+def tie_lockstep_tf_period(plan_params: list[tuple[NodeSpec, dict[str, object]]]) -> None:
+    """In a lockstep graph in batches, set the simulator's ``lockstep_tf_period_s`` to rule 7's ``/tf`` grid
+    (:func:`para_ros.sim.lockstep.tf_grid_steps`) for the graph as it will run: its camera periods and the step period
+    of the inference node's checkpoint, whose past steps the node looks up. Unless the simulator's is set already,
+    and left at every instant where the checkpoint is not known here (none: the random model) or cannot be read (the
+    inference node says why when it loads it)."""
+    # para_core's config reader and the shipped files: read on first use, not on import (no torch either way)
+    from para_core.model.checkpoint_files import CheckpointError, read_checkpoint_config
+    from para_ros.paths import shipped_node_params
+    from para_ros.sim.lockstep import tf_grid_steps
+
+    params = {spec.name: (spec, overrides) for spec, overrides in plan_params}
+    if "sim_node" not in params or "inference_node" not in params:
+        return
+    sim_spec, sim = params["sim_node"]
+    if not sim.get("lockstep") or "lockstep_tf_period_s" in sim:
+        return
+    sim_params = {**shipped_node_params(sim_spec.params_file, sim_spec.name), **sim}
+    infer_spec, infer = params["inference_node"]
+    checkpoint = {**shipped_node_params(infer_spec.params_file, infer_spec.name), **infer}.get("checkpoint")
+    if not sim_params.get("lockstep_batch") or not checkpoint:
+        return
+    try:
+        step_dt_s = read_checkpoint_config(str(checkpoint)).step_dt_s
+    except CheckpointError:
+        return
+    step_s = float(sim_params["lockstep_step_s"])
+    periods_s = [1.0 / float(sim_params[f"{cam}_rate_hz"]) for cam in ("scene_cam", "wrist_cam")] + [step_dt_s]
+    sim["lockstep_tf_period_s"] = tf_grid_steps(step_s, periods_s) * step_s
+
+
 def plan(settings: DeploySettings) -> list[tuple[NodeSpec, dict[str, object]]]:
     """The graph for ``settings``: every node with its parameter overrides, in start order."""
     return [

@@ -66,7 +66,7 @@ def node_command(spec: graph.NodeSpec, overrides: dict[str, object], python: str
 def graph_commands(settings: graph.DeploySettings) -> list[tuple[graph.NodeSpec, list[str]]]:
     """Every node of the graph for ``settings`` with its command line, in start order."""
     plan = graph.plan(settings)
-    graph.tie_lockstep_latency(plan)
+    graph.tie_lockstep(plan)
     return [(spec, node_command(spec, overrides)) for spec, overrides in plan]
 
 
@@ -375,7 +375,7 @@ class GraphRun:
         :meth:`start_commands`)."""
         extra = extra or {}
         merged = [(spec, {**overrides, **extra.get(spec.name, {})}) for spec, overrides in plan]
-        graph.tie_lockstep_latency(merged)
+        graph.tie_lockstep(merged)
         return self.start_commands(
             [(spec, node_command(spec, overrides)) for spec, overrides in merged],
             respawn,

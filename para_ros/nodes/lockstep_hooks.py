@@ -117,6 +117,7 @@ class SimLockstep:
             reask_s=p["lockstep_reask_s"],
             chunk_latency_s=min(float(p["lockstep_chunk_latency_s"]), frame_period_s),
             batch=bool(p["lockstep_batch"]),
+            tf_period_s=float(p["lockstep_tf_period_s"]),
         )
         self.resend_s = float(p["lockstep_resend_s"])
         self._resend_after_s = self.resend_s
@@ -240,7 +241,9 @@ class SimLockstep:
         # computes, rule 4), then the step to the instant after its last tick, whose state goes out.
         while gate.batch_steps < len(commands):
             try:
-                self._batch_tf += node.step_into_batch(commands[gate.batch_steps], self.settings.step_s)
+                self._batch_tf += node.step_into_batch(
+                    commands[gate.batch_steps], self.settings.step_s, self.settings.tf_period_steps
+                )
             except RuntimeError as exc:  # the horizon let a frame or the limit fall inside the batch: never expected
                 gate.fault = str(exc)
                 node.get_logger().error(gate.fault + "; holding until ~/reset_task")
@@ -256,7 +259,7 @@ class SimLockstep:
                 self._batched = True
                 node.get_logger().info(
                     f"lockstep: ticking in batches (para_ros.sim.lockstep rule 7), the first of {len(commands) + 1} "
-                    f"ticks from t={gate.t_ns / 1e9:.3f} s"
+                    f"ticks from t={gate.t_ns / 1e9:.3f} s; /tf every {self.settings.tf_period_steps} steps"
                 )
             node.health.count("lockstep_batches")
         node._sim_goal_s += self.settings.step_s

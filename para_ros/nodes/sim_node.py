@@ -33,7 +33,7 @@ creates the EGL context, callbacks) runs on the executor's one thread. With ``lo
 the wall clock: physics advances by ``lockstep_step_s`` once the graph has answered for the current instant
 (:mod:`para_ros.sim.lockstep`, :class:`para_ros.nodes.lockstep_hooks.SimLockstep`); with ``lockstep_batch`` (the default) the executor answers the instants
 up to the next camera frame or chunk at once (rule 7), and ``/clock`` and ``/joint_states`` go out only at the instant
-after each such batch, ``/tf`` of every instant with them.
+after each such batch, ``/tf`` of every instant (or of those on ``lockstep_tf_period_s``'s grid) with them.
 
 The world frame of everything published is ``base``: the SDK model puts the arm's base at the MuJoCo origin.
 """
@@ -173,6 +173,16 @@ LOCKSTEP_PARAMS = [
         "and sends those ticks' commands in one message; /clock and /joint_states go out only at the instants after "
         "a batch, /tf of every instant with them. The same outcome as false (one round trip per step), in a "
         "fraction of the wall time. false also for an inference node with ee_source: joint_states.",
+    ),
+    Param(
+        "lockstep_tf_period_s",
+        0.0,
+        "Lockstep batches: /tf of the instants inside a batch only every this many simulated seconds (a whole number "
+        "of lockstep_step_s; the instants whose state goes out, every camera frame among them, always carry it); 0: "
+        "every instant. para-sim eval and para-deploy --lockstep set it to the coarsest grid holding every camera "
+        "frame and every one of the policy's steps (para_ros.sim.lockstep.tf_grid_steps), the only instants the graph "
+        "looks up: the rest is neither built, sent nor parsed. Set 0 for a bag of every instant.",
+        range=(0.0, 10.0),
     ),
     Param(
         "lockstep_horizon_topic",
@@ -496,12 +506,13 @@ class SimNode(Node):
         """The cameras whose frame is due at the current instant (:meth:`publish_due_frames` publishes them)."""
         return [cam for cam, c in self.cameras.items() if self.sim.time_s + 1e-9 >= c["next_due_s"]]
 
-    def step_into_batch(self, command, step_s: float) -> list[TransformStamped]:
+    def step_into_batch(self, command, step_s: float, tf_period_steps: int = 1) -> list[TransformStamped]:
         """Lockstep rule 7 (:mod:`para_ros.sim.lockstep`): one step to an instant inside a batch, whose state is not
         published: follow that instant's tick's command (a one-point ``JointTrajectory``, or None: the tick sent
         nothing) exactly as if it had arrived then, publish the task state when due; the instant's ``/tf``, to go out
-        with the next published state. RuntimeError when a camera frame or ``lockstep_run_until_s`` falls at that
-        instant (the horizon ends before either: :class:`para_ros.nodes.lockstep_hooks.SimLockstep`)."""
+        with the next published state, when the instant lies on the ``/tf`` grid (every ``tf_period_steps`` steps;
+        else nothing). RuntimeError when a camera frame or ``lockstep_run_until_s`` falls at that instant (the
+        horizon ends before either: :class:`para_ros.nodes.lockstep_hooks.SimLockstep`)."""
         self._sim_goal_s += step_s
         self._advance(None)
         stamp_ns = self._stamp_for(self.sim.time_s, None)
@@ -510,7 +521,8 @@ class SimNode(Node):
                 f"lockstep batch: a camera frame or lockstep_run_until_s falls at t={self.sim.time_s:.3f} s, "
                 "inside the batch"
             )
-        tf = self._link_transform_msgs(to_time_msg(stamp_ns))
+        on_grid = tf_period_steps <= 1 or round(self.sim.time_s / step_s) % tf_period_steps == 0
+        tf = self._link_transform_msgs(to_time_msg(stamp_ns)) if on_grid else []
         self._publish_task_state_if_due(stamp_ns)
         if command is not None:
             self._on_trajectory(command)

@@ -57,9 +57,13 @@ seeds alone. The rules:
    allow), following each tick's command from its instant on exactly as it follows a command that arrived then (rule
    2 holds for every step), and publishes the next state
    (``/clock``, ``/joint_states``) only at the instant after the last tick: the round trip per 10 ms becomes one per
-   batch (one per camera frame with the default latencies). ``/tf`` keeps every instant (the instants passed are sent
-   with the next state, in one message): the inference node looks the end effector up at past times (the policy's
-   history) that need not fall on a published state. The inference node reads the joint state only at its frames'
+   batch (one per camera frame with the default latencies). ``/tf`` goes out for the instants passed too, with the
+   next state in one message: the inference node looks the end effector up at past times (the policy's history,
+   ``step_dt_s`` apart) that need not fall on a published state. Every instant by default; with ``tf_period_s``
+   (:func:`tf_grid_steps`: the coarsest grid holding every camera frame and every one of the policy's steps, which
+   ``para-sim eval`` sets) only the instants on that grid, the only ones the graph looks up, so the others are neither
+   built, sent nor parsed; a look-up falls on an instant sent either way and reads the same transform. The inference
+   node reads the joint state only at its frames'
    stamps (the gripper opening), and frames fall on published states. The outcome is that of rule 2, to the digit;
    ``batch: false`` is the per-tick protocol of rules 1-6 (for comparison, and for an inference node with
    ``ee_source: joint_states``, whose history needs the joint state of every instant).
@@ -71,6 +75,7 @@ that no interface package changes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 ACK_TICK = 0  # data = [ACK_TICK, tick time ns, 1 if a command was sent else 0]
@@ -90,6 +95,30 @@ DEFAULT_LATENCY_S = 0.05
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_REASK_S = 5.0  # wall seconds before a frame whose chunk has not come is published again (rule 5)
 MAX_REASK_S = 60.0  # the interval between asks doubles up to this
+
+
+def whole_steps(period_s: float, step_s: float) -> int | None:
+    """``period_s`` as a whole number (at least 1) of steps of ``step_s``, or None when it is not one."""
+    steps = round(period_s / step_s)
+    return steps if steps >= 1 and abs(steps * step_s - period_s) <= 1e-9 * max(1.0, period_s) else None
+
+
+def tf_grid_steps(step_s: float, periods_s) -> int:
+    """Rule 7's ``/tf`` grid in steps of ``step_s``: the largest whole number of steps that divides every period of
+    ``periods_s`` (seconds: the camera periods, the policy's step period), so that every instant a camera frame falls
+    on, and every past step a policy looks up from one, lies on it; 1 (every instant) when a period is not a whole
+    number of steps. ValueError for a step or a period that is not a positive finite number."""
+    if not (math.isfinite(step_s) and step_s > 0):
+        raise ValueError(f"lockstep step {step_s!r} s: use a positive number of seconds")
+    grid = 0
+    for period in periods_s:
+        if not (math.isfinite(period) and period > 0):
+            raise ValueError(f"period {period!r} s: use a positive number of seconds")
+        steps = whole_steps(period, step_s)
+        if steps is None:
+            return 1
+        grid = math.gcd(grid, steps)
+    return max(grid, 1)
 
 
 def tick_ack(t_ns: int, command_sent: bool) -> list[int]:
@@ -144,6 +173,8 @@ class LockstepSettings:
             Never more than the executor's ``lockstep_latency_s`` (the chunk would come too late).
         batch: the executor ticks in batches between the instants at which anything can reach it (rule 7); False:
             one round trip per step (rules 1-6 alone).
+        tf_period_s: rule 7's ``/tf`` grid: the instants inside a batch carry ``/tf`` only every this many simulated
+            seconds, a whole number of steps (:func:`tf_grid_steps`); 0: every instant.
     """
 
     step_s: float = 0.01
@@ -151,6 +182,7 @@ class LockstepSettings:
     reask_s: float = DEFAULT_REASK_S
     chunk_latency_s: float = 0.0
     batch: bool = True
+    tf_period_s: float = 0.0
 
     def __post_init__(self):
         if not 1e-4 <= float(self.step_s) <= 0.1:
@@ -163,6 +195,18 @@ class LockstepSettings:
             raise ValueError(f"lockstep_reask_s={self.reask_s}: use 0.05..{MAX_REASK_S:g} s of wall time")
         if not 0.0 <= float(self.chunk_latency_s) <= 10.0:
             raise ValueError(f"lockstep_chunk_latency_s={self.chunk_latency_s}: use 0..10 s of simulated time")
+        period = float(self.tf_period_s)
+        if period != 0.0 and not (0.0 < period <= 10.0 and whole_steps(period, self.step_s)):
+            raise ValueError(
+                f"lockstep_tf_period_s={self.tf_period_s}: use 0 (every instant) or a whole number of "
+                f"lockstep_step_s ({self.step_s} s) up to 10 s"
+            )
+
+    @property
+    def tf_period_steps(self) -> int:
+        """Rule 7's ``/tf`` grid in steps: an instant ``k * step_s`` inside a batch carries ``/tf`` when ``k`` is a
+        multiple of it."""
+        return round(float(self.tf_period_s) / self.step_s) if self.tf_period_s else 1
 
 
 @dataclass
