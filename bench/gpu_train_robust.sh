@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Train the robust pick-and-place recipe, the same recipe fine-tuned from the camera-randomised checkpoint, and the
-# regression baseline on the same data, side by side on one GPU, on a machine with torch / transformers / OpenCV but
+# Train the robust pick-and-place recipe, the same recipe fine-tuned from the camera-randomised checkpoint, the
+# regression baseline and the colour-invariance fine-tune of the robust checkpoint on the same data, side by side on
+# one GPU, on a machine with torch / transformers / OpenCV but
 # no ROS and no MuJoCo (the episodes come packed by para_core.data.episode_archive).
 #
 #   python -m para_core.data.episode_archive pack data/pick_place_robust .gpudata/pick_place_robust --size 128
@@ -50,6 +51,8 @@ train robust --preset pick_place --config config/train_pick_place_robust.yaml
 train robust_ft --preset pick_place --config config/train_pick_place_robust.yaml \
   --init-from checkpoints/pick_place_randomised
 train regression --preset pick_place_regression --config config/train_pick_place_robust.yaml
+train robust_colour --preset pick_place --config config/train_pick_place_robust_colour.yaml \
+  --init-from checkpoints/pick_place_robust
 while (( SECONDS - t0 < DEADLINE_S )); do
   alive=0
   for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
@@ -70,7 +73,7 @@ if [[ "$DEVICE" == cuda* ]]; then
 fi
 # What comes back: each run's final checkpoint (or its newest periodic one when stopped early) and its records.
 rm -rf "$RUNS/back" && mkdir -p "$RUNS/back"
-for name in robust robust_ft regression; do
+for name in robust robust_ft regression robust_colour; do
   [[ -d "$RUNS/$name" ]] || continue
   mkdir -p "$RUNS/back/$name"
   cp "$RUNS/$name"/{run.json,metrics.jsonl,loss_curve.png} "$RUNS/back/$name/" 2>/dev/null

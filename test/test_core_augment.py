@@ -281,6 +281,76 @@ def test_appearance_against_independent_references():
     assert abs(resid[1].std() - np.sqrt(2.0**2 + 1 / 12)) < 0.15  # sigma 2 plus the rounding's uniform error
 
 
+def _hue_reference(rgb: np.ndarray, degrees: float) -> np.ndarray:
+    """(H, W, 3) levels -> hue turned by ``degrees``, one pixel at a time through the standard library's HSV."""
+    import colorsys
+
+    out = np.empty(rgb.shape, dtype=np.float64)
+    for idx in np.ndindex(rgb.shape[:2]):
+        h, s_, v = colorsys.rgb_to_hsv(*(rgb[idx] / 255.0))
+        out[idx] = np.array(colorsys.hsv_to_rgb((h + degrees / 360.0) % 1.0, s_, v)) * 255.0
+    return out
+
+
+def test_hue_rotation_and_greyscale_against_the_standard_library_and_opencv():
+    import cv2
+
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, size=(12, 10, 3)).astype(np.uint8)
+    img[0, :3] = [[200, 0, 0], [90, 90, 90], [0, 0, 0]]  # pure red, a grey, black
+    for degrees in (-170.0, -35.0, 0.0, 60.0, 123.4, 180.0):
+        ours = aug_mod.rotate_hue(img.astype(np.float32), degrees)
+        assert np.abs(ours - _hue_reference(img.astype(np.float64), degrees)).max() < 1e-3, degrees
+    red, grey, black = aug_mod.rotate_hue(img[:1, :3].astype(np.float32), 120.0)[0]
+    assert np.allclose(red, [0, 200, 0]) and np.allclose(grey, [90, 90, 90]) and np.allclose(black, 0)
+
+    n = 3
+    d = AugmentationDraw(
+        T_cam_told=np.tile(np.eye(4), (n, 1, 1)),
+        focal_scale=np.ones(n),
+        principal_shift_px=np.zeros((n, 2)),
+        zoom=np.ones(n),
+        crop_origin_px=np.zeros((n, 2)),
+        exposure_gain=np.ones(n),
+        gamma=np.ones(n),
+        blur_sigma_px=np.zeros(n),
+        noise_sigma_levels=np.zeros(n),
+        hue_shift_deg=np.array([0.0, 90.0, 90.0]),
+        grey=np.array([False, False, True]),
+    )
+    images = torch.from_numpy(np.stack([img] * n)).permute(0, 3, 1, 2).contiguous()  # (3, 3, H, W) uint8
+    out = apply_appearance(images, d).permute(0, 2, 3, 1).numpy().astype(np.int64)  # (3, H, W, 3)
+    assert np.array_equal(out[0], img)  # identity: unchanged
+    turned = np.rint(np.clip(_hue_reference(img.astype(np.float64), 90.0), 0, 255))
+    assert np.abs(out[1] - turned).max() <= 1
+    grey_ref = cv2.cvtColor(np.rint(np.clip(turned, 0, 255)).astype(np.uint8), cv2.COLOR_RGB2GRAY).astype(np.int64)
+    assert np.array_equal(out[2][..., 0], out[2][..., 1]) and np.array_equal(out[2][..., 0], out[2][..., 2])
+    assert np.abs(out[2][..., 0] - grey_ref).max() <= 1  # greyscale after the hue (the module's order)
+
+
+def test_colour_draws_stay_in_range_and_leave_the_other_draws_as_they_were():
+    base = dict(exposure_range_stops=(-0.5, 0.5), noise_sigma_range_levels=(0.0, 4.0))
+    torch.manual_seed(5)
+    plain = [draw(Augmentations(**base), VIEWS, 64) for _ in range(300)]
+    torch.manual_seed(5)
+    coloured = [draw(Augmentations(**base, hue_shift_range_deg=(-90.0, 45.0), grey_probability=0.25), VIEWS, 64)]
+    # the colour draws come after the others: the first sample's exposure and noise are those of a recipe without them
+    assert np.array_equal(coloured[0].exposure_gain, plain[0].exposure_gain)
+    assert np.array_equal(coloured[0].noise_sigma_levels, plain[0].noise_sigma_levels)
+    assert np.all(plain[0].hue_shift_deg == 0) and not plain[0].grey.any()
+    torch.manual_seed(6)
+    aug = Augmentations(hue_shift_range_deg=(-90.0, 45.0), grey_probability=0.25)
+    draws = [draw(aug, VIEWS, 64) for _ in range(400)]
+    hue = np.concatenate([d.hue_shift_deg for d in draws])
+    grey = np.concatenate([d.grey for d in draws])
+    assert hue.min() >= -90.0 and hue.max() <= 45.0 and hue.min() < -85.0 and hue.max() > 40.0
+    assert 0.2 < grey.mean() < 0.3
+    torch.manual_seed(6)
+    again = draw(aug, VIEWS, 64)
+    assert np.array_equal(again.hue_shift_deg, draws[0].hue_shift_deg) and np.array_equal(again.grey, draws[0].grey)
+    assert aug.record() == {"hue_shift_range_deg": [-90.0, 45.0], "grey_probability": 0.25}
+
+
 def test_dataset_noise_stays_within_its_sigma_range_and_repeats_from_the_seed(tmp_path):
     cfg = V4Config.tiny()
     _, ep_dir = _episode_dir(tmp_path, cfg)
@@ -328,6 +398,9 @@ def test_dataset_noise_stays_within_its_sigma_range_and_repeats_from_the_seed(tm
         ("noise_sigma_range_levels", "0 5", "pair"),
         ("told_extrinsics_views", "scene", "list of view names"),
         ("told_intrinsics_views", ("",), "non-empty"),
+        ("hue_shift_range_deg", (30.0, -30.0), "inverted"),
+        ("hue_shift_range_deg", (-200.0, 0.0), r"within \[-180, 180\]"),
+        ("grey_probability", 1.5, r"within \[0, 1\]"),
     ],
 )
 def test_bad_augmentation_values_are_refused_naming_the_option(field, value, rule):
@@ -418,3 +491,24 @@ def test_train_config_spells_every_augmentation_with_its_default():
     assert set(field_names()) == set(aug)
     for name in aug:
         assert name in train and train[name] == aug[name], name
+
+
+def test_the_colour_recipe_fine_tunes_the_robust_checkpoint_and_records_its_colour_augmentations(tmp_path):
+    """config/train_pick_place_robust_colour.yaml, cut to 2 iterations: it loads on top of the robust checkpoint
+    (schedule fields only) and its checkpoint says it was trained with the hue rotation and greyscale."""
+    from pathlib import Path
+
+    from para_core.train.cli import main as train_main
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = V4Config.tiny()
+    for s in range(2):
+        _episode_dir(tmp_path / "data", cfg, seed=s, n_frames=12, name=f"ep{s}")
+    args = ["--data", str(tmp_path / "data"), "--preset", "pick_place", "--out", str(tmp_path / "run"),
+            "--config", str(repo / "config" / "train_pick_place_robust_colour.yaml"),
+            "--init-from", str(repo / "checkpoints" / "pick_place_robust"), "--max-iters", "2", "--batch-size", "2",
+            "--num-workers", "0", "--val-fraction", "0", "--device", "cpu", "--no-progress", "--no-tensorboard"]  # fmt: skip
+    assert train_main(args) == 0
+    extra = json.loads((tmp_path / "run" / "checkpoint" / "config.json").read_text())["extra"]
+    assert extra["augmentations"]["hue_shift_range_deg"] == [-180.0, 180.0]
+    assert extra["augmentations"]["grey_probability"] == 0.33

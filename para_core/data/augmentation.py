@@ -17,9 +17,13 @@ Three kinds, each off by default (``Augmentations()`` changes nothing and draws 
   is black), and ``K' = [[z, 0, -z x0], [0, z, -z y0], [0, 0, 1]] @ K`` (docs/contracts.md: a crop shifts cx -= x0,
   a resize by z maps u -> z u). z is uniform in ``zoom_range``; the origin uniform between 0 and ``S - S / z`` on
   each axis, so a zoomed-in crop stays inside the image.
-- **Appearance** (images only, after the colour jitter of ``EpisodeDataset``): exposure (gain ``2 ** stops``),
-  gamma (``x ** g`` on [0, 1]), Gaussian blur (sigma in pixels of the model's input, kernel radius ``ceil(3 sigma)``,
-  mirrored border), Gaussian noise (sigma in uint8 levels, per pixel and channel), in that order, rounded once.
+- **Appearance** (images only, after the colour jitter of ``EpisodeDataset``): a hue rotation (every pixel's HSV hue
+  turned by the same angle, its value and saturation kept: a red cube and a grey table become a green cube and the same
+  grey table), greyscale with a probability (ITU-R BT.601 luma in all three channels: colour gone, shape and shading
+  kept), exposure (gain ``2 ** stops``), gamma (``x ** g`` on [0, 1]), Gaussian blur (sigma in pixels of the model's
+  input, kernel radius ``ceil(3 sigma)``, mirrored border), Gaussian noise (sigma in uint8 levels, per pixel and
+  channel), in that order, rounded once. The two colour ones are for objects and pads of colours the demonstrations
+  never showed.
 
 Random draws follow the dataset's colour-jitter rule: torch's global RNG, per view and sample, in a fixed order and
 only for the options that are on (the run's seed makes them reproducible; DataLoader workers are seeded from it).
@@ -42,10 +46,12 @@ _SCALAR_BOUNDS = (
     ("told_wrist_mount_error_deg", 0.0, 10.0, "degrees"),
     ("told_focal_error_frac", 0.0, 0.3, "a fraction of the focal length"),
     ("told_principal_point_error_frac", 0.0, 0.2, "a fraction of the image size"),
+    ("grey_probability", 0.0, 1.0, "a probability per view and sample"),
 )
 # (field, lower bound, upper bound, identity range, unit words) of the (low, high) ranges
 _RANGE_BOUNDS = (
     ("zoom_range", 0.5, 2.0, (1.0, 1.0), "a scale factor (1 = unchanged)"),
+    ("hue_shift_range_deg", -180.0, 180.0, (0.0, 0.0), "degrees of hue"),
     ("exposure_range_stops", -3.0, 3.0, (0.0, 0.0), "stops (gain 2 ** stops)"),
     ("gamma_range", 0.25, 4.0, (1.0, 1.0), "a gamma exponent (1 = unchanged)"),
     ("blur_sigma_range_px", 0.0, 10.0, (0.0, 0.0), "pixels of the model's input"),
@@ -69,6 +75,8 @@ class Augmentations:
         told_principal_point_error_frac: the told cx, cy are shifted by e * S pixels, e uniform in [-bound, bound].
         told_intrinsics_views: views given the intrinsics error, default the scene view.
         zoom_range: (low, high) zoom factor of the consistent zoom / crop (images and K), every view.
+        hue_shift_range_deg: (low, high) hue rotation, degrees (HSV hue; value and saturation kept).
+        grey_probability: probability that a view of a sample is turned to greyscale (BT.601 luma).
         exposure_range_stops: (low, high) exposure change, stops.
         gamma_range: (low, high) gamma exponent.
         blur_sigma_range_px: (low, high) Gaussian blur sigma, pixels of the model's input.
@@ -85,6 +93,8 @@ class Augmentations:
     told_principal_point_error_frac: float = 0.0
     told_intrinsics_views: tuple[str, ...] = ("scene",)
     zoom_range: tuple[float, float] = (1.0, 1.0)
+    hue_shift_range_deg: tuple[float, float] = (0.0, 0.0)
+    grey_probability: float = 0.0
     exposure_range_stops: tuple[float, float] = (0.0, 0.0)
     gamma_range: tuple[float, float] = (1.0, 1.0)
     blur_sigma_range_px: tuple[float, float] = (0.0, 0.0)
@@ -132,8 +142,13 @@ class Augmentations:
         return self._range_on("zoom_range")
 
     @property
+    def colour_on(self) -> bool:
+        """A hue rotation or greyscale is on (part of the appearance)."""
+        return self._range_on("hue_shift_range_deg") or self.grey_probability > 0
+
+    @property
     def appearance_on(self) -> bool:
-        return any(
+        return self.colour_on or any(
             self._range_on(n)
             for n in ("exposure_range_stops", "gamma_range", "blur_sigma_range_px", "noise_sigma_range_levels")
         )
@@ -161,6 +176,8 @@ class Augmentations:
         for name, *_ in _RANGE_BOUNDS:
             if self._range_on(name):
                 on[name] = getattr(self, name)
+        if self.grey_probability > 0:
+            on["grey_probability"] = self.grey_probability
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in on.items()}
 
     def check_views(self, view_names) -> None:
@@ -235,6 +252,13 @@ class AugmentationDraw:
     gamma: np.ndarray  # (N,)
     blur_sigma_px: np.ndarray  # (N,)
     noise_sigma_levels: np.ndarray  # (N,)
+    hue_shift_deg: np.ndarray | None = None  # (N,) hue rotation, degrees; None: zeros
+    grey: np.ndarray | None = None  # (N,) bool, the views turned to greyscale; None: none
+
+    def __post_init__(self) -> None:
+        n = len(self.zoom)
+        self.hue_shift_deg = np.zeros(n) if self.hue_shift_deg is None else np.asarray(self.hue_shift_deg, float)
+        self.grey = np.zeros(n, dtype=bool) if self.grey is None else np.asarray(self.grey, dtype=bool)
 
 
 def _uniform(n: int, low: float, high: float) -> np.ndarray:
@@ -316,6 +340,11 @@ def draw(aug: Augmentations, view_names, img_size: int) -> AugmentationDraw:
         d.gamma = _uniform(n, *aug.gamma_range)
         d.blur_sigma_px = _uniform(n, *aug.blur_sigma_range_px)
         d.noise_sigma_levels = _uniform(n, *aug.noise_sigma_range_levels)
+        # the colour options draw after the others, and only when on: a recipe without them draws as before
+        if aug._range_on("hue_shift_range_deg"):
+            d.hue_shift_deg = _uniform(n, *aug.hue_shift_range_deg)
+        if aug.grey_probability > 0:
+            d.grey = _uniform(n, 0.0, 1.0) < aug.grey_probability
     return d
 
 
@@ -384,14 +413,37 @@ def blur_image(image_hwc: np.ndarray, sigma_px: float) -> np.ndarray:
     return sum(t * rows[:, j : j + W] for j, t in enumerate(taps)).astype(np.float32)  # (H, W, C)
 
 
+def rotate_hue(image_hwc: np.ndarray, degrees: float) -> np.ndarray:
+    """(H, W, 3) float RGB -> float32, every pixel's HSV hue turned by ``degrees`` with its value (max channel) and
+    chroma (max - min) kept; a grey pixel (chroma 0) is unchanged."""
+    x = image_hwc.astype(np.float32)
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    hi, lo = x.max(axis=-1), x.min(axis=-1)  # (H, W)
+    chroma = hi - lo
+    c = np.where(chroma > 0, chroma, 1.0)
+    hue = np.where(hi == r, ((g - b) / c) % 6.0, np.where(hi == g, (b - r) / c + 2.0, (r - g) / c + 4.0))  # sextants
+    hue = (hue + np.float32(degrees / 60.0)) % 6.0
+    # channel n of (R, G, B) = (5, 3, 1): value - chroma * clamp(min(k, 4 - k), 0, 1), k = (n + hue) mod 6
+    out = [hi - chroma * np.clip(np.minimum(k, 4.0 - k), 0.0, 1.0) for k in ((n + hue) % 6.0 for n in (5.0, 3.0, 1.0))]
+    return np.stack(out, axis=-1).astype(np.float32)
+
+
+LUMA_BT601 = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # R, G, B weights of greyscale (OpenCV's RGB2GRAY)
+
+
 def apply_appearance(images, d: AugmentationDraw):
-    """Exposure, gamma, blur, noise on (N, 3, S, S) uint8 torch images -> uint8 (module docstring order); an
-    identity step (gain 1, gamma 1, sigma 0) is skipped, which leaves its result unchanged."""
+    """Hue, greyscale, exposure, gamma, blur, noise on (N, 3, S, S) uint8 torch images -> uint8 (module docstring
+    order); an identity step (hue 0, colour kept, gain 1, gamma 1, sigma 0) is skipped, which leaves its result
+    unchanged."""
     import torch  # torch: loaded on first use, not on import
 
     n = images.shape[0]
     x = images.permute(0, 2, 3, 1).numpy().astype(np.float32)  # (N, S, S, 3) levels 0..255
     for k in range(n):
+        if d.hue_shift_deg[k] != 0.0:
+            x[k] = rotate_hue(x[k], float(d.hue_shift_deg[k]))
+        if d.grey[k]:
+            x[k] = (x[k] @ LUMA_BT601)[..., None]  # (S, S, 1) -> broadcast to all three channels
         if d.exposure_gain[k] != 1.0:
             x[k] = np.clip(x[k] * np.float32(d.exposure_gain[k]), 0.0, 255.0)
         if d.gamma[k] != 1.0:

@@ -213,6 +213,12 @@ def _add_augmentation_arguments(p: argparse.ArgumentParser) -> None:
             "told fx, fy scaled by 1 + e, e uniform in [-F, F] (images unchanged), e.g. 0.05",
         ),
         ("--told-principal-point-error-frac", "P", "told cx, cy shifted by e * image size, e uniform in [-P, P]"),
+        (
+            "--grey-probability",
+            "P",
+            "probability that a view of a sample is shown in greyscale (BT.601 luma): for objects of colours the "
+            "demonstrations never showed, e.g. 0.2",
+        ),
     ):
         a.add_argument(flag, type=float, default=None, metavar=unit, help=what)
     for flag, default in (
@@ -227,6 +233,11 @@ def _add_augmentation_arguments(p: argparse.ArgumentParser) -> None:
             "Z",
             "consistent zoom / crop: images resampled AND K changed exactly, zoom factor "
             "uniform in [LO, HI] (1 = off; < 1 zooms out with a black border), e.g. 0.95 1.1",
+        ),
+        (
+            "--hue-shift-range-deg",
+            "DEG",
+            "hue rotation of the whole image, degrees (HSV hue; value and saturation kept), e.g. -180 180",
         ),
         ("--exposure-range-stops", "STOPS", "exposure change, stops (gain 2**stops), e.g. -0.5 0.5"),
         ("--gamma-range", "G", "gamma exponent applied to [0, 1] intensities, e.g. 0.8 1.25"),

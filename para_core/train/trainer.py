@@ -175,6 +175,8 @@ class TrainConfig:
     told_principal_point_error_frac: float = 0.0
     told_intrinsics_views: tuple[str, ...] = ("scene",)
     zoom_range: tuple[float, float] = (1.0, 1.0)
+    hue_shift_range_deg: tuple[float, float] = (0.0, 0.0)
+    grey_probability: float = 0.0
     exposure_range_stops: tuple[float, float] = (0.0, 0.0)
     gamma_range: tuple[float, float] = (1.0, 1.0)
     blur_sigma_range_px: tuple[float, float] = (0.0, 0.0)
