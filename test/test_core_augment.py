@@ -305,19 +305,8 @@ def test_hue_rotation_and_greyscale_against_the_standard_library_and_opencv():
     assert np.allclose(red, [0, 200, 0]) and np.allclose(grey, [90, 90, 90]) and np.allclose(black, 0)
 
     n = 3
-    d = AugmentationDraw(
-        T_cam_told=np.tile(np.eye(4), (n, 1, 1)),
-        focal_scale=np.ones(n),
-        principal_shift_px=np.zeros((n, 2)),
-        zoom=np.ones(n),
-        crop_origin_px=np.zeros((n, 2)),
-        exposure_gain=np.ones(n),
-        gamma=np.ones(n),
-        blur_sigma_px=np.zeros(n),
-        noise_sigma_levels=np.zeros(n),
-        hue_shift_deg=np.array([0.0, 90.0, 90.0]),
-        grey=np.array([False, False, True]),
-    )
+    d = AugmentationDraw.identity(n)
+    d.hue_shift_deg, d.grey = np.array([0.0, 90.0, 90.0]), np.array([False, False, True])
     images = torch.from_numpy(np.stack([img] * n)).permute(0, 3, 1, 2).contiguous()  # (3, 3, H, W) uint8
     out = apply_appearance(images, d).permute(0, 2, 3, 1).numpy().astype(np.int64)  # (3, H, W, 3)
     assert np.array_equal(out[0], img)  # identity: unchanged

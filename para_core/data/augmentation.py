@@ -255,6 +255,21 @@ class AugmentationDraw:
     hue_shift_deg: np.ndarray | None = None  # (N,) hue rotation, degrees; None: zeros
     grey: np.ndarray | None = None  # (N,) bool, the views turned to greyscale; None: none
 
+    @classmethod
+    def identity(cls, n: int) -> AugmentationDraw:
+        """What ``n`` views get with every option off: nothing changes."""
+        return cls(
+            T_cam_told=np.tile(np.eye(4), (n, 1, 1)),
+            focal_scale=np.ones(n),
+            principal_shift_px=np.zeros((n, 2)),
+            zoom=np.ones(n),
+            crop_origin_px=np.zeros((n, 2)),
+            exposure_gain=np.ones(n),
+            gamma=np.ones(n),
+            blur_sigma_px=np.zeros(n),
+            noise_sigma_levels=np.zeros(n),
+        )
+
     def __post_init__(self) -> None:
         n = len(self.zoom)
         self.hue_shift_deg = np.zeros(n) if self.hue_shift_deg is None else np.asarray(self.hue_shift_deg, float)
@@ -303,17 +318,7 @@ def draw(aug: Augmentations, view_names, img_size: int) -> AugmentationDraw:
     view_names = tuple(view_names)
     n = len(view_names)
     S = float(img_size)
-    d = AugmentationDraw(
-        T_cam_told=np.tile(np.eye(4), (n, 1, 1)),
-        focal_scale=np.ones(n),
-        principal_shift_px=np.zeros((n, 2)),
-        zoom=np.ones(n),
-        crop_origin_px=np.zeros((n, 2)),
-        exposure_gain=np.ones(n),
-        gamma=np.ones(n),
-        blur_sigma_px=np.zeros(n),
-        noise_sigma_levels=np.zeros(n),
-    )
+    d = AugmentationDraw.identity(n)
     for on, names, m, deg in (
         (aug.told_extrinsics_on, aug.told_extrinsics_views, aug.told_extrinsics_error_m, aug.told_extrinsics_error_deg),
         (
