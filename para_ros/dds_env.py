@@ -7,6 +7,9 @@ before ``rclpy.init``) or passes :func:`loopback_dds_env` to a child process. It
   ignored by ROS 2 Kilted, so it is not relied on.)
 * ``ROS_DOMAIN_ID``: kept if the caller chose one. Run-level entry points (tests, ``scripts/demo``, ``para-deploy``,
   benchmarks) otherwise pick a fresh one per run, so parallel runs never see each other, and hand it to their children.
+  A fresh domain is claimed on this machine (:func:`claim_domain_id`: a lock file held for the process's life, kept
+  across ``para-env -- CMD``'s exec), so two runs side by side (an evaluation and the test suite, two sweeps) never
+  pick the same one: a shared domain mixes their clocks, joint states and acknowledgements.
   Node entry points (``pick_domain=False``) never pick one: nodes started separately (``ros2 run``, ``ros2 launch``)
   must share the user's domain.
 * ``FASTDDS_DEFAULT_PROFILES_FILE`` (and, on Humble/Iron/Jazzy whose Fast DDS 2.x reads only that name,
@@ -21,10 +24,13 @@ Nothing here imports rclpy: the environment must be in place before the middlewa
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import random
 import shlex
-from collections.abc import Mapping, MutableMapping
+import tempfile
+from collections.abc import Iterable, Mapping, MutableMapping
+from pathlib import Path
 
 from para_ros.paths import config_file
 
@@ -55,10 +61,51 @@ def dds_env_vars(pick_domain: bool = False) -> dict[str, str]:
     return {k: v for k, v in after.items() if before.get(k) != v}
 
 
-def fresh_domain_id(rng: random.Random | None = None) -> int:
-    """A random domain id in :data:`DOMAIN_ID_RANGE`, for one run (tests, demo, CI)."""
+# Where the domain claims live (one lock file per domain id); PARA_DDS_LOCK_DIR overrides it.
+LOCK_DIR_ENV_VAR = "PARA_DDS_LOCK_DIR"
+_claimed: dict[Path, int] = {}  # a domain's lock file -> its open descriptor, held for this process's life
+
+
+def domain_lock_dir() -> Path:
+    """The folder of the per-domain lock files (``PARA_DDS_LOCK_DIR``, else ``<tmp>/para_ros_dds_domains``)."""
+    return Path(os.environ.get(LOCK_DIR_ENV_VAR) or Path(tempfile.gettempdir()) / "para_ros_dds_domains")
+
+
+def claim_domain_id(domain: int) -> bool:
+    """Claim ``domain`` for this process: True when it is this process's now (or was already), False when another
+    process of the project on this machine holds it. The claim is an exclusive ``flock`` on the domain's lock file,
+    released when the process ends; the file stays open across ``exec`` (``para-env -- CMD`` hands it to CMD).
+    Where no lock file can be made (a read-only temp folder) nothing is claimed and the answer is True: the domain is
+    then as random as it always was."""
+    path = domain_lock_dir() / f"domain-{int(domain)}.lock"
+    if path in _claimed:
+        return True
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    os.set_inheritable(fd, True)
+    _claimed[path] = fd
+    return True
+
+
+def fresh_domain_id(rng: random.Random | None = None, exclude: Iterable[int] = ()) -> int:
+    """A random domain id in :data:`DOMAIN_ID_RANGE` besides ``exclude`` that no other run on this machine holds,
+    claimed for this process (:func:`claim_domain_id`), for one run (tests, demo, CI, a graph). When every one is
+    held, a random one of them (as before claims existed)."""
     rng = rng or random.SystemRandom()
-    return rng.randint(*DOMAIN_ID_RANGE)
+    excluded = set(exclude)
+    candidates = [d for d in range(DOMAIN_ID_RANGE[0], DOMAIN_ID_RANGE[1] + 1) if d not in excluded]
+    if not candidates:
+        raise ValueError(f"fresh_domain_id: every domain of {DOMAIN_ID_RANGE} is excluded")
+    rng.shuffle(candidates)
+    return next((d for d in candidates if claim_domain_id(d)), candidates[0])
 
 
 def other_domain_ids(n: int, environ: Mapping[str, str] | None = None, rng: random.Random | None = None) -> list[int]:
@@ -71,10 +118,9 @@ def other_domain_ids(n: int, environ: Mapping[str, str] | None = None, rng: rand
     taken = {int(environ.get("ROS_DOMAIN_ID", "0") or 0)}
     out: list[int] = []
     while len(out) < n:
-        domain = fresh_domain_id(rng)
-        if domain not in taken:
-            taken.add(domain)
-            out.append(domain)
+        domain = fresh_domain_id(rng, exclude=taken)
+        taken.add(domain)
+        out.append(domain)
     return out
 
 

@@ -121,8 +121,10 @@ def test_multi_host_opt_out_leaves_the_users_dds_alone_and_launch_env_lists_only
     assert changes[dds_env.PROFILE_ENV_VAR].endswith("fastdds_loopback.xml")
 
 
-def test_other_domain_ids_are_distinct_in_range_and_never_the_runs():
+def test_other_domain_ids_are_distinct_in_range_and_never_the_runs(monkeypatch, tmp_path):
     import random
+
+    monkeypatch.setenv(dds_env.LOCK_DIR_ENV_VAR, str(tmp_path))  # claims of every domain: not the machine's own
 
     span = dds_env.DOMAIN_ID_RANGE[1] - dds_env.DOMAIN_ID_RANGE[0] + 1
     run_domain = dds_env.DOMAIN_ID_RANGE[0] + 7
@@ -136,3 +138,34 @@ def test_other_domain_ids_are_distinct_in_range_and_never_the_runs():
     )
     with pytest.raises(ValueError, match="other_domain_ids: n must be in"):
         dds_env.other_domain_ids(span, {"ROS_DOMAIN_ID": str(run_domain)})
+
+
+def test_a_domain_another_run_holds_is_never_picked_and_the_claim_survives_para_envs_exec(monkeypatch, tmp_path):
+    """Two runs side by side on one machine (an evaluation beside the test suite) must not share a domain: their
+    /clock and /joint_states would mix. A domain held by another process (through ``para-env -- CMD``, whose exec
+    keeps the claim) is refused by claim_domain_id and skipped by fresh_domain_id, even when it is the only one the
+    random order would give first."""
+    import random
+    import subprocess
+    import sys
+
+    monkeypatch.setenv(dds_env.LOCK_DIR_ENV_VAR, str(tmp_path))
+    env = {**os.environ, dds_env.LOCK_DIR_ENV_VAR: str(tmp_path)}
+    env.pop("ROS_DOMAIN_ID", None)
+    held = subprocess.Popen(
+        [sys.executable, "-m", "para_ros.dds_env", "--", sys.executable, "-c",
+         "import os, sys, time; print(os.environ['ROS_DOMAIN_ID'], flush=True); time.sleep(30)"],
+        env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        domain = int(held.stdout.readline())
+        assert dds_env.claim_domain_id(domain) is False  # held by the exec'd command
+        lo, hi = dds_env.DOMAIN_ID_RANGE
+        others = [d for d in range(lo, hi + 1) if d != domain]
+        free = others[0]
+        for seed in range(5):  # whatever the random order, only the free one of the two comes back
+            assert dds_env.fresh_domain_id(random.Random(seed), exclude=others[1:]) == free
+    finally:
+        held.kill()
+        held.wait()
+    assert dds_env.claim_domain_id(domain) is True  # released when the holder ended
