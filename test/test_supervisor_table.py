@@ -249,7 +249,7 @@ def test_every_command_of_the_confidence_experiment_parses(tmp_path):
             assert args.lockstep and args.episodes in (7, 10, 20)
             supervisor = [p for p in args.node_param if "confidence_supervisor" in p]
             assert len(supervisor) == 1 and ("/on/" in args.out) == supervisor[0].endswith("true")
-            assert "inference_node:decoding:=fused" in args.node_param  # the node's default, the shipped fit's
+            assert "inference_node:decoding:=argmax" in args.node_param  # the documented figures' decoding
             seeds = set(range(args.seed, args.seed + args.episodes))
             (fit_seeds if "/fit_data/" in args.out else evaluated_seeds).update(seeds)
     assert seen == {"eval", "confidence-report", "supervisor-table"}
@@ -260,7 +260,7 @@ def test_every_command_of_the_confidence_experiment_parses(tmp_path):
     assert bad.returncode == 2 and "unknown option" in bad.stderr
 
 
-@pytest.mark.parametrize("decoding", ["argmax", "auto"])
+@pytest.mark.parametrize("decoding", ["fused", "auto"])
 def test_the_confidence_experiment_takes_the_decoding_asked(decoding):
     res = subprocess.run(
         ["bash", str(REPO / "scripts" / "confidence"), "on", "--dry-run", "--decoding", decoding],
@@ -270,7 +270,7 @@ def test_the_confidence_experiment_takes_the_decoding_asked(decoding):
     )
     evals = [line for line in res.stdout.splitlines() if line.startswith("+ ") and " eval " in line]
     assert res.returncode == 0 and len(evals) == 6  # the nominal rig and the five conditions
-    assert all(f"inference_node:decoding:={decoding}" in line and "fused" not in line for line in evals)
+    assert all(f"inference_node:decoding:={decoding}" in line and "argmax" not in line for line in evals)
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_peak_mass_slow_below",
-        0.7,
+        0.64,
         "Slow down while a chunk's peak mass (probability near the chosen point, 0..1) is below this at some checked "
         "step; 0 = off.",
         range=(0.0, 1.0),
@@ -37,7 +37,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_peak_mass_hold_below",
-        0.7,
+        0.64,
         "Hold while the peak mass stays below this for confidence_hold_after_s; 0 = off. At most the slow threshold.",
         range=(0.0, 1.0),
         dynamic=True,
@@ -59,7 +59,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_chunk_agreement_slow_below",
-        0.14,
+        0.01,
         "Slow down while a chunk's agreement with the chunk before it (probability the new chunk gives to where the "
         "old one puts the tool, 0..1) is below this; 0 = off.",
         range=(0.0, 1.0),
@@ -67,14 +67,14 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_chunk_agreement_hold_below",
-        0.14,
+        0.01,
         "Hold while the chunk agreement stays below this for confidence_hold_after_s; 0 = off.",
         range=(0.0, 1.0),
         dynamic=True,
     ),
     Param(
         "confidence_view_agreement_slow_below",
-        0.58,
+        0.52,
         "Slow down while the view agreement (the smallest share of its own probability a camera that sees the chosen "
         "point puts near it, 0..1) is below this; 0 = off.",
         range=(0.0, 1.0),
@@ -82,7 +82,7 @@ CONFIDENCE_PARAMETERS = (
     ),
     Param(
         "confidence_view_agreement_hold_below",
-        0.58,
+        0.46,
         "Hold while the view agreement stays below this for confidence_hold_after_s; 0 = off.",
         range=(0.0, 1.0),
         dynamic=True,
