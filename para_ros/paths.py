@@ -48,3 +48,8 @@ def config_file(name: str) -> Path:
 def shipped_node_params(params_file: str, node: str) -> dict:
     """The ROS parameters of ``node`` as its shipped ``params_file`` (``config/sim.yaml``) sets them."""
     return dict(yaml.safe_load(share_file(params_file).read_text())[node]["ros__parameters"])
+
+
+def effective_params(params_file: str, node: str, overrides: dict) -> dict:
+    """A node's parameters as it will run: its shipped file, then the run's overrides."""
+    return {**shipped_node_params(params_file, node), **overrides}

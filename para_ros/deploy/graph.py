@@ -383,7 +383,7 @@ def tie_lockstep_latency(plan_params: list[tuple[NodeSpec, dict[str, object]]]) 
     as it will run (its override, else its shipped file's value), in place, unless the simulator's is set already:
     the simulator then steps on while the model computes, and never expects a chunk later than the executor takes
     it (:mod:`para_ros.sim.lockstep`, rule 4)."""
-    from para_ros.paths import shipped_node_params  # yaml files: read on first use, not on import
+    from para_ros.paths import effective_params  # yaml files: read on first use, not on import
 
     params = {spec.name: (spec, overrides) for spec, overrides in plan_params}
     if "sim_node" not in params or "chunk_executor" not in params:
@@ -392,9 +392,7 @@ def tie_lockstep_latency(plan_params: list[tuple[NodeSpec, dict[str, object]]]) 
     spec, executor = params["chunk_executor"]
     if not sim.get("lockstep") or not executor.get("lockstep") or "lockstep_chunk_latency_s" in sim:
         return
-    latency = executor.get("lockstep_latency_s")
-    if latency is None:
-        latency = shipped_node_params(spec.params_file, spec.name).get("lockstep_latency_s", 0.0)
+    latency = effective_params(spec.params_file, spec.name, executor).get("lockstep_latency_s", 0.0)
     sim["lockstep_chunk_latency_s"] = float(latency)
 
 
@@ -413,7 +411,7 @@ def tie_lockstep_tf_period(plan_params: list[tuple[NodeSpec, dict[str, object]]]
     inference node says why when it loads it)."""
     # para_core's config reader and the shipped files: read on first use, not on import (no torch either way)
     from para_core.model.checkpoint_files import CheckpointError, read_checkpoint_config
-    from para_ros.paths import shipped_node_params
+    from para_ros.paths import effective_params
     from para_ros.sim.lockstep import tf_grid_steps
 
     params = {spec.name: (spec, overrides) for spec, overrides in plan_params}
@@ -422,9 +420,9 @@ def tie_lockstep_tf_period(plan_params: list[tuple[NodeSpec, dict[str, object]]]
     sim_spec, sim = params["sim_node"]
     if not sim.get("lockstep") or "lockstep_tf_period_s" in sim:
         return
-    sim_params = {**shipped_node_params(sim_spec.params_file, sim_spec.name), **sim}
+    sim_params = effective_params(sim_spec.params_file, sim_spec.name, sim)
     infer_spec, infer = params["inference_node"]
-    checkpoint = {**shipped_node_params(infer_spec.params_file, infer_spec.name), **infer}.get("checkpoint")
+    checkpoint = effective_params(infer_spec.params_file, infer_spec.name, infer).get("checkpoint")
     if not sim_params.get("lockstep_batch") or not checkpoint:
         return
     try:

@@ -31,7 +31,7 @@ import yaml
 
 from para_ros.dds_env import apply_loopback_dds_env, loopback_dds_env
 from para_ros.deploy import graph
-from para_ros.paths import share_file, shipped_node_params
+from para_ros.paths import share_file
 
 PR_SET_PDEATHSIG = 1
 try:  # loaded here, not in the forked child
@@ -304,11 +304,6 @@ class ProcessGroup:
         except OSError:
             return ""
         return "\n".join(lines[-n_lines:])
-
-
-def effective_params(params_file: str, node: str, overrides: dict) -> dict:
-    """A node's parameters as it will run: its shipped file, then the run's overrides."""
-    return {**shipped_node_params(params_file, node), **overrides}
 
 
 class GraphRun:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from para_ros.deploy.graph_run import effective_params
 from para_ros.deploy.summary import RunRecord
 from para_ros.observation.camera_model import intrinsics_from_camera_info
+from para_ros.paths import effective_params
 from para_ros.ros_io.spin import spin_until
 from para_ros.stamps import stamp_to_ns
 

@@ -206,7 +206,7 @@ class LockstepSettings:
     def tf_period_steps(self) -> int:
         """Rule 7's ``/tf`` grid in steps: an instant ``k * step_s`` inside a batch carries ``/tf`` when ``k`` is a
         multiple of it."""
-        return round(float(self.tf_period_s) / self.step_s) if self.tf_period_s else 1
+        return whole_steps(float(self.tf_period_s), self.step_s) if self.tf_period_s else 1
 
 
 @dataclass

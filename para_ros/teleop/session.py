@@ -144,7 +144,7 @@ def plan_robot_side(settings: TeleopSettings):
 def _follower_gripper(plan) -> str:
     """The gripper's name in the follower's ``/joint_states``: the executor's ``gripper_joint_name`` as it runs
     ("" for robot ``topic``: the gripper has its own controller)."""
-    from para_ros.deploy.graph_run import effective_params
+    from para_ros.paths import effective_params
 
     spec, overrides = next((s, o) for s, o in plan if s.name == "chunk_executor")
     return str(effective_params(spec.params_file, spec.name, overrides).get("gripper_joint_name", "gripper"))
