@@ -295,7 +295,7 @@ def test_dinov3_patch_grid_and_cls_are_the_right_tokens(hw):
     x = torch.randn(2, 3, H, W)
     with torch.no_grad():
         out = bb(x)
-        tokens = bb.vit(pixel_values=x).last_hidden_state  # (B, 1 + R + h*w, C)
+        tokens = bb.vit(x)  # (B, 1 + R + h*w, C), the last hidden state
     R, C, p = cfg.backbone_config["num_register_tokens"], cfg.backbone_config["hidden_size"], cfg.patch_size
     h, w = H // p, W // p
     assert R == 4 and tokens.shape == (2, 1 + R + h * w, C)
@@ -337,7 +337,7 @@ def test_dinov3_token_layout_and_pixel_alignment_by_hand():
             assert torch.allclose(out.patch_grid[0, :, i, j].double(), ref, atol=1e-5), (i, j)
     # the register tokens come between the CLS and the patches, and are not part of the grid
     with torch.no_grad():
-        tokens = vit(pixel_values=x).last_hidden_state[0]  # (1 + R + 24, C)
+        tokens = vit(x)[0]  # (1 + R + 24, C)
     assert torch.allclose(tokens[1:5].double(), ln(vit.embeddings.register_tokens[0].detach()), atol=1e-5)
     y = x.clone()
     y[:, :, 32:48, 16:32] += 1.0  # patch row 2, patch column 1

@@ -7,7 +7,8 @@ the image resized by 1/p under the pixel-centre convention of ``para_core.model.
 
 Registered kinds (``V4Config.backbone_kind``):
 
-- ``"dinov3"``: ``transformers.DINOv3ViTModel``.
+- ``"dinov3"``: DINOv3's ViT, ``para_core.model.dinov3_vit`` (weight for weight ``transformers.DINOv3ViTModel``,
+  without importing transformers).
 - ``"internvl_vision"``: the vision TOWER of InternVL 2.5 (InternViT, ``transformers.InternVLVisionModel``; PARA v4's
   v4_vlm variant). We take the raw tokens of its last layer -- what InternVL itself feeds on (vision_feature_layer
   -1) -- with the CLS token dropped from the grid and BEFORE InternVL's pixel shuffle (which would merge 2 x 2 patches
@@ -40,6 +41,7 @@ from para_core.model.backbone_base import Backbone, BackboneOutput, check_pretra
 from para_core.model.backbone_da3 import DA3Backbone
 from para_core.model.backbone_vlm import InternVLLanguageBackbone
 from para_core.model.config import V4Config
+from para_core.model.dinov3_vit import DINOv3Arch, DINOv3ViT, load_pretrained
 
 # DINOv3ViTConfig fields recorded in checkpoints (the architecture, not the training-time extras).
 _DINOV3_ARCH_KEYS = (
@@ -66,63 +68,51 @@ _DINOV3_ARCH_KEYS = (
 
 
 class DINOv3Backbone(Backbone):
-    """DINOv3 ViT through ``transformers``: real weights from a local directory (``from_pretrained``) when
-    ``config.backbone_pretrained_dir`` is set, otherwise random weights from ``config.backbone_config``."""
+    """DINOv3 ViT (``para_core.model.dinov3_vit``, weight for weight transformers' ``DINOv3ViTModel``): real weights
+    from a local transformers directory when ``config.backbone_pretrained_dir`` is set, otherwise random weights from
+    ``config.backbone_config``."""
 
     def __init__(self, config: V4Config):
         super().__init__()
-        # transformers: loaded on first use, not on import; from the model's own modules, which skips the top-level
-        # lookup of every model transformers knows (about 0.8 s of a node's start-up)
-        from transformers.models.dinov3_vit.configuration_dinov3_vit import DINOv3ViTConfig
-        from transformers.models.dinov3_vit.modeling_dinov3_vit import DINOv3ViTModel
-
         if config.backbone_pretrained_dir:
             path = Path(config.backbone_pretrained_dir)
-            if not (path / "config.json").is_file():
-                raise ValueError(
-                    f"V4Config.backbone_pretrained_dir = {str(path)!r} has no config.json: point it at "
-                    f"a local transformers DINOv3 checkpoint directory, or set it to '' for random "
-                    f"weights"
-                )
-            if not any(path.glob("*.safetensors")):
-                raise ValueError(
-                    f"V4Config.backbone_pretrained_dir = {str(path)!r} has no *.safetensors weights; "
-                    f"only safetensors are loaded (a .bin/.pt file would be unpickled). Convert it "
-                    f"with transformers' save_pretrained(..., safe_serialization=True)"
-                )
-            # use_safetensors=True: never fall back to unpickling a pytorch_model.bin the user handed us
+            check_pretrained_dir(path, "DINOv3")
             # The RoPE train-time augmentations follow backbone_config (off in the presets), not the hub's config.
             rope_aug = {
                 k: config.backbone_config.get(k) for k in ("pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale")
             }
-            self.vit = DINOv3ViTModel.from_pretrained(
-                str(path), local_files_only=True, use_safetensors=True, **rope_aug
-            )
+            self.vit = load_pretrained(path, **rope_aug)
         else:
-            self.vit = DINOv3ViTModel(DINOv3ViTConfig(**config.backbone_config))
-        hf = self.vit.config
-        if hf.patch_size != config.patch_size:
+            self.vit = DINOv3ViT(DINOv3Arch.from_dict(config.backbone_config))
+        arch = self.vit.config
+        if arch.patch_size != config.patch_size:
             raise ValueError(
-                f"backbone patch_size {hf.patch_size} != V4Config.patch_size {config.patch_size}: "
-                f"set patch_size to {hf.patch_size}"
+                f"backbone patch_size {arch.patch_size} != V4Config.patch_size {config.patch_size}: "
+                f"set patch_size to {arch.patch_size}"
             )
-        self.hidden_size = int(hf.hidden_size)
-        self.patch_size = int(hf.patch_size)
-        self.n_prefix = 1 + int(hf.num_register_tokens)  # CLS + registers come before the patch tokens
+        self.hidden_size = int(arch.hidden_size)
+        self.patch_size = int(arch.patch_size)
+        self.n_prefix = 1 + int(arch.num_register_tokens)  # CLS + registers come before the patch tokens
         # The mask token only serves masked-image pre-training; it never enters our forward, so it is frozen
-        # (kept in the state dict for from_pretrained compatibility).
-        mask_token = getattr(self.vit.embeddings, "mask_token", None)
-        if isinstance(mask_token, nn.Parameter):
-            mask_token.requires_grad_(False)
+        # (kept in the state dict so transformers' weights load).
+        self.vit.embeddings.mask_token.requires_grad_(False)
 
     def arch_config(self) -> dict:
-        hf = self.vit.config
-        return {k: getattr(hf, k) for k in _DINOV3_ARCH_KEYS if hasattr(hf, k)}
+        arch = self.vit.config
+        return {k: getattr(arch, k) for k in _DINOV3_ARCH_KEYS}
+
+    def set_attention(self, implementation: str) -> None:
+        """ "sdpa", "eager" or ``para_core.model.cpu_attention.NAME`` (see ``para_core.model.dinov3_vit``)."""
+        self.vit.set_attention(implementation)
+
+    @property
+    def attention(self) -> str:
+        return self.vit.attention
 
     def forward(self, pixel_values: torch.Tensor) -> BackboneOutput:
         B, _, H, W = pixel_values.shape
         h, w = H // self.patch_size, W // self.patch_size
-        tokens = self.vit(pixel_values=pixel_values).last_hidden_state  # (B, 1 + R + h*w, C), layer-normed
+        tokens = self.vit(pixel_values)  # (B, 1 + R + h*w, C), layer-normed
         patches = tokens[:, self.n_prefix :]  # (B, h*w, C)
         grid = patches.transpose(1, 2).reshape(B, self.hidden_size, h, w)  # (B, C, h, w)
         return BackboneOutput(patch_grid=grid, cls=tokens[:, 0])

@@ -38,14 +38,19 @@ from para_core.model.registry import MODEL_REGISTRY, build_model
 
 
 def _versions() -> dict[str, str]:
-    import safetensors  # safetensors: loaded on first use, not on import
-    import transformers  # transformers: loaded on first use, not on import
+    from importlib.metadata import PackageNotFoundError, version  # the installed versions, without importing them
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
 
     return {
         "para_core": __version__,
         "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "safetensors": safetensors.__version__,
+        "transformers": installed("transformers"),
+        "safetensors": installed("safetensors"),
     }
 
 

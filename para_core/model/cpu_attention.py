@@ -12,9 +12,9 @@ probabilities are rounded to bf16 before the product with the values, so outputs
 about bf16's resolution, which is the precision the network runs at. In fp32 torch's kernel is the faster one, so
 this is for bf16 / fp16 only.
 
-It is registered with transformers' ``AttentionInterface`` as :data:`NAME` and selected per backbone with
-``Backbone.set_attention(NAME)``; anything it does not cover (an attention mask, dropout, causal attention,
-gradients) goes to transformers' own SDPA function unchanged.
+It is registered with transformers' ``AttentionInterface`` as :data:`NAME` for the transformers backbones, called
+directly by ``para_core.model.dinov3_vit``, and selected per backbone with ``Backbone.set_attention(NAME)``; anything
+it does not cover (an attention mask, dropout, causal attention, gradients) goes to SDPA unchanged.
 """
 
 from __future__ import annotations
@@ -51,6 +51,37 @@ def blocked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     return out
 
 
+def blocked_dtype(
+    query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float, causal: bool
+) -> torch.dtype | None:
+    """The precision the blocked kernel would run this call at, or None where it does not cover the call (a GPU,
+    fp32, a mask, dropout, causal attention over several queries, gradients, grouped keys)."""
+    device = query.device.type
+    # Under autocast the projections come out in its dtype but RoPE (fp32 tables) can promote q and k back to fp32;
+    # torch's SDPA is autocast to the low precision, so that is the precision this runs at too.
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else query.dtype
+    covered = (
+        device == "cpu"
+        and dtype in (torch.bfloat16, torch.float16)
+        and attention_mask is None
+        and not dropout
+        and not (causal and query.shape[2] > 1)
+        and not torch.is_grad_enabled()
+        and key.shape[1] == query.shape[1]
+    )
+    return dtype if covered else None
+
+
+def run_blocked(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None, dtype: torch.dtype
+) -> torch.Tensor:
+    """:func:`blocked_attention` at ``dtype`` (from :func:`blocked_dtype`): (B, H, N, D) in, (B, N, H, D) out."""
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    with torch.autocast(query.device.type, enabled=False):  # the dtypes below are the ones meant
+        out = blocked_attention(query.to(dtype), key.to(dtype), value.to(dtype), scale)  # (B, H, N, D)
+    return out.transpose(1, 2).contiguous()  # (B, N, H, D)
+
+
 def attention_forward(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -63,32 +94,16 @@ def attention_forward(
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature: (B, H, N, D) inputs, (B, N, H, D) output and no weights."""
-    # transformers: loaded on first use, not on import
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    device = query.device.type
-    # Under autocast the projections come out in its dtype but RoPE (fp32 tables) can promote q and k back to fp32;
-    # torch's SDPA is autocast to the low precision, so that is the precision this runs at too.
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else query.dtype
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)  # transformers' default
-    covered = (
-        device == "cpu"
-        and dtype in (torch.bfloat16, torch.float16)
-        and attention_mask is None
-        and not dropout
-        and not (causal and query.shape[2] > 1)
-        and not torch.is_grad_enabled()
-        and key.shape[1] == query.shape[1]
-        and not kwargs.get("output_attentions")
-    )
-    if not covered:
+    dtype = None if kwargs.get("output_attentions") else blocked_dtype(query, key, attention_mask, dropout, causal)
+    if dtype is None:
+        # transformers: loaded on first use, not on import
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
-    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-    with torch.autocast(device, enabled=False):  # the dtypes below are the ones meant
-        out = blocked_attention(query.to(dtype), key.to(dtype), value.to(dtype), scale)  # (B, H, N, D)
-    return out.transpose(1, 2).contiguous(), None  # (B, N, H, D), as transformers' SDPA function returns
+    return run_blocked(query, key, value, scaling, dtype), None  # as transformers' SDPA function returns
 
 
 def fast_path_attention(device_type: str, dtype: str) -> str:
