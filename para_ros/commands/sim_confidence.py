@@ -62,7 +62,7 @@ def given_supervisor(path: str):
     import yaml
 
     from para_ros.execution.config_from_parameters import supervisor_config
-    from para_ros.paths import shipped_node_params
+    from para_ros.paths import effective_params
 
     try:
         doc = yaml.safe_load(Path(path).read_text())
@@ -73,7 +73,7 @@ def given_supervisor(path: str):
         raise ValueError(
             f"--thresholds {path}: not a chunk_executor parameters file (chunk_executor: ros__parameters:)"
         ) from None
-    params = {**shipped_node_params("config/executor.yaml", "chunk_executor"), **ours, "confidence_supervisor": True}
+    params = effective_params("config/executor.yaml", "chunk_executor", {**ours, "confidence_supervisor": True})
     try:
         return supervisor_config(params)
     except (KeyError, TypeError, ValueError) as exc:

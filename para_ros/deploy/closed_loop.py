@@ -49,7 +49,7 @@ from para_ros.deploy.episodes import (
 from para_ros.deploy.graph_run import GraphRun, SignalStop, run_exit_status
 from para_ros.deploy.monitor import DeployMonitor, graph_topics, record_topics
 from para_ros.nodes.parameter_registry import check_node_params
-from para_ros.paths import shipped_node_params
+from para_ros.paths import effective_params, shipped_node_params
 from para_ros.sim.camera_sampler import check_scene_camera_sees_workspace
 from para_ros.sim.layout_region import CubeRegion, episode_seeds
 from para_ros.sim.lockstep import DEFAULT_TIMEOUT_S
@@ -337,7 +337,7 @@ def scene_camera_pose(sim_params: dict | None = None) -> np.ndarray:
     ``sim_params`` on top (``scene_cam_T_world_cam`` when set, else position + look-at + up hint), as the node does."""
     from para_ros.sim.yam_scene import SimConfig  # mujoco: loaded on first use, not on import
 
-    p = {**shipped_node_params("config/sim.yaml", "sim_node"), **(sim_params or {})}
+    p = effective_params("config/sim.yaml", "sim_node", sim_params or {})
     T = p.get("scene_cam_T_world_cam")
     return SimConfig(
         scene_cam_pos_m=p["scene_cam_position_m"],

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from para_ros.paths import shipped_node_params
+from para_ros.paths import effective_params
 from para_ros.sim.camera_sampler import CameraMove, NominalCamera, camera_pose, visible_fraction
 
 AXES = ("orbit", "height", "fovy")
@@ -270,7 +270,7 @@ def run_sweep(settings: SweepSettings) -> int:
         )
     except ValueError as exc:
         return refuse(str(exc))
-    sim = {**shipped_node_params("config/sim.yaml", "sim_node"), **node_params.get("sim_node", {})}
+    sim = effective_params("config/sim.yaml", "sim_node", node_params.get("sim_node", {}))
     T_nominal = camera_pose(CameraMove(), nominal)[0]
     results: dict = {}
     plans = []

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from para_ros.paths import shipped_node_params
+from para_ros.paths import effective_params
 from para_ros.sim.cameras import intrinsics_from_fovy, look_at_T_world_cam
 from para_ros.sim.pick_place import PickPlaceConfig
 
@@ -397,7 +397,7 @@ def check_scene_camera_sees_workspace(
     """Refuse (ValueError, naming the visible fraction) a scene camera pose of the sim node that does not see at
     least ``min_fraction`` of the task's workspace; ``sim_params``: sim_node parameters that differ from
     ``config/sim.yaml`` (``scene_cam_fovy_deg``, ``image_width``, ``image_height``). Returns the visible fraction."""
-    params = {**shipped_node_params("config/sim.yaml", "sim_node"), **(sim_params or {})}
+    params = effective_params("config/sim.yaml", "sim_node", sim_params or {})
     fovy, width, height = float(params["scene_cam_fovy_deg"]), int(params["image_width"]), int(params["image_height"])
     frac = visible_fraction(T_world_cam, fovy, width, height)
     if frac < min_fraction:
