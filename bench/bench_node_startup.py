@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from para_ros.deploy.graph import SIM_CHECKPOINT
+
 REPO = Path(__file__).resolve().parent.parent
 NODE_MODULE = "para_ros.nodes.inference_node"
 
@@ -95,8 +97,8 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--checkpoint",
-        default=str(REPO / "checkpoints" / "pick_place"),
-        help="checkpoint directory (default the shipped checkpoints/pick_place; '' = a random tiny model)",
+        default=str(REPO / SIM_CHECKPOINT),
+        help=f"checkpoint directory (default the shipped default, {SIM_CHECKPOINT}; '' = a random tiny model)",
     )
     parser.add_argument("--device", default="cpu", help="the node's device (default cpu)")
     parser.add_argument("--dtype", default="fp32", help="the node's dtype (default fp32)")
