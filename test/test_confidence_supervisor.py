@@ -98,6 +98,7 @@ def test_an_unmeasured_measure_is_not_judged_and_off_judges_nothing():
         ({"resume_after_chunks": 0}, "resume_after_chunks=0"),
         ({"slow_speed_scale": 0.0}, "slow_speed_scale=0.0"),
         ({"hold_after_s": -1.0}, "hold_after_s=-1.0"),
+        ({"grace_s": float("nan")}, r"grace_s=nan: use a time >= 0 s"),
         ({"rejected_hold_count": 11, "rejected_window_chunks": 10}, "rejected_hold_count=11 is more than"),
         ({"rejected_hold_count": -1}, r"rejected_hold_count=-1: use an integer >= 0"),
         ({"rejected_window_chunks": 0}, r"rejected_window_chunks=0: use an integer >= 1"),
@@ -106,6 +107,35 @@ def test_an_unmeasured_measure_is_not_judged_and_off_judges_nothing():
 def test_bad_supervisor_configs_are_refused_with_the_field_named(fields, match):
     with pytest.raises(ValueError, match=match):
         SupervisorConfig(**fields)
+
+
+def test_the_grace_after_a_hand_over_judges_nothing_and_the_hold_clock_starts_after_it():
+    """grace_s after a reset, counted from the first chunk: very uncertain chunks are followed as they are (and still
+    summarised); the first chunk at or after the grace's end starts the hold clock, so the hold comes hold_after_s
+    later, not at once; a reset (~/resume) grants a new grace, a clock jump back restarts one under way only."""
+    cfg = SupervisorConfig(**{**SUPERVISOR.__dict__, "grace_s": 1.0})
+    sup = ConfidenceSupervisor(cfg)
+    for t in (5.0, 5.3, 5.6, 5.9):  # the grace: 5.0 .. 6.0
+        j = sup.judge(chunk_with(t, 0.02), t)
+        assert j.event is E.CHUNK_ACCEPTED and j.reason == "" and "peak mass 0.02 at step 0" in j.summary
+        assert not sup.in_spell
+    assert sup.judge(chunk_with(6.0, 0.02), 6.0).event is E.CHUNK_UNCERTAIN  # judged: slowed, clock from 6.0
+    assert sup.judge(chunk_with(6.4, 0.02), 6.4).event is E.CHUNK_UNCERTAIN
+    held = sup.judge(chunk_with(6.5, 0.02), 6.5)
+    assert held.event is E.CHUNK_VERY_UNCERTAIN and "for 0.5 s" in held.reason
+    sup.forget_time()  # the grace is over: a clock jump does not grant another
+    assert sup.judge(chunk_with(1.0, 0.02), 1.0).event is E.CHUNK_UNCERTAIN
+    sup.reset()  # the arm handed over again: a new grace from the next chunk
+    assert sup.judge(chunk_with(9.0, 0.02), 9.0).event is E.CHUNK_ACCEPTED
+    sup.forget_time()  # a jump back during the grace: it starts again at the next chunk
+    assert sup.judge(chunk_with(0.5, 0.02), 0.5).event is E.CHUNK_ACCEPTED
+    assert sup.judge(chunk_with(1.4, 0.02), 1.4).event is E.CHUNK_ACCEPTED
+    assert sup.judge(chunk_with(1.5, 0.02), 1.5).event is E.CHUNK_UNCERTAIN
+    # refused chunks count during the grace: the rule on them has no grace
+    refusing = ConfidenceSupervisor(SupervisorConfig(**{**cfg.__dict__, "rejected_hold_count": 2}))
+    refusing.judge(chunk_with(0.0, 0.9), 0.0)
+    refusing.judge_refused("jump")
+    assert refusing.judge_refused("jump").event is E.CHUNK_VERY_UNCERTAIN
 
 
 def test_refused_chunks_hold_once_the_count_of_the_window_is_reached():

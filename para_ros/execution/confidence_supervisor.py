@@ -15,6 +15,12 @@ measure, a *slow* one and a stricter *hold* one ("below" for all measures but th
   ``CHUNK_VERY_UNCERTAIN`` (the executor holds where it is and drops the chunk), with the reason (``policy uncertain:
   peak mass 0.03 at step 2 for 1.2 s``).
 
+For ``grace_s`` after the arm is handed to the policy (:meth:`ConfidenceSupervisor.reset`: ``~/engage``,
+``~/resume``), counted from the first chunk after it, the measures are not judged: every chunk is followed at full
+speed and the clocks start after the grace. From a standstill the policy is often unsure in its first second (in real
+time, 13 of 30 nominal episodes' first chunks were below the hold thresholds), and a hold there is absorbing: the arm
+stands still, the images stay the same, and so does the policy's doubt.
+
 A second sign, the policy contradicting the arm: a chunk the executor's checks refuse (its first step an implausible
 jump from where the tool is, a chunk from the future, garbage) is not judged by its measures, but the supervisor
 counts it: ``rejected_hold_count`` of the last ``rejected_window_chunks`` chunks refused is ``CHUNK_VERY_UNCERTAIN``
@@ -61,6 +67,8 @@ class SupervisorConfig:
             0 = every step.
         hold_after_s: hold once one measure has been beyond its hold threshold in every chunk for this long (s; 0: at
             the first such chunk).
+        grace_s: after a reset (the arm handed to the policy), chunks within this long of the first one are not
+            judged by their measures (module docstring); 0: judge from the first chunk.
         resume_after_chunks: confident chunks in a row that end a spell of uncertain ones (follow at full speed).
         slow_speed_scale: while slowed, the joint and tool speed limits are this fraction of the YAM's (0, 1].
         rejected_hold_count: hold once this many of the last ``rejected_window_chunks`` chunks were refused by the
@@ -79,6 +87,7 @@ class SupervisorConfig:
     view_agreement_hold_below: float = 0.0
     steps_checked: int = 0
     hold_after_s: float = 0.5
+    grace_s: float = 0.0
     resume_after_chunks: int = 3
     slow_speed_scale: float = 0.3
     rejected_hold_count: int = 0
@@ -98,8 +107,14 @@ class SupervisorConfig:
                 )
         if isinstance(self.steps_checked, bool) or not isinstance(self.steps_checked, int) or self.steps_checked < 0:
             raise ValueError(f"SupervisorConfig.steps_checked={self.steps_checked!r}: use an integer >= 0 (0 = all)")
-        if not (math.isfinite(self.hold_after_s) and self.hold_after_s >= 0):
-            raise ValueError(f"SupervisorConfig.hold_after_s={self.hold_after_s!r}: use a time >= 0 s")
+        for name in ("hold_after_s", "grace_s"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value >= 0)
+            ):
+                raise ValueError(f"SupervisorConfig.{name}={value!r}: use a time >= 0 s")
         if (
             isinstance(self.resume_after_chunks, bool)
             or not isinstance(self.resume_after_chunks, int)
@@ -154,10 +169,14 @@ class ConfidenceSupervisor:
         self.hold_since_s: dict[str, float] = {}  # per measure: since when every chunk is beyond its hold threshold
         self.uncertain_since_s: dict[str, float] = {}  # per measure: ... beyond its slow threshold
         self.refused = deque(maxlen=self.config.rejected_window_chunks)  # the latest chunks: True = refused
+        self.grace_ends_s: float | None = None  # set by the first chunk after the reset
+        self.grace_over = False
 
     def forget_time(self) -> None:
-        """The clock jumped back: times of the old clock mean nothing; the spell and its count stay."""
+        """The clock jumped back: times of the old clock mean nothing; the spell and its count stay (a grace under
+        way starts again at the next chunk)."""
         self.hold_since_s, self.uncertain_since_s = {}, {}
+        self.grace_ends_s = None
 
     def key(self) -> tuple:
         """What decides the next judgement besides the chunk (for tests that enumerate states)."""
@@ -171,12 +190,19 @@ class ConfidenceSupervisor:
             return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", "")
         self._count(refused=False)
         steps = cfg.steps_checked or None
-        beyond_slow, beyond_hold, parts = [], [], []
-        for measure in MEASURES:
-            worst = worst_step(measure, chunk.measure(measure), steps)
+        worsts = {measure: worst_step(measure, chunk.measure(measure), steps) for measure in MEASURES}
+        summary = ", ".join(
+            f"{MEASURE_TITLES[m]} {w.value:.2f} at step {w.step}" for m, w in worsts.items() if w is not None
+        )
+        if not self.grace_over:
+            if self.grace_ends_s is None:
+                self.grace_ends_s = now_s + cfg.grace_s
+            if now_s < self.grace_ends_s:  # the grace after a hand-over: followed as it is, no clock runs
+                return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", summary)
+            self.grace_over = True
+        beyond_slow, beyond_hold = [], []
+        for measure, worst in worsts.items():
             slow, hold = cfg.thresholds(measure)
-            if worst is not None:
-                parts.append(f"{MEASURE_TITLES[measure]} {worst.value:.2f} at step {worst.step}")
             if worst is not None and beyond(measure, worst.value, slow):
                 self.uncertain_since_s.setdefault(measure, now_s)
                 beyond_slow.append((worst, slow))
@@ -187,7 +213,6 @@ class ConfidenceSupervisor:
                 beyond_hold.append((worst, hold))
             else:
                 self.hold_since_s.pop(measure, None)
-        summary = ", ".join(parts)
         if not beyond_slow and not beyond_hold:
             if not self.in_spell:
                 return Judgement(ExecutorEvent.CHUNK_ACCEPTED, "", summary)

@@ -84,6 +84,7 @@ def supervisor_config(p: dict) -> SupervisorConfig:
         view_agreement_hold_below=p["confidence_view_agreement_hold_below"],
         steps_checked=p["confidence_steps_checked"],
         hold_after_s=p["confidence_hold_after_s"],
+        grace_s=p["confidence_grace_s"],
         resume_after_chunks=p["confidence_resume_after_chunks"],
         slow_speed_scale=p["confidence_slow_speed_scale"],
         rejected_hold_count=p["confidence_rejected_hold_count"],

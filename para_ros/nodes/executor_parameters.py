@@ -103,6 +103,16 @@ CONFIDENCE_PARAMETERS = (
         dynamic=True,
     ),
     Param(
+        "confidence_grace_s",
+        1.0,
+        "After the arm is handed to the policy (~/engage, ~/resume) its chunks' measures are not judged for this long "
+        "(s): the arm follows them at full speed, and the hold clocks start after it. The policy is often unsure in "
+        "its first second from a standstill, and a hold there never ends (the arm stays still, the images stay the "
+        "same). Refused chunks count from the start. 0 = judge from the first chunk.",
+        range=(0.0, 60.0),
+        dynamic=True,
+    ),
+    Param(
         "confidence_resume_after_chunks",
         3,
         "Confident chunks in a row that end slowing or holding (full speed again); ~/resume ends them at once.",
