@@ -4,6 +4,8 @@ McNemar test against hand-computed binomial tails (and scipy), the interleaving 
 from __future__ import annotations
 
 import math
+import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -418,3 +420,42 @@ def test_a_lockstep_fault_is_no_attempt_of_the_policy():
     assert (s["episodes"], s["successes"], s["faults"]) == (4, 3, 2)
     assert s["success_rate"] == pytest.approx(0.75) and s["wilson95"] == pytest.approx(list(wilson_interval(3, 4)))
     assert s["outcomes"]["fault"] == 2 and s["outcomes"]["no_grasp"] == 1
+
+
+class _FakeEvaluator:
+    """A TaskClient stand-in: counts the chunks it saw, records each lockstep_run_until_s it set on the simulator; the
+    chunk comes once the simulator has been let run ``chunk_after_nudges`` times."""
+
+    def __init__(self, chunk_after_nudges: int | None):
+        self.chunks, self.run_until, self.chunk_after = 0, [], chunk_after_nudges
+
+    def call(self, name, request=None, timeout_s=10.0):
+        assert name == "params"
+        (param,) = request.parameters
+        assert param.name == "lockstep_run_until_s"
+        self.run_until.append(param.value.double_value)
+        if self.chunk_after is not None and len(self.run_until) >= self.chunk_after:
+            self.chunks = 1
+        return SimpleNamespace(results=[SimpleNamespace(successful=True, reason="")])
+
+
+def test_waiting_for_the_first_chunk_in_lockstep_lets_the_held_simulator_run_one_frame_at_a_time():
+    """A first chunk the evaluator missed is never followed by another while the simulator holds at its first
+    instant: in lockstep the wait lets it run LOCKSTEP_NUDGE_S further every nudge_after_s until a chunk is seen;
+    in real time, or once a chunk came, it sets nothing."""
+    from para_ros.deploy.episodes import LOCKSTEP_NUDGE_S, wait_for_first_chunk
+
+    ev = _FakeEvaluator(chunk_after_nudges=3)
+    wait_for_first_chunk(ev, None, threading.Event(), timeout_s=10.0, lockstep=True, nudge_after_s=0.05)
+    assert ev.chunks == 1
+    assert ev.run_until == pytest.approx([LOCKSTEP_NUDGE_S, 2 * LOCKSTEP_NUDGE_S, 3 * LOCKSTEP_NUDGE_S])
+
+    real_time = _FakeEvaluator(chunk_after_nudges=None)
+    with pytest.raises(RuntimeError, match="no action chunk within 0 s"):
+        wait_for_first_chunk(real_time, None, threading.Event(), timeout_s=0.3, lockstep=False, nudge_after_s=0.05)
+    assert real_time.run_until == []
+
+    seen = _FakeEvaluator(chunk_after_nudges=None)
+    seen.chunks = 1
+    wait_for_first_chunk(seen, None, threading.Event(), timeout_s=10.0, lockstep=True, nudge_after_s=0.0)
+    assert seen.run_until == []

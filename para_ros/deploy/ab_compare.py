@@ -175,7 +175,7 @@ def run_compare(settings) -> int:
             evs[lab] = TaskClient(T_cam, domain_id=domain)
             print(f"para-sim eval: variant {node} {name}={lab}: ROS_DOMAIN_ID {domain}", flush=True)
         for lab in labels:
-            wait_for_first_chunk(evs[lab], groups[lab], stop, timeout_s=300.0)
+            wait_for_first_chunk(evs[lab], groups[lab], stop, timeout_s=300.0, lockstep=settings.lockstep)
         print(
             f"para-sim eval: {settings.episodes} seeds from {settings.seed} x {len(labels)} variants, "
             f"interleaved; report in {out}",

@@ -451,7 +451,9 @@ def run_eval(settings: EvalSettings) -> int:
             flush=True,
         )
         # lockstep: the simulator waits for the model however long it loads; give a busy machine time
-        wait_for_first_chunk(ev, graph_run, stop, timeout_s=600.0 if settings.lockstep else 120.0)
+        wait_for_first_chunk(
+            ev, graph_run, stop, timeout_s=600.0 if settings.lockstep else 120.0, lockstep=settings.lockstep
+        )
         for k, seed in todo:
             if stop.is_set():
                 extra["interrupted"] = True

@@ -329,17 +329,38 @@ def draw_path(
     return out
 
 
-def wait_for_first_chunk(ev: TaskClient, graph_run, stop: threading.Event, timeout_s: float) -> None:
+# Before the first episode a lockstep simulator holds at its first instant (lockstep_run_until_s 0) once that frame is
+# answered: a first chunk this process missed (its subscription matched the inference node after the chunk went out)
+# would never be followed by another. Every LOCKSTEP_NUDGE_AFTER_S of wall time without one, the simulator is let run
+# LOCKSTEP_NUDGE_S of simulated time further, to the next frame and its chunk; each episode's reset restarts its time.
+LOCKSTEP_NUDGE_AFTER_S = 5.0
+LOCKSTEP_NUDGE_S = 0.1
+
+
+def wait_for_first_chunk(
+    ev: TaskClient,
+    graph_run,
+    stop: threading.Event,
+    timeout_s: float,
+    lockstep: bool = False,
+    nudge_after_s: float = LOCKSTEP_NUDGE_AFTER_S,
+) -> None:
     """Until the first action chunk, or until ``stop`` is set (the caller sees it: an interrupted run, not an error);
     raise RuntimeError when a node of ``graph_run`` (a ``GraphRun``, or None: a graph someone else runs) died or
-    ``timeout_s`` passed."""
-    deadline = time.monotonic() + timeout_s
+    ``timeout_s`` passed. ``lockstep``: the simulator is let run on while no chunk comes (the comment above)."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    nudges = 0
     while ev.chunks == 0 and not stop.is_set():
         dead = graph_run.first_dead() if graph_run is not None else None
         if dead is not None:
             raise RuntimeError(f"{dead.spec.name} exited with status {dead.returncode}:\n{graph_run.log_tail(dead)}")
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise RuntimeError(f"no action chunk within {timeout_s:.0f} s of starting the graph (see the logs)")
+        if lockstep and now - start >= (nudges + 1) * nudge_after_s:
+            nudges += 1
+            set_run_until(ev, nudges * LOCKSTEP_NUDGE_S)
         time.sleep(0.1)
 
 
