@@ -9,6 +9,7 @@ the same record for the B*N images, view-major within each batch element.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,3 +98,28 @@ def int_side(value) -> int:
             raise ValueError(f"InternViT size {value!r} is not square; para_core uses square images and patches")
         return int(value[0])
     return int(value)
+
+
+def read_safetensors_dir(path: Path, rename: Callable[[str], str | None]) -> dict[str, torch.Tensor]:
+    """Every tensor of the ``*.safetensors`` shards in ``path``, in fp32, keyed ``rename(key)`` (None: left out)."""
+    from safetensors import safe_open  # safetensors: loaded on first use, not on import
+
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(path.glob("*.safetensors")):
+        with safe_open(str(shard), framework="pt") as f:
+            for key in f.keys():
+                name = rename(key)
+                if name is not None:
+                    state[name] = f.get_tensor(key).to(torch.float32)
+    return state
+
+
+def load_every_weight(module: nn.Module, state: dict[str, torch.Tensor], path: Path, mismatch: str, fix: str) -> None:
+    """``module.load_state_dict(state)``, refusing a partial load (it would leave random weights behind silently):
+    a ValueError naming the directory, ``mismatch`` (what does not match what), the keys and ``fix``."""
+    result = module.load_state_dict(state, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise ValueError(
+            f"V4Config.backbone_pretrained_dir = {str(path)!r}: {mismatch} (missing {sorted(result.missing_keys)[:5]}, "
+            f"unexpected {sorted(result.unexpected_keys)[:5]}); {fix}"
+        )

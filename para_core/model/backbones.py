@@ -37,7 +37,15 @@ import torch
 import torch.nn.functional as Fn
 from torch import nn
 
-from para_core.model.backbone_base import Backbone, BackboneOutput, check_pretrained_dir, int_side, internvl_tower_arch
+from para_core.model.backbone_base import (
+    Backbone,
+    BackboneOutput,
+    check_pretrained_dir,
+    int_side,
+    internvl_tower_arch,
+    load_every_weight,
+    read_safetensors_dir,
+)
 from para_core.model.backbone_da3 import DA3Backbone
 from para_core.model.backbone_vlm import InternVLLanguageBackbone
 from para_core.model.config import V4Config
@@ -127,8 +135,6 @@ def _load_internvl_tower(path: Path) -> nn.Module:
     (model_type "internvl_vision") or a whole transformers-format InternVL model (model_type "internvl", e.g. an
     InternVL 2.5-1B "-hf" export), whose ``vision_tower.*`` tensors are read alone (the LLM is never loaded). Every
     tower tensor must be present: a partial load would leave random weights behind silently."""
-    from safetensors import safe_open  # safetensors: loaded on first use, not on import
-
     # transformers: loaded on first use, not on import
     from transformers import InternVLVisionConfig, InternVLVisionModel
 
@@ -154,21 +160,18 @@ def _load_internvl_tower(path: Path) -> nn.Module:
     if model_type == "internvl":
         hf_cfg = InternVLVisionConfig.from_pretrained(str(path), local_files_only=True)  # its vision_config
         vit = InternVLVisionModel(hf_cfg)
-        state: dict[str, torch.Tensor] = {}
-        for shard in sorted(path.glob("*.safetensors")):
-            with safe_open(str(shard), framework="pt") as f:
-                for key in f.keys():
-                    for prefix in _INTERNVL_TOWER_PREFIXES:
-                        if key.startswith(prefix):
-                            state[key[len(prefix) :]] = f.get_tensor(key).to(torch.float32)
-        result = vit.load_state_dict(state, strict=False)
-        if result.missing_keys or result.unexpected_keys:
-            raise ValueError(
-                f"V4Config.backbone_pretrained_dir = {str(path)!r}: its vision tower does not match "
-                f"its vision_config (missing {sorted(result.missing_keys)[:5]}, unexpected "
-                f"{sorted(result.unexpected_keys)[:5]}); use a complete transformers-format InternVL "
-                f"checkpoint"
-            )
+
+        def tower_key(key: str) -> str | None:
+            prefix = next((p for p in _INTERNVL_TOWER_PREFIXES if key.startswith(p)), None)
+            return None if prefix is None else key[len(prefix) :]
+
+        load_every_weight(
+            vit,
+            read_safetensors_dir(path, tower_key),
+            path,
+            "its vision tower does not match its vision_config",
+            "use a complete transformers-format InternVL checkpoint",
+        )
         return vit
     if model_type == "internvl_chat":
         raise ValueError(

@@ -32,6 +32,7 @@ import torch.nn.functional as Fn
 from torch import nn
 
 from para_core.model import cpu_attention
+from para_core.model.backbone_base import load_every_weight, read_safetensors_dir
 
 # transformers' activation names this module runs, and the torch functions that compute the same values.
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -364,20 +365,14 @@ def load_pretrained(path: Path, **overrides: Any) -> DINOv3ViT:
     """A DINOv3 ViT from a local transformers directory (``config.json`` + ``*.safetensors``), in fp32.
     ``overrides`` replace architecture fields (the train-time augmentations). Every weight must match: a partial
     load would leave random weights behind silently."""
-    from safetensors import safe_open  # safetensors: loaded on first use, not on import
-
     arch = DINOv3Arch.from_pretrained_config(path)
     vit = DINOv3ViT(DINOv3Arch(**{**arch.to_dict(), **overrides}))
-    state: dict[str, torch.Tensor] = {}
-    for shard in sorted(path.glob("*.safetensors")):
-        with safe_open(str(shard), framework="pt") as f:
-            for key in f.keys():
-                state[_OLD_LAYER_KEY.sub("model.layer.", key)] = f.get_tensor(key).to(torch.float32)
-    result = vit.load_state_dict(state, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        raise ValueError(
-            f"V4Config.backbone_pretrained_dir = {str(path)!r}: its weights do not match its config.json's DINOv3 "
-            f"(missing {sorted(result.missing_keys)[:5]}, unexpected {sorted(result.unexpected_keys)[:5]}); use a "
-            f"complete transformers DINOv3ViTModel directory"
-        )
+    state = read_safetensors_dir(path, lambda key: _OLD_LAYER_KEY.sub("model.layer.", key))
+    load_every_weight(
+        vit,
+        state,
+        path,
+        "its weights do not match its config.json's DINOv3",
+        "use a complete transformers DINOv3ViTModel directory",
+    )
     return vit
