@@ -217,7 +217,16 @@ def test_deploy_graph_moves_the_sim_arm_within_limits_and_stops_cleanly(tmp_path
     chunk_stamps_ns = [stamp_ns(m.header) for _, m in chunks]
     if listener.first_chunk_stamp_ns is not None:
         chunk_stamps_ns.append(listener.first_chunk_stamp_ns)
-    first_chunk_ns = min(chunk_stamps_ns)
+    # Both may have missed the first chunks (their subscriptions match the inference node, which starts in about 2 s,
+    # a little after its first chunks go out); the executor's own reports bound the window too: until one said
+    # chunks_received 0, it had none.
+    none_yet_ns = [
+        stamp_ns(diag.header)
+        for _, diag in bag.get("/diagnostics", [])
+        for status in diag.status
+        if "chunk_executor" in status.name and {kv.key: kv.value for kv in status.values}.get("chunks_received") == "0"
+    ]
+    first_chunk_ns = min(chunk_stamps_ns + ([max(none_yet_ns)] if none_yet_ns else []))
     arm = [(stamp_ns(m.header), np.array([dict(zip(m.name, m.position))[j] for j in ARM_JOINTS])) for _, m in states]
     before = [q for t, q in arm if t < first_chunk_ns]
     after = [q for t, q in arm if t > first_chunk_ns]

@@ -73,7 +73,13 @@ def given_supervisor(path: str):
         raise ValueError(
             f"--thresholds {path}: not a chunk_executor parameters file (chunk_executor: ros__parameters:)"
         ) from None
-    params = effective_params("config/executor.yaml", "chunk_executor", {**ours, "confidence_supervisor": True})
+    # The replay judges from the first chunk, as the fit does (its rates are comparable): no grace unless the file
+    # sets one. The executor's own grace (confidence_grace_s) only spares the first second after the hand-over.
+    params = effective_params(
+        "config/executor.yaml",
+        "chunk_executor",
+        {"confidence_grace_s": 0.0, **ours, "confidence_supervisor": True},
+    )
     try:
         return supervisor_config(params)
     except (KeyError, TypeError, ValueError) as exc:

@@ -200,8 +200,9 @@ PARAMETERS = ParameterTable(
         ),
         Param(
             "camera_frozen_tool_motion_m",
-            0.02,
-            "How far the tool must have moved since a camera's image last changed for the camera to count as frozen.",
+            0.01,
+            "How far the tool must have moved since a camera's image last changed for the camera to count as frozen "
+            "(a camera that watches the arm shows a new image once the tool has moved a centimetre).",
             range=(0.001, 1.0),
             dynamic=True,
         ),

@@ -44,7 +44,7 @@ class CameraCheckSettings:
     enabled: bool = True
     min_contrast_levels: float = 2.0
     frozen_after_s: float = 0.5
-    frozen_tool_motion_m: float = 0.02
+    frozen_tool_motion_m: float = 0.01
 
     def __post_init__(self):
         if not (math.isfinite(self.min_contrast_levels) and 0.0 <= self.min_contrast_levels < 128.0):
